@@ -1,0 +1,175 @@
+"""RecordBatch v2: round trips, kafka-python in both directions, control records."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from strom.protocol.compression import CompressionType
+from strom.protocol.records import (
+    ControlRecordType,
+    RecordBatchBuilder,
+    TimestampType,
+    build_control_batch,
+    build_record_batch,
+    decode_batch,
+    decode_records,
+    parse_control_record,
+    read_batch_header,
+    validate_crc,
+)
+from strom.protocol.records.varint import encode_varint, read_varint, read_varlong
+from tests.unit.protocol.records_strategies import (
+    CODECS,
+    V2_RECORDS,
+    as_bytes,
+    kafka_python_records,
+)
+
+RecordTuple = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+
+
+def _ours(raw: bytes | bytearray) -> list[tuple[object, ...]]:
+    return [
+        (
+            record.offset, record.timestamp, as_bytes(record.key), as_bytes(record.value),
+            [(key, as_bytes(value)) for key, value in record.headers],
+        )
+        for record in decode_batch(raw).records
+    ]
+
+
+def _expected(records: list[RecordTuple], base_offset: int = 0) -> list[tuple[object, ...]]:
+    return [
+        (base_offset + index, timestamp, key, value, headers)
+        for index, (key, value, headers, timestamp) in enumerate(records)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=V2_RECORDS, codec=CODECS, base_offset=st.integers(0, 2**40))
+def test_round_trip(records: list[RecordTuple], codec: CompressionType, base_offset: int) -> None:
+    raw = build_record_batch(records, compression=codec, base_offset=base_offset)
+    header = validate_crc(raw)
+    assert header.records_count == len(records)
+    assert header.last_offset_delta == len(records) - 1
+    assert header.base_timestamp == records[0][3]
+    assert header.max_timestamp == max(record[3] for record in records)
+    assert header.compression == codec
+    assert header.size == len(raw)
+    assert _ours(raw) == _expected(records, base_offset)
+
+
+@settings(max_examples=30, deadline=None)
+@given(records=V2_RECORDS, codec=CODECS)
+def test_kafka_python_reads_what_strom_writes(records: list[RecordTuple], codec: CompressionType) -> None:
+    raw = build_record_batch(
+        records, compression=codec, producer_id=7, producer_epoch=3, base_sequence=11,
+    )
+    batch = DefaultRecordBatch(bytes(raw))
+    assert batch.validate_crc()
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 3, 11)
+    assert kafka_python_records(raw) == _expected(records)
+
+
+@settings(max_examples=30, deadline=None)
+@given(records=V2_RECORDS, codec=CODECS)
+def test_strom_reads_what_kafka_python_writes(records: list[RecordTuple], codec: CompressionType) -> None:
+    builder = DefaultRecordBatchBuilder(2, int(codec), False, -1, -1, -1, 1 << 30)
+    for index, (key, value, headers, timestamp) in enumerate(records):
+        builder.append(index, timestamp, key, value, headers)
+    raw = bytes(builder.build())
+    assert _ours(raw) == _expected(records)
+
+
+def test_transactional_producer_fields_and_attributes() -> None:
+    raw = build_record_batch(
+        [(b"k", b"v", [], 5)], producer_id=1234, producer_epoch=5, base_sequence=42,
+        is_transactional=True, partition_leader_epoch=9, compression=CompressionType.LZ4,
+    )
+    header = read_batch_header(raw)
+    assert header.is_transactional and not header.is_control
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (1234, 5, 42)
+    assert header.partition_leader_epoch == 9
+    assert header.timestamp_type == TimestampType.CREATE_TIME
+    assert DefaultRecordBatch(bytes(raw)).is_transactional
+
+
+def test_log_append_time_batches_give_every_record_the_max_timestamp() -> None:
+    raw = build_record_batch(
+        [(b"a", b"1", [], 10), (b"b", b"2", [], 30)], timestamp_type=TimestampType.LOG_APPEND_TIME,
+    )
+    assert [record.timestamp for record in decode_batch(raw).records] == [30, 30]
+
+
+def test_builder_appends_incrementally() -> None:
+    builder = RecordBatchBuilder(compression=CompressionType.GZIP, base_offset=100)
+    builder.append(b"k1", b"v1", [("trace", b"abc")], 1000)
+    builder.append(None, None, (), 999)
+    assert len(builder) == 2
+    raw = builder.build()
+    assert _ours(raw) == [
+        (100, 1000, b"k1", b"v1", [("trace", b"abc")]),
+        (101, 999, None, None, []),
+    ]
+    assert read_batch_header(raw).max_timestamp == 1000
+
+
+def test_empty_batch_is_refused() -> None:
+    with pytest.raises(ValueError):
+        RecordBatchBuilder().build()
+
+
+def test_keys_and_values_are_views_of_the_input() -> None:
+    raw = bytes(build_record_batch([(b"key", b"value", [], 1)]))
+    record = decode_batch(raw).records[0]
+    assert isinstance(record.value, memoryview)
+    assert record.value.obj is raw
+    view_input = memoryview(bytearray(raw))
+    assert decode_batch(view_input).records[0].value.obj is view_input.obj  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("control_type", [ControlRecordType.COMMIT, ControlRecordType.ABORT])
+def test_control_batches(control_type: ControlRecordType) -> None:
+    raw = build_control_batch(
+        control_type, producer_id=77, producer_epoch=2, coordinator_epoch=13, timestamp=5,
+        base_offset=40,
+    )
+    header = validate_crc(raw)
+    assert header.is_control and header.is_transactional
+    (record,) = decode_batch(raw).records
+    marker = parse_control_record(record.key, record.value)
+    assert marker.type == control_type and marker.version == 0
+    assert marker.coordinator_epoch == 13
+    (theirs,) = list(DefaultRecordBatch(bytes(raw)))
+    assert theirs.type == control_type and theirs.version == 0
+    assert decode_records(raw) == []
+    assert len(decode_records(raw, include_control=True)) == 1
+
+
+def test_control_record_parsing_edge_cases() -> None:
+    future = parse_control_record(struct.pack(">hh", 0, 99), None)
+    assert future.type == 99 and future.coordinator_epoch is None
+    for key, value in [(b"\x00", None), (struct.pack(">hh", 0, 1), b"\x00"),
+                       (struct.pack(">hh", -1, 1), struct.pack(">hi", 0, 1))]:
+        with pytest.raises(Exception) as caught:
+            parse_control_record(key, value)
+        assert caught.type.__name__ == "ProtocolError"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_varlong_round_trip_and_kafka_python_encoding(value: int) -> None:
+    from kafka.record.util import encode_varint as theirs
+
+    encoded = encode_varint(value)
+    assert read_varlong(encoded, 0) == (value, len(encoded))
+    out = bytearray()
+    theirs(value, out.append)
+    assert bytes(out) == encoded
+    if -(2**31) <= value < 2**31:
+        assert read_varint(encoded, 0) == (value, len(encoded))
