@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from strom.protocol.compression import CompressionType
+from strom.protocol.compression import CompressionType, compress
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import (
     TimestampType,
@@ -114,9 +114,6 @@ def test_plain_v1_log_append_time() -> None:
 
 def test_nested_compression_is_corrupt() -> None:
     inner = build_message_set([(b"a", b"1", 1)], magic=1, compression=CompressionType.GZIP)
-    wrapper = bytearray()
-    append_message(wrapper, 0, 1, int(CompressionType.NONE), 1, None, None)
-    from strom.protocol.compression import compress
 
     nested = bytearray()
     append_message(nested, 0, 1, int(CompressionType.GZIP), 1, None,
@@ -128,8 +125,6 @@ def test_nested_compression_is_corrupt() -> None:
 
 def test_inner_message_of_another_magic_is_corrupt() -> None:
     inner = build_message_set([(b"a", b"1", 1)], magic=0)
-    from strom.protocol.compression import compress
-
     wrapper = bytearray()
     append_message(wrapper, 0, 1, int(CompressionType.GZIP), 1, None,
                    compress(CompressionType.GZIP, inner))

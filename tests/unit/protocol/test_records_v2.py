@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from strom.protocol.compression import CompressionType
+from strom.protocol.errors import ProtocolError
 from strom.protocol.records import (
     ControlRecordType,
     RecordBatchBuilder,
@@ -173,3 +174,11 @@ def test_varlong_round_trip_and_kafka_python_encoding(value: int) -> None:
     assert bytes(out) == encoded
     if -(2**31) <= value < 2**31:
         assert read_varint(encoded, 0) == (value, len(encoded))
+
+
+def test_negative_two_byte_record_length_is_corrupt() -> None:
+    raw = bytearray(build_record_batch([(b"k", b"v" * 100, [], 1)]))
+    raw[61:63] = b"\x81\x01"  # zigzag 129 = -65
+    with pytest.raises(ProtocolError) as caught:
+        decode_batch(raw, verify_crc=False)
+    assert caught.value.error_code == 2

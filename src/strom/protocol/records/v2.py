@@ -134,11 +134,15 @@ def _decode_records(
     """The hot loop: varints decoded inline on their 1-byte fast path."""
     records: list[Record] = []
     append = records.append
+    new_record = tuple.__new__  # skips NamedTuple's keyword-handling __new__
     try:
         for _ in range(count):
             byte = data[pos]
             if byte < 0x80:
                 length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:  # 2-byte lengths (64..8191) are the common case
+                raw_length = (byte & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (raw_length >> 1) ^ -(raw_length & 1), pos + 2
             else:
                 length, pos = read_varint(data, pos)
             record_end = pos + length
@@ -172,6 +176,9 @@ def _decode_records(
             byte = data[pos]
             if byte < 0x80:
                 value_length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                raw_length = (byte & 0x7F) | (data[pos + 1] << 7)
+                value_length, pos = (raw_length >> 1) ^ -(raw_length & 1), pos + 2
             else:
                 value_length, pos = read_varint(data, pos)
             if value_length >= 0:
@@ -191,11 +198,11 @@ def _decode_records(
                 headers, pos = _decode_headers(data, view, pos, record_end)
             if pos != record_end:
                 raise _corrupt("record length disagrees with its fields")
-            append(Record(
+            append(new_record(Record, (
                 base_offset + offset_delta,
                 base_timestamp + timestamp_delta if append_time is None else append_time,
                 key, value, headers,
-            ))
+            )))
     except IndexError:
         raise _corrupt("records section truncated") from None
     if pos != end:
