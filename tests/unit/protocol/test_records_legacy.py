@@ -95,7 +95,7 @@ def test_v0_wrapper_is_recompressed_with_absolute_inner_offsets() -> None:
 
 def test_log_append_time_on_a_v1_wrapper_applies_to_inner_messages() -> None:
     raw = build_message_set(
-        [(b"a", b"1", 10), (b"b", b"2", 20)], magic=1, compression=CompressionType.SNAPPY
+        [(b"a", b"1", 10), (b"b", b"2", 20)], magic=1, compression=CompressionType.GZIP
     )
     set_log_append_time(raw, 0, 999)
     header = validate_crc(raw)

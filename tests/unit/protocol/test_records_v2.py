@@ -25,6 +25,7 @@ from strom.protocol.records import (
 )
 from strom.protocol.records.varint import encode_varint, read_varint, read_varlong
 from tests.unit.protocol.records_strategies import (
+    ALL_CODECS,
     CODECS,
     V2_RECORDS,
     as_bytes,
@@ -52,7 +53,7 @@ def _expected(records: list[RecordTuple], base_offset: int = 0) -> list[tuple[ob
 
 
 @settings(max_examples=60, deadline=None)
-@given(records=V2_RECORDS, codec=CODECS, base_offset=st.integers(0, 2**40))
+@given(records=V2_RECORDS, codec=ALL_CODECS, base_offset=st.integers(0, 2**40))
 def test_round_trip(records: list[RecordTuple], codec: CompressionType, base_offset: int) -> None:
     raw = build_record_batch(records, compression=codec, base_offset=base_offset)
     header = validate_crc(raw)
