@@ -130,3 +130,8 @@ def test_inner_message_of_another_magic_is_corrupt() -> None:
                    compress(CompressionType.GZIP, inner))
     with pytest.raises(ProtocolError):
         decode_message(wrapper)
+
+
+def test_zstd_is_refused_for_legacy_magics() -> None:
+    with pytest.raises(ValueError):
+        build_message_set([(b"a", b"1", 1)], magic=1, compression=CompressionType.ZSTD)

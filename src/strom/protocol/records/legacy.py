@@ -110,6 +110,8 @@ def build_message_set(
     Compressed, the set is one wrapper whose inner offsets are absolute (v0) or
     relative (v1) and whose offset is the last record's. v0 drops timestamps.
     """
+    if compression == CompressionType.ZSTD:
+        raise ValueError("Kafka allows zstd only in magic 2 batches")
     log_append = magic == 1 and timestamp_type == TimestampType.LOG_APPEND_TIME
     type_bit = ATTR_TIMESTAMP_TYPE if log_append else 0
     inner = bytearray()
