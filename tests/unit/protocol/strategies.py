@@ -45,10 +45,16 @@ def _scalar(kind: str) -> st.SearchStrategy[Any]:
     }[kind]
 
 
-def _value(schema: Schema, fld: Field, version: int, nullable: bool) -> st.SearchStrategy[Any]:
-    if fld.is_struct:
+def _value(
+    schema: Schema, fld: Field, version: int, nullable: bool, plain: bool
+) -> st.SearchStrategy[Any]:
+    if fld.name.endswith("ErrorCode") and fld.type == "int16":
+        element = error_codes()
+    elif plain and fld.element_type == "int64":
+        element = st.integers(0, 2**40)
+    elif fld.is_struct:
         assert fld.struct is not None
-        element = struct_strategy(schema, fld.struct, version)
+        element = struct_strategy(schema, fld.struct, version, plain)
     else:
         element = _scalar(fld.element_type)
     if fld.is_array:
@@ -56,6 +62,13 @@ def _value(schema: Schema, fld: Field, version: int, nullable: bool) -> st.Searc
     else:
         value = element
     return st.one_of(st.none(), value) if nullable else value
+
+
+def error_codes() -> st.SearchStrategy[int]:
+    """Error code fields hold codes Kafka defines (independent codecs check them)."""
+    from strom.protocol.error_codes import ErrorCode
+
+    return st.sampled_from(sorted(ErrorCode))
 
 
 def _unknown_tags(schema: Schema, struct: Struct, version: int) -> st.SearchStrategy[Any]:
@@ -66,13 +79,16 @@ def _unknown_tags(schema: Schema, struct: Struct, version: int) -> st.SearchStra
     return st.dictionaries(free, st.binary(max_size=6), max_size=2).map(lambda d: tuple(sorted(d.items())))
 
 
-def struct_strategy(schema: Schema, struct: Struct, version: int) -> st.SearchStrategy[Any]:
+def struct_strategy(
+    schema: Schema, struct: Struct, version: int, plain: bool = False
+) -> st.SearchStrategy[Any]:
     cls = _class_of(schema, struct)
     kwargs: dict[str, st.SearchStrategy[Any]] = {}
     for lay in layouts(schema, struct, version):
         if lay.present:
-            kwargs[lay.field.attr] = _value(schema, lay.field, version, lay.nullable)
-    kwargs["unknown_tagged_fields"] = _unknown_tags(schema, struct, version)
+            kwargs[lay.field.attr] = _value(schema, lay.field, version, lay.nullable, plain)
+    if not plain:
+        kwargs["unknown_tagged_fields"] = _unknown_tags(schema, struct, version)
     return st.builds(cls, **kwargs)
 
 
@@ -85,6 +101,11 @@ def _class_of(schema: Schema, struct: Struct) -> type[Any]:
     return cls
 
 
-def message_strategy(name: str, version: int) -> st.SearchStrategy[Message]:
+def message_strategy(name: str, version: int, plain: bool = False) -> st.SearchStrategy[Message]:
+    """Any ``name`` message valid in ``version``.
+
+    ``plain`` leaves out unknown tagged fields and keeps int64s in [0, 2**40]: the values
+    an independent codec that maps times to ``datetime``/``timedelta`` can represent.
+    """
     schema = schemas()[name]
-    return struct_strategy(schema, schema.root, version)
+    return struct_strategy(schema, schema.root, version, plain)
