@@ -370,6 +370,9 @@ class ModuleWriter:
         fld = lay.field
         where = f"{struct.name}.{fld.name}"
         kind = fld.element_type
+        if not lay.nullable and python_type(fld).endswith("| None") and lay.byte_kind != "view":
+            # Nullable in other versions, not in this one: refuse None with a clear error.
+            value = f'_p.not_null({value}, "{fld.name}", {version})'
         if not fld.is_array:
             self._write_single(struct, lay, value, version, indent, out, element=False)
             return

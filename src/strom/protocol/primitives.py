@@ -11,7 +11,7 @@ a collection may not claim more elements than there are bytes left).
 from __future__ import annotations
 
 from struct import Struct
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 from uuid import UUID
 
 from strom.protocol.errors import ProtocolError
@@ -22,6 +22,8 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 UnknownTaggedFields: TypeAlias = tuple[tuple[int, bytes], ...]
 
 ZERO_UUID = UUID(int=0)
+
+T = TypeVar("T")
 
 INT8 = Struct(">b")
 INT16 = Struct(">h")
@@ -351,3 +353,10 @@ def write_tag_section(
         write_uvarint(out, tag)
         write_uvarint(out, len(raw))
         out += raw
+
+
+def not_null(value: T | None, name: str, version: int) -> T:
+    """A field that is nullable only in other versions of its message."""
+    if value is None:
+        raise ValueError(f"{name} cannot be null in version {version}")
+    return value

@@ -28,5 +28,5 @@ def test_every_schema_version_has_a_codec() -> None:
     assert len(names) == 186
     for name, schema in schemas().items():
         cls = message_class(name)
-        assert cls.VALID_VERSIONS == schema.valid.range()
+        assert schema.valid.range() == cls.VALID_VERSIONS
         assert set(cls._DECODERS) == set(cls._ENCODERS) == set(schema.valid.range())

@@ -193,7 +193,7 @@ def _d_DeletableTopicResult_0(buf: memoryview, pos: int) -> tuple[DeletableTopic
 
 
 def _e_DeletableTopicResult_0(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 0))
     out += _S1.pack(o.error_code)
 
 
@@ -215,7 +215,7 @@ def _d_DeletableTopicResult_1(buf: memoryview, pos: int) -> tuple[DeletableTopic
 
 
 def _e_DeletableTopicResult_1(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_compact_string(out, o.name)
+    _p.write_compact_string(out, _p.not_null(o.name, "Name", 4))
     out += _S1.pack(o.error_code)
     _p.write_unknown_section(out, o.unknown_tagged_fields)
 
@@ -239,7 +239,7 @@ def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[DeletableTopic
 
 
 def _e_DeletableTopicResult_2(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_compact_string(out, o.name)
+    _p.write_compact_string(out, _p.not_null(o.name, "Name", 5))
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _p.write_unknown_section(out, o.unknown_tagged_fields)

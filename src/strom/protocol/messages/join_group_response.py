@@ -82,7 +82,7 @@ def _e_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 0", message_name="JoinGroupResponse", api_version=0, field="SkipAssignment")
     out += _S0.pack(o.error_code, o.generation_id)
-    _p.write_string(out, o.protocol_name)
+    _p.write_string(out, _p.not_null(o.protocol_name, "ProtocolName", 0))
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
@@ -110,7 +110,7 @@ def _e_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 2", message_name="JoinGroupResponse", api_version=2, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    _p.write_string(out, o.protocol_name)
+    _p.write_string(out, _p.not_null(o.protocol_name, "ProtocolName", 2))
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
@@ -138,7 +138,7 @@ def _e_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 5", message_name="JoinGroupResponse", api_version=5, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    _p.write_string(out, o.protocol_name)
+    _p.write_string(out, _p.not_null(o.protocol_name, "ProtocolName", 5))
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
@@ -177,7 +177,7 @@ def _e_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 6", message_name="JoinGroupResponse", api_version=6, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
-    _p.write_compact_string(out, o.protocol_name)
+    _p.write_compact_string(out, _p.not_null(o.protocol_name, "ProtocolName", 6))
     _p.write_compact_string(out, o.leader)
     _p.write_compact_string(out, o.member_id)
     items_members = o.members

@@ -69,7 +69,7 @@ def _e_MetadataRequest_0(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
         raise _UnsupportedVersion("IncludeClusterAuthorizedOperations cannot be sent in version 0", message_name="MetadataRequest", api_version=0, field="IncludeClusterAuthorizedOperations")
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersion("IncludeTopicAuthorizedOperations cannot be sent in version 0", message_name="MetadataRequest", api_version=0, field="IncludeTopicAuthorizedOperations")
-    items_topics = o.topics
+    items_topics = _p.not_null(o.topics, "Topics", 0)
     out += _p.INT32.pack(len(items_topics))
     for item_topics in items_topics:
         _e_MetadataRequestTopic_0(item_topics, out, chunks)
@@ -279,7 +279,7 @@ def _d_MetadataRequestTopic_0(buf: memoryview, pos: int) -> tuple[MetadataReques
 
 
 def _e_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 0))
 
 
 def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
@@ -298,7 +298,7 @@ def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[MetadataReques
 
 
 def _e_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_compact_string(out, o.name)
+    _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
     _p.write_unknown_section(out, o.unknown_tagged_fields)
 
 

@@ -584,7 +584,7 @@ def _e_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray, chunks:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 0", message_name="MetadataResponseTopic", api_version=0, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 0))
     items_partitions = o.partitions
     out += _p.INT32.pack(len(items_partitions))
     for item_partitions in items_partitions:
@@ -627,7 +627,7 @@ def _e_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray, chunks:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 1", message_name="MetadataResponseTopic", api_version=1, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 1))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
     out += _p.INT32.pack(len(items_partitions))
@@ -654,7 +654,7 @@ def _e_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray, chunks:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 5", message_name="MetadataResponseTopic", api_version=5, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 5))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
     out += _p.INT32.pack(len(items_partitions))
@@ -681,7 +681,7 @@ def _e_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray, chunks:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 7", message_name="MetadataResponseTopic", api_version=7, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 7))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
     out += _p.INT32.pack(len(items_partitions))
@@ -708,7 +708,7 @@ def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[MetadataRespo
 
 def _e_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
-    _p.write_string(out, o.name)
+    _p.write_string(out, _p.not_null(o.name, "Name", 8))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
     out += _p.INT32.pack(len(items_partitions))
@@ -775,7 +775,7 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataRespo
 
 def _e_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
-    _p.write_compact_string(out, o.name)
+    _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
     _p.write_uvarint(out, len(items_partitions) + 1)
@@ -816,7 +816,7 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataRespo
 
 def _e_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
-    _p.write_compact_string(out, o.name)
+    _p.write_compact_string(out, _p.not_null(o.name, "Name", 10))
     out += o.topic_id.bytes
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions

@@ -96,7 +96,7 @@ def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if o.require_stable != False:
         raise _UnsupportedVersion("RequireStable cannot be sent in version 0", message_name="OffsetFetchRequest", api_version=0, field="RequireStable")
     _p.write_string(out, o.group_id)
-    items_topics = o.topics
+    items_topics = _p.not_null(o.topics, "Topics", 0)
     out += _p.INT32.pack(len(items_topics))
     for item_topics in items_topics:
         _e_OffsetFetchRequestTopic_0(item_topics, out, chunks)
