@@ -1,7 +1,7 @@
 """Regenerate ``src/strom/protocol/messages`` from Kafka's JSON schemas.
 
-    python -m tools.codegen            # write the modules
-    python -m tools.codegen --check    # exit 1 if the committed modules are stale
+python -m tools.codegen            # write the modules
+python -m tools.codegen --check    # exit 1 if the committed modules are stale
 """
 
 from __future__ import annotations

@@ -29,7 +29,10 @@ _READERS = {  # (type, compact, nullable, zero_copy) -> primitives function
     ("view", True, False): "_p.read_compact_view",
     ("view", True, True): "_p.read_compact_nullable_view",
 }
-_WRITERS = {key: value.replace("read_", "write_").replace("_view", "_bytes") for key, value in _READERS.items()}
+_WRITERS = {
+    key: value.replace("read_", "write_").replace("_view", "_bytes")
+    for key, value in _READERS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,11 @@ def layouts(message: Message, struct: Struct, version: int) -> list[Layout]:
 def signature(message: Message, struct: Struct, version: int) -> tuple[object, ...]:
     parts: list[object] = [version in message.flexible]
     for lay in layouts(message, struct, version):
-        sub = signature(message, lay.field.struct, version) if lay.field.struct and lay.present else None
+        sub = (
+            signature(message, lay.field.struct, version)
+            if lay.field.struct and lay.present
+            else None
+        )
         parts.append((lay.field.name, lay.present, lay.nullable, lay.compact, lay.tagged, sub))
     return tuple(parts)
 
@@ -185,7 +192,9 @@ class ModuleWriter:
             if about:
                 self.emit(f"    #: {about}")
             self.emit(f"    {fld.attr}: {python_type(fld)} = {default_expr(fld)}")
-        self.emit("    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)")
+        self.emit(
+            "    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)"
+        )
 
     # -- decoders ----------------------------------------------------------------------
     def write_decoder(self, struct: Struct, version: int, index: int) -> None:
@@ -193,7 +202,10 @@ class ModuleWriter:
         where = struct.name
         self.emit("")
         self.emit("")
-        self.emit(f"def _d_{struct.name}_{index}(buf: memoryview, pos: int) -> tuple[{struct.name}, int]:", where)
+        self.emit(
+            f"def _d_{struct.name}_{index}(buf: memoryview, pos: int) -> tuple[{struct.name}, int]:",
+            where,
+        )
         group: list[Layout] = []
         for lay in lays:
             if not lay.present:
@@ -264,7 +276,9 @@ class ModuleWriter:
             return
         self._read_single(struct, lay, var, version, indent, element=False)
 
-    def _read_single(self, struct: Struct, lay: Layout, var: str, version: int, indent: str, element: bool) -> None:
+    def _read_single(
+        self, struct: Struct, lay: Layout, var: str, version: int, indent: str, element: bool
+    ) -> None:
         fld = lay.field
         where = f"{struct.name}.{fld.name}"
         kind = fld.element_type
@@ -276,7 +290,9 @@ class ModuleWriter:
         elif kind == "uuid":
             self.emit(f"{indent}{var}, pos = _p.read_uuid(buf, pos)", where)
         elif kind in ("string", "bytes", "records"):
-            reader = _READERS[(lay.byte_kind if kind != "string" else "string", lay.compact, nullable)]
+            reader = _READERS[
+                (lay.byte_kind if kind != "string" else "string", lay.compact, nullable)
+            ]
             self.emit(f"{indent}{var}, pos = {reader}(buf, pos)", where)
         else:
             assert fld.struct is not None
@@ -290,7 +306,9 @@ class ModuleWriter:
                 self.emit(f"{indent}{var}, pos = {decoder}(buf, pos)", where)
 
     def _read_tags(self, struct: Struct, lays: list[Layout], version: int) -> None:
-        tagged = sorted((lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0)
+        tagged = sorted(
+            (lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0
+        )
         where = f"{struct.name}.<tagged fields>"
         for lay in tagged:
             self.emit(f"    f_{lay.field.attr} = {default_expr(lay.field)}", where)
@@ -303,7 +321,9 @@ class ModuleWriter:
         self.emit("        end = pos + size", where)
         keyword = "if"
         for lay in tagged:
-            self.emit(f"        {keyword} tag == {lay.field.tag}:", f"{struct.name}.{lay.field.name}")
+            self.emit(
+                f"        {keyword} tag == {lay.field.tag}:", f"{struct.name}.{lay.field.name}"
+            )
             self._read_field(struct, lay, "f_" + lay.field.attr, version, "            ")
             keyword = "elif"
         if tagged:
@@ -366,7 +386,9 @@ class ModuleWriter:
         where = f"{struct.name}." + ",".join(lay.field.name for lay in group)
         self.emit(f"    out += {const}.pack({values})", where)
 
-    def _write_field(self, struct: Struct, lay: Layout, value: str, version: int, indent: str, out: str) -> None:
+    def _write_field(
+        self, struct: Struct, lay: Layout, value: str, version: int, indent: str, out: str
+    ) -> None:
         fld = lay.field
         where = f"{struct.name}.{fld.name}"
         kind = fld.element_type
@@ -394,10 +416,19 @@ class ModuleWriter:
             self.emit(f'{inner}{out} += _pack(">%d{code}" % len({var}), *{var})', where)
         else:
             self.emit(f"{inner}for item_{fld.attr} in {var}:", where)
-            self._write_single(struct, lay, f"item_{fld.attr}", version, inner + "    ", out, element=True)
+            self._write_single(
+                struct, lay, f"item_{fld.attr}", version, inner + "    ", out, element=True
+            )
 
     def _write_single(
-        self, struct: Struct, lay: Layout, value: str, version: int, indent: str, out: str, element: bool
+        self,
+        struct: Struct,
+        lay: Layout,
+        value: str,
+        version: int,
+        indent: str,
+        out: str,
+        element: bool,
     ) -> None:
         fld = lay.field
         where = f"{struct.name}.{fld.name}"
@@ -411,7 +442,9 @@ class ModuleWriter:
         elif kind == "records" or lay.byte_kind == "view":
             if out != "out":
                 raise ValueError(f"{where}: a record set inside a tagged field is not supported")
-            self.emit(f"{indent}_write_records(out, chunks, {value}, {lay.compact}, {nullable})", where)
+            self.emit(
+                f"{indent}_write_records(out, chunks, {value}, {lay.compact}, {nullable})", where
+            )
         elif kind in ("string", "bytes"):
             writer = _WRITERS[(kind, lay.compact, nullable)]
             self.emit(f"{indent}{writer}({out}, {value})", where)
@@ -428,7 +461,9 @@ class ModuleWriter:
                 self.emit(f"{indent}{encoder}({value}, {out}, chunks)", where)
 
     def _write_tags(self, struct: Struct, lays: list[Layout], version: int) -> None:
-        tagged = sorted((lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0)
+        tagged = sorted(
+            (lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0
+        )
         where = f"{struct.name}.<tagged fields>"
         if not tagged:
             self.emit("    _p.write_unknown_section(out, o.unknown_tagged_fields)", where)
@@ -437,7 +472,9 @@ class ModuleWriter:
         for lay in tagged:
             fld = lay.field
             default = default_expr(fld)
-            test = f"o.{fld.attr} is not None" if default == "None" else f"o.{fld.attr} != {default}"
+            test = (
+                f"o.{fld.attr} is not None" if default == "None" else f"o.{fld.attr} != {default}"
+            )
             self.emit(f"    if {test}:", f"{struct.name}.{fld.name}")
             self.emit("        tmp = bytearray()", f"{struct.name}.{fld.name}")
             self._write_field(struct, lay, "o." + fld.attr, version, "        ", "tmp")
@@ -446,7 +483,9 @@ class ModuleWriter:
 
 
 def _fixed_size(kind: str) -> int:
-    return {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8}[kind]
+    return {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8}[
+        kind
+    ]
 
 
 def render(message: Message) -> str:

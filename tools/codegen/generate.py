@@ -44,9 +44,8 @@ def render_registry(messages: list[Message]) -> str:
             f"range({flex_req.low}, {max(flex_req.high, flex_req.low - 1) + 1}), "
             f"range({flex_resp.low}, {max(flex_resp.high, flex_resp.low - 1) + 1})),"
         )
-    return (
-        HEADER.format(source="every schema")
-        + REGISTRY.replace("@MODULES@", modules).replace("@APIS@", "\n".join(apis))
+    return HEADER.format(source="every schema") + REGISTRY.replace("@MODULES@", modules).replace(
+        "@APIS@", "\n".join(apis)
     )
 
 
@@ -65,7 +64,11 @@ def generate(schema_dir: Path) -> int:
 
 def stale_files(schema_dir: Path) -> list[str]:
     files = render_all(schema_dir)
-    stale = [n for n, src in files.items() if not (OUTPUT_DIR / n).exists() or (OUTPUT_DIR / n).read_text() != src]
+    stale = [
+        n
+        for n, src in files.items()
+        if not (OUTPUT_DIR / n).exists() or (OUTPUT_DIR / n).read_text() != src
+    ]
     stale += [p.name for p in OUTPUT_DIR.glob("*.py") if p.name not in files]
     return sorted(stale)
 

@@ -16,9 +16,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PRIMITIVES = frozenset(
-    {"bool", "int8", "int16", "uint16", "int32", "int64", "float64", "uuid", "string", "bytes", "records"}
+    {
+        "bool",
+        "int8",
+        "int16",
+        "uint16",
+        "int32",
+        "int64",
+        "float64",
+        "uuid",
+        "string",
+        "bytes",
+        "records",
+    }
 )
-FIXED_FORMATS = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
+FIXED_FORMATS = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "int64": "q",
+    "float64": "d",
+}
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
@@ -185,11 +205,17 @@ def _parse_field(raw: dict[str, object], message: Message, parent_versions: Vers
         nullable=Versions.parse(raw.get("nullableVersions")),  # type: ignore[arg-type]
         tagged=Versions.parse(raw.get("taggedVersions")),  # type: ignore[arg-type]
         tag=int(raw["tag"]) if "tag" in raw else None,  # type: ignore[call-overload]
-        flexible_override=Versions.parse(raw["flexibleVersions"]) if "flexibleVersions" in raw else None,  # type: ignore[arg-type]
+        flexible_override=Versions.parse(raw["flexibleVersions"])
+        if "flexibleVersions" in raw
+        else None,  # type: ignore[arg-type]
         ignorable=bool(raw.get("ignorable", False)),
         map_key=bool(raw.get("mapKey", False)),
         zero_copy=bool(raw.get("zeroCopy", False)),
-        default_text=None if default is None else str(default).strip().lower() if isinstance(default, bool) else str(default).strip(),
+        default_text=None
+        if default is None
+        else str(default).strip().lower()
+        if isinstance(default, bool)
+        else str(default).strip(),
         about=str(raw.get("about", "")),
     )
     if "fields" in raw:
@@ -206,11 +232,14 @@ def _parse_field(raw: dict[str, object], message: Message, parent_versions: Vers
 
 def _register(message: Message, struct: Struct) -> None:
     existing = message.structs.get(struct.name)
-    if existing is not None and [f.name for f in existing.fields] != [f.name for f in struct.fields]:
+    if existing is not None and [f.name for f in existing.fields] != [
+        f.name for f in struct.fields
+    ]:
         raise ValueError(f"{message.name}: two different structs named {struct.name}")
     if existing is not None:
         existing.versions = Versions(
-            min(existing.versions.low, struct.versions.low), max(existing.versions.high, struct.versions.high)
+            min(existing.versions.low, struct.versions.low),
+            max(existing.versions.high, struct.versions.high),
         )
         struct.fields = existing.fields
     message.structs[struct.name] = existing or struct

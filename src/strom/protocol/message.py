@@ -30,7 +30,14 @@ Encoder = Callable[[Any, bytearray, list[Buffer]], None]
 # copied into the encoded frame, where one ``sendmsg`` buffer is cheaper than two.
 ZERO_COPY_THRESHOLD = 4096
 
-_DECODE_FAULTS = (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError, MemoryError)
+_DECODE_FAULTS = (
+    struct.error,
+    IndexError,
+    UnicodeDecodeError,
+    ValueError,
+    OverflowError,
+    MemoryError,
+)
 
 
 class UnsupportedVersionError(ProtocolError):

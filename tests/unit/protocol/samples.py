@@ -52,7 +52,11 @@ def _element(schema: Schema, fld: Field, version: int, rng: random.Random) -> An
 
 def random_struct(schema: Schema, struct: Struct, version: int, rng: random.Random) -> Any:
     root = message_class(schema.name)
-    cls = root if struct is schema.root else getattr(__import__(root.__module__, fromlist=["_"]), struct.name)
+    cls = (
+        root
+        if struct is schema.root
+        else getattr(__import__(root.__module__, fromlist=["_"]), struct.name)
+    )
     kwargs = {
         lay.field.attr: _value(schema, lay.field, version, lay.nullable, rng)
         for lay in layouts(schema, struct, version)

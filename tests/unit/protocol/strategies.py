@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from strom.protocol.message import Message
 from strom.protocol.messages import message_class
 from tools.codegen.emit import layouts
-from tools.codegen.schema import INT_RANGES, Field, Message as Schema, Struct, default_schema_dir, load_all
+from tools.codegen.schema import INT_RANGES, Field, Struct, default_schema_dir, load_all
+from tools.codegen.schema import Message as Schema
 
 MAX_ITEMS = 3
 
@@ -76,7 +77,9 @@ def _unknown_tags(schema: Schema, struct: Struct, version: int) -> st.SearchStra
         return st.just(())
     used = {f.tag for f in struct.fields if f.tag is not None}
     free = st.integers(0, 40).filter(lambda tag: tag not in used)
-    return st.dictionaries(free, st.binary(max_size=6), max_size=2).map(lambda d: tuple(sorted(d.items())))
+    return st.dictionaries(free, st.binary(max_size=6), max_size=2).map(
+        lambda d: tuple(sorted(d.items()))
+    )
 
 
 def struct_strategy(

@@ -83,7 +83,9 @@ def test_kio_covers_most_of_the_protocol() -> None:
     assert len(flexible) >= 200
 
 
-@pytest.mark.parametrize(("name", "version"), kio_pairs(), ids=[f"{n}-v{v}" for n, v in kio_pairs()])
+@pytest.mark.parametrize(
+    ("name", "version"), kio_pairs(), ids=[f"{n}-v{v}" for n, v in kio_pairs()]
+)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_kio_reads_and_writes_strom_bytes(name: str, version: int, data: st.DataObject) -> None:

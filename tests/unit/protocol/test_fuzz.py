@@ -26,9 +26,13 @@ def _corpus(rng: random.Random) -> list[tuple[str, int, int, bytes]]:
         versions = {info.versions.start, info.versions.stop - 1, rng.choice(info.versions)}
         for version in sorted(versions):
             request = random_message(info.request, version, rng)
-            corpus.append(("request", api_key, version, encode_request(request, version, 7, "fuzz")[4:]))
+            corpus.append(
+                ("request", api_key, version, encode_request(request, version, 7, "fuzz")[4:])
+            )
             response = random_message(info.response, version, rng)
-            corpus.append(("response", api_key, version, b"".join(encode_response(response, version, 7))[4:]))
+            corpus.append(
+                ("response", api_key, version, b"".join(encode_response(response, version, 7))[4:])
+            )
     return corpus
 
 
