@@ -1,0 +1,42 @@
+"""Strom's storage engine: partition logs on local disk, knowing nothing of the network.
+
+Modules, bottom up: ``fs`` (the filesystem seam), ``index_file``/``offset_index``/
+``time_index`` (sparse indexes), ``segment`` (``LogSegment``), ``log_segments``
+(copy-on-write segment list), ``leader_epoch`` and ``checkpoint`` (small text files),
+``log`` (``Log``: append, read, flush, retention), ``log_loader`` (open + crash
+recovery), ``log_manager`` (a data directory of logs), ``config`` (``LogConfig``).
+"""
+
+from __future__ import annotations
+
+from strom.storage.config import LogConfig
+from strom.storage.errors import (
+    InvalidRecordsError,
+    KafkaStorageError,
+    LogDirLockedError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from strom.storage.fs import FileSystem
+from strom.storage.log import AppendResult, FetchIsolation, FetchResult, FileRegion, Log
+from strom.storage.log_loader import LogLoader
+from strom.storage.log_manager import LogManager
+from strom.storage.time_index import TimestampOffset
+
+__all__ = [
+    "AppendResult",
+    "FetchIsolation",
+    "FetchResult",
+    "FileRegion",
+    "FileSystem",
+    "InvalidRecordsError",
+    "KafkaStorageError",
+    "Log",
+    "LogConfig",
+    "LogDirLockedError",
+    "LogLoader",
+    "LogManager",
+    "OffsetOutOfRangeError",
+    "StorageError",
+    "TimestampOffset",
+]

@@ -1,0 +1,153 @@
+"""Per-topic log configuration with Kafka's property names and defaults.
+
+On disk (``<data-dir>/topic-configs/<topic>.properties``) a topic's config is a
+Java-properties text file holding only the topic's *overrides*, one ``name=value``
+per line, e.g. ``retention.ms=3600000``; ``#`` starts a comment. Anything not in the
+file takes the broker default, so changing a broker default reaches every topic that
+did not override it, as in Kafka. The file is replaced atomically (temp + rename).
+
+Invariant: ``LogConfig`` is frozen; a config change makes a new object and the log
+picks it up on its next operation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from strom.protocol.error_codes import ErrorCode
+from strom.storage.errors import StorageError
+
+LONG_MAX: Final = 2**63 - 1
+
+
+def _kafka(name: str) -> dict[str, str]:
+    return {"kafka": name}
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """One topic's log settings; field metadata carries the Kafka property name."""
+
+    segment_bytes: int = field(default=1 << 30, metadata=_kafka("segment.bytes"))
+    segment_ms: int = field(default=7 * 24 * 3600 * 1000, metadata=_kafka("segment.ms"))
+    segment_index_bytes: int = field(default=10 << 20, metadata=_kafka("segment.index.bytes"))
+    index_interval_bytes: int = field(default=4096, metadata=_kafka("index.interval.bytes"))
+    flush_messages: int = field(default=LONG_MAX, metadata=_kafka("flush.messages"))
+    flush_ms: int = field(default=LONG_MAX, metadata=_kafka("flush.ms"))
+    retention_ms: int = field(default=7 * 24 * 3600 * 1000, metadata=_kafka("retention.ms"))
+    retention_bytes: int = field(default=-1, metadata=_kafka("retention.bytes"))
+    cleanup_policy: str = field(default="delete", metadata=_kafka("cleanup.policy"))
+    message_timestamp_type: str = field(
+        default="CreateTime", metadata=_kafka("message.timestamp.type")
+    )
+    max_message_bytes: int = field(default=1048588, metadata=_kafka("max.message.bytes"))
+    file_delete_delay_ms: int = field(default=60000, metadata=_kafka("file.delete.delay.ms"))
+    compression_type: str = field(default="producer", metadata=_kafka("compression.type"))
+    delete_retention_ms: int = field(default=86400000, metadata=_kafka("delete.retention.ms"))
+    min_compaction_lag_ms: int = field(default=0, metadata=_kafka("min.compaction.lag.ms"))
+    max_compaction_lag_ms: int = field(default=LONG_MAX, metadata=_kafka("max.compaction.lag.ms"))
+    min_cleanable_dirty_ratio: float = field(
+        default=0.5, metadata=_kafka("min.cleanable.dirty.ratio")
+    )
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 14 or self.segment_index_bytes < 12:
+            raise _invalid("segment.bytes and segment.index.bytes are too small")
+        if self.index_interval_bytes < 0 or self.max_message_bytes < 0:
+            raise _invalid("index.interval.bytes and max.message.bytes cannot be negative")
+        if self.flush_messages < 1 or self.flush_ms < 0 or self.segment_ms < 1:
+            raise _invalid("flush.messages/segment.ms must be >= 1, flush.ms >= 0")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise _invalid(f"message.timestamp.type {self.message_timestamp_type!r}")
+        policies = set(self.cleanup_policy.replace(" ", "").split(","))
+        if not policies or not policies <= {"delete", "compact"}:
+            raise _invalid(f"cleanup.policy {self.cleanup_policy!r}")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def deletes(self) -> bool:
+        """Whether time/size retention applies (``delete`` in cleanup.policy)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
+        """A copy with Kafka-named string overrides applied (what AlterConfigs sends)."""
+        changes: dict[str, Any] = {}
+        for name, text in overrides.items():
+            python_name = _BY_KAFKA_NAME.get(name)
+            if python_name is None:
+                raise _invalid(f"unknown topic config {name!r}")
+            changes[python_name] = _parse(name, _TYPES[python_name], text)
+        return dataclasses.replace(self, **changes)
+
+    def overrides_against(self, defaults: LogConfig) -> dict[str, str]:
+        """Kafka-named settings that differ from ``defaults``; what the file stores."""
+        result: dict[str, str] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if value != getattr(defaults, item.name):
+                result[item.metadata["kafka"]] = _format(value)
+        return result
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting by its Kafka name (DescribeConfigs answers from this)."""
+        return {
+            item.metadata["kafka"]: _format(getattr(self, item.name))
+            for item in dataclasses.fields(self)
+        }
+
+
+_BY_KAFKA_NAME: Final = {item.metadata["kafka"]: item.name for item in dataclasses.fields(LogConfig)}
+_TYPES: Final = {item.name: type(item.default) for item in dataclasses.fields(LogConfig)}
+
+
+def _invalid(reason: str) -> StorageError:
+    return StorageError(f"invalid topic config: {reason}", ErrorCode.INVALID_CONFIG)
+
+
+def _parse(name: str, kind: type, text: str) -> int | float | str | bool:
+    try:
+        if kind is bool:
+            if text.strip().lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.strip().lower() == "true"
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+        return text.strip()
+    except ValueError as exc:
+        raise _invalid(f"{name}={text!r}") from exc
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``name=value`` lines; blank lines and ``#``/``!`` comments skipped."""
+    result: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, _, value = line.partition("=")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def format_properties(properties: Mapping[str, str]) -> str:
+    lines = ["# Strom topic config overrides (Kafka property names)"]
+    lines += [f"{name}={value}" for name, value in sorted(properties.items())]
+    return "\n".join(lines) + "\n"

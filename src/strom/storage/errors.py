@@ -1,0 +1,42 @@
+"""Storage exceptions: each carries the Kafka error code a broker answers with.
+
+A handler catches ``StorageError`` alone and puts ``error_code`` on the wire; the
+message inside says what happened, for logs.
+"""
+
+from __future__ import annotations
+
+from strom.protocol.error_codes import ErrorCode
+
+
+class StorageError(Exception):
+    """Base class; ``error_code`` is the Kafka error for the response."""
+
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = error_code
+
+
+class InvalidRecordsError(StorageError):
+    """The producer's records were refused; nothing of them was written."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class OffsetOutOfRangeError(StorageError):
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(StorageError):
+    """The disk failed (ENOSPC, EIO, ...); the log is still readable up to its end offset."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class LogDirLockedError(StorageError):
+    """Another process holds the data directory's lock file."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR

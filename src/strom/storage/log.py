@@ -1,0 +1,519 @@
+"""Log: one partition's append-only log — offsets, appends, reads, rolls, flushes, retention.
+
+On disk a partition is the directory ``<data-dir>/<topic>-<partition>/`` holding its
+segments (``segment``), ``leader-epoch-checkpoint`` (``leader_epoch``) and nothing
+else; the data dir's checkpoint files hold its recovery point and log start offset.
+
+Offsets (Kafka's vocabulary)::
+
+    log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+
+- ``log_end_offset`` (LEO): the next offset to assign; every batch below it is whole.
+- ``high_watermark``: the end of what consumers may read. Kept apart from the LEO
+  for replication (a later issue); with ``hw_follows_leo`` (single node) it moves
+  to the LEO after every append.
+- ``last_stable_offset``: the HW, or the first offset of the oldest transaction still
+  open, if lower (read_committed consumers stop there).
+- ``recovery_point``: everything below it is fdatasync'ed; recovery after a crash
+  re-validates from the segment that holds it.
+
+Durability (Kafka's defaults ``flush.messages`` = ``flush.ms`` = 2**63-1): appends go
+to the page cache and the log never calls fdatasync except when a segment rolls
+(the old segment is synced and the recovery point moves to the new one) and at a
+clean shutdown. A *process* crash (SIGKILL, OOM) therefore loses nothing that was
+acknowledged, because the kernel still has the pages. An *operating-system* crash or
+power loss can lose every batch written since the last roll of that partition — up
+to ``segment.bytes`` (1 GiB) — and recovery truncates to the last whole, valid batch
+the disk kept. Kafka relies on replication for durability; a single Strom node
+that must not lose acknowledged data sets ``flush.messages=1`` (every append is
+fdatasync'ed before it returns) or a small ``flush.ms`` (bounded loss window).
+
+Concurrency: one writer at a time (a lock around every mutation); readers take no
+lock — they read ``segments`` once (copy-on-write, see ``log_segments``) and bound
+every read by an offset they read before the sizes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import ProtocolError
+from strom.protocol.records import BatchHeader, iter_batches, set_log_append_time, validate_crc
+from strom.protocol.records.legacy import assign_offsets
+from strom.storage.config import LogConfig
+from strom.storage.errors import InvalidRecordsError, KafkaStorageError, OffsetOutOfRangeError
+from strom.storage.fs import FileSystem
+from strom.storage.leader_epoch import LeaderEpochFileCache
+from strom.storage.log_segments import LogSegments
+from strom.storage.segment import (
+    MAX_RELATIVE_OFFSET,
+    MAX_SEGMENT_POSITION,
+    AppendedBatch,
+    LogSegment,
+)
+from strom.storage.time_index import TimestampOffset
+
+logger = logging.getLogger(__name__)
+
+_INT64: Final = struct.Struct(">q")
+_INT32: Final = struct.Struct(">i")
+
+
+class FetchIsolation(enum.Enum):
+    LOG_END = "log_end"  # followers
+    HIGH_WATERMARK = "high_watermark"  # read_uncommitted consumers
+    TXN_COMMITTED = "txn_committed"  # read_committed consumers
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What a produce response needs: Kafka's LogAppendInfo, trimmed."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """Bytes of a segment file for ``os.sendfile(socket, fd, position, length)``.
+
+    The fd stays open at least ``file.delete.delay.ms`` after its segment is deleted,
+    so a response being sent when retention runs still completes.
+    """
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self, fs: FileSystem) -> bytes:
+        return fs.pread(self.fd, self.length, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """``region`` is None when there is nothing to return yet (offset at the bound)."""
+
+    fetch_offset: int
+    region: FileRegion | None
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Log:
+    """A partition's log; built by ``LogLoader.load`` (which runs recovery if needed)."""
+
+    def __init__(
+        self, *, fs: FileSystem, directory: str, topic: str, partition: int,
+        config: LogConfig, segments: LogSegments, log_start_offset: int,
+        recovery_point: int, leader_epoch_cache: LeaderEpochFileCache,
+        clock: Callable[[], int], hw_follows_leo: bool = True,
+    ) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments = segments
+        self.leader_epoch_cache = leader_epoch_cache
+        self.clock = clock
+        self.hw_follows_leo = hw_follows_leo
+        self._lock = threading.RLock()
+        self._log_end_offset = segments.active.next_offset
+        self._log_start_offset = max(log_start_offset, segments.first.base_offset)
+        self._high_watermark = self._log_end_offset if hw_follows_leo else self._log_start_offset
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._open_transactions: dict[int, int] = {}
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.offline = False  # set after an fdatasync failure; appends then refuse
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, " \
+               f"end={self._log_end_offset})"
+
+    # --- offsets ----------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        if not self._open_transactions:
+            return self._high_watermark
+        return min(self._high_watermark, min(self._open_transactions.values()))
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.segments.size_in_bytes
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW (replication's job), clamped to [log start, LEO]; returns it."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            return self._high_watermark
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), or (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+
+    # --- append -----------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = -1,
+               now_ms: int | None = None) -> AppendResult:
+        """Append a producer's batches as sent; assign offsets; maybe roll and flush.
+
+        A ``bytearray`` argument is rewritten in place (offsets, epoch, append time);
+        anything else is copied first. Raises ``InvalidRecordsError`` (nothing written)
+        or ``KafkaStorageError`` (the disk failed; nothing of this append is readable).
+        """
+        buffer = records if isinstance(records, bytearray) else bytearray(records)
+        headers = self._validate(buffer)
+        with self._lock:
+            if self.offline or self.closed:
+                raise KafkaStorageError(f"{self} is offline or closed")
+            now = self.clock() if now_ms is None else now_ms
+            append_time = now if self.config.log_append_time else -1
+            base_offset = self._log_end_offset
+            buffer, batches = self._assign_offsets(buffer, headers, base_offset,
+                                                   leader_epoch, append_time)
+            segment = self._maybe_roll(len(buffer), batches, now)
+            try:
+                segment.append(buffer, batches)
+            except OSError as exc:
+                raise KafkaStorageError(f"append to {self} failed: {exc}") from exc
+            last_offset = batches[-1].last_offset
+            self._after_append(base_offset, last_offset, buffer, leader_epoch, now)
+            return AppendResult(base_offset, last_offset, append_time, self._log_start_offset)
+
+    def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
+        if not buffer:
+            raise InvalidRecordsError("an empty record set", ErrorCode.CORRUPT_MESSAGE)
+        if len(buffer) > self.config.segment_bytes:
+            raise InvalidRecordsError(
+                f"{len(buffer)} bytes exceed segment.bytes={self.config.segment_bytes}",
+                ErrorCode.RECORD_LIST_TOO_LARGE)
+        headers: list[tuple[int, BatchHeader]] = []
+        position = 0
+        while position < len(buffer):
+            try:
+                header = validate_crc(buffer, position,
+                                      max_batch_size=self.config.max_message_bytes)
+            except ProtocolError as exc:
+                raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
+            if header.magic == 2 and header.records_count != header.last_offset_delta + 1:
+                raise InvalidRecordsError(
+                    f"batch at {position} has {header.records_count} records but last "
+                    f"offset delta {header.last_offset_delta}", ErrorCode.INVALID_RECORD)
+            headers.append((position, header))
+            position += header.size
+        return headers
+
+    def _assign_offsets(
+        self, buffer: bytearray, headers: list[tuple[int, BatchHeader]], base_offset: int,
+        leader_epoch: int, append_time: int,
+    ) -> tuple[bytearray, list[AppendedBatch]]:
+        if any(header.magic < 2 for _, header in headers):
+            buffer = self._assign_legacy_offsets(buffer, headers, base_offset)
+            headers = list(iter_batches(buffer))
+        next_offset = base_offset
+        batches: list[AppendedBatch] = []
+        for position, header in headers:
+            max_timestamp = header.max_timestamp
+            if header.magic == 2:
+                _INT64.pack_into(buffer, position, next_offset)
+                if leader_epoch >= 0:
+                    _INT32.pack_into(buffer, position + 12, leader_epoch)
+                last_offset = next_offset + header.last_offset_delta
+            else:
+                last_offset = header.base_offset  # v0/v1 store their last offset
+            if append_time >= 0 and header.magic > 0:
+                set_log_append_time(buffer, position, append_time)
+                max_timestamp = append_time
+            batches.append(AppendedBatch(position, last_offset, max_timestamp, header.size))
+            next_offset = last_offset + 1
+        return buffer, batches
+
+    def _assign_legacy_offsets(self, buffer: bytearray, headers: list[tuple[int, BatchHeader]],
+                               base_offset: int) -> bytearray:
+        """v0/v1 entries get offsets by ``legacy.assign_offsets`` (decompressing if needed)."""
+        out = bytearray()
+        next_offset = base_offset
+        view = memoryview(buffer)
+        for position, header in headers:
+            entry = view[position : position + header.size]
+            if header.magic == 2:
+                out += entry
+                next_offset += header.last_offset_delta + 1
+                continue
+            try:
+                rewritten, next_offset = assign_offsets(
+                    entry, next_offset, max_uncompressed_size=max(self.config.segment_bytes, 1))
+            except ProtocolError as exc:
+                raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
+            out += rewritten
+        return out
+
+    def _after_append(self, base_offset: int, last_offset: int, buffer: bytearray,
+                      leader_epoch: int, now: int) -> None:
+        self._log_end_offset = last_offset + 1
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, base_offset)
+        for _, header in iter_batches(buffer):
+            if header.is_transactional:
+                self.note_transaction(header)
+        if self.hw_follows_leo:
+            self._high_watermark = self._log_end_offset
+        self._unflushed_messages += last_offset + 1 - base_offset
+        if self._unflushed_messages >= self.config.flush_messages \
+                or now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(now)
+
+    def note_transaction(self, header: BatchHeader) -> None:
+        """Track open transactions for the LSO (ProducerStateManager will own this)."""
+        if header.is_control:
+            self._open_transactions.pop(header.producer_id, None)
+        else:
+            self._open_transactions.setdefault(header.producer_id, header.base_offset)
+
+    # --- roll and flush ---------------------------------------------------------------
+
+    def _maybe_roll(self, size: int, batches: list[AppendedBatch], now: int) -> LogSegment:
+        segment = self.segments.active
+        if segment.size == 0:
+            return segment
+        if (segment.size + size > min(self.config.segment_bytes, MAX_SEGMENT_POSITION)
+                or _time_waited_for_roll(segment, batches, now) >= self.config.segment_ms
+                or segment.index_full()
+                or batches[-1].last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
+            return self.roll(now)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the LEO; the old one is trimmed and synced."""
+        with self._lock:
+            active = self.segments.active
+            new_base = self._log_end_offset
+            if active.base_offset == new_base:
+                return active  # empty: nothing to roll
+            now = self.clock() if now_ms is None else now_ms
+            try:
+                active.on_roll()
+                segment = self._new_segment(new_base, now)
+                self.fs.fsync_dir(self.directory)
+            except OSError as exc:
+                raise KafkaStorageError(f"rolling {self} failed: {exc}") from exc
+            self.segments = self.segments.with_appended(segment)
+            self._recovery_point = max(self._recovery_point, new_base)
+            logger.info("rolled %s-%d at offset %d", self.topic, self.partition, new_base)
+            return segment
+
+    def _new_segment(self, base_offset: int, now: int) -> LogSegment:
+        segment = LogSegment(self.fs, self.directory, base_offset,
+                             segment_index_bytes=self.config.segment_index_bytes,
+                             index_interval_bytes=self.config.index_interval_bytes,
+                             created_ms=now)
+        self.fs.ftruncate(segment.fd, 0)
+        segment.make_active()
+        return segment
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fdatasync every segment from the recovery point on; move the recovery point."""
+        with self._lock:
+            end = self._log_end_offset
+            if end > self._recovery_point:
+                try:
+                    for segment in self.segments.from_offset(self._recovery_point):
+                        segment.flush()
+                except OSError as exc:
+                    # After a failed fsync the page cache cannot be trusted (it may have
+                    # dropped the dirty pages); only a restart with recovery can.
+                    self.offline = True
+                    raise KafkaStorageError(f"flush of {self} failed: {exc}") from exc
+                self._recovery_point = end
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock() if now_ms is None else now_ms
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """The ``flush.ms`` timer: the broker calls this periodically."""
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+            return True
+        return False
+
+    # --- read -------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *,
+             isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+             min_one_message: bool = True) -> FetchResult:
+        """A file region starting at the batch holding ``offset`` (KIP-74: the first
+        batch whole even if larger than ``max_bytes``; later ones may be cut, as in Kafka).
+        """
+        end, start = self._log_end_offset, self._log_start_offset
+        bound = {FetchIsolation.LOG_END: end,
+                 FetchIsolation.HIGH_WATERMARK: self._high_watermark,
+                 FetchIsolation.TXN_COMMITTED: self.last_stable_offset}[isolation]
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{start}, {end}] of {self.topic}-{self.partition}")
+        region = self._region(offset, max_bytes, bound, min_one_message) if offset < bound \
+            else None
+        return FetchResult(offset, region, self._high_watermark, self.last_stable_offset,
+                           start, end)
+
+    def _region(self, offset: int, max_bytes: int, bound: int,
+                min_one_message: bool) -> FileRegion | None:
+        for segment in self.segments.from_offset(offset):
+            limit = segment.size
+            peek = segment.translate_offset(offset, limit)
+            if peek is None:
+                continue
+            max_position = limit
+            if bound < segment.next_offset:
+                bound_peek = segment.translate_offset(bound, limit)
+                if bound_peek is not None:
+                    max_position = bound_peek.position
+            available = max_position - peek.position
+            if available <= 0:
+                return None
+            length = min(max_bytes, available)
+            if length < peek.size:
+                if not min_one_message:
+                    return None
+                length = min(peek.size, available)
+            return FileRegion(segment.fd, peek.position, length)
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets by time: the first record with timestamp >= ``timestamp`` below the HW."""
+        start, bound = self._log_start_offset, self._high_watermark
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= start:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found if found.offset < bound else None
+        return None
+
+    # --- DeleteRecords and retention --------------------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (<= HW); returns it.
+
+        Whole segments below it are deleted by the next ``delete_old_segments``.
+        """
+        with self._lock:
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: the high watermark is "
+                    f"{self._high_watermark}")
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epoch_cache.truncate_from_start(offset)
+                logger.info("log start offset of %s-%d moved to %d", self.topic,
+                            self.partition, offset)
+            return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
+        with self._lock:
+            count = self._deletable_prefix(now_ms)
+            if count == 0:
+                return 0
+            if count == len(self.segments):
+                self.roll(now_ms)  # never leave a log without an active segment
+            doomed = tuple(self.segments)[:count]
+            self.segments = self.segments.without_first(count)
+            self._log_start_offset = max(self._log_start_offset, self.segments.first.base_offset)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            for segment in doomed:
+                segment.rename_to_deleted()
+                self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms,
+                                              segment))
+            logger.info("deleted %d segment(s) of %s-%d; log start offset now %d", count,
+                        self.topic, self.partition, self._log_start_offset)
+            return count
+
+    def _deletable_prefix(self, now_ms: int) -> int:
+        segments, config = tuple(self.segments), self.config
+        excess = self.size_in_bytes - config.retention_bytes
+        for count, segment in enumerate(segments):
+            is_active = count == len(segments) - 1
+            if segment.next_offset > self._high_watermark or segment.size == 0:
+                return count
+            below_start = segment.next_offset <= self._log_start_offset
+            largest = segment.max_timestamp if segment.max_timestamp >= 0 \
+                else self.fs.mtime_ms(segment.log_path)
+            expired = config.deletes and 0 <= config.retention_ms < now_ms - largest
+            oversize = config.deletes and config.retention_bytes >= 0 and not is_active \
+                and excess >= segment.size
+            if not (below_start or expired or oversize):
+                return count
+            excess -= segment.size
+        return len(segments)
+
+    def delete_pending_files(self, now_ms: int) -> None:
+        """Unlink ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
+        with self._lock:
+            due = [item for item in self._pending_deletes if item[0] <= now_ms]
+            self._pending_deletes = [item for item in self._pending_deletes if item[0] > now_ms]
+        for _, segment in due:
+            segment.delete_files()
+
+    # --- shutdown ---------------------------------------------------------------------
+
+    def close(self) -> bool:
+        """Flush, trim the active indexes, close files; True if the shutdown was clean."""
+        with self._lock:
+            if self.closed:
+                return not self.offline
+            clean = not self.offline
+            try:
+                if clean:
+                    self.flush()
+                    self.segments.active.on_roll()
+            except (OSError, KafkaStorageError) as exc:
+                logger.error("closing %s uncleanly: %s", self, exc)
+                clean = False
+            clean = clean and not any(segment.dirty for segment in self.segments)
+            for segment in self.segments:
+                segment.close()
+            self.delete_pending_files(2**63 - 1)
+            self.closed = True
+            return clean
+
+
+def _time_waited_for_roll(segment: LogSegment, batches: list[AppendedBatch], now: int) -> int:
+    """Kafka's rule for ``segment.ms``: by record time when both batches carry one
+    (the new batches' max timestamp minus the segment's first), else by wall clock
+    since the segment was created.
+    """
+    newest = max(batch.max_timestamp for batch in batches)
+    if segment.first_batch_timestamp >= 0 and newest >= 0:
+        return newest - segment.first_batch_timestamp
+    return now - segment.created_ms
