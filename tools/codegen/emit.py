@@ -195,6 +195,31 @@ class ModuleWriter:
         self.emit(
             "    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)"
         )
+        self._write_builder(struct, root)
+
+    def _write_builder(self, struct: Struct, root: bool) -> None:
+        """A mutable twin with the same slots, whose instances become ``struct`` at birth.
+
+        A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+        which costs several times a plain slot store; decoders build thousands of
+        objects, so they build twins and switch the class (same slots, same layout).
+        """
+        names = [f.attr for f in struct.fields] + ["unknown_tagged_fields"]
+        base = "(_Message)" if root else ""
+        self.emit("")
+        self.emit("")
+        self.emit(f"class _New_{struct.name}{base}:")
+        self.emit(f"    __slots__ = ({''.join(repr(n) + ', ' for n in names)})")
+        for name in names:
+            self.emit(f"    {name}: Any")
+        self.emit("")
+        params = ", ".join(f"{n}: Any" for n in names[:-1])
+        self.emit(
+            f"    def __init__(self, {params}{', ' if params else ''}unknown_tagged_fields: Any = ()) -> None:"
+        )
+        for name in names:
+            self.emit(f"        self.{name} = {name}")
+        self.emit(f"        self.__class__ = {struct.name}  # type: ignore[assignment]")
 
     # -- decoders ----------------------------------------------------------------------
     def write_decoder(self, struct: Struct, version: int, index: int) -> None:
@@ -230,7 +255,7 @@ class ModuleWriter:
                 args.append(default_expr(lay.field))
         if flexible:
             args.append("unknown")
-        self.emit(f"    return {struct.name}({', '.join(args)}), pos", where)
+        self.emit(f"    return _New_{struct.name}({', '.join(args)}), pos  # type: ignore[return-value]", where)
 
     def _flush_read_group(self, struct: Struct, group: list[Layout]) -> None:
         if not group:
@@ -248,14 +273,7 @@ class ModuleWriter:
         where = f"{struct.name}.{fld.name}"
         kind = fld.element_type
         if fld.is_array:
-            if lay.compact:
-                self.emit(f"{indent}count, pos = _p.read_compact_array_size(buf, pos)", where)
-                if not lay.nullable:
-                    self.emit(f"{indent}count = _p.non_null(count)", where)
-            elif lay.nullable:
-                self.emit(f"{indent}count, pos = _p.read_nullable_array_size(buf, pos)", where)
-            else:
-                self.emit(f"{indent}count, pos = _p.read_array_size(buf, pos)", where)
+            self._read_count(lay, indent, where)
             inner = indent
             if lay.nullable:
                 self.emit(f"{indent}if count < 0:", where)
@@ -264,7 +282,10 @@ class ModuleWriter:
                 inner = indent + "    "
             if kind in FIXED_FORMATS:
                 code = FIXED_FORMATS[kind]
-                self.emit(f'{inner}{var} = _unpack_from(">%d{code}" % count, buf, pos)', where)
+                self.emit(
+                    f'{inner}{var} = {_array_name(code)}[count].unpack_from(buf, pos) if count < {ARRAY_CACHE} else _unpack_from(">%d{code}" % count, buf, pos)',
+                    where,
+                )
                 self.emit(f"{inner}pos += {_fixed_size(kind)} * count", where)
             else:
                 items, item = f"items_{fld.attr}", f"item_{fld.attr}"
@@ -275,6 +296,22 @@ class ModuleWriter:
                 self.emit(f"{inner}{var} = tuple({items})", where)
             return
         self._read_single(struct, lay, var, version, indent, element=False)
+
+    def _read_count(self, lay: Layout, indent: str, where: str) -> None:
+        """An array's element count, inlined: it is read once per array, millions of times."""
+        lowest = -1 if lay.nullable else 0
+        if lay.compact:
+            self.emit(f"{indent}count = buf[pos]", where)
+            self.emit(f"{indent}if count < 0x80:", where)
+            self.emit(f"{indent}    pos += 1", where)
+            self.emit(f"{indent}else:", where)
+            self.emit(f"{indent}    count, pos = _p.read_uvarint(buf, pos)", where)
+            self.emit(f"{indent}count -= 1", where)
+        else:
+            self.emit(f"{indent}(count,) = _p.INT32.unpack_from(buf, pos)", where)
+            self.emit(f"{indent}pos += 4", where)
+        self.emit(f"{indent}if count > len(buf) - pos or count < {lowest}:", where)
+        self.emit(f"{indent}    _p.bad_array_size(count, len(buf) - pos, {lay.nullable})", where)
 
     def _read_single(
         self, struct: Struct, lay: Layout, var: str, version: int, indent: str, element: bool
@@ -313,27 +350,30 @@ class ModuleWriter:
         for lay in tagged:
             self.emit(f"    f_{lay.field.attr} = {default_expr(lay.field)}", where)
         self.emit("    unknown: _p.UnknownTaggedFields = ()", where)
-        self.emit("    count, pos = _p.read_tag_count(buf, pos)", where)
-        self.emit("    last_tag = -1", where)
-        self.emit("    for _ in range(count):", where)
-        self.emit("        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)", where)
-        self.emit("        last_tag = tag", where)
-        self.emit("        end = pos + size", where)
+        self.emit("    if buf[pos] == 0:  # no tagged fields: the common case", where)
+        self.emit("        pos += 1", where)
+        self.emit("    else:", where)
+        self.emit("        count, pos = _p.read_tag_count(buf, pos)", where)
+        self.emit("        last_tag = -1", where)
+        self.emit("        for _ in range(count):", where)
+        self.emit("            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)", where)
+        self.emit("            last_tag = tag", where)
+        self.emit("            end = pos + size", where)
         keyword = "if"
         for lay in tagged:
             self.emit(
-                f"        {keyword} tag == {lay.field.tag}:", f"{struct.name}.{lay.field.name}"
+                f"            {keyword} tag == {lay.field.tag}:", f"{struct.name}.{lay.field.name}"
             )
-            self._read_field(struct, lay, "f_" + lay.field.attr, version, "            ")
+            self._read_field(struct, lay, "f_" + lay.field.attr, version, "                ")
             keyword = "elif"
         if tagged:
-            self.emit("        else:", where)
+            self.emit("            else:", where)
+            self.emit("                raw, pos = _p.read_unknown_tag(buf, pos, size)", where)
+            self.emit("                unknown += ((tag, raw),)", where)
+        else:
             self.emit("            raw, pos = _p.read_unknown_tag(buf, pos, size)", where)
             self.emit("            unknown += ((tag, raw),)", where)
-        else:
-            self.emit("        raw, pos = _p.read_unknown_tag(buf, pos, size)", where)
-            self.emit("        unknown += ((tag, raw),)", where)
-        self.emit("        _p.check_tag_end(pos, end, tag)", where)
+        self.emit("            _p.check_tag_end(pos, end, tag)", where)
 
     # -- encoders ----------------------------------------------------------------------
     def write_encoder(self, struct: Struct, version: int, index: int) -> None:
@@ -407,13 +447,20 @@ class ModuleWriter:
             self.emit(f"{indent}    {null}", where)
             self.emit(f"{indent}else:", where)
             inner = indent + "    "
+        self.emit(f"{inner}count = len({var})", where)
         if lay.compact:
-            self.emit(f"{inner}_p.write_uvarint({out}, len({var}) + 1)", where)
+            self.emit(f"{inner}if count < 0x7F:", where)
+            self.emit(f"{inner}    {out}.append(count + 1)", where)
+            self.emit(f"{inner}else:", where)
+            self.emit(f"{inner}    _p.write_uvarint({out}, count + 1)", where)
         else:
-            self.emit(f"{inner}{out} += _p.INT32.pack(len({var}))", where)
+            self.emit(f"{inner}{out} += _p.INT32.pack(count)", where)
         if kind in FIXED_FORMATS:
             code = FIXED_FORMATS[kind]
-            self.emit(f'{inner}{out} += _pack(">%d{code}" % len({var}), *{var})', where)
+            self.emit(
+                f'{inner}{out} += {_array_name(code)}[count].pack(*{var}) if count < {ARRAY_CACHE} else _pack(">%d{code}" % count, *{var})',
+                where,
+            )
         else:
             self.emit(f"{inner}for item_{fld.attr} in {var}:", where)
             self._write_single(
@@ -466,7 +513,10 @@ class ModuleWriter:
         )
         where = f"{struct.name}.<tagged fields>"
         if not tagged:
-            self.emit("    _p.write_unknown_section(out, o.unknown_tagged_fields)", where)
+            self.emit("    if o.unknown_tagged_fields:", where)
+            self.emit("        _p.write_unknown_section(out, o.unknown_tagged_fields)", where)
+            self.emit("    else:", where)
+            self.emit("        out.append(0)", where)
             return
         self.emit("    tags: list[tuple[int, _p.Buffer]] = []", where)
         for lay in tagged:
@@ -480,6 +530,14 @@ class ModuleWriter:
             self._write_field(struct, lay, "o." + fld.attr, version, "        ", "tmp")
             self.emit(f"        tags.append(({fld.tag}, tmp))", f"{struct.name}.{fld.name}")
         self.emit("    _p.write_tag_section(out, tags, o.unknown_tagged_fields)", where)
+
+
+ARRAY_CACHE = 64  # must match strom.protocol.primitives.ARRAY_CACHE
+
+
+def _array_name(code: str) -> str:
+    """The module constant holding precompiled array structs for a struct format code."""
+    return "_A_bool" if code == "?" else f"_A_{code}"
 
 
 def _fixed_size(kind: str) -> int:
@@ -544,5 +602,6 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\\xff\\xff\\xff\\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 {consts}
 '''

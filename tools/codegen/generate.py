@@ -113,10 +113,15 @@ APIS: dict[int, ApiInfo] = {
 }
 
 
+_LOADED: dict[str, type[Message]] = {}
+
+
 def message_class(name: str) -> type[Message]:
     """The generated class called ``name`` (e.g. ``"FetchRequest"``), imported on demand."""
-    module = import_module(f"{__name__}.{MODULES[name]}")
-    cls: type[Message] = getattr(module, name)
+    cls = _LOADED.get(name)
+    if cls is None:
+        module = import_module(f"{__name__}.{MODULES[name]}")
+        cls = _LOADED[name] = getattr(module, name)
     return cls
 
 

@@ -11,7 +11,7 @@ a collection may not claim more elements than there are bytes left).
 from __future__ import annotations
 
 from struct import Struct
-from typing import TypeAlias, TypeVar
+from typing import NoReturn, TypeAlias, TypeVar
 from uuid import UUID
 
 from strom.protocol.errors import ProtocolError
@@ -30,6 +30,13 @@ INT16 = Struct(">h")
 INT32 = Struct(">i")
 INT64 = Struct(">q")
 UINT16 = Struct(">H")
+
+# Precompiled structs for arrays of fixed-width elements, by format code and length;
+# longer arrays fall back to struct's own format cache.
+ARRAY_CACHE = 64
+ARRAY_STRUCTS: dict[str, tuple[Struct, ...]] = {
+    code: tuple(Struct(f">{n}{code}") for n in range(ARRAY_CACHE)) for code in "bhHiqd?"
+}
 
 _uuid_new = UUID.__new__
 _set = object.__setattr__
@@ -283,6 +290,15 @@ def read_compact_array_size(buf: Buffer, pos: int) -> tuple[int, int]:
     if count > len(buf) - pos:
         raise ProtocolError(f"array of {count} elements cannot fit in {len(buf) - pos} bytes")
     return count, pos
+
+
+def bad_array_size(count: int, remaining: int, nullable: bool) -> NoReturn:
+    """Raise the error for an element count that is negative or cannot fit."""
+    if count < 0:
+        if count == -1 and not nullable:
+            raise ProtocolError("null array in a non-nullable field")
+        raise ProtocolError(f"invalid array length {count}")
+    raise ProtocolError(f"array of {count} elements cannot fit in {remaining} bytes")
 
 
 def non_null(count: int) -> int:

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">qh")
 
 
@@ -38,12 +39,29 @@ class AddOffsetsToTxnRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddOffsetsToTxnRequest(_Message):
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields', )
+    transactional_id: Any
+    producer_id: Any
+    producer_epoch: Any
+    group_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, producer_id: Any, producer_epoch: Any, group_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddOffsetsToTxnRequest  # type: ignore[assignment]
+
+
 def _d_AddOffsetsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:
     f_transactional_id, pos = _p.read_string(buf, pos)
     (f_producer_id, f_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
     f_group_id, pos = _p.read_string(buf, pos)
-    return AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id), pos
+    return _New_AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id), pos  # type: ignore[return-value]
 
 
 def _e_AddOffsetsToTxnRequest_0(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -58,23 +76,29 @@ def _d_AddOffsetsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddOffsetsTo
     pos += 10
     f_group_id, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddOffsetsToTxnRequest_1(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch)
     _p.write_compact_string(out, o.group_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AddOffsetsToTxnRequest._DECODERS = {
@@ -93,22 +117,22 @@ AddOffsetsToTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'AddOffsetsToTxnRequest'),
-    (42, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (43, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (45, 'AddOffsetsToTxnRequest.GroupId'),
-    (46, 'AddOffsetsToTxnRequest'),
-    (50, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (51, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (52, 'AddOffsetsToTxnRequest.GroupId'),
-    (55, 'AddOffsetsToTxnRequest'),
-    (56, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (57, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (59, 'AddOffsetsToTxnRequest.GroupId'),
-    (60, 'AddOffsetsToTxnRequest.<tagged fields>'),
-    (70, 'AddOffsetsToTxnRequest'),
+    (59, 'AddOffsetsToTxnRequest'),
+    (60, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (61, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (63, 'AddOffsetsToTxnRequest.GroupId'),
+    (64, 'AddOffsetsToTxnRequest'),
+    (68, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (69, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (70, 'AddOffsetsToTxnRequest.GroupId'),
+    (73, 'AddOffsetsToTxnRequest'),
     (74, 'AddOffsetsToTxnRequest.TransactionalId'),
     (75, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (76, 'AddOffsetsToTxnRequest.GroupId'),
-    (77, 'AddOffsetsToTxnRequest.<tagged fields>'),
+    (77, 'AddOffsetsToTxnRequest.GroupId'),
+    (78, 'AddOffsetsToTxnRequest.<tagged fields>'),
+    (91, 'AddOffsetsToTxnRequest'),
+    (95, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (96, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (97, 'AddOffsetsToTxnRequest.GroupId'),
+    (98, 'AddOffsetsToTxnRequest.<tagged fields>'),
 )

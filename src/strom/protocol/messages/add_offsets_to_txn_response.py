@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -34,10 +35,23 @@ class AddOffsetsToTxnResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddOffsetsToTxnResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddOffsetsToTxnResponse  # type: ignore[assignment]
+
+
 def _d_AddOffsetsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddOffsetsToTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    return AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code), pos
+    return _New_AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_AddOffsetsToTxnResponse_0(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -48,21 +62,27 @@ def _d_AddOffsetsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddOffsetsT
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddOffsetsToTxnResponse_1(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AddOffsetsToTxnResponse._DECODERS = {
@@ -81,14 +101,14 @@ AddOffsetsToTxnResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'AddOffsetsToTxnResponse'),
-    (38, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (40, 'AddOffsetsToTxnResponse'),
-    (44, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (47, 'AddOffsetsToTxnResponse'),
-    (48, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (50, 'AddOffsetsToTxnResponse.<tagged fields>'),
-    (60, 'AddOffsetsToTxnResponse'),
-    (64, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (65, 'AddOffsetsToTxnResponse.<tagged fields>'),
+    (51, 'AddOffsetsToTxnResponse'),
+    (52, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (54, 'AddOffsetsToTxnResponse'),
+    (58, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (61, 'AddOffsetsToTxnResponse'),
+    (62, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (64, 'AddOffsetsToTxnResponse.<tagged fields>'),
+    (77, 'AddOffsetsToTxnResponse'),
+    (81, 'AddOffsetsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (82, 'AddOffsetsToTxnResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">qh")
 _S1 = Struct(">qh?")
 
@@ -27,6 +28,19 @@ class AddPartitionsToTxnTopic:
     #: The partition indexes to add to the transaction
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AddPartitionsToTxnTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnTopic  # type: ignore[assignment]
 
 
 _DEFAULT_AddPartitionsToTxnTopic = AddPartitionsToTxnTopic()
@@ -46,6 +60,25 @@ class AddPartitionsToTxnTransaction:
     #: The partitions to add to the transaction.
     topics: tuple[AddPartitionsToTxnTopic, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AddPartitionsToTxnTransaction:
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tagged_fields', )
+    transactional_id: Any
+    producer_id: Any
+    producer_epoch: Any
+    verify_only: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, producer_id: Any, producer_epoch: Any, verify_only: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.verify_only = verify_only
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnTransaction  # type: ignore[assignment]
 
 
 _DEFAULT_AddPartitionsToTxnTransaction = AddPartitionsToTxnTransaction()
@@ -73,17 +106,39 @@ class AddPartitionsToTxnRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddPartitionsToTxnRequest(_Message):
+    __slots__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics', 'unknown_tagged_fields', )
+    transactions: Any
+    v3_and_below_transactional_id: Any
+    v3_and_below_producer_id: Any
+    v3_and_below_producer_epoch: Any
+    v3_and_below_topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactions: Any, v3_and_below_transactional_id: Any, v3_and_below_producer_id: Any, v3_and_below_producer_epoch: Any, v3_and_below_topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactions = transactions
+        self.v3_and_below_transactional_id = v3_and_below_transactional_id
+        self.v3_and_below_producer_id = v3_and_below_producer_id
+        self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        self.v3_and_below_topics = v3_and_below_topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnRequest  # type: ignore[assignment]
+
+
 def _d_AddPartitionsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     f_v3_and_below_transactional_id, pos = _p.read_string(buf, pos)
     (f_v3_and_below_producer_id, f_v3_and_below_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_v3_and_below_topics: list[Any] = []
     for _ in range(count):
         item_v3_and_below_topics, pos = _d_AddPartitionsToTxnTopic_0(buf, pos)
         items_v3_and_below_topics.append(item_v3_and_below_topics)
     f_v3_and_below_topics = tuple(items_v3_and_below_topics)
-    return AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics), pos
+    return _New_AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -92,7 +147,8 @@ def _e_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray,
     _p.write_string(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     items_v3_and_below_topics = o.v3_and_below_topics
-    out += _p.INT32.pack(len(items_v3_and_below_topics))
+    count = len(items_v3_and_below_topics)
+    out += _p.INT32.pack(count)
     for item_v3_and_below_topics in items_v3_and_below_topics:
         _e_AddPartitionsToTxnTopic_0(item_v3_and_below_topics, out, chunks)
 
@@ -101,24 +157,33 @@ def _d_AddPartitionsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddPartit
     f_v3_and_below_transactional_id, pos = _p.read_compact_string(buf, pos)
     (f_v3_and_below_producer_id, f_v3_and_below_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_v3_and_below_topics: list[Any] = []
     for _ in range(count):
         item_v3_and_below_topics, pos = _d_AddPartitionsToTxnTopic_1(buf, pos)
         items_v3_and_below_topics.append(item_v3_and_below_topics)
     f_v3_and_below_topics = tuple(items_v3_and_below_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -127,31 +192,47 @@ def _e_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray,
     _p.write_compact_string(out, o.v3_and_below_transactional_id)
     out += _S0.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     items_v3_and_below_topics = o.v3_and_below_topics
-    _p.write_uvarint(out, len(items_v3_and_below_topics) + 1)
+    count = len(items_v3_and_below_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_v3_and_below_topics in items_v3_and_below_topics:
         _e_AddPartitionsToTxnTopic_1(item_v3_and_below_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_transactions: list[Any] = []
     for _ in range(count):
         item_transactions, pos = _d_AddPartitionsToTxnTransaction_0(buf, pos)
         items_transactions.append(item_transactions)
     f_transactions = tuple(items_transactions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnRequest(f_transactions, '', 0, 0, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnRequest(f_transactions, '', 0, 0, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -164,86 +245,129 @@ def _e_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray,
     if o.v3_and_below_topics != ():
         raise _UnsupportedVersion("V3AndBelowTopics cannot be sent in version 4", message_name="AddPartitionsToTxnRequest", api_version=4, field="V3AndBelowTopics")
     items_transactions = o.transactions
-    _p.write_uvarint(out, len(items_transactions) + 1)
+    count = len(items_transactions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_transactions in items_transactions:
         _e_AddPartitionsToTxnTransaction_0(item_transactions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTopic_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return AddPartitionsToTxnTopic(f_name, f_partitions), pos
+    return _New_AddPartitionsToTxnTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnTopic_0(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 def _d_AddPartitionsToTxnTopic_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnTopic_1(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTransaction_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTransaction, int]:
     f_transactional_id, pos = _p.read_compact_string(buf, pos)
     (f_producer_id, f_producer_epoch, f_verify_only,) = _S1.unpack_from(buf, pos)
     pos += 11
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_AddPartitionsToTxnTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnTransaction(f_transactional_id, f_producer_id, f_producer_epoch, f_verify_only, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnTransaction(f_transactional_id, f_producer_id, f_producer_epoch, f_verify_only, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S1.pack(o.producer_id, o.producer_epoch, o.verify_only)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_AddPartitionsToTxnTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnRequest._DECODERS = {
@@ -264,58 +388,58 @@ AddPartitionsToTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (76, 'AddPartitionsToTxnRequest'),
-    (77, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (78, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (80, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (86, 'AddPartitionsToTxnRequest'),
-    (90, 'AddPartitionsToTxnRequest.Transactions'),
-    (92, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (93, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (94, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (100, 'AddPartitionsToTxnRequest'),
-    (101, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (102, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (104, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (111, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (121, 'AddPartitionsToTxnRequest'),
-    (125, 'AddPartitionsToTxnRequest.Transactions'),
-    (127, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (128, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (129, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (133, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (136, 'AddPartitionsToTxnRequest'),
-    (137, 'AddPartitionsToTxnRequest.Transactions'),
-    (144, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (154, 'AddPartitionsToTxnRequest'),
-    (158, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (160, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
-    (162, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
-    (164, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (166, 'AddPartitionsToTxnRequest.Transactions'),
-    (170, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (173, 'AddPartitionsToTxnTopic'),
-    (174, 'AddPartitionsToTxnTopic.Name'),
-    (175, 'AddPartitionsToTxnTopic.Partitions'),
-    (178, 'AddPartitionsToTxnTopic'),
-    (182, 'AddPartitionsToTxnTopic.Name'),
-    (183, 'AddPartitionsToTxnTopic.Partitions'),
-    (188, 'AddPartitionsToTxnTopic'),
-    (189, 'AddPartitionsToTxnTopic.Name'),
-    (190, 'AddPartitionsToTxnTopic.Partitions'),
-    (194, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (204, 'AddPartitionsToTxnTopic'),
-    (208, 'AddPartitionsToTxnTopic.Name'),
-    (209, 'AddPartitionsToTxnTopic.Partitions'),
-    (212, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (215, 'AddPartitionsToTxnTransaction'),
-    (216, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (217, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (219, 'AddPartitionsToTxnTransaction.Topics'),
-    (226, 'AddPartitionsToTxnTransaction.<tagged fields>'),
-    (236, 'AddPartitionsToTxnTransaction'),
-    (240, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (241, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (242, 'AddPartitionsToTxnTransaction.Topics'),
-    (246, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (128, 'AddPartitionsToTxnRequest'),
+    (129, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (130, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (132, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (141, 'AddPartitionsToTxnRequest'),
+    (145, 'AddPartitionsToTxnRequest.Transactions'),
+    (147, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (148, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (149, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (156, 'AddPartitionsToTxnRequest'),
+    (157, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (158, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (160, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (173, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (186, 'AddPartitionsToTxnRequest'),
+    (190, 'AddPartitionsToTxnRequest.Transactions'),
+    (192, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (193, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (194, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (202, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (208, 'AddPartitionsToTxnRequest'),
+    (209, 'AddPartitionsToTxnRequest.Transactions'),
+    (222, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (235, 'AddPartitionsToTxnRequest'),
+    (239, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (241, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
+    (243, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
+    (245, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (247, 'AddPartitionsToTxnRequest.Transactions'),
+    (255, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (261, 'AddPartitionsToTxnTopic'),
+    (262, 'AddPartitionsToTxnTopic.Name'),
+    (263, 'AddPartitionsToTxnTopic.Partitions'),
+    (269, 'AddPartitionsToTxnTopic'),
+    (273, 'AddPartitionsToTxnTopic.Name'),
+    (274, 'AddPartitionsToTxnTopic.Partitions'),
+    (280, 'AddPartitionsToTxnTopic'),
+    (281, 'AddPartitionsToTxnTopic.Name'),
+    (282, 'AddPartitionsToTxnTopic.Partitions'),
+    (292, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (305, 'AddPartitionsToTxnTopic'),
+    (309, 'AddPartitionsToTxnTopic.Name'),
+    (310, 'AddPartitionsToTxnTopic.Partitions'),
+    (317, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (323, 'AddPartitionsToTxnTransaction'),
+    (324, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (325, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (327, 'AddPartitionsToTxnTransaction.Topics'),
+    (340, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (353, 'AddPartitionsToTxnTransaction'),
+    (357, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (358, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (359, 'AddPartitionsToTxnTransaction.Topics'),
+    (367, 'AddPartitionsToTxnTransaction.<tagged fields>'),
 )

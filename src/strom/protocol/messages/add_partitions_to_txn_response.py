@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -27,6 +28,19 @@ class AddPartitionsToTxnPartitionResult:
     #: The response error code.
     partition_error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AddPartitionsToTxnPartitionResult:
+    __slots__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    partition_error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, partition_error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.partition_error_code = partition_error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnPartitionResult  # type: ignore[assignment]
 
 
 _DEFAULT_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnPartitionResult()
@@ -42,6 +56,19 @@ class AddPartitionsToTxnTopicResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddPartitionsToTxnTopicResult:
+    __slots__ = ('name', 'results_by_partition', 'unknown_tagged_fields', )
+    name: Any
+    results_by_partition: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, results_by_partition: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.results_by_partition = results_by_partition
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnTopicResult  # type: ignore[assignment]
+
+
 _DEFAULT_AddPartitionsToTxnTopicResult = AddPartitionsToTxnTopicResult()
 
 
@@ -53,6 +80,19 @@ class AddPartitionsToTxnResult:
     #: The results for each topic.
     topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AddPartitionsToTxnResult:
+    __slots__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields', )
+    transactional_id: Any
+    topic_results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, topic_results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.topic_results = topic_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnResult  # type: ignore[assignment]
 
 
 _DEFAULT_AddPartitionsToTxnResult = AddPartitionsToTxnResult()
@@ -78,16 +118,36 @@ class AddPartitionsToTxnResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddPartitionsToTxnResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    results_by_transaction: Any
+    results_by_topic_v3_and_below: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, results_by_transaction: Any, results_by_topic_v3_and_below: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction = results_by_transaction
+        self.results_by_topic_v3_and_below = results_by_topic_v3_and_below
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddPartitionsToTxnResponse  # type: ignore[assignment]
+
+
 def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_topic_v3_and_below: list[Any] = []
     for _ in range(count):
         item_results_by_topic_v3_and_below, pos = _d_AddPartitionsToTxnTopicResult_0(buf, pos)
         items_results_by_topic_v3_and_below.append(item_results_by_topic_v3_and_below)
     f_results_by_topic_v3_and_below = tuple(items_results_by_topic_v3_and_below)
-    return AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below), pos
+    return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -95,7 +155,8 @@ def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearra
         raise _UnsupportedVersion("ResultsByTransaction cannot be sent in version 0", message_name="AddPartitionsToTxnResponse", api_version=0, field="ResultsByTransaction")
     out += _S0.pack(o.throttle_time_ms)
     items_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
-    out += _p.INT32.pack(len(items_results_by_topic_v3_and_below))
+    count = len(items_results_by_topic_v3_and_below)
+    out += _p.INT32.pack(count)
     for item_results_by_topic_v3_and_below in items_results_by_topic_v3_and_below:
         _e_AddPartitionsToTxnTopicResult_0(item_results_by_topic_v3_and_below, out, chunks)
 
@@ -103,24 +164,33 @@ def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearra
 def _d_AddPartitionsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_topic_v3_and_below: list[Any] = []
     for _ in range(count):
         item_results_by_topic_v3_and_below, pos = _d_AddPartitionsToTxnTopicResult_1(buf, pos)
         items_results_by_topic_v3_and_below.append(item_results_by_topic_v3_and_below)
     f_results_by_topic_v3_and_below = tuple(items_results_by_topic_v3_and_below)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -128,33 +198,49 @@ def _e_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearra
         raise _UnsupportedVersion("ResultsByTransaction cannot be sent in version 3", message_name="AddPartitionsToTxnResponse", api_version=3, field="ResultsByTransaction")
     out += _S0.pack(o.throttle_time_ms)
     items_results_by_topic_v3_and_below = o.results_by_topic_v3_and_below
-    _p.write_uvarint(out, len(items_results_by_topic_v3_and_below) + 1)
+    count = len(items_results_by_topic_v3_and_below)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results_by_topic_v3_and_below in items_results_by_topic_v3_and_below:
         _e_AddPartitionsToTxnTopicResult_1(item_results_by_topic_v3_and_below, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResponse_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_transaction: list[Any] = []
     for _ in range(count):
         item_results_by_transaction, pos = _d_AddPartitionsToTxnResult_0(buf, pos)
         items_results_by_transaction.append(item_results_by_transaction)
     f_results_by_transaction = tuple(items_results_by_transaction)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnResponse(f_throttle_time_ms, f_error_code, f_results_by_transaction, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, f_error_code, f_results_by_transaction, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -162,97 +248,140 @@ def _e_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: bytearra
         raise _UnsupportedVersion("ResultsByTopicV3AndBelow cannot be sent in version 4", message_name="AddPartitionsToTxnResponse", api_version=4, field="ResultsByTopicV3AndBelow")
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_results_by_transaction = o.results_by_transaction
-    _p.write_uvarint(out, len(items_results_by_transaction) + 1)
+    count = len(items_results_by_transaction)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results_by_transaction in items_results_by_transaction:
         _e_AddPartitionsToTxnResult_0(item_results_by_transaction, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTopicResult_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_partition: list[Any] = []
     for _ in range(count):
         item_results_by_partition, pos = _d_AddPartitionsToTxnPartitionResult_0(buf, pos)
         items_results_by_partition.append(item_results_by_partition)
     f_results_by_partition = tuple(items_results_by_partition)
-    return AddPartitionsToTxnTopicResult(f_name, f_results_by_partition), pos
+    return _New_AddPartitionsToTxnTopicResult(f_name, f_results_by_partition), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_results_by_partition = o.results_by_partition
-    out += _p.INT32.pack(len(items_results_by_partition))
+    count = len(items_results_by_partition)
+    out += _p.INT32.pack(count)
     for item_results_by_partition in items_results_by_partition:
         _e_AddPartitionsToTxnPartitionResult_0(item_results_by_partition, out, chunks)
 
 
 def _d_AddPartitionsToTxnTopicResult_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_partition: list[Any] = []
     for _ in range(count):
         item_results_by_partition, pos = _d_AddPartitionsToTxnPartitionResult_1(buf, pos)
         items_results_by_partition.append(item_results_by_partition)
     f_results_by_partition = tuple(items_results_by_partition)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnTopicResult(f_name, f_results_by_partition, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnTopicResult(f_name, f_results_by_partition, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_results_by_partition = o.results_by_partition
-    _p.write_uvarint(out, len(items_results_by_partition) + 1)
+    count = len(items_results_by_partition)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results_by_partition in items_results_by_partition:
         _e_AddPartitionsToTxnPartitionResult_1(item_results_by_partition, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResult_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResult, int]:
     f_transactional_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_results: list[Any] = []
     for _ in range(count):
         item_topic_results, pos = _d_AddPartitionsToTxnTopicResult_1(buf, pos)
         items_topic_results.append(item_topic_results)
     f_topic_results = tuple(items_topic_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnResult(f_transactional_id, f_topic_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnResult(f_transactional_id, f_topic_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnResult_0(o: AddPartitionsToTxnResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     items_topic_results = o.topic_results
-    _p.write_uvarint(out, len(items_topic_results) + 1)
+    count = len(items_topic_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_results in items_topic_results:
         _e_AddPartitionsToTxnTopicResult_1(item_topic_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnPartitionResult_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnPartitionResult, int]:
     (f_partition_index, f_partition_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code), pos
+    return _New_AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnPartitionResult_0(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -263,21 +392,27 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
     (f_partition_index, f_partition_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddPartitionsToTxnPartitionResult_1(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.partition_error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnResponse._DECODERS = {
@@ -298,61 +433,61 @@ AddPartitionsToTxnResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (81, 'AddPartitionsToTxnResponse'),
-    (82, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (84, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (90, 'AddPartitionsToTxnResponse'),
-    (94, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (96, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (97, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (103, 'AddPartitionsToTxnResponse'),
-    (104, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (106, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (113, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (123, 'AddPartitionsToTxnResponse'),
-    (127, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (129, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (130, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (134, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (137, 'AddPartitionsToTxnResponse'),
-    (138, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (140, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (147, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (157, 'AddPartitionsToTxnResponse'),
-    (161, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (163, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (164, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (168, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (171, 'AddPartitionsToTxnTopicResult'),
-    (172, 'AddPartitionsToTxnTopicResult.Name'),
-    (173, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (179, 'AddPartitionsToTxnTopicResult'),
-    (183, 'AddPartitionsToTxnTopicResult.Name'),
-    (184, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (190, 'AddPartitionsToTxnTopicResult'),
-    (191, 'AddPartitionsToTxnTopicResult.Name'),
-    (192, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (199, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (209, 'AddPartitionsToTxnTopicResult'),
-    (213, 'AddPartitionsToTxnTopicResult.Name'),
-    (214, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (218, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (221, 'AddPartitionsToTxnResult'),
-    (222, 'AddPartitionsToTxnResult.TransactionalId'),
-    (223, 'AddPartitionsToTxnResult.TopicResults'),
-    (230, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (240, 'AddPartitionsToTxnResult'),
-    (244, 'AddPartitionsToTxnResult.TransactionalId'),
-    (245, 'AddPartitionsToTxnResult.TopicResults'),
-    (249, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (252, 'AddPartitionsToTxnPartitionResult'),
-    (253, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (255, 'AddPartitionsToTxnPartitionResult'),
-    (259, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (262, 'AddPartitionsToTxnPartitionResult'),
-    (263, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (265, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
-    (275, 'AddPartitionsToTxnPartitionResult'),
-    (279, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (280, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (138, 'AddPartitionsToTxnResponse'),
+    (139, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (141, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (150, 'AddPartitionsToTxnResponse'),
+    (154, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (156, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (157, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (164, 'AddPartitionsToTxnResponse'),
+    (165, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (167, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (180, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (193, 'AddPartitionsToTxnResponse'),
+    (197, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (199, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (200, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (208, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (214, 'AddPartitionsToTxnResponse'),
+    (215, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (217, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (230, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (243, 'AddPartitionsToTxnResponse'),
+    (247, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (249, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (250, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (258, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (264, 'AddPartitionsToTxnTopicResult'),
+    (265, 'AddPartitionsToTxnTopicResult.Name'),
+    (266, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (275, 'AddPartitionsToTxnTopicResult'),
+    (279, 'AddPartitionsToTxnTopicResult.Name'),
+    (280, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (287, 'AddPartitionsToTxnTopicResult'),
+    (288, 'AddPartitionsToTxnTopicResult.Name'),
+    (289, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (302, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (315, 'AddPartitionsToTxnTopicResult'),
+    (319, 'AddPartitionsToTxnTopicResult.Name'),
+    (320, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (328, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (334, 'AddPartitionsToTxnResult'),
+    (335, 'AddPartitionsToTxnResult.TransactionalId'),
+    (336, 'AddPartitionsToTxnResult.TopicResults'),
+    (349, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (362, 'AddPartitionsToTxnResult'),
+    (366, 'AddPartitionsToTxnResult.TransactionalId'),
+    (367, 'AddPartitionsToTxnResult.TopicResults'),
+    (375, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (381, 'AddPartitionsToTxnPartitionResult'),
+    (382, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (384, 'AddPartitionsToTxnPartitionResult'),
+    (388, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (391, 'AddPartitionsToTxnPartitionResult'),
+    (392, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (394, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (407, 'AddPartitionsToTxnPartitionResult'),
+    (411, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (412, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 _S1 = Struct(">H")
 
@@ -29,6 +30,21 @@ class Listener:
     #: The port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Listener:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Listener  # type: ignore[assignment]
 
 
 _DEFAULT_Listener = Listener()
@@ -54,29 +70,57 @@ class AddRaftVoterRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AddRaftVoterRequest(_Message):
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields', )
+    cluster_id: Any
+    timeout_ms: Any
+    voter_id: Any
+    voter_directory_id: Any
+    listeners: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, timeout_ms: Any, voter_id: Any, voter_directory_id: Any, listeners: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.timeout_ms = timeout_ms
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.listeners = listeners
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AddRaftVoterRequest  # type: ignore[assignment]
+
+
 def _d_AddRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[AddRaftVoterRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_timeout_ms, f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 8
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AddRaftVoterRequest(f_cluster_id, f_timeout_ms, f_voter_id, f_voter_directory_id, f_listeners, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AddRaftVoterRequest(f_cluster_id, f_timeout_ms, f_voter_id, f_voter_directory_id, f_listeners, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -84,10 +128,17 @@ def _e_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray, chunks: lis
     out += _S0.pack(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
@@ -96,23 +147,29 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Listener(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AddRaftVoterRequest._DECODERS = {
@@ -123,26 +180,26 @@ AddRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (57, 'AddRaftVoterRequest'),
-    (58, 'AddRaftVoterRequest.ClusterId'),
-    (59, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
-    (61, 'AddRaftVoterRequest.VoterDirectoryId'),
-    (62, 'AddRaftVoterRequest.Listeners'),
-    (69, 'AddRaftVoterRequest.<tagged fields>'),
-    (79, 'AddRaftVoterRequest'),
-    (83, 'AddRaftVoterRequest.ClusterId'),
-    (84, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
-    (85, 'AddRaftVoterRequest.VoterDirectoryId'),
-    (86, 'AddRaftVoterRequest.Listeners'),
-    (90, 'AddRaftVoterRequest.<tagged fields>'),
-    (93, 'Listener'),
-    (94, 'Listener.Name'),
-    (95, 'Listener.Host'),
-    (96, 'Listener.Port'),
-    (98, 'Listener.<tagged fields>'),
-    (108, 'Listener'),
-    (112, 'Listener.Name'),
-    (113, 'Listener.Host'),
-    (114, 'Listener.Port'),
-    (115, 'Listener.<tagged fields>'),
+    (92, 'AddRaftVoterRequest'),
+    (93, 'AddRaftVoterRequest.ClusterId'),
+    (94, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
+    (96, 'AddRaftVoterRequest.VoterDirectoryId'),
+    (97, 'AddRaftVoterRequest.Listeners'),
+    (110, 'AddRaftVoterRequest.<tagged fields>'),
+    (123, 'AddRaftVoterRequest'),
+    (127, 'AddRaftVoterRequest.ClusterId'),
+    (128, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
+    (129, 'AddRaftVoterRequest.VoterDirectoryId'),
+    (130, 'AddRaftVoterRequest.Listeners'),
+    (138, 'AddRaftVoterRequest.<tagged fields>'),
+    (144, 'Listener'),
+    (145, 'Listener.Name'),
+    (146, 'Listener.Host'),
+    (147, 'Listener.Port'),
+    (149, 'Listener.<tagged fields>'),
+    (162, 'Listener'),
+    (166, 'Listener.Name'),
+    (167, 'Listener.Host'),
+    (168, 'Listener.Port'),
+    (169, 'Listener.<tagged fields>'),
 )

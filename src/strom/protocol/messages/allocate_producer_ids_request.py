@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iq")
 
 
@@ -34,25 +35,44 @@ class AllocateProducerIdsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AllocateProducerIdsRequest(_Message):
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AllocateProducerIdsRequest  # type: ignore[assignment]
+
+
 def _d_AllocateProducerIdsRequest_0(buf: memoryview, pos: int) -> tuple[AllocateProducerIdsRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AllocateProducerIdsRequest(f_broker_id, f_broker_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AllocateProducerIdsRequest(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AllocateProducerIdsRequest_0(o: AllocateProducerIdsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AllocateProducerIdsRequest._DECODERS = {
@@ -63,10 +83,10 @@ AllocateProducerIdsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'AllocateProducerIdsRequest'),
-    (38, 'AllocateProducerIdsRequest.BrokerId,BrokerEpoch'),
-    (40, 'AllocateProducerIdsRequest.<tagged fields>'),
-    (50, 'AllocateProducerIdsRequest'),
-    (54, 'AllocateProducerIdsRequest.BrokerId,BrokerEpoch'),
-    (55, 'AllocateProducerIdsRequest.<tagged fields>'),
+    (51, 'AllocateProducerIdsRequest'),
+    (52, 'AllocateProducerIdsRequest.BrokerId,BrokerEpoch'),
+    (54, 'AllocateProducerIdsRequest.<tagged fields>'),
+    (67, 'AllocateProducerIdsRequest'),
+    (71, 'AllocateProducerIdsRequest.BrokerId,BrokerEpoch'),
+    (72, 'AllocateProducerIdsRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ihqi")
 
 
@@ -38,25 +39,48 @@ class AllocateProducerIdsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AllocateProducerIdsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    producer_id_start: Any
+    producer_id_len: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, producer_id_start: Any, producer_id_len: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id_start = producer_id_start
+        self.producer_id_len = producer_id_len
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AllocateProducerIdsResponse  # type: ignore[assignment]
+
+
 def _d_AllocateProducerIdsResponse_0(buf: memoryview, pos: int) -> tuple[AllocateProducerIdsResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len,) = _S0.unpack_from(buf, pos)
     pos += 18
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AllocateProducerIdsResponse(f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AllocateProducerIdsResponse(f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AllocateProducerIdsResponse_0(o: AllocateProducerIdsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AllocateProducerIdsResponse._DECODERS = {
@@ -67,10 +91,10 @@ AllocateProducerIdsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'AllocateProducerIdsResponse'),
-    (42, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
-    (44, 'AllocateProducerIdsResponse.<tagged fields>'),
-    (54, 'AllocateProducerIdsResponse'),
-    (58, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
-    (59, 'AllocateProducerIdsResponse.<tagged fields>'),
+    (59, 'AllocateProducerIdsResponse'),
+    (60, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
+    (62, 'AllocateProducerIdsResponse.<tagged fields>'),
+    (75, 'AllocateProducerIdsResponse'),
+    (79, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
+    (80, 'AllocateProducerIdsResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">d?")
 
@@ -26,6 +27,19 @@ class EntityData:
     #: The name of the entity, or null if the default.
     entity_name: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntityData:
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+    entity_type: Any
+    entity_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity_type: Any, entity_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntityData  # type: ignore[assignment]
 
 
 _DEFAULT_EntityData = EntityData()
@@ -42,6 +56,21 @@ class OpData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OpData:
+    __slots__ = ('key', 'value', 'remove', 'unknown_tagged_fields', )
+    key: Any
+    value: Any
+    remove: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, key: Any, value: Any, remove: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.key = key
+        self.value = value
+        self.remove = remove
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OpData  # type: ignore[assignment]
+
+
 _DEFAULT_OpData = OpData()
 
 
@@ -52,6 +81,19 @@ class EntryData:
     #: An individual quota configuration entry to alter.
     ops: tuple[OpData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntryData:
+    __slots__ = ('entity', 'ops', 'unknown_tagged_fields', )
+    entity: Any
+    ops: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity: Any, ops: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity = entity
+        self.ops = ops
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntryData  # type: ignore[assignment]
 
 
 _DEFAULT_EntryData = EntryData()
@@ -73,8 +115,24 @@ class AlterClientQuotasRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterClientQuotasRequest(_Message):
+    __slots__ = ('entries', 'validate_only', 'unknown_tagged_fields', )
+    entries: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entries: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entries = entries
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterClientQuotasRequest  # type: ignore[assignment]
+
+
 def _d_AlterClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
     for _ in range(count):
         item_entries, pos = _d_EntryData_0(buf, pos)
@@ -82,20 +140,27 @@ def _d_AlterClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[AlterClien
     f_entries = tuple(items_entries)
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return AlterClientQuotasRequest(f_entries, f_validate_only), pos
+    return _New_AlterClientQuotasRequest(f_entries, f_validate_only), pos  # type: ignore[return-value]
 
 
 def _e_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entries = o.entries
-    out += _p.INT32.pack(len(items_entries))
+    count = len(items_entries)
+    out += _p.INT32.pack(count)
     for item_entries in items_entries:
         _e_EntryData_0(item_entries, out, chunks)
     out += _S0.pack(o.validate_only)
 
 
 def _d_AlterClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
     for _ in range(count):
         item_entries, pos = _d_EntryData_1(buf, pos)
@@ -104,98 +169,142 @@ def _d_AlterClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[AlterClien
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterClientQuotasRequest(f_entries, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterClientQuotasRequest(f_entries, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterClientQuotasRequest_1(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entries = o.entries
-    _p.write_uvarint(out, len(items_entries) + 1)
+    count = len(items_entries)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_entries in items_entries:
         _e_EntryData_1(item_entries, out, chunks)
     out += _S0.pack(o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_0(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ops: list[Any] = []
     for _ in range(count):
         item_ops, pos = _d_OpData_0(buf, pos)
         items_ops.append(item_ops)
     f_ops = tuple(items_ops)
-    return EntryData(f_entity, f_ops), pos
+    return _New_EntryData(f_entity, f_ops), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entity = o.entity
-    out += _p.INT32.pack(len(items_entity))
+    count = len(items_entity)
+    out += _p.INT32.pack(count)
     for item_entity in items_entity:
         _e_EntityData_0(item_entity, out, chunks)
     items_ops = o.ops
-    out += _p.INT32.pack(len(items_ops))
+    count = len(items_ops)
+    out += _p.INT32.pack(count)
     for item_ops in items_ops:
         _e_OpData_0(item_ops, out, chunks)
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_1(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ops: list[Any] = []
     for _ in range(count):
         item_ops, pos = _d_OpData_1(buf, pos)
         items_ops.append(item_ops)
     f_ops = tuple(items_ops)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntryData(f_entity, f_ops, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntryData(f_entity, f_ops, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entity = o.entity
-    _p.write_uvarint(out, len(items_entity) + 1)
+    count = len(items_entity)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_entity in items_entity:
         _e_EntityData_1(item_entity, out, chunks)
     items_ops = o.ops
-    _p.write_uvarint(out, len(items_ops) + 1)
+    count = len(items_ops)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_ops in items_ops:
         _e_OpData_1(item_ops, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_string(buf, pos)
     f_entity_name, pos = _p.read_nullable_string(buf, pos)
-    return EntityData(f_entity_type, f_entity_name), pos
+    return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -207,7 +316,7 @@ def _d_OpData_0(buf: memoryview, pos: int) -> tuple[OpData, int]:
     f_key, pos = _p.read_string(buf, pos)
     (f_value, f_remove,) = _S1.unpack_from(buf, pos)
     pos += 9
-    return OpData(f_key, f_value, f_remove), pos
+    return _New_OpData(f_key, f_value, f_remove), pos  # type: ignore[return-value]
 
 
 def _e_OpData_0(o: OpData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -219,22 +328,28 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_compact_string(buf, pos)
     f_entity_name, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntityData(f_entity_type, f_entity_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OpData_1(buf: memoryview, pos: int) -> tuple[OpData, int]:
@@ -242,22 +357,28 @@ def _d_OpData_1(buf: memoryview, pos: int) -> tuple[OpData, int]:
     (f_value, f_remove,) = _S1.unpack_from(buf, pos)
     pos += 9
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OpData(f_key, f_value, f_remove, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OpData(f_key, f_value, f_remove, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OpData_1(o: OpData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.key)
     out += _S1.pack(o.value, o.remove)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasRequest._DECODERS = {
@@ -270,60 +391,60 @@ AlterClientQuotasRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (76, 'AlterClientQuotasRequest'),
-    (77, 'AlterClientQuotasRequest.Entries'),
-    (83, 'AlterClientQuotasRequest.ValidateOnly'),
-    (85, 'AlterClientQuotasRequest'),
-    (89, 'AlterClientQuotasRequest.Entries'),
-    (93, 'AlterClientQuotasRequest.ValidateOnly'),
-    (96, 'AlterClientQuotasRequest'),
-    (97, 'AlterClientQuotasRequest.Entries'),
-    (104, 'AlterClientQuotasRequest.ValidateOnly'),
-    (106, 'AlterClientQuotasRequest.<tagged fields>'),
-    (116, 'AlterClientQuotasRequest'),
-    (120, 'AlterClientQuotasRequest.Entries'),
-    (124, 'AlterClientQuotasRequest.ValidateOnly'),
-    (125, 'AlterClientQuotasRequest.<tagged fields>'),
-    (128, 'EntryData'),
-    (129, 'EntryData.Entity'),
-    (135, 'EntryData.Ops'),
-    (141, 'EntryData'),
-    (145, 'EntryData.Entity'),
-    (149, 'EntryData.Ops'),
-    (155, 'EntryData'),
-    (156, 'EntryData.Entity'),
-    (163, 'EntryData.Ops'),
-    (170, 'EntryData.<tagged fields>'),
-    (180, 'EntryData'),
-    (184, 'EntryData.Entity'),
-    (188, 'EntryData.Ops'),
-    (192, 'EntryData.<tagged fields>'),
-    (195, 'EntityData'),
-    (196, 'EntityData.EntityType'),
-    (197, 'EntityData.EntityName'),
-    (198, 'EntityData'),
-    (202, 'EntityData.EntityType'),
-    (203, 'EntityData.EntityName'),
-    (206, 'OpData'),
-    (207, 'OpData.Key'),
-    (208, 'OpData.Value,Remove'),
-    (210, 'OpData'),
-    (214, 'OpData.Key'),
-    (215, 'OpData.Value,Remove'),
-    (218, 'EntityData'),
-    (219, 'EntityData.EntityType'),
-    (220, 'EntityData.EntityName'),
-    (221, 'EntityData.<tagged fields>'),
-    (231, 'EntityData'),
-    (235, 'EntityData.EntityType'),
-    (236, 'EntityData.EntityName'),
-    (237, 'EntityData.<tagged fields>'),
-    (240, 'OpData'),
-    (241, 'OpData.Key'),
-    (242, 'OpData.Value,Remove'),
-    (244, 'OpData.<tagged fields>'),
-    (254, 'OpData'),
-    (258, 'OpData.Key'),
-    (259, 'OpData.Value,Remove'),
-    (260, 'OpData.<tagged fields>'),
+    (131, 'AlterClientQuotasRequest'),
+    (132, 'AlterClientQuotasRequest.Entries'),
+    (141, 'AlterClientQuotasRequest.ValidateOnly'),
+    (143, 'AlterClientQuotasRequest'),
+    (147, 'AlterClientQuotasRequest.Entries'),
+    (152, 'AlterClientQuotasRequest.ValidateOnly'),
+    (155, 'AlterClientQuotasRequest'),
+    (156, 'AlterClientQuotasRequest.Entries'),
+    (169, 'AlterClientQuotasRequest.ValidateOnly'),
+    (171, 'AlterClientQuotasRequest.<tagged fields>'),
+    (184, 'AlterClientQuotasRequest'),
+    (188, 'AlterClientQuotasRequest.Entries'),
+    (196, 'AlterClientQuotasRequest.ValidateOnly'),
+    (197, 'AlterClientQuotasRequest.<tagged fields>'),
+    (203, 'EntryData'),
+    (204, 'EntryData.Entity'),
+    (213, 'EntryData.Ops'),
+    (222, 'EntryData'),
+    (226, 'EntryData.Entity'),
+    (231, 'EntryData.Ops'),
+    (238, 'EntryData'),
+    (239, 'EntryData.Entity'),
+    (252, 'EntryData.Ops'),
+    (265, 'EntryData.<tagged fields>'),
+    (278, 'EntryData'),
+    (282, 'EntryData.Entity'),
+    (290, 'EntryData.Ops'),
+    (298, 'EntryData.<tagged fields>'),
+    (304, 'EntityData'),
+    (305, 'EntityData.EntityType'),
+    (306, 'EntityData.EntityName'),
+    (307, 'EntityData'),
+    (311, 'EntityData.EntityType'),
+    (312, 'EntityData.EntityName'),
+    (315, 'OpData'),
+    (316, 'OpData.Key'),
+    (317, 'OpData.Value,Remove'),
+    (319, 'OpData'),
+    (323, 'OpData.Key'),
+    (324, 'OpData.Value,Remove'),
+    (327, 'EntityData'),
+    (328, 'EntityData.EntityType'),
+    (329, 'EntityData.EntityName'),
+    (330, 'EntityData.<tagged fields>'),
+    (343, 'EntityData'),
+    (347, 'EntityData.EntityType'),
+    (348, 'EntityData.EntityName'),
+    (349, 'EntityData.<tagged fields>'),
+    (355, 'OpData'),
+    (356, 'OpData.Key'),
+    (357, 'OpData.Value,Remove'),
+    (359, 'OpData.<tagged fields>'),
+    (372, 'OpData'),
+    (376, 'OpData.Key'),
+    (377, 'OpData.Value,Remove'),
+    (378, 'OpData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -26,6 +27,19 @@ class EntityData:
     #: The name of the entity, or null if the default.
     entity_name: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntityData:
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+    entity_type: Any
+    entity_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity_type: Any, entity_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntityData  # type: ignore[assignment]
 
 
 _DEFAULT_EntityData = EntityData()
@@ -40,6 +54,21 @@ class EntryData:
     #: The quota entity to alter.
     entity: tuple[EntityData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntryData:
+    __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    entity: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, entity: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entity = entity
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntryData  # type: ignore[assignment]
 
 
 _DEFAULT_EntryData = EntryData()
@@ -61,22 +90,39 @@ class AlterClientQuotasResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterClientQuotasResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    entries: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, entries: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries = entries
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterClientQuotasResponse  # type: ignore[assignment]
+
+
 def _d_AlterClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
     for _ in range(count):
         item_entries, pos = _d_EntryData_0(buf, pos)
         items_entries.append(item_entries)
     f_entries = tuple(items_entries)
-    return AlterClientQuotasResponse(f_throttle_time_ms, f_entries), pos
+    return _New_AlterClientQuotasResponse(f_throttle_time_ms, f_entries), pos  # type: ignore[return-value]
 
 
 def _e_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_entries = o.entries
-    out += _p.INT32.pack(len(items_entries))
+    count = len(items_entries)
+    out += _p.INT32.pack(count)
     for item_entries in items_entries:
         _e_EntryData_0(item_entries, out, chunks)
 
@@ -84,53 +130,73 @@ def _e_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray,
 def _d_AlterClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
     for _ in range(count):
         item_entries, pos = _d_EntryData_1(buf, pos)
         items_entries.append(item_entries)
     f_entries = tuple(items_entries)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterClientQuotasResponse(f_throttle_time_ms, f_entries, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterClientQuotasResponse(f_throttle_time_ms, f_entries, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterClientQuotasResponse_1(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_entries = o.entries
-    _p.write_uvarint(out, len(items_entries) + 1)
+    count = len(items_entries)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_entries in items_entries:
         _e_EntryData_1(item_entries, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_0(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    return EntryData(f_error_code, f_error_message, f_entity), pos
+    return _New_EntryData(f_error_code, f_error_message, f_entity), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_entity = o.entity
-    out += _p.INT32.pack(len(items_entity))
+    count = len(items_entity)
+    out += _p.INT32.pack(count)
     for item_entity in items_entity:
         _e_EntityData_0(item_entity, out, chunks)
 
@@ -139,40 +205,56 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_1(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntryData(f_error_code, f_error_message, f_entity, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntryData(f_error_code, f_error_message, f_entity, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_entity = o.entity
-    _p.write_uvarint(out, len(items_entity) + 1)
+    count = len(items_entity)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_entity in items_entity:
         _e_EntityData_1(item_entity, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_string(buf, pos)
     f_entity_name, pos = _p.read_nullable_string(buf, pos)
-    return EntityData(f_entity_type, f_entity_name), pos
+    return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -184,22 +266,28 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_compact_string(buf, pos)
     f_entity_name, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntityData(f_entity_type, f_entity_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasResponse._DECODERS = {
@@ -212,50 +300,50 @@ AlterClientQuotasResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (64, 'AlterClientQuotasResponse'),
-    (65, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (67, 'AlterClientQuotasResponse.Entries'),
-    (73, 'AlterClientQuotasResponse'),
-    (77, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (78, 'AlterClientQuotasResponse.Entries'),
-    (84, 'AlterClientQuotasResponse'),
-    (85, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (87, 'AlterClientQuotasResponse.Entries'),
-    (94, 'AlterClientQuotasResponse.<tagged fields>'),
-    (104, 'AlterClientQuotasResponse'),
-    (108, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (106, 'AlterClientQuotasResponse'),
+    (107, 'AlterClientQuotasResponse.ThrottleTimeMs'),
     (109, 'AlterClientQuotasResponse.Entries'),
-    (113, 'AlterClientQuotasResponse.<tagged fields>'),
-    (116, 'EntryData'),
-    (117, 'EntryData.ErrorCode'),
-    (119, 'EntryData.ErrorMessage'),
-    (120, 'EntryData.Entity'),
-    (126, 'EntryData'),
-    (130, 'EntryData.ErrorCode'),
-    (131, 'EntryData.ErrorMessage'),
-    (132, 'EntryData.Entity'),
-    (138, 'EntryData'),
-    (139, 'EntryData.ErrorCode'),
-    (141, 'EntryData.ErrorMessage'),
-    (142, 'EntryData.Entity'),
-    (149, 'EntryData.<tagged fields>'),
-    (159, 'EntryData'),
-    (163, 'EntryData.ErrorCode'),
-    (164, 'EntryData.ErrorMessage'),
-    (165, 'EntryData.Entity'),
-    (169, 'EntryData.<tagged fields>'),
-    (172, 'EntityData'),
-    (173, 'EntityData.EntityType'),
-    (174, 'EntityData.EntityName'),
-    (175, 'EntityData'),
-    (179, 'EntityData.EntityType'),
-    (180, 'EntityData.EntityName'),
-    (183, 'EntityData'),
-    (184, 'EntityData.EntityType'),
-    (185, 'EntityData.EntityName'),
-    (186, 'EntityData.<tagged fields>'),
-    (196, 'EntityData'),
-    (200, 'EntityData.EntityType'),
-    (201, 'EntityData.EntityName'),
-    (202, 'EntityData.<tagged fields>'),
+    (118, 'AlterClientQuotasResponse'),
+    (122, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (123, 'AlterClientQuotasResponse.Entries'),
+    (130, 'AlterClientQuotasResponse'),
+    (131, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (133, 'AlterClientQuotasResponse.Entries'),
+    (146, 'AlterClientQuotasResponse.<tagged fields>'),
+    (159, 'AlterClientQuotasResponse'),
+    (163, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (164, 'AlterClientQuotasResponse.Entries'),
+    (172, 'AlterClientQuotasResponse.<tagged fields>'),
+    (178, 'EntryData'),
+    (179, 'EntryData.ErrorCode'),
+    (181, 'EntryData.ErrorMessage'),
+    (182, 'EntryData.Entity'),
+    (191, 'EntryData'),
+    (195, 'EntryData.ErrorCode'),
+    (196, 'EntryData.ErrorMessage'),
+    (197, 'EntryData.Entity'),
+    (204, 'EntryData'),
+    (205, 'EntryData.ErrorCode'),
+    (207, 'EntryData.ErrorMessage'),
+    (208, 'EntryData.Entity'),
+    (221, 'EntryData.<tagged fields>'),
+    (234, 'EntryData'),
+    (238, 'EntryData.ErrorCode'),
+    (239, 'EntryData.ErrorMessage'),
+    (240, 'EntryData.Entity'),
+    (248, 'EntryData.<tagged fields>'),
+    (254, 'EntityData'),
+    (255, 'EntityData.EntityType'),
+    (256, 'EntityData.EntityName'),
+    (257, 'EntityData'),
+    (261, 'EntityData.EntityType'),
+    (262, 'EntityData.EntityName'),
+    (265, 'EntityData'),
+    (266, 'EntityData.EntityType'),
+    (267, 'EntityData.EntityName'),
+    (268, 'EntityData.<tagged fields>'),
+    (281, 'EntityData'),
+    (285, 'EntityData.EntityType'),
+    (286, 'EntityData.EntityName'),
+    (287, 'EntityData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
@@ -27,6 +28,19 @@ class AlterableConfig:
     #: The value to set for the configuration key.
     value: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterableConfig:
+    __slots__ = ('name', 'value', 'unknown_tagged_fields', )
+    name: Any
+    value: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, value: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterableConfig  # type: ignore[assignment]
 
 
 _DEFAULT_AlterableConfig = AlterableConfig()
@@ -42,6 +56,21 @@ class AlterConfigsResource:
     #: The configurations.
     configs: tuple[AlterableConfig, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterConfigsResource:
+    __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+    resource_type: Any
+    resource_name: Any
+    configs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type: Any, resource_name: Any, configs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterConfigsResource  # type: ignore[assignment]
 
 
 _DEFAULT_AlterConfigsResource = AlterConfigsResource()
@@ -63,8 +92,24 @@ class AlterConfigsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterConfigsRequest(_Message):
+    __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields', )
+    resources: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resources: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resources = resources
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterConfigsRequest  # type: ignore[assignment]
+
+
 def _d_AlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_AlterConfigsResource_0(buf, pos)
@@ -72,20 +117,27 @@ def _d_AlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[AlterConfigsReq
     f_resources = tuple(items_resources)
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return AlterConfigsRequest(f_resources, f_validate_only), pos
+    return _New_AlterConfigsRequest(f_resources, f_validate_only), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsRequest_0(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_AlterConfigsResource_0(item_resources, out, chunks)
     out += _S0.pack(o.validate_only)
 
 
 def _d_AlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_AlterConfigsResource_1(buf, pos)
@@ -94,45 +146,59 @@ def _d_AlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[AlterConfigsReq
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterConfigsRequest(f_resources, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterConfigsRequest(f_resources, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsRequest_1(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    _p.write_uvarint(out, len(items_resources) + 1)
+    count = len(items_resources)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_resources in items_resources:
         _e_AlterConfigsResource_1(item_resources, out, chunks)
     out += _S0.pack(o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[AlterConfigsResource, int]:
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_AlterableConfig_0(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return AlterConfigsResource(f_resource_type, f_resource_name, f_configs), pos
+    return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_AlterableConfig_0(item_configs, out, chunks)
 
@@ -141,40 +207,56 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_AlterableConfig_1(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterConfigsResource(f_resource_type, f_resource_name, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     items_configs = o.configs
-    _p.write_uvarint(out, len(items_configs) + 1)
+    count = len(items_configs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_configs in items_configs:
         _e_AlterableConfig_1(item_configs, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[AlterableConfig, int]:
     f_name, pos = _p.read_string(buf, pos)
     f_value, pos = _p.read_nullable_string(buf, pos)
-    return AlterableConfig(f_name, f_value), pos
+    return _New_AlterableConfig(f_name, f_value), pos  # type: ignore[return-value]
 
 
 def _e_AlterableConfig_0(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -186,22 +268,28 @@ def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[AlterableConfig, in
     f_name, pos = _p.read_compact_string(buf, pos)
     f_value, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterableConfig(f_name, f_value, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterableConfig(f_name, f_value, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterableConfig_1(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterConfigsRequest._DECODERS = {
@@ -216,50 +304,50 @@ AlterConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'AlterConfigsRequest'),
-    (67, 'AlterConfigsRequest.Resources'),
-    (73, 'AlterConfigsRequest.ValidateOnly'),
-    (75, 'AlterConfigsRequest'),
-    (79, 'AlterConfigsRequest.Resources'),
-    (83, 'AlterConfigsRequest.ValidateOnly'),
-    (86, 'AlterConfigsRequest'),
-    (87, 'AlterConfigsRequest.Resources'),
-    (94, 'AlterConfigsRequest.ValidateOnly'),
-    (96, 'AlterConfigsRequest.<tagged fields>'),
-    (106, 'AlterConfigsRequest'),
-    (110, 'AlterConfigsRequest.Resources'),
-    (114, 'AlterConfigsRequest.ValidateOnly'),
-    (115, 'AlterConfigsRequest.<tagged fields>'),
-    (118, 'AlterConfigsResource'),
-    (119, 'AlterConfigsResource.ResourceType'),
-    (121, 'AlterConfigsResource.ResourceName'),
-    (122, 'AlterConfigsResource.Configs'),
-    (128, 'AlterConfigsResource'),
-    (132, 'AlterConfigsResource.ResourceType'),
-    (133, 'AlterConfigsResource.ResourceName'),
-    (134, 'AlterConfigsResource.Configs'),
-    (140, 'AlterConfigsResource'),
-    (141, 'AlterConfigsResource.ResourceType'),
-    (143, 'AlterConfigsResource.ResourceName'),
-    (144, 'AlterConfigsResource.Configs'),
-    (151, 'AlterConfigsResource.<tagged fields>'),
-    (161, 'AlterConfigsResource'),
-    (165, 'AlterConfigsResource.ResourceType'),
-    (166, 'AlterConfigsResource.ResourceName'),
-    (167, 'AlterConfigsResource.Configs'),
-    (171, 'AlterConfigsResource.<tagged fields>'),
-    (174, 'AlterableConfig'),
-    (175, 'AlterableConfig.Name'),
-    (176, 'AlterableConfig.Value'),
-    (177, 'AlterableConfig'),
-    (181, 'AlterableConfig.Name'),
-    (182, 'AlterableConfig.Value'),
-    (185, 'AlterableConfig'),
-    (186, 'AlterableConfig.Name'),
-    (187, 'AlterableConfig.Value'),
-    (188, 'AlterableConfig.<tagged fields>'),
-    (198, 'AlterableConfig'),
-    (202, 'AlterableConfig.Name'),
-    (203, 'AlterableConfig.Value'),
-    (204, 'AlterableConfig.<tagged fields>'),
+    (108, 'AlterConfigsRequest'),
+    (109, 'AlterConfigsRequest.Resources'),
+    (118, 'AlterConfigsRequest.ValidateOnly'),
+    (120, 'AlterConfigsRequest'),
+    (124, 'AlterConfigsRequest.Resources'),
+    (129, 'AlterConfigsRequest.ValidateOnly'),
+    (132, 'AlterConfigsRequest'),
+    (133, 'AlterConfigsRequest.Resources'),
+    (146, 'AlterConfigsRequest.ValidateOnly'),
+    (148, 'AlterConfigsRequest.<tagged fields>'),
+    (161, 'AlterConfigsRequest'),
+    (165, 'AlterConfigsRequest.Resources'),
+    (173, 'AlterConfigsRequest.ValidateOnly'),
+    (174, 'AlterConfigsRequest.<tagged fields>'),
+    (180, 'AlterConfigsResource'),
+    (181, 'AlterConfigsResource.ResourceType'),
+    (183, 'AlterConfigsResource.ResourceName'),
+    (184, 'AlterConfigsResource.Configs'),
+    (193, 'AlterConfigsResource'),
+    (197, 'AlterConfigsResource.ResourceType'),
+    (198, 'AlterConfigsResource.ResourceName'),
+    (199, 'AlterConfigsResource.Configs'),
+    (206, 'AlterConfigsResource'),
+    (207, 'AlterConfigsResource.ResourceType'),
+    (209, 'AlterConfigsResource.ResourceName'),
+    (210, 'AlterConfigsResource.Configs'),
+    (223, 'AlterConfigsResource.<tagged fields>'),
+    (236, 'AlterConfigsResource'),
+    (240, 'AlterConfigsResource.ResourceType'),
+    (241, 'AlterConfigsResource.ResourceName'),
+    (242, 'AlterConfigsResource.Configs'),
+    (250, 'AlterConfigsResource.<tagged fields>'),
+    (256, 'AlterableConfig'),
+    (257, 'AlterableConfig.Name'),
+    (258, 'AlterableConfig.Value'),
+    (259, 'AlterableConfig'),
+    (263, 'AlterableConfig.Name'),
+    (264, 'AlterableConfig.Value'),
+    (267, 'AlterableConfig'),
+    (268, 'AlterableConfig.Name'),
+    (269, 'AlterableConfig.Value'),
+    (270, 'AlterableConfig.<tagged fields>'),
+    (283, 'AlterableConfig'),
+    (287, 'AlterableConfig.Name'),
+    (288, 'AlterableConfig.Value'),
+    (289, 'AlterableConfig.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -31,6 +32,23 @@ class AlterConfigsResourceResponse:
     #: The resource name.
     resource_name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterConfigsResourceResponse:
+    __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    resource_type: Any
+    resource_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, resource_type: Any, resource_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterConfigsResourceResponse  # type: ignore[assignment]
 
 
 _DEFAULT_AlterConfigsResourceResponse = AlterConfigsResourceResponse()
@@ -52,22 +70,39 @@ class AlterConfigsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterConfigsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    responses: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, responses: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterConfigsResponse  # type: ignore[assignment]
+
+
 def _d_AlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_AlterConfigsResourceResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return AlterConfigsResponse(f_throttle_time_ms, f_responses), pos
+    return _New_AlterConfigsResponse(f_throttle_time_ms, f_responses), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_AlterConfigsResourceResponse_0(item_responses, out, chunks)
 
@@ -75,33 +110,49 @@ def _e_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray, chunks: l
 def _d_AlterConfigsResponse_1(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_AlterConfigsResourceResponse_1(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterConfigsResponse(f_throttle_time_ms, f_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterConfigsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResponse_1(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_AlterConfigsResourceResponse_1(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[AlterConfigsResourceResponse, int]:
@@ -111,7 +162,7 @@ def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[AlterC
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    return AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name), pos
+    return _New_AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResourceResponse_0(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -129,16 +180,19 @@ def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[AlterC
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResourceResponse_1(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -146,7 +200,10 @@ def _e_AlterConfigsResourceResponse_1(o: AlterConfigsResourceResponse, out: byte
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterConfigsResponse._DECODERS = {
@@ -161,40 +218,40 @@ AlterConfigsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'AlterConfigsResponse'),
-    (56, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (58, 'AlterConfigsResponse.Responses'),
-    (64, 'AlterConfigsResponse'),
-    (68, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (69, 'AlterConfigsResponse.Responses'),
-    (75, 'AlterConfigsResponse'),
-    (76, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (78, 'AlterConfigsResponse.Responses'),
-    (85, 'AlterConfigsResponse.<tagged fields>'),
-    (95, 'AlterConfigsResponse'),
-    (99, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (100, 'AlterConfigsResponse.Responses'),
-    (104, 'AlterConfigsResponse.<tagged fields>'),
-    (107, 'AlterConfigsResourceResponse'),
-    (108, 'AlterConfigsResourceResponse.ErrorCode'),
-    (110, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (111, 'AlterConfigsResourceResponse.ResourceType'),
-    (113, 'AlterConfigsResourceResponse.ResourceName'),
-    (114, 'AlterConfigsResourceResponse'),
-    (118, 'AlterConfigsResourceResponse.ErrorCode'),
-    (119, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (120, 'AlterConfigsResourceResponse.ResourceType'),
-    (121, 'AlterConfigsResourceResponse.ResourceName'),
-    (124, 'AlterConfigsResourceResponse'),
-    (125, 'AlterConfigsResourceResponse.ErrorCode'),
-    (127, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (128, 'AlterConfigsResourceResponse.ResourceType'),
-    (130, 'AlterConfigsResourceResponse.ResourceName'),
-    (131, 'AlterConfigsResourceResponse.<tagged fields>'),
-    (141, 'AlterConfigsResourceResponse'),
-    (145, 'AlterConfigsResourceResponse.ErrorCode'),
-    (146, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (147, 'AlterConfigsResourceResponse.ResourceType'),
-    (148, 'AlterConfigsResourceResponse.ResourceName'),
-    (149, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (86, 'AlterConfigsResponse'),
+    (87, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (89, 'AlterConfigsResponse.Responses'),
+    (98, 'AlterConfigsResponse'),
+    (102, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (103, 'AlterConfigsResponse.Responses'),
+    (110, 'AlterConfigsResponse'),
+    (111, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (113, 'AlterConfigsResponse.Responses'),
+    (126, 'AlterConfigsResponse.<tagged fields>'),
+    (139, 'AlterConfigsResponse'),
+    (143, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (144, 'AlterConfigsResponse.Responses'),
+    (152, 'AlterConfigsResponse.<tagged fields>'),
+    (158, 'AlterConfigsResourceResponse'),
+    (159, 'AlterConfigsResourceResponse.ErrorCode'),
+    (161, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (162, 'AlterConfigsResourceResponse.ResourceType'),
+    (164, 'AlterConfigsResourceResponse.ResourceName'),
+    (165, 'AlterConfigsResourceResponse'),
+    (169, 'AlterConfigsResourceResponse.ErrorCode'),
+    (170, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (171, 'AlterConfigsResourceResponse.ResourceType'),
+    (172, 'AlterConfigsResourceResponse.ResourceName'),
+    (175, 'AlterConfigsResourceResponse'),
+    (176, 'AlterConfigsResourceResponse.ErrorCode'),
+    (178, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (179, 'AlterConfigsResourceResponse.ResourceType'),
+    (181, 'AlterConfigsResourceResponse.ResourceName'),
+    (182, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (195, 'AlterConfigsResourceResponse'),
+    (199, 'AlterConfigsResourceResponse.ErrorCode'),
+    (200, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (201, 'AlterConfigsResourceResponse.ResourceType'),
+    (202, 'AlterConfigsResourceResponse.ResourceName'),
+    (203, 'AlterConfigsResourceResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -27,6 +28,19 @@ class ReassignablePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReassignablePartition:
+    __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields', )
+    partition_index: Any
+    replicas: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, replicas: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReassignablePartition  # type: ignore[assignment]
+
+
 _DEFAULT_ReassignablePartition = ReassignablePartition()
 
 
@@ -37,6 +51,19 @@ class ReassignableTopic:
     #: The partitions to reassign.
     partitions: tuple[ReassignablePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReassignableTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReassignableTopic  # type: ignore[assignment]
 
 
 _DEFAULT_ReassignableTopic = ReassignableTopic()
@@ -58,89 +85,144 @@ class AlterPartitionReassignmentsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterPartitionReassignmentsRequest(_Message):
+    __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields', )
+    timeout_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, timeout_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterPartitionReassignmentsRequest  # type: ignore[assignment]
+
+
 def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ReassignableTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.timeout_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_ReassignableTopic_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReassignableTopic_0(buf: memoryview, pos: int) -> tuple[ReassignableTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ReassignablePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReassignableTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReassignableTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReassignableTopic_0(o: ReassignableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_ReassignablePartition_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReassignablePartition_0(buf: memoryview, pos: int) -> tuple[ReassignablePartition, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_replicas = None
     else:
-        f_replicas = _unpack_from(">%di" % count, buf, pos)
+        f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
         pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReassignablePartition(f_partition_index, f_replicas, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReassignablePartition(f_partition_index, f_replicas, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReassignablePartition_0(o: ReassignablePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -149,9 +231,16 @@ def _e_ReassignablePartition_0(o: ReassignablePartition, out: bytearray, chunks:
     if items_replicas is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_replicas) + 1)
-        out += _pack(">%di" % len(items_replicas), *items_replicas)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+        count = len(items_replicas)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
+        out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterPartitionReassignmentsRequest._DECODERS = {
@@ -162,28 +251,28 @@ AlterPartitionReassignmentsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'AlterPartitionReassignmentsRequest'),
-    (62, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
-    (64, 'AlterPartitionReassignmentsRequest.Topics'),
-    (71, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (81, 'AlterPartitionReassignmentsRequest'),
-    (85, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
-    (86, 'AlterPartitionReassignmentsRequest.Topics'),
-    (90, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (93, 'ReassignableTopic'),
-    (94, 'ReassignableTopic.Name'),
-    (95, 'ReassignableTopic.Partitions'),
-    (102, 'ReassignableTopic.<tagged fields>'),
-    (112, 'ReassignableTopic'),
-    (116, 'ReassignableTopic.Name'),
-    (117, 'ReassignableTopic.Partitions'),
-    (121, 'ReassignableTopic.<tagged fields>'),
-    (124, 'ReassignablePartition'),
-    (125, 'ReassignablePartition.PartitionIndex'),
-    (127, 'ReassignablePartition.Replicas'),
-    (133, 'ReassignablePartition.<tagged fields>'),
-    (143, 'ReassignablePartition'),
-    (147, 'ReassignablePartition.PartitionIndex'),
-    (148, 'ReassignablePartition.Replicas'),
-    (154, 'ReassignablePartition.<tagged fields>'),
+    (101, 'AlterPartitionReassignmentsRequest'),
+    (102, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
+    (104, 'AlterPartitionReassignmentsRequest.Topics'),
+    (117, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (130, 'AlterPartitionReassignmentsRequest'),
+    (134, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
+    (135, 'AlterPartitionReassignmentsRequest.Topics'),
+    (143, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (149, 'ReassignableTopic'),
+    (150, 'ReassignableTopic.Name'),
+    (151, 'ReassignableTopic.Partitions'),
+    (164, 'ReassignableTopic.<tagged fields>'),
+    (177, 'ReassignableTopic'),
+    (181, 'ReassignableTopic.Name'),
+    (182, 'ReassignableTopic.Partitions'),
+    (190, 'ReassignableTopic.<tagged fields>'),
+    (196, 'ReassignablePartition'),
+    (197, 'ReassignablePartition.PartitionIndex'),
+    (199, 'ReassignablePartition.Replicas'),
+    (212, 'ReassignablePartition.<tagged fields>'),
+    (225, 'ReassignablePartition'),
+    (229, 'ReassignablePartition.PartitionIndex'),
+    (230, 'ReassignablePartition.Replicas'),
+    (240, 'ReassignablePartition.<tagged fields>'),
 )

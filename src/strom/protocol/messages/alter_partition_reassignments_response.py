@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -29,6 +30,21 @@ class ReassignablePartitionResponse:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReassignablePartitionResponse:
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReassignablePartitionResponse  # type: ignore[assignment]
+
+
 _DEFAULT_ReassignablePartitionResponse = ReassignablePartitionResponse()
 
 
@@ -39,6 +55,19 @@ class ReassignableTopicResponse:
     #: The responses to partitions to reassign
     partitions: tuple[ReassignablePartitionResponse, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReassignableTopicResponse:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReassignableTopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_ReassignableTopicResponse = ReassignableTopicResponse()
@@ -64,69 +93,118 @@ class AlterPartitionReassignmentsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterPartitionReassignmentsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, responses: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterPartitionReassignmentsResponse  # type: ignore[assignment]
+
+
 def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_ReassignableTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_ReassignableTopicResponse_0(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReassignableTopicResponse_0(buf: memoryview, pos: int) -> tuple[ReassignableTopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ReassignablePartitionResponse_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReassignableTopicResponse(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReassignableTopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_ReassignablePartitionResponse_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReassignablePartitionResponse_0(buf: memoryview, pos: int) -> tuple[ReassignablePartitionResponse, int]:
@@ -134,22 +212,28 @@ def _d_ReassignablePartitionResponse_0(buf: memoryview, pos: int) -> tuple[Reass
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReassignablePartitionResponse(f_partition_index, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReassignablePartitionResponse(f_partition_index, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterPartitionReassignmentsResponse._DECODERS = {
@@ -160,30 +244,30 @@ AlterPartitionReassignmentsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (67, 'AlterPartitionReassignmentsResponse'),
-    (68, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (70, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
-    (71, 'AlterPartitionReassignmentsResponse.Responses'),
-    (78, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (88, 'AlterPartitionReassignmentsResponse'),
-    (92, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (93, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
-    (94, 'AlterPartitionReassignmentsResponse.Responses'),
-    (98, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (101, 'ReassignableTopicResponse'),
-    (102, 'ReassignableTopicResponse.Name'),
-    (103, 'ReassignableTopicResponse.Partitions'),
-    (110, 'ReassignableTopicResponse.<tagged fields>'),
-    (120, 'ReassignableTopicResponse'),
-    (124, 'ReassignableTopicResponse.Name'),
-    (125, 'ReassignableTopicResponse.Partitions'),
-    (129, 'ReassignableTopicResponse.<tagged fields>'),
-    (132, 'ReassignablePartitionResponse'),
-    (133, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (135, 'ReassignablePartitionResponse.ErrorMessage'),
-    (136, 'ReassignablePartitionResponse.<tagged fields>'),
-    (146, 'ReassignablePartitionResponse'),
-    (150, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (151, 'ReassignablePartitionResponse.ErrorMessage'),
-    (152, 'ReassignablePartitionResponse.<tagged fields>'),
+    (113, 'AlterPartitionReassignmentsResponse'),
+    (114, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (116, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
+    (117, 'AlterPartitionReassignmentsResponse.Responses'),
+    (130, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (143, 'AlterPartitionReassignmentsResponse'),
+    (147, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (148, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
+    (149, 'AlterPartitionReassignmentsResponse.Responses'),
+    (157, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (163, 'ReassignableTopicResponse'),
+    (164, 'ReassignableTopicResponse.Name'),
+    (165, 'ReassignableTopicResponse.Partitions'),
+    (178, 'ReassignableTopicResponse.<tagged fields>'),
+    (191, 'ReassignableTopicResponse'),
+    (195, 'ReassignableTopicResponse.Name'),
+    (196, 'ReassignableTopicResponse.Partitions'),
+    (204, 'ReassignableTopicResponse.<tagged fields>'),
+    (210, 'ReassignablePartitionResponse'),
+    (211, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (213, 'ReassignablePartitionResponse.ErrorMessage'),
+    (214, 'ReassignablePartitionResponse.<tagged fields>'),
+    (227, 'ReassignablePartitionResponse'),
+    (231, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (232, 'ReassignablePartitionResponse.ErrorMessage'),
+    (233, 'ReassignablePartitionResponse.<tagged fields>'),
 )

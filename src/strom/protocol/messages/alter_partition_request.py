@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iq")
 _S1 = Struct(">ii")
 _S2 = Struct(">i")
@@ -28,6 +29,19 @@ class BrokerState:
     #: The epoch of the broker. It will be -1 if the epoch check is not supported.
     broker_epoch: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_BrokerState:
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BrokerState  # type: ignore[assignment]
 
 
 _DEFAULT_BrokerState = BrokerState()
@@ -49,6 +63,27 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields', )
+    partition_index: Any
+    leader_epoch: Any
+    new_isr: Any
+    new_isr_with_epochs: Any
+    leader_recovery_state: Any
+    partition_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, leader_epoch: Any, new_isr: Any, new_isr_with_epochs: Any, leader_recovery_state: Any, partition_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_epoch = leader_epoch
+        self.new_isr = new_isr
+        self.new_isr_with_epochs = new_isr_with_epochs
+        self.leader_recovery_state = leader_recovery_state
+        self.partition_epoch = partition_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -60,6 +95,21 @@ class TopicData:
     topic_id: UUID = _p.ZERO_UUID
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -82,278 +132,430 @@ class AlterPartitionRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterPartitionRequest(_Message):
+    __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterPartitionRequest  # type: ignore[assignment]
+
+
 def _d_AlterPartitionRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_1(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_2(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_3(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_3(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_3(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_3(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_new_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_new_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), 0, f_partition_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), 0, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -363,32 +565,48 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 0", message_name="PartitionData", api_version=0, field="LeaderRecoveryState")
     out += _S1.pack(o.partition_index, o.leader_epoch)
     items_new_isr = o.new_isr
-    _p.write_uvarint(out, len(items_new_isr) + 1)
-    out += _pack(">%di" % len(items_new_isr), *items_new_isr)
+    count = len(items_new_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_new_isr) if count < 64 else _pack(">%di" % count, *items_new_isr)
     out += _S2.pack(o.partition_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_new_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_new_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_leader_recovery_state, f_partition_epoch,) = _S3.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), f_leader_recovery_state, f_partition_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -396,17 +614,30 @@ def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NewIsrWithEpochs cannot be sent in version 1", message_name="PartitionData", api_version=1, field="NewIsrWithEpochs")
     out += _S1.pack(o.partition_index, o.leader_epoch)
     items_new_isr = o.new_isr
-    _p.write_uvarint(out, len(items_new_isr) + 1)
-    out += _pack(">%di" % len(items_new_isr), *items_new_isr)
+    count = len(items_new_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_new_isr) if count < 64 else _pack(">%di" % count, *items_new_isr)
     out += _S3.pack(o.leader_recovery_state, o.partition_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_new_isr_with_epochs: list[Any] = []
     for _ in range(count):
         item_new_isr_with_epochs, pos = _d_BrokerState_0(buf, pos)
@@ -415,16 +646,19 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_leader_recovery_state, f_partition_epoch,) = _S3.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_leader_epoch, (), f_new_isr_with_epochs, f_leader_recovery_state, f_partition_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_leader_epoch, (), f_new_isr_with_epochs, f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -432,32 +666,45 @@ def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NewIsr cannot be sent in version 3", message_name="PartitionData", api_version=3, field="NewIsr")
     out += _S1.pack(o.partition_index, o.leader_epoch)
     items_new_isr_with_epochs = o.new_isr_with_epochs
-    _p.write_uvarint(out, len(items_new_isr_with_epochs) + 1)
+    count = len(items_new_isr_with_epochs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_new_isr_with_epochs in items_new_isr_with_epochs:
         _e_BrokerState_0(item_new_isr_with_epochs, out, chunks)
     out += _S3.pack(o.leader_recovery_state, o.partition_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_BrokerState_0(buf: memoryview, pos: int) -> tuple[BrokerState, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerState(f_broker_id, f_broker_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerState(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerState_0(o: BrokerState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterPartitionRequest._DECODERS = {
@@ -474,108 +721,108 @@ AlterPartitionRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (85, 'AlterPartitionRequest'),
-    (86, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (88, 'AlterPartitionRequest.Topics'),
-    (95, 'AlterPartitionRequest.<tagged fields>'),
-    (105, 'AlterPartitionRequest'),
-    (109, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (110, 'AlterPartitionRequest.Topics'),
-    (114, 'AlterPartitionRequest.<tagged fields>'),
-    (117, 'AlterPartitionRequest'),
-    (118, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (120, 'AlterPartitionRequest.Topics'),
-    (127, 'AlterPartitionRequest.<tagged fields>'),
-    (137, 'AlterPartitionRequest'),
-    (141, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (142, 'AlterPartitionRequest.Topics'),
-    (146, 'AlterPartitionRequest.<tagged fields>'),
-    (149, 'AlterPartitionRequest'),
-    (150, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (152, 'AlterPartitionRequest.Topics'),
-    (159, 'AlterPartitionRequest.<tagged fields>'),
-    (169, 'AlterPartitionRequest'),
-    (173, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (174, 'AlterPartitionRequest.Topics'),
-    (178, 'AlterPartitionRequest.<tagged fields>'),
-    (181, 'AlterPartitionRequest'),
-    (182, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (150, 'AlterPartitionRequest'),
+    (151, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (153, 'AlterPartitionRequest.Topics'),
+    (166, 'AlterPartitionRequest.<tagged fields>'),
+    (179, 'AlterPartitionRequest'),
+    (183, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
     (184, 'AlterPartitionRequest.Topics'),
-    (191, 'AlterPartitionRequest.<tagged fields>'),
-    (201, 'AlterPartitionRequest'),
-    (205, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (206, 'AlterPartitionRequest.Topics'),
-    (210, 'AlterPartitionRequest.<tagged fields>'),
-    (213, 'TopicData'),
-    (214, 'TopicData.TopicName'),
-    (215, 'TopicData.Partitions'),
-    (222, 'TopicData.<tagged fields>'),
-    (232, 'TopicData'),
-    (236, 'TopicData.TopicName'),
-    (237, 'TopicData.Partitions'),
-    (241, 'TopicData.<tagged fields>'),
-    (244, 'TopicData'),
-    (245, 'TopicData.TopicName'),
-    (246, 'TopicData.Partitions'),
-    (253, 'TopicData.<tagged fields>'),
-    (263, 'TopicData'),
-    (267, 'TopicData.TopicName'),
-    (268, 'TopicData.Partitions'),
-    (272, 'TopicData.<tagged fields>'),
-    (275, 'TopicData'),
-    (276, 'TopicData.TopicId'),
-    (277, 'TopicData.Partitions'),
-    (284, 'TopicData.<tagged fields>'),
-    (294, 'TopicData'),
-    (298, 'TopicData.TopicId'),
-    (299, 'TopicData.Partitions'),
-    (303, 'TopicData.<tagged fields>'),
-    (306, 'TopicData'),
-    (307, 'TopicData.TopicId'),
-    (308, 'TopicData.Partitions'),
-    (315, 'TopicData.<tagged fields>'),
-    (325, 'TopicData'),
-    (329, 'TopicData.TopicId'),
-    (330, 'TopicData.Partitions'),
-    (334, 'TopicData.<tagged fields>'),
-    (337, 'PartitionData'),
-    (338, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (340, 'PartitionData.NewIsr'),
-    (344, 'PartitionData.PartitionEpoch'),
-    (346, 'PartitionData.<tagged fields>'),
-    (356, 'PartitionData'),
-    (360, 'PartitionData.NewIsrWithEpochs'),
-    (362, 'PartitionData.LeaderRecoveryState'),
-    (364, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (365, 'PartitionData.NewIsr'),
-    (368, 'PartitionData.PartitionEpoch'),
-    (369, 'PartitionData.<tagged fields>'),
-    (372, 'PartitionData'),
-    (373, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (375, 'PartitionData.NewIsr'),
-    (379, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (381, 'PartitionData.<tagged fields>'),
-    (391, 'PartitionData'),
-    (395, 'PartitionData.NewIsrWithEpochs'),
-    (397, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (398, 'PartitionData.NewIsr'),
-    (401, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (402, 'PartitionData.<tagged fields>'),
-    (405, 'PartitionData'),
-    (406, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (408, 'PartitionData.NewIsrWithEpochs'),
-    (415, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (417, 'PartitionData.<tagged fields>'),
-    (427, 'PartitionData'),
-    (431, 'PartitionData.NewIsr'),
-    (433, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (434, 'PartitionData.NewIsrWithEpochs'),
-    (438, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (439, 'PartitionData.<tagged fields>'),
-    (442, 'BrokerState'),
-    (443, 'BrokerState.BrokerId,BrokerEpoch'),
-    (445, 'BrokerState.<tagged fields>'),
-    (455, 'BrokerState'),
-    (459, 'BrokerState.BrokerId,BrokerEpoch'),
-    (460, 'BrokerState.<tagged fields>'),
+    (192, 'AlterPartitionRequest.<tagged fields>'),
+    (198, 'AlterPartitionRequest'),
+    (199, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (201, 'AlterPartitionRequest.Topics'),
+    (214, 'AlterPartitionRequest.<tagged fields>'),
+    (227, 'AlterPartitionRequest'),
+    (231, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (232, 'AlterPartitionRequest.Topics'),
+    (240, 'AlterPartitionRequest.<tagged fields>'),
+    (246, 'AlterPartitionRequest'),
+    (247, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (249, 'AlterPartitionRequest.Topics'),
+    (262, 'AlterPartitionRequest.<tagged fields>'),
+    (275, 'AlterPartitionRequest'),
+    (279, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (280, 'AlterPartitionRequest.Topics'),
+    (288, 'AlterPartitionRequest.<tagged fields>'),
+    (294, 'AlterPartitionRequest'),
+    (295, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (297, 'AlterPartitionRequest.Topics'),
+    (310, 'AlterPartitionRequest.<tagged fields>'),
+    (323, 'AlterPartitionRequest'),
+    (327, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (328, 'AlterPartitionRequest.Topics'),
+    (336, 'AlterPartitionRequest.<tagged fields>'),
+    (342, 'TopicData'),
+    (343, 'TopicData.TopicName'),
+    (344, 'TopicData.Partitions'),
+    (357, 'TopicData.<tagged fields>'),
+    (370, 'TopicData'),
+    (374, 'TopicData.TopicName'),
+    (375, 'TopicData.Partitions'),
+    (383, 'TopicData.<tagged fields>'),
+    (389, 'TopicData'),
+    (390, 'TopicData.TopicName'),
+    (391, 'TopicData.Partitions'),
+    (404, 'TopicData.<tagged fields>'),
+    (417, 'TopicData'),
+    (421, 'TopicData.TopicName'),
+    (422, 'TopicData.Partitions'),
+    (430, 'TopicData.<tagged fields>'),
+    (436, 'TopicData'),
+    (437, 'TopicData.TopicId'),
+    (438, 'TopicData.Partitions'),
+    (451, 'TopicData.<tagged fields>'),
+    (464, 'TopicData'),
+    (468, 'TopicData.TopicId'),
+    (469, 'TopicData.Partitions'),
+    (477, 'TopicData.<tagged fields>'),
+    (483, 'TopicData'),
+    (484, 'TopicData.TopicId'),
+    (485, 'TopicData.Partitions'),
+    (498, 'TopicData.<tagged fields>'),
+    (511, 'TopicData'),
+    (515, 'TopicData.TopicId'),
+    (516, 'TopicData.Partitions'),
+    (524, 'TopicData.<tagged fields>'),
+    (530, 'PartitionData'),
+    (531, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (533, 'PartitionData.NewIsr'),
+    (543, 'PartitionData.PartitionEpoch'),
+    (545, 'PartitionData.<tagged fields>'),
+    (558, 'PartitionData'),
+    (562, 'PartitionData.NewIsrWithEpochs'),
+    (564, 'PartitionData.LeaderRecoveryState'),
+    (566, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (567, 'PartitionData.NewIsr'),
+    (574, 'PartitionData.PartitionEpoch'),
+    (575, 'PartitionData.<tagged fields>'),
+    (581, 'PartitionData'),
+    (582, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (584, 'PartitionData.NewIsr'),
+    (594, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (596, 'PartitionData.<tagged fields>'),
+    (609, 'PartitionData'),
+    (613, 'PartitionData.NewIsrWithEpochs'),
+    (615, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (616, 'PartitionData.NewIsr'),
+    (623, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (624, 'PartitionData.<tagged fields>'),
+    (630, 'PartitionData'),
+    (631, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (633, 'PartitionData.NewIsrWithEpochs'),
+    (646, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (648, 'PartitionData.<tagged fields>'),
+    (661, 'PartitionData'),
+    (665, 'PartitionData.NewIsr'),
+    (667, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (668, 'PartitionData.NewIsrWithEpochs'),
+    (676, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (677, 'PartitionData.<tagged fields>'),
+    (683, 'BrokerState'),
+    (684, 'BrokerState.BrokerId,BrokerEpoch'),
+    (686, 'BrokerState.<tagged fields>'),
+    (699, 'BrokerState'),
+    (703, 'BrokerState.BrokerId,BrokerEpoch'),
+    (704, 'BrokerState.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">ihii")
 _S2 = Struct(">i")
@@ -40,6 +41,29 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    leader_id: Any
+    leader_epoch: Any
+    isr: Any
+    leader_recovery_state: Any
+    partition_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, leader_id: Any, leader_epoch: Any, isr: Any, leader_recovery_state: Any, partition_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.leader_recovery_state = leader_recovery_state
+        self.partition_epoch = partition_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -51,6 +75,21 @@ class TopicData:
     topic_id: UUID = _p.ZERO_UUID
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -73,255 +112,398 @@ class AlterPartitionResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterPartitionResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterPartitionResponse  # type: ignore[assignment]
+
+
 def _d_AlterPartitionResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionResponse_1(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionResponse_2(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, 0, f_partition_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, 0, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     items_isr = o.isr
-    _p.write_uvarint(out, len(items_isr) + 1)
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S2.pack(o.partition_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_leader_recovery_state, f_partition_epoch,) = _S3.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, f_leader_recovery_state, f_partition_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     items_isr = o.isr
-    _p.write_uvarint(out, len(items_isr) + 1)
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S3.pack(o.leader_recovery_state, o.partition_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterPartitionResponse._DECODERS = {
@@ -338,72 +520,72 @@ AlterPartitionResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (76, 'AlterPartitionResponse'),
-    (77, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (79, 'AlterPartitionResponse.Topics'),
-    (86, 'AlterPartitionResponse.<tagged fields>'),
-    (96, 'AlterPartitionResponse'),
-    (100, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (101, 'AlterPartitionResponse.Topics'),
-    (105, 'AlterPartitionResponse.<tagged fields>'),
-    (108, 'AlterPartitionResponse'),
-    (109, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (111, 'AlterPartitionResponse.Topics'),
-    (118, 'AlterPartitionResponse.<tagged fields>'),
-    (128, 'AlterPartitionResponse'),
-    (132, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'AlterPartitionResponse'),
+    (131, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
     (133, 'AlterPartitionResponse.Topics'),
-    (137, 'AlterPartitionResponse.<tagged fields>'),
-    (140, 'AlterPartitionResponse'),
-    (141, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (143, 'AlterPartitionResponse.Topics'),
-    (150, 'AlterPartitionResponse.<tagged fields>'),
-    (160, 'AlterPartitionResponse'),
-    (164, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (165, 'AlterPartitionResponse.Topics'),
-    (169, 'AlterPartitionResponse.<tagged fields>'),
-    (172, 'TopicData'),
-    (173, 'TopicData.TopicName'),
-    (174, 'TopicData.Partitions'),
-    (181, 'TopicData.<tagged fields>'),
-    (191, 'TopicData'),
-    (195, 'TopicData.TopicName'),
-    (196, 'TopicData.Partitions'),
-    (200, 'TopicData.<tagged fields>'),
-    (203, 'TopicData'),
-    (204, 'TopicData.TopicName'),
-    (205, 'TopicData.Partitions'),
-    (212, 'TopicData.<tagged fields>'),
-    (222, 'TopicData'),
-    (226, 'TopicData.TopicName'),
-    (227, 'TopicData.Partitions'),
-    (231, 'TopicData.<tagged fields>'),
-    (234, 'TopicData'),
-    (235, 'TopicData.TopicId'),
-    (236, 'TopicData.Partitions'),
-    (243, 'TopicData.<tagged fields>'),
-    (253, 'TopicData'),
-    (257, 'TopicData.TopicId'),
-    (258, 'TopicData.Partitions'),
-    (262, 'TopicData.<tagged fields>'),
-    (265, 'PartitionData'),
-    (266, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (268, 'PartitionData.Isr'),
-    (272, 'PartitionData.PartitionEpoch'),
-    (274, 'PartitionData.<tagged fields>'),
-    (284, 'PartitionData'),
-    (288, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (289, 'PartitionData.Isr'),
-    (292, 'PartitionData.PartitionEpoch'),
-    (293, 'PartitionData.<tagged fields>'),
-    (296, 'PartitionData'),
-    (297, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (299, 'PartitionData.Isr'),
-    (303, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (305, 'PartitionData.<tagged fields>'),
-    (315, 'PartitionData'),
-    (319, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (320, 'PartitionData.Isr'),
-    (323, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (324, 'PartitionData.<tagged fields>'),
+    (146, 'AlterPartitionResponse.<tagged fields>'),
+    (159, 'AlterPartitionResponse'),
+    (163, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (164, 'AlterPartitionResponse.Topics'),
+    (172, 'AlterPartitionResponse.<tagged fields>'),
+    (178, 'AlterPartitionResponse'),
+    (179, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (181, 'AlterPartitionResponse.Topics'),
+    (194, 'AlterPartitionResponse.<tagged fields>'),
+    (207, 'AlterPartitionResponse'),
+    (211, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (212, 'AlterPartitionResponse.Topics'),
+    (220, 'AlterPartitionResponse.<tagged fields>'),
+    (226, 'AlterPartitionResponse'),
+    (227, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (229, 'AlterPartitionResponse.Topics'),
+    (242, 'AlterPartitionResponse.<tagged fields>'),
+    (255, 'AlterPartitionResponse'),
+    (259, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (260, 'AlterPartitionResponse.Topics'),
+    (268, 'AlterPartitionResponse.<tagged fields>'),
+    (274, 'TopicData'),
+    (275, 'TopicData.TopicName'),
+    (276, 'TopicData.Partitions'),
+    (289, 'TopicData.<tagged fields>'),
+    (302, 'TopicData'),
+    (306, 'TopicData.TopicName'),
+    (307, 'TopicData.Partitions'),
+    (315, 'TopicData.<tagged fields>'),
+    (321, 'TopicData'),
+    (322, 'TopicData.TopicName'),
+    (323, 'TopicData.Partitions'),
+    (336, 'TopicData.<tagged fields>'),
+    (349, 'TopicData'),
+    (353, 'TopicData.TopicName'),
+    (354, 'TopicData.Partitions'),
+    (362, 'TopicData.<tagged fields>'),
+    (368, 'TopicData'),
+    (369, 'TopicData.TopicId'),
+    (370, 'TopicData.Partitions'),
+    (383, 'TopicData.<tagged fields>'),
+    (396, 'TopicData'),
+    (400, 'TopicData.TopicId'),
+    (401, 'TopicData.Partitions'),
+    (409, 'TopicData.<tagged fields>'),
+    (415, 'PartitionData'),
+    (416, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (418, 'PartitionData.Isr'),
+    (428, 'PartitionData.PartitionEpoch'),
+    (430, 'PartitionData.<tagged fields>'),
+    (443, 'PartitionData'),
+    (447, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (448, 'PartitionData.Isr'),
+    (455, 'PartitionData.PartitionEpoch'),
+    (456, 'PartitionData.<tagged fields>'),
+    (462, 'PartitionData'),
+    (463, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (465, 'PartitionData.Isr'),
+    (475, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (477, 'PartitionData.<tagged fields>'),
+    (490, 'PartitionData'),
+    (494, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (495, 'PartitionData.Isr'),
+    (502, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (503, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -28,6 +29,19 @@ class AlterReplicaLogDirTopic:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterReplicaLogDirTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDirTopic  # type: ignore[assignment]
+
+
 _DEFAULT_AlterReplicaLogDirTopic = AlterReplicaLogDirTopic()
 
 
@@ -39,6 +53,19 @@ class AlterReplicaLogDir:
     #: The topics to add to the directory.
     topics: tuple[AlterReplicaLogDirTopic, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterReplicaLogDir:
+    __slots__ = ('path', 'topics', 'unknown_tagged_fields', )
+    path: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, path: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.path = path
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDir  # type: ignore[assignment]
 
 
 _DEFAULT_AlterReplicaLogDir = AlterReplicaLogDir()
@@ -58,142 +85,213 @@ class AlterReplicaLogDirsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterReplicaLogDirsRequest(_Message):
+    __slots__ = ('dirs', 'unknown_tagged_fields', )
+    dirs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, dirs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.dirs = dirs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDirsRequest  # type: ignore[assignment]
+
+
 def _d_AlterReplicaLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_dirs: list[Any] = []
     for _ in range(count):
         item_dirs, pos = _d_AlterReplicaLogDir_0(buf, pos)
         items_dirs.append(item_dirs)
     f_dirs = tuple(items_dirs)
-    return AlterReplicaLogDirsRequest(f_dirs), pos
+    return _New_AlterReplicaLogDirsRequest(f_dirs), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_dirs = o.dirs
-    out += _p.INT32.pack(len(items_dirs))
+    count = len(items_dirs)
+    out += _p.INT32.pack(count)
     for item_dirs in items_dirs:
         _e_AlterReplicaLogDir_0(item_dirs, out, chunks)
 
 
 def _d_AlterReplicaLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_dirs: list[Any] = []
     for _ in range(count):
         item_dirs, pos = _d_AlterReplicaLogDir_1(buf, pos)
         items_dirs.append(item_dirs)
     f_dirs = tuple(items_dirs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDirsRequest(f_dirs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDirsRequest(f_dirs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirsRequest_1(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_dirs = o.dirs
-    _p.write_uvarint(out, len(items_dirs) + 1)
+    count = len(items_dirs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_dirs in items_dirs:
         _e_AlterReplicaLogDir_1(item_dirs, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDir_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDir, int]:
     f_path, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_AlterReplicaLogDirTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return AlterReplicaLogDir(f_path, f_topics), pos
+    return _New_AlterReplicaLogDir(f_path, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.path)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_AlterReplicaLogDirTopic_0(item_topics, out, chunks)
 
 
 def _d_AlterReplicaLogDir_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDir, int]:
     f_path, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_AlterReplicaLogDirTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDir(f_path, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDir(f_path, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.path)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_AlterReplicaLogDirTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirTopic_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return AlterReplicaLogDirTopic(f_name, f_partitions), pos
+    return _New_AlterReplicaLogDirTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirTopic_0(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 def _d_AlterReplicaLogDirTopic_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDirTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDirTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirTopic_1(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterReplicaLogDirsRequest._DECODERS = {
@@ -208,42 +306,42 @@ AlterReplicaLogDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'AlterReplicaLogDirsRequest'),
-    (62, 'AlterReplicaLogDirsRequest.Dirs'),
-    (68, 'AlterReplicaLogDirsRequest'),
-    (72, 'AlterReplicaLogDirsRequest.Dirs'),
-    (78, 'AlterReplicaLogDirsRequest'),
-    (79, 'AlterReplicaLogDirsRequest.Dirs'),
-    (86, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (96, 'AlterReplicaLogDirsRequest'),
+    (99, 'AlterReplicaLogDirsRequest'),
     (100, 'AlterReplicaLogDirsRequest.Dirs'),
-    (104, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (107, 'AlterReplicaLogDir'),
-    (108, 'AlterReplicaLogDir.Path'),
-    (109, 'AlterReplicaLogDir.Topics'),
-    (115, 'AlterReplicaLogDir'),
-    (119, 'AlterReplicaLogDir.Path'),
-    (120, 'AlterReplicaLogDir.Topics'),
-    (126, 'AlterReplicaLogDir'),
-    (127, 'AlterReplicaLogDir.Path'),
-    (128, 'AlterReplicaLogDir.Topics'),
-    (135, 'AlterReplicaLogDir.<tagged fields>'),
-    (145, 'AlterReplicaLogDir'),
-    (149, 'AlterReplicaLogDir.Path'),
-    (150, 'AlterReplicaLogDir.Topics'),
-    (154, 'AlterReplicaLogDir.<tagged fields>'),
-    (157, 'AlterReplicaLogDirTopic'),
-    (158, 'AlterReplicaLogDirTopic.Name'),
-    (159, 'AlterReplicaLogDirTopic.Partitions'),
-    (162, 'AlterReplicaLogDirTopic'),
-    (166, 'AlterReplicaLogDirTopic.Name'),
-    (167, 'AlterReplicaLogDirTopic.Partitions'),
-    (172, 'AlterReplicaLogDirTopic'),
-    (173, 'AlterReplicaLogDirTopic.Name'),
-    (174, 'AlterReplicaLogDirTopic.Partitions'),
-    (178, 'AlterReplicaLogDirTopic.<tagged fields>'),
-    (188, 'AlterReplicaLogDirTopic'),
-    (192, 'AlterReplicaLogDirTopic.Name'),
-    (193, 'AlterReplicaLogDirTopic.Partitions'),
-    (196, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (109, 'AlterReplicaLogDirsRequest'),
+    (113, 'AlterReplicaLogDirsRequest.Dirs'),
+    (120, 'AlterReplicaLogDirsRequest'),
+    (121, 'AlterReplicaLogDirsRequest.Dirs'),
+    (134, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (147, 'AlterReplicaLogDirsRequest'),
+    (151, 'AlterReplicaLogDirsRequest.Dirs'),
+    (159, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (165, 'AlterReplicaLogDir'),
+    (166, 'AlterReplicaLogDir.Path'),
+    (167, 'AlterReplicaLogDir.Topics'),
+    (176, 'AlterReplicaLogDir'),
+    (180, 'AlterReplicaLogDir.Path'),
+    (181, 'AlterReplicaLogDir.Topics'),
+    (188, 'AlterReplicaLogDir'),
+    (189, 'AlterReplicaLogDir.Path'),
+    (190, 'AlterReplicaLogDir.Topics'),
+    (203, 'AlterReplicaLogDir.<tagged fields>'),
+    (216, 'AlterReplicaLogDir'),
+    (220, 'AlterReplicaLogDir.Path'),
+    (221, 'AlterReplicaLogDir.Topics'),
+    (229, 'AlterReplicaLogDir.<tagged fields>'),
+    (235, 'AlterReplicaLogDirTopic'),
+    (236, 'AlterReplicaLogDirTopic.Name'),
+    (237, 'AlterReplicaLogDirTopic.Partitions'),
+    (243, 'AlterReplicaLogDirTopic'),
+    (247, 'AlterReplicaLogDirTopic.Name'),
+    (248, 'AlterReplicaLogDirTopic.Partitions'),
+    (254, 'AlterReplicaLogDirTopic'),
+    (255, 'AlterReplicaLogDirTopic.Name'),
+    (256, 'AlterReplicaLogDirTopic.Partitions'),
+    (266, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (279, 'AlterReplicaLogDirTopic'),
+    (283, 'AlterReplicaLogDirTopic.Name'),
+    (284, 'AlterReplicaLogDirTopic.Partitions'),
+    (291, 'AlterReplicaLogDirTopic.<tagged fields>'),
 )

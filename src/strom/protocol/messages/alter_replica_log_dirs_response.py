@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -28,6 +29,19 @@ class AlterReplicaLogDirPartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterReplicaLogDirPartitionResult:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDirPartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirPartitionResult()
 
 
@@ -38,6 +52,19 @@ class AlterReplicaLogDirTopicResult:
     #: The results for each partition.
     partitions: tuple[AlterReplicaLogDirPartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterReplicaLogDirTopicResult:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDirTopicResult  # type: ignore[assignment]
 
 
 _DEFAULT_AlterReplicaLogDirTopicResult = AlterReplicaLogDirTopicResult()
@@ -59,22 +86,39 @@ class AlterReplicaLogDirsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterReplicaLogDirsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterReplicaLogDirsResponse  # type: ignore[assignment]
+
+
 def _d_AlterReplicaLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_AlterReplicaLogDirTopicResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results), pos
+    return _New_AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirsResponse_0(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_AlterReplicaLogDirTopicResult_0(item_results, out, chunks)
 
@@ -82,89 +126,125 @@ def _e_AlterReplicaLogDirsResponse_0(o: AlterReplicaLogDirsResponse, out: bytear
 def _d_AlterReplicaLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_AlterReplicaLogDirTopicResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirsResponse_1(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_AlterReplicaLogDirTopicResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirTopicResult_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopicResult, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_AlterReplicaLogDirPartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return AlterReplicaLogDirTopicResult(f_topic_name, f_partitions), pos
+    return _New_AlterReplicaLogDirTopicResult(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirTopicResult_0(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_AlterReplicaLogDirPartitionResult_0(item_partitions, out, chunks)
 
 
 def _d_AlterReplicaLogDirTopicResult_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopicResult, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_AlterReplicaLogDirPartitionResult_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDirTopicResult(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDirTopicResult(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirTopicResult_1(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_AlterReplicaLogDirPartitionResult_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirPartitionResult_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirPartitionResult, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code), pos
+    return _New_AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirPartitionResult_0(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,21 +255,27 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterReplicaLogDirPartitionResult_1(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterReplicaLogDirsResponse._DECODERS = {
@@ -204,42 +290,42 @@ AlterReplicaLogDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (62, 'AlterReplicaLogDirsResponse'),
-    (63, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (65, 'AlterReplicaLogDirsResponse.Results'),
-    (71, 'AlterReplicaLogDirsResponse'),
-    (75, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (76, 'AlterReplicaLogDirsResponse.Results'),
-    (82, 'AlterReplicaLogDirsResponse'),
-    (83, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (85, 'AlterReplicaLogDirsResponse.Results'),
-    (92, 'AlterReplicaLogDirsResponse.<tagged fields>'),
     (102, 'AlterReplicaLogDirsResponse'),
-    (106, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (107, 'AlterReplicaLogDirsResponse.Results'),
-    (111, 'AlterReplicaLogDirsResponse.<tagged fields>'),
-    (114, 'AlterReplicaLogDirTopicResult'),
-    (115, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (116, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (122, 'AlterReplicaLogDirTopicResult'),
-    (126, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (127, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (133, 'AlterReplicaLogDirTopicResult'),
-    (134, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (135, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (142, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (152, 'AlterReplicaLogDirTopicResult'),
-    (156, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (157, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (161, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (164, 'AlterReplicaLogDirPartitionResult'),
-    (165, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (167, 'AlterReplicaLogDirPartitionResult'),
-    (171, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (174, 'AlterReplicaLogDirPartitionResult'),
-    (175, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (177, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
-    (187, 'AlterReplicaLogDirPartitionResult'),
-    (191, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (192, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (103, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (105, 'AlterReplicaLogDirsResponse.Results'),
+    (114, 'AlterReplicaLogDirsResponse'),
+    (118, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (119, 'AlterReplicaLogDirsResponse.Results'),
+    (126, 'AlterReplicaLogDirsResponse'),
+    (127, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (129, 'AlterReplicaLogDirsResponse.Results'),
+    (142, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (155, 'AlterReplicaLogDirsResponse'),
+    (159, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (160, 'AlterReplicaLogDirsResponse.Results'),
+    (168, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (174, 'AlterReplicaLogDirTopicResult'),
+    (175, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (176, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (185, 'AlterReplicaLogDirTopicResult'),
+    (189, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (190, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (197, 'AlterReplicaLogDirTopicResult'),
+    (198, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (199, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (212, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (225, 'AlterReplicaLogDirTopicResult'),
+    (229, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (230, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (238, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (244, 'AlterReplicaLogDirPartitionResult'),
+    (245, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (247, 'AlterReplicaLogDirPartitionResult'),
+    (251, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (254, 'AlterReplicaLogDirPartitionResult'),
+    (255, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (257, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (270, 'AlterReplicaLogDirPartitionResult'),
+    (274, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (275, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
 )

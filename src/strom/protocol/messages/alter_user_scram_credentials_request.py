@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">b")
 _S1 = Struct(">bi")
 
@@ -26,6 +27,19 @@ class ScramCredentialDeletion:
     #: The SCRAM mechanism.
     mechanism: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ScramCredentialDeletion:
+    __slots__ = ('name', 'mechanism', 'unknown_tagged_fields', )
+    name: Any
+    mechanism: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, mechanism: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ScramCredentialDeletion  # type: ignore[assignment]
 
 
 _DEFAULT_ScramCredentialDeletion = ScramCredentialDeletion()
@@ -44,6 +58,25 @@ class ScramCredentialUpsertion:
     #: The salted password.
     salted_password: bytes = b""
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ScramCredentialUpsertion:
+    __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields', )
+    name: Any
+    mechanism: Any
+    iterations: Any
+    salt: Any
+    salted_password: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, mechanism: Any, iterations: Any, salt: Any, salted_password: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.salt = salt
+        self.salted_password = salted_password
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ScramCredentialUpsertion  # type: ignore[assignment]
 
 
 _DEFAULT_ScramCredentialUpsertion = ScramCredentialUpsertion()
@@ -65,44 +98,83 @@ class AlterUserScramCredentialsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterUserScramCredentialsRequest(_Message):
+    __slots__ = ('deletions', 'upsertions', 'unknown_tagged_fields', )
+    deletions: Any
+    upsertions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, deletions: Any, upsertions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.deletions = deletions
+        self.upsertions = upsertions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterUserScramCredentialsRequest  # type: ignore[assignment]
+
+
 def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_deletions: list[Any] = []
     for _ in range(count):
         item_deletions, pos = _d_ScramCredentialDeletion_0(buf, pos)
         items_deletions.append(item_deletions)
     f_deletions = tuple(items_deletions)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_upsertions: list[Any] = []
     for _ in range(count):
         item_upsertions, pos = _d_ScramCredentialUpsertion_0(buf, pos)
         items_upsertions.append(item_upsertions)
     f_upsertions = tuple(items_upsertions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterUserScramCredentialsRequest(f_deletions, f_upsertions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterUserScramCredentialsRequest(f_deletions, f_upsertions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_deletions = o.deletions
-    _p.write_uvarint(out, len(items_deletions) + 1)
+    count = len(items_deletions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_deletions in items_deletions:
         _e_ScramCredentialDeletion_0(item_deletions, out, chunks)
     items_upsertions = o.upsertions
-    _p.write_uvarint(out, len(items_upsertions) + 1)
+    count = len(items_upsertions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_upsertions in items_upsertions:
         _e_ScramCredentialUpsertion_0(item_upsertions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ScramCredentialDeletion_0(buf: memoryview, pos: int) -> tuple[ScramCredentialDeletion, int]:
@@ -110,22 +182,28 @@ def _d_ScramCredentialDeletion_0(buf: memoryview, pos: int) -> tuple[ScramCreden
     (f_mechanism,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ScramCredentialDeletion(f_name, f_mechanism, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ScramCredentialDeletion(f_name, f_mechanism, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ScramCredentialDeletion_0(o: ScramCredentialDeletion, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S0.pack(o.mechanism)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ScramCredentialUpsertion_0(buf: memoryview, pos: int) -> tuple[ScramCredentialUpsertion, int]:
@@ -135,16 +213,19 @@ def _d_ScramCredentialUpsertion_0(buf: memoryview, pos: int) -> tuple[ScramCrede
     f_salt, pos = _p.read_compact_bytes(buf, pos)
     f_salted_password, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ScramCredentialUpsertion(f_name, f_mechanism, f_iterations, f_salt, f_salted_password, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ScramCredentialUpsertion(f_name, f_mechanism, f_iterations, f_salt, f_salted_password, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -152,7 +233,10 @@ def _e_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearray, c
     out += _S1.pack(o.mechanism, o.iterations)
     _p.write_compact_bytes(out, o.salt)
     _p.write_compact_bytes(out, o.salted_password)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterUserScramCredentialsRequest._DECODERS = {
@@ -163,32 +247,32 @@ AlterUserScramCredentialsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (68, 'AlterUserScramCredentialsRequest'),
-    (69, 'AlterUserScramCredentialsRequest.Deletions'),
-    (76, 'AlterUserScramCredentialsRequest.Upsertions'),
-    (83, 'AlterUserScramCredentialsRequest.<tagged fields>'),
-    (93, 'AlterUserScramCredentialsRequest'),
-    (97, 'AlterUserScramCredentialsRequest.Deletions'),
-    (101, 'AlterUserScramCredentialsRequest.Upsertions'),
-    (105, 'AlterUserScramCredentialsRequest.<tagged fields>'),
-    (108, 'ScramCredentialDeletion'),
-    (109, 'ScramCredentialDeletion.Name'),
-    (110, 'ScramCredentialDeletion.Mechanism'),
-    (112, 'ScramCredentialDeletion.<tagged fields>'),
-    (122, 'ScramCredentialDeletion'),
-    (126, 'ScramCredentialDeletion.Name'),
-    (127, 'ScramCredentialDeletion.Mechanism'),
-    (128, 'ScramCredentialDeletion.<tagged fields>'),
-    (131, 'ScramCredentialUpsertion'),
-    (132, 'ScramCredentialUpsertion.Name'),
-    (133, 'ScramCredentialUpsertion.Mechanism,Iterations'),
-    (135, 'ScramCredentialUpsertion.Salt'),
-    (136, 'ScramCredentialUpsertion.SaltedPassword'),
-    (137, 'ScramCredentialUpsertion.<tagged fields>'),
-    (147, 'ScramCredentialUpsertion'),
-    (151, 'ScramCredentialUpsertion.Name'),
-    (152, 'ScramCredentialUpsertion.Mechanism,Iterations'),
-    (153, 'ScramCredentialUpsertion.Salt'),
-    (154, 'ScramCredentialUpsertion.SaltedPassword'),
-    (155, 'ScramCredentialUpsertion.<tagged fields>'),
+    (114, 'AlterUserScramCredentialsRequest'),
+    (115, 'AlterUserScramCredentialsRequest.Deletions'),
+    (128, 'AlterUserScramCredentialsRequest.Upsertions'),
+    (141, 'AlterUserScramCredentialsRequest.<tagged fields>'),
+    (154, 'AlterUserScramCredentialsRequest'),
+    (158, 'AlterUserScramCredentialsRequest.Deletions'),
+    (166, 'AlterUserScramCredentialsRequest.Upsertions'),
+    (174, 'AlterUserScramCredentialsRequest.<tagged fields>'),
+    (180, 'ScramCredentialDeletion'),
+    (181, 'ScramCredentialDeletion.Name'),
+    (182, 'ScramCredentialDeletion.Mechanism'),
+    (184, 'ScramCredentialDeletion.<tagged fields>'),
+    (197, 'ScramCredentialDeletion'),
+    (201, 'ScramCredentialDeletion.Name'),
+    (202, 'ScramCredentialDeletion.Mechanism'),
+    (203, 'ScramCredentialDeletion.<tagged fields>'),
+    (209, 'ScramCredentialUpsertion'),
+    (210, 'ScramCredentialUpsertion.Name'),
+    (211, 'ScramCredentialUpsertion.Mechanism,Iterations'),
+    (213, 'ScramCredentialUpsertion.Salt'),
+    (214, 'ScramCredentialUpsertion.SaltedPassword'),
+    (215, 'ScramCredentialUpsertion.<tagged fields>'),
+    (228, 'ScramCredentialUpsertion'),
+    (232, 'ScramCredentialUpsertion.Name'),
+    (233, 'ScramCredentialUpsertion.Mechanism,Iterations'),
+    (234, 'ScramCredentialUpsertion.Salt'),
+    (235, 'ScramCredentialUpsertion.SaltedPassword'),
+    (236, 'ScramCredentialUpsertion.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -28,6 +29,21 @@ class AlterUserScramCredentialsResult:
     #: The error message, if any.
     error_message: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterUserScramCredentialsResult:
+    __slots__ = ('user', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    user: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, user: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterUserScramCredentialsResult  # type: ignore[assignment]
 
 
 _DEFAULT_AlterUserScramCredentialsResult = AlterUserScramCredentialsResult()
@@ -49,36 +65,65 @@ class AlterUserScramCredentialsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterUserScramCredentialsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterUserScramCredentialsResponse  # type: ignore[assignment]
+
+
 def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_AlterUserScramCredentialsResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterUserScramCredentialsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterUserScramCredentialsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterUserScramCredentialsResponse_0(o: AlterUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_AlterUserScramCredentialsResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResult, int]:
@@ -87,23 +132,29 @@ def _d_AlterUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[Alt
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterUserScramCredentialsResult(f_user, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterUserScramCredentialsResult(f_user, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterUserScramCredentialsResult_0(o: AlterUserScramCredentialsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.user)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AlterUserScramCredentialsResponse._DECODERS = {
@@ -114,22 +165,22 @@ AlterUserScramCredentialsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'AlterUserScramCredentialsResponse'),
-    (53, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
-    (55, 'AlterUserScramCredentialsResponse.Results'),
-    (62, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (72, 'AlterUserScramCredentialsResponse'),
-    (76, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
-    (77, 'AlterUserScramCredentialsResponse.Results'),
-    (81, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (84, 'AlterUserScramCredentialsResult'),
-    (85, 'AlterUserScramCredentialsResult.User'),
-    (86, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (88, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (89, 'AlterUserScramCredentialsResult.<tagged fields>'),
-    (99, 'AlterUserScramCredentialsResult'),
-    (103, 'AlterUserScramCredentialsResult.User'),
-    (104, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (105, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (106, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (81, 'AlterUserScramCredentialsResponse'),
+    (82, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
+    (84, 'AlterUserScramCredentialsResponse.Results'),
+    (97, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (110, 'AlterUserScramCredentialsResponse'),
+    (114, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
+    (115, 'AlterUserScramCredentialsResponse.Results'),
+    (123, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (129, 'AlterUserScramCredentialsResult'),
+    (130, 'AlterUserScramCredentialsResult.User'),
+    (131, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (133, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (134, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (147, 'AlterUserScramCredentialsResult'),
+    (151, 'AlterUserScramCredentialsResult.User'),
+    (152, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (153, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (154, 'AlterUserScramCredentialsResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -34,8 +35,21 @@ class ApiVersionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ApiVersionsRequest(_Message):
+    __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields', )
+    client_software_name: Any
+    client_software_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, client_software_name: Any, client_software_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ApiVersionsRequest  # type: ignore[assignment]
+
+
 def _d_ApiVersionsRequest_0(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
-    return ApiVersionsRequest('', ''), pos
+    return _New_ApiVersionsRequest('', ''), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersionsRequest_0(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -46,22 +60,28 @@ def _d_ApiVersionsRequest_1(buf: memoryview, pos: int) -> tuple[ApiVersionsReque
     f_client_software_name, pos = _p.read_compact_string(buf, pos)
     f_client_software_version, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ApiVersionsRequest(f_client_software_name, f_client_software_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ApiVersionsRequest(f_client_software_name, f_client_software_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersionsRequest_1(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.client_software_name)
     _p.write_compact_string(out, o.client_software_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ApiVersionsRequest._DECODERS = {
@@ -80,12 +100,12 @@ ApiVersionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'ApiVersionsRequest'),
-    (46, 'ApiVersionsRequest.ClientSoftwareName'),
-    (47, 'ApiVersionsRequest.ClientSoftwareVersion'),
-    (48, 'ApiVersionsRequest.<tagged fields>'),
-    (58, 'ApiVersionsRequest'),
-    (62, 'ApiVersionsRequest.ClientSoftwareName'),
-    (63, 'ApiVersionsRequest.ClientSoftwareVersion'),
-    (64, 'ApiVersionsRequest.<tagged fields>'),
+    (51, 'ApiVersionsRequest'),
+    (60, 'ApiVersionsRequest.ClientSoftwareName'),
+    (61, 'ApiVersionsRequest.ClientSoftwareVersion'),
+    (62, 'ApiVersionsRequest.<tagged fields>'),
+    (75, 'ApiVersionsRequest'),
+    (79, 'ApiVersionsRequest.ClientSoftwareName'),
+    (80, 'ApiVersionsRequest.ClientSoftwareVersion'),
+    (81, 'ApiVersionsRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">q")
@@ -35,6 +36,21 @@ class ApiVersion:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ApiVersion:
+    __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields', )
+    api_key: Any
+    min_version: Any
+    max_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, api_key: Any, min_version: Any, max_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.api_key = api_key
+        self.min_version = min_version
+        self.max_version = max_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ApiVersion  # type: ignore[assignment]
+
+
 _DEFAULT_ApiVersion = ApiVersion()
 
 
@@ -50,6 +66,21 @@ class SupportedFeatureKey:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SupportedFeatureKey:
+    __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields', )
+    name: Any
+    min_version: Any
+    max_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, min_version: Any, max_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SupportedFeatureKey  # type: ignore[assignment]
+
+
 _DEFAULT_SupportedFeatureKey = SupportedFeatureKey()
 
 
@@ -63,6 +94,21 @@ class FinalizedFeatureKey:
     #: The cluster-wide finalized min version level for the feature.
     min_version_level: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_FinalizedFeatureKey:
+    __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields', )
+    name: Any
+    max_version_level: Any
+    min_version_level: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, max_version_level: Any, min_version_level: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.max_version_level = max_version_level
+        self.min_version_level = min_version_level
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FinalizedFeatureKey  # type: ignore[assignment]
 
 
 _DEFAULT_FinalizedFeatureKey = FinalizedFeatureKey()
@@ -94,22 +140,49 @@ class ApiVersionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ApiVersionsResponse(_Message):
+    __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields', )
+    error_code: Any
+    api_keys: Any
+    throttle_time_ms: Any
+    supported_features: Any
+    finalized_features_epoch: Any
+    finalized_features: Any
+    zk_migration_ready: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, api_keys: Any, throttle_time_ms: Any, supported_features: Any, finalized_features_epoch: Any, finalized_features: Any, zk_migration_ready: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.api_keys = api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = finalized_features
+        self.zk_migration_ready = zk_migration_ready
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ApiVersionsResponse  # type: ignore[assignment]
+
+
 def _d_ApiVersionsResponse_0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_api_keys: list[Any] = []
     for _ in range(count):
         item_api_keys, pos = _d_ApiVersion_0(buf, pos)
         items_api_keys.append(item_api_keys)
     f_api_keys = tuple(items_api_keys)
-    return ApiVersionsResponse(f_error_code, f_api_keys, 0, (), -1, (), False), pos
+    return _New_ApiVersionsResponse(f_error_code, f_api_keys, 0, (), -1, (), False), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
-    out += _p.INT32.pack(len(items_api_keys))
+    count = len(items_api_keys)
+    out += _p.INT32.pack(count)
     for item_api_keys in items_api_keys:
         _e_ApiVersion_0(item_api_keys, out, chunks)
 
@@ -117,7 +190,10 @@ def _e_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray, chunks: lis
 def _d_ApiVersionsResponse_1(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_api_keys: list[Any] = []
     for _ in range(count):
         item_api_keys, pos = _d_ApiVersion_0(buf, pos)
@@ -125,13 +201,14 @@ def _d_ApiVersionsResponse_1(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
     f_api_keys = tuple(items_api_keys)
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, (), -1, (), False), pos
+    return _New_ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, (), -1, (), False), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
-    out += _p.INT32.pack(len(items_api_keys))
+    count = len(items_api_keys)
+    out += _p.INT32.pack(count)
     for item_api_keys in items_api_keys:
         _e_ApiVersion_0(item_api_keys, out, chunks)
     out += _S1.pack(o.throttle_time_ms)
@@ -140,8 +217,14 @@ def _e_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray, chunks: lis
 def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_api_keys: list[Any] = []
     for _ in range(count):
         item_api_keys, pos = _d_ApiVersion_1(buf, pos)
@@ -154,45 +237,64 @@ def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
     f_finalized_features = ()
     f_zk_migration_ready = False
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_supported_features: list[Any] = []
-            for _ in range(count):
-                item_supported_features, pos = _d_SupportedFeatureKey_0(buf, pos)
-                items_supported_features.append(item_supported_features)
-            f_supported_features = tuple(items_supported_features)
-        elif tag == 1:
-            (f_finalized_features_epoch,) = _S2.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 2:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_finalized_features: list[Any] = []
-            for _ in range(count):
-                item_finalized_features, pos = _d_FinalizedFeatureKey_0(buf, pos)
-                items_finalized_features.append(item_finalized_features)
-            f_finalized_features = tuple(items_finalized_features)
-        elif tag == 3:
-            (f_zk_migration_ready,) = _S3.unpack_from(buf, pos)
-            pos += 1
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, f_supported_features, f_finalized_features_epoch, f_finalized_features, f_zk_migration_ready, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_supported_features: list[Any] = []
+                for _ in range(count):
+                    item_supported_features, pos = _d_SupportedFeatureKey_0(buf, pos)
+                    items_supported_features.append(item_supported_features)
+                f_supported_features = tuple(items_supported_features)
+            elif tag == 1:
+                (f_finalized_features_epoch,) = _S2.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 2:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_finalized_features: list[Any] = []
+                for _ in range(count):
+                    item_finalized_features, pos = _d_FinalizedFeatureKey_0(buf, pos)
+                    items_finalized_features.append(item_finalized_features)
+                f_finalized_features = tuple(items_finalized_features)
+            elif tag == 3:
+                (f_zk_migration_ready,) = _S3.unpack_from(buf, pos)
+                pos += 1
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, f_supported_features, f_finalized_features_epoch, f_finalized_features, f_zk_migration_ready, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
-    _p.write_uvarint(out, len(items_api_keys) + 1)
+    count = len(items_api_keys)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_api_keys in items_api_keys:
         _e_ApiVersion_1(item_api_keys, out, chunks)
     out += _S1.pack(o.throttle_time_ms)
@@ -200,7 +302,11 @@ def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: lis
     if o.supported_features != ():
         tmp = bytearray()
         items_supported_features = o.supported_features
-        _p.write_uvarint(tmp, len(items_supported_features) + 1)
+        count = len(items_supported_features)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_supported_features in items_supported_features:
             _e_SupportedFeatureKey_0(item_supported_features, tmp, chunks)
         tags.append((0, tmp))
@@ -211,7 +317,11 @@ def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: lis
     if o.finalized_features != ():
         tmp = bytearray()
         items_finalized_features = o.finalized_features
-        _p.write_uvarint(tmp, len(items_finalized_features) + 1)
+        count = len(items_finalized_features)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_finalized_features in items_finalized_features:
             _e_FinalizedFeatureKey_0(item_finalized_features, tmp, chunks)
         tags.append((2, tmp))
@@ -225,7 +335,7 @@ def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: lis
 def _d_ApiVersion_0(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
     (f_api_key, f_min_version, f_max_version,) = _S4.unpack_from(buf, pos)
     pos += 6
-    return ApiVersion(f_api_key, f_min_version, f_max_version), pos
+    return _New_ApiVersion(f_api_key, f_min_version, f_max_version), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersion_0(o: ApiVersion, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -236,21 +346,27 @@ def _d_ApiVersion_1(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
     (f_api_key, f_min_version, f_max_version,) = _S4.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ApiVersion(f_api_key, f_min_version, f_max_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ApiVersion(f_api_key, f_min_version, f_max_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ApiVersion_1(o: ApiVersion, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.api_key, o.min_version, o.max_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_SupportedFeatureKey_0(buf: memoryview, pos: int) -> tuple[SupportedFeatureKey, int]:
@@ -258,22 +374,28 @@ def _d_SupportedFeatureKey_0(buf: memoryview, pos: int) -> tuple[SupportedFeatur
     (f_min_version, f_max_version,) = _S5.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SupportedFeatureKey(f_name, f_min_version, f_max_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SupportedFeatureKey(f_name, f_min_version, f_max_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S5.pack(o.min_version, o.max_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FinalizedFeatureKey_0(buf: memoryview, pos: int) -> tuple[FinalizedFeatureKey, int]:
@@ -281,22 +403,28 @@ def _d_FinalizedFeatureKey_0(buf: memoryview, pos: int) -> tuple[FinalizedFeatur
     (f_max_version_level, f_min_version_level,) = _S5.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S5.pack(o.max_version_level, o.min_version_level)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ApiVersionsResponse._DECODERS = {
@@ -315,64 +443,64 @@ ApiVersionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (97, 'ApiVersionsResponse'),
-    (98, 'ApiVersionsResponse.ErrorCode'),
-    (100, 'ApiVersionsResponse.ApiKeys'),
-    (106, 'ApiVersionsResponse'),
-    (110, 'ApiVersionsResponse.ErrorCode'),
-    (111, 'ApiVersionsResponse.ApiKeys'),
-    (117, 'ApiVersionsResponse'),
-    (118, 'ApiVersionsResponse.ErrorCode'),
-    (120, 'ApiVersionsResponse.ApiKeys'),
-    (126, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (128, 'ApiVersionsResponse'),
-    (132, 'ApiVersionsResponse.ErrorCode'),
-    (133, 'ApiVersionsResponse.ApiKeys'),
-    (137, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (140, 'ApiVersionsResponse'),
-    (141, 'ApiVersionsResponse.ErrorCode'),
-    (143, 'ApiVersionsResponse.ApiKeys'),
-    (150, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (152, 'ApiVersionsResponse.<tagged fields>'),
-    (163, 'ApiVersionsResponse.SupportedFeatures'),
-    (171, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (174, 'ApiVersionsResponse.FinalizedFeatures'),
-    (182, 'ApiVersionsResponse.ZkMigrationReady'),
-    (185, 'ApiVersionsResponse.<tagged fields>'),
-    (189, 'ApiVersionsResponse'),
-    (193, 'ApiVersionsResponse.ErrorCode'),
-    (194, 'ApiVersionsResponse.ApiKeys'),
-    (198, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (199, 'ApiVersionsResponse.<tagged fields>'),
-    (200, 'ApiVersionsResponse.SupportedFeatures'),
-    (207, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (211, 'ApiVersionsResponse.FinalizedFeatures'),
-    (218, 'ApiVersionsResponse.ZkMigrationReady'),
-    (222, 'ApiVersionsResponse.<tagged fields>'),
-    (225, 'ApiVersion'),
-    (226, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (228, 'ApiVersion'),
-    (232, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (235, 'ApiVersion'),
-    (236, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (238, 'ApiVersion.<tagged fields>'),
-    (248, 'ApiVersion'),
-    (252, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (253, 'ApiVersion.<tagged fields>'),
-    (256, 'SupportedFeatureKey'),
-    (257, 'SupportedFeatureKey.Name'),
-    (258, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (260, 'SupportedFeatureKey.<tagged fields>'),
-    (270, 'SupportedFeatureKey'),
-    (274, 'SupportedFeatureKey.Name'),
-    (275, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (276, 'SupportedFeatureKey.<tagged fields>'),
-    (279, 'FinalizedFeatureKey'),
-    (280, 'FinalizedFeatureKey.Name'),
-    (281, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (283, 'FinalizedFeatureKey.<tagged fields>'),
-    (293, 'FinalizedFeatureKey'),
-    (297, 'FinalizedFeatureKey.Name'),
-    (298, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (299, 'FinalizedFeatureKey.<tagged fields>'),
+    (166, 'ApiVersionsResponse'),
+    (167, 'ApiVersionsResponse.ErrorCode'),
+    (169, 'ApiVersionsResponse.ApiKeys'),
+    (178, 'ApiVersionsResponse'),
+    (182, 'ApiVersionsResponse.ErrorCode'),
+    (183, 'ApiVersionsResponse.ApiKeys'),
+    (190, 'ApiVersionsResponse'),
+    (191, 'ApiVersionsResponse.ErrorCode'),
+    (193, 'ApiVersionsResponse.ApiKeys'),
+    (202, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (204, 'ApiVersionsResponse'),
+    (208, 'ApiVersionsResponse.ErrorCode'),
+    (209, 'ApiVersionsResponse.ApiKeys'),
+    (214, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (217, 'ApiVersionsResponse'),
+    (218, 'ApiVersionsResponse.ErrorCode'),
+    (220, 'ApiVersionsResponse.ApiKeys'),
+    (233, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (235, 'ApiVersionsResponse.<tagged fields>'),
+    (249, 'ApiVersionsResponse.SupportedFeatures'),
+    (263, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (266, 'ApiVersionsResponse.FinalizedFeatures'),
+    (280, 'ApiVersionsResponse.ZkMigrationReady'),
+    (283, 'ApiVersionsResponse.<tagged fields>'),
+    (287, 'ApiVersionsResponse'),
+    (291, 'ApiVersionsResponse.ErrorCode'),
+    (292, 'ApiVersionsResponse.ApiKeys'),
+    (300, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (301, 'ApiVersionsResponse.<tagged fields>'),
+    (302, 'ApiVersionsResponse.SupportedFeatures'),
+    (313, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (317, 'ApiVersionsResponse.FinalizedFeatures'),
+    (328, 'ApiVersionsResponse.ZkMigrationReady'),
+    (332, 'ApiVersionsResponse.<tagged fields>'),
+    (335, 'ApiVersion'),
+    (336, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (338, 'ApiVersion'),
+    (342, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (345, 'ApiVersion'),
+    (346, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (348, 'ApiVersion.<tagged fields>'),
+    (361, 'ApiVersion'),
+    (365, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (366, 'ApiVersion.<tagged fields>'),
+    (372, 'SupportedFeatureKey'),
+    (373, 'SupportedFeatureKey.Name'),
+    (374, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (376, 'SupportedFeatureKey.<tagged fields>'),
+    (389, 'SupportedFeatureKey'),
+    (393, 'SupportedFeatureKey.Name'),
+    (394, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (395, 'SupportedFeatureKey.<tagged fields>'),
+    (401, 'FinalizedFeatureKey'),
+    (402, 'FinalizedFeatureKey.Name'),
+    (403, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (405, 'FinalizedFeatureKey.<tagged fields>'),
+    (418, 'FinalizedFeatureKey'),
+    (422, 'FinalizedFeatureKey.Name'),
+    (423, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (424, 'FinalizedFeatureKey.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iq")
 _S1 = Struct(">i")
 
@@ -24,6 +25,17 @@ class PartitionData:
     #: The partition index
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'unknown_tagged_fields', )
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
 
 
 _DEFAULT_PartitionData = PartitionData()
@@ -37,6 +49,19 @@ class TopicData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TopicData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
+
+
 _DEFAULT_TopicData = TopicData()
 
 
@@ -46,6 +71,19 @@ class DirectoryData:
     id: UUID = _p.ZERO_UUID
     topics: tuple[TopicData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DirectoryData:
+    __slots__ = ('id', 'topics', 'unknown_tagged_fields', )
+    id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.id = id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DirectoryData  # type: ignore[assignment]
 
 
 _DEFAULT_DirectoryData = DirectoryData()
@@ -68,119 +106,188 @@ class AssignReplicasToDirsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AssignReplicasToDirsRequest(_Message):
+    __slots__ = ('broker_id', 'broker_epoch', 'directories', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    directories: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, directories: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.directories = directories
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AssignReplicasToDirsRequest  # type: ignore[assignment]
+
+
 def _d_AssignReplicasToDirsRequest_0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_directories: list[Any] = []
     for _ in range(count):
         item_directories, pos = _d_DirectoryData_0(buf, pos)
         items_directories.append(item_directories)
     f_directories = tuple(items_directories)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AssignReplicasToDirsRequest(f_broker_id, f_broker_epoch, f_directories, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AssignReplicasToDirsRequest(f_broker_id, f_broker_epoch, f_directories, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AssignReplicasToDirsRequest_0(o: AssignReplicasToDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_directories = o.directories
-    _p.write_uvarint(out, len(items_directories) + 1)
+    count = len(items_directories)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_directories in items_directories:
         _e_DirectoryData_0(item_directories, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     f_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DirectoryData(f_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DirectoryData(f_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.id.bytes
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AssignReplicasToDirsRequest._DECODERS = {
@@ -191,34 +298,34 @@ AssignReplicasToDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (71, 'AssignReplicasToDirsRequest'),
-    (72, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
-    (74, 'AssignReplicasToDirsRequest.Directories'),
-    (81, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (91, 'AssignReplicasToDirsRequest'),
-    (95, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
-    (96, 'AssignReplicasToDirsRequest.Directories'),
-    (100, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (103, 'DirectoryData'),
-    (104, 'DirectoryData.Id'),
-    (105, 'DirectoryData.Topics'),
-    (112, 'DirectoryData.<tagged fields>'),
-    (122, 'DirectoryData'),
-    (126, 'DirectoryData.Id'),
-    (127, 'DirectoryData.Topics'),
-    (131, 'DirectoryData.<tagged fields>'),
-    (134, 'TopicData'),
-    (135, 'TopicData.TopicId'),
-    (136, 'TopicData.Partitions'),
-    (143, 'TopicData.<tagged fields>'),
-    (153, 'TopicData'),
-    (157, 'TopicData.TopicId'),
-    (158, 'TopicData.Partitions'),
-    (162, 'TopicData.<tagged fields>'),
-    (165, 'PartitionData'),
-    (166, 'PartitionData.PartitionIndex'),
-    (168, 'PartitionData.<tagged fields>'),
-    (178, 'PartitionData'),
-    (182, 'PartitionData.PartitionIndex'),
-    (183, 'PartitionData.<tagged fields>'),
+    (124, 'AssignReplicasToDirsRequest'),
+    (125, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
+    (127, 'AssignReplicasToDirsRequest.Directories'),
+    (140, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (153, 'AssignReplicasToDirsRequest'),
+    (157, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
+    (158, 'AssignReplicasToDirsRequest.Directories'),
+    (166, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (172, 'DirectoryData'),
+    (173, 'DirectoryData.Id'),
+    (174, 'DirectoryData.Topics'),
+    (187, 'DirectoryData.<tagged fields>'),
+    (200, 'DirectoryData'),
+    (204, 'DirectoryData.Id'),
+    (205, 'DirectoryData.Topics'),
+    (213, 'DirectoryData.<tagged fields>'),
+    (219, 'TopicData'),
+    (220, 'TopicData.TopicId'),
+    (221, 'TopicData.Partitions'),
+    (234, 'TopicData.<tagged fields>'),
+    (247, 'TopicData'),
+    (251, 'TopicData.TopicId'),
+    (252, 'TopicData.Partitions'),
+    (260, 'TopicData.<tagged fields>'),
+    (266, 'PartitionData'),
+    (267, 'PartitionData.PartitionIndex'),
+    (269, 'PartitionData.<tagged fields>'),
+    (282, 'PartitionData'),
+    (286, 'PartitionData.PartitionIndex'),
+    (287, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -25,6 +26,19 @@ class PartitionData:
     #: The partition level error code
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
 
 
 _DEFAULT_PartitionData = PartitionData()
@@ -38,6 +52,19 @@ class TopicData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TopicData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
+
+
 _DEFAULT_TopicData = TopicData()
 
 
@@ -47,6 +74,19 @@ class DirectoryData:
     id: UUID = _p.ZERO_UUID
     topics: tuple[TopicData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DirectoryData:
+    __slots__ = ('id', 'topics', 'unknown_tagged_fields', )
+    id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.id = id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DirectoryData  # type: ignore[assignment]
 
 
 _DEFAULT_DirectoryData = DirectoryData()
@@ -69,119 +109,188 @@ class AssignReplicasToDirsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AssignReplicasToDirsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    directories: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, directories: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.directories = directories
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AssignReplicasToDirsResponse  # type: ignore[assignment]
+
+
 def _d_AssignReplicasToDirsResponse_0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_directories: list[Any] = []
     for _ in range(count):
         item_directories, pos = _d_DirectoryData_0(buf, pos)
         items_directories.append(item_directories)
     f_directories = tuple(items_directories)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AssignReplicasToDirsResponse(f_throttle_time_ms, f_error_code, f_directories, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AssignReplicasToDirsResponse(f_throttle_time_ms, f_error_code, f_directories, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_directories = o.directories
-    _p.write_uvarint(out, len(items_directories) + 1)
+    count = len(items_directories)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_directories in items_directories:
         _e_DirectoryData_0(item_directories, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     f_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DirectoryData(f_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DirectoryData(f_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.id.bytes
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 AssignReplicasToDirsResponse._DECODERS = {
@@ -192,34 +301,34 @@ AssignReplicasToDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (72, 'AssignReplicasToDirsResponse'),
-    (73, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (75, 'AssignReplicasToDirsResponse.Directories'),
-    (82, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (92, 'AssignReplicasToDirsResponse'),
-    (96, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (97, 'AssignReplicasToDirsResponse.Directories'),
-    (101, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (104, 'DirectoryData'),
-    (105, 'DirectoryData.Id'),
-    (106, 'DirectoryData.Topics'),
-    (113, 'DirectoryData.<tagged fields>'),
-    (123, 'DirectoryData'),
-    (127, 'DirectoryData.Id'),
-    (128, 'DirectoryData.Topics'),
-    (132, 'DirectoryData.<tagged fields>'),
-    (135, 'TopicData'),
-    (136, 'TopicData.TopicId'),
-    (137, 'TopicData.Partitions'),
-    (144, 'TopicData.<tagged fields>'),
-    (154, 'TopicData'),
-    (158, 'TopicData.TopicId'),
-    (159, 'TopicData.Partitions'),
-    (163, 'TopicData.<tagged fields>'),
-    (166, 'PartitionData'),
-    (167, 'PartitionData.PartitionIndex,ErrorCode'),
-    (169, 'PartitionData.<tagged fields>'),
-    (179, 'PartitionData'),
-    (183, 'PartitionData.PartitionIndex,ErrorCode'),
-    (184, 'PartitionData.<tagged fields>'),
+    (127, 'AssignReplicasToDirsResponse'),
+    (128, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'AssignReplicasToDirsResponse.Directories'),
+    (143, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (156, 'AssignReplicasToDirsResponse'),
+    (160, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (161, 'AssignReplicasToDirsResponse.Directories'),
+    (169, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (175, 'DirectoryData'),
+    (176, 'DirectoryData.Id'),
+    (177, 'DirectoryData.Topics'),
+    (190, 'DirectoryData.<tagged fields>'),
+    (203, 'DirectoryData'),
+    (207, 'DirectoryData.Id'),
+    (208, 'DirectoryData.Topics'),
+    (216, 'DirectoryData.<tagged fields>'),
+    (222, 'TopicData'),
+    (223, 'TopicData.TopicId'),
+    (224, 'TopicData.Partitions'),
+    (237, 'TopicData.<tagged fields>'),
+    (250, 'TopicData'),
+    (254, 'TopicData.TopicId'),
+    (255, 'TopicData.Partitions'),
+    (263, 'TopicData.<tagged fields>'),
+    (269, 'PartitionData'),
+    (270, 'PartitionData.PartitionIndex,ErrorCode'),
+    (272, 'PartitionData.<tagged fields>'),
+    (285, 'PartitionData'),
+    (289, 'PartitionData.PartitionIndex,ErrorCode'),
+    (290, 'PartitionData.<tagged fields>'),
 )

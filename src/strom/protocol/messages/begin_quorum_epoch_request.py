@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">H")
 _S2 = Struct(">iii")
@@ -34,6 +35,23 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    partition_index: Any
+    voter_directory_id: Any
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, voter_directory_id: Any, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.voter_directory_id = voter_directory_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -43,6 +61,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -58,6 +89,21 @@ class LeaderEndpoint:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderEndpoint:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderEndpoint = LeaderEndpoint()
@@ -81,21 +127,42 @@ class BeginQuorumEpochRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BeginQuorumEpochRequest(_Message):
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields', )
+    cluster_id: Any
+    voter_id: Any
+    topics: Any
+    leader_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, voter_id: Any, topics: Any, leader_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = topics
+        self.leader_endpoints = leader_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BeginQuorumEpochRequest  # type: ignore[assignment]
+
+
 def _d_BeginQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest, int]:
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return BeginQuorumEpochRequest(f_cluster_id, -1, f_topics, ()), pos
+    return _New_BeginQuorumEpochRequest(f_cluster_id, -1, f_topics, ()), pos  # type: ignore[return-value]
 
 
 def _e_BeginQuorumEpochRequest_0(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_nullable_string(out, o.cluster_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
 
@@ -104,95 +171,141 @@ def _d_BeginQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[BeginQuorum
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_leader_endpoints: list[Any] = []
     for _ in range(count):
         item_leader_endpoints, pos = _d_LeaderEndpoint_0(buf, pos)
         items_leader_endpoints.append(item_leader_endpoints)
     f_leader_endpoints = tuple(items_leader_endpoints)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BeginQuorumEpochRequest_1(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
     items_leader_endpoints = o.leader_endpoints
-    _p.write_uvarint(out, len(items_leader_endpoints) + 1)
+    count = len(items_leader_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_leader_endpoints in items_leader_endpoints:
         _e_LeaderEndpoint_0(item_leader_endpoints, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TopicData(f_topic_name, f_partitions), pos
+    return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]:
@@ -201,29 +314,35 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderEndpoint(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderEndpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_id, f_leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 12
-    return PartitionData(f_partition_index, _p.ZERO_UUID, f_leader_id, f_leader_epoch), pos
+    return _New_PartitionData(f_partition_index, _p.ZERO_UUID, f_leader_id, f_leader_epoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -237,23 +356,29 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index)
     out += o.voter_directory_id.bytes
     out += _S3.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 BeginQuorumEpochRequest._DECODERS = {
@@ -266,60 +391,60 @@ BeginQuorumEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (84, 'BeginQuorumEpochRequest'),
-    (85, 'BeginQuorumEpochRequest.ClusterId'),
-    (86, 'BeginQuorumEpochRequest.Topics'),
-    (92, 'BeginQuorumEpochRequest'),
-    (96, 'BeginQuorumEpochRequest.ClusterId'),
-    (97, 'BeginQuorumEpochRequest.Topics'),
-    (103, 'BeginQuorumEpochRequest'),
-    (104, 'BeginQuorumEpochRequest.ClusterId'),
-    (105, 'BeginQuorumEpochRequest.VoterId'),
-    (107, 'BeginQuorumEpochRequest.Topics'),
-    (114, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (121, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (131, 'BeginQuorumEpochRequest'),
-    (135, 'BeginQuorumEpochRequest.ClusterId'),
-    (136, 'BeginQuorumEpochRequest.VoterId'),
-    (137, 'BeginQuorumEpochRequest.Topics'),
-    (141, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (145, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (148, 'TopicData'),
-    (149, 'TopicData.TopicName'),
-    (150, 'TopicData.Partitions'),
-    (156, 'TopicData'),
-    (160, 'TopicData.TopicName'),
-    (161, 'TopicData.Partitions'),
-    (167, 'TopicData'),
-    (168, 'TopicData.TopicName'),
-    (169, 'TopicData.Partitions'),
-    (176, 'TopicData.<tagged fields>'),
-    (186, 'TopicData'),
-    (190, 'TopicData.TopicName'),
-    (191, 'TopicData.Partitions'),
-    (195, 'TopicData.<tagged fields>'),
-    (198, 'LeaderEndpoint'),
-    (199, 'LeaderEndpoint.Name'),
-    (200, 'LeaderEndpoint.Host'),
-    (201, 'LeaderEndpoint.Port'),
-    (203, 'LeaderEndpoint.<tagged fields>'),
-    (213, 'LeaderEndpoint'),
-    (217, 'LeaderEndpoint.Name'),
-    (218, 'LeaderEndpoint.Host'),
-    (219, 'LeaderEndpoint.Port'),
-    (220, 'LeaderEndpoint.<tagged fields>'),
-    (223, 'PartitionData'),
-    (224, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (226, 'PartitionData'),
-    (230, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (233, 'PartitionData'),
-    (234, 'PartitionData.PartitionIndex'),
-    (236, 'PartitionData.VoterDirectoryId'),
-    (237, 'PartitionData.LeaderId,LeaderEpoch'),
-    (239, 'PartitionData.<tagged fields>'),
-    (249, 'PartitionData'),
-    (253, 'PartitionData.PartitionIndex'),
-    (254, 'PartitionData.VoterDirectoryId'),
-    (255, 'PartitionData.LeaderId,LeaderEpoch'),
-    (256, 'PartitionData.<tagged fields>'),
+    (147, 'BeginQuorumEpochRequest'),
+    (148, 'BeginQuorumEpochRequest.ClusterId'),
+    (149, 'BeginQuorumEpochRequest.Topics'),
+    (158, 'BeginQuorumEpochRequest'),
+    (162, 'BeginQuorumEpochRequest.ClusterId'),
+    (163, 'BeginQuorumEpochRequest.Topics'),
+    (170, 'BeginQuorumEpochRequest'),
+    (171, 'BeginQuorumEpochRequest.ClusterId'),
+    (172, 'BeginQuorumEpochRequest.VoterId'),
+    (174, 'BeginQuorumEpochRequest.Topics'),
+    (187, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (200, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (213, 'BeginQuorumEpochRequest'),
+    (217, 'BeginQuorumEpochRequest.ClusterId'),
+    (218, 'BeginQuorumEpochRequest.VoterId'),
+    (219, 'BeginQuorumEpochRequest.Topics'),
+    (227, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (235, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (241, 'TopicData'),
+    (242, 'TopicData.TopicName'),
+    (243, 'TopicData.Partitions'),
+    (252, 'TopicData'),
+    (256, 'TopicData.TopicName'),
+    (257, 'TopicData.Partitions'),
+    (264, 'TopicData'),
+    (265, 'TopicData.TopicName'),
+    (266, 'TopicData.Partitions'),
+    (279, 'TopicData.<tagged fields>'),
+    (292, 'TopicData'),
+    (296, 'TopicData.TopicName'),
+    (297, 'TopicData.Partitions'),
+    (305, 'TopicData.<tagged fields>'),
+    (311, 'LeaderEndpoint'),
+    (312, 'LeaderEndpoint.Name'),
+    (313, 'LeaderEndpoint.Host'),
+    (314, 'LeaderEndpoint.Port'),
+    (316, 'LeaderEndpoint.<tagged fields>'),
+    (329, 'LeaderEndpoint'),
+    (333, 'LeaderEndpoint.Name'),
+    (334, 'LeaderEndpoint.Host'),
+    (335, 'LeaderEndpoint.Port'),
+    (336, 'LeaderEndpoint.<tagged fields>'),
+    (342, 'PartitionData'),
+    (343, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (345, 'PartitionData'),
+    (349, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (352, 'PartitionData'),
+    (353, 'PartitionData.PartitionIndex'),
+    (355, 'PartitionData.VoterDirectoryId'),
+    (356, 'PartitionData.LeaderId,LeaderEpoch'),
+    (358, 'PartitionData.<tagged fields>'),
+    (371, 'PartitionData'),
+    (375, 'PartitionData.PartitionIndex'),
+    (376, 'PartitionData.VoterDirectoryId'),
+    (377, 'PartitionData.LeaderId,LeaderEpoch'),
+    (378, 'PartitionData.<tagged fields>'),
 )

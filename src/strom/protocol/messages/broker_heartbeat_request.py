@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iqq??")
 
 
@@ -42,27 +43,54 @@ class BrokerHeartbeatRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BrokerHeartbeatRequest(_Message):
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    current_metadata_offset: Any
+    want_fence: Any
+    want_shut_down: Any
+    offline_log_dirs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, current_metadata_offset: Any, want_fence: Any, want_shut_down: Any, offline_log_dirs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.current_metadata_offset = current_metadata_offset
+        self.want_fence = want_fence
+        self.want_shut_down = want_shut_down
+        self.offline_log_dirs = offline_log_dirs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BrokerHeartbeatRequest  # type: ignore[assignment]
+
+
 def _d_BrokerHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     (f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down,) = _S0.unpack_from(buf, pos)
     pos += 22
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerHeartbeatRequest_0(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.offline_log_dirs != ():
         raise _UnsupportedVersion("OfflineLogDirs cannot be sent in version 0", message_name="BrokerHeartbeatRequest", api_version=0, field="OfflineLogDirs")
     out += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_BrokerHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
@@ -70,25 +98,34 @@ def _d_BrokerHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[BrokerHeartb
     pos += 22
     f_offline_log_dirs = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_offline_log_dirs: list[Any] = []
-            for _ in range(count):
-                item_offline_log_dirs, pos = _p.read_uuid(buf, pos)
-                items_offline_log_dirs.append(item_offline_log_dirs)
-            f_offline_log_dirs = tuple(items_offline_log_dirs)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, f_offline_log_dirs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_offline_log_dirs: list[Any] = []
+                for _ in range(count):
+                    item_offline_log_dirs, pos = _p.read_uuid(buf, pos)
+                    items_offline_log_dirs.append(item_offline_log_dirs)
+                f_offline_log_dirs = tuple(items_offline_log_dirs)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, f_offline_log_dirs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -97,7 +134,11 @@ def _e_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray, chunk
     if o.offline_log_dirs != ():
         tmp = bytearray()
         items_offline_log_dirs = o.offline_log_dirs
-        _p.write_uvarint(tmp, len(items_offline_log_dirs) + 1)
+        count = len(items_offline_log_dirs)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_offline_log_dirs in items_offline_log_dirs:
             tmp += item_offline_log_dirs.bytes
         tags.append((0, tmp))
@@ -114,21 +155,21 @@ BrokerHeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (45, 'BrokerHeartbeatRequest'),
-    (46, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (48, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (58, 'BrokerHeartbeatRequest'),
-    (62, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (64, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (65, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (68, 'BrokerHeartbeatRequest'),
-    (69, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (71, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (79, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (87, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (91, 'BrokerHeartbeatRequest'),
-    (95, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (96, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (97, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (104, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (67, 'BrokerHeartbeatRequest'),
+    (68, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (70, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (83, 'BrokerHeartbeatRequest'),
+    (87, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (89, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (90, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (96, 'BrokerHeartbeatRequest'),
+    (97, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (99, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (110, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (124, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (128, 'BrokerHeartbeatRequest'),
+    (132, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (133, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (134, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (145, 'BrokerHeartbeatRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih???")
 
 
@@ -40,25 +41,50 @@ class BrokerHeartbeatResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BrokerHeartbeatResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    is_caught_up: Any
+    is_fenced: Any
+    should_shut_down: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, is_caught_up: Any, is_fenced: Any, should_shut_down: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.is_caught_up = is_caught_up
+        self.is_fenced = is_fenced
+        self.should_shut_down = should_shut_down
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BrokerHeartbeatResponse  # type: ignore[assignment]
+
+
 def _d_BrokerHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
     (f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down,) = _S0.unpack_from(buf, pos)
     pos += 9
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerHeartbeatResponse(f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerHeartbeatResponse(f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 BrokerHeartbeatResponse._DECODERS = {
@@ -71,10 +97,10 @@ BrokerHeartbeatResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (43, 'BrokerHeartbeatResponse'),
-    (44, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
-    (46, 'BrokerHeartbeatResponse.<tagged fields>'),
-    (56, 'BrokerHeartbeatResponse'),
-    (60, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
-    (61, 'BrokerHeartbeatResponse.<tagged fields>'),
+    (63, 'BrokerHeartbeatResponse'),
+    (64, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
+    (66, 'BrokerHeartbeatResponse.<tagged fields>'),
+    (79, 'BrokerHeartbeatResponse'),
+    (83, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
+    (84, 'BrokerHeartbeatResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">q")
@@ -36,6 +37,23 @@ class Listener:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Listener:
+    __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    security_protocol: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, security_protocol: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Listener  # type: ignore[assignment]
+
+
 _DEFAULT_Listener = Listener()
 
 
@@ -49,6 +67,21 @@ class Feature:
     #: The maximum supported feature level.
     max_supported_version: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Feature:
+    __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+    name: Any
+    min_supported_version: Any
+    max_supported_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, min_supported_version: Any, max_supported_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Feature  # type: ignore[assignment]
 
 
 _DEFAULT_Feature = Feature()
@@ -84,20 +117,59 @@ class BrokerRegistrationRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BrokerRegistrationRequest(_Message):
+    __slots__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields', )
+    broker_id: Any
+    cluster_id: Any
+    incarnation_id: Any
+    listeners: Any
+    features: Any
+    rack: Any
+    is_migrating_zk_broker: Any
+    log_dirs: Any
+    previous_broker_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, cluster_id: Any, incarnation_id: Any, listeners: Any, features: Any, rack: Any, is_migrating_zk_broker: Any, log_dirs: Any, previous_broker_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.incarnation_id = incarnation_id
+        self.listeners = listeners
+        self.features = features
+        self.rack = rack
+        self.is_migrating_zk_broker = is_migrating_zk_broker
+        self.log_dirs = log_dirs
+        self.previous_broker_epoch = previous_broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BrokerRegistrationRequest  # type: ignore[assignment]
+
+
 def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     (f_broker_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
     for _ in range(count):
         item_features, pos = _d_Feature_0(buf, pos)
@@ -105,16 +177,19 @@ def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[BrokerReg
     f_features = tuple(items_features)
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, False, (), -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, False, (), -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -124,15 +199,26 @@ def _e_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytearray,
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     items_features = o.features
-    _p.write_uvarint(out, len(items_features) + 1)
+    count = len(items_features)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_features in items_features:
         _e_Feature_0(item_features, out, chunks)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
@@ -140,15 +226,27 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
     for _ in range(count):
         item_features, pos = _d_Feature_0(buf, pos)
@@ -158,16 +256,19 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerReg
     (f_is_migrating_zk_broker,) = _S1.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, (), -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, (), -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,16 +276,27 @@ def _e_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytearray,
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     items_features = o.features
-    _p.write_uvarint(out, len(items_features) + 1)
+    count = len(items_features)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_features in items_features:
         _e_Feature_0(item_features, out, chunks)
     _p.write_compact_nullable_string(out, o.rack)
     out += _S1.pack(o.is_migrating_zk_broker)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
@@ -192,15 +304,27 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
     for _ in range(count):
         item_features, pos = _d_Feature_0(buf, pos)
@@ -209,24 +333,33 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     (f_is_migrating_zk_broker,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_log_dirs: list[Any] = []
     for _ in range(count):
         item_log_dirs, pos = _p.read_uuid(buf, pos)
         items_log_dirs.append(item_log_dirs)
     f_log_dirs = tuple(items_log_dirs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -234,20 +367,35 @@ def _e_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytearray,
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     items_features = o.features
-    _p.write_uvarint(out, len(items_features) + 1)
+    count = len(items_features)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_features in items_features:
         _e_Feature_0(item_features, out, chunks)
     _p.write_compact_nullable_string(out, o.rack)
     out += _S1.pack(o.is_migrating_zk_broker)
     items_log_dirs = o.log_dirs
-    _p.write_uvarint(out, len(items_log_dirs) + 1)
+    count = len(items_log_dirs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_log_dirs in items_log_dirs:
         out += item_log_dirs.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerRegistrationRequest, int]:
@@ -255,15 +403,27 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
     for _ in range(count):
         item_features, pos = _d_Feature_0(buf, pos)
@@ -272,8 +432,14 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     (f_is_migrating_zk_broker,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_log_dirs: list[Any] = []
     for _ in range(count):
         item_log_dirs, pos = _p.read_uuid(buf, pos)
@@ -282,16 +448,19 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     (f_previous_broker_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, f_previous_broker_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, f_previous_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -299,21 +468,36 @@ def _e_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytearray,
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     items_features = o.features
-    _p.write_uvarint(out, len(items_features) + 1)
+    count = len(items_features)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_features in items_features:
         _e_Feature_0(item_features, out, chunks)
     _p.write_compact_nullable_string(out, o.rack)
     out += _S1.pack(o.is_migrating_zk_broker)
     items_log_dirs = o.log_dirs
-    _p.write_uvarint(out, len(items_log_dirs) + 1)
+    count = len(items_log_dirs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_log_dirs in items_log_dirs:
         out += item_log_dirs.bytes
     out += _S2.pack(o.previous_broker_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
@@ -322,23 +506,29 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     (f_port, f_security_protocol,) = _S3.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S3.pack(o.port, o.security_protocol)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
@@ -346,22 +536,28 @@ def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
     (f_min_supported_version, f_max_supported_version,) = _S4.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S4.pack(o.min_supported_version, o.max_supported_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 BrokerRegistrationRequest._DECODERS = {
@@ -380,99 +576,99 @@ BrokerRegistrationRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (87, 'BrokerRegistrationRequest'),
-    (88, 'BrokerRegistrationRequest.BrokerId'),
-    (90, 'BrokerRegistrationRequest.ClusterId'),
-    (91, 'BrokerRegistrationRequest.IncarnationId'),
-    (92, 'BrokerRegistrationRequest.Listeners'),
-    (99, 'BrokerRegistrationRequest.Features'),
-    (106, 'BrokerRegistrationRequest.Rack'),
-    (107, 'BrokerRegistrationRequest.<tagged fields>'),
-    (117, 'BrokerRegistrationRequest'),
-    (121, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (123, 'BrokerRegistrationRequest.BrokerId'),
-    (124, 'BrokerRegistrationRequest.ClusterId'),
-    (125, 'BrokerRegistrationRequest.IncarnationId'),
-    (126, 'BrokerRegistrationRequest.Listeners'),
-    (130, 'BrokerRegistrationRequest.Features'),
-    (134, 'BrokerRegistrationRequest.Rack'),
-    (135, 'BrokerRegistrationRequest.<tagged fields>'),
-    (138, 'BrokerRegistrationRequest'),
-    (139, 'BrokerRegistrationRequest.BrokerId'),
-    (141, 'BrokerRegistrationRequest.ClusterId'),
-    (142, 'BrokerRegistrationRequest.IncarnationId'),
-    (143, 'BrokerRegistrationRequest.Listeners'),
-    (150, 'BrokerRegistrationRequest.Features'),
-    (157, 'BrokerRegistrationRequest.Rack'),
-    (158, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (160, 'BrokerRegistrationRequest.<tagged fields>'),
-    (170, 'BrokerRegistrationRequest'),
-    (174, 'BrokerRegistrationRequest.BrokerId'),
-    (175, 'BrokerRegistrationRequest.ClusterId'),
-    (176, 'BrokerRegistrationRequest.IncarnationId'),
-    (177, 'BrokerRegistrationRequest.Listeners'),
-    (181, 'BrokerRegistrationRequest.Features'),
-    (185, 'BrokerRegistrationRequest.Rack'),
-    (186, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (187, 'BrokerRegistrationRequest.<tagged fields>'),
-    (190, 'BrokerRegistrationRequest'),
-    (191, 'BrokerRegistrationRequest.BrokerId'),
-    (193, 'BrokerRegistrationRequest.ClusterId'),
-    (194, 'BrokerRegistrationRequest.IncarnationId'),
-    (195, 'BrokerRegistrationRequest.Listeners'),
-    (202, 'BrokerRegistrationRequest.Features'),
-    (209, 'BrokerRegistrationRequest.Rack'),
-    (210, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (212, 'BrokerRegistrationRequest.LogDirs'),
-    (219, 'BrokerRegistrationRequest.<tagged fields>'),
-    (229, 'BrokerRegistrationRequest'),
-    (233, 'BrokerRegistrationRequest.BrokerId'),
-    (234, 'BrokerRegistrationRequest.ClusterId'),
-    (235, 'BrokerRegistrationRequest.IncarnationId'),
-    (236, 'BrokerRegistrationRequest.Listeners'),
-    (240, 'BrokerRegistrationRequest.Features'),
-    (244, 'BrokerRegistrationRequest.Rack'),
-    (245, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (246, 'BrokerRegistrationRequest.LogDirs'),
-    (250, 'BrokerRegistrationRequest.<tagged fields>'),
-    (253, 'BrokerRegistrationRequest'),
-    (254, 'BrokerRegistrationRequest.BrokerId'),
-    (256, 'BrokerRegistrationRequest.ClusterId'),
-    (257, 'BrokerRegistrationRequest.IncarnationId'),
-    (258, 'BrokerRegistrationRequest.Listeners'),
-    (265, 'BrokerRegistrationRequest.Features'),
-    (272, 'BrokerRegistrationRequest.Rack'),
-    (273, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (275, 'BrokerRegistrationRequest.LogDirs'),
-    (282, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (284, 'BrokerRegistrationRequest.<tagged fields>'),
-    (294, 'BrokerRegistrationRequest'),
-    (298, 'BrokerRegistrationRequest.BrokerId'),
-    (299, 'BrokerRegistrationRequest.ClusterId'),
-    (300, 'BrokerRegistrationRequest.IncarnationId'),
-    (301, 'BrokerRegistrationRequest.Listeners'),
-    (305, 'BrokerRegistrationRequest.Features'),
-    (309, 'BrokerRegistrationRequest.Rack'),
-    (310, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (311, 'BrokerRegistrationRequest.LogDirs'),
-    (315, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (316, 'BrokerRegistrationRequest.<tagged fields>'),
-    (319, 'Listener'),
-    (320, 'Listener.Name'),
-    (321, 'Listener.Host'),
-    (322, 'Listener.Port,SecurityProtocol'),
-    (324, 'Listener.<tagged fields>'),
-    (334, 'Listener'),
-    (338, 'Listener.Name'),
-    (339, 'Listener.Host'),
-    (340, 'Listener.Port,SecurityProtocol'),
-    (341, 'Listener.<tagged fields>'),
-    (344, 'Feature'),
-    (345, 'Feature.Name'),
-    (346, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (348, 'Feature.<tagged fields>'),
-    (358, 'Feature'),
-    (362, 'Feature.Name'),
-    (363, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (364, 'Feature.<tagged fields>'),
+    (147, 'BrokerRegistrationRequest'),
+    (148, 'BrokerRegistrationRequest.BrokerId'),
+    (150, 'BrokerRegistrationRequest.ClusterId'),
+    (151, 'BrokerRegistrationRequest.IncarnationId'),
+    (152, 'BrokerRegistrationRequest.Listeners'),
+    (165, 'BrokerRegistrationRequest.Features'),
+    (178, 'BrokerRegistrationRequest.Rack'),
+    (179, 'BrokerRegistrationRequest.<tagged fields>'),
+    (192, 'BrokerRegistrationRequest'),
+    (196, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (198, 'BrokerRegistrationRequest.BrokerId'),
+    (199, 'BrokerRegistrationRequest.ClusterId'),
+    (200, 'BrokerRegistrationRequest.IncarnationId'),
+    (201, 'BrokerRegistrationRequest.Listeners'),
+    (209, 'BrokerRegistrationRequest.Features'),
+    (217, 'BrokerRegistrationRequest.Rack'),
+    (218, 'BrokerRegistrationRequest.<tagged fields>'),
+    (224, 'BrokerRegistrationRequest'),
+    (225, 'BrokerRegistrationRequest.BrokerId'),
+    (227, 'BrokerRegistrationRequest.ClusterId'),
+    (228, 'BrokerRegistrationRequest.IncarnationId'),
+    (229, 'BrokerRegistrationRequest.Listeners'),
+    (242, 'BrokerRegistrationRequest.Features'),
+    (255, 'BrokerRegistrationRequest.Rack'),
+    (256, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (258, 'BrokerRegistrationRequest.<tagged fields>'),
+    (271, 'BrokerRegistrationRequest'),
+    (275, 'BrokerRegistrationRequest.BrokerId'),
+    (276, 'BrokerRegistrationRequest.ClusterId'),
+    (277, 'BrokerRegistrationRequest.IncarnationId'),
+    (278, 'BrokerRegistrationRequest.Listeners'),
+    (286, 'BrokerRegistrationRequest.Features'),
+    (294, 'BrokerRegistrationRequest.Rack'),
+    (295, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (296, 'BrokerRegistrationRequest.<tagged fields>'),
+    (302, 'BrokerRegistrationRequest'),
+    (303, 'BrokerRegistrationRequest.BrokerId'),
+    (305, 'BrokerRegistrationRequest.ClusterId'),
+    (306, 'BrokerRegistrationRequest.IncarnationId'),
+    (307, 'BrokerRegistrationRequest.Listeners'),
+    (320, 'BrokerRegistrationRequest.Features'),
+    (333, 'BrokerRegistrationRequest.Rack'),
+    (334, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (336, 'BrokerRegistrationRequest.LogDirs'),
+    (349, 'BrokerRegistrationRequest.<tagged fields>'),
+    (362, 'BrokerRegistrationRequest'),
+    (366, 'BrokerRegistrationRequest.BrokerId'),
+    (367, 'BrokerRegistrationRequest.ClusterId'),
+    (368, 'BrokerRegistrationRequest.IncarnationId'),
+    (369, 'BrokerRegistrationRequest.Listeners'),
+    (377, 'BrokerRegistrationRequest.Features'),
+    (385, 'BrokerRegistrationRequest.Rack'),
+    (386, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (387, 'BrokerRegistrationRequest.LogDirs'),
+    (395, 'BrokerRegistrationRequest.<tagged fields>'),
+    (401, 'BrokerRegistrationRequest'),
+    (402, 'BrokerRegistrationRequest.BrokerId'),
+    (404, 'BrokerRegistrationRequest.ClusterId'),
+    (405, 'BrokerRegistrationRequest.IncarnationId'),
+    (406, 'BrokerRegistrationRequest.Listeners'),
+    (419, 'BrokerRegistrationRequest.Features'),
+    (432, 'BrokerRegistrationRequest.Rack'),
+    (433, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (435, 'BrokerRegistrationRequest.LogDirs'),
+    (448, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (450, 'BrokerRegistrationRequest.<tagged fields>'),
+    (463, 'BrokerRegistrationRequest'),
+    (467, 'BrokerRegistrationRequest.BrokerId'),
+    (468, 'BrokerRegistrationRequest.ClusterId'),
+    (469, 'BrokerRegistrationRequest.IncarnationId'),
+    (470, 'BrokerRegistrationRequest.Listeners'),
+    (478, 'BrokerRegistrationRequest.Features'),
+    (486, 'BrokerRegistrationRequest.Rack'),
+    (487, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (488, 'BrokerRegistrationRequest.LogDirs'),
+    (496, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (497, 'BrokerRegistrationRequest.<tagged fields>'),
+    (503, 'Listener'),
+    (504, 'Listener.Name'),
+    (505, 'Listener.Host'),
+    (506, 'Listener.Port,SecurityProtocol'),
+    (508, 'Listener.<tagged fields>'),
+    (521, 'Listener'),
+    (525, 'Listener.Name'),
+    (526, 'Listener.Host'),
+    (527, 'Listener.Port,SecurityProtocol'),
+    (528, 'Listener.<tagged fields>'),
+    (534, 'Feature'),
+    (535, 'Feature.Name'),
+    (536, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (538, 'Feature.<tagged fields>'),
+    (551, 'Feature'),
+    (555, 'Feature.Name'),
+    (556, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (557, 'Feature.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ihq")
 
 
@@ -36,25 +37,46 @@ class BrokerRegistrationResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BrokerRegistrationResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'broker_epoch', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    broker_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, broker_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BrokerRegistrationResponse  # type: ignore[assignment]
+
+
 def _d_BrokerRegistrationResponse_0(buf: memoryview, pos: int) -> tuple[BrokerRegistrationResponse, int]:
     (f_throttle_time_ms, f_error_code, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 14
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BrokerRegistrationResponse_0(o: BrokerRegistrationResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.broker_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 BrokerRegistrationResponse._DECODERS = {
@@ -73,10 +95,10 @@ BrokerRegistrationResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'BrokerRegistrationResponse'),
-    (40, 'BrokerRegistrationResponse.ThrottleTimeMs,ErrorCode,BrokerEpoch'),
-    (42, 'BrokerRegistrationResponse.<tagged fields>'),
-    (52, 'BrokerRegistrationResponse'),
+    (55, 'BrokerRegistrationResponse'),
     (56, 'BrokerRegistrationResponse.ThrottleTimeMs,ErrorCode,BrokerEpoch'),
-    (57, 'BrokerRegistrationResponse.<tagged fields>'),
+    (58, 'BrokerRegistrationResponse.<tagged fields>'),
+    (71, 'BrokerRegistrationResponse'),
+    (75, 'BrokerRegistrationResponse.ThrottleTimeMs,ErrorCode,BrokerEpoch'),
+    (76, 'BrokerRegistrationResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 
 
@@ -34,9 +35,28 @@ class ConsumerGroupDescribeRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ConsumerGroupDescribeRequest(_Message):
+    __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields', )
+    group_ids: Any
+    include_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_ids: Any, include_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_ids = group_ids
+        self.include_authorized_operations = include_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ConsumerGroupDescribeRequest  # type: ignore[assignment]
+
+
 def _d_ConsumerGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_group_ids: list[Any] = []
     for _ in range(count):
         item_group_ids, pos = _p.read_compact_string(buf, pos)
@@ -45,25 +65,35 @@ def _d_ConsumerGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[Consum
     (f_include_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ConsumerGroupDescribeRequest(f_group_ids, f_include_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ConsumerGroupDescribeRequest(f_group_ids, f_include_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_group_ids = o.group_ids
-    _p.write_uvarint(out, len(items_group_ids) + 1)
+    count = len(items_group_ids)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_group_ids in items_group_ids:
         _p.write_compact_string(out, item_group_ids)
     out += _S0.pack(o.include_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ConsumerGroupDescribeRequest._DECODERS = {
@@ -74,12 +104,12 @@ ConsumerGroupDescribeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'ConsumerGroupDescribeRequest'),
-    (38, 'ConsumerGroupDescribeRequest.GroupIds'),
-    (45, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (47, 'ConsumerGroupDescribeRequest.<tagged fields>'),
-    (57, 'ConsumerGroupDescribeRequest'),
-    (61, 'ConsumerGroupDescribeRequest.GroupIds'),
+    (51, 'ConsumerGroupDescribeRequest'),
+    (52, 'ConsumerGroupDescribeRequest.GroupIds'),
     (65, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (66, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (67, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (80, 'ConsumerGroupDescribeRequest'),
+    (84, 'ConsumerGroupDescribeRequest.GroupIds'),
+    (92, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (93, 'ConsumerGroupDescribeRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ii")
@@ -31,6 +32,21 @@ class TopicPartitions:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TopicPartitions:
+    __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartitions  # type: ignore[assignment]
+
+
 _DEFAULT_TopicPartitions = TopicPartitions()
 
 
@@ -39,6 +55,17 @@ class Assignment:
     #: The assigned topic-partitions to the member.
     topic_partitions: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Assignment:
+    __slots__ = ('topic_partitions', 'unknown_tagged_fields', )
+    topic_partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_partitions = topic_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Assignment  # type: ignore[assignment]
 
 
 _DEFAULT_Assignment = Assignment()
@@ -69,6 +96,35 @@ class Member:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Member:
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tagged_fields', )
+    member_id: Any
+    instance_id: Any
+    rack_id: Any
+    member_epoch: Any
+    client_id: Any
+    client_host: Any
+    subscribed_topic_names: Any
+    subscribed_topic_regex: Any
+    assignment: Any
+    target_assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, instance_id: Any, rack_id: Any, member_epoch: Any, client_id: Any, client_host: Any, subscribed_topic_names: Any, subscribed_topic_regex: Any, assignment: Any, target_assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.member_epoch = member_epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
+        self.assignment = assignment
+        self.target_assignment = target_assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Member  # type: ignore[assignment]
+
+
 _DEFAULT_Member = Member()
 
 
@@ -95,6 +151,33 @@ class DescribedGroup:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribedGroup:
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    group_id: Any
+    group_state: Any
+    group_epoch: Any
+    assignment_epoch: Any
+    assignor_name: Any
+    members: Any
+    authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, group_id: Any, group_state: Any, group_epoch: Any, assignment_epoch: Any, assignor_name: Any, members: Any, authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.members = members
+        self.authorized_operations = authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedGroup  # type: ignore[assignment]
+
+
 _DEFAULT_DescribedGroup = DescribedGroup()
 
 
@@ -114,36 +197,65 @@ class ConsumerGroupDescribeResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ConsumerGroupDescribeResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    groups: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, groups: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ConsumerGroupDescribeResponse  # type: ignore[assignment]
+
+
 def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ConsumerGroupDescribeResponse(f_throttle_time_ms, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ConsumerGroupDescribeResponse(f_throttle_time_ms, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_DescribedGroup_0(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
@@ -155,8 +267,14 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_group_epoch, f_assignment_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     f_assignor_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_Member_0(buf, pos)
@@ -165,16 +283,19 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -185,11 +306,18 @@ def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     out += _S2.pack(o.group_epoch, o.assignment_epoch)
     _p.write_compact_string(out, o.assignor_name)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_Member_0(item_members, out, chunks)
     out += _S0.pack(o.authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
@@ -200,8 +328,14 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     pos += 4
     f_client_id, pos = _p.read_compact_string(buf, pos)
     f_client_host, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_subscribed_topic_names: list[Any] = []
     for _ in range(count):
         item_subscribed_topic_names, pos = _p.read_compact_string(buf, pos)
@@ -211,16 +345,19 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     f_assignment, pos = _d_Assignment_0(buf, pos)
     f_target_assignment, pos = _d_Assignment_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Member(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Member(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -231,71 +368,110 @@ def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.client_id)
     _p.write_compact_string(out, o.client_host)
     items_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_uvarint(out, len(items_subscribed_topic_names) + 1)
+    count = len(items_subscribed_topic_names)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_subscribed_topic_names in items_subscribed_topic_names:
         _p.write_compact_string(out, item_subscribed_topic_names)
     _p.write_compact_nullable_string(out, o.subscribed_topic_regex)
     _e_Assignment_0(o.assignment, out, chunks)
     _e_Assignment_0(o.target_assignment, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
     for _ in range(count):
         item_topic_partitions, pos = _d_TopicPartitions_0(buf, pos)
         items_topic_partitions.append(item_topic_partitions)
     f_topic_partitions = tuple(items_topic_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Assignment(f_topic_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Assignment(f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topic_partitions = o.topic_partitions
-    _p.write_uvarint(out, len(items_topic_partitions) + 1)
+    count = len(items_topic_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_partitions in items_topic_partitions:
         _e_TopicPartitions_0(item_topic_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicPartitions(f_topic_id, f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicPartitions(f_topic_id, f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ConsumerGroupDescribeResponse._DECODERS = {
@@ -306,72 +482,72 @@ ConsumerGroupDescribeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (117, 'ConsumerGroupDescribeResponse'),
-    (118, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
-    (120, 'ConsumerGroupDescribeResponse.Groups'),
-    (127, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (137, 'ConsumerGroupDescribeResponse'),
-    (141, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
-    (142, 'ConsumerGroupDescribeResponse.Groups'),
-    (146, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (149, 'DescribedGroup'),
-    (150, 'DescribedGroup.ErrorCode'),
-    (152, 'DescribedGroup.ErrorMessage'),
-    (153, 'DescribedGroup.GroupId'),
-    (154, 'DescribedGroup.GroupState'),
-    (155, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (157, 'DescribedGroup.AssignorName'),
-    (158, 'DescribedGroup.Members'),
-    (165, 'DescribedGroup.AuthorizedOperations'),
-    (167, 'DescribedGroup.<tagged fields>'),
-    (177, 'DescribedGroup'),
-    (181, 'DescribedGroup.ErrorCode'),
-    (182, 'DescribedGroup.ErrorMessage'),
-    (183, 'DescribedGroup.GroupId'),
-    (184, 'DescribedGroup.GroupState'),
-    (185, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (186, 'DescribedGroup.AssignorName'),
-    (187, 'DescribedGroup.Members'),
-    (191, 'DescribedGroup.AuthorizedOperations'),
-    (192, 'DescribedGroup.<tagged fields>'),
-    (195, 'Member'),
-    (196, 'Member.MemberId'),
-    (197, 'Member.InstanceId'),
-    (198, 'Member.RackId'),
-    (199, 'Member.MemberEpoch'),
-    (201, 'Member.ClientId'),
-    (202, 'Member.ClientHost'),
-    (203, 'Member.SubscribedTopicNames'),
-    (210, 'Member.SubscribedTopicRegex'),
-    (211, 'Member.Assignment'),
-    (212, 'Member.TargetAssignment'),
-    (213, 'Member.<tagged fields>'),
-    (223, 'Member'),
-    (227, 'Member.MemberId'),
-    (228, 'Member.InstanceId'),
-    (229, 'Member.RackId'),
-    (230, 'Member.MemberEpoch'),
-    (231, 'Member.ClientId'),
-    (232, 'Member.ClientHost'),
-    (233, 'Member.SubscribedTopicNames'),
-    (237, 'Member.SubscribedTopicRegex'),
-    (238, 'Member.Assignment'),
-    (239, 'Member.TargetAssignment'),
-    (240, 'Member.<tagged fields>'),
-    (243, 'Assignment'),
-    (244, 'Assignment.TopicPartitions'),
-    (251, 'Assignment.<tagged fields>'),
-    (261, 'Assignment'),
-    (265, 'Assignment.TopicPartitions'),
-    (269, 'Assignment.<tagged fields>'),
-    (272, 'TopicPartitions'),
-    (273, 'TopicPartitions.TopicId'),
-    (274, 'TopicPartitions.TopicName'),
-    (275, 'TopicPartitions.Partitions'),
-    (279, 'TopicPartitions.<tagged fields>'),
-    (289, 'TopicPartitions'),
-    (293, 'TopicPartitions.TopicId'),
-    (294, 'TopicPartitions.TopicName'),
-    (295, 'TopicPartitions.Partitions'),
-    (298, 'TopicPartitions.<tagged fields>'),
+    (213, 'ConsumerGroupDescribeResponse'),
+    (214, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
+    (216, 'ConsumerGroupDescribeResponse.Groups'),
+    (229, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (242, 'ConsumerGroupDescribeResponse'),
+    (246, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
+    (247, 'ConsumerGroupDescribeResponse.Groups'),
+    (255, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (261, 'DescribedGroup'),
+    (262, 'DescribedGroup.ErrorCode'),
+    (264, 'DescribedGroup.ErrorMessage'),
+    (265, 'DescribedGroup.GroupId'),
+    (266, 'DescribedGroup.GroupState'),
+    (267, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (269, 'DescribedGroup.AssignorName'),
+    (270, 'DescribedGroup.Members'),
+    (283, 'DescribedGroup.AuthorizedOperations'),
+    (285, 'DescribedGroup.<tagged fields>'),
+    (298, 'DescribedGroup'),
+    (302, 'DescribedGroup.ErrorCode'),
+    (303, 'DescribedGroup.ErrorMessage'),
+    (304, 'DescribedGroup.GroupId'),
+    (305, 'DescribedGroup.GroupState'),
+    (306, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (307, 'DescribedGroup.AssignorName'),
+    (308, 'DescribedGroup.Members'),
+    (316, 'DescribedGroup.AuthorizedOperations'),
+    (317, 'DescribedGroup.<tagged fields>'),
+    (323, 'Member'),
+    (324, 'Member.MemberId'),
+    (325, 'Member.InstanceId'),
+    (326, 'Member.RackId'),
+    (327, 'Member.MemberEpoch'),
+    (329, 'Member.ClientId'),
+    (330, 'Member.ClientHost'),
+    (331, 'Member.SubscribedTopicNames'),
+    (344, 'Member.SubscribedTopicRegex'),
+    (345, 'Member.Assignment'),
+    (346, 'Member.TargetAssignment'),
+    (347, 'Member.<tagged fields>'),
+    (360, 'Member'),
+    (364, 'Member.MemberId'),
+    (365, 'Member.InstanceId'),
+    (366, 'Member.RackId'),
+    (367, 'Member.MemberEpoch'),
+    (368, 'Member.ClientId'),
+    (369, 'Member.ClientHost'),
+    (370, 'Member.SubscribedTopicNames'),
+    (378, 'Member.SubscribedTopicRegex'),
+    (379, 'Member.Assignment'),
+    (380, 'Member.TargetAssignment'),
+    (381, 'Member.<tagged fields>'),
+    (387, 'Assignment'),
+    (388, 'Assignment.TopicPartitions'),
+    (401, 'Assignment.<tagged fields>'),
+    (414, 'Assignment'),
+    (418, 'Assignment.TopicPartitions'),
+    (426, 'Assignment.<tagged fields>'),
+    (432, 'TopicPartitions'),
+    (433, 'TopicPartitions.TopicId'),
+    (434, 'TopicPartitions.TopicName'),
+    (435, 'TopicPartitions.Partitions'),
+    (445, 'TopicPartitions.<tagged fields>'),
+    (458, 'TopicPartitions'),
+    (462, 'TopicPartitions.TopicId'),
+    (463, 'TopicPartitions.TopicName'),
+    (464, 'TopicPartitions.Partitions'),
+    (471, 'TopicPartitions.<tagged fields>'),
 )

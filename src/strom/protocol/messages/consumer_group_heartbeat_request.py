@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -25,6 +26,19 @@ class TopicPartitions:
     #: The partitions.
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicPartitions:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartitions  # type: ignore[assignment]
 
 
 _DEFAULT_TopicPartitions = TopicPartitions()
@@ -62,6 +76,35 @@ class ConsumerGroupHeartbeatRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ConsumerGroupHeartbeatRequest(_Message):
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'topic_partitions', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    member_epoch: Any
+    instance_id: Any
+    rack_id: Any
+    rebalance_timeout_ms: Any
+    subscribed_topic_names: Any
+    subscribed_topic_regex: Any
+    server_assignor: Any
+    topic_partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, member_epoch: Any, instance_id: Any, rack_id: Any, rebalance_timeout_ms: Any, subscribed_topic_names: Any, subscribed_topic_regex: Any, server_assignor: Any, topic_partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.subscribed_topic_names = subscribed_topic_names
+        self.subscribed_topic_regex = subscribed_topic_regex
+        self.server_assignor = server_assignor
+        self.topic_partitions = topic_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ConsumerGroupHeartbeatRequest  # type: ignore[assignment]
+
+
 def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
@@ -71,7 +114,14 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_subscribed_topic_names = None
     else:
@@ -81,7 +131,14 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
             items_subscribed_topic_names.append(item_subscribed_topic_names)
         f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     f_server_assignor, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topic_partitions = None
     else:
@@ -91,16 +148,19 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
             items_topic_partitions.append(item_topic_partitions)
         f_topic_partitions = tuple(items_topic_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, None, f_server_assignor, f_topic_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, None, f_server_assignor, f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -116,7 +176,11 @@ def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: by
     if items_subscribed_topic_names is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_subscribed_topic_names) + 1)
+        count = len(items_subscribed_topic_names)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_subscribed_topic_names in items_subscribed_topic_names:
             _p.write_compact_string(out, item_subscribed_topic_names)
     _p.write_compact_nullable_string(out, o.server_assignor)
@@ -124,10 +188,17 @@ def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: by
     if items_topic_partitions is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topic_partitions) + 1)
+        count = len(items_topic_partitions)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topic_partitions in items_topic_partitions:
             _e_TopicPartitions_0(item_topic_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
@@ -139,7 +210,14 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_subscribed_topic_names = None
     else:
@@ -150,7 +228,14 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
         f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     f_subscribed_topic_regex, pos = _p.read_compact_nullable_string(buf, pos)
     f_server_assignor, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topic_partitions = None
     else:
@@ -160,16 +245,19 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
             items_topic_partitions.append(item_topic_partitions)
         f_topic_partitions = tuple(items_topic_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, f_subscribed_topic_regex, f_server_assignor, f_topic_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, f_subscribed_topic_regex, f_server_assignor, f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -183,7 +271,11 @@ def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: by
     if items_subscribed_topic_names is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_subscribed_topic_names) + 1)
+        count = len(items_subscribed_topic_names)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_subscribed_topic_names in items_subscribed_topic_names:
             _p.write_compact_string(out, item_subscribed_topic_names)
     _p.write_compact_nullable_string(out, o.subscribed_topic_regex)
@@ -192,37 +284,60 @@ def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: by
     if items_topic_partitions is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topic_partitions) + 1)
+        count = len(items_topic_partitions)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topic_partitions in items_topic_partitions:
             _e_TopicPartitions_0(item_topic_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicPartitions(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicPartitions(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ConsumerGroupHeartbeatRequest._DECODERS = {
@@ -235,59 +350,59 @@ ConsumerGroupHeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (65, 'ConsumerGroupHeartbeatRequest'),
-    (66, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (67, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (68, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (70, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (71, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (72, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (74, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (83, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (84, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (93, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (103, 'ConsumerGroupHeartbeatRequest'),
-    (107, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (108, 'ConsumerGroupHeartbeatRequest'),
     (109, 'ConsumerGroupHeartbeatRequest.GroupId'),
     (110, 'ConsumerGroupHeartbeatRequest.MemberId'),
     (111, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (112, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (113, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (114, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (115, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (122, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (123, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (130, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (133, 'ConsumerGroupHeartbeatRequest'),
-    (134, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (135, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (136, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (138, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (139, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (140, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (142, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (151, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
-    (152, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (153, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (162, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (172, 'ConsumerGroupHeartbeatRequest'),
-    (176, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (177, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (178, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (179, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (180, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (181, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (182, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (189, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
-    (190, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (191, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (113, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (114, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (115, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (117, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (133, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (134, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (150, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (163, 'ConsumerGroupHeartbeatRequest'),
+    (167, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (169, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (170, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (171, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (172, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (173, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (174, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (175, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (186, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (187, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
     (198, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (201, 'TopicPartitions'),
-    (202, 'TopicPartitions.TopicId'),
-    (203, 'TopicPartitions.Partitions'),
-    (207, 'TopicPartitions.<tagged fields>'),
-    (217, 'TopicPartitions'),
-    (221, 'TopicPartitions.TopicId'),
-    (222, 'TopicPartitions.Partitions'),
-    (225, 'TopicPartitions.<tagged fields>'),
+    (204, 'ConsumerGroupHeartbeatRequest'),
+    (205, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (206, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (207, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (209, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (210, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (211, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (213, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (229, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (230, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (231, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (247, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (260, 'ConsumerGroupHeartbeatRequest'),
+    (264, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (265, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (266, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (267, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (268, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (269, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (270, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (281, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (282, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (283, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (294, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (300, 'TopicPartitions'),
+    (301, 'TopicPartitions.TopicId'),
+    (302, 'TopicPartitions.Partitions'),
+    (312, 'TopicPartitions.<tagged fields>'),
+    (325, 'TopicPartitions'),
+    (329, 'TopicPartitions.TopicId'),
+    (330, 'TopicPartitions.Partitions'),
+    (337, 'TopicPartitions.<tagged fields>'),
 )

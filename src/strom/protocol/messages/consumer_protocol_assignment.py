@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -24,6 +25,19 @@ class TopicPartition:
     topic: str = ''
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicPartition:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartition  # type: ignore[assignment]
 
 
 _DEFAULT_TopicPartition = TopicPartition()
@@ -43,20 +57,37 @@ class ConsumerProtocolAssignment(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ConsumerProtocolAssignment(_Message):
+    __slots__ = ('assigned_partitions', 'user_data', 'unknown_tagged_fields', )
+    assigned_partitions: Any
+    user_data: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, assigned_partitions: Any, user_data: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.assigned_partitions = assigned_partitions
+        self.user_data = user_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ConsumerProtocolAssignment  # type: ignore[assignment]
+
+
 def _d_ConsumerProtocolAssignment_0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assigned_partitions: list[Any] = []
     for _ in range(count):
         item_assigned_partitions, pos = _d_TopicPartition_0(buf, pos)
         items_assigned_partitions.append(item_assigned_partitions)
     f_assigned_partitions = tuple(items_assigned_partitions)
     f_user_data, pos = _p.read_nullable_view(buf, pos)
-    return ConsumerProtocolAssignment(f_assigned_partitions, f_user_data), pos
+    return _New_ConsumerProtocolAssignment(f_assigned_partitions, f_user_data), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_assigned_partitions = o.assigned_partitions
-    out += _p.INT32.pack(len(items_assigned_partitions))
+    count = len(items_assigned_partitions)
+    out += _p.INT32.pack(count)
     for item_assigned_partitions in items_assigned_partitions:
         _e_TopicPartition_0(item_assigned_partitions, out, chunks)
     _write_records(out, chunks, o.user_data, False, True)
@@ -64,17 +95,21 @@ def _e_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearra
 
 def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[TopicPartition, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return TopicPartition(f_topic, f_partitions), pos
+    return _New_TopicPartition(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 ConsumerProtocolAssignment._DECODERS = {
@@ -91,16 +126,16 @@ ConsumerProtocolAssignment._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (46, 'ConsumerProtocolAssignment'),
-    (47, 'ConsumerProtocolAssignment.AssignedPartitions'),
-    (53, 'ConsumerProtocolAssignment.UserData'),
-    (54, 'ConsumerProtocolAssignment'),
-    (58, 'ConsumerProtocolAssignment.AssignedPartitions'),
-    (62, 'ConsumerProtocolAssignment.UserData'),
-    (65, 'TopicPartition'),
-    (66, 'TopicPartition.Topic'),
-    (67, 'TopicPartition.Partitions'),
-    (70, 'TopicPartition'),
-    (74, 'TopicPartition.Topic'),
-    (75, 'TopicPartition.Partitions'),
+    (73, 'ConsumerProtocolAssignment'),
+    (74, 'ConsumerProtocolAssignment.AssignedPartitions'),
+    (83, 'ConsumerProtocolAssignment.UserData'),
+    (84, 'ConsumerProtocolAssignment'),
+    (88, 'ConsumerProtocolAssignment.AssignedPartitions'),
+    (93, 'ConsumerProtocolAssignment.UserData'),
+    (96, 'TopicPartition'),
+    (97, 'TopicPartition.Topic'),
+    (98, 'TopicPartition.Partitions'),
+    (104, 'TopicPartition'),
+    (108, 'TopicPartition.Topic'),
+    (109, 'TopicPartition.Partitions'),
 )

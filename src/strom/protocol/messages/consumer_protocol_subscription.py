@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -24,6 +25,19 @@ class TopicPartition:
     topic: str = ''
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicPartition:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartition  # type: ignore[assignment]
 
 
 _DEFAULT_TopicPartition = TopicPartition()
@@ -46,63 +60,100 @@ class ConsumerProtocolSubscription(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ConsumerProtocolSubscription(_Message):
+    __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields', )
+    topics: Any
+    user_data: Any
+    owned_partitions: Any
+    generation_id: Any
+    rack_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, user_data: Any, owned_partitions: Any, generation_id: Any, rack_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.user_data = user_data
+        self.owned_partitions = owned_partitions
+        self.generation_id = generation_id
+        self.rack_id = rack_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ConsumerProtocolSubscription  # type: ignore[assignment]
+
+
 def _d_ConsumerProtocolSubscription_0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _p.read_string(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     f_user_data, pos = _p.read_nullable_view(buf, pos)
-    return ConsumerProtocolSubscription(f_topics, f_user_data, (), -1, None), pos
+    return _New_ConsumerProtocolSubscription(f_topics, f_user_data, (), -1, None), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _p.write_string(out, item_topics)
     _write_records(out, chunks, o.user_data, False, True)
 
 
 def _d_ConsumerProtocolSubscription_1(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _p.read_string(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     f_user_data, pos = _p.read_nullable_view(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_owned_partitions: list[Any] = []
     for _ in range(count):
         item_owned_partitions, pos = _d_TopicPartition_0(buf, pos)
         items_owned_partitions.append(item_owned_partitions)
     f_owned_partitions = tuple(items_owned_partitions)
-    return ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, -1, None), pos
+    return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, -1, None), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _p.write_string(out, item_topics)
     _write_records(out, chunks, o.user_data, False, True)
     items_owned_partitions = o.owned_partitions
-    out += _p.INT32.pack(len(items_owned_partitions))
+    count = len(items_owned_partitions)
+    out += _p.INT32.pack(count)
     for item_owned_partitions in items_owned_partitions:
         _e_TopicPartition_0(item_owned_partitions, out, chunks)
 
 
 def _d_ConsumerProtocolSubscription_2(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _p.read_string(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     f_user_data, pos = _p.read_nullable_view(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_owned_partitions: list[Any] = []
     for _ in range(count):
         item_owned_partitions, pos = _d_TopicPartition_0(buf, pos)
@@ -110,31 +161,39 @@ def _d_ConsumerProtocolSubscription_2(buf: memoryview, pos: int) -> tuple[Consum
     f_owned_partitions = tuple(items_owned_partitions)
     (f_generation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, None), pos
+    return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, None), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _p.write_string(out, item_topics)
     _write_records(out, chunks, o.user_data, False, True)
     items_owned_partitions = o.owned_partitions
-    out += _p.INT32.pack(len(items_owned_partitions))
+    count = len(items_owned_partitions)
+    out += _p.INT32.pack(count)
     for item_owned_partitions in items_owned_partitions:
         _e_TopicPartition_0(item_owned_partitions, out, chunks)
     out += _S0.pack(o.generation_id)
 
 
 def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _p.read_string(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     f_user_data, pos = _p.read_nullable_view(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_owned_partitions: list[Any] = []
     for _ in range(count):
         item_owned_partitions, pos = _d_TopicPartition_0(buf, pos)
@@ -143,17 +202,19 @@ def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[Consum
     (f_generation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_rack_id, pos = _p.read_nullable_string(buf, pos)
-    return ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, f_rack_id), pos
+    return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, f_rack_id), pos  # type: ignore[return-value]
 
 
 def _e_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _p.write_string(out, item_topics)
     _write_records(out, chunks, o.user_data, False, True)
     items_owned_partitions = o.owned_partitions
-    out += _p.INT32.pack(len(items_owned_partitions))
+    count = len(items_owned_partitions)
+    out += _p.INT32.pack(count)
     for item_owned_partitions in items_owned_partitions:
         _e_TopicPartition_0(item_owned_partitions, out, chunks)
     out += _S0.pack(o.generation_id)
@@ -162,17 +223,21 @@ def _e_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: byte
 
 def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[TopicPartition, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return TopicPartition(f_topic, f_partitions), pos
+    return _New_TopicPartition(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 ConsumerProtocolSubscription._DECODERS = {
@@ -189,46 +254,46 @@ ConsumerProtocolSubscription._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (49, 'ConsumerProtocolSubscription'),
-    (50, 'ConsumerProtocolSubscription.Topics'),
-    (56, 'ConsumerProtocolSubscription.UserData'),
-    (57, 'ConsumerProtocolSubscription'),
-    (61, 'ConsumerProtocolSubscription.Topics'),
-    (65, 'ConsumerProtocolSubscription.UserData'),
-    (68, 'ConsumerProtocolSubscription'),
-    (69, 'ConsumerProtocolSubscription.Topics'),
-    (75, 'ConsumerProtocolSubscription.UserData'),
-    (76, 'ConsumerProtocolSubscription.OwnedPartitions'),
     (82, 'ConsumerProtocolSubscription'),
-    (86, 'ConsumerProtocolSubscription.Topics'),
-    (90, 'ConsumerProtocolSubscription.UserData'),
-    (91, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (97, 'ConsumerProtocolSubscription'),
-    (98, 'ConsumerProtocolSubscription.Topics'),
-    (104, 'ConsumerProtocolSubscription.UserData'),
-    (105, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (111, 'ConsumerProtocolSubscription.GenerationId'),
-    (113, 'ConsumerProtocolSubscription'),
-    (117, 'ConsumerProtocolSubscription.Topics'),
-    (121, 'ConsumerProtocolSubscription.UserData'),
-    (122, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (126, 'ConsumerProtocolSubscription.GenerationId'),
-    (129, 'ConsumerProtocolSubscription'),
-    (130, 'ConsumerProtocolSubscription.Topics'),
-    (136, 'ConsumerProtocolSubscription.UserData'),
-    (137, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (143, 'ConsumerProtocolSubscription.GenerationId'),
-    (145, 'ConsumerProtocolSubscription.RackId'),
-    (146, 'ConsumerProtocolSubscription'),
-    (150, 'ConsumerProtocolSubscription.Topics'),
-    (154, 'ConsumerProtocolSubscription.UserData'),
-    (155, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (159, 'ConsumerProtocolSubscription.GenerationId'),
-    (160, 'ConsumerProtocolSubscription.RackId'),
-    (163, 'TopicPartition'),
-    (164, 'TopicPartition.Topic'),
-    (165, 'TopicPartition.Partitions'),
-    (168, 'TopicPartition'),
-    (172, 'TopicPartition.Topic'),
-    (173, 'TopicPartition.Partitions'),
+    (83, 'ConsumerProtocolSubscription.Topics'),
+    (92, 'ConsumerProtocolSubscription.UserData'),
+    (93, 'ConsumerProtocolSubscription'),
+    (97, 'ConsumerProtocolSubscription.Topics'),
+    (102, 'ConsumerProtocolSubscription.UserData'),
+    (105, 'ConsumerProtocolSubscription'),
+    (106, 'ConsumerProtocolSubscription.Topics'),
+    (115, 'ConsumerProtocolSubscription.UserData'),
+    (116, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (125, 'ConsumerProtocolSubscription'),
+    (129, 'ConsumerProtocolSubscription.Topics'),
+    (134, 'ConsumerProtocolSubscription.UserData'),
+    (135, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (142, 'ConsumerProtocolSubscription'),
+    (143, 'ConsumerProtocolSubscription.Topics'),
+    (152, 'ConsumerProtocolSubscription.UserData'),
+    (153, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (162, 'ConsumerProtocolSubscription.GenerationId'),
+    (164, 'ConsumerProtocolSubscription'),
+    (168, 'ConsumerProtocolSubscription.Topics'),
+    (173, 'ConsumerProtocolSubscription.UserData'),
+    (174, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (179, 'ConsumerProtocolSubscription.GenerationId'),
+    (182, 'ConsumerProtocolSubscription'),
+    (183, 'ConsumerProtocolSubscription.Topics'),
+    (192, 'ConsumerProtocolSubscription.UserData'),
+    (193, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (202, 'ConsumerProtocolSubscription.GenerationId'),
+    (204, 'ConsumerProtocolSubscription.RackId'),
+    (205, 'ConsumerProtocolSubscription'),
+    (209, 'ConsumerProtocolSubscription.Topics'),
+    (214, 'ConsumerProtocolSubscription.UserData'),
+    (215, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (220, 'ConsumerProtocolSubscription.GenerationId'),
+    (221, 'ConsumerProtocolSubscription.RackId'),
+    (224, 'TopicPartition'),
+    (225, 'TopicPartition.Topic'),
+    (226, 'TopicPartition.Partitions'),
+    (232, 'TopicPartition'),
+    (236, 'TopicPartition.Topic'),
+    (237, 'TopicPartition.Partitions'),
 )

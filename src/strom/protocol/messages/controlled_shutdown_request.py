@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">iq")
 
@@ -35,10 +36,23 @@ class ControlledShutdownRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ControlledShutdownRequest(_Message):
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+    broker_id: Any
+    broker_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, broker_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ControlledShutdownRequest  # type: ignore[assignment]
+
+
 def _d_ControlledShutdownRequest_0(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     (f_broker_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ControlledShutdownRequest(f_broker_id, -1), pos
+    return _New_ControlledShutdownRequest(f_broker_id, -1), pos  # type: ignore[return-value]
 
 
 def _e_ControlledShutdownRequest_0(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -48,7 +62,7 @@ def _e_ControlledShutdownRequest_0(o: ControlledShutdownRequest, out: bytearray,
 def _d_ControlledShutdownRequest_1(buf: memoryview, pos: int) -> tuple[ControlledShutdownRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    return ControlledShutdownRequest(f_broker_id, f_broker_epoch), pos
+    return _New_ControlledShutdownRequest(f_broker_id, f_broker_epoch), pos  # type: ignore[return-value]
 
 
 def _e_ControlledShutdownRequest_1(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -59,21 +73,27 @@ def _d_ControlledShutdownRequest_2(buf: memoryview, pos: int) -> tuple[Controlle
     (f_broker_id, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ControlledShutdownRequest(f_broker_id, f_broker_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ControlledShutdownRequest(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ControlledShutdownRequest_2(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.broker_id, o.broker_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ControlledShutdownRequest._DECODERS = {
@@ -90,18 +110,18 @@ ControlledShutdownRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (38, 'ControlledShutdownRequest'),
-    (39, 'ControlledShutdownRequest.BrokerId'),
-    (41, 'ControlledShutdownRequest'),
-    (45, 'ControlledShutdownRequest.BrokerId'),
-    (48, 'ControlledShutdownRequest'),
-    (49, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (51, 'ControlledShutdownRequest'),
-    (55, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (58, 'ControlledShutdownRequest'),
-    (59, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (61, 'ControlledShutdownRequest.<tagged fields>'),
-    (71, 'ControlledShutdownRequest'),
-    (75, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (76, 'ControlledShutdownRequest.<tagged fields>'),
+    (52, 'ControlledShutdownRequest'),
+    (53, 'ControlledShutdownRequest.BrokerId'),
+    (55, 'ControlledShutdownRequest'),
+    (59, 'ControlledShutdownRequest.BrokerId'),
+    (62, 'ControlledShutdownRequest'),
+    (63, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (65, 'ControlledShutdownRequest'),
+    (69, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (72, 'ControlledShutdownRequest'),
+    (73, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (75, 'ControlledShutdownRequest.<tagged fields>'),
+    (88, 'ControlledShutdownRequest'),
+    (92, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (93, 'ControlledShutdownRequest.<tagged fields>'),
 )

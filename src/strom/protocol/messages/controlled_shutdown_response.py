@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 
@@ -27,6 +28,19 @@ class RemainingPartition:
     #: The index of the partition.
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_RemainingPartition:
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = RemainingPartition  # type: ignore[assignment]
 
 
 _DEFAULT_RemainingPartition = RemainingPartition()
@@ -48,22 +62,39 @@ class ControlledShutdownResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ControlledShutdownResponse(_Message):
+    __slots__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields', )
+    error_code: Any
+    remaining_partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, remaining_partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.remaining_partitions = remaining_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ControlledShutdownResponse  # type: ignore[assignment]
+
+
 def _d_ControlledShutdownResponse_0(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_remaining_partitions: list[Any] = []
     for _ in range(count):
         item_remaining_partitions, pos = _d_RemainingPartition_0(buf, pos)
         items_remaining_partitions.append(item_remaining_partitions)
     f_remaining_partitions = tuple(items_remaining_partitions)
-    return ControlledShutdownResponse(f_error_code, f_remaining_partitions), pos
+    return _New_ControlledShutdownResponse(f_error_code, f_remaining_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_remaining_partitions = o.remaining_partitions
-    out += _p.INT32.pack(len(items_remaining_partitions))
+    count = len(items_remaining_partitions)
+    out += _p.INT32.pack(count)
     for item_remaining_partitions in items_remaining_partitions:
         _e_RemainingPartition_0(item_remaining_partitions, out, chunks)
 
@@ -71,40 +102,56 @@ def _e_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearra
 def _d_ControlledShutdownResponse_1(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_remaining_partitions: list[Any] = []
     for _ in range(count):
         item_remaining_partitions, pos = _d_RemainingPartition_1(buf, pos)
         items_remaining_partitions.append(item_remaining_partitions)
     f_remaining_partitions = tuple(items_remaining_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ControlledShutdownResponse(f_error_code, f_remaining_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ControlledShutdownResponse(f_error_code, f_remaining_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_remaining_partitions = o.remaining_partitions
-    _p.write_uvarint(out, len(items_remaining_partitions) + 1)
+    count = len(items_remaining_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_remaining_partitions in items_remaining_partitions:
         _e_RemainingPartition_1(item_remaining_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_RemainingPartition_0(buf: memoryview, pos: int) -> tuple[RemainingPartition, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return RemainingPartition(f_topic_name, f_partition_index), pos
+    return _New_RemainingPartition(f_topic_name, f_partition_index), pos  # type: ignore[return-value]
 
 
 def _e_RemainingPartition_0(o: RemainingPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -117,22 +164,28 @@ def _d_RemainingPartition_1(buf: memoryview, pos: int) -> tuple[RemainingPartiti
     (f_partition_index,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return RemainingPartition(f_topic_name, f_partition_index, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_RemainingPartition(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
 def _e_RemainingPartition_1(o: RemainingPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ControlledShutdownResponse._DECODERS = {
@@ -149,32 +202,32 @@ ControlledShutdownResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (51, 'ControlledShutdownResponse'),
-    (52, 'ControlledShutdownResponse.ErrorCode'),
-    (54, 'ControlledShutdownResponse.RemainingPartitions'),
-    (60, 'ControlledShutdownResponse'),
-    (64, 'ControlledShutdownResponse.ErrorCode'),
-    (65, 'ControlledShutdownResponse.RemainingPartitions'),
-    (71, 'ControlledShutdownResponse'),
-    (72, 'ControlledShutdownResponse.ErrorCode'),
-    (74, 'ControlledShutdownResponse.RemainingPartitions'),
-    (81, 'ControlledShutdownResponse.<tagged fields>'),
-    (91, 'ControlledShutdownResponse'),
-    (95, 'ControlledShutdownResponse.ErrorCode'),
-    (96, 'ControlledShutdownResponse.RemainingPartitions'),
-    (100, 'ControlledShutdownResponse.<tagged fields>'),
-    (103, 'RemainingPartition'),
-    (104, 'RemainingPartition.TopicName'),
-    (105, 'RemainingPartition.PartitionIndex'),
-    (107, 'RemainingPartition'),
-    (111, 'RemainingPartition.TopicName'),
-    (112, 'RemainingPartition.PartitionIndex'),
-    (115, 'RemainingPartition'),
-    (116, 'RemainingPartition.TopicName'),
-    (117, 'RemainingPartition.PartitionIndex'),
-    (119, 'RemainingPartition.<tagged fields>'),
-    (129, 'RemainingPartition'),
-    (133, 'RemainingPartition.TopicName'),
-    (134, 'RemainingPartition.PartitionIndex'),
-    (135, 'RemainingPartition.<tagged fields>'),
+    (78, 'ControlledShutdownResponse'),
+    (79, 'ControlledShutdownResponse.ErrorCode'),
+    (81, 'ControlledShutdownResponse.RemainingPartitions'),
+    (90, 'ControlledShutdownResponse'),
+    (94, 'ControlledShutdownResponse.ErrorCode'),
+    (95, 'ControlledShutdownResponse.RemainingPartitions'),
+    (102, 'ControlledShutdownResponse'),
+    (103, 'ControlledShutdownResponse.ErrorCode'),
+    (105, 'ControlledShutdownResponse.RemainingPartitions'),
+    (118, 'ControlledShutdownResponse.<tagged fields>'),
+    (131, 'ControlledShutdownResponse'),
+    (135, 'ControlledShutdownResponse.ErrorCode'),
+    (136, 'ControlledShutdownResponse.RemainingPartitions'),
+    (144, 'ControlledShutdownResponse.<tagged fields>'),
+    (150, 'RemainingPartition'),
+    (151, 'RemainingPartition.TopicName'),
+    (152, 'RemainingPartition.PartitionIndex'),
+    (154, 'RemainingPartition'),
+    (158, 'RemainingPartition.TopicName'),
+    (159, 'RemainingPartition.PartitionIndex'),
+    (162, 'RemainingPartition'),
+    (163, 'RemainingPartition.TopicName'),
+    (164, 'RemainingPartition.PartitionIndex'),
+    (166, 'RemainingPartition.<tagged fields>'),
+    (179, 'RemainingPartition'),
+    (183, 'RemainingPartition.TopicName'),
+    (184, 'RemainingPartition.PartitionIndex'),
+    (185, 'RemainingPartition.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">Hh")
@@ -35,6 +36,23 @@ class Listener:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Listener:
+    __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    security_protocol: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, security_protocol: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Listener  # type: ignore[assignment]
+
+
 _DEFAULT_Listener = Listener()
 
 
@@ -48,6 +66,21 @@ class Feature:
     #: The maximum supported feature level.
     max_supported_version: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Feature:
+    __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+    name: Any
+    min_supported_version: Any
+    max_supported_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, min_supported_version: Any, max_supported_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Feature  # type: ignore[assignment]
 
 
 _DEFAULT_Feature = Feature()
@@ -75,37 +108,71 @@ class ControllerRegistrationRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ControllerRegistrationRequest(_Message):
+    __slots__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields', )
+    controller_id: Any
+    incarnation_id: Any
+    zk_migration_ready: Any
+    listeners: Any
+    features: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, controller_id: Any, incarnation_id: Any, zk_migration_ready: Any, listeners: Any, features: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.controller_id = controller_id
+        self.incarnation_id = incarnation_id
+        self.zk_migration_ready = zk_migration_ready
+        self.listeners = listeners
+        self.features = features
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ControllerRegistrationRequest  # type: ignore[assignment]
+
+
 def _d_ControllerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[ControllerRegistrationRequest, int]:
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
     (f_zk_migration_ready,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
     for _ in range(count):
         item_features, pos = _d_Feature_0(buf, pos)
         items_features.append(item_features)
     f_features = tuple(items_features)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ControllerRegistrationRequest(f_controller_id, f_incarnation_id, f_zk_migration_ready, f_listeners, f_features, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ControllerRegistrationRequest(f_controller_id, f_incarnation_id, f_zk_migration_ready, f_listeners, f_features, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -113,14 +180,25 @@ def _e_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out: by
     out += o.incarnation_id.bytes
     out += _S1.pack(o.zk_migration_ready)
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     items_features = o.features
-    _p.write_uvarint(out, len(items_features) + 1)
+    count = len(items_features)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_features in items_features:
         _e_Feature_0(item_features, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
@@ -129,23 +207,29 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     (f_port, f_security_protocol,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port, o.security_protocol)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
@@ -153,22 +237,28 @@ def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
     (f_min_supported_version, f_max_supported_version,) = _S3.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S3.pack(o.min_supported_version, o.max_supported_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ControllerRegistrationRequest._DECODERS = {
@@ -179,36 +269,36 @@ ControllerRegistrationRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (78, 'ControllerRegistrationRequest'),
-    (79, 'ControllerRegistrationRequest.ControllerId'),
-    (81, 'ControllerRegistrationRequest.IncarnationId'),
-    (82, 'ControllerRegistrationRequest.ZkMigrationReady'),
-    (84, 'ControllerRegistrationRequest.Listeners'),
-    (91, 'ControllerRegistrationRequest.Features'),
-    (98, 'ControllerRegistrationRequest.<tagged fields>'),
-    (108, 'ControllerRegistrationRequest'),
-    (112, 'ControllerRegistrationRequest.ControllerId'),
-    (113, 'ControllerRegistrationRequest.IncarnationId'),
-    (114, 'ControllerRegistrationRequest.ZkMigrationReady'),
-    (115, 'ControllerRegistrationRequest.Listeners'),
-    (119, 'ControllerRegistrationRequest.Features'),
-    (123, 'ControllerRegistrationRequest.<tagged fields>'),
-    (126, 'Listener'),
-    (127, 'Listener.Name'),
-    (128, 'Listener.Host'),
-    (129, 'Listener.Port,SecurityProtocol'),
-    (131, 'Listener.<tagged fields>'),
-    (141, 'Listener'),
-    (145, 'Listener.Name'),
-    (146, 'Listener.Host'),
-    (147, 'Listener.Port,SecurityProtocol'),
-    (148, 'Listener.<tagged fields>'),
-    (151, 'Feature'),
-    (152, 'Feature.Name'),
-    (153, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (155, 'Feature.<tagged fields>'),
-    (165, 'Feature'),
-    (169, 'Feature.Name'),
-    (170, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (171, 'Feature.<tagged fields>'),
+    (130, 'ControllerRegistrationRequest'),
+    (131, 'ControllerRegistrationRequest.ControllerId'),
+    (133, 'ControllerRegistrationRequest.IncarnationId'),
+    (134, 'ControllerRegistrationRequest.ZkMigrationReady'),
+    (136, 'ControllerRegistrationRequest.Listeners'),
+    (149, 'ControllerRegistrationRequest.Features'),
+    (162, 'ControllerRegistrationRequest.<tagged fields>'),
+    (175, 'ControllerRegistrationRequest'),
+    (179, 'ControllerRegistrationRequest.ControllerId'),
+    (180, 'ControllerRegistrationRequest.IncarnationId'),
+    (181, 'ControllerRegistrationRequest.ZkMigrationReady'),
+    (182, 'ControllerRegistrationRequest.Listeners'),
+    (190, 'ControllerRegistrationRequest.Features'),
+    (198, 'ControllerRegistrationRequest.<tagged fields>'),
+    (204, 'Listener'),
+    (205, 'Listener.Name'),
+    (206, 'Listener.Host'),
+    (207, 'Listener.Port,SecurityProtocol'),
+    (209, 'Listener.<tagged fields>'),
+    (222, 'Listener'),
+    (226, 'Listener.Name'),
+    (227, 'Listener.Host'),
+    (228, 'Listener.Port,SecurityProtocol'),
+    (229, 'Listener.<tagged fields>'),
+    (235, 'Feature'),
+    (236, 'Feature.Name'),
+    (237, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (239, 'Feature.<tagged fields>'),
+    (252, 'Feature'),
+    (256, 'Feature.Name'),
+    (257, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (258, 'Feature.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -36,27 +37,48 @@ class ControllerRegistrationResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ControllerRegistrationResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ControllerRegistrationResponse  # type: ignore[assignment]
+
+
 def _d_ControllerRegistrationResponse_0(buf: memoryview, pos: int) -> tuple[ControllerRegistrationResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ControllerRegistrationResponse(f_throttle_time_ms, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ControllerRegistrationResponse(f_throttle_time_ms, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ControllerRegistrationResponse_0(o: ControllerRegistrationResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ControllerRegistrationResponse._DECODERS = {
@@ -67,12 +89,12 @@ ControllerRegistrationResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'ControllerRegistrationResponse'),
-    (40, 'ControllerRegistrationResponse.ThrottleTimeMs,ErrorCode'),
-    (42, 'ControllerRegistrationResponse.ErrorMessage'),
-    (43, 'ControllerRegistrationResponse.<tagged fields>'),
-    (53, 'ControllerRegistrationResponse'),
-    (57, 'ControllerRegistrationResponse.ThrottleTimeMs,ErrorCode'),
+    (55, 'ControllerRegistrationResponse'),
+    (56, 'ControllerRegistrationResponse.ThrottleTimeMs,ErrorCode'),
     (58, 'ControllerRegistrationResponse.ErrorMessage'),
     (59, 'ControllerRegistrationResponse.<tagged fields>'),
+    (72, 'ControllerRegistrationResponse'),
+    (76, 'ControllerRegistrationResponse.ThrottleTimeMs,ErrorCode'),
+    (77, 'ControllerRegistrationResponse.ErrorMessage'),
+    (78, 'ControllerRegistrationResponse.<tagged fields>'),
 )

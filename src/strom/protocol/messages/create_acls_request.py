@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
@@ -38,6 +39,29 @@ class AclCreation:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AclCreation:
+    __slots__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+    resource_type: Any
+    resource_name: Any
+    resource_pattern_type: Any
+    principal: Any
+    host: Any
+    operation: Any
+    permission_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type: Any, resource_name: Any, resource_pattern_type: Any, principal: Any, host: Any, operation: Any, permission_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.resource_pattern_type = resource_pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AclCreation  # type: ignore[assignment]
+
+
 _DEFAULT_AclCreation = AclCreation()
 
 
@@ -55,67 +79,102 @@ class CreateAclsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateAclsRequest(_Message):
+    __slots__ = ('creations', 'unknown_tagged_fields', )
+    creations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, creations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.creations = creations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateAclsRequest  # type: ignore[assignment]
+
+
 def _d_CreateAclsRequest_0(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_creations: list[Any] = []
     for _ in range(count):
         item_creations, pos = _d_AclCreation_0(buf, pos)
         items_creations.append(item_creations)
     f_creations = tuple(items_creations)
-    return CreateAclsRequest(f_creations), pos
+    return _New_CreateAclsRequest(f_creations), pos  # type: ignore[return-value]
 
 
 def _e_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_creations = o.creations
-    out += _p.INT32.pack(len(items_creations))
+    count = len(items_creations)
+    out += _p.INT32.pack(count)
     for item_creations in items_creations:
         _e_AclCreation_0(item_creations, out, chunks)
 
 
 def _d_CreateAclsRequest_1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_creations: list[Any] = []
     for _ in range(count):
         item_creations, pos = _d_AclCreation_1(buf, pos)
         items_creations.append(item_creations)
     f_creations = tuple(items_creations)
-    return CreateAclsRequest(f_creations), pos
+    return _New_CreateAclsRequest(f_creations), pos  # type: ignore[return-value]
 
 
 def _e_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_creations = o.creations
-    out += _p.INT32.pack(len(items_creations))
+    count = len(items_creations)
+    out += _p.INT32.pack(count)
     for item_creations in items_creations:
         _e_AclCreation_1(item_creations, out, chunks)
 
 
 def _d_CreateAclsRequest_2(buf: memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_creations: list[Any] = []
     for _ in range(count):
         item_creations, pos = _d_AclCreation_2(buf, pos)
         items_creations.append(item_creations)
     f_creations = tuple(items_creations)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateAclsRequest(f_creations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateAclsRequest(f_creations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_creations = o.creations
-    _p.write_uvarint(out, len(items_creations) + 1)
+    count = len(items_creations)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_creations in items_creations:
         _e_AclCreation_2(item_creations, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AclCreation_0(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
@@ -126,7 +185,7 @@ def _d_AclCreation_0(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     f_host, pos = _p.read_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return AclCreation(f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos
+    return _New_AclCreation(f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_AclCreation_0(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -149,7 +208,7 @@ def _d_AclCreation_1(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     f_host, pos = _p.read_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos
+    return _New_AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_AclCreation_1(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -172,16 +231,19 @@ def _d_AclCreation_2(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AclCreation_2(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -191,7 +253,10 @@ def _e_AclCreation_2(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) ->
     _p.write_compact_string(out, o.principal)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.operation, o.permission_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateAclsRequest._DECODERS = {
@@ -208,61 +273,61 @@ CreateAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (58, 'CreateAclsRequest'),
-    (59, 'CreateAclsRequest.Creations'),
-    (65, 'CreateAclsRequest'),
-    (69, 'CreateAclsRequest.Creations'),
-    (75, 'CreateAclsRequest'),
-    (76, 'CreateAclsRequest.Creations'),
-    (82, 'CreateAclsRequest'),
-    (86, 'CreateAclsRequest.Creations'),
-    (92, 'CreateAclsRequest'),
-    (93, 'CreateAclsRequest.Creations'),
-    (100, 'CreateAclsRequest.<tagged fields>'),
-    (110, 'CreateAclsRequest'),
-    (114, 'CreateAclsRequest.Creations'),
-    (118, 'CreateAclsRequest.<tagged fields>'),
-    (121, 'AclCreation'),
-    (122, 'AclCreation.ResourceType'),
-    (124, 'AclCreation.ResourceName'),
-    (125, 'AclCreation.Principal'),
-    (126, 'AclCreation.Host'),
-    (127, 'AclCreation.Operation,PermissionType'),
-    (129, 'AclCreation'),
-    (133, 'AclCreation.ResourcePatternType'),
-    (135, 'AclCreation.ResourceType'),
-    (136, 'AclCreation.ResourceName'),
-    (137, 'AclCreation.Principal'),
-    (138, 'AclCreation.Host'),
-    (139, 'AclCreation.Operation,PermissionType'),
-    (142, 'AclCreation'),
-    (143, 'AclCreation.ResourceType'),
-    (145, 'AclCreation.ResourceName'),
-    (146, 'AclCreation.ResourcePatternType'),
-    (148, 'AclCreation.Principal'),
-    (149, 'AclCreation.Host'),
-    (150, 'AclCreation.Operation,PermissionType'),
-    (152, 'AclCreation'),
-    (156, 'AclCreation.ResourceType'),
-    (157, 'AclCreation.ResourceName'),
-    (158, 'AclCreation.ResourcePatternType'),
-    (159, 'AclCreation.Principal'),
-    (160, 'AclCreation.Host'),
-    (161, 'AclCreation.Operation,PermissionType'),
-    (164, 'AclCreation'),
-    (165, 'AclCreation.ResourceType'),
-    (167, 'AclCreation.ResourceName'),
-    (168, 'AclCreation.ResourcePatternType'),
-    (170, 'AclCreation.Principal'),
-    (171, 'AclCreation.Host'),
-    (172, 'AclCreation.Operation,PermissionType'),
-    (174, 'AclCreation.<tagged fields>'),
-    (184, 'AclCreation'),
-    (188, 'AclCreation.ResourceType'),
-    (189, 'AclCreation.ResourceName'),
-    (190, 'AclCreation.ResourcePatternType'),
-    (191, 'AclCreation.Principal'),
-    (192, 'AclCreation.Host'),
-    (193, 'AclCreation.Operation,PermissionType'),
-    (194, 'AclCreation.<tagged fields>'),
+    (93, 'CreateAclsRequest'),
+    (94, 'CreateAclsRequest.Creations'),
+    (103, 'CreateAclsRequest'),
+    (107, 'CreateAclsRequest.Creations'),
+    (114, 'CreateAclsRequest'),
+    (115, 'CreateAclsRequest.Creations'),
+    (124, 'CreateAclsRequest'),
+    (128, 'CreateAclsRequest.Creations'),
+    (135, 'CreateAclsRequest'),
+    (136, 'CreateAclsRequest.Creations'),
+    (149, 'CreateAclsRequest.<tagged fields>'),
+    (162, 'CreateAclsRequest'),
+    (166, 'CreateAclsRequest.Creations'),
+    (174, 'CreateAclsRequest.<tagged fields>'),
+    (180, 'AclCreation'),
+    (181, 'AclCreation.ResourceType'),
+    (183, 'AclCreation.ResourceName'),
+    (184, 'AclCreation.Principal'),
+    (185, 'AclCreation.Host'),
+    (186, 'AclCreation.Operation,PermissionType'),
+    (188, 'AclCreation'),
+    (192, 'AclCreation.ResourcePatternType'),
+    (194, 'AclCreation.ResourceType'),
+    (195, 'AclCreation.ResourceName'),
+    (196, 'AclCreation.Principal'),
+    (197, 'AclCreation.Host'),
+    (198, 'AclCreation.Operation,PermissionType'),
+    (201, 'AclCreation'),
+    (202, 'AclCreation.ResourceType'),
+    (204, 'AclCreation.ResourceName'),
+    (205, 'AclCreation.ResourcePatternType'),
+    (207, 'AclCreation.Principal'),
+    (208, 'AclCreation.Host'),
+    (209, 'AclCreation.Operation,PermissionType'),
+    (211, 'AclCreation'),
+    (215, 'AclCreation.ResourceType'),
+    (216, 'AclCreation.ResourceName'),
+    (217, 'AclCreation.ResourcePatternType'),
+    (218, 'AclCreation.Principal'),
+    (219, 'AclCreation.Host'),
+    (220, 'AclCreation.Operation,PermissionType'),
+    (223, 'AclCreation'),
+    (224, 'AclCreation.ResourceType'),
+    (226, 'AclCreation.ResourceName'),
+    (227, 'AclCreation.ResourcePatternType'),
+    (229, 'AclCreation.Principal'),
+    (230, 'AclCreation.Host'),
+    (231, 'AclCreation.Operation,PermissionType'),
+    (233, 'AclCreation.<tagged fields>'),
+    (246, 'AclCreation'),
+    (250, 'AclCreation.ResourceType'),
+    (251, 'AclCreation.ResourceName'),
+    (252, 'AclCreation.ResourcePatternType'),
+    (253, 'AclCreation.Principal'),
+    (254, 'AclCreation.Host'),
+    (255, 'AclCreation.Operation,PermissionType'),
+    (256, 'AclCreation.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -26,6 +27,19 @@ class AclCreationResult:
     #: The result message, or null if there was no error.
     error_message: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AclCreationResult:
+    __slots__ = ('error_code', 'error_message', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AclCreationResult  # type: ignore[assignment]
 
 
 _DEFAULT_AclCreationResult = AclCreationResult()
@@ -47,22 +61,39 @@ class CreateAclsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateAclsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateAclsResponse  # type: ignore[assignment]
+
+
 def _d_CreateAclsResponse_0(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_AclCreationResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return CreateAclsResponse(f_throttle_time_ms, f_results), pos
+    return _New_CreateAclsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_AclCreationResult_0(item_results, out, chunks)
 
@@ -70,40 +101,56 @@ def _e_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray, chunks: list[
 def _d_CreateAclsResponse_1(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_AclCreationResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateAclsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateAclsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateAclsResponse_1(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_AclCreationResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AclCreationResult_0(buf: memoryview, pos: int) -> tuple[AclCreationResult, int]:
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    return AclCreationResult(f_error_code, f_error_message), pos
+    return _New_AclCreationResult(f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
 def _e_AclCreationResult_0(o: AclCreationResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -116,22 +163,28 @@ def _d_AclCreationResult_1(buf: memoryview, pos: int) -> tuple[AclCreationResult
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AclCreationResult(f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AclCreationResult(f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AclCreationResult_1(o: AclCreationResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateAclsResponse._DECODERS = {
@@ -148,32 +201,32 @@ CreateAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (50, 'CreateAclsResponse'),
-    (51, 'CreateAclsResponse.ThrottleTimeMs'),
-    (53, 'CreateAclsResponse.Results'),
-    (59, 'CreateAclsResponse'),
-    (63, 'CreateAclsResponse.ThrottleTimeMs'),
-    (64, 'CreateAclsResponse.Results'),
-    (70, 'CreateAclsResponse'),
-    (71, 'CreateAclsResponse.ThrottleTimeMs'),
-    (73, 'CreateAclsResponse.Results'),
-    (80, 'CreateAclsResponse.<tagged fields>'),
-    (90, 'CreateAclsResponse'),
-    (94, 'CreateAclsResponse.ThrottleTimeMs'),
-    (95, 'CreateAclsResponse.Results'),
-    (99, 'CreateAclsResponse.<tagged fields>'),
-    (102, 'AclCreationResult'),
-    (103, 'AclCreationResult.ErrorCode'),
-    (105, 'AclCreationResult.ErrorMessage'),
-    (106, 'AclCreationResult'),
-    (110, 'AclCreationResult.ErrorCode'),
-    (111, 'AclCreationResult.ErrorMessage'),
-    (114, 'AclCreationResult'),
-    (115, 'AclCreationResult.ErrorCode'),
-    (117, 'AclCreationResult.ErrorMessage'),
-    (118, 'AclCreationResult.<tagged fields>'),
-    (128, 'AclCreationResult'),
-    (132, 'AclCreationResult.ErrorCode'),
-    (133, 'AclCreationResult.ErrorMessage'),
-    (134, 'AclCreationResult.<tagged fields>'),
+    (77, 'CreateAclsResponse'),
+    (78, 'CreateAclsResponse.ThrottleTimeMs'),
+    (80, 'CreateAclsResponse.Results'),
+    (89, 'CreateAclsResponse'),
+    (93, 'CreateAclsResponse.ThrottleTimeMs'),
+    (94, 'CreateAclsResponse.Results'),
+    (101, 'CreateAclsResponse'),
+    (102, 'CreateAclsResponse.ThrottleTimeMs'),
+    (104, 'CreateAclsResponse.Results'),
+    (117, 'CreateAclsResponse.<tagged fields>'),
+    (130, 'CreateAclsResponse'),
+    (134, 'CreateAclsResponse.ThrottleTimeMs'),
+    (135, 'CreateAclsResponse.Results'),
+    (143, 'CreateAclsResponse.<tagged fields>'),
+    (149, 'AclCreationResult'),
+    (150, 'AclCreationResult.ErrorCode'),
+    (152, 'AclCreationResult.ErrorMessage'),
+    (153, 'AclCreationResult'),
+    (157, 'AclCreationResult.ErrorCode'),
+    (158, 'AclCreationResult.ErrorMessage'),
+    (161, 'AclCreationResult'),
+    (162, 'AclCreationResult.ErrorCode'),
+    (164, 'AclCreationResult.ErrorMessage'),
+    (165, 'AclCreationResult.<tagged fields>'),
+    (178, 'AclCreationResult'),
+    (182, 'AclCreationResult.ErrorCode'),
+    (183, 'AclCreationResult.ErrorMessage'),
+    (184, 'AclCreationResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">q")
 
 
@@ -25,6 +26,19 @@ class CreatableRenewers:
     #: The name of the Kafka principal.
     principal_name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatableRenewers:
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+    principal_type: Any
+    principal_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, principal_type: Any, principal_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableRenewers  # type: ignore[assignment]
 
 
 _DEFAULT_CreatableRenewers = CreatableRenewers()
@@ -50,8 +64,28 @@ class CreateDelegationTokenRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateDelegationTokenRequest(_Message):
+    __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields', )
+    owner_principal_type: Any
+    owner_principal_name: Any
+    renewers: Any
+    max_lifetime_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, owner_principal_type: Any, owner_principal_name: Any, renewers: Any, max_lifetime_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.owner_principal_type = owner_principal_type
+        self.owner_principal_name = owner_principal_name
+        self.renewers = renewers
+        self.max_lifetime_ms = max_lifetime_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateDelegationTokenRequest  # type: ignore[assignment]
+
+
 def _d_CreateDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_CreatableRenewers_0(buf, pos)
@@ -59,7 +93,7 @@ def _d_CreateDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Create
     f_renewers = tuple(items_renewers)
     (f_max_lifetime_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
-    return CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms), pos
+    return _New_CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -68,15 +102,22 @@ def _e_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: byte
     if o.owner_principal_name != '':
         raise _UnsupportedVersion("OwnerPrincipalName cannot be sent in version 0", message_name="CreateDelegationTokenRequest", api_version=0, field="OwnerPrincipalName")
     items_renewers = o.renewers
-    out += _p.INT32.pack(len(items_renewers))
+    count = len(items_renewers)
+    out += _p.INT32.pack(count)
     for item_renewers in items_renewers:
         _e_CreatableRenewers_0(item_renewers, out, chunks)
     out += _S0.pack(o.max_lifetime_ms)
 
 
 def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_CreatableRenewers_1(buf, pos)
@@ -85,16 +126,19 @@ def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Create
     (f_max_lifetime_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -103,18 +147,31 @@ def _e_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: byte
     if o.owner_principal_name != '':
         raise _UnsupportedVersion("OwnerPrincipalName cannot be sent in version 2", message_name="CreateDelegationTokenRequest", api_version=2, field="OwnerPrincipalName")
     items_renewers = o.renewers
-    _p.write_uvarint(out, len(items_renewers) + 1)
+    count = len(items_renewers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_renewers in items_renewers:
         _e_CreatableRenewers_1(item_renewers, out, chunks)
     out += _S0.pack(o.max_lifetime_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenRequest_2(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     f_owner_principal_type, pos = _p.read_compact_nullable_string(buf, pos)
     f_owner_principal_name, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_CreatableRenewers_1(buf, pos)
@@ -123,33 +180,43 @@ def _d_CreateDelegationTokenRequest_2(buf: memoryview, pos: int) -> tuple[Create
     (f_max_lifetime_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateDelegationTokenRequest(f_owner_principal_type, f_owner_principal_name, f_renewers, f_max_lifetime_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateDelegationTokenRequest(f_owner_principal_type, f_owner_principal_name, f_renewers, f_max_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.owner_principal_type)
     _p.write_compact_nullable_string(out, o.owner_principal_name)
     items_renewers = o.renewers
-    _p.write_uvarint(out, len(items_renewers) + 1)
+    count = len(items_renewers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_renewers in items_renewers:
         _e_CreatableRenewers_1(item_renewers, out, chunks)
     out += _S0.pack(o.max_lifetime_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatableRenewers_0(buf: memoryview, pos: int) -> tuple[CreatableRenewers, int]:
     f_principal_type, pos = _p.read_string(buf, pos)
     f_principal_name, pos = _p.read_string(buf, pos)
-    return CreatableRenewers(f_principal_type, f_principal_name), pos
+    return _New_CreatableRenewers(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
 def _e_CreatableRenewers_0(o: CreatableRenewers, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -161,22 +228,28 @@ def _d_CreatableRenewers_1(buf: memoryview, pos: int) -> tuple[CreatableRenewers
     f_principal_type, pos = _p.read_compact_string(buf, pos)
     f_principal_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableRenewers(f_principal_type, f_principal_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableRenewers(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableRenewers_1(o: CreatableRenewers, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateDelegationTokenRequest._DECODERS = {
@@ -193,48 +266,48 @@ CreateDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'CreateDelegationTokenRequest'),
-    (54, 'CreateDelegationTokenRequest.Renewers'),
-    (60, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (62, 'CreateDelegationTokenRequest'),
-    (66, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (68, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (70, 'CreateDelegationTokenRequest.Renewers'),
-    (74, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (77, 'CreateDelegationTokenRequest'),
-    (78, 'CreateDelegationTokenRequest.Renewers'),
-    (85, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (87, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (97, 'CreateDelegationTokenRequest'),
-    (101, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (103, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (105, 'CreateDelegationTokenRequest.Renewers'),
+    (84, 'CreateDelegationTokenRequest'),
+    (85, 'CreateDelegationTokenRequest.Renewers'),
+    (94, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (96, 'CreateDelegationTokenRequest'),
+    (100, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (102, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (104, 'CreateDelegationTokenRequest.Renewers'),
     (109, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (110, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (113, 'CreateDelegationTokenRequest'),
-    (114, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (115, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (116, 'CreateDelegationTokenRequest.Renewers'),
-    (123, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (125, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (135, 'CreateDelegationTokenRequest'),
-    (139, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (140, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (141, 'CreateDelegationTokenRequest.Renewers'),
-    (145, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (146, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (149, 'CreatableRenewers'),
-    (150, 'CreatableRenewers.PrincipalType'),
-    (151, 'CreatableRenewers.PrincipalName'),
-    (152, 'CreatableRenewers'),
-    (156, 'CreatableRenewers.PrincipalType'),
-    (157, 'CreatableRenewers.PrincipalName'),
-    (160, 'CreatableRenewers'),
-    (161, 'CreatableRenewers.PrincipalType'),
-    (162, 'CreatableRenewers.PrincipalName'),
-    (163, 'CreatableRenewers.<tagged fields>'),
-    (173, 'CreatableRenewers'),
-    (177, 'CreatableRenewers.PrincipalType'),
-    (178, 'CreatableRenewers.PrincipalName'),
-    (179, 'CreatableRenewers.<tagged fields>'),
+    (112, 'CreateDelegationTokenRequest'),
+    (113, 'CreateDelegationTokenRequest.Renewers'),
+    (126, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (128, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (141, 'CreateDelegationTokenRequest'),
+    (145, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (147, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (149, 'CreateDelegationTokenRequest.Renewers'),
+    (157, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (158, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (164, 'CreateDelegationTokenRequest'),
+    (165, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (166, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (167, 'CreateDelegationTokenRequest.Renewers'),
+    (180, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (182, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (195, 'CreateDelegationTokenRequest'),
+    (199, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (200, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (201, 'CreateDelegationTokenRequest.Renewers'),
+    (209, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (210, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (216, 'CreatableRenewers'),
+    (217, 'CreatableRenewers.PrincipalType'),
+    (218, 'CreatableRenewers.PrincipalName'),
+    (219, 'CreatableRenewers'),
+    (223, 'CreatableRenewers.PrincipalType'),
+    (224, 'CreatableRenewers.PrincipalName'),
+    (227, 'CreatableRenewers'),
+    (228, 'CreatableRenewers.PrincipalType'),
+    (229, 'CreatableRenewers.PrincipalName'),
+    (230, 'CreatableRenewers.<tagged fields>'),
+    (243, 'CreatableRenewers'),
+    (247, 'CreatableRenewers.PrincipalType'),
+    (248, 'CreatableRenewers.PrincipalName'),
+    (249, 'CreatableRenewers.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">qqq")
 _S2 = Struct(">i")
@@ -54,6 +55,37 @@ class CreateDelegationTokenResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateDelegationTokenResponse(_Message):
+    __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields', )
+    error_code: Any
+    principal_type: Any
+    principal_name: Any
+    token_requester_principal_type: Any
+    token_requester_principal_name: Any
+    issue_timestamp_ms: Any
+    expiry_timestamp_ms: Any
+    max_timestamp_ms: Any
+    token_id: Any
+    hmac: Any
+    throttle_time_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, principal_type: Any, principal_name: Any, token_requester_principal_type: Any, token_requester_principal_name: Any, issue_timestamp_ms: Any, expiry_timestamp_ms: Any, max_timestamp_ms: Any, token_id: Any, hmac: Any, throttle_time_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
+        self.issue_timestamp_ms = issue_timestamp_ms
+        self.expiry_timestamp_ms = expiry_timestamp_ms
+        self.max_timestamp_ms = max_timestamp_ms
+        self.token_id = token_id
+        self.hmac = hmac
+        self.throttle_time_ms = throttle_time_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateDelegationTokenResponse  # type: ignore[assignment]
+
+
 def _d_CreateDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
@@ -65,7 +97,7 @@ def _d_CreateDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Creat
     f_hmac, pos = _p.read_bytes(buf, pos)
     (f_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
-    return CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms), pos
+    return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenResponse_0(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -94,16 +126,19 @@ def _d_CreateDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Creat
     (f_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenResponse_1(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -118,7 +153,10 @@ def _e_CreateDelegationTokenResponse_1(o: CreateDelegationTokenResponse, out: by
     _p.write_compact_string(out, o.token_id)
     _p.write_compact_bytes(out, o.hmac)
     out += _S2.pack(o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
@@ -135,16 +173,19 @@ def _d_CreateDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Creat
     (f_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateDelegationTokenResponse_2(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -157,7 +198,10 @@ def _e_CreateDelegationTokenResponse_2(o: CreateDelegationTokenResponse, out: by
     _p.write_compact_string(out, o.token_id)
     _p.write_compact_bytes(out, o.hmac)
     out += _S2.pack(o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateDelegationTokenResponse._DECODERS = {
@@ -174,64 +218,64 @@ CreateDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (57, 'CreateDelegationTokenResponse'),
-    (58, 'CreateDelegationTokenResponse.ErrorCode'),
-    (60, 'CreateDelegationTokenResponse.PrincipalType'),
-    (61, 'CreateDelegationTokenResponse.PrincipalName'),
-    (62, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (64, 'CreateDelegationTokenResponse.TokenId'),
-    (65, 'CreateDelegationTokenResponse.Hmac'),
-    (66, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (68, 'CreateDelegationTokenResponse'),
-    (72, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (74, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (76, 'CreateDelegationTokenResponse.ErrorCode'),
-    (77, 'CreateDelegationTokenResponse.PrincipalType'),
-    (78, 'CreateDelegationTokenResponse.PrincipalName'),
-    (79, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (80, 'CreateDelegationTokenResponse.TokenId'),
-    (81, 'CreateDelegationTokenResponse.Hmac'),
-    (82, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (85, 'CreateDelegationTokenResponse'),
-    (86, 'CreateDelegationTokenResponse.ErrorCode'),
-    (88, 'CreateDelegationTokenResponse.PrincipalType'),
-    (89, 'CreateDelegationTokenResponse.PrincipalName'),
-    (90, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (92, 'CreateDelegationTokenResponse.TokenId'),
-    (93, 'CreateDelegationTokenResponse.Hmac'),
-    (94, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (96, 'CreateDelegationTokenResponse.<tagged fields>'),
-    (106, 'CreateDelegationTokenResponse'),
-    (110, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (112, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (114, 'CreateDelegationTokenResponse.ErrorCode'),
-    (115, 'CreateDelegationTokenResponse.PrincipalType'),
-    (116, 'CreateDelegationTokenResponse.PrincipalName'),
-    (117, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (118, 'CreateDelegationTokenResponse.TokenId'),
-    (119, 'CreateDelegationTokenResponse.Hmac'),
-    (120, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (121, 'CreateDelegationTokenResponse.<tagged fields>'),
-    (124, 'CreateDelegationTokenResponse'),
-    (125, 'CreateDelegationTokenResponse.ErrorCode'),
-    (127, 'CreateDelegationTokenResponse.PrincipalType'),
-    (128, 'CreateDelegationTokenResponse.PrincipalName'),
-    (129, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (130, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (131, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (133, 'CreateDelegationTokenResponse.TokenId'),
-    (134, 'CreateDelegationTokenResponse.Hmac'),
-    (135, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (137, 'CreateDelegationTokenResponse.<tagged fields>'),
-    (147, 'CreateDelegationTokenResponse'),
-    (151, 'CreateDelegationTokenResponse.ErrorCode'),
-    (152, 'CreateDelegationTokenResponse.PrincipalType'),
-    (153, 'CreateDelegationTokenResponse.PrincipalName'),
-    (154, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (155, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (156, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (157, 'CreateDelegationTokenResponse.TokenId'),
-    (158, 'CreateDelegationTokenResponse.Hmac'),
-    (159, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (160, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (89, 'CreateDelegationTokenResponse'),
+    (90, 'CreateDelegationTokenResponse.ErrorCode'),
+    (92, 'CreateDelegationTokenResponse.PrincipalType'),
+    (93, 'CreateDelegationTokenResponse.PrincipalName'),
+    (94, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (96, 'CreateDelegationTokenResponse.TokenId'),
+    (97, 'CreateDelegationTokenResponse.Hmac'),
+    (98, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (100, 'CreateDelegationTokenResponse'),
+    (104, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (106, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (108, 'CreateDelegationTokenResponse.ErrorCode'),
+    (109, 'CreateDelegationTokenResponse.PrincipalType'),
+    (110, 'CreateDelegationTokenResponse.PrincipalName'),
+    (111, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (112, 'CreateDelegationTokenResponse.TokenId'),
+    (113, 'CreateDelegationTokenResponse.Hmac'),
+    (114, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (117, 'CreateDelegationTokenResponse'),
+    (118, 'CreateDelegationTokenResponse.ErrorCode'),
+    (120, 'CreateDelegationTokenResponse.PrincipalType'),
+    (121, 'CreateDelegationTokenResponse.PrincipalName'),
+    (122, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (124, 'CreateDelegationTokenResponse.TokenId'),
+    (125, 'CreateDelegationTokenResponse.Hmac'),
+    (126, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (128, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (141, 'CreateDelegationTokenResponse'),
+    (145, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (147, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (149, 'CreateDelegationTokenResponse.ErrorCode'),
+    (150, 'CreateDelegationTokenResponse.PrincipalType'),
+    (151, 'CreateDelegationTokenResponse.PrincipalName'),
+    (152, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (153, 'CreateDelegationTokenResponse.TokenId'),
+    (154, 'CreateDelegationTokenResponse.Hmac'),
+    (155, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (156, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (162, 'CreateDelegationTokenResponse'),
+    (163, 'CreateDelegationTokenResponse.ErrorCode'),
+    (165, 'CreateDelegationTokenResponse.PrincipalType'),
+    (166, 'CreateDelegationTokenResponse.PrincipalName'),
+    (167, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (168, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (169, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (171, 'CreateDelegationTokenResponse.TokenId'),
+    (172, 'CreateDelegationTokenResponse.Hmac'),
+    (173, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (175, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (188, 'CreateDelegationTokenResponse'),
+    (192, 'CreateDelegationTokenResponse.ErrorCode'),
+    (193, 'CreateDelegationTokenResponse.PrincipalType'),
+    (194, 'CreateDelegationTokenResponse.PrincipalName'),
+    (195, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (196, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (197, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (198, 'CreateDelegationTokenResponse.TokenId'),
+    (199, 'CreateDelegationTokenResponse.Hmac'),
+    (200, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (201, 'CreateDelegationTokenResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i?")
 _S1 = Struct(">i")
 
@@ -24,6 +25,17 @@ class CreatePartitionsAssignment:
     #: The assigned broker IDs.
     broker_ids: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatePartitionsAssignment:
+    __slots__ = ('broker_ids', 'unknown_tagged_fields', )
+    broker_ids: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_ids: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_ids = broker_ids
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatePartitionsAssignment  # type: ignore[assignment]
 
 
 _DEFAULT_CreatePartitionsAssignment = CreatePartitionsAssignment()
@@ -39,6 +51,21 @@ class CreatePartitionsTopic:
     #: The new partition assignments.
     assignments: tuple[CreatePartitionsAssignment, ...] | None = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatePartitionsTopic:
+    __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields', )
+    name: Any
+    count: Any
+    assignments: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, count: Any, assignments: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.count = count
+        self.assignments = assignments
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatePartitionsTopic  # type: ignore[assignment]
 
 
 _DEFAULT_CreatePartitionsTopic = CreatePartitionsTopic()
@@ -62,8 +89,26 @@ class CreatePartitionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreatePartitionsRequest(_Message):
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields', )
+    topics: Any
+    timeout_ms: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, timeout_ms: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatePartitionsRequest  # type: ignore[assignment]
+
+
 def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatePartitionsTopic_0(buf, pos)
@@ -71,20 +116,27 @@ def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[CreateParti
     f_topics = tuple(items_topics)
     (f_timeout_ms, f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 5
-    return CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only), pos
+    return _New_CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatePartitionsTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms, o.validate_only)
 
 
 def _d_CreatePartitionsRequest_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatePartitionsTopic_1(buf, pos)
@@ -93,32 +145,45 @@ def _d_CreatePartitionsRequest_1(buf: memoryview, pos: int) -> tuple[CreateParti
     (f_timeout_ms, f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsRequest_1(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_CreatePartitionsTopic_1(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms, o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsTopic_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     (f_count,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_assignments = None
     else:
@@ -127,7 +192,7 @@ def _d_CreatePartitionsTopic_0(buf: memoryview, pos: int) -> tuple[CreatePartiti
             item_assignments, pos = _d_CreatePartitionsAssignment_0(buf, pos)
             items_assignments.append(item_assignments)
         f_assignments = tuple(items_assignments)
-    return CreatePartitionsTopic(f_name, f_count, f_assignments), pos
+    return _New_CreatePartitionsTopic(f_name, f_count, f_assignments), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -137,7 +202,8 @@ def _e_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray, chunks:
     if items_assignments is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_assignments))
+        count = len(items_assignments)
+        out += _p.INT32.pack(count)
         for item_assignments in items_assignments:
             _e_CreatePartitionsAssignment_0(item_assignments, out, chunks)
 
@@ -146,7 +212,14 @@ def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[CreatePartiti
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_count,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_assignments = None
     else:
@@ -156,16 +229,19 @@ def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[CreatePartiti
             items_assignments.append(item_assignments)
         f_assignments = tuple(items_assignments)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatePartitionsTopic(f_name, f_count, f_assignments, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatePartitionsTopic(f_name, f_count, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,48 +251,75 @@ def _e_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray, chunks:
     if items_assignments is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_assignments) + 1)
+        count = len(items_assignments)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_assignments in items_assignments:
             _e_CreatePartitionsAssignment_1(item_assignments, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsAssignment_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
-    count, pos = _p.read_array_size(buf, pos)
-    f_broker_ids = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return CreatePartitionsAssignment(f_broker_ids), pos
+    return _New_CreatePartitionsAssignment(f_broker_ids), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_broker_ids = o.broker_ids
-    out += _p.INT32.pack(len(items_broker_ids))
-    out += _pack(">%di" % len(items_broker_ids), *items_broker_ids)
+    count = len(items_broker_ids)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_broker_ids) if count < 64 else _pack(">%di" % count, *items_broker_ids)
 
 
 def _d_CreatePartitionsAssignment_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_broker_ids = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatePartitionsAssignment(f_broker_ids, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatePartitionsAssignment(f_broker_ids, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsAssignment_1(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_broker_ids = o.broker_ids
-    _p.write_uvarint(out, len(items_broker_ids) + 1)
-    out += _pack(">%di" % len(items_broker_ids), *items_broker_ids)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_broker_ids)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_broker_ids) if count < 64 else _pack(">%di" % count, *items_broker_ids)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreatePartitionsRequest._DECODERS = {
@@ -233,46 +336,46 @@ CreatePartitionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (65, 'CreatePartitionsRequest'),
-    (66, 'CreatePartitionsRequest.Topics'),
-    (72, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (74, 'CreatePartitionsRequest'),
-    (78, 'CreatePartitionsRequest.Topics'),
-    (82, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (85, 'CreatePartitionsRequest'),
-    (86, 'CreatePartitionsRequest.Topics'),
-    (93, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (95, 'CreatePartitionsRequest.<tagged fields>'),
-    (105, 'CreatePartitionsRequest'),
-    (109, 'CreatePartitionsRequest.Topics'),
-    (113, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (114, 'CreatePartitionsRequest.<tagged fields>'),
-    (117, 'CreatePartitionsTopic'),
-    (118, 'CreatePartitionsTopic.Name'),
-    (119, 'CreatePartitionsTopic.Count'),
-    (121, 'CreatePartitionsTopic.Assignments'),
-    (130, 'CreatePartitionsTopic'),
-    (134, 'CreatePartitionsTopic.Name'),
-    (135, 'CreatePartitionsTopic.Count'),
-    (136, 'CreatePartitionsTopic.Assignments'),
-    (145, 'CreatePartitionsTopic'),
-    (146, 'CreatePartitionsTopic.Name'),
-    (147, 'CreatePartitionsTopic.Count'),
-    (149, 'CreatePartitionsTopic.Assignments'),
-    (158, 'CreatePartitionsTopic.<tagged fields>'),
-    (168, 'CreatePartitionsTopic'),
-    (172, 'CreatePartitionsTopic.Name'),
-    (173, 'CreatePartitionsTopic.Count'),
-    (174, 'CreatePartitionsTopic.Assignments'),
-    (181, 'CreatePartitionsTopic.<tagged fields>'),
-    (184, 'CreatePartitionsAssignment'),
-    (185, 'CreatePartitionsAssignment.BrokerIds'),
-    (188, 'CreatePartitionsAssignment'),
-    (192, 'CreatePartitionsAssignment.BrokerIds'),
-    (197, 'CreatePartitionsAssignment'),
-    (198, 'CreatePartitionsAssignment.BrokerIds'),
-    (202, 'CreatePartitionsAssignment.<tagged fields>'),
-    (212, 'CreatePartitionsAssignment'),
-    (216, 'CreatePartitionsAssignment.BrokerIds'),
-    (219, 'CreatePartitionsAssignment.<tagged fields>'),
+    (107, 'CreatePartitionsRequest'),
+    (108, 'CreatePartitionsRequest.Topics'),
+    (117, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (119, 'CreatePartitionsRequest'),
+    (123, 'CreatePartitionsRequest.Topics'),
+    (128, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (131, 'CreatePartitionsRequest'),
+    (132, 'CreatePartitionsRequest.Topics'),
+    (145, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (147, 'CreatePartitionsRequest.<tagged fields>'),
+    (160, 'CreatePartitionsRequest'),
+    (164, 'CreatePartitionsRequest.Topics'),
+    (172, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (173, 'CreatePartitionsRequest.<tagged fields>'),
+    (179, 'CreatePartitionsTopic'),
+    (180, 'CreatePartitionsTopic.Name'),
+    (181, 'CreatePartitionsTopic.Count'),
+    (183, 'CreatePartitionsTopic.Assignments'),
+    (195, 'CreatePartitionsTopic'),
+    (199, 'CreatePartitionsTopic.Name'),
+    (200, 'CreatePartitionsTopic.Count'),
+    (201, 'CreatePartitionsTopic.Assignments'),
+    (211, 'CreatePartitionsTopic'),
+    (212, 'CreatePartitionsTopic.Name'),
+    (213, 'CreatePartitionsTopic.Count'),
+    (215, 'CreatePartitionsTopic.Assignments'),
+    (231, 'CreatePartitionsTopic.<tagged fields>'),
+    (244, 'CreatePartitionsTopic'),
+    (248, 'CreatePartitionsTopic.Name'),
+    (249, 'CreatePartitionsTopic.Count'),
+    (250, 'CreatePartitionsTopic.Assignments'),
+    (261, 'CreatePartitionsTopic.<tagged fields>'),
+    (267, 'CreatePartitionsAssignment'),
+    (268, 'CreatePartitionsAssignment.BrokerIds'),
+    (274, 'CreatePartitionsAssignment'),
+    (278, 'CreatePartitionsAssignment.BrokerIds'),
+    (284, 'CreatePartitionsAssignment'),
+    (285, 'CreatePartitionsAssignment.BrokerIds'),
+    (295, 'CreatePartitionsAssignment.<tagged fields>'),
+    (308, 'CreatePartitionsAssignment'),
+    (312, 'CreatePartitionsAssignment.BrokerIds'),
+    (319, 'CreatePartitionsAssignment.<tagged fields>'),
 )

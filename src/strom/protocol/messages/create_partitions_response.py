@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -28,6 +29,21 @@ class CreatePartitionsTopicResult:
     #: The result message, or null if there was no error.
     error_message: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatePartitionsTopicResult:
+    __slots__ = ('name', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    name: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatePartitionsTopicResult  # type: ignore[assignment]
 
 
 _DEFAULT_CreatePartitionsTopicResult = CreatePartitionsTopicResult()
@@ -49,22 +65,39 @@ class CreatePartitionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreatePartitionsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatePartitionsResponse  # type: ignore[assignment]
+
+
 def _d_CreatePartitionsResponse_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_CreatePartitionsTopicResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return CreatePartitionsResponse(f_throttle_time_ms, f_results), pos
+    return _New_CreatePartitionsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_CreatePartitionsTopicResult_0(item_results, out, chunks)
 
@@ -72,33 +105,49 @@ def _e_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearray, c
 def _d_CreatePartitionsResponse_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_CreatePartitionsTopicResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatePartitionsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatePartitionsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsResponse_1(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_CreatePartitionsTopicResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsTopicResult_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsTopicResult, int]:
@@ -106,7 +155,7 @@ def _d_CreatePartitionsTopicResult_0(buf: memoryview, pos: int) -> tuple[CreateP
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    return CreatePartitionsTopicResult(f_name, f_error_code, f_error_message), pos
+    return _New_CreatePartitionsTopicResult(f_name, f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsTopicResult_0(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -121,23 +170,29 @@ def _d_CreatePartitionsTopicResult_1(buf: memoryview, pos: int) -> tuple[CreateP
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatePartitionsTopicResult(f_name, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatePartitionsTopicResult(f_name, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatePartitionsTopicResult_1(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreatePartitionsResponse._DECODERS = {
@@ -154,36 +209,36 @@ CreatePartitionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'CreatePartitionsResponse'),
-    (53, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (55, 'CreatePartitionsResponse.Results'),
-    (61, 'CreatePartitionsResponse'),
-    (65, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (66, 'CreatePartitionsResponse.Results'),
-    (72, 'CreatePartitionsResponse'),
-    (73, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (75, 'CreatePartitionsResponse.Results'),
-    (82, 'CreatePartitionsResponse.<tagged fields>'),
-    (92, 'CreatePartitionsResponse'),
-    (96, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (97, 'CreatePartitionsResponse.Results'),
-    (101, 'CreatePartitionsResponse.<tagged fields>'),
-    (104, 'CreatePartitionsTopicResult'),
-    (105, 'CreatePartitionsTopicResult.Name'),
-    (106, 'CreatePartitionsTopicResult.ErrorCode'),
-    (108, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (109, 'CreatePartitionsTopicResult'),
-    (113, 'CreatePartitionsTopicResult.Name'),
-    (114, 'CreatePartitionsTopicResult.ErrorCode'),
-    (115, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (118, 'CreatePartitionsTopicResult'),
-    (119, 'CreatePartitionsTopicResult.Name'),
-    (120, 'CreatePartitionsTopicResult.ErrorCode'),
-    (122, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (123, 'CreatePartitionsTopicResult.<tagged fields>'),
-    (133, 'CreatePartitionsTopicResult'),
-    (137, 'CreatePartitionsTopicResult.Name'),
-    (138, 'CreatePartitionsTopicResult.ErrorCode'),
-    (139, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (140, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (81, 'CreatePartitionsResponse'),
+    (82, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (84, 'CreatePartitionsResponse.Results'),
+    (93, 'CreatePartitionsResponse'),
+    (97, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (98, 'CreatePartitionsResponse.Results'),
+    (105, 'CreatePartitionsResponse'),
+    (106, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (108, 'CreatePartitionsResponse.Results'),
+    (121, 'CreatePartitionsResponse.<tagged fields>'),
+    (134, 'CreatePartitionsResponse'),
+    (138, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (139, 'CreatePartitionsResponse.Results'),
+    (147, 'CreatePartitionsResponse.<tagged fields>'),
+    (153, 'CreatePartitionsTopicResult'),
+    (154, 'CreatePartitionsTopicResult.Name'),
+    (155, 'CreatePartitionsTopicResult.ErrorCode'),
+    (157, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (158, 'CreatePartitionsTopicResult'),
+    (162, 'CreatePartitionsTopicResult.Name'),
+    (163, 'CreatePartitionsTopicResult.ErrorCode'),
+    (164, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (167, 'CreatePartitionsTopicResult'),
+    (168, 'CreatePartitionsTopicResult.Name'),
+    (169, 'CreatePartitionsTopicResult.ErrorCode'),
+    (171, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (172, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (185, 'CreatePartitionsTopicResult'),
+    (189, 'CreatePartitionsTopicResult.Name'),
+    (190, 'CreatePartitionsTopicResult.ErrorCode'),
+    (191, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (192, 'CreatePartitionsTopicResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">i?")
 _S2 = Struct(">ih")
@@ -30,6 +31,19 @@ class CreatableReplicaAssignment:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreatableReplicaAssignment:
+    __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields', )
+    partition_index: Any
+    broker_ids: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, broker_ids: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.broker_ids = broker_ids
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableReplicaAssignment  # type: ignore[assignment]
+
+
 _DEFAULT_CreatableReplicaAssignment = CreatableReplicaAssignment()
 
 
@@ -41,6 +55,19 @@ class CreatableTopicConfig:
     #: The configuration value.
     value: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatableTopicConfig:
+    __slots__ = ('name', 'value', 'unknown_tagged_fields', )
+    name: Any
+    value: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, value: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableTopicConfig  # type: ignore[assignment]
 
 
 _DEFAULT_CreatableTopicConfig = CreatableTopicConfig()
@@ -60,6 +87,25 @@ class CreatableTopic:
     #: The custom topic configurations to set.
     configs: tuple[CreatableTopicConfig, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatableTopic:
+    __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields', )
+    name: Any
+    num_partitions: Any
+    replication_factor: Any
+    assignments: Any
+    configs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, num_partitions: Any, replication_factor: Any, assignments: Any, configs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.assignments = assignments
+        self.configs = configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableTopic  # type: ignore[assignment]
 
 
 _DEFAULT_CreatableTopic = CreatableTopic()
@@ -83,8 +129,26 @@ class CreateTopicsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateTopicsRequest(_Message):
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields', )
+    topics: Any
+    timeout_ms: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, timeout_ms: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateTopicsRequest  # type: ignore[assignment]
+
+
 def _d_CreateTopicsRequest_0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopic_0(buf, pos)
@@ -92,21 +156,25 @@ def _d_CreateTopicsRequest_0(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     f_topics = tuple(items_topics)
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return CreateTopicsRequest(f_topics, f_timeout_ms, False), pos
+    return _New_CreateTopicsRequest(f_topics, f_timeout_ms, False), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.validate_only != False:
         raise _UnsupportedVersion("validateOnly cannot be sent in version 0", message_name="CreateTopicsRequest", api_version=0, field="validateOnly")
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatableTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms)
 
 
 def _d_CreateTopicsRequest_1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopic_0(buf, pos)
@@ -114,20 +182,27 @@ def _d_CreateTopicsRequest_1(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     f_topics = tuple(items_topics)
     (f_timeout_ms, f_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 5
-    return CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only), pos
+    return _New_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatableTopic_0(item_topics, out, chunks)
     out += _S1.pack(o.timeout_ms, o.validate_only)
 
 
 def _d_CreateTopicsRequest_2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopic_1(buf, pos)
@@ -136,55 +211,73 @@ def _d_CreateTopicsRequest_2(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     (f_timeout_ms, f_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsRequest_2(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_CreatableTopic_1(item_topics, out, chunks)
     out += _S1.pack(o.timeout_ms, o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopic_0(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_CreatableReplicaAssignment_0(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_CreatableTopicConfig_0(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs), pos
+    return _New_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopic_0(o: CreatableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     out += _S2.pack(o.num_partitions, o.replication_factor)
     items_assignments = o.assignments
-    out += _p.INT32.pack(len(items_assignments))
+    count = len(items_assignments)
+    out += _p.INT32.pack(count)
     for item_assignments in items_assignments:
         _e_CreatableReplicaAssignment_0(item_assignments, out, chunks)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_CreatableTopicConfig_0(item_configs, out, chunks)
 
@@ -193,67 +286,97 @@ def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_CreatableReplicaAssignment_1(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_CreatableTopicConfig_1(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopic_1(o: CreatableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S2.pack(o.num_partitions, o.replication_factor)
     items_assignments = o.assignments
-    _p.write_uvarint(out, len(items_assignments) + 1)
+    count = len(items_assignments)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_assignments in items_assignments:
         _e_CreatableReplicaAssignment_1(item_assignments, out, chunks)
     items_configs = o.configs
-    _p.write_uvarint(out, len(items_configs) + 1)
+    count = len(items_configs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_configs in items_configs:
         _e_CreatableTopicConfig_1(item_configs, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatableReplicaAssignment_0(buf: memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_broker_ids = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return CreatableReplicaAssignment(f_partition_index, f_broker_ids), pos
+    return _New_CreatableReplicaAssignment(f_partition_index, f_broker_ids), pos  # type: ignore[return-value]
 
 
 def _e_CreatableReplicaAssignment_0(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index)
     items_broker_ids = o.broker_ids
-    out += _p.INT32.pack(len(items_broker_ids))
-    out += _pack(">%di" % len(items_broker_ids), *items_broker_ids)
+    count = len(items_broker_ids)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_broker_ids) if count < 64 else _pack(">%di" % count, *items_broker_ids)
 
 
 def _d_CreatableTopicConfig_0(buf: memoryview, pos: int) -> tuple[CreatableTopicConfig, int]:
     f_name, pos = _p.read_string(buf, pos)
     f_value, pos = _p.read_nullable_string(buf, pos)
-    return CreatableTopicConfig(f_name, f_value), pos
+    return _New_CreatableTopicConfig(f_name, f_value), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -264,51 +387,73 @@ def _e_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray, chunks: l
 def _d_CreatableReplicaAssignment_1(buf: memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_broker_ids = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableReplicaAssignment(f_partition_index, f_broker_ids, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableReplicaAssignment(f_partition_index, f_broker_ids, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableReplicaAssignment_1(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index)
     items_broker_ids = o.broker_ids
-    _p.write_uvarint(out, len(items_broker_ids) + 1)
-    out += _pack(">%di" % len(items_broker_ids), *items_broker_ids)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_broker_ids)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_broker_ids) if count < 64 else _pack(">%di" % count, *items_broker_ids)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicConfig_1(buf: memoryview, pos: int) -> tuple[CreatableTopicConfig, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     f_value, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableTopicConfig(f_name, f_value, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableTopicConfig(f_name, f_value, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicConfig_1(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateTopicsRequest._DECODERS = {
@@ -333,75 +478,75 @@ CreateTopicsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (86, 'CreateTopicsRequest'),
-    (87, 'CreateTopicsRequest.Topics'),
-    (93, 'CreateTopicsRequest.timeoutMs'),
-    (95, 'CreateTopicsRequest'),
-    (99, 'CreateTopicsRequest.validateOnly'),
-    (101, 'CreateTopicsRequest.Topics'),
-    (105, 'CreateTopicsRequest.timeoutMs'),
-    (108, 'CreateTopicsRequest'),
-    (109, 'CreateTopicsRequest.Topics'),
-    (115, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (117, 'CreateTopicsRequest'),
-    (121, 'CreateTopicsRequest.Topics'),
-    (125, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (128, 'CreateTopicsRequest'),
-    (129, 'CreateTopicsRequest.Topics'),
-    (136, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (138, 'CreateTopicsRequest.<tagged fields>'),
-    (148, 'CreateTopicsRequest'),
-    (152, 'CreateTopicsRequest.Topics'),
-    (156, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (157, 'CreateTopicsRequest.<tagged fields>'),
-    (160, 'CreatableTopic'),
-    (161, 'CreatableTopic.Name'),
-    (162, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (164, 'CreatableTopic.Assignments'),
-    (170, 'CreatableTopic.Configs'),
-    (176, 'CreatableTopic'),
-    (180, 'CreatableTopic.Name'),
-    (181, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (182, 'CreatableTopic.Assignments'),
-    (186, 'CreatableTopic.Configs'),
-    (192, 'CreatableTopic'),
-    (193, 'CreatableTopic.Name'),
-    (194, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (196, 'CreatableTopic.Assignments'),
-    (203, 'CreatableTopic.Configs'),
-    (210, 'CreatableTopic.<tagged fields>'),
-    (220, 'CreatableTopic'),
-    (224, 'CreatableTopic.Name'),
-    (225, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (226, 'CreatableTopic.Assignments'),
-    (230, 'CreatableTopic.Configs'),
-    (234, 'CreatableTopic.<tagged fields>'),
-    (237, 'CreatableReplicaAssignment'),
-    (238, 'CreatableReplicaAssignment.PartitionIndex'),
-    (240, 'CreatableReplicaAssignment.BrokerIds'),
-    (243, 'CreatableReplicaAssignment'),
-    (247, 'CreatableReplicaAssignment.PartitionIndex'),
-    (248, 'CreatableReplicaAssignment.BrokerIds'),
-    (253, 'CreatableTopicConfig'),
-    (254, 'CreatableTopicConfig.Name'),
-    (255, 'CreatableTopicConfig.Value'),
-    (256, 'CreatableTopicConfig'),
-    (260, 'CreatableTopicConfig.Name'),
-    (261, 'CreatableTopicConfig.Value'),
-    (264, 'CreatableReplicaAssignment'),
-    (265, 'CreatableReplicaAssignment.PartitionIndex'),
-    (267, 'CreatableReplicaAssignment.BrokerIds'),
-    (271, 'CreatableReplicaAssignment.<tagged fields>'),
-    (281, 'CreatableReplicaAssignment'),
-    (285, 'CreatableReplicaAssignment.PartitionIndex'),
-    (286, 'CreatableReplicaAssignment.BrokerIds'),
-    (289, 'CreatableReplicaAssignment.<tagged fields>'),
-    (292, 'CreatableTopicConfig'),
-    (293, 'CreatableTopicConfig.Name'),
-    (294, 'CreatableTopicConfig.Value'),
-    (295, 'CreatableTopicConfig.<tagged fields>'),
-    (305, 'CreatableTopicConfig'),
-    (309, 'CreatableTopicConfig.Name'),
-    (310, 'CreatableTopicConfig.Value'),
-    (311, 'CreatableTopicConfig.<tagged fields>'),
+    (147, 'CreateTopicsRequest'),
+    (148, 'CreateTopicsRequest.Topics'),
+    (157, 'CreateTopicsRequest.timeoutMs'),
+    (159, 'CreateTopicsRequest'),
+    (163, 'CreateTopicsRequest.validateOnly'),
+    (165, 'CreateTopicsRequest.Topics'),
+    (170, 'CreateTopicsRequest.timeoutMs'),
+    (173, 'CreateTopicsRequest'),
+    (174, 'CreateTopicsRequest.Topics'),
+    (183, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (185, 'CreateTopicsRequest'),
+    (189, 'CreateTopicsRequest.Topics'),
+    (194, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (197, 'CreateTopicsRequest'),
+    (198, 'CreateTopicsRequest.Topics'),
+    (211, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (213, 'CreateTopicsRequest.<tagged fields>'),
+    (226, 'CreateTopicsRequest'),
+    (230, 'CreateTopicsRequest.Topics'),
+    (238, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (239, 'CreateTopicsRequest.<tagged fields>'),
+    (245, 'CreatableTopic'),
+    (246, 'CreatableTopic.Name'),
+    (247, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (249, 'CreatableTopic.Assignments'),
+    (258, 'CreatableTopic.Configs'),
+    (267, 'CreatableTopic'),
+    (271, 'CreatableTopic.Name'),
+    (272, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (273, 'CreatableTopic.Assignments'),
+    (278, 'CreatableTopic.Configs'),
+    (285, 'CreatableTopic'),
+    (286, 'CreatableTopic.Name'),
+    (287, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (289, 'CreatableTopic.Assignments'),
+    (302, 'CreatableTopic.Configs'),
+    (315, 'CreatableTopic.<tagged fields>'),
+    (328, 'CreatableTopic'),
+    (332, 'CreatableTopic.Name'),
+    (333, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (334, 'CreatableTopic.Assignments'),
+    (342, 'CreatableTopic.Configs'),
+    (350, 'CreatableTopic.<tagged fields>'),
+    (356, 'CreatableReplicaAssignment'),
+    (357, 'CreatableReplicaAssignment.PartitionIndex'),
+    (359, 'CreatableReplicaAssignment.BrokerIds'),
+    (365, 'CreatableReplicaAssignment'),
+    (369, 'CreatableReplicaAssignment.PartitionIndex'),
+    (370, 'CreatableReplicaAssignment.BrokerIds'),
+    (376, 'CreatableTopicConfig'),
+    (377, 'CreatableTopicConfig.Name'),
+    (378, 'CreatableTopicConfig.Value'),
+    (379, 'CreatableTopicConfig'),
+    (383, 'CreatableTopicConfig.Name'),
+    (384, 'CreatableTopicConfig.Value'),
+    (387, 'CreatableReplicaAssignment'),
+    (388, 'CreatableReplicaAssignment.PartitionIndex'),
+    (390, 'CreatableReplicaAssignment.BrokerIds'),
+    (400, 'CreatableReplicaAssignment.<tagged fields>'),
+    (413, 'CreatableReplicaAssignment'),
+    (417, 'CreatableReplicaAssignment.PartitionIndex'),
+    (418, 'CreatableReplicaAssignment.BrokerIds'),
+    (425, 'CreatableReplicaAssignment.<tagged fields>'),
+    (431, 'CreatableTopicConfig'),
+    (432, 'CreatableTopicConfig.Name'),
+    (433, 'CreatableTopicConfig.Value'),
+    (434, 'CreatableTopicConfig.<tagged fields>'),
+    (447, 'CreatableTopicConfig'),
+    (451, 'CreatableTopicConfig.Name'),
+    (452, 'CreatableTopicConfig.Value'),
+    (453, 'CreatableTopicConfig.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ih")
@@ -34,6 +35,25 @@ class CreatableTopicConfigs:
     #: True if this configuration is sensitive.
     is_sensitive: bool = False
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CreatableTopicConfigs:
+    __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields', )
+    name: Any
+    value: Any
+    read_only: Any
+    config_source: Any
+    is_sensitive: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, value: Any, read_only: Any, config_source: Any, is_sensitive: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableTopicConfigs  # type: ignore[assignment]
 
 
 _DEFAULT_CreatableTopicConfigs = CreatableTopicConfigs()
@@ -61,6 +81,31 @@ class CreatableTopicResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreatableTopicResult:
+    __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields', )
+    name: Any
+    topic_id: Any
+    error_code: Any
+    error_message: Any
+    topic_config_error_code: Any
+    num_partitions: Any
+    replication_factor: Any
+    configs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, topic_id: Any, error_code: Any, error_message: Any, topic_config_error_code: Any, num_partitions: Any, replication_factor: Any, configs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topic_config_error_code = topic_config_error_code
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.configs = configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreatableTopicResult  # type: ignore[assignment]
+
+
 _DEFAULT_CreatableTopicResult = CreatableTopicResult()
 
 
@@ -80,36 +125,57 @@ class CreateTopicsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_CreateTopicsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CreateTopicsResponse  # type: ignore[assignment]
+
+
 def _d_CreateTopicsResponse_0(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopicResult_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return CreateTopicsResponse(0, f_topics), pos
+    return _New_CreateTopicsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatableTopicResult_0(item_topics, out, chunks)
 
 
 def _d_CreateTopicsResponse_1(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return CreateTopicsResponse(0, f_topics), pos
+    return _New_CreateTopicsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatableTopicResult_1(item_topics, out, chunks)
 
@@ -117,19 +183,23 @@ def _e_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray, chunks: l
 def _d_CreateTopicsResponse_2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return CreateTopicsResponse(f_throttle_time_ms, f_topics), pos
+    return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_CreatableTopicResult_1(item_topics, out, chunks)
 
@@ -137,72 +207,104 @@ def _e_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray, chunks: l
 def _d_CreateTopicsResponse_3(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopicResult_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_CreatableTopicResult_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreateTopicsResponse_4(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_CreatableTopicResult_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreateTopicsResponse_4(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_CreatableTopicResult_3(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicResult_0(buf: memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, '', 0, -1, -1, ()), pos
+    return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, '', 0, -1, -1, ()), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicResult_0(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -215,7 +317,7 @@ def _d_CreatableTopicResult_1(buf: memoryview, pos: int) -> tuple[CreatableTopic
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    return CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, 0, -1, -1, ()), pos
+    return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, 0, -1, -1, ()), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicResult_1(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -231,7 +333,14 @@ def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[CreatableTopic
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_configs = None
     else:
@@ -242,20 +351,23 @@ def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[CreatableTopic
         f_configs = tuple(items_configs)
     f_topic_config_error_code = 0
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            (f_topic_config_error_code,) = _S1.unpack_from(buf, pos)
-            pos += 2
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                (f_topic_config_error_code,) = _S1.unpack_from(buf, pos)
+                pos += 2
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -267,7 +379,11 @@ def _e_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray, chunks: l
     if items_configs is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_configs) + 1)
+        count = len(items_configs)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_configs in items_configs:
             _e_CreatableTopicConfigs_0(item_configs, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
@@ -286,7 +402,14 @@ def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[CreatableTopic
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_configs = None
     else:
@@ -297,20 +420,23 @@ def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[CreatableTopic
         f_configs = tuple(items_configs)
     f_topic_config_error_code = 0
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            (f_topic_config_error_code,) = _S1.unpack_from(buf, pos)
-            pos += 2
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                (f_topic_config_error_code,) = _S1.unpack_from(buf, pos)
+                pos += 2
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -323,7 +449,11 @@ def _e_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray, chunks: l
     if items_configs is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_configs) + 1)
+        count = len(items_configs)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_configs in items_configs:
             _e_CreatableTopicConfigs_0(item_configs, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
@@ -340,23 +470,29 @@ def _d_CreatableTopicConfigs_0(buf: memoryview, pos: int) -> tuple[CreatableTopi
     (f_read_only, f_config_source, f_is_sensitive,) = _S3.unpack_from(buf, pos)
     pos += 3
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CreatableTopicConfigs_0(o: CreatableTopicConfigs, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     out += _S3.pack(o.read_only, o.config_source, o.is_sensitive)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 CreateTopicsResponse._DECODERS = {
@@ -381,96 +517,96 @@ CreateTopicsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (83, 'CreateTopicsResponse'),
-    (84, 'CreateTopicsResponse.Topics'),
-    (90, 'CreateTopicsResponse'),
-    (94, 'CreateTopicsResponse.Topics'),
-    (100, 'CreateTopicsResponse'),
-    (101, 'CreateTopicsResponse.Topics'),
-    (107, 'CreateTopicsResponse'),
-    (111, 'CreateTopicsResponse.Topics'),
-    (117, 'CreateTopicsResponse'),
-    (118, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (120, 'CreateTopicsResponse.Topics'),
-    (126, 'CreateTopicsResponse'),
-    (130, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (131, 'CreateTopicsResponse.Topics'),
-    (137, 'CreateTopicsResponse'),
-    (138, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (140, 'CreateTopicsResponse.Topics'),
-    (147, 'CreateTopicsResponse.<tagged fields>'),
-    (157, 'CreateTopicsResponse'),
-    (161, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (162, 'CreateTopicsResponse.Topics'),
-    (166, 'CreateTopicsResponse.<tagged fields>'),
-    (169, 'CreateTopicsResponse'),
-    (170, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (172, 'CreateTopicsResponse.Topics'),
-    (179, 'CreateTopicsResponse.<tagged fields>'),
-    (189, 'CreateTopicsResponse'),
-    (193, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (194, 'CreateTopicsResponse.Topics'),
-    (198, 'CreateTopicsResponse.<tagged fields>'),
-    (201, 'CreatableTopicResult'),
-    (202, 'CreatableTopicResult.Name'),
-    (203, 'CreatableTopicResult.ErrorCode'),
-    (205, 'CreatableTopicResult'),
-    (209, 'CreatableTopicResult.Name'),
-    (210, 'CreatableTopicResult.ErrorCode'),
-    (213, 'CreatableTopicResult'),
-    (214, 'CreatableTopicResult.Name'),
-    (215, 'CreatableTopicResult.ErrorCode'),
-    (217, 'CreatableTopicResult.ErrorMessage'),
-    (218, 'CreatableTopicResult'),
-    (222, 'CreatableTopicResult.Name'),
-    (223, 'CreatableTopicResult.ErrorCode'),
-    (224, 'CreatableTopicResult.ErrorMessage'),
-    (227, 'CreatableTopicResult'),
-    (228, 'CreatableTopicResult.Name'),
-    (229, 'CreatableTopicResult.ErrorCode'),
-    (231, 'CreatableTopicResult.ErrorMessage'),
-    (232, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (234, 'CreatableTopicResult.Configs'),
-    (243, 'CreatableTopicResult.<tagged fields>'),
-    (251, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (254, 'CreatableTopicResult.<tagged fields>'),
-    (258, 'CreatableTopicResult'),
-    (262, 'CreatableTopicResult.Name'),
-    (263, 'CreatableTopicResult.ErrorCode'),
-    (264, 'CreatableTopicResult.ErrorMessage'),
-    (265, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (266, 'CreatableTopicResult.Configs'),
-    (273, 'CreatableTopicResult.<tagged fields>'),
-    (274, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (278, 'CreatableTopicResult.<tagged fields>'),
-    (281, 'CreatableTopicResult'),
-    (282, 'CreatableTopicResult.Name'),
-    (283, 'CreatableTopicResult.TopicId'),
-    (284, 'CreatableTopicResult.ErrorCode'),
-    (286, 'CreatableTopicResult.ErrorMessage'),
-    (287, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (289, 'CreatableTopicResult.Configs'),
-    (298, 'CreatableTopicResult.<tagged fields>'),
-    (306, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (309, 'CreatableTopicResult.<tagged fields>'),
-    (313, 'CreatableTopicResult'),
-    (317, 'CreatableTopicResult.Name'),
-    (318, 'CreatableTopicResult.TopicId'),
-    (319, 'CreatableTopicResult.ErrorCode'),
-    (320, 'CreatableTopicResult.ErrorMessage'),
-    (321, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (322, 'CreatableTopicResult.Configs'),
-    (329, 'CreatableTopicResult.<tagged fields>'),
-    (330, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (334, 'CreatableTopicResult.<tagged fields>'),
-    (337, 'CreatableTopicConfigs'),
-    (338, 'CreatableTopicConfigs.Name'),
-    (339, 'CreatableTopicConfigs.Value'),
-    (340, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (342, 'CreatableTopicConfigs.<tagged fields>'),
-    (352, 'CreatableTopicConfigs'),
-    (356, 'CreatableTopicConfigs.Name'),
-    (357, 'CreatableTopicConfigs.Value'),
-    (358, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (359, 'CreatableTopicConfigs.<tagged fields>'),
+    (141, 'CreateTopicsResponse'),
+    (142, 'CreateTopicsResponse.Topics'),
+    (151, 'CreateTopicsResponse'),
+    (155, 'CreateTopicsResponse.Topics'),
+    (162, 'CreateTopicsResponse'),
+    (163, 'CreateTopicsResponse.Topics'),
+    (172, 'CreateTopicsResponse'),
+    (176, 'CreateTopicsResponse.Topics'),
+    (183, 'CreateTopicsResponse'),
+    (184, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (186, 'CreateTopicsResponse.Topics'),
+    (195, 'CreateTopicsResponse'),
+    (199, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (200, 'CreateTopicsResponse.Topics'),
+    (207, 'CreateTopicsResponse'),
+    (208, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (210, 'CreateTopicsResponse.Topics'),
+    (223, 'CreateTopicsResponse.<tagged fields>'),
+    (236, 'CreateTopicsResponse'),
+    (240, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (241, 'CreateTopicsResponse.Topics'),
+    (249, 'CreateTopicsResponse.<tagged fields>'),
+    (255, 'CreateTopicsResponse'),
+    (256, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (258, 'CreateTopicsResponse.Topics'),
+    (271, 'CreateTopicsResponse.<tagged fields>'),
+    (284, 'CreateTopicsResponse'),
+    (288, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (289, 'CreateTopicsResponse.Topics'),
+    (297, 'CreateTopicsResponse.<tagged fields>'),
+    (303, 'CreatableTopicResult'),
+    (304, 'CreatableTopicResult.Name'),
+    (305, 'CreatableTopicResult.ErrorCode'),
+    (307, 'CreatableTopicResult'),
+    (311, 'CreatableTopicResult.Name'),
+    (312, 'CreatableTopicResult.ErrorCode'),
+    (315, 'CreatableTopicResult'),
+    (316, 'CreatableTopicResult.Name'),
+    (317, 'CreatableTopicResult.ErrorCode'),
+    (319, 'CreatableTopicResult.ErrorMessage'),
+    (320, 'CreatableTopicResult'),
+    (324, 'CreatableTopicResult.Name'),
+    (325, 'CreatableTopicResult.ErrorCode'),
+    (326, 'CreatableTopicResult.ErrorMessage'),
+    (329, 'CreatableTopicResult'),
+    (330, 'CreatableTopicResult.Name'),
+    (331, 'CreatableTopicResult.ErrorCode'),
+    (333, 'CreatableTopicResult.ErrorMessage'),
+    (334, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (336, 'CreatableTopicResult.Configs'),
+    (352, 'CreatableTopicResult.<tagged fields>'),
+    (363, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (366, 'CreatableTopicResult.<tagged fields>'),
+    (370, 'CreatableTopicResult'),
+    (374, 'CreatableTopicResult.Name'),
+    (375, 'CreatableTopicResult.ErrorCode'),
+    (376, 'CreatableTopicResult.ErrorMessage'),
+    (377, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (378, 'CreatableTopicResult.Configs'),
+    (389, 'CreatableTopicResult.<tagged fields>'),
+    (390, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (394, 'CreatableTopicResult.<tagged fields>'),
+    (397, 'CreatableTopicResult'),
+    (398, 'CreatableTopicResult.Name'),
+    (399, 'CreatableTopicResult.TopicId'),
+    (400, 'CreatableTopicResult.ErrorCode'),
+    (402, 'CreatableTopicResult.ErrorMessage'),
+    (403, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (405, 'CreatableTopicResult.Configs'),
+    (421, 'CreatableTopicResult.<tagged fields>'),
+    (432, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (435, 'CreatableTopicResult.<tagged fields>'),
+    (439, 'CreatableTopicResult'),
+    (443, 'CreatableTopicResult.Name'),
+    (444, 'CreatableTopicResult.TopicId'),
+    (445, 'CreatableTopicResult.ErrorCode'),
+    (446, 'CreatableTopicResult.ErrorMessage'),
+    (447, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (448, 'CreatableTopicResult.Configs'),
+    (459, 'CreatableTopicResult.<tagged fields>'),
+    (460, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (464, 'CreatableTopicResult.<tagged fields>'),
+    (467, 'CreatableTopicConfigs'),
+    (468, 'CreatableTopicConfigs.Name'),
+    (469, 'CreatableTopicConfigs.Value'),
+    (470, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (472, 'CreatableTopicConfigs.<tagged fields>'),
+    (485, 'CreatableTopicConfigs'),
+    (489, 'CreatableTopicConfigs.Name'),
+    (490, 'CreatableTopicConfigs.Value'),
+    (491, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (492, 'CreatableTopicConfigs.<tagged fields>'),
 )

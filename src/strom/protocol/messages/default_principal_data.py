@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 
 
@@ -36,29 +37,50 @@ class DefaultPrincipalData(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DefaultPrincipalData(_Message):
+    __slots__ = ('type', 'name', 'token_authenticated', 'unknown_tagged_fields', )
+    type: Any
+    name: Any
+    token_authenticated: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, type: Any, name: Any, token_authenticated: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.type = type
+        self.name = name
+        self.token_authenticated = token_authenticated
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DefaultPrincipalData  # type: ignore[assignment]
+
+
 def _d_DefaultPrincipalData_0(buf: memoryview, pos: int) -> tuple[DefaultPrincipalData, int]:
     f_type, pos = _p.read_compact_string(buf, pos)
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_token_authenticated,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DefaultPrincipalData(f_type, f_name, f_token_authenticated, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DefaultPrincipalData(f_type, f_name, f_token_authenticated, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DefaultPrincipalData_0(o: DefaultPrincipalData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.type)
     _p.write_compact_string(out, o.name)
     out += _S0.pack(o.token_authenticated)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DefaultPrincipalData._DECODERS = {
@@ -69,14 +91,14 @@ DefaultPrincipalData._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'DefaultPrincipalData'),
-    (40, 'DefaultPrincipalData.Type'),
-    (41, 'DefaultPrincipalData.Name'),
-    (42, 'DefaultPrincipalData.TokenAuthenticated'),
-    (44, 'DefaultPrincipalData.<tagged fields>'),
-    (54, 'DefaultPrincipalData'),
-    (58, 'DefaultPrincipalData.Type'),
-    (59, 'DefaultPrincipalData.Name'),
-    (60, 'DefaultPrincipalData.TokenAuthenticated'),
-    (61, 'DefaultPrincipalData.<tagged fields>'),
+    (55, 'DefaultPrincipalData'),
+    (56, 'DefaultPrincipalData.Type'),
+    (57, 'DefaultPrincipalData.Name'),
+    (58, 'DefaultPrincipalData.TokenAuthenticated'),
+    (60, 'DefaultPrincipalData.<tagged fields>'),
+    (73, 'DefaultPrincipalData'),
+    (77, 'DefaultPrincipalData.Type'),
+    (78, 'DefaultPrincipalData.Name'),
+    (79, 'DefaultPrincipalData.TokenAuthenticated'),
+    (80, 'DefaultPrincipalData.<tagged fields>'),
 )

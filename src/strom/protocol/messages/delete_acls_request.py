@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
@@ -38,6 +39,29 @@ class DeleteAclsFilter:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteAclsFilter:
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields', )
+    resource_type_filter: Any
+    resource_name_filter: Any
+    pattern_type_filter: Any
+    principal_filter: Any
+    host_filter: Any
+    operation: Any
+    permission_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type_filter: Any, resource_name_filter: Any, pattern_type_filter: Any, principal_filter: Any, host_filter: Any, operation: Any, permission_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteAclsFilter  # type: ignore[assignment]
+
+
 _DEFAULT_DeleteAclsFilter = DeleteAclsFilter()
 
 
@@ -55,67 +79,102 @@ class DeleteAclsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteAclsRequest(_Message):
+    __slots__ = ('filters', 'unknown_tagged_fields', )
+    filters: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, filters: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.filters = filters
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteAclsRequest  # type: ignore[assignment]
+
+
 def _d_DeleteAclsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filters: list[Any] = []
     for _ in range(count):
         item_filters, pos = _d_DeleteAclsFilter_0(buf, pos)
         items_filters.append(item_filters)
     f_filters = tuple(items_filters)
-    return DeleteAclsRequest(f_filters), pos
+    return _New_DeleteAclsRequest(f_filters), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_filters = o.filters
-    out += _p.INT32.pack(len(items_filters))
+    count = len(items_filters)
+    out += _p.INT32.pack(count)
     for item_filters in items_filters:
         _e_DeleteAclsFilter_0(item_filters, out, chunks)
 
 
 def _d_DeleteAclsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filters: list[Any] = []
     for _ in range(count):
         item_filters, pos = _d_DeleteAclsFilter_1(buf, pos)
         items_filters.append(item_filters)
     f_filters = tuple(items_filters)
-    return DeleteAclsRequest(f_filters), pos
+    return _New_DeleteAclsRequest(f_filters), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_filters = o.filters
-    out += _p.INT32.pack(len(items_filters))
+    count = len(items_filters)
+    out += _p.INT32.pack(count)
     for item_filters in items_filters:
         _e_DeleteAclsFilter_1(item_filters, out, chunks)
 
 
 def _d_DeleteAclsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filters: list[Any] = []
     for _ in range(count):
         item_filters, pos = _d_DeleteAclsFilter_2(buf, pos)
         items_filters.append(item_filters)
     f_filters = tuple(items_filters)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteAclsRequest(f_filters, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteAclsRequest(f_filters, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_filters = o.filters
-    _p.write_uvarint(out, len(items_filters) + 1)
+    count = len(items_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_filters in items_filters:
         _e_DeleteAclsFilter_2(item_filters, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsFilter_0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, int]:
@@ -126,7 +185,7 @@ def _d_DeleteAclsFilter_0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     f_host_filter, pos = _p.read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos
+    return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilter_0(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -149,7 +208,7 @@ def _d_DeleteAclsFilter_1(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     f_host_filter, pos = _p.read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos
+    return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilter_1(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -172,16 +231,19 @@ def _d_DeleteAclsFilter_2(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -191,7 +253,10 @@ def _e_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.B
     _p.write_compact_nullable_string(out, o.principal_filter)
     _p.write_compact_nullable_string(out, o.host_filter)
     out += _S1.pack(o.operation, o.permission_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteAclsRequest._DECODERS = {
@@ -208,61 +273,61 @@ DeleteAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (58, 'DeleteAclsRequest'),
-    (59, 'DeleteAclsRequest.Filters'),
-    (65, 'DeleteAclsRequest'),
-    (69, 'DeleteAclsRequest.Filters'),
-    (75, 'DeleteAclsRequest'),
-    (76, 'DeleteAclsRequest.Filters'),
-    (82, 'DeleteAclsRequest'),
-    (86, 'DeleteAclsRequest.Filters'),
-    (92, 'DeleteAclsRequest'),
-    (93, 'DeleteAclsRequest.Filters'),
-    (100, 'DeleteAclsRequest.<tagged fields>'),
-    (110, 'DeleteAclsRequest'),
-    (114, 'DeleteAclsRequest.Filters'),
-    (118, 'DeleteAclsRequest.<tagged fields>'),
-    (121, 'DeleteAclsFilter'),
-    (122, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (124, 'DeleteAclsFilter.ResourceNameFilter'),
-    (125, 'DeleteAclsFilter.PrincipalFilter'),
-    (126, 'DeleteAclsFilter.HostFilter'),
-    (127, 'DeleteAclsFilter.Operation,PermissionType'),
-    (129, 'DeleteAclsFilter'),
-    (133, 'DeleteAclsFilter.PatternTypeFilter'),
-    (135, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (136, 'DeleteAclsFilter.ResourceNameFilter'),
-    (137, 'DeleteAclsFilter.PrincipalFilter'),
-    (138, 'DeleteAclsFilter.HostFilter'),
-    (139, 'DeleteAclsFilter.Operation,PermissionType'),
-    (142, 'DeleteAclsFilter'),
-    (143, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (145, 'DeleteAclsFilter.ResourceNameFilter'),
-    (146, 'DeleteAclsFilter.PatternTypeFilter'),
-    (148, 'DeleteAclsFilter.PrincipalFilter'),
-    (149, 'DeleteAclsFilter.HostFilter'),
-    (150, 'DeleteAclsFilter.Operation,PermissionType'),
-    (152, 'DeleteAclsFilter'),
-    (156, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (157, 'DeleteAclsFilter.ResourceNameFilter'),
-    (158, 'DeleteAclsFilter.PatternTypeFilter'),
-    (159, 'DeleteAclsFilter.PrincipalFilter'),
-    (160, 'DeleteAclsFilter.HostFilter'),
-    (161, 'DeleteAclsFilter.Operation,PermissionType'),
-    (164, 'DeleteAclsFilter'),
-    (165, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (167, 'DeleteAclsFilter.ResourceNameFilter'),
-    (168, 'DeleteAclsFilter.PatternTypeFilter'),
-    (170, 'DeleteAclsFilter.PrincipalFilter'),
-    (171, 'DeleteAclsFilter.HostFilter'),
-    (172, 'DeleteAclsFilter.Operation,PermissionType'),
-    (174, 'DeleteAclsFilter.<tagged fields>'),
-    (184, 'DeleteAclsFilter'),
-    (188, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (189, 'DeleteAclsFilter.ResourceNameFilter'),
-    (190, 'DeleteAclsFilter.PatternTypeFilter'),
-    (191, 'DeleteAclsFilter.PrincipalFilter'),
-    (192, 'DeleteAclsFilter.HostFilter'),
-    (193, 'DeleteAclsFilter.Operation,PermissionType'),
-    (194, 'DeleteAclsFilter.<tagged fields>'),
+    (93, 'DeleteAclsRequest'),
+    (94, 'DeleteAclsRequest.Filters'),
+    (103, 'DeleteAclsRequest'),
+    (107, 'DeleteAclsRequest.Filters'),
+    (114, 'DeleteAclsRequest'),
+    (115, 'DeleteAclsRequest.Filters'),
+    (124, 'DeleteAclsRequest'),
+    (128, 'DeleteAclsRequest.Filters'),
+    (135, 'DeleteAclsRequest'),
+    (136, 'DeleteAclsRequest.Filters'),
+    (149, 'DeleteAclsRequest.<tagged fields>'),
+    (162, 'DeleteAclsRequest'),
+    (166, 'DeleteAclsRequest.Filters'),
+    (174, 'DeleteAclsRequest.<tagged fields>'),
+    (180, 'DeleteAclsFilter'),
+    (181, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (183, 'DeleteAclsFilter.ResourceNameFilter'),
+    (184, 'DeleteAclsFilter.PrincipalFilter'),
+    (185, 'DeleteAclsFilter.HostFilter'),
+    (186, 'DeleteAclsFilter.Operation,PermissionType'),
+    (188, 'DeleteAclsFilter'),
+    (192, 'DeleteAclsFilter.PatternTypeFilter'),
+    (194, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (195, 'DeleteAclsFilter.ResourceNameFilter'),
+    (196, 'DeleteAclsFilter.PrincipalFilter'),
+    (197, 'DeleteAclsFilter.HostFilter'),
+    (198, 'DeleteAclsFilter.Operation,PermissionType'),
+    (201, 'DeleteAclsFilter'),
+    (202, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (204, 'DeleteAclsFilter.ResourceNameFilter'),
+    (205, 'DeleteAclsFilter.PatternTypeFilter'),
+    (207, 'DeleteAclsFilter.PrincipalFilter'),
+    (208, 'DeleteAclsFilter.HostFilter'),
+    (209, 'DeleteAclsFilter.Operation,PermissionType'),
+    (211, 'DeleteAclsFilter'),
+    (215, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (216, 'DeleteAclsFilter.ResourceNameFilter'),
+    (217, 'DeleteAclsFilter.PatternTypeFilter'),
+    (218, 'DeleteAclsFilter.PrincipalFilter'),
+    (219, 'DeleteAclsFilter.HostFilter'),
+    (220, 'DeleteAclsFilter.Operation,PermissionType'),
+    (223, 'DeleteAclsFilter'),
+    (224, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (226, 'DeleteAclsFilter.ResourceNameFilter'),
+    (227, 'DeleteAclsFilter.PatternTypeFilter'),
+    (229, 'DeleteAclsFilter.PrincipalFilter'),
+    (230, 'DeleteAclsFilter.HostFilter'),
+    (231, 'DeleteAclsFilter.Operation,PermissionType'),
+    (233, 'DeleteAclsFilter.<tagged fields>'),
+    (246, 'DeleteAclsFilter'),
+    (250, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (251, 'DeleteAclsFilter.ResourceNameFilter'),
+    (252, 'DeleteAclsFilter.PatternTypeFilter'),
+    (253, 'DeleteAclsFilter.PrincipalFilter'),
+    (254, 'DeleteAclsFilter.HostFilter'),
+    (255, 'DeleteAclsFilter.Operation,PermissionType'),
+    (256, 'DeleteAclsFilter.<tagged fields>'),
 )

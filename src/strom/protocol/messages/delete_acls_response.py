@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -44,6 +45,33 @@ class DeleteAclsMatchingAcl:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteAclsMatchingAcl:
+    __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    resource_type: Any
+    resource_name: Any
+    pattern_type: Any
+    principal: Any
+    host: Any
+    operation: Any
+    permission_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, resource_type: Any, resource_name: Any, pattern_type: Any, principal: Any, host: Any, operation: Any, permission_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteAclsMatchingAcl  # type: ignore[assignment]
+
+
 _DEFAULT_DeleteAclsMatchingAcl = DeleteAclsMatchingAcl()
 
 
@@ -56,6 +84,21 @@ class DeleteAclsFilterResult:
     #: The ACLs which matched this filter.
     matching_acls: tuple[DeleteAclsMatchingAcl, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeleteAclsFilterResult:
+    __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    matching_acls: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, matching_acls: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.matching_acls = matching_acls
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteAclsFilterResult  # type: ignore[assignment]
 
 
 _DEFAULT_DeleteAclsFilterResult = DeleteAclsFilterResult()
@@ -77,22 +120,39 @@ class DeleteAclsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteAclsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    filter_results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, filter_results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = filter_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteAclsResponse  # type: ignore[assignment]
+
+
 def _d_DeleteAclsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filter_results: list[Any] = []
     for _ in range(count):
         item_filter_results, pos = _d_DeleteAclsFilterResult_0(buf, pos)
         items_filter_results.append(item_filter_results)
     f_filter_results = tuple(items_filter_results)
-    return DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos
+    return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
-    out += _p.INT32.pack(len(items_filter_results))
+    count = len(items_filter_results)
+    out += _p.INT32.pack(count)
     for item_filter_results in items_filter_results:
         _e_DeleteAclsFilterResult_0(item_filter_results, out, chunks)
 
@@ -100,19 +160,23 @@ def _e_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray, chunks: list[
 def _d_DeleteAclsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filter_results: list[Any] = []
     for _ in range(count):
         item_filter_results, pos = _d_DeleteAclsFilterResult_1(buf, pos)
         items_filter_results.append(item_filter_results)
     f_filter_results = tuple(items_filter_results)
-    return DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos
+    return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
-    out += _p.INT32.pack(len(items_filter_results))
+    count = len(items_filter_results)
+    out += _p.INT32.pack(count)
     for item_filter_results in items_filter_results:
         _e_DeleteAclsFilterResult_1(item_filter_results, out, chunks)
 
@@ -120,53 +184,73 @@ def _e_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray, chunks: list[
 def _d_DeleteAclsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_filter_results: list[Any] = []
     for _ in range(count):
         item_filter_results, pos = _d_DeleteAclsFilterResult_2(buf, pos)
         items_filter_results.append(item_filter_results)
     f_filter_results = tuple(items_filter_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteAclsResponse(f_throttle_time_ms, f_filter_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsResponse_2(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
-    _p.write_uvarint(out, len(items_filter_results) + 1)
+    count = len(items_filter_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_filter_results in items_filter_results:
         _e_DeleteAclsFilterResult_2(item_filter_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsFilterResult_0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilterResult, int]:
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_matching_acls: list[Any] = []
     for _ in range(count):
         item_matching_acls, pos = _d_DeleteAclsMatchingAcl_0(buf, pos)
         items_matching_acls.append(item_matching_acls)
     f_matching_acls = tuple(items_matching_acls)
-    return DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos
+    return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
-    out += _p.INT32.pack(len(items_matching_acls))
+    count = len(items_matching_acls)
+    out += _p.INT32.pack(count)
     for item_matching_acls in items_matching_acls:
         _e_DeleteAclsMatchingAcl_0(item_matching_acls, out, chunks)
 
@@ -175,20 +259,24 @@ def _d_DeleteAclsFilterResult_1(buf: memoryview, pos: int) -> tuple[DeleteAclsFi
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_matching_acls: list[Any] = []
     for _ in range(count):
         item_matching_acls, pos = _d_DeleteAclsMatchingAcl_1(buf, pos)
         items_matching_acls.append(item_matching_acls)
     f_matching_acls = tuple(items_matching_acls)
-    return DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos
+    return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
-    out += _p.INT32.pack(len(items_matching_acls))
+    count = len(items_matching_acls)
+    out += _p.INT32.pack(count)
     for item_matching_acls in items_matching_acls:
         _e_DeleteAclsMatchingAcl_1(item_matching_acls, out, chunks)
 
@@ -197,34 +285,50 @@ def _d_DeleteAclsFilterResult_2(buf: memoryview, pos: int) -> tuple[DeleteAclsFi
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_matching_acls: list[Any] = []
     for _ in range(count):
         item_matching_acls, pos = _d_DeleteAclsMatchingAcl_2(buf, pos)
         items_matching_acls.append(item_matching_acls)
     f_matching_acls = tuple(items_matching_acls)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
-    _p.write_uvarint(out, len(items_matching_acls) + 1)
+    count = len(items_matching_acls)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_matching_acls in items_matching_acls:
         _e_DeleteAclsMatchingAcl_2(item_matching_acls, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsMatchingAcl_0(buf: memoryview, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
@@ -238,7 +342,7 @@ def _d_DeleteAclsMatchingAcl_0(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     f_host, pos = _p.read_string(buf, pos)
     (f_operation, f_permission_type,) = _S3.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos
+    return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsMatchingAcl_0(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -266,7 +370,7 @@ def _d_DeleteAclsMatchingAcl_1(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     f_host, pos = _p.read_string(buf, pos)
     (f_operation, f_permission_type,) = _S3.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos
+    return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsMatchingAcl_1(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -294,16 +398,19 @@ def _d_DeleteAclsMatchingAcl_2(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     (f_operation, f_permission_type,) = _S3.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteAclsMatchingAcl_2(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -315,7 +422,10 @@ def _e_DeleteAclsMatchingAcl_2(o: DeleteAclsMatchingAcl, out: bytearray, chunks:
     _p.write_compact_string(out, o.principal)
     _p.write_compact_string(out, o.host)
     out += _S3.pack(o.operation, o.permission_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteAclsResponse._DECODERS = {
@@ -332,105 +442,105 @@ DeleteAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (80, 'DeleteAclsResponse'),
-    (81, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (83, 'DeleteAclsResponse.FilterResults'),
-    (89, 'DeleteAclsResponse'),
-    (93, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (94, 'DeleteAclsResponse.FilterResults'),
-    (100, 'DeleteAclsResponse'),
-    (101, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (103, 'DeleteAclsResponse.FilterResults'),
-    (109, 'DeleteAclsResponse'),
-    (113, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (114, 'DeleteAclsResponse.FilterResults'),
-    (120, 'DeleteAclsResponse'),
-    (121, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (123, 'DeleteAclsResponse.FilterResults'),
-    (130, 'DeleteAclsResponse.<tagged fields>'),
-    (140, 'DeleteAclsResponse'),
-    (144, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (145, 'DeleteAclsResponse.FilterResults'),
-    (149, 'DeleteAclsResponse.<tagged fields>'),
-    (152, 'DeleteAclsFilterResult'),
-    (153, 'DeleteAclsFilterResult.ErrorCode'),
-    (155, 'DeleteAclsFilterResult.ErrorMessage'),
-    (156, 'DeleteAclsFilterResult.MatchingAcls'),
-    (162, 'DeleteAclsFilterResult'),
-    (166, 'DeleteAclsFilterResult.ErrorCode'),
-    (167, 'DeleteAclsFilterResult.ErrorMessage'),
-    (168, 'DeleteAclsFilterResult.MatchingAcls'),
-    (174, 'DeleteAclsFilterResult'),
-    (175, 'DeleteAclsFilterResult.ErrorCode'),
-    (177, 'DeleteAclsFilterResult.ErrorMessage'),
-    (178, 'DeleteAclsFilterResult.MatchingAcls'),
-    (184, 'DeleteAclsFilterResult'),
-    (188, 'DeleteAclsFilterResult.ErrorCode'),
-    (189, 'DeleteAclsFilterResult.ErrorMessage'),
-    (190, 'DeleteAclsFilterResult.MatchingAcls'),
-    (196, 'DeleteAclsFilterResult'),
-    (197, 'DeleteAclsFilterResult.ErrorCode'),
-    (199, 'DeleteAclsFilterResult.ErrorMessage'),
-    (200, 'DeleteAclsFilterResult.MatchingAcls'),
-    (207, 'DeleteAclsFilterResult.<tagged fields>'),
-    (217, 'DeleteAclsFilterResult'),
-    (221, 'DeleteAclsFilterResult.ErrorCode'),
-    (222, 'DeleteAclsFilterResult.ErrorMessage'),
-    (223, 'DeleteAclsFilterResult.MatchingAcls'),
-    (227, 'DeleteAclsFilterResult.<tagged fields>'),
-    (230, 'DeleteAclsMatchingAcl'),
-    (231, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (233, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (234, 'DeleteAclsMatchingAcl.ResourceType'),
-    (236, 'DeleteAclsMatchingAcl.ResourceName'),
-    (237, 'DeleteAclsMatchingAcl.Principal'),
-    (238, 'DeleteAclsMatchingAcl.Host'),
-    (239, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (241, 'DeleteAclsMatchingAcl'),
-    (245, 'DeleteAclsMatchingAcl.PatternType'),
-    (247, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (248, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (249, 'DeleteAclsMatchingAcl.ResourceType'),
-    (250, 'DeleteAclsMatchingAcl.ResourceName'),
-    (251, 'DeleteAclsMatchingAcl.Principal'),
-    (252, 'DeleteAclsMatchingAcl.Host'),
-    (253, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (256, 'DeleteAclsMatchingAcl'),
-    (257, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (259, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (260, 'DeleteAclsMatchingAcl.ResourceType'),
-    (262, 'DeleteAclsMatchingAcl.ResourceName'),
-    (263, 'DeleteAclsMatchingAcl.PatternType'),
-    (265, 'DeleteAclsMatchingAcl.Principal'),
-    (266, 'DeleteAclsMatchingAcl.Host'),
-    (267, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (269, 'DeleteAclsMatchingAcl'),
-    (273, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (274, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (275, 'DeleteAclsMatchingAcl.ResourceType'),
-    (276, 'DeleteAclsMatchingAcl.ResourceName'),
-    (277, 'DeleteAclsMatchingAcl.PatternType'),
-    (278, 'DeleteAclsMatchingAcl.Principal'),
-    (279, 'DeleteAclsMatchingAcl.Host'),
-    (280, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (283, 'DeleteAclsMatchingAcl'),
-    (284, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (286, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (287, 'DeleteAclsMatchingAcl.ResourceType'),
-    (289, 'DeleteAclsMatchingAcl.ResourceName'),
-    (290, 'DeleteAclsMatchingAcl.PatternType'),
-    (292, 'DeleteAclsMatchingAcl.Principal'),
-    (293, 'DeleteAclsMatchingAcl.Host'),
-    (294, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (296, 'DeleteAclsMatchingAcl.<tagged fields>'),
-    (306, 'DeleteAclsMatchingAcl'),
-    (310, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (311, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (312, 'DeleteAclsMatchingAcl.ResourceType'),
-    (313, 'DeleteAclsMatchingAcl.ResourceName'),
-    (314, 'DeleteAclsMatchingAcl.PatternType'),
-    (315, 'DeleteAclsMatchingAcl.Principal'),
-    (316, 'DeleteAclsMatchingAcl.Host'),
-    (317, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (318, 'DeleteAclsMatchingAcl.<tagged fields>'),
+    (136, 'DeleteAclsResponse'),
+    (137, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (139, 'DeleteAclsResponse.FilterResults'),
+    (148, 'DeleteAclsResponse'),
+    (152, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (153, 'DeleteAclsResponse.FilterResults'),
+    (160, 'DeleteAclsResponse'),
+    (161, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (163, 'DeleteAclsResponse.FilterResults'),
+    (172, 'DeleteAclsResponse'),
+    (176, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (177, 'DeleteAclsResponse.FilterResults'),
+    (184, 'DeleteAclsResponse'),
+    (185, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (187, 'DeleteAclsResponse.FilterResults'),
+    (200, 'DeleteAclsResponse.<tagged fields>'),
+    (213, 'DeleteAclsResponse'),
+    (217, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (218, 'DeleteAclsResponse.FilterResults'),
+    (226, 'DeleteAclsResponse.<tagged fields>'),
+    (232, 'DeleteAclsFilterResult'),
+    (233, 'DeleteAclsFilterResult.ErrorCode'),
+    (235, 'DeleteAclsFilterResult.ErrorMessage'),
+    (236, 'DeleteAclsFilterResult.MatchingAcls'),
+    (245, 'DeleteAclsFilterResult'),
+    (249, 'DeleteAclsFilterResult.ErrorCode'),
+    (250, 'DeleteAclsFilterResult.ErrorMessage'),
+    (251, 'DeleteAclsFilterResult.MatchingAcls'),
+    (258, 'DeleteAclsFilterResult'),
+    (259, 'DeleteAclsFilterResult.ErrorCode'),
+    (261, 'DeleteAclsFilterResult.ErrorMessage'),
+    (262, 'DeleteAclsFilterResult.MatchingAcls'),
+    (271, 'DeleteAclsFilterResult'),
+    (275, 'DeleteAclsFilterResult.ErrorCode'),
+    (276, 'DeleteAclsFilterResult.ErrorMessage'),
+    (277, 'DeleteAclsFilterResult.MatchingAcls'),
+    (284, 'DeleteAclsFilterResult'),
+    (285, 'DeleteAclsFilterResult.ErrorCode'),
+    (287, 'DeleteAclsFilterResult.ErrorMessage'),
+    (288, 'DeleteAclsFilterResult.MatchingAcls'),
+    (301, 'DeleteAclsFilterResult.<tagged fields>'),
+    (314, 'DeleteAclsFilterResult'),
+    (318, 'DeleteAclsFilterResult.ErrorCode'),
+    (319, 'DeleteAclsFilterResult.ErrorMessage'),
+    (320, 'DeleteAclsFilterResult.MatchingAcls'),
+    (328, 'DeleteAclsFilterResult.<tagged fields>'),
+    (334, 'DeleteAclsMatchingAcl'),
+    (335, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (337, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (338, 'DeleteAclsMatchingAcl.ResourceType'),
+    (340, 'DeleteAclsMatchingAcl.ResourceName'),
+    (341, 'DeleteAclsMatchingAcl.Principal'),
+    (342, 'DeleteAclsMatchingAcl.Host'),
+    (343, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (345, 'DeleteAclsMatchingAcl'),
+    (349, 'DeleteAclsMatchingAcl.PatternType'),
+    (351, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (352, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (353, 'DeleteAclsMatchingAcl.ResourceType'),
+    (354, 'DeleteAclsMatchingAcl.ResourceName'),
+    (355, 'DeleteAclsMatchingAcl.Principal'),
+    (356, 'DeleteAclsMatchingAcl.Host'),
+    (357, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (360, 'DeleteAclsMatchingAcl'),
+    (361, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (363, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (364, 'DeleteAclsMatchingAcl.ResourceType'),
+    (366, 'DeleteAclsMatchingAcl.ResourceName'),
+    (367, 'DeleteAclsMatchingAcl.PatternType'),
+    (369, 'DeleteAclsMatchingAcl.Principal'),
+    (370, 'DeleteAclsMatchingAcl.Host'),
+    (371, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (373, 'DeleteAclsMatchingAcl'),
+    (377, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (378, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (379, 'DeleteAclsMatchingAcl.ResourceType'),
+    (380, 'DeleteAclsMatchingAcl.ResourceName'),
+    (381, 'DeleteAclsMatchingAcl.PatternType'),
+    (382, 'DeleteAclsMatchingAcl.Principal'),
+    (383, 'DeleteAclsMatchingAcl.Host'),
+    (384, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (387, 'DeleteAclsMatchingAcl'),
+    (388, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (390, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (391, 'DeleteAclsMatchingAcl.ResourceType'),
+    (393, 'DeleteAclsMatchingAcl.ResourceName'),
+    (394, 'DeleteAclsMatchingAcl.PatternType'),
+    (396, 'DeleteAclsMatchingAcl.Principal'),
+    (397, 'DeleteAclsMatchingAcl.Host'),
+    (398, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (400, 'DeleteAclsMatchingAcl.<tagged fields>'),
+    (413, 'DeleteAclsMatchingAcl'),
+    (417, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (418, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (419, 'DeleteAclsMatchingAcl.ResourceType'),
+    (420, 'DeleteAclsMatchingAcl.ResourceName'),
+    (421, 'DeleteAclsMatchingAcl.PatternType'),
+    (422, 'DeleteAclsMatchingAcl.Principal'),
+    (423, 'DeleteAclsMatchingAcl.Host'),
+    (424, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (425, 'DeleteAclsMatchingAcl.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -32,50 +33,81 @@ class DeleteGroupsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteGroupsRequest(_Message):
+    __slots__ = ('groups_names', 'unknown_tagged_fields', )
+    groups_names: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, groups_names: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.groups_names = groups_names
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteGroupsRequest  # type: ignore[assignment]
+
+
 def _d_DeleteGroupsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups_names: list[Any] = []
     for _ in range(count):
         item_groups_names, pos = _p.read_string(buf, pos)
         items_groups_names.append(item_groups_names)
     f_groups_names = tuple(items_groups_names)
-    return DeleteGroupsRequest(f_groups_names), pos
+    return _New_DeleteGroupsRequest(f_groups_names), pos  # type: ignore[return-value]
 
 
 def _e_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_groups_names = o.groups_names
-    out += _p.INT32.pack(len(items_groups_names))
+    count = len(items_groups_names)
+    out += _p.INT32.pack(count)
     for item_groups_names in items_groups_names:
         _p.write_string(out, item_groups_names)
 
 
 def _d_DeleteGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups_names: list[Any] = []
     for _ in range(count):
         item_groups_names, pos = _p.read_compact_string(buf, pos)
         items_groups_names.append(item_groups_names)
     f_groups_names = tuple(items_groups_names)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteGroupsRequest(f_groups_names, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteGroupsRequest(f_groups_names, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_groups_names = o.groups_names
-    _p.write_uvarint(out, len(items_groups_names) + 1)
+    count = len(items_groups_names)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups_names in items_groups_names:
         _p.write_compact_string(out, item_groups_names)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteGroupsRequest._DECODERS = {
@@ -90,14 +122,14 @@ DeleteGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'DeleteGroupsRequest'),
-    (36, 'DeleteGroupsRequest.GroupsNames'),
-    (42, 'DeleteGroupsRequest'),
-    (46, 'DeleteGroupsRequest.GroupsNames'),
-    (52, 'DeleteGroupsRequest'),
-    (53, 'DeleteGroupsRequest.GroupsNames'),
-    (60, 'DeleteGroupsRequest.<tagged fields>'),
-    (70, 'DeleteGroupsRequest'),
-    (74, 'DeleteGroupsRequest.GroupsNames'),
-    (78, 'DeleteGroupsRequest.<tagged fields>'),
+    (47, 'DeleteGroupsRequest'),
+    (48, 'DeleteGroupsRequest.GroupsNames'),
+    (57, 'DeleteGroupsRequest'),
+    (61, 'DeleteGroupsRequest.GroupsNames'),
+    (68, 'DeleteGroupsRequest'),
+    (69, 'DeleteGroupsRequest.GroupsNames'),
+    (82, 'DeleteGroupsRequest.<tagged fields>'),
+    (95, 'DeleteGroupsRequest'),
+    (99, 'DeleteGroupsRequest.GroupsNames'),
+    (107, 'DeleteGroupsRequest.<tagged fields>'),
 )

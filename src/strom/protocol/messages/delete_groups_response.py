@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -27,6 +28,19 @@ class DeletableGroupResult:
     #: The deletion error, or 0 if the deletion succeeded.
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeletableGroupResult:
+    __slots__ = ('group_id', 'error_code', 'unknown_tagged_fields', )
+    group_id: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeletableGroupResult  # type: ignore[assignment]
 
 
 _DEFAULT_DeletableGroupResult = DeletableGroupResult()
@@ -48,22 +62,39 @@ class DeleteGroupsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteGroupsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteGroupsResponse  # type: ignore[assignment]
+
+
 def _d_DeleteGroupsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DeletableGroupResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return DeleteGroupsResponse(f_throttle_time_ms, f_results), pos
+    return _New_DeleteGroupsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_DeletableGroupResult_0(item_results, out, chunks)
 
@@ -71,40 +102,56 @@ def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray, chunks: l
 def _d_DeleteGroupsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DeletableGroupResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteGroupsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteGroupsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DeletableGroupResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeletableGroupResult_0(buf: memoryview, pos: int) -> tuple[DeletableGroupResult, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DeletableGroupResult(f_group_id, f_error_code), pos
+    return _New_DeletableGroupResult(f_group_id, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_DeletableGroupResult_0(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -117,22 +164,28 @@ def _d_DeletableGroupResult_1(buf: memoryview, pos: int) -> tuple[DeletableGroup
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeletableGroupResult(f_group_id, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeletableGroupResult(f_group_id, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeletableGroupResult_1(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S1.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteGroupsResponse._DECODERS = {
@@ -147,32 +200,32 @@ DeleteGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (51, 'DeleteGroupsResponse'),
-    (52, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (54, 'DeleteGroupsResponse.Results'),
-    (60, 'DeleteGroupsResponse'),
-    (64, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (65, 'DeleteGroupsResponse.Results'),
-    (71, 'DeleteGroupsResponse'),
-    (72, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (74, 'DeleteGroupsResponse.Results'),
-    (81, 'DeleteGroupsResponse.<tagged fields>'),
-    (91, 'DeleteGroupsResponse'),
-    (95, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (96, 'DeleteGroupsResponse.Results'),
-    (100, 'DeleteGroupsResponse.<tagged fields>'),
-    (103, 'DeletableGroupResult'),
-    (104, 'DeletableGroupResult.GroupId'),
-    (105, 'DeletableGroupResult.ErrorCode'),
-    (107, 'DeletableGroupResult'),
-    (111, 'DeletableGroupResult.GroupId'),
-    (112, 'DeletableGroupResult.ErrorCode'),
-    (115, 'DeletableGroupResult'),
-    (116, 'DeletableGroupResult.GroupId'),
-    (117, 'DeletableGroupResult.ErrorCode'),
-    (119, 'DeletableGroupResult.<tagged fields>'),
-    (129, 'DeletableGroupResult'),
-    (133, 'DeletableGroupResult.GroupId'),
-    (134, 'DeletableGroupResult.ErrorCode'),
-    (135, 'DeletableGroupResult.<tagged fields>'),
+    (78, 'DeleteGroupsResponse'),
+    (79, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (81, 'DeleteGroupsResponse.Results'),
+    (90, 'DeleteGroupsResponse'),
+    (94, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (95, 'DeleteGroupsResponse.Results'),
+    (102, 'DeleteGroupsResponse'),
+    (103, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (105, 'DeleteGroupsResponse.Results'),
+    (118, 'DeleteGroupsResponse.<tagged fields>'),
+    (131, 'DeleteGroupsResponse'),
+    (135, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (136, 'DeleteGroupsResponse.Results'),
+    (144, 'DeleteGroupsResponse.<tagged fields>'),
+    (150, 'DeletableGroupResult'),
+    (151, 'DeletableGroupResult.GroupId'),
+    (152, 'DeletableGroupResult.ErrorCode'),
+    (154, 'DeletableGroupResult'),
+    (158, 'DeletableGroupResult.GroupId'),
+    (159, 'DeletableGroupResult.ErrorCode'),
+    (162, 'DeletableGroupResult'),
+    (163, 'DeletableGroupResult.GroupId'),
+    (164, 'DeletableGroupResult.ErrorCode'),
+    (166, 'DeletableGroupResult.<tagged fields>'),
+    (179, 'DeletableGroupResult'),
+    (183, 'DeletableGroupResult.GroupId'),
+    (184, 'DeletableGroupResult.ErrorCode'),
+    (185, 'DeletableGroupResult.<tagged fields>'),
 )

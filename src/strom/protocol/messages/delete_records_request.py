@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">iq")
 
@@ -28,6 +29,19 @@ class DeleteRecordsPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteRecordsPartition:
+    __slots__ = ('partition_index', 'offset', 'unknown_tagged_fields', )
+    partition_index: Any
+    offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.offset = offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsPartition  # type: ignore[assignment]
+
+
 _DEFAULT_DeleteRecordsPartition = DeleteRecordsPartition()
 
 
@@ -38,6 +52,19 @@ class DeleteRecordsTopic:
     #: Each partition that we want to delete records from.
     partitions: tuple[DeleteRecordsPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeleteRecordsTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsTopic  # type: ignore[assignment]
 
 
 _DEFAULT_DeleteRecordsTopic = DeleteRecordsTopic()
@@ -59,8 +86,24 @@ class DeleteRecordsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteRecordsRequest(_Message):
+    __slots__ = ('topics', 'timeout_ms', 'unknown_tagged_fields', )
+    topics: Any
+    timeout_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, timeout_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsRequest  # type: ignore[assignment]
+
+
 def _d_DeleteRecordsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteRecordsTopic_0(buf, pos)
@@ -68,20 +111,27 @@ def _d_DeleteRecordsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsR
     f_topics = tuple(items_topics)
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return DeleteRecordsRequest(f_topics, f_timeout_ms), pos
+    return _New_DeleteRecordsRequest(f_topics, f_timeout_ms), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_DeleteRecordsTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms)
 
 
 def _d_DeleteRecordsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteRecordsTopic_1(buf, pos)
@@ -90,81 +140,111 @@ def _d_DeleteRecordsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsR
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsRequest(f_topics, f_timeout_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsRequest(f_topics, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsRequest_1(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DeleteRecordsTopic_1(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsTopic_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DeleteRecordsPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return DeleteRecordsTopic(f_name, f_partitions), pos
+    return _New_DeleteRecordsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_DeleteRecordsPartition_0(item_partitions, out, chunks)
 
 
 def _d_DeleteRecordsTopic_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DeleteRecordsPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_DeleteRecordsPartition_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsPartition_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartition, int]:
     (f_partition_index, f_offset,) = _S1.unpack_from(buf, pos)
     pos += 12
-    return DeleteRecordsPartition(f_partition_index, f_offset), pos
+    return _New_DeleteRecordsPartition(f_partition_index, f_offset), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsPartition_0(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,21 +255,27 @@ def _d_DeleteRecordsPartition_1(buf: memoryview, pos: int) -> tuple[DeleteRecord
     (f_partition_index, f_offset,) = _S1.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsPartition(f_partition_index, f_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsPartition(f_partition_index, f_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsPartition_1(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteRecordsRequest._DECODERS = {
@@ -204,42 +290,42 @@ DeleteRecordsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (62, 'DeleteRecordsRequest'),
-    (63, 'DeleteRecordsRequest.Topics'),
-    (69, 'DeleteRecordsRequest.TimeoutMs'),
-    (71, 'DeleteRecordsRequest'),
-    (75, 'DeleteRecordsRequest.Topics'),
-    (79, 'DeleteRecordsRequest.TimeoutMs'),
-    (82, 'DeleteRecordsRequest'),
-    (83, 'DeleteRecordsRequest.Topics'),
-    (90, 'DeleteRecordsRequest.TimeoutMs'),
-    (92, 'DeleteRecordsRequest.<tagged fields>'),
     (102, 'DeleteRecordsRequest'),
-    (106, 'DeleteRecordsRequest.Topics'),
-    (110, 'DeleteRecordsRequest.TimeoutMs'),
-    (111, 'DeleteRecordsRequest.<tagged fields>'),
-    (114, 'DeleteRecordsTopic'),
-    (115, 'DeleteRecordsTopic.Name'),
-    (116, 'DeleteRecordsTopic.Partitions'),
-    (122, 'DeleteRecordsTopic'),
-    (126, 'DeleteRecordsTopic.Name'),
-    (127, 'DeleteRecordsTopic.Partitions'),
-    (133, 'DeleteRecordsTopic'),
-    (134, 'DeleteRecordsTopic.Name'),
-    (135, 'DeleteRecordsTopic.Partitions'),
-    (142, 'DeleteRecordsTopic.<tagged fields>'),
-    (152, 'DeleteRecordsTopic'),
-    (156, 'DeleteRecordsTopic.Name'),
-    (157, 'DeleteRecordsTopic.Partitions'),
-    (161, 'DeleteRecordsTopic.<tagged fields>'),
-    (164, 'DeleteRecordsPartition'),
-    (165, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (167, 'DeleteRecordsPartition'),
-    (171, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (174, 'DeleteRecordsPartition'),
-    (175, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (177, 'DeleteRecordsPartition.<tagged fields>'),
-    (187, 'DeleteRecordsPartition'),
-    (191, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (192, 'DeleteRecordsPartition.<tagged fields>'),
+    (103, 'DeleteRecordsRequest.Topics'),
+    (112, 'DeleteRecordsRequest.TimeoutMs'),
+    (114, 'DeleteRecordsRequest'),
+    (118, 'DeleteRecordsRequest.Topics'),
+    (123, 'DeleteRecordsRequest.TimeoutMs'),
+    (126, 'DeleteRecordsRequest'),
+    (127, 'DeleteRecordsRequest.Topics'),
+    (140, 'DeleteRecordsRequest.TimeoutMs'),
+    (142, 'DeleteRecordsRequest.<tagged fields>'),
+    (155, 'DeleteRecordsRequest'),
+    (159, 'DeleteRecordsRequest.Topics'),
+    (167, 'DeleteRecordsRequest.TimeoutMs'),
+    (168, 'DeleteRecordsRequest.<tagged fields>'),
+    (174, 'DeleteRecordsTopic'),
+    (175, 'DeleteRecordsTopic.Name'),
+    (176, 'DeleteRecordsTopic.Partitions'),
+    (185, 'DeleteRecordsTopic'),
+    (189, 'DeleteRecordsTopic.Name'),
+    (190, 'DeleteRecordsTopic.Partitions'),
+    (197, 'DeleteRecordsTopic'),
+    (198, 'DeleteRecordsTopic.Name'),
+    (199, 'DeleteRecordsTopic.Partitions'),
+    (212, 'DeleteRecordsTopic.<tagged fields>'),
+    (225, 'DeleteRecordsTopic'),
+    (229, 'DeleteRecordsTopic.Name'),
+    (230, 'DeleteRecordsTopic.Partitions'),
+    (238, 'DeleteRecordsTopic.<tagged fields>'),
+    (244, 'DeleteRecordsPartition'),
+    (245, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (247, 'DeleteRecordsPartition'),
+    (251, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (254, 'DeleteRecordsPartition'),
+    (255, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (257, 'DeleteRecordsPartition.<tagged fields>'),
+    (270, 'DeleteRecordsPartition'),
+    (274, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (275, 'DeleteRecordsPartition.<tagged fields>'),
 )

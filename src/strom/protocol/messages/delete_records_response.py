@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">iqh")
 
@@ -31,6 +32,21 @@ class DeleteRecordsPartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteRecordsPartitionResult:
+    __slots__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    low_watermark: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, low_watermark: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.low_watermark = low_watermark
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsPartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_DeleteRecordsPartitionResult = DeleteRecordsPartitionResult()
 
 
@@ -42,6 +58,19 @@ class DeleteRecordsTopicResult:
     #: Each partition that we wanted to delete records from.
     partitions: tuple[DeleteRecordsPartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeleteRecordsTopicResult:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsTopicResult  # type: ignore[assignment]
 
 
 _DEFAULT_DeleteRecordsTopicResult = DeleteRecordsTopicResult()
@@ -63,22 +92,39 @@ class DeleteRecordsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteRecordsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteRecordsResponse  # type: ignore[assignment]
+
+
 def _d_DeleteRecordsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteRecordsTopicResult_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return DeleteRecordsResponse(f_throttle_time_ms, f_topics), pos
+    return _New_DeleteRecordsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_DeleteRecordsTopicResult_0(item_topics, out, chunks)
 
@@ -86,89 +132,125 @@ def _e_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray, chunks:
 def _d_DeleteRecordsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteRecordsTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsResponse_1(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DeleteRecordsTopicResult_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsTopicResult_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DeleteRecordsPartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return DeleteRecordsTopicResult(f_name, f_partitions), pos
+    return _New_DeleteRecordsTopicResult(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_DeleteRecordsPartitionResult_0(item_partitions, out, chunks)
 
 
 def _d_DeleteRecordsTopicResult_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DeleteRecordsPartitionResult_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsTopicResult(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsTopicResult(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_DeleteRecordsPartitionResult_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsPartitionResult_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsPartitionResult, int]:
     (f_partition_index, f_low_watermark, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 14
-    return DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code), pos
+    return _New_DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsPartitionResult_0(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -179,21 +261,27 @@ def _d_DeleteRecordsPartitionResult_1(buf: memoryview, pos: int) -> tuple[Delete
     (f_partition_index, f_low_watermark, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 14
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteRecordsPartitionResult_1(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.low_watermark, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteRecordsResponse._DECODERS = {
@@ -208,42 +296,42 @@ DeleteRecordsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'DeleteRecordsResponse'),
-    (67, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (69, 'DeleteRecordsResponse.Topics'),
-    (75, 'DeleteRecordsResponse'),
-    (79, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (80, 'DeleteRecordsResponse.Topics'),
-    (86, 'DeleteRecordsResponse'),
-    (87, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (89, 'DeleteRecordsResponse.Topics'),
-    (96, 'DeleteRecordsResponse.<tagged fields>'),
-    (106, 'DeleteRecordsResponse'),
-    (110, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (108, 'DeleteRecordsResponse'),
+    (109, 'DeleteRecordsResponse.ThrottleTimeMs'),
     (111, 'DeleteRecordsResponse.Topics'),
-    (115, 'DeleteRecordsResponse.<tagged fields>'),
-    (118, 'DeleteRecordsTopicResult'),
-    (119, 'DeleteRecordsTopicResult.Name'),
-    (120, 'DeleteRecordsTopicResult.Partitions'),
-    (126, 'DeleteRecordsTopicResult'),
-    (130, 'DeleteRecordsTopicResult.Name'),
-    (131, 'DeleteRecordsTopicResult.Partitions'),
-    (137, 'DeleteRecordsTopicResult'),
-    (138, 'DeleteRecordsTopicResult.Name'),
-    (139, 'DeleteRecordsTopicResult.Partitions'),
-    (146, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (156, 'DeleteRecordsTopicResult'),
-    (160, 'DeleteRecordsTopicResult.Name'),
-    (161, 'DeleteRecordsTopicResult.Partitions'),
-    (165, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (168, 'DeleteRecordsPartitionResult'),
-    (169, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (171, 'DeleteRecordsPartitionResult'),
-    (175, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (178, 'DeleteRecordsPartitionResult'),
-    (179, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (181, 'DeleteRecordsPartitionResult.<tagged fields>'),
-    (191, 'DeleteRecordsPartitionResult'),
-    (195, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (196, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (120, 'DeleteRecordsResponse'),
+    (124, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (125, 'DeleteRecordsResponse.Topics'),
+    (132, 'DeleteRecordsResponse'),
+    (133, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (135, 'DeleteRecordsResponse.Topics'),
+    (148, 'DeleteRecordsResponse.<tagged fields>'),
+    (161, 'DeleteRecordsResponse'),
+    (165, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (166, 'DeleteRecordsResponse.Topics'),
+    (174, 'DeleteRecordsResponse.<tagged fields>'),
+    (180, 'DeleteRecordsTopicResult'),
+    (181, 'DeleteRecordsTopicResult.Name'),
+    (182, 'DeleteRecordsTopicResult.Partitions'),
+    (191, 'DeleteRecordsTopicResult'),
+    (195, 'DeleteRecordsTopicResult.Name'),
+    (196, 'DeleteRecordsTopicResult.Partitions'),
+    (203, 'DeleteRecordsTopicResult'),
+    (204, 'DeleteRecordsTopicResult.Name'),
+    (205, 'DeleteRecordsTopicResult.Partitions'),
+    (218, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (231, 'DeleteRecordsTopicResult'),
+    (235, 'DeleteRecordsTopicResult.Name'),
+    (236, 'DeleteRecordsTopicResult.Partitions'),
+    (244, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (250, 'DeleteRecordsPartitionResult'),
+    (251, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (253, 'DeleteRecordsPartitionResult'),
+    (257, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (260, 'DeleteRecordsPartitionResult'),
+    (261, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (263, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (276, 'DeleteRecordsPartitionResult'),
+    (280, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (281, 'DeleteRecordsPartitionResult.<tagged fields>'),
 )

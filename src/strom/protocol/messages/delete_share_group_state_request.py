@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -23,6 +24,17 @@ class PartitionData:
     #: The partition index.
     partition: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_PartitionData:
+    __slots__ = ('partition', 'unknown_tagged_fields', )
+    partition: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
 
 
 _DEFAULT_PartitionData = PartitionData()
@@ -35,6 +47,19 @@ class DeleteStateData:
     #: The data for the partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeleteStateData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteStateData  # type: ignore[assignment]
 
 
 _DEFAULT_DeleteStateData = DeleteStateData()
@@ -56,87 +81,138 @@ class DeleteShareGroupStateRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteShareGroupStateRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteShareGroupStateRequest  # type: ignore[assignment]
+
+
 def _d_DeleteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteStateData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteShareGroupStateRequest(f_group_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteShareGroupStateRequest_0(o: DeleteShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DeleteStateData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteStateData_0(buf: memoryview, pos: int) -> tuple[DeleteStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteStateData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteStateData_0(o: DeleteStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteShareGroupStateRequest._DECODERS = {
@@ -147,26 +223,26 @@ DeleteShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (59, 'DeleteShareGroupStateRequest'),
-    (60, 'DeleteShareGroupStateRequest.GroupId'),
-    (61, 'DeleteShareGroupStateRequest.Topics'),
-    (68, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (78, 'DeleteShareGroupStateRequest'),
-    (82, 'DeleteShareGroupStateRequest.GroupId'),
-    (83, 'DeleteShareGroupStateRequest.Topics'),
-    (87, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (90, 'DeleteStateData'),
-    (91, 'DeleteStateData.TopicId'),
-    (92, 'DeleteStateData.Partitions'),
-    (99, 'DeleteStateData.<tagged fields>'),
-    (109, 'DeleteStateData'),
-    (113, 'DeleteStateData.TopicId'),
-    (114, 'DeleteStateData.Partitions'),
-    (118, 'DeleteStateData.<tagged fields>'),
-    (121, 'PartitionData'),
-    (122, 'PartitionData.Partition'),
-    (124, 'PartitionData.<tagged fields>'),
-    (134, 'PartitionData'),
-    (138, 'PartitionData.Partition'),
-    (139, 'PartitionData.<tagged fields>'),
+    (97, 'DeleteShareGroupStateRequest'),
+    (98, 'DeleteShareGroupStateRequest.GroupId'),
+    (99, 'DeleteShareGroupStateRequest.Topics'),
+    (112, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (125, 'DeleteShareGroupStateRequest'),
+    (129, 'DeleteShareGroupStateRequest.GroupId'),
+    (130, 'DeleteShareGroupStateRequest.Topics'),
+    (138, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (144, 'DeleteStateData'),
+    (145, 'DeleteStateData.TopicId'),
+    (146, 'DeleteStateData.Partitions'),
+    (159, 'DeleteStateData.<tagged fields>'),
+    (172, 'DeleteStateData'),
+    (176, 'DeleteStateData.TopicId'),
+    (177, 'DeleteStateData.Partitions'),
+    (185, 'DeleteStateData.<tagged fields>'),
+    (191, 'PartitionData'),
+    (192, 'PartitionData.Partition'),
+    (194, 'PartitionData.<tagged fields>'),
+    (207, 'PartitionData'),
+    (211, 'PartitionData.Partition'),
+    (212, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -25,6 +26,19 @@ class DeleteTopicState:
     #: The unique topic ID
     topic_id: UUID = _p.ZERO_UUID
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeleteTopicState:
+    __slots__ = ('name', 'topic_id', 'unknown_tagged_fields', )
+    name: Any
+    topic_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, topic_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteTopicState  # type: ignore[assignment]
 
 
 _DEFAULT_DeleteTopicState = DeleteTopicState()
@@ -48,8 +62,26 @@ class DeleteTopicsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteTopicsRequest(_Message):
+    __slots__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields', )
+    topics: Any
+    topic_names: Any
+    timeout_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, topic_names: Any, timeout_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.topic_names = topic_names
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteTopicsRequest  # type: ignore[assignment]
+
+
 def _d_DeleteTopicsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_names: list[Any] = []
     for _ in range(count):
         item_topic_names, pos = _p.read_string(buf, pos)
@@ -57,22 +89,29 @@ def _d_DeleteTopicsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     f_topic_names = tuple(items_topic_names)
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return DeleteTopicsRequest((), f_topic_names, f_timeout_ms), pos
+    return _New_DeleteTopicsRequest((), f_topic_names, f_timeout_ms), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 0", message_name="DeleteTopicsRequest", api_version=0, field="Topics")
     items_topic_names = o.topic_names
-    out += _p.INT32.pack(len(items_topic_names))
+    count = len(items_topic_names)
+    out += _p.INT32.pack(count)
     for item_topic_names in items_topic_names:
         _p.write_string(out, item_topic_names)
     out += _S0.pack(o.timeout_ms)
 
 
 def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_names: list[Any] = []
     for _ in range(count):
         item_topic_names, pos = _p.read_compact_string(buf, pos)
@@ -81,32 +120,48 @@ def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicsRequest((), f_topic_names, f_timeout_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicsRequest((), f_topic_names, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 4", message_name="DeleteTopicsRequest", api_version=4, field="Topics")
     items_topic_names = o.topic_names
-    _p.write_uvarint(out, len(items_topic_names) + 1)
+    count = len(items_topic_names)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_names in items_topic_names:
         _p.write_compact_string(out, item_topic_names)
     out += _S0.pack(o.timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DeleteTopicState_0(buf, pos)
@@ -115,47 +170,63 @@ def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicsRequest(f_topics, (), f_timeout_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicsRequest(f_topics, (), f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DeleteTopicState_0(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicState_0(buf: memoryview, pos: int) -> tuple[DeleteTopicState, int]:
     f_name, pos = _p.read_compact_nullable_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicState(f_name, f_topic_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicState(f_name, f_topic_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicState_0(o: DeleteTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.name)
     out += o.topic_id.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteTopicsRequest._DECODERS = {
@@ -178,36 +249,36 @@ DeleteTopicsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (51, 'DeleteTopicsRequest'),
-    (52, 'DeleteTopicsRequest.TopicNames'),
-    (58, 'DeleteTopicsRequest.TimeoutMs'),
-    (60, 'DeleteTopicsRequest'),
-    (64, 'DeleteTopicsRequest.Topics'),
-    (66, 'DeleteTopicsRequest.TopicNames'),
-    (70, 'DeleteTopicsRequest.TimeoutMs'),
-    (73, 'DeleteTopicsRequest'),
-    (74, 'DeleteTopicsRequest.TopicNames'),
-    (81, 'DeleteTopicsRequest.TimeoutMs'),
-    (83, 'DeleteTopicsRequest.<tagged fields>'),
-    (93, 'DeleteTopicsRequest'),
-    (97, 'DeleteTopicsRequest.Topics'),
-    (99, 'DeleteTopicsRequest.TopicNames'),
+    (80, 'DeleteTopicsRequest'),
+    (81, 'DeleteTopicsRequest.TopicNames'),
+    (90, 'DeleteTopicsRequest.TimeoutMs'),
+    (92, 'DeleteTopicsRequest'),
+    (96, 'DeleteTopicsRequest.Topics'),
+    (98, 'DeleteTopicsRequest.TopicNames'),
     (103, 'DeleteTopicsRequest.TimeoutMs'),
-    (104, 'DeleteTopicsRequest.<tagged fields>'),
-    (107, 'DeleteTopicsRequest'),
-    (108, 'DeleteTopicsRequest.Topics'),
-    (115, 'DeleteTopicsRequest.TimeoutMs'),
-    (117, 'DeleteTopicsRequest.<tagged fields>'),
-    (127, 'DeleteTopicsRequest'),
-    (131, 'DeleteTopicsRequest.Topics'),
-    (135, 'DeleteTopicsRequest.TimeoutMs'),
-    (136, 'DeleteTopicsRequest.<tagged fields>'),
-    (139, 'DeleteTopicState'),
-    (140, 'DeleteTopicState.Name'),
-    (141, 'DeleteTopicState.TopicId'),
-    (142, 'DeleteTopicState.<tagged fields>'),
-    (152, 'DeleteTopicState'),
-    (156, 'DeleteTopicState.Name'),
-    (157, 'DeleteTopicState.TopicId'),
-    (158, 'DeleteTopicState.<tagged fields>'),
+    (106, 'DeleteTopicsRequest'),
+    (107, 'DeleteTopicsRequest.TopicNames'),
+    (120, 'DeleteTopicsRequest.TimeoutMs'),
+    (122, 'DeleteTopicsRequest.<tagged fields>'),
+    (135, 'DeleteTopicsRequest'),
+    (139, 'DeleteTopicsRequest.Topics'),
+    (141, 'DeleteTopicsRequest.TopicNames'),
+    (149, 'DeleteTopicsRequest.TimeoutMs'),
+    (150, 'DeleteTopicsRequest.<tagged fields>'),
+    (156, 'DeleteTopicsRequest'),
+    (157, 'DeleteTopicsRequest.Topics'),
+    (170, 'DeleteTopicsRequest.TimeoutMs'),
+    (172, 'DeleteTopicsRequest.<tagged fields>'),
+    (185, 'DeleteTopicsRequest'),
+    (189, 'DeleteTopicsRequest.Topics'),
+    (197, 'DeleteTopicsRequest.TimeoutMs'),
+    (198, 'DeleteTopicsRequest.<tagged fields>'),
+    (204, 'DeleteTopicState'),
+    (205, 'DeleteTopicState.Name'),
+    (206, 'DeleteTopicState.TopicId'),
+    (207, 'DeleteTopicState.<tagged fields>'),
+    (220, 'DeleteTopicState'),
+    (224, 'DeleteTopicState.Name'),
+    (225, 'DeleteTopicState.TopicId'),
+    (226, 'DeleteTopicState.<tagged fields>'),
 )

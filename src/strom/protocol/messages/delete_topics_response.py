@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -31,6 +32,23 @@ class DeletableTopicResult:
     #: The error message, or null if there was no error.
     error_message: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DeletableTopicResult:
+    __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    name: Any
+    topic_id: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, topic_id: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeletableTopicResult  # type: ignore[assignment]
 
 
 _DEFAULT_DeletableTopicResult = DeletableTopicResult()
@@ -52,19 +70,36 @@ class DeleteTopicsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DeleteTopicsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    responses: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, responses: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DeleteTopicsResponse  # type: ignore[assignment]
+
+
 def _d_DeleteTopicsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_DeletableTopicResult_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return DeleteTopicsResponse(0, f_responses), pos
+    return _New_DeleteTopicsResponse(0, f_responses), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_DeletableTopicResult_0(item_responses, out, chunks)
 
@@ -72,19 +107,23 @@ def _e_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray, chunks: l
 def _d_DeleteTopicsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_DeletableTopicResult_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return DeleteTopicsResponse(f_throttle_time_ms, f_responses), pos
+    return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_DeletableTopicResult_0(item_responses, out, chunks)
 
@@ -92,104 +131,152 @@ def _e_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray, chunks: l
 def _d_DeleteTopicsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_DeletableTopicResult_1(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_DeletableTopicResult_1(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_DeletableTopicResult_2(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_DeletableTopicResult_2(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsResponse_4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_DeletableTopicResult_3(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_DeletableTopicResult_3(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeletableTopicResult_0(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None), pos
+    return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None), pos  # type: ignore[return-value]
 
 
 def _e_DeletableTopicResult_0(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -202,22 +289,28 @@ def _d_DeletableTopicResult_1(buf: memoryview, pos: int) -> tuple[DeletableTopic
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeletableTopicResult_1(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 4))
     out += _S1.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
@@ -226,23 +319,29 @@ def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[DeletableTopic
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeletableTopicResult_2(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 5))
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DeletableTopicResult_3(buf: memoryview, pos: int) -> tuple[DeletableTopicResult, int]:
@@ -252,16 +351,19 @@ def _d_DeletableTopicResult_3(buf: memoryview, pos: int) -> tuple[DeletableTopic
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DeletableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DeletableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -269,7 +371,10 @@ def _e_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray, chunks: l
     out += o.topic_id.bytes
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DeleteTopicsResponse._DECODERS = {
@@ -292,74 +397,74 @@ DeleteTopicsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'DeleteTopicsResponse'),
-    (56, 'DeleteTopicsResponse.Responses'),
-    (62, 'DeleteTopicsResponse'),
-    (66, 'DeleteTopicsResponse.Responses'),
-    (72, 'DeleteTopicsResponse'),
-    (73, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (75, 'DeleteTopicsResponse.Responses'),
-    (81, 'DeleteTopicsResponse'),
-    (85, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (86, 'DeleteTopicsResponse.Responses'),
-    (92, 'DeleteTopicsResponse'),
-    (93, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (95, 'DeleteTopicsResponse.Responses'),
-    (102, 'DeleteTopicsResponse.<tagged fields>'),
-    (112, 'DeleteTopicsResponse'),
-    (116, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (117, 'DeleteTopicsResponse.Responses'),
-    (121, 'DeleteTopicsResponse.<tagged fields>'),
-    (124, 'DeleteTopicsResponse'),
-    (125, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (127, 'DeleteTopicsResponse.Responses'),
-    (134, 'DeleteTopicsResponse.<tagged fields>'),
-    (144, 'DeleteTopicsResponse'),
-    (148, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (149, 'DeleteTopicsResponse.Responses'),
-    (153, 'DeleteTopicsResponse.<tagged fields>'),
-    (156, 'DeleteTopicsResponse'),
-    (157, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (159, 'DeleteTopicsResponse.Responses'),
-    (166, 'DeleteTopicsResponse.<tagged fields>'),
-    (176, 'DeleteTopicsResponse'),
+    (86, 'DeleteTopicsResponse'),
+    (87, 'DeleteTopicsResponse.Responses'),
+    (96, 'DeleteTopicsResponse'),
+    (100, 'DeleteTopicsResponse.Responses'),
+    (107, 'DeleteTopicsResponse'),
+    (108, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (110, 'DeleteTopicsResponse.Responses'),
+    (119, 'DeleteTopicsResponse'),
+    (123, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (124, 'DeleteTopicsResponse.Responses'),
+    (131, 'DeleteTopicsResponse'),
+    (132, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (134, 'DeleteTopicsResponse.Responses'),
+    (147, 'DeleteTopicsResponse.<tagged fields>'),
+    (160, 'DeleteTopicsResponse'),
+    (164, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (165, 'DeleteTopicsResponse.Responses'),
+    (173, 'DeleteTopicsResponse.<tagged fields>'),
+    (179, 'DeleteTopicsResponse'),
     (180, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (181, 'DeleteTopicsResponse.Responses'),
-    (185, 'DeleteTopicsResponse.<tagged fields>'),
-    (188, 'DeletableTopicResult'),
-    (189, 'DeletableTopicResult.Name'),
-    (190, 'DeletableTopicResult.ErrorCode'),
-    (192, 'DeletableTopicResult'),
-    (196, 'DeletableTopicResult.Name'),
-    (197, 'DeletableTopicResult.ErrorCode'),
-    (200, 'DeletableTopicResult'),
-    (201, 'DeletableTopicResult.Name'),
-    (202, 'DeletableTopicResult.ErrorCode'),
-    (204, 'DeletableTopicResult.<tagged fields>'),
-    (214, 'DeletableTopicResult'),
-    (218, 'DeletableTopicResult.Name'),
-    (219, 'DeletableTopicResult.ErrorCode'),
-    (220, 'DeletableTopicResult.<tagged fields>'),
-    (223, 'DeletableTopicResult'),
-    (224, 'DeletableTopicResult.Name'),
-    (225, 'DeletableTopicResult.ErrorCode'),
-    (227, 'DeletableTopicResult.ErrorMessage'),
-    (228, 'DeletableTopicResult.<tagged fields>'),
-    (238, 'DeletableTopicResult'),
-    (242, 'DeletableTopicResult.Name'),
-    (243, 'DeletableTopicResult.ErrorCode'),
-    (244, 'DeletableTopicResult.ErrorMessage'),
-    (245, 'DeletableTopicResult.<tagged fields>'),
-    (248, 'DeletableTopicResult'),
-    (249, 'DeletableTopicResult.Name'),
-    (250, 'DeletableTopicResult.TopicId'),
-    (251, 'DeletableTopicResult.ErrorCode'),
-    (253, 'DeletableTopicResult.ErrorMessage'),
-    (254, 'DeletableTopicResult.<tagged fields>'),
-    (264, 'DeletableTopicResult'),
-    (268, 'DeletableTopicResult.Name'),
-    (269, 'DeletableTopicResult.TopicId'),
-    (270, 'DeletableTopicResult.ErrorCode'),
-    (271, 'DeletableTopicResult.ErrorMessage'),
-    (272, 'DeletableTopicResult.<tagged fields>'),
+    (182, 'DeleteTopicsResponse.Responses'),
+    (195, 'DeleteTopicsResponse.<tagged fields>'),
+    (208, 'DeleteTopicsResponse'),
+    (212, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (213, 'DeleteTopicsResponse.Responses'),
+    (221, 'DeleteTopicsResponse.<tagged fields>'),
+    (227, 'DeleteTopicsResponse'),
+    (228, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (230, 'DeleteTopicsResponse.Responses'),
+    (243, 'DeleteTopicsResponse.<tagged fields>'),
+    (256, 'DeleteTopicsResponse'),
+    (260, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (261, 'DeleteTopicsResponse.Responses'),
+    (269, 'DeleteTopicsResponse.<tagged fields>'),
+    (275, 'DeletableTopicResult'),
+    (276, 'DeletableTopicResult.Name'),
+    (277, 'DeletableTopicResult.ErrorCode'),
+    (279, 'DeletableTopicResult'),
+    (283, 'DeletableTopicResult.Name'),
+    (284, 'DeletableTopicResult.ErrorCode'),
+    (287, 'DeletableTopicResult'),
+    (288, 'DeletableTopicResult.Name'),
+    (289, 'DeletableTopicResult.ErrorCode'),
+    (291, 'DeletableTopicResult.<tagged fields>'),
+    (304, 'DeletableTopicResult'),
+    (308, 'DeletableTopicResult.Name'),
+    (309, 'DeletableTopicResult.ErrorCode'),
+    (310, 'DeletableTopicResult.<tagged fields>'),
+    (316, 'DeletableTopicResult'),
+    (317, 'DeletableTopicResult.Name'),
+    (318, 'DeletableTopicResult.ErrorCode'),
+    (320, 'DeletableTopicResult.ErrorMessage'),
+    (321, 'DeletableTopicResult.<tagged fields>'),
+    (334, 'DeletableTopicResult'),
+    (338, 'DeletableTopicResult.Name'),
+    (339, 'DeletableTopicResult.ErrorCode'),
+    (340, 'DeletableTopicResult.ErrorMessage'),
+    (341, 'DeletableTopicResult.<tagged fields>'),
+    (347, 'DeletableTopicResult'),
+    (348, 'DeletableTopicResult.Name'),
+    (349, 'DeletableTopicResult.TopicId'),
+    (350, 'DeletableTopicResult.ErrorCode'),
+    (352, 'DeletableTopicResult.ErrorMessage'),
+    (353, 'DeletableTopicResult.<tagged fields>'),
+    (366, 'DeletableTopicResult'),
+    (370, 'DeletableTopicResult.Name'),
+    (371, 'DeletableTopicResult.TopicId'),
+    (372, 'DeletableTopicResult.ErrorCode'),
+    (373, 'DeletableTopicResult.ErrorMessage'),
+    (374, 'DeletableTopicResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
@@ -45,6 +46,29 @@ class DescribeAclsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeAclsRequest(_Message):
+    __slots__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields', )
+    resource_type_filter: Any
+    resource_name_filter: Any
+    pattern_type_filter: Any
+    principal_filter: Any
+    host_filter: Any
+    operation: Any
+    permission_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type_filter: Any, resource_name_filter: Any, pattern_type_filter: Any, principal_filter: Any, host_filter: Any, operation: Any, permission_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeAclsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeAclsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeAclsRequest, int]:
     (f_resource_type_filter,) = _S0.unpack_from(buf, pos)
     pos += 1
@@ -53,7 +77,7 @@ def _d_DescribeAclsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     f_host_filter, pos = _p.read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos
+    return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsRequest_0(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -76,7 +100,7 @@ def _d_DescribeAclsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     f_host_filter, pos = _p.read_nullable_string(buf, pos)
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos
+    return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsRequest_1(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -99,16 +123,19 @@ def _d_DescribeAclsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     (f_operation, f_permission_type,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsRequest_2(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -118,7 +145,10 @@ def _e_DescribeAclsRequest_2(o: DescribeAclsRequest, out: bytearray, chunks: lis
     _p.write_compact_nullable_string(out, o.principal_filter)
     _p.write_compact_nullable_string(out, o.host_filter)
     out += _S1.pack(o.operation, o.permission_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeAclsRequest._DECODERS = {
@@ -135,47 +165,47 @@ DescribeAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'DescribeAclsRequest'),
-    (49, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (51, 'DescribeAclsRequest.ResourceNameFilter'),
-    (52, 'DescribeAclsRequest.PrincipalFilter'),
-    (53, 'DescribeAclsRequest.HostFilter'),
-    (54, 'DescribeAclsRequest.Operation,PermissionType'),
-    (56, 'DescribeAclsRequest'),
-    (60, 'DescribeAclsRequest.PatternTypeFilter'),
-    (62, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (63, 'DescribeAclsRequest.ResourceNameFilter'),
-    (64, 'DescribeAclsRequest.PrincipalFilter'),
-    (65, 'DescribeAclsRequest.HostFilter'),
-    (66, 'DescribeAclsRequest.Operation,PermissionType'),
-    (69, 'DescribeAclsRequest'),
-    (70, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (72, 'DescribeAclsRequest.ResourceNameFilter'),
-    (73, 'DescribeAclsRequest.PatternTypeFilter'),
-    (75, 'DescribeAclsRequest.PrincipalFilter'),
-    (76, 'DescribeAclsRequest.HostFilter'),
-    (77, 'DescribeAclsRequest.Operation,PermissionType'),
-    (79, 'DescribeAclsRequest'),
-    (83, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (84, 'DescribeAclsRequest.ResourceNameFilter'),
-    (85, 'DescribeAclsRequest.PatternTypeFilter'),
-    (86, 'DescribeAclsRequest.PrincipalFilter'),
-    (87, 'DescribeAclsRequest.HostFilter'),
-    (88, 'DescribeAclsRequest.Operation,PermissionType'),
-    (91, 'DescribeAclsRequest'),
-    (92, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (94, 'DescribeAclsRequest.ResourceNameFilter'),
-    (95, 'DescribeAclsRequest.PatternTypeFilter'),
-    (97, 'DescribeAclsRequest.PrincipalFilter'),
-    (98, 'DescribeAclsRequest.HostFilter'),
-    (99, 'DescribeAclsRequest.Operation,PermissionType'),
-    (101, 'DescribeAclsRequest.<tagged fields>'),
-    (111, 'DescribeAclsRequest'),
-    (115, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (116, 'DescribeAclsRequest.ResourceNameFilter'),
-    (117, 'DescribeAclsRequest.PatternTypeFilter'),
-    (118, 'DescribeAclsRequest.PrincipalFilter'),
-    (119, 'DescribeAclsRequest.HostFilter'),
-    (120, 'DescribeAclsRequest.Operation,PermissionType'),
-    (121, 'DescribeAclsRequest.<tagged fields>'),
+    (72, 'DescribeAclsRequest'),
+    (73, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (75, 'DescribeAclsRequest.ResourceNameFilter'),
+    (76, 'DescribeAclsRequest.PrincipalFilter'),
+    (77, 'DescribeAclsRequest.HostFilter'),
+    (78, 'DescribeAclsRequest.Operation,PermissionType'),
+    (80, 'DescribeAclsRequest'),
+    (84, 'DescribeAclsRequest.PatternTypeFilter'),
+    (86, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (87, 'DescribeAclsRequest.ResourceNameFilter'),
+    (88, 'DescribeAclsRequest.PrincipalFilter'),
+    (89, 'DescribeAclsRequest.HostFilter'),
+    (90, 'DescribeAclsRequest.Operation,PermissionType'),
+    (93, 'DescribeAclsRequest'),
+    (94, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (96, 'DescribeAclsRequest.ResourceNameFilter'),
+    (97, 'DescribeAclsRequest.PatternTypeFilter'),
+    (99, 'DescribeAclsRequest.PrincipalFilter'),
+    (100, 'DescribeAclsRequest.HostFilter'),
+    (101, 'DescribeAclsRequest.Operation,PermissionType'),
+    (103, 'DescribeAclsRequest'),
+    (107, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (108, 'DescribeAclsRequest.ResourceNameFilter'),
+    (109, 'DescribeAclsRequest.PatternTypeFilter'),
+    (110, 'DescribeAclsRequest.PrincipalFilter'),
+    (111, 'DescribeAclsRequest.HostFilter'),
+    (112, 'DescribeAclsRequest.Operation,PermissionType'),
+    (115, 'DescribeAclsRequest'),
+    (116, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (118, 'DescribeAclsRequest.ResourceNameFilter'),
+    (119, 'DescribeAclsRequest.PatternTypeFilter'),
+    (121, 'DescribeAclsRequest.PrincipalFilter'),
+    (122, 'DescribeAclsRequest.HostFilter'),
+    (123, 'DescribeAclsRequest.Operation,PermissionType'),
+    (125, 'DescribeAclsRequest.<tagged fields>'),
+    (138, 'DescribeAclsRequest'),
+    (142, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (143, 'DescribeAclsRequest.ResourceNameFilter'),
+    (144, 'DescribeAclsRequest.PatternTypeFilter'),
+    (145, 'DescribeAclsRequest.PrincipalFilter'),
+    (146, 'DescribeAclsRequest.HostFilter'),
+    (147, 'DescribeAclsRequest.Operation,PermissionType'),
+    (148, 'DescribeAclsRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">b")
 _S2 = Struct(">bb")
@@ -33,6 +34,23 @@ class AclDescription:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AclDescription:
+    __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+    principal: Any
+    host: Any
+    operation: Any
+    permission_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, principal: Any, host: Any, operation: Any, permission_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AclDescription  # type: ignore[assignment]
+
+
 _DEFAULT_AclDescription = AclDescription()
 
 
@@ -47,6 +65,23 @@ class DescribeAclsResource:
     #: The ACLs.
     acls: tuple[AclDescription, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeAclsResource:
+    __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields', )
+    resource_type: Any
+    resource_name: Any
+    pattern_type: Any
+    acls: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type: Any, resource_name: Any, pattern_type: Any, acls: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.acls = acls
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeAclsResource  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeAclsResource = DescribeAclsResource()
@@ -72,24 +107,45 @@ class DescribeAclsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeAclsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    resources: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, resources: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = resources
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeAclsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeAclsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeAclsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeAclsResource_0(buf, pos)
         items_resources.append(item_resources)
     f_resources = tuple(items_resources)
-    return DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos
+    return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResponse_0(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_DescribeAclsResource_0(item_resources, out, chunks)
 
@@ -98,20 +154,24 @@ def _d_DescribeAclsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeAclsResource_1(buf, pos)
         items_resources.append(item_resources)
     f_resources = tuple(items_resources)
-    return DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos
+    return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResponse_1(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_DescribeAclsResource_1(item_resources, out, chunks)
 
@@ -120,47 +180,66 @@ def _d_DescribeAclsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeAclsResource_2(buf, pos)
         items_resources.append(item_resources)
     f_resources = tuple(items_resources)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResponse_2(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_resources = o.resources
-    _p.write_uvarint(out, len(items_resources) + 1)
+    count = len(items_resources)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_resources in items_resources:
         _e_DescribeAclsResource_2(item_resources, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeAclsResource_0(buf: memoryview, pos: int) -> tuple[DescribeAclsResource, int]:
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acls: list[Any] = []
     for _ in range(count):
         item_acls, pos = _d_AclDescription_0(buf, pos)
         items_acls.append(item_acls)
     f_acls = tuple(items_acls)
-    return DescribeAclsResource(f_resource_type, f_resource_name, 3, f_acls), pos
+    return _New_DescribeAclsResource(f_resource_type, f_resource_name, 3, f_acls), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -169,7 +248,8 @@ def _e_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray, chunks: l
     out += _S1.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_acls = o.acls
-    out += _p.INT32.pack(len(items_acls))
+    count = len(items_acls)
+    out += _p.INT32.pack(count)
     for item_acls in items_acls:
         _e_AclDescription_0(item_acls, out, chunks)
 
@@ -180,13 +260,16 @@ def _d_DescribeAclsResource_1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     f_resource_name, pos = _p.read_string(buf, pos)
     (f_pattern_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acls: list[Any] = []
     for _ in range(count):
         item_acls, pos = _d_AclDescription_0(buf, pos)
         items_acls.append(item_acls)
     f_acls = tuple(items_acls)
-    return DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls), pos
+    return _New_DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -194,7 +277,8 @@ def _e_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray, chunks: l
     _p.write_string(out, o.resource_name)
     out += _S1.pack(o.pattern_type)
     items_acls = o.acls
-    out += _p.INT32.pack(len(items_acls))
+    count = len(items_acls)
+    out += _p.INT32.pack(count)
     for item_acls in items_acls:
         _e_AclDescription_0(item_acls, out, chunks)
 
@@ -205,24 +289,33 @@ def _d_DescribeAclsResource_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     f_resource_name, pos = _p.read_compact_string(buf, pos)
     (f_pattern_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acls: list[Any] = []
     for _ in range(count):
         item_acls, pos = _d_AclDescription_1(buf, pos)
         items_acls.append(item_acls)
     f_acls = tuple(items_acls)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -230,10 +323,17 @@ def _e_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray, chunks: l
     _p.write_compact_string(out, o.resource_name)
     out += _S1.pack(o.pattern_type)
     items_acls = o.acls
-    _p.write_uvarint(out, len(items_acls) + 1)
+    count = len(items_acls)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_acls in items_acls:
         _e_AclDescription_1(item_acls, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AclDescription_0(buf: memoryview, pos: int) -> tuple[AclDescription, int]:
@@ -241,7 +341,7 @@ def _d_AclDescription_0(buf: memoryview, pos: int) -> tuple[AclDescription, int]
     f_host, pos = _p.read_string(buf, pos)
     (f_operation, f_permission_type,) = _S2.unpack_from(buf, pos)
     pos += 2
-    return AclDescription(f_principal, f_host, f_operation, f_permission_type), pos
+    return _New_AclDescription(f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
 def _e_AclDescription_0(o: AclDescription, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -256,23 +356,29 @@ def _d_AclDescription_1(buf: memoryview, pos: int) -> tuple[AclDescription, int]
     (f_operation, f_permission_type,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AclDescription(f_principal, f_host, f_operation, f_permission_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AclDescription(f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AclDescription_1(o: AclDescription, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.principal)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.operation, o.permission_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeAclsResponse._DECODERS = {
@@ -289,79 +395,79 @@ DescribeAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (75, 'DescribeAclsResponse'),
-    (76, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (78, 'DescribeAclsResponse.ErrorMessage'),
-    (79, 'DescribeAclsResponse.Resources'),
-    (85, 'DescribeAclsResponse'),
-    (89, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (90, 'DescribeAclsResponse.ErrorMessage'),
-    (91, 'DescribeAclsResponse.Resources'),
-    (97, 'DescribeAclsResponse'),
-    (98, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (100, 'DescribeAclsResponse.ErrorMessage'),
-    (101, 'DescribeAclsResponse.Resources'),
-    (107, 'DescribeAclsResponse'),
-    (111, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (112, 'DescribeAclsResponse.ErrorMessage'),
-    (113, 'DescribeAclsResponse.Resources'),
-    (119, 'DescribeAclsResponse'),
-    (120, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (122, 'DescribeAclsResponse.ErrorMessage'),
-    (123, 'DescribeAclsResponse.Resources'),
-    (130, 'DescribeAclsResponse.<tagged fields>'),
+    (127, 'DescribeAclsResponse'),
+    (128, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'DescribeAclsResponse.ErrorMessage'),
+    (131, 'DescribeAclsResponse.Resources'),
     (140, 'DescribeAclsResponse'),
     (144, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
     (145, 'DescribeAclsResponse.ErrorMessage'),
     (146, 'DescribeAclsResponse.Resources'),
-    (150, 'DescribeAclsResponse.<tagged fields>'),
-    (153, 'DescribeAclsResource'),
-    (154, 'DescribeAclsResource.ResourceType'),
-    (156, 'DescribeAclsResource.ResourceName'),
-    (157, 'DescribeAclsResource.Acls'),
-    (163, 'DescribeAclsResource'),
-    (167, 'DescribeAclsResource.PatternType'),
-    (169, 'DescribeAclsResource.ResourceType'),
-    (170, 'DescribeAclsResource.ResourceName'),
-    (171, 'DescribeAclsResource.Acls'),
-    (177, 'DescribeAclsResource'),
-    (178, 'DescribeAclsResource.ResourceType'),
-    (180, 'DescribeAclsResource.ResourceName'),
-    (181, 'DescribeAclsResource.PatternType'),
-    (183, 'DescribeAclsResource.Acls'),
-    (189, 'DescribeAclsResource'),
-    (193, 'DescribeAclsResource.ResourceType'),
-    (194, 'DescribeAclsResource.ResourceName'),
-    (195, 'DescribeAclsResource.PatternType'),
-    (196, 'DescribeAclsResource.Acls'),
-    (202, 'DescribeAclsResource'),
-    (203, 'DescribeAclsResource.ResourceType'),
-    (205, 'DescribeAclsResource.ResourceName'),
-    (206, 'DescribeAclsResource.PatternType'),
-    (208, 'DescribeAclsResource.Acls'),
-    (215, 'DescribeAclsResource.<tagged fields>'),
-    (225, 'DescribeAclsResource'),
-    (229, 'DescribeAclsResource.ResourceType'),
-    (230, 'DescribeAclsResource.ResourceName'),
-    (231, 'DescribeAclsResource.PatternType'),
-    (232, 'DescribeAclsResource.Acls'),
-    (236, 'DescribeAclsResource.<tagged fields>'),
-    (239, 'AclDescription'),
-    (240, 'AclDescription.Principal'),
-    (241, 'AclDescription.Host'),
-    (242, 'AclDescription.Operation,PermissionType'),
-    (244, 'AclDescription'),
-    (248, 'AclDescription.Principal'),
-    (249, 'AclDescription.Host'),
-    (250, 'AclDescription.Operation,PermissionType'),
-    (253, 'AclDescription'),
-    (254, 'AclDescription.Principal'),
-    (255, 'AclDescription.Host'),
-    (256, 'AclDescription.Operation,PermissionType'),
-    (258, 'AclDescription.<tagged fields>'),
-    (268, 'AclDescription'),
-    (272, 'AclDescription.Principal'),
-    (273, 'AclDescription.Host'),
-    (274, 'AclDescription.Operation,PermissionType'),
-    (275, 'AclDescription.<tagged fields>'),
+    (153, 'DescribeAclsResponse'),
+    (154, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (156, 'DescribeAclsResponse.ErrorMessage'),
+    (157, 'DescribeAclsResponse.Resources'),
+    (166, 'DescribeAclsResponse'),
+    (170, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (171, 'DescribeAclsResponse.ErrorMessage'),
+    (172, 'DescribeAclsResponse.Resources'),
+    (179, 'DescribeAclsResponse'),
+    (180, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (182, 'DescribeAclsResponse.ErrorMessage'),
+    (183, 'DescribeAclsResponse.Resources'),
+    (196, 'DescribeAclsResponse.<tagged fields>'),
+    (209, 'DescribeAclsResponse'),
+    (213, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (214, 'DescribeAclsResponse.ErrorMessage'),
+    (215, 'DescribeAclsResponse.Resources'),
+    (223, 'DescribeAclsResponse.<tagged fields>'),
+    (229, 'DescribeAclsResource'),
+    (230, 'DescribeAclsResource.ResourceType'),
+    (232, 'DescribeAclsResource.ResourceName'),
+    (233, 'DescribeAclsResource.Acls'),
+    (242, 'DescribeAclsResource'),
+    (246, 'DescribeAclsResource.PatternType'),
+    (248, 'DescribeAclsResource.ResourceType'),
+    (249, 'DescribeAclsResource.ResourceName'),
+    (250, 'DescribeAclsResource.Acls'),
+    (257, 'DescribeAclsResource'),
+    (258, 'DescribeAclsResource.ResourceType'),
+    (260, 'DescribeAclsResource.ResourceName'),
+    (261, 'DescribeAclsResource.PatternType'),
+    (263, 'DescribeAclsResource.Acls'),
+    (272, 'DescribeAclsResource'),
+    (276, 'DescribeAclsResource.ResourceType'),
+    (277, 'DescribeAclsResource.ResourceName'),
+    (278, 'DescribeAclsResource.PatternType'),
+    (279, 'DescribeAclsResource.Acls'),
+    (286, 'DescribeAclsResource'),
+    (287, 'DescribeAclsResource.ResourceType'),
+    (289, 'DescribeAclsResource.ResourceName'),
+    (290, 'DescribeAclsResource.PatternType'),
+    (292, 'DescribeAclsResource.Acls'),
+    (305, 'DescribeAclsResource.<tagged fields>'),
+    (318, 'DescribeAclsResource'),
+    (322, 'DescribeAclsResource.ResourceType'),
+    (323, 'DescribeAclsResource.ResourceName'),
+    (324, 'DescribeAclsResource.PatternType'),
+    (325, 'DescribeAclsResource.Acls'),
+    (333, 'DescribeAclsResource.<tagged fields>'),
+    (339, 'AclDescription'),
+    (340, 'AclDescription.Principal'),
+    (341, 'AclDescription.Host'),
+    (342, 'AclDescription.Operation,PermissionType'),
+    (344, 'AclDescription'),
+    (348, 'AclDescription.Principal'),
+    (349, 'AclDescription.Host'),
+    (350, 'AclDescription.Operation,PermissionType'),
+    (353, 'AclDescription'),
+    (354, 'AclDescription.Principal'),
+    (355, 'AclDescription.Host'),
+    (356, 'AclDescription.Operation,PermissionType'),
+    (358, 'AclDescription.<tagged fields>'),
+    (371, 'AclDescription'),
+    (375, 'AclDescription.Principal'),
+    (376, 'AclDescription.Host'),
+    (377, 'AclDescription.Operation,PermissionType'),
+    (378, 'AclDescription.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
@@ -28,6 +29,21 @@ class ComponentData:
     #: The string to match against, or null if unused for the match type.
     match: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ComponentData:
+    __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields', )
+    entity_type: Any
+    match_type: Any
+    match: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity_type: Any, match_type: Any, match: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity_type = entity_type
+        self.match_type = match_type
+        self.match = match
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ComponentData  # type: ignore[assignment]
 
 
 _DEFAULT_ComponentData = ComponentData()
@@ -49,8 +65,24 @@ class DescribeClientQuotasRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeClientQuotasRequest(_Message):
+    __slots__ = ('components', 'strict', 'unknown_tagged_fields', )
+    components: Any
+    strict: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, components: Any, strict: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.components = components
+        self.strict = strict
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeClientQuotasRequest  # type: ignore[assignment]
+
+
 def _d_DescribeClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_components: list[Any] = []
     for _ in range(count):
         item_components, pos = _d_ComponentData_0(buf, pos)
@@ -58,20 +90,27 @@ def _d_DescribeClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Describ
     f_components = tuple(items_components)
     (f_strict,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return DescribeClientQuotasRequest(f_components, f_strict), pos
+    return _New_DescribeClientQuotasRequest(f_components, f_strict), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_components = o.components
-    out += _p.INT32.pack(len(items_components))
+    count = len(items_components)
+    out += _p.INT32.pack(count)
     for item_components in items_components:
         _e_ComponentData_0(item_components, out, chunks)
     out += _S0.pack(o.strict)
 
 
 def _d_DescribeClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_components: list[Any] = []
     for _ in range(count):
         item_components, pos = _d_ComponentData_1(buf, pos)
@@ -80,25 +119,35 @@ def _d_DescribeClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[Describ
     (f_strict,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClientQuotasRequest(f_components, f_strict, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClientQuotasRequest(f_components, f_strict, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_components = o.components
-    _p.write_uvarint(out, len(items_components) + 1)
+    count = len(items_components)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_components in items_components:
         _e_ComponentData_1(item_components, out, chunks)
     out += _S0.pack(o.strict)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ComponentData_0(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
@@ -106,7 +155,7 @@ def _d_ComponentData_0(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
     (f_match_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_match, pos = _p.read_nullable_string(buf, pos)
-    return ComponentData(f_entity_type, f_match_type, f_match), pos
+    return _New_ComponentData(f_entity_type, f_match_type, f_match), pos  # type: ignore[return-value]
 
 
 def _e_ComponentData_0(o: ComponentData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -121,23 +170,29 @@ def _d_ComponentData_1(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
     pos += 1
     f_match, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ComponentData(f_entity_type, f_match_type, f_match, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ComponentData(f_entity_type, f_match_type, f_match, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ComponentData_1(o: ComponentData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.entity_type)
     out += _S1.pack(o.match_type)
     _p.write_compact_nullable_string(out, o.match)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasRequest._DECODERS = {
@@ -150,36 +205,36 @@ DescribeClientQuotasRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'DescribeClientQuotasRequest'),
-    (53, 'DescribeClientQuotasRequest.Components'),
-    (59, 'DescribeClientQuotasRequest.Strict'),
-    (61, 'DescribeClientQuotasRequest'),
-    (65, 'DescribeClientQuotasRequest.Components'),
-    (69, 'DescribeClientQuotasRequest.Strict'),
-    (72, 'DescribeClientQuotasRequest'),
-    (73, 'DescribeClientQuotasRequest.Components'),
-    (80, 'DescribeClientQuotasRequest.Strict'),
-    (82, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (92, 'DescribeClientQuotasRequest'),
-    (96, 'DescribeClientQuotasRequest.Components'),
-    (100, 'DescribeClientQuotasRequest.Strict'),
-    (101, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (104, 'ComponentData'),
-    (105, 'ComponentData.EntityType'),
-    (106, 'ComponentData.MatchType'),
-    (108, 'ComponentData.Match'),
-    (109, 'ComponentData'),
-    (113, 'ComponentData.EntityType'),
-    (114, 'ComponentData.MatchType'),
-    (115, 'ComponentData.Match'),
-    (118, 'ComponentData'),
-    (119, 'ComponentData.EntityType'),
-    (120, 'ComponentData.MatchType'),
-    (122, 'ComponentData.Match'),
-    (123, 'ComponentData.<tagged fields>'),
-    (133, 'ComponentData'),
-    (137, 'ComponentData.EntityType'),
-    (138, 'ComponentData.MatchType'),
-    (139, 'ComponentData.Match'),
-    (140, 'ComponentData.<tagged fields>'),
+    (81, 'DescribeClientQuotasRequest'),
+    (82, 'DescribeClientQuotasRequest.Components'),
+    (91, 'DescribeClientQuotasRequest.Strict'),
+    (93, 'DescribeClientQuotasRequest'),
+    (97, 'DescribeClientQuotasRequest.Components'),
+    (102, 'DescribeClientQuotasRequest.Strict'),
+    (105, 'DescribeClientQuotasRequest'),
+    (106, 'DescribeClientQuotasRequest.Components'),
+    (119, 'DescribeClientQuotasRequest.Strict'),
+    (121, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (134, 'DescribeClientQuotasRequest'),
+    (138, 'DescribeClientQuotasRequest.Components'),
+    (146, 'DescribeClientQuotasRequest.Strict'),
+    (147, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (153, 'ComponentData'),
+    (154, 'ComponentData.EntityType'),
+    (155, 'ComponentData.MatchType'),
+    (157, 'ComponentData.Match'),
+    (158, 'ComponentData'),
+    (162, 'ComponentData.EntityType'),
+    (163, 'ComponentData.MatchType'),
+    (164, 'ComponentData.Match'),
+    (167, 'ComponentData'),
+    (168, 'ComponentData.EntityType'),
+    (169, 'ComponentData.MatchType'),
+    (171, 'ComponentData.Match'),
+    (172, 'ComponentData.<tagged fields>'),
+    (185, 'ComponentData'),
+    (189, 'ComponentData.EntityType'),
+    (190, 'ComponentData.MatchType'),
+    (191, 'ComponentData.Match'),
+    (192, 'ComponentData.<tagged fields>'),
 )

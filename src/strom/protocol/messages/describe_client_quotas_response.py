@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">d")
 
@@ -26,6 +27,19 @@ class EntityData:
     #: The entity name, or null if the default.
     entity_name: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntityData:
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+    entity_type: Any
+    entity_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity_type: Any, entity_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntityData  # type: ignore[assignment]
 
 
 _DEFAULT_EntityData = EntityData()
@@ -40,6 +54,19 @@ class ValueData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ValueData:
+    __slots__ = ('key', 'value', 'unknown_tagged_fields', )
+    key: Any
+    value: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, key: Any, value: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.key = key
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ValueData  # type: ignore[assignment]
+
+
 _DEFAULT_ValueData = ValueData()
 
 
@@ -50,6 +77,19 @@ class EntryData:
     #: The quota values for the entity.
     values: tuple[ValueData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_EntryData:
+    __slots__ = ('entity', 'values', 'unknown_tagged_fields', )
+    entity: Any
+    values: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, entity: Any, values: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.entity = entity
+        self.values = values
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EntryData  # type: ignore[assignment]
 
 
 _DEFAULT_EntryData = EntryData()
@@ -75,11 +115,31 @@ class DescribeClientQuotasResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeClientQuotasResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    entries: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, entries: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries = entries
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeClientQuotasResponse  # type: ignore[assignment]
+
+
 def _d_DescribeClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_entries = None
     else:
@@ -88,7 +148,7 @@ def _d_DescribeClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Descri
             item_entries, pos = _d_EntryData_0(buf, pos)
             items_entries.append(item_entries)
         f_entries = tuple(items_entries)
-    return DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries), pos
+    return _New_DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -98,7 +158,8 @@ def _e_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: byte
     if items_entries is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_entries))
+        count = len(items_entries)
+        out += _p.INT32.pack(count)
         for item_entries in items_entries:
             _e_EntryData_0(item_entries, out, chunks)
 
@@ -107,7 +168,14 @@ def _d_DescribeClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Descri
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_entries = None
     else:
@@ -117,16 +185,19 @@ def _d_DescribeClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Descri
             items_entries.append(item_entries)
         f_entries = tuple(items_entries)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -136,83 +207,124 @@ def _e_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: byte
     if items_entries is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_entries) + 1)
+        count = len(items_entries)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_entries in items_entries:
             _e_EntryData_1(item_entries, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_0(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_values: list[Any] = []
     for _ in range(count):
         item_values, pos = _d_ValueData_0(buf, pos)
         items_values.append(item_values)
     f_values = tuple(items_values)
-    return EntryData(f_entity, f_values), pos
+    return _New_EntryData(f_entity, f_values), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entity = o.entity
-    out += _p.INT32.pack(len(items_entity))
+    count = len(items_entity)
+    out += _p.INT32.pack(count)
     for item_entity in items_entity:
         _e_EntityData_0(item_entity, out, chunks)
     items_values = o.values
-    out += _p.INT32.pack(len(items_values))
+    count = len(items_values)
+    out += _p.INT32.pack(count)
     for item_values in items_values:
         _e_ValueData_0(item_values, out, chunks)
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
     for _ in range(count):
         item_entity, pos = _d_EntityData_1(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_values: list[Any] = []
     for _ in range(count):
         item_values, pos = _d_ValueData_1(buf, pos)
         items_values.append(item_values)
     f_values = tuple(items_values)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntryData(f_entity, f_values, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntryData(f_entity, f_values, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_entity = o.entity
-    _p.write_uvarint(out, len(items_entity) + 1)
+    count = len(items_entity)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_entity in items_entity:
         _e_EntityData_1(item_entity, out, chunks)
     items_values = o.values
-    _p.write_uvarint(out, len(items_values) + 1)
+    count = len(items_values)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_values in items_values:
         _e_ValueData_1(item_values, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_string(buf, pos)
     f_entity_name, pos = _p.read_nullable_string(buf, pos)
-    return EntityData(f_entity_type, f_entity_name), pos
+    return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -224,7 +336,7 @@ def _d_ValueData_0(buf: memoryview, pos: int) -> tuple[ValueData, int]:
     f_key, pos = _p.read_string(buf, pos)
     (f_value,) = _S1.unpack_from(buf, pos)
     pos += 8
-    return ValueData(f_key, f_value), pos
+    return _New_ValueData(f_key, f_value), pos  # type: ignore[return-value]
 
 
 def _e_ValueData_0(o: ValueData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -236,22 +348,28 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     f_entity_type, pos = _p.read_compact_string(buf, pos)
     f_entity_name, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EntityData(f_entity_type, f_entity_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ValueData_1(buf: memoryview, pos: int) -> tuple[ValueData, int]:
@@ -259,22 +377,28 @@ def _d_ValueData_1(buf: memoryview, pos: int) -> tuple[ValueData, int]:
     (f_value,) = _S1.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ValueData(f_key, f_value, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ValueData(f_key, f_value, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ValueData_1(o: ValueData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.key)
     out += _S1.pack(o.value)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasResponse._DECODERS = {
@@ -287,64 +411,64 @@ DescribeClientQuotasResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (78, 'DescribeClientQuotasResponse'),
-    (79, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (81, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (82, 'DescribeClientQuotasResponse.Entries'),
-    (91, 'DescribeClientQuotasResponse'),
-    (95, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (96, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (97, 'DescribeClientQuotasResponse.Entries'),
-    (106, 'DescribeClientQuotasResponse'),
-    (107, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (109, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (110, 'DescribeClientQuotasResponse.Entries'),
-    (119, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (129, 'DescribeClientQuotasResponse'),
-    (133, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (134, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (135, 'DescribeClientQuotasResponse.Entries'),
-    (142, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (145, 'EntryData'),
-    (146, 'EntryData.Entity'),
-    (152, 'EntryData.Values'),
-    (158, 'EntryData'),
-    (162, 'EntryData.Entity'),
-    (166, 'EntryData.Values'),
-    (172, 'EntryData'),
-    (173, 'EntryData.Entity'),
-    (180, 'EntryData.Values'),
-    (187, 'EntryData.<tagged fields>'),
-    (197, 'EntryData'),
-    (201, 'EntryData.Entity'),
-    (205, 'EntryData.Values'),
-    (209, 'EntryData.<tagged fields>'),
-    (212, 'EntityData'),
-    (213, 'EntityData.EntityType'),
-    (214, 'EntityData.EntityName'),
-    (215, 'EntityData'),
-    (219, 'EntityData.EntityType'),
-    (220, 'EntityData.EntityName'),
-    (223, 'ValueData'),
-    (224, 'ValueData.Key'),
-    (225, 'ValueData.Value'),
-    (227, 'ValueData'),
-    (231, 'ValueData.Key'),
-    (232, 'ValueData.Value'),
-    (235, 'EntityData'),
-    (236, 'EntityData.EntityType'),
-    (237, 'EntityData.EntityName'),
-    (238, 'EntityData.<tagged fields>'),
-    (248, 'EntityData'),
-    (252, 'EntityData.EntityType'),
-    (253, 'EntityData.EntityName'),
-    (254, 'EntityData.<tagged fields>'),
-    (257, 'ValueData'),
-    (258, 'ValueData.Key'),
-    (259, 'ValueData.Value'),
-    (261, 'ValueData.<tagged fields>'),
-    (271, 'ValueData'),
-    (275, 'ValueData.Key'),
-    (276, 'ValueData.Value'),
-    (277, 'ValueData.<tagged fields>'),
+    (135, 'DescribeClientQuotasResponse'),
+    (136, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (138, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (139, 'DescribeClientQuotasResponse.Entries'),
+    (151, 'DescribeClientQuotasResponse'),
+    (155, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (156, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (157, 'DescribeClientQuotasResponse.Entries'),
+    (167, 'DescribeClientQuotasResponse'),
+    (168, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (170, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (171, 'DescribeClientQuotasResponse.Entries'),
+    (187, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (200, 'DescribeClientQuotasResponse'),
+    (204, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (205, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (206, 'DescribeClientQuotasResponse.Entries'),
+    (217, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (223, 'EntryData'),
+    (224, 'EntryData.Entity'),
+    (233, 'EntryData.Values'),
+    (242, 'EntryData'),
+    (246, 'EntryData.Entity'),
+    (251, 'EntryData.Values'),
+    (258, 'EntryData'),
+    (259, 'EntryData.Entity'),
+    (272, 'EntryData.Values'),
+    (285, 'EntryData.<tagged fields>'),
+    (298, 'EntryData'),
+    (302, 'EntryData.Entity'),
+    (310, 'EntryData.Values'),
+    (318, 'EntryData.<tagged fields>'),
+    (324, 'EntityData'),
+    (325, 'EntityData.EntityType'),
+    (326, 'EntityData.EntityName'),
+    (327, 'EntityData'),
+    (331, 'EntityData.EntityType'),
+    (332, 'EntityData.EntityName'),
+    (335, 'ValueData'),
+    (336, 'ValueData.Key'),
+    (337, 'ValueData.Value'),
+    (339, 'ValueData'),
+    (343, 'ValueData.Key'),
+    (344, 'ValueData.Value'),
+    (347, 'EntityData'),
+    (348, 'EntityData.EntityType'),
+    (349, 'EntityData.EntityName'),
+    (350, 'EntityData.<tagged fields>'),
+    (363, 'EntityData'),
+    (367, 'EntityData.EntityType'),
+    (368, 'EntityData.EntityName'),
+    (369, 'EntityData.<tagged fields>'),
+    (375, 'ValueData'),
+    (376, 'ValueData.Key'),
+    (377, 'ValueData.Value'),
+    (379, 'ValueData.<tagged fields>'),
+    (392, 'ValueData'),
+    (396, 'ValueData.Key'),
+    (397, 'ValueData.Value'),
+    (398, 'ValueData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">?b")
 
@@ -35,48 +36,73 @@ class DescribeClusterRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeClusterRequest(_Message):
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'unknown_tagged_fields', )
+    include_cluster_authorized_operations: Any
+    endpoint_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, include_cluster_authorized_operations: Any, endpoint_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeClusterRequest  # type: ignore[assignment]
+
+
 def _d_DescribeClusterRequest_0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     (f_include_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClusterRequest(f_include_cluster_authorized_operations, 1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClusterRequest(f_include_cluster_authorized_operations, 1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.endpoint_type != 1:
         raise _UnsupportedVersion("EndpointType cannot be sent in version 0", message_name="DescribeClusterRequest", api_version=0, field="EndpointType")
     out += _S0.pack(o.include_cluster_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterRequest_1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     (f_include_cluster_authorized_operations, f_endpoint_type,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClusterRequest(f_include_cluster_authorized_operations, f_endpoint_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClusterRequest(f_include_cluster_authorized_operations, f_endpoint_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.include_cluster_authorized_operations, o.endpoint_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeClusterRequest._DECODERS = {
@@ -89,17 +115,17 @@ DescribeClusterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (38, 'DescribeClusterRequest'),
-    (39, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
-    (41, 'DescribeClusterRequest.<tagged fields>'),
-    (51, 'DescribeClusterRequest'),
-    (55, 'DescribeClusterRequest.EndpointType'),
-    (57, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
-    (58, 'DescribeClusterRequest.<tagged fields>'),
-    (61, 'DescribeClusterRequest'),
-    (62, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
-    (64, 'DescribeClusterRequest.<tagged fields>'),
-    (74, 'DescribeClusterRequest'),
-    (78, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
-    (79, 'DescribeClusterRequest.<tagged fields>'),
+    (52, 'DescribeClusterRequest'),
+    (53, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
+    (55, 'DescribeClusterRequest.<tagged fields>'),
+    (68, 'DescribeClusterRequest'),
+    (72, 'DescribeClusterRequest.EndpointType'),
+    (74, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
+    (75, 'DescribeClusterRequest.<tagged fields>'),
+    (81, 'DescribeClusterRequest'),
+    (82, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
+    (84, 'DescribeClusterRequest.<tagged fields>'),
+    (97, 'DescribeClusterRequest'),
+    (101, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
+    (102, 'DescribeClusterRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">b")
@@ -32,6 +33,23 @@ class DescribeClusterBroker:
     #: The rack of the broker, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeClusterBroker:
+    __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    broker_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeClusterBroker  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeClusterBroker = DescribeClusterBroker()
@@ -65,6 +83,31 @@ class DescribeClusterResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeClusterResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    endpoint_type: Any
+    cluster_id: Any
+    controller_id: Any
+    brokers: Any
+    cluster_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, endpoint_type: Any, cluster_id: Any, controller_id: Any, brokers: Any, cluster_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.endpoint_type = endpoint_type
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = brokers
+        self.cluster_authorized_operations = cluster_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeClusterResponse  # type: ignore[assignment]
+
+
 def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
@@ -72,8 +115,14 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClu
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     (f_controller_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_DescribeClusterBroker_0(buf, pos)
@@ -82,16 +131,19 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClu
     (f_cluster_authorized_operations,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, 1, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, 1, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -102,11 +154,18 @@ def _e_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray, chu
     _p.write_compact_string(out, o.cluster_id)
     out += _S1.pack(o.controller_id)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_DescribeClusterBroker_0(item_brokers, out, chunks)
     out += _S1.pack(o.cluster_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -118,8 +177,14 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[DescribeClu
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     (f_controller_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_DescribeClusterBroker_0(buf, pos)
@@ -128,16 +193,19 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[DescribeClu
     (f_cluster_authorized_operations,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, f_endpoint_type, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, f_endpoint_type, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,11 +215,18 @@ def _e_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray, chu
     _p.write_compact_string(out, o.cluster_id)
     out += _S1.pack(o.controller_id)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_DescribeClusterBroker_0(item_brokers, out, chunks)
     out += _S1.pack(o.cluster_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[DescribeClusterBroker, int]:
@@ -162,16 +237,19 @@ def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[DescribeClust
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeClusterBroker(f_broker_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeClusterBroker(f_broker_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -179,7 +257,10 @@ def _e_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray, chunks:
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeClusterResponse._DECODERS = {
@@ -192,51 +273,51 @@ DescribeClusterResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (68, 'DescribeClusterResponse'),
-    (69, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (71, 'DescribeClusterResponse.ErrorMessage'),
-    (72, 'DescribeClusterResponse.ClusterId'),
-    (73, 'DescribeClusterResponse.ControllerId'),
-    (75, 'DescribeClusterResponse.Brokers'),
-    (82, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (84, 'DescribeClusterResponse.<tagged fields>'),
-    (94, 'DescribeClusterResponse'),
-    (98, 'DescribeClusterResponse.EndpointType'),
-    (100, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (101, 'DescribeClusterResponse.ErrorMessage'),
-    (102, 'DescribeClusterResponse.ClusterId'),
-    (103, 'DescribeClusterResponse.ControllerId'),
-    (104, 'DescribeClusterResponse.Brokers'),
-    (108, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (109, 'DescribeClusterResponse.<tagged fields>'),
-    (112, 'DescribeClusterResponse'),
-    (113, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (115, 'DescribeClusterResponse.ErrorMessage'),
-    (116, 'DescribeClusterResponse.EndpointType'),
-    (118, 'DescribeClusterResponse.ClusterId'),
-    (119, 'DescribeClusterResponse.ControllerId'),
-    (121, 'DescribeClusterResponse.Brokers'),
-    (128, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (130, 'DescribeClusterResponse.<tagged fields>'),
-    (140, 'DescribeClusterResponse'),
-    (144, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (145, 'DescribeClusterResponse.ErrorMessage'),
-    (146, 'DescribeClusterResponse.EndpointType'),
-    (147, 'DescribeClusterResponse.ClusterId'),
-    (148, 'DescribeClusterResponse.ControllerId'),
-    (149, 'DescribeClusterResponse.Brokers'),
-    (153, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (154, 'DescribeClusterResponse.<tagged fields>'),
-    (157, 'DescribeClusterBroker'),
-    (158, 'DescribeClusterBroker.BrokerId'),
-    (160, 'DescribeClusterBroker.Host'),
-    (161, 'DescribeClusterBroker.Port'),
-    (163, 'DescribeClusterBroker.Rack'),
-    (164, 'DescribeClusterBroker.<tagged fields>'),
-    (174, 'DescribeClusterBroker'),
-    (178, 'DescribeClusterBroker.BrokerId'),
-    (179, 'DescribeClusterBroker.Host'),
-    (180, 'DescribeClusterBroker.Port'),
-    (181, 'DescribeClusterBroker.Rack'),
-    (182, 'DescribeClusterBroker.<tagged fields>'),
+    (111, 'DescribeClusterResponse'),
+    (112, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (114, 'DescribeClusterResponse.ErrorMessage'),
+    (115, 'DescribeClusterResponse.ClusterId'),
+    (116, 'DescribeClusterResponse.ControllerId'),
+    (118, 'DescribeClusterResponse.Brokers'),
+    (131, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (133, 'DescribeClusterResponse.<tagged fields>'),
+    (146, 'DescribeClusterResponse'),
+    (150, 'DescribeClusterResponse.EndpointType'),
+    (152, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (153, 'DescribeClusterResponse.ErrorMessage'),
+    (154, 'DescribeClusterResponse.ClusterId'),
+    (155, 'DescribeClusterResponse.ControllerId'),
+    (156, 'DescribeClusterResponse.Brokers'),
+    (164, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (165, 'DescribeClusterResponse.<tagged fields>'),
+    (171, 'DescribeClusterResponse'),
+    (172, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (174, 'DescribeClusterResponse.ErrorMessage'),
+    (175, 'DescribeClusterResponse.EndpointType'),
+    (177, 'DescribeClusterResponse.ClusterId'),
+    (178, 'DescribeClusterResponse.ControllerId'),
+    (180, 'DescribeClusterResponse.Brokers'),
+    (193, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (195, 'DescribeClusterResponse.<tagged fields>'),
+    (208, 'DescribeClusterResponse'),
+    (212, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (213, 'DescribeClusterResponse.ErrorMessage'),
+    (214, 'DescribeClusterResponse.EndpointType'),
+    (215, 'DescribeClusterResponse.ClusterId'),
+    (216, 'DescribeClusterResponse.ControllerId'),
+    (217, 'DescribeClusterResponse.Brokers'),
+    (225, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (226, 'DescribeClusterResponse.<tagged fields>'),
+    (232, 'DescribeClusterBroker'),
+    (233, 'DescribeClusterBroker.BrokerId'),
+    (235, 'DescribeClusterBroker.Host'),
+    (236, 'DescribeClusterBroker.Port'),
+    (238, 'DescribeClusterBroker.Rack'),
+    (239, 'DescribeClusterBroker.<tagged fields>'),
+    (252, 'DescribeClusterBroker'),
+    (256, 'DescribeClusterBroker.BrokerId'),
+    (257, 'DescribeClusterBroker.Host'),
+    (258, 'DescribeClusterBroker.Port'),
+    (259, 'DescribeClusterBroker.Rack'),
+    (260, 'DescribeClusterBroker.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">??")
 _S2 = Struct(">b")
@@ -29,6 +30,21 @@ class DescribeConfigsResource:
     #: The configuration keys to list, or null to list all configuration keys.
     configuration_keys: tuple[str, ...] | None = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeConfigsResource:
+    __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields', )
+    resource_type: Any
+    resource_name: Any
+    configuration_keys: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type: Any, resource_name: Any, configuration_keys: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configuration_keys = configuration_keys
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsResource  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeConfigsResource = DescribeConfigsResource()
@@ -52,14 +68,32 @@ class DescribeConfigsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeConfigsRequest(_Message):
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields', )
+    resources: Any
+    include_synonyms: Any
+    include_documentation: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resources: Any, include_synonyms: Any, include_documentation: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resources = resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeConfigsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeConfigsResource_0(buf, pos)
         items_resources.append(item_resources)
     f_resources = tuple(items_resources)
-    return DescribeConfigsRequest(f_resources, False, False), pos
+    return _New_DescribeConfigsRequest(f_resources, False, False), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -68,13 +102,17 @@ def _e_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray, chunk
     if o.include_documentation != False:
         raise _UnsupportedVersion("IncludeDocumentation cannot be sent in version 0", message_name="DescribeConfigsRequest", api_version=0, field="IncludeDocumentation")
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_DescribeConfigsResource_0(item_resources, out, chunks)
 
 
 def _d_DescribeConfigsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeConfigsResource_0(buf, pos)
@@ -82,21 +120,25 @@ def _d_DescribeConfigsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeConf
     f_resources = tuple(items_resources)
     (f_include_synonyms,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsRequest(f_resources, f_include_synonyms, False), pos
+    return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, False), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.include_documentation != False:
         raise _UnsupportedVersion("IncludeDocumentation cannot be sent in version 1", message_name="DescribeConfigsRequest", api_version=1, field="IncludeDocumentation")
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_DescribeConfigsResource_0(item_resources, out, chunks)
     out += _S0.pack(o.include_synonyms)
 
 
 def _d_DescribeConfigsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeConfigsResource_0(buf, pos)
@@ -104,20 +146,27 @@ def _d_DescribeConfigsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeConf
     f_resources = tuple(items_resources)
     (f_include_synonyms, f_include_documentation,) = _S1.unpack_from(buf, pos)
     pos += 2
-    return DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation), pos
+    return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_DescribeConfigsResource_0(item_resources, out, chunks)
     out += _S1.pack(o.include_synonyms, o.include_documentation)
 
 
 def _d_DescribeConfigsRequest_3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_DescribeConfigsResource_1(buf, pos)
@@ -126,32 +175,45 @@ def _d_DescribeConfigsRequest_3(buf: memoryview, pos: int) -> tuple[DescribeConf
     (f_include_synonyms, f_include_documentation,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    _p.write_uvarint(out, len(items_resources) + 1)
+    count = len(items_resources)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_resources in items_resources:
         _e_DescribeConfigsResource_1(item_resources, out, chunks)
     out += _S1.pack(o.include_synonyms, o.include_documentation)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResource_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResource, int]:
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_configuration_keys = None
     else:
@@ -160,7 +222,7 @@ def _d_DescribeConfigsResource_0(buf: memoryview, pos: int) -> tuple[DescribeCon
             item_configuration_keys, pos = _p.read_string(buf, pos)
             items_configuration_keys.append(item_configuration_keys)
         f_configuration_keys = tuple(items_configuration_keys)
-    return DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys), pos
+    return _New_DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -170,7 +232,8 @@ def _e_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray, chu
     if items_configuration_keys is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_configuration_keys))
+        count = len(items_configuration_keys)
+        out += _p.INT32.pack(count)
         for item_configuration_keys in items_configuration_keys:
             _p.write_string(out, item_configuration_keys)
 
@@ -179,7 +242,14 @@ def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[DescribeCon
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_configuration_keys = None
     else:
@@ -189,16 +259,19 @@ def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[DescribeCon
             items_configuration_keys.append(item_configuration_keys)
         f_configuration_keys = tuple(items_configuration_keys)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -208,10 +281,17 @@ def _e_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray, chu
     if items_configuration_keys is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_configuration_keys) + 1)
+        count = len(items_configuration_keys)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_configuration_keys in items_configuration_keys:
             _p.write_compact_string(out, item_configuration_keys)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeConfigsRequest._DECODERS = {
@@ -230,49 +310,49 @@ DescribeConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'DescribeConfigsRequest'),
-    (56, 'DescribeConfigsRequest.Resources'),
-    (62, 'DescribeConfigsRequest'),
-    (66, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (68, 'DescribeConfigsRequest.IncludeDocumentation'),
-    (70, 'DescribeConfigsRequest.Resources'),
-    (76, 'DescribeConfigsRequest'),
-    (77, 'DescribeConfigsRequest.Resources'),
-    (83, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (85, 'DescribeConfigsRequest'),
-    (89, 'DescribeConfigsRequest.IncludeDocumentation'),
-    (91, 'DescribeConfigsRequest.Resources'),
-    (95, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (98, 'DescribeConfigsRequest'),
-    (99, 'DescribeConfigsRequest.Resources'),
-    (105, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (107, 'DescribeConfigsRequest'),
-    (111, 'DescribeConfigsRequest.Resources'),
-    (115, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (118, 'DescribeConfigsRequest'),
-    (119, 'DescribeConfigsRequest.Resources'),
-    (126, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (128, 'DescribeConfigsRequest.<tagged fields>'),
-    (138, 'DescribeConfigsRequest'),
-    (142, 'DescribeConfigsRequest.Resources'),
-    (146, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (147, 'DescribeConfigsRequest.<tagged fields>'),
-    (150, 'DescribeConfigsResource'),
-    (151, 'DescribeConfigsResource.ResourceType'),
-    (153, 'DescribeConfigsResource.ResourceName'),
-    (154, 'DescribeConfigsResource.ConfigurationKeys'),
-    (163, 'DescribeConfigsResource'),
-    (167, 'DescribeConfigsResource.ResourceType'),
-    (168, 'DescribeConfigsResource.ResourceName'),
-    (169, 'DescribeConfigsResource.ConfigurationKeys'),
-    (178, 'DescribeConfigsResource'),
-    (179, 'DescribeConfigsResource.ResourceType'),
-    (181, 'DescribeConfigsResource.ResourceName'),
-    (182, 'DescribeConfigsResource.ConfigurationKeys'),
-    (191, 'DescribeConfigsResource.<tagged fields>'),
-    (201, 'DescribeConfigsResource'),
-    (205, 'DescribeConfigsResource.ResourceType'),
-    (206, 'DescribeConfigsResource.ResourceName'),
-    (207, 'DescribeConfigsResource.ConfigurationKeys'),
-    (214, 'DescribeConfigsResource.<tagged fields>'),
+    (86, 'DescribeConfigsRequest'),
+    (87, 'DescribeConfigsRequest.Resources'),
+    (96, 'DescribeConfigsRequest'),
+    (100, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (102, 'DescribeConfigsRequest.IncludeDocumentation'),
+    (104, 'DescribeConfigsRequest.Resources'),
+    (111, 'DescribeConfigsRequest'),
+    (112, 'DescribeConfigsRequest.Resources'),
+    (121, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (123, 'DescribeConfigsRequest'),
+    (127, 'DescribeConfigsRequest.IncludeDocumentation'),
+    (129, 'DescribeConfigsRequest.Resources'),
+    (134, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (137, 'DescribeConfigsRequest'),
+    (138, 'DescribeConfigsRequest.Resources'),
+    (147, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (149, 'DescribeConfigsRequest'),
+    (153, 'DescribeConfigsRequest.Resources'),
+    (158, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (161, 'DescribeConfigsRequest'),
+    (162, 'DescribeConfigsRequest.Resources'),
+    (175, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (177, 'DescribeConfigsRequest.<tagged fields>'),
+    (190, 'DescribeConfigsRequest'),
+    (194, 'DescribeConfigsRequest.Resources'),
+    (202, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (203, 'DescribeConfigsRequest.<tagged fields>'),
+    (209, 'DescribeConfigsResource'),
+    (210, 'DescribeConfigsResource.ResourceType'),
+    (212, 'DescribeConfigsResource.ResourceName'),
+    (213, 'DescribeConfigsResource.ConfigurationKeys'),
+    (225, 'DescribeConfigsResource'),
+    (229, 'DescribeConfigsResource.ResourceType'),
+    (230, 'DescribeConfigsResource.ResourceName'),
+    (231, 'DescribeConfigsResource.ConfigurationKeys'),
+    (241, 'DescribeConfigsResource'),
+    (242, 'DescribeConfigsResource.ResourceType'),
+    (244, 'DescribeConfigsResource.ResourceName'),
+    (245, 'DescribeConfigsResource.ConfigurationKeys'),
+    (261, 'DescribeConfigsResource.<tagged fields>'),
+    (274, 'DescribeConfigsResource'),
+    (278, 'DescribeConfigsResource.ResourceType'),
+    (279, 'DescribeConfigsResource.ResourceName'),
+    (280, 'DescribeConfigsResource.ConfigurationKeys'),
+    (291, 'DescribeConfigsResource.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -31,6 +32,21 @@ class DescribeConfigsSynonym:
     #: The synonym source.
     source: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeConfigsSynonym:
+    __slots__ = ('name', 'value', 'source', 'unknown_tagged_fields', )
+    name: Any
+    value: Any
+    source: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, value: Any, source: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.value = value
+        self.source = source
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsSynonym  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeConfigsSynonym = DescribeConfigsSynonym()
@@ -59,6 +75,33 @@ class DescribeConfigsResourceResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeConfigsResourceResult:
+    __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields', )
+    name: Any
+    value: Any
+    read_only: Any
+    is_default: Any
+    config_source: Any
+    is_sensitive: Any
+    synonyms: Any
+    config_type: Any
+    documentation: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, value: Any, read_only: Any, is_default: Any, config_source: Any, is_sensitive: Any, synonyms: Any, config_type: Any, documentation: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.is_default = is_default
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+        self.synonyms = synonyms
+        self.config_type = config_type
+        self.documentation = documentation
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsResourceResult  # type: ignore[assignment]
+
+
 _DEFAULT_DescribeConfigsResourceResult = DescribeConfigsResourceResult()
 
 
@@ -75,6 +118,25 @@ class DescribeConfigsResult:
     #: Each listed configuration.
     configs: tuple[DescribeConfigsResourceResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeConfigsResult:
+    __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    resource_type: Any
+    resource_name: Any
+    configs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, resource_type: Any, resource_name: Any, configs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsResult  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeConfigsResult = DescribeConfigsResult()
@@ -96,22 +158,39 @@ class DescribeConfigsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeConfigsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeConfigsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeConfigsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeConfigsResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return DescribeConfigsResponse(f_throttle_time_ms, f_results), pos
+    return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_DescribeConfigsResult_0(item_results, out, chunks)
 
@@ -119,19 +198,23 @@ def _e_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray, chu
 def _d_DescribeConfigsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeConfigsResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return DescribeConfigsResponse(f_throttle_time_ms, f_results), pos
+    return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_DescribeConfigsResult_1(item_results, out, chunks)
 
@@ -139,19 +222,23 @@ def _e_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray, chu
 def _d_DescribeConfigsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeConfigsResult_2(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return DescribeConfigsResponse(f_throttle_time_ms, f_results), pos
+    return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_DescribeConfigsResult_2(item_results, out, chunks)
 
@@ -159,33 +246,49 @@ def _e_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray, chu
 def _d_DescribeConfigsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeConfigsResult_3(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsResponse(f_throttle_time_ms, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResponse_3(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DescribeConfigsResult_3(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResult_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResult, int]:
@@ -195,13 +298,16 @@ def _d_DescribeConfigsResult_0(buf: memoryview, pos: int) -> tuple[DescribeConfi
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_DescribeConfigsResourceResult_0(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos
+    return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -210,7 +316,8 @@ def _e_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray, chunks:
     out += _S2.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_DescribeConfigsResourceResult_0(item_configs, out, chunks)
 
@@ -222,13 +329,16 @@ def _d_DescribeConfigsResult_1(buf: memoryview, pos: int) -> tuple[DescribeConfi
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_DescribeConfigsResourceResult_1(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos
+    return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -237,7 +347,8 @@ def _e_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray, chunks:
     out += _S2.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_DescribeConfigsResourceResult_1(item_configs, out, chunks)
 
@@ -249,13 +360,16 @@ def _d_DescribeConfigsResult_2(buf: memoryview, pos: int) -> tuple[DescribeConfi
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_DescribeConfigsResourceResult_2(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos
+    return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -264,7 +378,8 @@ def _e_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray, chunks:
     out += _S2.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_DescribeConfigsResourceResult_2(item_configs, out, chunks)
 
@@ -276,24 +391,33 @@ def _d_DescribeConfigsResult_3(buf: memoryview, pos: int) -> tuple[DescribeConfi
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_DescribeConfigsResourceResult_3(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -302,10 +426,17 @@ def _e_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray, chunks:
     out += _S2.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     items_configs = o.configs
-    _p.write_uvarint(out, len(items_configs) + 1)
+    count = len(items_configs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_configs in items_configs:
         _e_DescribeConfigsResourceResult_3(item_configs, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResourceResult_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
@@ -313,7 +444,7 @@ def _d_DescribeConfigsResourceResult_0(buf: memoryview, pos: int) -> tuple[Descr
     f_value, pos = _p.read_nullable_string(buf, pos)
     (f_read_only, f_is_default, f_is_sensitive,) = _S3.unpack_from(buf, pos)
     pos += 3
-    return DescribeConfigsResourceResult(f_name, f_value, f_read_only, f_is_default, -1, f_is_sensitive, (), 0, ''), pos
+    return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, f_is_default, -1, f_is_sensitive, (), 0, ''), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResourceResult_0(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -327,13 +458,16 @@ def _d_DescribeConfigsResourceResult_1(buf: memoryview, pos: int) -> tuple[Descr
     f_value, pos = _p.read_nullable_string(buf, pos)
     (f_read_only, f_config_source, f_is_sensitive,) = _S4.unpack_from(buf, pos)
     pos += 3
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_synonyms: list[Any] = []
     for _ in range(count):
         item_synonyms, pos = _d_DescribeConfigsSynonym_0(buf, pos)
         items_synonyms.append(item_synonyms)
     f_synonyms = tuple(items_synonyms)
-    return DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, 0, ''), pos
+    return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, 0, ''), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -343,7 +477,8 @@ def _e_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out: by
     _p.write_nullable_string(out, o.value)
     out += _S4.pack(o.read_only, o.config_source, o.is_sensitive)
     items_synonyms = o.synonyms
-    out += _p.INT32.pack(len(items_synonyms))
+    count = len(items_synonyms)
+    out += _p.INT32.pack(count)
     for item_synonyms in items_synonyms:
         _e_DescribeConfigsSynonym_0(item_synonyms, out, chunks)
 
@@ -353,7 +488,10 @@ def _d_DescribeConfigsResourceResult_2(buf: memoryview, pos: int) -> tuple[Descr
     f_value, pos = _p.read_nullable_string(buf, pos)
     (f_read_only, f_config_source, f_is_sensitive,) = _S4.unpack_from(buf, pos)
     pos += 3
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_synonyms: list[Any] = []
     for _ in range(count):
         item_synonyms, pos = _d_DescribeConfigsSynonym_0(buf, pos)
@@ -362,7 +500,7 @@ def _d_DescribeConfigsResourceResult_2(buf: memoryview, pos: int) -> tuple[Descr
     (f_config_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_documentation, pos = _p.read_nullable_string(buf, pos)
-    return DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation), pos
+    return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -372,7 +510,8 @@ def _e_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out: by
     _p.write_nullable_string(out, o.value)
     out += _S4.pack(o.read_only, o.config_source, o.is_sensitive)
     items_synonyms = o.synonyms
-    out += _p.INT32.pack(len(items_synonyms))
+    count = len(items_synonyms)
+    out += _p.INT32.pack(count)
     for item_synonyms in items_synonyms:
         _e_DescribeConfigsSynonym_0(item_synonyms, out, chunks)
     out += _S2.pack(o.config_type)
@@ -384,8 +523,14 @@ def _d_DescribeConfigsResourceResult_3(buf: memoryview, pos: int) -> tuple[Descr
     f_value, pos = _p.read_compact_nullable_string(buf, pos)
     (f_read_only, f_config_source, f_is_sensitive,) = _S4.unpack_from(buf, pos)
     pos += 3
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_synonyms: list[Any] = []
     for _ in range(count):
         item_synonyms, pos = _d_DescribeConfigsSynonym_1(buf, pos)
@@ -395,16 +540,19 @@ def _d_DescribeConfigsResourceResult_3(buf: memoryview, pos: int) -> tuple[Descr
     pos += 1
     f_documentation, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -414,12 +562,19 @@ def _e_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out: by
     _p.write_compact_nullable_string(out, o.value)
     out += _S4.pack(o.read_only, o.config_source, o.is_sensitive)
     items_synonyms = o.synonyms
-    _p.write_uvarint(out, len(items_synonyms) + 1)
+    count = len(items_synonyms)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_synonyms in items_synonyms:
         _e_DescribeConfigsSynonym_1(item_synonyms, out, chunks)
     out += _S2.pack(o.config_type)
     _p.write_compact_nullable_string(out, o.documentation)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsSynonym_0(buf: memoryview, pos: int) -> tuple[DescribeConfigsSynonym, int]:
@@ -427,7 +582,7 @@ def _d_DescribeConfigsSynonym_0(buf: memoryview, pos: int) -> tuple[DescribeConf
     f_value, pos = _p.read_nullable_string(buf, pos)
     (f_source,) = _S2.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsSynonym(f_name, f_value, f_source), pos
+    return _New_DescribeConfigsSynonym(f_name, f_value, f_source), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsSynonym_0(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -442,23 +597,29 @@ def _d_DescribeConfigsSynonym_1(buf: memoryview, pos: int) -> tuple[DescribeConf
     (f_source,) = _S2.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeConfigsSynonym(f_name, f_value, f_source, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeConfigsSynonym(f_name, f_value, f_source, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeConfigsSynonym_1(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     out += _S2.pack(o.source)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeConfigsResponse._DECODERS = {
@@ -477,149 +638,149 @@ DescribeConfigsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (99, 'DescribeConfigsResponse'),
-    (100, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (102, 'DescribeConfigsResponse.Results'),
-    (108, 'DescribeConfigsResponse'),
-    (112, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (113, 'DescribeConfigsResponse.Results'),
-    (119, 'DescribeConfigsResponse'),
-    (120, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (122, 'DescribeConfigsResponse.Results'),
-    (128, 'DescribeConfigsResponse'),
-    (132, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (133, 'DescribeConfigsResponse.Results'),
-    (139, 'DescribeConfigsResponse'),
-    (140, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (142, 'DescribeConfigsResponse.Results'),
-    (148, 'DescribeConfigsResponse'),
-    (152, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (153, 'DescribeConfigsResponse.Results'),
-    (159, 'DescribeConfigsResponse'),
-    (160, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (162, 'DescribeConfigsResponse.Results'),
-    (169, 'DescribeConfigsResponse.<tagged fields>'),
-    (179, 'DescribeConfigsResponse'),
-    (183, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (184, 'DescribeConfigsResponse.Results'),
-    (188, 'DescribeConfigsResponse.<tagged fields>'),
-    (191, 'DescribeConfigsResult'),
-    (192, 'DescribeConfigsResult.ErrorCode'),
-    (194, 'DescribeConfigsResult.ErrorMessage'),
-    (195, 'DescribeConfigsResult.ResourceType'),
-    (197, 'DescribeConfigsResult.ResourceName'),
-    (198, 'DescribeConfigsResult.Configs'),
-    (204, 'DescribeConfigsResult'),
-    (208, 'DescribeConfigsResult.ErrorCode'),
-    (209, 'DescribeConfigsResult.ErrorMessage'),
-    (210, 'DescribeConfigsResult.ResourceType'),
-    (211, 'DescribeConfigsResult.ResourceName'),
-    (212, 'DescribeConfigsResult.Configs'),
-    (218, 'DescribeConfigsResult'),
-    (219, 'DescribeConfigsResult.ErrorCode'),
-    (221, 'DescribeConfigsResult.ErrorMessage'),
-    (222, 'DescribeConfigsResult.ResourceType'),
-    (224, 'DescribeConfigsResult.ResourceName'),
-    (225, 'DescribeConfigsResult.Configs'),
-    (231, 'DescribeConfigsResult'),
-    (235, 'DescribeConfigsResult.ErrorCode'),
-    (236, 'DescribeConfigsResult.ErrorMessage'),
-    (237, 'DescribeConfigsResult.ResourceType'),
-    (238, 'DescribeConfigsResult.ResourceName'),
-    (239, 'DescribeConfigsResult.Configs'),
-    (245, 'DescribeConfigsResult'),
-    (246, 'DescribeConfigsResult.ErrorCode'),
-    (248, 'DescribeConfigsResult.ErrorMessage'),
-    (249, 'DescribeConfigsResult.ResourceType'),
-    (251, 'DescribeConfigsResult.ResourceName'),
-    (252, 'DescribeConfigsResult.Configs'),
-    (258, 'DescribeConfigsResult'),
-    (262, 'DescribeConfigsResult.ErrorCode'),
-    (263, 'DescribeConfigsResult.ErrorMessage'),
-    (264, 'DescribeConfigsResult.ResourceType'),
-    (265, 'DescribeConfigsResult.ResourceName'),
-    (266, 'DescribeConfigsResult.Configs'),
-    (272, 'DescribeConfigsResult'),
-    (273, 'DescribeConfigsResult.ErrorCode'),
-    (275, 'DescribeConfigsResult.ErrorMessage'),
-    (276, 'DescribeConfigsResult.ResourceType'),
-    (278, 'DescribeConfigsResult.ResourceName'),
-    (279, 'DescribeConfigsResult.Configs'),
-    (286, 'DescribeConfigsResult.<tagged fields>'),
-    (296, 'DescribeConfigsResult'),
-    (300, 'DescribeConfigsResult.ErrorCode'),
-    (301, 'DescribeConfigsResult.ErrorMessage'),
-    (302, 'DescribeConfigsResult.ResourceType'),
-    (303, 'DescribeConfigsResult.ResourceName'),
-    (304, 'DescribeConfigsResult.Configs'),
-    (308, 'DescribeConfigsResult.<tagged fields>'),
-    (311, 'DescribeConfigsResourceResult'),
-    (312, 'DescribeConfigsResourceResult.Name'),
-    (313, 'DescribeConfigsResourceResult.Value'),
-    (314, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
-    (316, 'DescribeConfigsResourceResult'),
-    (320, 'DescribeConfigsResourceResult.Name'),
-    (321, 'DescribeConfigsResourceResult.Value'),
-    (322, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
-    (325, 'DescribeConfigsResourceResult'),
-    (326, 'DescribeConfigsResourceResult.Name'),
-    (327, 'DescribeConfigsResourceResult.Value'),
-    (328, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (330, 'DescribeConfigsResourceResult.Synonyms'),
-    (336, 'DescribeConfigsResourceResult'),
-    (340, 'DescribeConfigsResourceResult.IsDefault'),
-    (342, 'DescribeConfigsResourceResult.Name'),
-    (343, 'DescribeConfigsResourceResult.Value'),
-    (344, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (345, 'DescribeConfigsResourceResult.Synonyms'),
-    (351, 'DescribeConfigsResourceResult'),
-    (352, 'DescribeConfigsResourceResult.Name'),
-    (353, 'DescribeConfigsResourceResult.Value'),
-    (354, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (356, 'DescribeConfigsResourceResult.Synonyms'),
-    (362, 'DescribeConfigsResourceResult.ConfigType'),
-    (364, 'DescribeConfigsResourceResult.Documentation'),
-    (365, 'DescribeConfigsResourceResult'),
-    (369, 'DescribeConfigsResourceResult.IsDefault'),
-    (371, 'DescribeConfigsResourceResult.Name'),
-    (372, 'DescribeConfigsResourceResult.Value'),
-    (373, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (374, 'DescribeConfigsResourceResult.Synonyms'),
-    (378, 'DescribeConfigsResourceResult.ConfigType'),
-    (379, 'DescribeConfigsResourceResult.Documentation'),
-    (382, 'DescribeConfigsResourceResult'),
-    (383, 'DescribeConfigsResourceResult.Name'),
-    (384, 'DescribeConfigsResourceResult.Value'),
-    (385, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (387, 'DescribeConfigsResourceResult.Synonyms'),
-    (394, 'DescribeConfigsResourceResult.ConfigType'),
-    (396, 'DescribeConfigsResourceResult.Documentation'),
-    (397, 'DescribeConfigsResourceResult.<tagged fields>'),
-    (407, 'DescribeConfigsResourceResult'),
-    (411, 'DescribeConfigsResourceResult.IsDefault'),
-    (413, 'DescribeConfigsResourceResult.Name'),
-    (414, 'DescribeConfigsResourceResult.Value'),
-    (415, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (416, 'DescribeConfigsResourceResult.Synonyms'),
-    (420, 'DescribeConfigsResourceResult.ConfigType'),
-    (421, 'DescribeConfigsResourceResult.Documentation'),
-    (422, 'DescribeConfigsResourceResult.<tagged fields>'),
-    (425, 'DescribeConfigsSynonym'),
-    (426, 'DescribeConfigsSynonym.Name'),
-    (427, 'DescribeConfigsSynonym.Value'),
-    (428, 'DescribeConfigsSynonym.Source'),
-    (430, 'DescribeConfigsSynonym'),
-    (434, 'DescribeConfigsSynonym.Name'),
-    (435, 'DescribeConfigsSynonym.Value'),
-    (436, 'DescribeConfigsSynonym.Source'),
-    (439, 'DescribeConfigsSynonym'),
-    (440, 'DescribeConfigsSynonym.Name'),
-    (441, 'DescribeConfigsSynonym.Value'),
-    (442, 'DescribeConfigsSynonym.Source'),
-    (444, 'DescribeConfigsSynonym.<tagged fields>'),
-    (454, 'DescribeConfigsSynonym'),
-    (458, 'DescribeConfigsSynonym.Name'),
-    (459, 'DescribeConfigsSynonym.Value'),
-    (460, 'DescribeConfigsSynonym.Source'),
-    (461, 'DescribeConfigsSynonym.<tagged fields>'),
+    (174, 'DescribeConfigsResponse'),
+    (175, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (177, 'DescribeConfigsResponse.Results'),
+    (186, 'DescribeConfigsResponse'),
+    (190, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (191, 'DescribeConfigsResponse.Results'),
+    (198, 'DescribeConfigsResponse'),
+    (199, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (201, 'DescribeConfigsResponse.Results'),
+    (210, 'DescribeConfigsResponse'),
+    (214, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (215, 'DescribeConfigsResponse.Results'),
+    (222, 'DescribeConfigsResponse'),
+    (223, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (225, 'DescribeConfigsResponse.Results'),
+    (234, 'DescribeConfigsResponse'),
+    (238, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (239, 'DescribeConfigsResponse.Results'),
+    (246, 'DescribeConfigsResponse'),
+    (247, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (249, 'DescribeConfigsResponse.Results'),
+    (262, 'DescribeConfigsResponse.<tagged fields>'),
+    (275, 'DescribeConfigsResponse'),
+    (279, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (280, 'DescribeConfigsResponse.Results'),
+    (288, 'DescribeConfigsResponse.<tagged fields>'),
+    (294, 'DescribeConfigsResult'),
+    (295, 'DescribeConfigsResult.ErrorCode'),
+    (297, 'DescribeConfigsResult.ErrorMessage'),
+    (298, 'DescribeConfigsResult.ResourceType'),
+    (300, 'DescribeConfigsResult.ResourceName'),
+    (301, 'DescribeConfigsResult.Configs'),
+    (310, 'DescribeConfigsResult'),
+    (314, 'DescribeConfigsResult.ErrorCode'),
+    (315, 'DescribeConfigsResult.ErrorMessage'),
+    (316, 'DescribeConfigsResult.ResourceType'),
+    (317, 'DescribeConfigsResult.ResourceName'),
+    (318, 'DescribeConfigsResult.Configs'),
+    (325, 'DescribeConfigsResult'),
+    (326, 'DescribeConfigsResult.ErrorCode'),
+    (328, 'DescribeConfigsResult.ErrorMessage'),
+    (329, 'DescribeConfigsResult.ResourceType'),
+    (331, 'DescribeConfigsResult.ResourceName'),
+    (332, 'DescribeConfigsResult.Configs'),
+    (341, 'DescribeConfigsResult'),
+    (345, 'DescribeConfigsResult.ErrorCode'),
+    (346, 'DescribeConfigsResult.ErrorMessage'),
+    (347, 'DescribeConfigsResult.ResourceType'),
+    (348, 'DescribeConfigsResult.ResourceName'),
+    (349, 'DescribeConfigsResult.Configs'),
+    (356, 'DescribeConfigsResult'),
+    (357, 'DescribeConfigsResult.ErrorCode'),
+    (359, 'DescribeConfigsResult.ErrorMessage'),
+    (360, 'DescribeConfigsResult.ResourceType'),
+    (362, 'DescribeConfigsResult.ResourceName'),
+    (363, 'DescribeConfigsResult.Configs'),
+    (372, 'DescribeConfigsResult'),
+    (376, 'DescribeConfigsResult.ErrorCode'),
+    (377, 'DescribeConfigsResult.ErrorMessage'),
+    (378, 'DescribeConfigsResult.ResourceType'),
+    (379, 'DescribeConfigsResult.ResourceName'),
+    (380, 'DescribeConfigsResult.Configs'),
+    (387, 'DescribeConfigsResult'),
+    (388, 'DescribeConfigsResult.ErrorCode'),
+    (390, 'DescribeConfigsResult.ErrorMessage'),
+    (391, 'DescribeConfigsResult.ResourceType'),
+    (393, 'DescribeConfigsResult.ResourceName'),
+    (394, 'DescribeConfigsResult.Configs'),
+    (407, 'DescribeConfigsResult.<tagged fields>'),
+    (420, 'DescribeConfigsResult'),
+    (424, 'DescribeConfigsResult.ErrorCode'),
+    (425, 'DescribeConfigsResult.ErrorMessage'),
+    (426, 'DescribeConfigsResult.ResourceType'),
+    (427, 'DescribeConfigsResult.ResourceName'),
+    (428, 'DescribeConfigsResult.Configs'),
+    (436, 'DescribeConfigsResult.<tagged fields>'),
+    (442, 'DescribeConfigsResourceResult'),
+    (443, 'DescribeConfigsResourceResult.Name'),
+    (444, 'DescribeConfigsResourceResult.Value'),
+    (445, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
+    (447, 'DescribeConfigsResourceResult'),
+    (451, 'DescribeConfigsResourceResult.Name'),
+    (452, 'DescribeConfigsResourceResult.Value'),
+    (453, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
+    (456, 'DescribeConfigsResourceResult'),
+    (457, 'DescribeConfigsResourceResult.Name'),
+    (458, 'DescribeConfigsResourceResult.Value'),
+    (459, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (461, 'DescribeConfigsResourceResult.Synonyms'),
+    (470, 'DescribeConfigsResourceResult'),
+    (474, 'DescribeConfigsResourceResult.IsDefault'),
+    (476, 'DescribeConfigsResourceResult.Name'),
+    (477, 'DescribeConfigsResourceResult.Value'),
+    (478, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (479, 'DescribeConfigsResourceResult.Synonyms'),
+    (486, 'DescribeConfigsResourceResult'),
+    (487, 'DescribeConfigsResourceResult.Name'),
+    (488, 'DescribeConfigsResourceResult.Value'),
+    (489, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (491, 'DescribeConfigsResourceResult.Synonyms'),
+    (500, 'DescribeConfigsResourceResult.ConfigType'),
+    (502, 'DescribeConfigsResourceResult.Documentation'),
+    (503, 'DescribeConfigsResourceResult'),
+    (507, 'DescribeConfigsResourceResult.IsDefault'),
+    (509, 'DescribeConfigsResourceResult.Name'),
+    (510, 'DescribeConfigsResourceResult.Value'),
+    (511, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (512, 'DescribeConfigsResourceResult.Synonyms'),
+    (517, 'DescribeConfigsResourceResult.ConfigType'),
+    (518, 'DescribeConfigsResourceResult.Documentation'),
+    (521, 'DescribeConfigsResourceResult'),
+    (522, 'DescribeConfigsResourceResult.Name'),
+    (523, 'DescribeConfigsResourceResult.Value'),
+    (524, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (526, 'DescribeConfigsResourceResult.Synonyms'),
+    (539, 'DescribeConfigsResourceResult.ConfigType'),
+    (541, 'DescribeConfigsResourceResult.Documentation'),
+    (542, 'DescribeConfigsResourceResult.<tagged fields>'),
+    (555, 'DescribeConfigsResourceResult'),
+    (559, 'DescribeConfigsResourceResult.IsDefault'),
+    (561, 'DescribeConfigsResourceResult.Name'),
+    (562, 'DescribeConfigsResourceResult.Value'),
+    (563, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (564, 'DescribeConfigsResourceResult.Synonyms'),
+    (572, 'DescribeConfigsResourceResult.ConfigType'),
+    (573, 'DescribeConfigsResourceResult.Documentation'),
+    (574, 'DescribeConfigsResourceResult.<tagged fields>'),
+    (580, 'DescribeConfigsSynonym'),
+    (581, 'DescribeConfigsSynonym.Name'),
+    (582, 'DescribeConfigsSynonym.Value'),
+    (583, 'DescribeConfigsSynonym.Source'),
+    (585, 'DescribeConfigsSynonym'),
+    (589, 'DescribeConfigsSynonym.Name'),
+    (590, 'DescribeConfigsSynonym.Value'),
+    (591, 'DescribeConfigsSynonym.Source'),
+    (594, 'DescribeConfigsSynonym'),
+    (595, 'DescribeConfigsSynonym.Name'),
+    (596, 'DescribeConfigsSynonym.Value'),
+    (597, 'DescribeConfigsSynonym.Source'),
+    (599, 'DescribeConfigsSynonym.<tagged fields>'),
+    (612, 'DescribeConfigsSynonym'),
+    (616, 'DescribeConfigsSynonym.Name'),
+    (617, 'DescribeConfigsSynonym.Value'),
+    (618, 'DescribeConfigsSynonym.Source'),
+    (619, 'DescribeConfigsSynonym.<tagged fields>'),
 )

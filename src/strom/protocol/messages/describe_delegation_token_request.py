@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -25,6 +26,19 @@ class DescribeDelegationTokenOwner:
     #: The owner principal name.
     principal_name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeDelegationTokenOwner:
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+    principal_type: Any
+    principal_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, principal_type: Any, principal_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeDelegationTokenOwner  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeDelegationTokenOwner = DescribeDelegationTokenOwner()
@@ -44,8 +58,22 @@ class DescribeDelegationTokenRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeDelegationTokenRequest(_Message):
+    __slots__ = ('owners', 'unknown_tagged_fields', )
+    owners: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, owners: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.owners = owners
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeDelegationTokenRequest  # type: ignore[assignment]
+
+
 def _d_DescribeDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_owners = None
     else:
@@ -54,7 +82,7 @@ def _d_DescribeDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Desc
             item_owners, pos = _d_DescribeDelegationTokenOwner_0(buf, pos)
             items_owners.append(item_owners)
         f_owners = tuple(items_owners)
-    return DescribeDelegationTokenRequest(f_owners), pos
+    return _New_DescribeDelegationTokenRequest(f_owners), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -62,13 +90,21 @@ def _e_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: 
     if items_owners is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_owners))
+        count = len(items_owners)
+        out += _p.INT32.pack(count)
         for item_owners in items_owners:
             _e_DescribeDelegationTokenOwner_0(item_owners, out, chunks)
 
 
 def _d_DescribeDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_owners = None
     else:
@@ -78,16 +114,19 @@ def _d_DescribeDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Desc
             items_owners.append(item_owners)
         f_owners = tuple(items_owners)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeDelegationTokenRequest(f_owners, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeDelegationTokenRequest(f_owners, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -95,16 +134,23 @@ def _e_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, out: 
     if items_owners is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_owners) + 1)
+        count = len(items_owners)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_owners in items_owners:
             _e_DescribeDelegationTokenOwner_1(item_owners, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenOwner_0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenOwner, int]:
     f_principal_type, pos = _p.read_string(buf, pos)
     f_principal_name, pos = _p.read_string(buf, pos)
-    return DescribeDelegationTokenOwner(f_principal_type, f_principal_name), pos
+    return _New_DescribeDelegationTokenOwner(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenOwner_0(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -116,22 +162,28 @@ def _d_DescribeDelegationTokenOwner_1(buf: memoryview, pos: int) -> tuple[Descri
     f_principal_type, pos = _p.read_compact_string(buf, pos)
     f_principal_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeDelegationTokenOwner(f_principal_type, f_principal_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeDelegationTokenOwner(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenOwner_1(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeDelegationTokenRequest._DECODERS = {
@@ -148,28 +200,28 @@ DescribeDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (47, 'DescribeDelegationTokenRequest'),
-    (48, 'DescribeDelegationTokenRequest.Owners'),
-    (57, 'DescribeDelegationTokenRequest'),
-    (61, 'DescribeDelegationTokenRequest.Owners'),
-    (70, 'DescribeDelegationTokenRequest'),
-    (71, 'DescribeDelegationTokenRequest.Owners'),
-    (80, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (90, 'DescribeDelegationTokenRequest'),
-    (94, 'DescribeDelegationTokenRequest.Owners'),
-    (101, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (104, 'DescribeDelegationTokenOwner'),
-    (105, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (106, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (107, 'DescribeDelegationTokenOwner'),
-    (111, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (112, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (115, 'DescribeDelegationTokenOwner'),
-    (116, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (117, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (118, 'DescribeDelegationTokenOwner.<tagged fields>'),
-    (128, 'DescribeDelegationTokenOwner'),
-    (132, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (133, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (134, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (72, 'DescribeDelegationTokenRequest'),
+    (73, 'DescribeDelegationTokenRequest.Owners'),
+    (85, 'DescribeDelegationTokenRequest'),
+    (89, 'DescribeDelegationTokenRequest.Owners'),
+    (99, 'DescribeDelegationTokenRequest'),
+    (100, 'DescribeDelegationTokenRequest.Owners'),
+    (116, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (129, 'DescribeDelegationTokenRequest'),
+    (133, 'DescribeDelegationTokenRequest.Owners'),
+    (144, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (150, 'DescribeDelegationTokenOwner'),
+    (151, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (152, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (153, 'DescribeDelegationTokenOwner'),
+    (157, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (158, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (161, 'DescribeDelegationTokenOwner'),
+    (162, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (163, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (164, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (177, 'DescribeDelegationTokenOwner'),
+    (181, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (182, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (183, 'DescribeDelegationTokenOwner.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">qqq")
@@ -27,6 +28,19 @@ class DescribedDelegationTokenRenewer:
     #: The renewer principal name
     principal_name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribedDelegationTokenRenewer:
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+    principal_type: Any
+    principal_name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, principal_type: Any, principal_name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedDelegationTokenRenewer  # type: ignore[assignment]
 
 
 _DEFAULT_DescribedDelegationTokenRenewer = DescribedDelegationTokenRenewer()
@@ -57,6 +71,35 @@ class DescribedDelegationToken:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribedDelegationToken:
+    __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields', )
+    principal_type: Any
+    principal_name: Any
+    token_requester_principal_type: Any
+    token_requester_principal_name: Any
+    issue_timestamp: Any
+    expiry_timestamp: Any
+    max_timestamp: Any
+    token_id: Any
+    hmac: Any
+    renewers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, principal_type: Any, principal_name: Any, token_requester_principal_type: Any, token_requester_principal_name: Any, issue_timestamp: Any, expiry_timestamp: Any, max_timestamp: Any, token_id: Any, hmac: Any, renewers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
+        self.issue_timestamp = issue_timestamp
+        self.expiry_timestamp = expiry_timestamp
+        self.max_timestamp = max_timestamp
+        self.token_id = token_id
+        self.hmac = hmac
+        self.renewers = renewers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedDelegationToken  # type: ignore[assignment]
+
+
 _DEFAULT_DescribedDelegationToken = DescribedDelegationToken()
 
 
@@ -78,10 +121,28 @@ class DescribeDelegationTokenResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeDelegationTokenResponse(_Message):
+    __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields', )
+    error_code: Any
+    tokens: Any
+    throttle_time_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, tokens: Any, throttle_time_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.tokens = tokens
+        self.throttle_time_ms = throttle_time_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeDelegationTokenResponse  # type: ignore[assignment]
+
+
 def _d_DescribeDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_tokens: list[Any] = []
     for _ in range(count):
         item_tokens, pos = _d_DescribedDelegationToken_0(buf, pos)
@@ -89,13 +150,14 @@ def _d_DescribeDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Des
     f_tokens = tuple(items_tokens)
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms), pos
+    return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
-    out += _p.INT32.pack(len(items_tokens))
+    count = len(items_tokens)
+    out += _p.INT32.pack(count)
     for item_tokens in items_tokens:
         _e_DescribedDelegationToken_0(item_tokens, out, chunks)
     out += _S1.pack(o.throttle_time_ms)
@@ -104,8 +166,14 @@ def _e_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out
 def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_tokens: list[Any] = []
     for _ in range(count):
         item_tokens, pos = _d_DescribedDelegationToken_1(buf, pos)
@@ -114,33 +182,49 @@ def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Des
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
-    _p.write_uvarint(out, len(items_tokens) + 1)
+    count = len(items_tokens)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_tokens in items_tokens:
         _e_DescribedDelegationToken_1(item_tokens, out, chunks)
     out += _S1.pack(o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_tokens: list[Any] = []
     for _ in range(count):
         item_tokens, pos = _d_DescribedDelegationToken_2(buf, pos)
@@ -149,26 +233,36 @@ def _d_DescribeDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Des
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeDelegationTokenResponse_2(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
-    _p.write_uvarint(out, len(items_tokens) + 1)
+    count = len(items_tokens)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_tokens in items_tokens:
         _e_DescribedDelegationToken_2(item_tokens, out, chunks)
     out += _S1.pack(o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_0(buf: memoryview, pos: int) -> tuple[DescribedDelegationToken, int]:
@@ -178,13 +272,16 @@ def _d_DescribedDelegationToken_0(buf: memoryview, pos: int) -> tuple[DescribedD
     pos += 24
     f_token_id, pos = _p.read_string(buf, pos)
     f_hmac, pos = _p.read_bytes(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_DescribedDelegationTokenRenewer_0(buf, pos)
         items_renewers.append(item_renewers)
     f_renewers = tuple(items_renewers)
-    return DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers), pos
+    return _New_DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers), pos  # type: ignore[return-value]
 
 
 def _e_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -198,7 +295,8 @@ def _e_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearray, c
     _p.write_string(out, o.token_id)
     _p.write_bytes(out, o.hmac)
     items_renewers = o.renewers
-    out += _p.INT32.pack(len(items_renewers))
+    count = len(items_renewers)
+    out += _p.INT32.pack(count)
     for item_renewers in items_renewers:
         _e_DescribedDelegationTokenRenewer_0(item_renewers, out, chunks)
 
@@ -210,24 +308,33 @@ def _d_DescribedDelegationToken_1(buf: memoryview, pos: int) -> tuple[DescribedD
     pos += 24
     f_token_id, pos = _p.read_compact_string(buf, pos)
     f_hmac, pos = _p.read_compact_bytes(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_DescribedDelegationTokenRenewer_1(buf, pos)
         items_renewers.append(item_renewers)
     f_renewers = tuple(items_renewers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -241,10 +348,17 @@ def _e_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearray, c
     _p.write_compact_string(out, o.token_id)
     _p.write_compact_bytes(out, o.hmac)
     items_renewers = o.renewers
-    _p.write_uvarint(out, len(items_renewers) + 1)
+    count = len(items_renewers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_renewers in items_renewers:
         _e_DescribedDelegationTokenRenewer_1(item_renewers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[DescribedDelegationToken, int]:
@@ -256,24 +370,33 @@ def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[DescribedD
     pos += 24
     f_token_id, pos = _p.read_compact_string(buf, pos)
     f_hmac, pos = _p.read_compact_bytes(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
     for _ in range(count):
         item_renewers, pos = _d_DescribedDelegationTokenRenewer_1(buf, pos)
         items_renewers.append(item_renewers)
     f_renewers = tuple(items_renewers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedDelegationToken(f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedDelegationToken(f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -285,16 +408,23 @@ def _e_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearray, c
     _p.write_compact_string(out, o.token_id)
     _p.write_compact_bytes(out, o.hmac)
     items_renewers = o.renewers
-    _p.write_uvarint(out, len(items_renewers) + 1)
+    count = len(items_renewers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_renewers in items_renewers:
         _e_DescribedDelegationTokenRenewer_1(item_renewers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationTokenRenewer_0(buf: memoryview, pos: int) -> tuple[DescribedDelegationTokenRenewer, int]:
     f_principal_type, pos = _p.read_string(buf, pos)
     f_principal_name, pos = _p.read_string(buf, pos)
-    return DescribedDelegationTokenRenewer(f_principal_type, f_principal_name), pos
+    return _New_DescribedDelegationTokenRenewer(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
 def _e_DescribedDelegationTokenRenewer_0(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -306,22 +436,28 @@ def _d_DescribedDelegationTokenRenewer_1(buf: memoryview, pos: int) -> tuple[Des
     f_principal_type, pos = _p.read_compact_string(buf, pos)
     f_principal_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedDelegationTokenRenewer(f_principal_type, f_principal_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedDelegationTokenRenewer(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedDelegationTokenRenewer_1(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeDelegationTokenResponse._DECODERS = {
@@ -338,100 +474,100 @@ DescribeDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (81, 'DescribeDelegationTokenResponse'),
-    (82, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (84, 'DescribeDelegationTokenResponse.Tokens'),
-    (90, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (92, 'DescribeDelegationTokenResponse'),
-    (96, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (97, 'DescribeDelegationTokenResponse.Tokens'),
-    (101, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (104, 'DescribeDelegationTokenResponse'),
-    (105, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (107, 'DescribeDelegationTokenResponse.Tokens'),
-    (114, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (116, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (126, 'DescribeDelegationTokenResponse'),
-    (130, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (131, 'DescribeDelegationTokenResponse.Tokens'),
-    (135, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (136, 'DescribeDelegationTokenResponse.<tagged fields>'),
     (139, 'DescribeDelegationTokenResponse'),
     (140, 'DescribeDelegationTokenResponse.ErrorCode'),
     (142, 'DescribeDelegationTokenResponse.Tokens'),
-    (149, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (151, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (161, 'DescribeDelegationTokenResponse'),
-    (165, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (166, 'DescribeDelegationTokenResponse.Tokens'),
-    (170, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (171, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (174, 'DescribedDelegationToken'),
-    (175, 'DescribedDelegationToken.PrincipalType'),
-    (176, 'DescribedDelegationToken.PrincipalName'),
-    (177, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (179, 'DescribedDelegationToken.TokenId'),
-    (180, 'DescribedDelegationToken.Hmac'),
-    (181, 'DescribedDelegationToken.Renewers'),
-    (187, 'DescribedDelegationToken'),
-    (191, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (193, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (195, 'DescribedDelegationToken.PrincipalType'),
-    (196, 'DescribedDelegationToken.PrincipalName'),
-    (197, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (198, 'DescribedDelegationToken.TokenId'),
-    (199, 'DescribedDelegationToken.Hmac'),
-    (200, 'DescribedDelegationToken.Renewers'),
-    (206, 'DescribedDelegationToken'),
-    (207, 'DescribedDelegationToken.PrincipalType'),
-    (208, 'DescribedDelegationToken.PrincipalName'),
-    (209, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (211, 'DescribedDelegationToken.TokenId'),
-    (212, 'DescribedDelegationToken.Hmac'),
-    (213, 'DescribedDelegationToken.Renewers'),
-    (220, 'DescribedDelegationToken.<tagged fields>'),
-    (230, 'DescribedDelegationToken'),
-    (234, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (236, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (238, 'DescribedDelegationToken.PrincipalType'),
-    (239, 'DescribedDelegationToken.PrincipalName'),
-    (240, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (241, 'DescribedDelegationToken.TokenId'),
-    (242, 'DescribedDelegationToken.Hmac'),
-    (243, 'DescribedDelegationToken.Renewers'),
-    (247, 'DescribedDelegationToken.<tagged fields>'),
-    (250, 'DescribedDelegationToken'),
-    (251, 'DescribedDelegationToken.PrincipalType'),
-    (252, 'DescribedDelegationToken.PrincipalName'),
-    (253, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (254, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (255, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (257, 'DescribedDelegationToken.TokenId'),
-    (258, 'DescribedDelegationToken.Hmac'),
-    (259, 'DescribedDelegationToken.Renewers'),
-    (266, 'DescribedDelegationToken.<tagged fields>'),
-    (276, 'DescribedDelegationToken'),
-    (280, 'DescribedDelegationToken.PrincipalType'),
-    (281, 'DescribedDelegationToken.PrincipalName'),
-    (282, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (283, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (284, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (285, 'DescribedDelegationToken.TokenId'),
-    (286, 'DescribedDelegationToken.Hmac'),
-    (287, 'DescribedDelegationToken.Renewers'),
-    (291, 'DescribedDelegationToken.<tagged fields>'),
-    (294, 'DescribedDelegationTokenRenewer'),
-    (295, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (296, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (297, 'DescribedDelegationTokenRenewer'),
-    (301, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (302, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (305, 'DescribedDelegationTokenRenewer'),
-    (306, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (307, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (308, 'DescribedDelegationTokenRenewer.<tagged fields>'),
-    (318, 'DescribedDelegationTokenRenewer'),
-    (322, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (323, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (324, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (151, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (153, 'DescribeDelegationTokenResponse'),
+    (157, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (158, 'DescribeDelegationTokenResponse.Tokens'),
+    (163, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (166, 'DescribeDelegationTokenResponse'),
+    (167, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (169, 'DescribeDelegationTokenResponse.Tokens'),
+    (182, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (184, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (197, 'DescribeDelegationTokenResponse'),
+    (201, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (202, 'DescribeDelegationTokenResponse.Tokens'),
+    (210, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (211, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (217, 'DescribeDelegationTokenResponse'),
+    (218, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (220, 'DescribeDelegationTokenResponse.Tokens'),
+    (233, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (235, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (248, 'DescribeDelegationTokenResponse'),
+    (252, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (253, 'DescribeDelegationTokenResponse.Tokens'),
+    (261, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (262, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (268, 'DescribedDelegationToken'),
+    (269, 'DescribedDelegationToken.PrincipalType'),
+    (270, 'DescribedDelegationToken.PrincipalName'),
+    (271, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (273, 'DescribedDelegationToken.TokenId'),
+    (274, 'DescribedDelegationToken.Hmac'),
+    (275, 'DescribedDelegationToken.Renewers'),
+    (284, 'DescribedDelegationToken'),
+    (288, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (290, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (292, 'DescribedDelegationToken.PrincipalType'),
+    (293, 'DescribedDelegationToken.PrincipalName'),
+    (294, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (295, 'DescribedDelegationToken.TokenId'),
+    (296, 'DescribedDelegationToken.Hmac'),
+    (297, 'DescribedDelegationToken.Renewers'),
+    (304, 'DescribedDelegationToken'),
+    (305, 'DescribedDelegationToken.PrincipalType'),
+    (306, 'DescribedDelegationToken.PrincipalName'),
+    (307, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (309, 'DescribedDelegationToken.TokenId'),
+    (310, 'DescribedDelegationToken.Hmac'),
+    (311, 'DescribedDelegationToken.Renewers'),
+    (324, 'DescribedDelegationToken.<tagged fields>'),
+    (337, 'DescribedDelegationToken'),
+    (341, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (343, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (345, 'DescribedDelegationToken.PrincipalType'),
+    (346, 'DescribedDelegationToken.PrincipalName'),
+    (347, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (348, 'DescribedDelegationToken.TokenId'),
+    (349, 'DescribedDelegationToken.Hmac'),
+    (350, 'DescribedDelegationToken.Renewers'),
+    (358, 'DescribedDelegationToken.<tagged fields>'),
+    (364, 'DescribedDelegationToken'),
+    (365, 'DescribedDelegationToken.PrincipalType'),
+    (366, 'DescribedDelegationToken.PrincipalName'),
+    (367, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (368, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (369, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (371, 'DescribedDelegationToken.TokenId'),
+    (372, 'DescribedDelegationToken.Hmac'),
+    (373, 'DescribedDelegationToken.Renewers'),
+    (386, 'DescribedDelegationToken.<tagged fields>'),
+    (399, 'DescribedDelegationToken'),
+    (403, 'DescribedDelegationToken.PrincipalType'),
+    (404, 'DescribedDelegationToken.PrincipalName'),
+    (405, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (406, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (407, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (408, 'DescribedDelegationToken.TokenId'),
+    (409, 'DescribedDelegationToken.Hmac'),
+    (410, 'DescribedDelegationToken.Renewers'),
+    (418, 'DescribedDelegationToken.<tagged fields>'),
+    (424, 'DescribedDelegationTokenRenewer'),
+    (425, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (426, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (427, 'DescribedDelegationTokenRenewer'),
+    (431, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (432, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (435, 'DescribedDelegationTokenRenewer'),
+    (436, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (437, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (438, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (451, 'DescribedDelegationTokenRenewer'),
+    (455, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (456, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (457, 'DescribedDelegationTokenRenewer.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 
 
@@ -34,27 +35,47 @@ class DescribeGroupsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeGroupsRequest(_Message):
+    __slots__ = ('groups', 'include_authorized_operations', 'unknown_tagged_fields', )
+    groups: Any
+    include_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, groups: Any, include_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.groups = groups
+        self.include_authorized_operations = include_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeGroupsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeGroupsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _p.read_string(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return DescribeGroupsRequest(f_groups, False), pos
+    return _New_DescribeGroupsRequest(f_groups, False), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.include_authorized_operations != False:
         raise _UnsupportedVersion("IncludeAuthorizedOperations cannot be sent in version 0", message_name="DescribeGroupsRequest", api_version=0, field="IncludeAuthorizedOperations")
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _p.write_string(out, item_groups)
 
 
 def _d_DescribeGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _p.read_string(buf, pos)
@@ -62,20 +83,27 @@ def _d_DescribeGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeGroup
     f_groups = tuple(items_groups)
     (f_include_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return DescribeGroupsRequest(f_groups, f_include_authorized_operations), pos
+    return _New_DescribeGroupsRequest(f_groups, f_include_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _p.write_string(out, item_groups)
     out += _S0.pack(o.include_authorized_operations)
 
 
 def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _p.read_compact_string(buf, pos)
@@ -84,25 +112,35 @@ def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeGroup
     (f_include_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeGroupsRequest(f_groups, f_include_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeGroupsRequest(f_groups, f_include_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _p.write_compact_string(out, item_groups)
     out += _S0.pack(o.include_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeGroupsRequest._DECODERS = {
@@ -123,23 +161,23 @@ DescribeGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'DescribeGroupsRequest'),
-    (38, 'DescribeGroupsRequest.Groups'),
-    (44, 'DescribeGroupsRequest'),
-    (48, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (50, 'DescribeGroupsRequest.Groups'),
-    (56, 'DescribeGroupsRequest'),
-    (57, 'DescribeGroupsRequest.Groups'),
-    (63, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (65, 'DescribeGroupsRequest'),
-    (69, 'DescribeGroupsRequest.Groups'),
-    (73, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (76, 'DescribeGroupsRequest'),
-    (77, 'DescribeGroupsRequest.Groups'),
+    (51, 'DescribeGroupsRequest'),
+    (52, 'DescribeGroupsRequest.Groups'),
+    (61, 'DescribeGroupsRequest'),
+    (65, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (67, 'DescribeGroupsRequest.Groups'),
+    (74, 'DescribeGroupsRequest'),
+    (75, 'DescribeGroupsRequest.Groups'),
     (84, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (86, 'DescribeGroupsRequest.<tagged fields>'),
-    (96, 'DescribeGroupsRequest'),
-    (100, 'DescribeGroupsRequest.Groups'),
-    (104, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (105, 'DescribeGroupsRequest.<tagged fields>'),
+    (86, 'DescribeGroupsRequest'),
+    (90, 'DescribeGroupsRequest.Groups'),
+    (95, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (98, 'DescribeGroupsRequest'),
+    (99, 'DescribeGroupsRequest.Groups'),
+    (112, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (114, 'DescribeGroupsRequest.<tagged fields>'),
+    (127, 'DescribeGroupsRequest'),
+    (131, 'DescribeGroupsRequest.Groups'),
+    (139, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (140, 'DescribeGroupsRequest.<tagged fields>'),
 )

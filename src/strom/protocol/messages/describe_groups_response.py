@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -34,6 +35,27 @@ class DescribedGroupMember:
     #: The current assignment provided by the group leader.
     member_assignment: bytes = b""
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribedGroupMember:
+    __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tagged_fields', )
+    member_id: Any
+    group_instance_id: Any
+    client_id: Any
+    client_host: Any
+    member_metadata: Any
+    member_assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, group_instance_id: Any, client_id: Any, client_host: Any, member_metadata: Any, member_assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.member_metadata = member_metadata
+        self.member_assignment = member_assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedGroupMember  # type: ignore[assignment]
 
 
 _DEFAULT_DescribedGroupMember = DescribedGroupMember()
@@ -58,6 +80,29 @@ class DescribedGroup:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribedGroup:
+    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+    error_code: Any
+    group_id: Any
+    group_state: Any
+    protocol_type: Any
+    protocol_data: Any
+    members: Any
+    authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, group_id: Any, group_state: Any, protocol_type: Any, protocol_data: Any, members: Any, authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.group_id = group_id
+        self.group_state = group_state
+        self.protocol_type = protocol_type
+        self.protocol_data = protocol_data
+        self.members = members
+        self.authorized_operations = authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedGroup  # type: ignore[assignment]
+
+
 _DEFAULT_DescribedGroup = DescribedGroup()
 
 
@@ -77,19 +122,36 @@ class DescribeGroupsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeGroupsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    groups: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, groups: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeGroupsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeGroupsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return DescribeGroupsResponse(0, f_groups), pos
+    return _New_DescribeGroupsResponse(0, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_DescribedGroup_0(item_groups, out, chunks)
 
@@ -97,19 +159,23 @@ def _e_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray, chunk
 def _d_DescribeGroupsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos
+    return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_DescribedGroup_0(item_groups, out, chunks)
 
@@ -117,19 +183,23 @@ def _e_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray, chunk
 def _d_DescribeGroupsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_1(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos
+    return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_DescribedGroup_1(item_groups, out, chunks)
 
@@ -137,19 +207,23 @@ def _e_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray, chunk
 def _d_DescribeGroupsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_2(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos
+    return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_DescribedGroup_2(item_groups, out, chunks)
 
@@ -157,33 +231,49 @@ def _e_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray, chunk
 def _d_DescribeGroupsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_3(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeGroupsResponse(f_throttle_time_ms, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_DescribedGroup_3(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
@@ -193,13 +283,16 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_group_state, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_DescribedGroupMember_0(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, -2147483648), pos
+    return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -211,7 +304,8 @@ def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     _p.write_string(out, o.protocol_type)
     _p.write_string(out, o.protocol_data)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_DescribedGroupMember_0(item_members, out, chunks)
 
@@ -223,7 +317,10 @@ def _d_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_group_state, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_DescribedGroupMember_0(buf, pos)
@@ -231,7 +328,7 @@ def _d_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_members = tuple(items_members)
     (f_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos
+    return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_1(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -241,7 +338,8 @@ def _e_DescribedGroup_1(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     _p.write_string(out, o.protocol_type)
     _p.write_string(out, o.protocol_data)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_DescribedGroupMember_0(item_members, out, chunks)
     out += _S0.pack(o.authorized_operations)
@@ -254,7 +352,10 @@ def _d_DescribedGroup_2(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_group_state, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
     f_protocol_data, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_DescribedGroupMember_1(buf, pos)
@@ -262,7 +363,7 @@ def _d_DescribedGroup_2(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_members = tuple(items_members)
     (f_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos
+    return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_2(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -272,7 +373,8 @@ def _e_DescribedGroup_2(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     _p.write_string(out, o.protocol_type)
     _p.write_string(out, o.protocol_data)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_DescribedGroupMember_1(item_members, out, chunks)
     out += _S0.pack(o.authorized_operations)
@@ -285,8 +387,14 @@ def _d_DescribedGroup_3(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     f_group_state, pos = _p.read_compact_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
     f_protocol_data, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_DescribedGroupMember_2(buf, pos)
@@ -295,16 +403,19 @@ def _d_DescribedGroup_3(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_3(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -314,11 +425,18 @@ def _e_DescribedGroup_3(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     _p.write_compact_string(out, o.protocol_type)
     _p.write_compact_string(out, o.protocol_data)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_DescribedGroupMember_2(item_members, out, chunks)
     out += _S0.pack(o.authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroupMember_0(buf: memoryview, pos: int) -> tuple[DescribedGroupMember, int]:
@@ -327,7 +445,7 @@ def _d_DescribedGroupMember_0(buf: memoryview, pos: int) -> tuple[DescribedGroup
     f_client_host, pos = _p.read_string(buf, pos)
     f_member_metadata, pos = _p.read_bytes(buf, pos)
     f_member_assignment, pos = _p.read_bytes(buf, pos)
-    return DescribedGroupMember(f_member_id, None, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos
+    return _New_DescribedGroupMember(f_member_id, None, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroupMember_0(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -345,7 +463,7 @@ def _d_DescribedGroupMember_1(buf: memoryview, pos: int) -> tuple[DescribedGroup
     f_client_host, pos = _p.read_string(buf, pos)
     f_member_metadata, pos = _p.read_bytes(buf, pos)
     f_member_assignment, pos = _p.read_bytes(buf, pos)
-    return DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos
+    return _New_DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroupMember_1(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -365,16 +483,19 @@ def _d_DescribedGroupMember_2(buf: memoryview, pos: int) -> tuple[DescribedGroup
     f_member_metadata, pos = _p.read_compact_bytes(buf, pos)
     f_member_assignment, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -384,7 +505,10 @@ def _e_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray, chunks: l
     _p.write_compact_string(out, o.client_host)
     _p.write_compact_bytes(out, o.member_metadata)
     _p.write_compact_bytes(out, o.member_assignment)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeGroupsResponse._DECODERS = {
@@ -405,141 +529,141 @@ DescribeGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (80, 'DescribeGroupsResponse'),
-    (81, 'DescribeGroupsResponse.Groups'),
-    (87, 'DescribeGroupsResponse'),
-    (91, 'DescribeGroupsResponse.Groups'),
-    (97, 'DescribeGroupsResponse'),
-    (98, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (100, 'DescribeGroupsResponse.Groups'),
-    (106, 'DescribeGroupsResponse'),
-    (110, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (111, 'DescribeGroupsResponse.Groups'),
-    (117, 'DescribeGroupsResponse'),
-    (118, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (120, 'DescribeGroupsResponse.Groups'),
-    (126, 'DescribeGroupsResponse'),
-    (130, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (131, 'DescribeGroupsResponse.Groups'),
-    (137, 'DescribeGroupsResponse'),
-    (138, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (140, 'DescribeGroupsResponse.Groups'),
-    (146, 'DescribeGroupsResponse'),
-    (150, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (151, 'DescribeGroupsResponse.Groups'),
-    (157, 'DescribeGroupsResponse'),
-    (158, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (160, 'DescribeGroupsResponse.Groups'),
-    (167, 'DescribeGroupsResponse.<tagged fields>'),
-    (177, 'DescribeGroupsResponse'),
-    (181, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (182, 'DescribeGroupsResponse.Groups'),
-    (186, 'DescribeGroupsResponse.<tagged fields>'),
-    (189, 'DescribedGroup'),
-    (190, 'DescribedGroup.ErrorCode'),
-    (192, 'DescribedGroup.GroupId'),
-    (193, 'DescribedGroup.GroupState'),
-    (194, 'DescribedGroup.ProtocolType'),
-    (195, 'DescribedGroup.ProtocolData'),
-    (196, 'DescribedGroup.Members'),
-    (202, 'DescribedGroup'),
-    (206, 'DescribedGroup.AuthorizedOperations'),
-    (208, 'DescribedGroup.ErrorCode'),
-    (209, 'DescribedGroup.GroupId'),
-    (210, 'DescribedGroup.GroupState'),
-    (211, 'DescribedGroup.ProtocolType'),
-    (212, 'DescribedGroup.ProtocolData'),
-    (213, 'DescribedGroup.Members'),
-    (219, 'DescribedGroup'),
-    (220, 'DescribedGroup.ErrorCode'),
-    (222, 'DescribedGroup.GroupId'),
-    (223, 'DescribedGroup.GroupState'),
-    (224, 'DescribedGroup.ProtocolType'),
-    (225, 'DescribedGroup.ProtocolData'),
-    (226, 'DescribedGroup.Members'),
-    (232, 'DescribedGroup.AuthorizedOperations'),
-    (234, 'DescribedGroup'),
-    (238, 'DescribedGroup.ErrorCode'),
-    (239, 'DescribedGroup.GroupId'),
-    (240, 'DescribedGroup.GroupState'),
-    (241, 'DescribedGroup.ProtocolType'),
-    (242, 'DescribedGroup.ProtocolData'),
-    (243, 'DescribedGroup.Members'),
-    (247, 'DescribedGroup.AuthorizedOperations'),
-    (250, 'DescribedGroup'),
-    (251, 'DescribedGroup.ErrorCode'),
-    (253, 'DescribedGroup.GroupId'),
-    (254, 'DescribedGroup.GroupState'),
-    (255, 'DescribedGroup.ProtocolType'),
-    (256, 'DescribedGroup.ProtocolData'),
-    (257, 'DescribedGroup.Members'),
-    (263, 'DescribedGroup.AuthorizedOperations'),
-    (265, 'DescribedGroup'),
-    (269, 'DescribedGroup.ErrorCode'),
-    (270, 'DescribedGroup.GroupId'),
-    (271, 'DescribedGroup.GroupState'),
-    (272, 'DescribedGroup.ProtocolType'),
-    (273, 'DescribedGroup.ProtocolData'),
-    (274, 'DescribedGroup.Members'),
-    (278, 'DescribedGroup.AuthorizedOperations'),
-    (281, 'DescribedGroup'),
-    (282, 'DescribedGroup.ErrorCode'),
-    (284, 'DescribedGroup.GroupId'),
-    (285, 'DescribedGroup.GroupState'),
-    (286, 'DescribedGroup.ProtocolType'),
-    (287, 'DescribedGroup.ProtocolData'),
-    (288, 'DescribedGroup.Members'),
-    (295, 'DescribedGroup.AuthorizedOperations'),
-    (297, 'DescribedGroup.<tagged fields>'),
-    (307, 'DescribedGroup'),
-    (311, 'DescribedGroup.ErrorCode'),
-    (312, 'DescribedGroup.GroupId'),
-    (313, 'DescribedGroup.GroupState'),
-    (314, 'DescribedGroup.ProtocolType'),
-    (315, 'DescribedGroup.ProtocolData'),
-    (316, 'DescribedGroup.Members'),
-    (320, 'DescribedGroup.AuthorizedOperations'),
-    (321, 'DescribedGroup.<tagged fields>'),
-    (324, 'DescribedGroupMember'),
-    (325, 'DescribedGroupMember.MemberId'),
-    (326, 'DescribedGroupMember.ClientId'),
-    (327, 'DescribedGroupMember.ClientHost'),
-    (328, 'DescribedGroupMember.MemberMetadata'),
-    (329, 'DescribedGroupMember.MemberAssignment'),
-    (330, 'DescribedGroupMember'),
-    (334, 'DescribedGroupMember.MemberId'),
-    (335, 'DescribedGroupMember.ClientId'),
-    (336, 'DescribedGroupMember.ClientHost'),
-    (337, 'DescribedGroupMember.MemberMetadata'),
-    (338, 'DescribedGroupMember.MemberAssignment'),
-    (341, 'DescribedGroupMember'),
-    (342, 'DescribedGroupMember.MemberId'),
-    (343, 'DescribedGroupMember.GroupInstanceId'),
-    (344, 'DescribedGroupMember.ClientId'),
-    (345, 'DescribedGroupMember.ClientHost'),
-    (346, 'DescribedGroupMember.MemberMetadata'),
-    (347, 'DescribedGroupMember.MemberAssignment'),
-    (348, 'DescribedGroupMember'),
-    (352, 'DescribedGroupMember.MemberId'),
-    (353, 'DescribedGroupMember.GroupInstanceId'),
-    (354, 'DescribedGroupMember.ClientId'),
-    (355, 'DescribedGroupMember.ClientHost'),
-    (356, 'DescribedGroupMember.MemberMetadata'),
-    (357, 'DescribedGroupMember.MemberAssignment'),
-    (360, 'DescribedGroupMember'),
-    (361, 'DescribedGroupMember.MemberId'),
-    (362, 'DescribedGroupMember.GroupInstanceId'),
-    (363, 'DescribedGroupMember.ClientId'),
-    (364, 'DescribedGroupMember.ClientHost'),
-    (365, 'DescribedGroupMember.MemberMetadata'),
-    (366, 'DescribedGroupMember.MemberAssignment'),
-    (367, 'DescribedGroupMember.<tagged fields>'),
-    (377, 'DescribedGroupMember'),
-    (381, 'DescribedGroupMember.MemberId'),
-    (382, 'DescribedGroupMember.GroupInstanceId'),
-    (383, 'DescribedGroupMember.ClientId'),
-    (384, 'DescribedGroupMember.ClientHost'),
-    (385, 'DescribedGroupMember.MemberMetadata'),
-    (386, 'DescribedGroupMember.MemberAssignment'),
-    (387, 'DescribedGroupMember.<tagged fields>'),
+    (138, 'DescribeGroupsResponse'),
+    (139, 'DescribeGroupsResponse.Groups'),
+    (148, 'DescribeGroupsResponse'),
+    (152, 'DescribeGroupsResponse.Groups'),
+    (159, 'DescribeGroupsResponse'),
+    (160, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (162, 'DescribeGroupsResponse.Groups'),
+    (171, 'DescribeGroupsResponse'),
+    (175, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (176, 'DescribeGroupsResponse.Groups'),
+    (183, 'DescribeGroupsResponse'),
+    (184, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (186, 'DescribeGroupsResponse.Groups'),
+    (195, 'DescribeGroupsResponse'),
+    (199, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (200, 'DescribeGroupsResponse.Groups'),
+    (207, 'DescribeGroupsResponse'),
+    (208, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (210, 'DescribeGroupsResponse.Groups'),
+    (219, 'DescribeGroupsResponse'),
+    (223, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (224, 'DescribeGroupsResponse.Groups'),
+    (231, 'DescribeGroupsResponse'),
+    (232, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (234, 'DescribeGroupsResponse.Groups'),
+    (247, 'DescribeGroupsResponse.<tagged fields>'),
+    (260, 'DescribeGroupsResponse'),
+    (264, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (265, 'DescribeGroupsResponse.Groups'),
+    (273, 'DescribeGroupsResponse.<tagged fields>'),
+    (279, 'DescribedGroup'),
+    (280, 'DescribedGroup.ErrorCode'),
+    (282, 'DescribedGroup.GroupId'),
+    (283, 'DescribedGroup.GroupState'),
+    (284, 'DescribedGroup.ProtocolType'),
+    (285, 'DescribedGroup.ProtocolData'),
+    (286, 'DescribedGroup.Members'),
+    (295, 'DescribedGroup'),
+    (299, 'DescribedGroup.AuthorizedOperations'),
+    (301, 'DescribedGroup.ErrorCode'),
+    (302, 'DescribedGroup.GroupId'),
+    (303, 'DescribedGroup.GroupState'),
+    (304, 'DescribedGroup.ProtocolType'),
+    (305, 'DescribedGroup.ProtocolData'),
+    (306, 'DescribedGroup.Members'),
+    (313, 'DescribedGroup'),
+    (314, 'DescribedGroup.ErrorCode'),
+    (316, 'DescribedGroup.GroupId'),
+    (317, 'DescribedGroup.GroupState'),
+    (318, 'DescribedGroup.ProtocolType'),
+    (319, 'DescribedGroup.ProtocolData'),
+    (320, 'DescribedGroup.Members'),
+    (329, 'DescribedGroup.AuthorizedOperations'),
+    (331, 'DescribedGroup'),
+    (335, 'DescribedGroup.ErrorCode'),
+    (336, 'DescribedGroup.GroupId'),
+    (337, 'DescribedGroup.GroupState'),
+    (338, 'DescribedGroup.ProtocolType'),
+    (339, 'DescribedGroup.ProtocolData'),
+    (340, 'DescribedGroup.Members'),
+    (345, 'DescribedGroup.AuthorizedOperations'),
+    (348, 'DescribedGroup'),
+    (349, 'DescribedGroup.ErrorCode'),
+    (351, 'DescribedGroup.GroupId'),
+    (352, 'DescribedGroup.GroupState'),
+    (353, 'DescribedGroup.ProtocolType'),
+    (354, 'DescribedGroup.ProtocolData'),
+    (355, 'DescribedGroup.Members'),
+    (364, 'DescribedGroup.AuthorizedOperations'),
+    (366, 'DescribedGroup'),
+    (370, 'DescribedGroup.ErrorCode'),
+    (371, 'DescribedGroup.GroupId'),
+    (372, 'DescribedGroup.GroupState'),
+    (373, 'DescribedGroup.ProtocolType'),
+    (374, 'DescribedGroup.ProtocolData'),
+    (375, 'DescribedGroup.Members'),
+    (380, 'DescribedGroup.AuthorizedOperations'),
+    (383, 'DescribedGroup'),
+    (384, 'DescribedGroup.ErrorCode'),
+    (386, 'DescribedGroup.GroupId'),
+    (387, 'DescribedGroup.GroupState'),
+    (388, 'DescribedGroup.ProtocolType'),
+    (389, 'DescribedGroup.ProtocolData'),
+    (390, 'DescribedGroup.Members'),
+    (403, 'DescribedGroup.AuthorizedOperations'),
+    (405, 'DescribedGroup.<tagged fields>'),
+    (418, 'DescribedGroup'),
+    (422, 'DescribedGroup.ErrorCode'),
+    (423, 'DescribedGroup.GroupId'),
+    (424, 'DescribedGroup.GroupState'),
+    (425, 'DescribedGroup.ProtocolType'),
+    (426, 'DescribedGroup.ProtocolData'),
+    (427, 'DescribedGroup.Members'),
+    (435, 'DescribedGroup.AuthorizedOperations'),
+    (436, 'DescribedGroup.<tagged fields>'),
+    (442, 'DescribedGroupMember'),
+    (443, 'DescribedGroupMember.MemberId'),
+    (444, 'DescribedGroupMember.ClientId'),
+    (445, 'DescribedGroupMember.ClientHost'),
+    (446, 'DescribedGroupMember.MemberMetadata'),
+    (447, 'DescribedGroupMember.MemberAssignment'),
+    (448, 'DescribedGroupMember'),
+    (452, 'DescribedGroupMember.MemberId'),
+    (453, 'DescribedGroupMember.ClientId'),
+    (454, 'DescribedGroupMember.ClientHost'),
+    (455, 'DescribedGroupMember.MemberMetadata'),
+    (456, 'DescribedGroupMember.MemberAssignment'),
+    (459, 'DescribedGroupMember'),
+    (460, 'DescribedGroupMember.MemberId'),
+    (461, 'DescribedGroupMember.GroupInstanceId'),
+    (462, 'DescribedGroupMember.ClientId'),
+    (463, 'DescribedGroupMember.ClientHost'),
+    (464, 'DescribedGroupMember.MemberMetadata'),
+    (465, 'DescribedGroupMember.MemberAssignment'),
+    (466, 'DescribedGroupMember'),
+    (470, 'DescribedGroupMember.MemberId'),
+    (471, 'DescribedGroupMember.GroupInstanceId'),
+    (472, 'DescribedGroupMember.ClientId'),
+    (473, 'DescribedGroupMember.ClientHost'),
+    (474, 'DescribedGroupMember.MemberMetadata'),
+    (475, 'DescribedGroupMember.MemberAssignment'),
+    (478, 'DescribedGroupMember'),
+    (479, 'DescribedGroupMember.MemberId'),
+    (480, 'DescribedGroupMember.GroupInstanceId'),
+    (481, 'DescribedGroupMember.ClientId'),
+    (482, 'DescribedGroupMember.ClientHost'),
+    (483, 'DescribedGroupMember.MemberMetadata'),
+    (484, 'DescribedGroupMember.MemberAssignment'),
+    (485, 'DescribedGroupMember.<tagged fields>'),
+    (498, 'DescribedGroupMember'),
+    (502, 'DescribedGroupMember.MemberId'),
+    (503, 'DescribedGroupMember.GroupInstanceId'),
+    (504, 'DescribedGroupMember.ClientId'),
+    (505, 'DescribedGroupMember.ClientHost'),
+    (506, 'DescribedGroupMember.MemberMetadata'),
+    (507, 'DescribedGroupMember.MemberAssignment'),
+    (508, 'DescribedGroupMember.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -26,6 +27,19 @@ class DescribableLogDirTopic:
     #: The partition indexes.
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribableLogDirTopic:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribableLogDirTopic  # type: ignore[assignment]
 
 
 _DEFAULT_DescribableLogDirTopic = DescribableLogDirTopic()
@@ -45,8 +59,22 @@ class DescribeLogDirsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeLogDirsRequest(_Message):
+    __slots__ = ('topics', 'unknown_tagged_fields', )
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeLogDirsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -55,7 +83,7 @@ def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeLogD
             item_topics, pos = _d_DescribableLogDirTopic_0(buf, pos)
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
-    return DescribeLogDirsRequest(f_topics), pos
+    return _New_DescribeLogDirsRequest(f_topics), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -63,13 +91,21 @@ def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray, chunk
     if items_topics is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topics))
+        count = len(items_topics)
+        out += _p.INT32.pack(count)
         for item_topics in items_topics:
             _e_DescribableLogDirTopic_0(item_topics, out, chunks)
 
 
 def _d_DescribeLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -79,16 +115,19 @@ def _d_DescribeLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeLogD
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsRequest(f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -96,52 +135,79 @@ def _e_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray, chunk
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_DescribableLogDirTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribableLogDirTopic_0(buf: memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return DescribableLogDirTopic(f_topic, f_partitions), pos
+    return _New_DescribableLogDirTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 def _d_DescribableLogDirTopic_1(buf: memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribableLogDirTopic(f_topic, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribableLogDirTopic(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeLogDirsRequest._DECODERS = {
@@ -160,28 +226,28 @@ DescribeLogDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'DescribeLogDirsRequest'),
-    (49, 'DescribeLogDirsRequest.Topics'),
-    (58, 'DescribeLogDirsRequest'),
-    (62, 'DescribeLogDirsRequest.Topics'),
-    (71, 'DescribeLogDirsRequest'),
-    (72, 'DescribeLogDirsRequest.Topics'),
-    (81, 'DescribeLogDirsRequest.<tagged fields>'),
-    (91, 'DescribeLogDirsRequest'),
-    (95, 'DescribeLogDirsRequest.Topics'),
-    (102, 'DescribeLogDirsRequest.<tagged fields>'),
-    (105, 'DescribableLogDirTopic'),
-    (106, 'DescribableLogDirTopic.Topic'),
-    (107, 'DescribableLogDirTopic.Partitions'),
-    (110, 'DescribableLogDirTopic'),
-    (114, 'DescribableLogDirTopic.Topic'),
-    (115, 'DescribableLogDirTopic.Partitions'),
-    (120, 'DescribableLogDirTopic'),
-    (121, 'DescribableLogDirTopic.Topic'),
-    (122, 'DescribableLogDirTopic.Partitions'),
-    (126, 'DescribableLogDirTopic.<tagged fields>'),
-    (136, 'DescribableLogDirTopic'),
-    (140, 'DescribableLogDirTopic.Topic'),
-    (141, 'DescribableLogDirTopic.Partitions'),
-    (144, 'DescribableLogDirTopic.<tagged fields>'),
+    (73, 'DescribeLogDirsRequest'),
+    (74, 'DescribeLogDirsRequest.Topics'),
+    (86, 'DescribeLogDirsRequest'),
+    (90, 'DescribeLogDirsRequest.Topics'),
+    (100, 'DescribeLogDirsRequest'),
+    (101, 'DescribeLogDirsRequest.Topics'),
+    (117, 'DescribeLogDirsRequest.<tagged fields>'),
+    (130, 'DescribeLogDirsRequest'),
+    (134, 'DescribeLogDirsRequest.Topics'),
+    (145, 'DescribeLogDirsRequest.<tagged fields>'),
+    (151, 'DescribableLogDirTopic'),
+    (152, 'DescribableLogDirTopic.Topic'),
+    (153, 'DescribableLogDirTopic.Partitions'),
+    (159, 'DescribableLogDirTopic'),
+    (163, 'DescribableLogDirTopic.Topic'),
+    (164, 'DescribableLogDirTopic.Partitions'),
+    (170, 'DescribableLogDirTopic'),
+    (171, 'DescribableLogDirTopic.Topic'),
+    (172, 'DescribableLogDirTopic.Partitions'),
+    (182, 'DescribableLogDirTopic.<tagged fields>'),
+    (195, 'DescribableLogDirTopic'),
+    (199, 'DescribableLogDirTopic.Topic'),
+    (200, 'DescribableLogDirTopic.Partitions'),
+    (207, 'DescribableLogDirTopic.<tagged fields>'),
 )

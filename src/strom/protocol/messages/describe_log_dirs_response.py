@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">h")
@@ -35,6 +36,23 @@ class DescribeLogDirsPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeLogDirsPartition:
+    __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields', )
+    partition_index: Any
+    partition_size: Any
+    offset_lag: Any
+    is_future_key: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, partition_size: Any, offset_lag: Any, is_future_key: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.partition_size = partition_size
+        self.offset_lag = offset_lag
+        self.is_future_key = is_future_key
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeLogDirsPartition  # type: ignore[assignment]
+
+
 _DEFAULT_DescribeLogDirsPartition = DescribeLogDirsPartition()
 
 
@@ -44,6 +62,19 @@ class DescribeLogDirsTopic:
     name: str = ''
     partitions: tuple[DescribeLogDirsPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeLogDirsTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeLogDirsTopic  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeLogDirsTopic = DescribeLogDirsTopic()
@@ -62,6 +93,25 @@ class DescribeLogDirsResult:
     #: The usable size in bytes of the volume the log directory is in.
     usable_bytes: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeLogDirsResult:
+    __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tagged_fields', )
+    error_code: Any
+    log_dir: Any
+    topics: Any
+    total_bytes: Any
+    usable_bytes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, log_dir: Any, topics: Any, total_bytes: Any, usable_bytes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.log_dir = log_dir
+        self.topics = topics
+        self.total_bytes = total_bytes
+        self.usable_bytes = usable_bytes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeLogDirsResult  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeLogDirsResult = DescribeLogDirsResult()
@@ -85,22 +135,41 @@ class DescribeLogDirsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeLogDirsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeLogDirsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeLogDirsResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
-    return DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results), pos
+    return _New_DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    out += _p.INT32.pack(len(items_results))
+    count = len(items_results)
+    out += _p.INT32.pack(count)
     for item_results in items_results:
         _e_DescribeLogDirsResult_0(item_results, out, chunks)
 
@@ -108,117 +177,169 @@ def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray, chu
 def _d_DescribeLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeLogDirsResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DescribeLogDirsResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeLogDirsResult_1(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DescribeLogDirsResult_1(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeLogDirsResult_2(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DescribeLogDirsResult_2(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResult_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
     (f_error_code,) = _S2.unpack_from(buf, pos)
     pos += 2
     f_log_dir, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DescribeLogDirsTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1), pos
+    return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResult_0(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_string(out, o.log_dir)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_DescribeLogDirsTopic_0(item_topics, out, chunks)
 
@@ -227,42 +348,64 @@ def _d_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     (f_error_code,) = _S2.unpack_from(buf, pos)
     pos += 2
     f_log_dir, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DescribeLogDirsTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResult_1(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_compact_string(out, o.log_dir)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DescribeLogDirsTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
     (f_error_code,) = _S2.unpack_from(buf, pos)
     pos += 2
     f_log_dir, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DescribeLogDirsTopic_1(buf, pos)
@@ -271,83 +414,113 @@ def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     (f_total_bytes, f_usable_bytes,) = _S3.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_compact_string(out, o.log_dir)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DescribeLogDirsTopic_1(item_topics, out, chunks)
     out += _S3.pack(o.total_bytes, o.usable_bytes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsTopic_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DescribeLogDirsPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return DescribeLogDirsTopic(f_name, f_partitions), pos
+    return _New_DescribeLogDirsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_DescribeLogDirsPartition_0(item_partitions, out, chunks)
 
 
 def _d_DescribeLogDirsTopic_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DescribeLogDirsPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_DescribeLogDirsPartition_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsPartition_0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsPartition, int]:
     (f_partition_index, f_partition_size, f_offset_lag, f_is_future_key,) = _S4.unpack_from(buf, pos)
     pos += 21
-    return DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key), pos
+    return _New_DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsPartition_0(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -358,21 +531,27 @@ def _d_DescribeLogDirsPartition_1(buf: memoryview, pos: int) -> tuple[DescribeLo
     (f_partition_index, f_partition_size, f_offset_lag, f_is_future_key,) = _S4.unpack_from(buf, pos)
     pos += 21
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeLogDirsPartition_1(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeLogDirsResponse._DECODERS = {
@@ -391,88 +570,88 @@ DescribeLogDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (88, 'DescribeLogDirsResponse'),
-    (89, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (91, 'DescribeLogDirsResponse.Results'),
-    (97, 'DescribeLogDirsResponse'),
-    (101, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (102, 'DescribeLogDirsResponse.Results'),
-    (108, 'DescribeLogDirsResponse'),
-    (109, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (111, 'DescribeLogDirsResponse.Results'),
-    (118, 'DescribeLogDirsResponse.<tagged fields>'),
-    (128, 'DescribeLogDirsResponse'),
-    (132, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (133, 'DescribeLogDirsResponse.Results'),
-    (137, 'DescribeLogDirsResponse.<tagged fields>'),
-    (140, 'DescribeLogDirsResponse'),
-    (141, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (143, 'DescribeLogDirsResponse.Results'),
-    (150, 'DescribeLogDirsResponse.<tagged fields>'),
-    (160, 'DescribeLogDirsResponse'),
-    (164, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (165, 'DescribeLogDirsResponse.Results'),
-    (169, 'DescribeLogDirsResponse.<tagged fields>'),
-    (172, 'DescribeLogDirsResponse'),
-    (173, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (175, 'DescribeLogDirsResponse.Results'),
-    (182, 'DescribeLogDirsResponse.<tagged fields>'),
-    (192, 'DescribeLogDirsResponse'),
-    (196, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (197, 'DescribeLogDirsResponse.Results'),
-    (201, 'DescribeLogDirsResponse.<tagged fields>'),
-    (204, 'DescribeLogDirsResult'),
-    (205, 'DescribeLogDirsResult.ErrorCode'),
-    (207, 'DescribeLogDirsResult.LogDir'),
-    (208, 'DescribeLogDirsResult.Topics'),
-    (214, 'DescribeLogDirsResult'),
-    (218, 'DescribeLogDirsResult.ErrorCode'),
-    (219, 'DescribeLogDirsResult.LogDir'),
-    (220, 'DescribeLogDirsResult.Topics'),
-    (226, 'DescribeLogDirsResult'),
-    (227, 'DescribeLogDirsResult.ErrorCode'),
-    (229, 'DescribeLogDirsResult.LogDir'),
-    (230, 'DescribeLogDirsResult.Topics'),
-    (237, 'DescribeLogDirsResult.<tagged fields>'),
-    (247, 'DescribeLogDirsResult'),
-    (251, 'DescribeLogDirsResult.ErrorCode'),
-    (252, 'DescribeLogDirsResult.LogDir'),
-    (253, 'DescribeLogDirsResult.Topics'),
-    (257, 'DescribeLogDirsResult.<tagged fields>'),
-    (260, 'DescribeLogDirsResult'),
-    (261, 'DescribeLogDirsResult.ErrorCode'),
-    (263, 'DescribeLogDirsResult.LogDir'),
-    (264, 'DescribeLogDirsResult.Topics'),
-    (271, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (273, 'DescribeLogDirsResult.<tagged fields>'),
-    (283, 'DescribeLogDirsResult'),
-    (287, 'DescribeLogDirsResult.ErrorCode'),
-    (288, 'DescribeLogDirsResult.LogDir'),
-    (289, 'DescribeLogDirsResult.Topics'),
-    (293, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (294, 'DescribeLogDirsResult.<tagged fields>'),
-    (297, 'DescribeLogDirsTopic'),
-    (298, 'DescribeLogDirsTopic.Name'),
-    (299, 'DescribeLogDirsTopic.Partitions'),
-    (305, 'DescribeLogDirsTopic'),
-    (309, 'DescribeLogDirsTopic.Name'),
-    (310, 'DescribeLogDirsTopic.Partitions'),
-    (316, 'DescribeLogDirsTopic'),
-    (317, 'DescribeLogDirsTopic.Name'),
-    (318, 'DescribeLogDirsTopic.Partitions'),
-    (325, 'DescribeLogDirsTopic.<tagged fields>'),
-    (335, 'DescribeLogDirsTopic'),
-    (339, 'DescribeLogDirsTopic.Name'),
-    (340, 'DescribeLogDirsTopic.Partitions'),
-    (344, 'DescribeLogDirsTopic.<tagged fields>'),
-    (347, 'DescribeLogDirsPartition'),
-    (348, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (350, 'DescribeLogDirsPartition'),
-    (354, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (357, 'DescribeLogDirsPartition'),
-    (358, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (360, 'DescribeLogDirsPartition.<tagged fields>'),
-    (370, 'DescribeLogDirsPartition'),
-    (374, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (375, 'DescribeLogDirsPartition.<tagged fields>'),
+    (153, 'DescribeLogDirsResponse'),
+    (154, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (156, 'DescribeLogDirsResponse.Results'),
+    (165, 'DescribeLogDirsResponse'),
+    (169, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (170, 'DescribeLogDirsResponse.Results'),
+    (177, 'DescribeLogDirsResponse'),
+    (178, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (180, 'DescribeLogDirsResponse.Results'),
+    (193, 'DescribeLogDirsResponse.<tagged fields>'),
+    (206, 'DescribeLogDirsResponse'),
+    (210, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (211, 'DescribeLogDirsResponse.Results'),
+    (219, 'DescribeLogDirsResponse.<tagged fields>'),
+    (225, 'DescribeLogDirsResponse'),
+    (226, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (228, 'DescribeLogDirsResponse.Results'),
+    (241, 'DescribeLogDirsResponse.<tagged fields>'),
+    (254, 'DescribeLogDirsResponse'),
+    (258, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (259, 'DescribeLogDirsResponse.Results'),
+    (267, 'DescribeLogDirsResponse.<tagged fields>'),
+    (273, 'DescribeLogDirsResponse'),
+    (274, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (276, 'DescribeLogDirsResponse.Results'),
+    (289, 'DescribeLogDirsResponse.<tagged fields>'),
+    (302, 'DescribeLogDirsResponse'),
+    (306, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (307, 'DescribeLogDirsResponse.Results'),
+    (315, 'DescribeLogDirsResponse.<tagged fields>'),
+    (321, 'DescribeLogDirsResult'),
+    (322, 'DescribeLogDirsResult.ErrorCode'),
+    (324, 'DescribeLogDirsResult.LogDir'),
+    (325, 'DescribeLogDirsResult.Topics'),
+    (334, 'DescribeLogDirsResult'),
+    (338, 'DescribeLogDirsResult.ErrorCode'),
+    (339, 'DescribeLogDirsResult.LogDir'),
+    (340, 'DescribeLogDirsResult.Topics'),
+    (347, 'DescribeLogDirsResult'),
+    (348, 'DescribeLogDirsResult.ErrorCode'),
+    (350, 'DescribeLogDirsResult.LogDir'),
+    (351, 'DescribeLogDirsResult.Topics'),
+    (364, 'DescribeLogDirsResult.<tagged fields>'),
+    (377, 'DescribeLogDirsResult'),
+    (381, 'DescribeLogDirsResult.ErrorCode'),
+    (382, 'DescribeLogDirsResult.LogDir'),
+    (383, 'DescribeLogDirsResult.Topics'),
+    (391, 'DescribeLogDirsResult.<tagged fields>'),
+    (397, 'DescribeLogDirsResult'),
+    (398, 'DescribeLogDirsResult.ErrorCode'),
+    (400, 'DescribeLogDirsResult.LogDir'),
+    (401, 'DescribeLogDirsResult.Topics'),
+    (414, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (416, 'DescribeLogDirsResult.<tagged fields>'),
+    (429, 'DescribeLogDirsResult'),
+    (433, 'DescribeLogDirsResult.ErrorCode'),
+    (434, 'DescribeLogDirsResult.LogDir'),
+    (435, 'DescribeLogDirsResult.Topics'),
+    (443, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (444, 'DescribeLogDirsResult.<tagged fields>'),
+    (450, 'DescribeLogDirsTopic'),
+    (451, 'DescribeLogDirsTopic.Name'),
+    (452, 'DescribeLogDirsTopic.Partitions'),
+    (461, 'DescribeLogDirsTopic'),
+    (465, 'DescribeLogDirsTopic.Name'),
+    (466, 'DescribeLogDirsTopic.Partitions'),
+    (473, 'DescribeLogDirsTopic'),
+    (474, 'DescribeLogDirsTopic.Name'),
+    (475, 'DescribeLogDirsTopic.Partitions'),
+    (488, 'DescribeLogDirsTopic.<tagged fields>'),
+    (501, 'DescribeLogDirsTopic'),
+    (505, 'DescribeLogDirsTopic.Name'),
+    (506, 'DescribeLogDirsTopic.Partitions'),
+    (514, 'DescribeLogDirsTopic.<tagged fields>'),
+    (520, 'DescribeLogDirsPartition'),
+    (521, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (523, 'DescribeLogDirsPartition'),
+    (527, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (530, 'DescribeLogDirsPartition'),
+    (531, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (533, 'DescribeLogDirsPartition.<tagged fields>'),
+    (546, 'DescribeLogDirsPartition'),
+    (550, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (551, 'DescribeLogDirsPartition.<tagged fields>'),
 )

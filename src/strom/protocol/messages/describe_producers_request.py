@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -25,6 +26,19 @@ class TopicRequest:
     #: The indexes of the partitions to list producers for.
     partition_indexes: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicRequest:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicRequest  # type: ignore[assignment]
 
 
 _DEFAULT_TopicRequest = TopicRequest()
@@ -43,60 +57,103 @@ class DescribeProducersRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeProducersRequest(_Message):
+    __slots__ = ('topics', 'unknown_tagged_fields', )
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeProducersRequest  # type: ignore[assignment]
+
+
 def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicRequest_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeProducersRequest(f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeProducersRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicRequest_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicRequest(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicRequest(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeProducersRequest._DECODERS = {
@@ -107,18 +164,18 @@ DescribeProducersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (46, 'DescribeProducersRequest'),
-    (47, 'DescribeProducersRequest.Topics'),
-    (54, 'DescribeProducersRequest.<tagged fields>'),
-    (64, 'DescribeProducersRequest'),
-    (68, 'DescribeProducersRequest.Topics'),
-    (72, 'DescribeProducersRequest.<tagged fields>'),
-    (75, 'TopicRequest'),
-    (76, 'TopicRequest.Name'),
-    (77, 'TopicRequest.PartitionIndexes'),
-    (81, 'TopicRequest.<tagged fields>'),
-    (91, 'TopicRequest'),
-    (95, 'TopicRequest.Name'),
-    (96, 'TopicRequest.PartitionIndexes'),
-    (99, 'TopicRequest.<tagged fields>'),
+    (71, 'DescribeProducersRequest'),
+    (72, 'DescribeProducersRequest.Topics'),
+    (85, 'DescribeProducersRequest.<tagged fields>'),
+    (98, 'DescribeProducersRequest'),
+    (102, 'DescribeProducersRequest.Topics'),
+    (110, 'DescribeProducersRequest.<tagged fields>'),
+    (116, 'TopicRequest'),
+    (117, 'TopicRequest.Name'),
+    (118, 'TopicRequest.PartitionIndexes'),
+    (128, 'TopicRequest.<tagged fields>'),
+    (141, 'TopicRequest'),
+    (145, 'TopicRequest.Name'),
+    (146, 'TopicRequest.PartitionIndexes'),
+    (153, 'TopicRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">qiiqiq")
@@ -29,6 +30,27 @@ class ProducerState:
     coordinator_epoch: int = 0
     current_txn_start_offset: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ProducerState:
+    __slots__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tagged_fields', )
+    producer_id: Any
+    producer_epoch: Any
+    last_sequence: Any
+    last_timestamp: Any
+    coordinator_epoch: Any
+    current_txn_start_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, producer_id: Any, producer_epoch: Any, last_sequence: Any, last_timestamp: Any, coordinator_epoch: Any, current_txn_start_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.last_sequence = last_sequence
+        self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_start_offset = current_txn_start_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ProducerState  # type: ignore[assignment]
 
 
 _DEFAULT_ProducerState = ProducerState()
@@ -46,6 +68,23 @@ class PartitionResponse:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionResponse:
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    active_producers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, error_message: Any, active_producers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.active_producers = active_producers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionResponse  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionResponse = PartitionResponse()
 
 
@@ -56,6 +95,19 @@ class TopicResponse:
     #: Each partition in the response.
     partitions: tuple[PartitionResponse, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicResponse:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_TopicResponse = TopicResponse()
@@ -77,122 +129,189 @@ class DescribeProducersResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeProducersResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeProducersResponse  # type: ignore[assignment]
+
+
 def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicResponse_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeProducersResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeProducersResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicResponse_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicResponse_0(buf: memoryview, pos: int) -> tuple[TopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionResponse_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicResponse(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicResponse_0(o: TopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionResponse_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResponse_0(buf: memoryview, pos: int) -> tuple[PartitionResponse, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_active_producers: list[Any] = []
     for _ in range(count):
         item_active_producers, pos = _d_ProducerState_0(buf, pos)
         items_active_producers.append(item_active_producers)
     f_active_producers = tuple(items_active_producers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionResponse(f_partition_index, f_error_code, f_error_message, f_active_producers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionResponse(f_partition_index, f_error_code, f_error_message, f_active_producers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResponse_0(o: PartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_active_producers = o.active_producers
-    _p.write_uvarint(out, len(items_active_producers) + 1)
+    count = len(items_active_producers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_active_producers in items_active_producers:
         _e_ProducerState_0(item_active_producers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ProducerState_0(buf: memoryview, pos: int) -> tuple[ProducerState, int]:
     (f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset,) = _S2.unpack_from(buf, pos)
     pos += 36
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ProducerState(f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ProducerState(f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ProducerState_0(o: ProducerState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeProducersResponse._DECODERS = {
@@ -203,36 +322,36 @@ DescribeProducersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (80, 'DescribeProducersResponse'),
-    (81, 'DescribeProducersResponse.ThrottleTimeMs'),
-    (83, 'DescribeProducersResponse.Topics'),
-    (90, 'DescribeProducersResponse.<tagged fields>'),
-    (100, 'DescribeProducersResponse'),
-    (104, 'DescribeProducersResponse.ThrottleTimeMs'),
-    (105, 'DescribeProducersResponse.Topics'),
-    (109, 'DescribeProducersResponse.<tagged fields>'),
-    (112, 'TopicResponse'),
-    (113, 'TopicResponse.Name'),
-    (114, 'TopicResponse.Partitions'),
-    (121, 'TopicResponse.<tagged fields>'),
-    (131, 'TopicResponse'),
-    (135, 'TopicResponse.Name'),
-    (136, 'TopicResponse.Partitions'),
-    (140, 'TopicResponse.<tagged fields>'),
-    (143, 'PartitionResponse'),
-    (144, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (146, 'PartitionResponse.ErrorMessage'),
-    (147, 'PartitionResponse.ActiveProducers'),
-    (154, 'PartitionResponse.<tagged fields>'),
-    (164, 'PartitionResponse'),
-    (168, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (169, 'PartitionResponse.ErrorMessage'),
-    (170, 'PartitionResponse.ActiveProducers'),
-    (174, 'PartitionResponse.<tagged fields>'),
-    (177, 'ProducerState'),
-    (178, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (180, 'ProducerState.<tagged fields>'),
-    (190, 'ProducerState'),
-    (194, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (195, 'ProducerState.<tagged fields>'),
+    (145, 'DescribeProducersResponse'),
+    (146, 'DescribeProducersResponse.ThrottleTimeMs'),
+    (148, 'DescribeProducersResponse.Topics'),
+    (161, 'DescribeProducersResponse.<tagged fields>'),
+    (174, 'DescribeProducersResponse'),
+    (178, 'DescribeProducersResponse.ThrottleTimeMs'),
+    (179, 'DescribeProducersResponse.Topics'),
+    (187, 'DescribeProducersResponse.<tagged fields>'),
+    (193, 'TopicResponse'),
+    (194, 'TopicResponse.Name'),
+    (195, 'TopicResponse.Partitions'),
+    (208, 'TopicResponse.<tagged fields>'),
+    (221, 'TopicResponse'),
+    (225, 'TopicResponse.Name'),
+    (226, 'TopicResponse.Partitions'),
+    (234, 'TopicResponse.<tagged fields>'),
+    (240, 'PartitionResponse'),
+    (241, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (243, 'PartitionResponse.ErrorMessage'),
+    (244, 'PartitionResponse.ActiveProducers'),
+    (257, 'PartitionResponse.<tagged fields>'),
+    (270, 'PartitionResponse'),
+    (274, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (275, 'PartitionResponse.ErrorMessage'),
+    (276, 'PartitionResponse.ActiveProducers'),
+    (284, 'PartitionResponse.<tagged fields>'),
+    (290, 'ProducerState'),
+    (291, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (293, 'ProducerState.<tagged fields>'),
+    (306, 'ProducerState'),
+    (310, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (311, 'ProducerState.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -23,6 +24,17 @@ class PartitionData:
     #: The partition index.
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'unknown_tagged_fields', )
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
 
 
 _DEFAULT_PartitionData = PartitionData()
@@ -34,6 +46,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -52,85 +77,134 @@ class DescribeQuorumRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeQuorumRequest(_Message):
+    __slots__ = ('topics', 'unknown_tagged_fields', )
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeQuorumRequest  # type: ignore[assignment]
+
+
 def _d_DescribeQuorumRequest_0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeQuorumRequest(f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeQuorumRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeQuorumRequest_0(o: DescribeQuorumRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeQuorumRequest._DECODERS = {
@@ -145,24 +219,24 @@ DescribeQuorumRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'DescribeQuorumRequest'),
-    (56, 'DescribeQuorumRequest.Topics'),
-    (63, 'DescribeQuorumRequest.<tagged fields>'),
-    (73, 'DescribeQuorumRequest'),
-    (77, 'DescribeQuorumRequest.Topics'),
-    (81, 'DescribeQuorumRequest.<tagged fields>'),
-    (84, 'TopicData'),
-    (85, 'TopicData.TopicName'),
-    (86, 'TopicData.Partitions'),
-    (93, 'TopicData.<tagged fields>'),
-    (103, 'TopicData'),
-    (107, 'TopicData.TopicName'),
-    (108, 'TopicData.Partitions'),
-    (112, 'TopicData.<tagged fields>'),
-    (115, 'PartitionData'),
-    (116, 'PartitionData.PartitionIndex'),
-    (118, 'PartitionData.<tagged fields>'),
-    (128, 'PartitionData'),
-    (132, 'PartitionData.PartitionIndex'),
-    (133, 'PartitionData.<tagged fields>'),
+    (91, 'DescribeQuorumRequest'),
+    (92, 'DescribeQuorumRequest.Topics'),
+    (105, 'DescribeQuorumRequest.<tagged fields>'),
+    (118, 'DescribeQuorumRequest'),
+    (122, 'DescribeQuorumRequest.Topics'),
+    (130, 'DescribeQuorumRequest.<tagged fields>'),
+    (136, 'TopicData'),
+    (137, 'TopicData.TopicName'),
+    (138, 'TopicData.Partitions'),
+    (151, 'TopicData.<tagged fields>'),
+    (164, 'TopicData'),
+    (168, 'TopicData.TopicName'),
+    (169, 'TopicData.Partitions'),
+    (177, 'TopicData.<tagged fields>'),
+    (183, 'PartitionData'),
+    (184, 'PartitionData.PartitionIndex'),
+    (186, 'PartitionData.<tagged fields>'),
+    (199, 'PartitionData'),
+    (203, 'PartitionData.PartitionIndex'),
+    (204, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">ihiiq")
@@ -39,6 +40,25 @@ class ReplicaState:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReplicaState:
+    __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields', )
+    replica_id: Any
+    replica_directory_id: Any
+    log_end_offset: Any
+    last_fetch_timestamp: Any
+    last_caught_up_timestamp: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, replica_id: Any, replica_directory_id: Any, log_end_offset: Any, last_fetch_timestamp: Any, last_caught_up_timestamp: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.log_end_offset = log_end_offset
+        self.last_fetch_timestamp = last_fetch_timestamp
+        self.last_caught_up_timestamp = last_caught_up_timestamp
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReplicaState  # type: ignore[assignment]
+
+
 _DEFAULT_ReplicaState = ReplicaState()
 
 
@@ -59,6 +79,31 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    leader_id: Any
+    leader_epoch: Any
+    high_watermark: Any
+    current_voters: Any
+    observers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, error_message: Any, leader_id: Any, leader_epoch: Any, high_watermark: Any, current_voters: Any, observers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.high_watermark = high_watermark
+        self.current_voters = current_voters
+        self.observers = observers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -68,6 +113,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -85,6 +143,21 @@ class Listener:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Listener:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Listener  # type: ignore[assignment]
+
+
 _DEFAULT_Listener = Listener()
 
 
@@ -96,6 +169,19 @@ class Node:
     #: The listeners of this controller
     listeners: tuple[Listener, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Node:
+    __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields', )
+    node_id: Any
+    listeners: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, listeners: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.listeners = listeners
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Node  # type: ignore[assignment]
 
 
 _DEFAULT_Node = Node()
@@ -119,27 +205,53 @@ class DescribeQuorumResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeQuorumResponse(_Message):
+    __slots__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    topics: Any
+    nodes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, topics: Any, nodes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = topics
+        self.nodes = nodes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeQuorumResponse  # type: ignore[assignment]
+
+
 def _d_DescribeQuorumResponse_0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,33 +259,49 @@ def _e_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray, chunk
         raise _UnsupportedVersion("Nodes cannot be sent in version 0", message_name="DescribeQuorumResponse", api_version=0, field="Nodes")
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeQuorumResponse_1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -181,266 +309,415 @@ def _e_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray, chunk
         raise _UnsupportedVersion("Nodes cannot be sent in version 1", message_name="DescribeQuorumResponse", api_version=1, field="Nodes")
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeQuorumResponse_2(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_nodes: list[Any] = []
     for _ in range(count):
         item_nodes, pos = _d_Node_0(buf, pos)
         items_nodes.append(item_nodes)
     f_nodes = tuple(items_nodes)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_2(item_topics, out, chunks)
     items_nodes = o.nodes
-    _p.write_uvarint(out, len(items_nodes) + 1)
+    count = len(items_nodes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_nodes in items_nodes:
         _e_Node_0(item_nodes, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Node_0(buf: memoryview, pos: int) -> tuple[Node, int]:
     (f_node_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Node(f_node_id, f_listeners, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Node(f_node_id, f_listeners, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Node_0(o: Node, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.node_id)
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
     for _ in range(count):
         item_current_voters, pos = _d_ReplicaState_0(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
     for _ in range(count):
         item_observers, pos = _d_ReplicaState_0(buf, pos)
         items_observers.append(item_observers)
     f_observers = tuple(items_observers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     items_current_voters = o.current_voters
-    _p.write_uvarint(out, len(items_current_voters) + 1)
+    count = len(items_current_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_current_voters in items_current_voters:
         _e_ReplicaState_0(item_current_voters, out, chunks)
     items_observers = o.observers
-    _p.write_uvarint(out, len(items_observers) + 1)
+    count = len(items_observers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_observers in items_observers:
         _e_ReplicaState_0(item_observers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
     for _ in range(count):
         item_current_voters, pos = _d_ReplicaState_1(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
     for _ in range(count):
         item_observers, pos = _d_ReplicaState_1(buf, pos)
         items_observers.append(item_observers)
     f_observers = tuple(items_observers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     items_current_voters = o.current_voters
-    _p.write_uvarint(out, len(items_current_voters) + 1)
+    count = len(items_current_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_current_voters in items_current_voters:
         _e_ReplicaState_1(item_current_voters, out, chunks)
     items_observers = o.observers
-    _p.write_uvarint(out, len(items_observers) + 1)
+    count = len(items_observers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_observers in items_observers:
         _e_ReplicaState_1(item_observers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
@@ -449,31 +726,46 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_leader_id, f_leader_epoch, f_high_watermark,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
     for _ in range(count):
         item_current_voters, pos = _d_ReplicaState_2(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
     for _ in range(count):
         item_observers, pos = _d_ReplicaState_2(buf, pos)
         items_observers.append(item_observers)
     f_observers = tuple(items_observers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_error_message, f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -481,14 +773,25 @@ def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S4.pack(o.leader_id, o.leader_epoch, o.high_watermark)
     items_current_voters = o.current_voters
-    _p.write_uvarint(out, len(items_current_voters) + 1)
+    count = len(items_current_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_current_voters in items_current_voters:
         _e_ReplicaState_2(item_current_voters, out, chunks)
     items_observers = o.observers
-    _p.write_uvarint(out, len(items_observers) + 1)
+    count = len(items_observers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_observers in items_observers:
         _e_ReplicaState_2(item_observers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
@@ -497,69 +800,87 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     (f_port,) = _S5.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Listener(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S5.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     (f_replica_id, f_log_end_offset,) = _S6.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, -1, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.replica_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("ReplicaDirectoryId cannot be sent in version 0", message_name="ReplicaState", api_version=0, field="ReplicaDirectoryId")
     out += _S6.pack(o.replica_id, o.log_end_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_1(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     (f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp,) = _S7.unpack_from(buf, pos)
     pos += 28
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaState_1(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.replica_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("ReplicaDirectoryId cannot be sent in version 1", message_name="ReplicaState", api_version=1, field="ReplicaDirectoryId")
     out += _S7.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_2(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
@@ -569,23 +890,29 @@ def _d_ReplicaState_2(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     (f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp,) = _S8.unpack_from(buf, pos)
     pos += 24
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaState(f_replica_id, f_replica_directory_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaState(f_replica_id, f_replica_directory_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaState_2(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.replica_id)
     out += o.replica_directory_id.bytes
     out += _S8.pack(o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeQuorumResponse._DECODERS = {
@@ -600,134 +927,134 @@ DescribeQuorumResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (122, 'DescribeQuorumResponse'),
-    (123, 'DescribeQuorumResponse.ErrorCode'),
-    (125, 'DescribeQuorumResponse.Topics'),
-    (132, 'DescribeQuorumResponse.<tagged fields>'),
-    (142, 'DescribeQuorumResponse'),
-    (146, 'DescribeQuorumResponse.Nodes'),
-    (148, 'DescribeQuorumResponse.ErrorCode'),
-    (149, 'DescribeQuorumResponse.Topics'),
-    (153, 'DescribeQuorumResponse.<tagged fields>'),
-    (156, 'DescribeQuorumResponse'),
-    (157, 'DescribeQuorumResponse.ErrorCode'),
-    (159, 'DescribeQuorumResponse.Topics'),
-    (166, 'DescribeQuorumResponse.<tagged fields>'),
-    (176, 'DescribeQuorumResponse'),
-    (180, 'DescribeQuorumResponse.Nodes'),
-    (182, 'DescribeQuorumResponse.ErrorCode'),
-    (183, 'DescribeQuorumResponse.Topics'),
-    (187, 'DescribeQuorumResponse.<tagged fields>'),
-    (190, 'DescribeQuorumResponse'),
-    (191, 'DescribeQuorumResponse.ErrorCode'),
-    (193, 'DescribeQuorumResponse.ErrorMessage'),
-    (194, 'DescribeQuorumResponse.Topics'),
-    (201, 'DescribeQuorumResponse.Nodes'),
-    (208, 'DescribeQuorumResponse.<tagged fields>'),
-    (218, 'DescribeQuorumResponse'),
-    (222, 'DescribeQuorumResponse.ErrorCode'),
-    (223, 'DescribeQuorumResponse.ErrorMessage'),
-    (224, 'DescribeQuorumResponse.Topics'),
-    (228, 'DescribeQuorumResponse.Nodes'),
-    (232, 'DescribeQuorumResponse.<tagged fields>'),
-    (235, 'TopicData'),
-    (236, 'TopicData.TopicName'),
-    (237, 'TopicData.Partitions'),
-    (244, 'TopicData.<tagged fields>'),
-    (254, 'TopicData'),
-    (258, 'TopicData.TopicName'),
-    (259, 'TopicData.Partitions'),
-    (263, 'TopicData.<tagged fields>'),
-    (266, 'TopicData'),
-    (267, 'TopicData.TopicName'),
-    (268, 'TopicData.Partitions'),
-    (275, 'TopicData.<tagged fields>'),
-    (285, 'TopicData'),
-    (289, 'TopicData.TopicName'),
-    (290, 'TopicData.Partitions'),
-    (294, 'TopicData.<tagged fields>'),
-    (297, 'TopicData'),
-    (298, 'TopicData.TopicName'),
-    (299, 'TopicData.Partitions'),
-    (306, 'TopicData.<tagged fields>'),
-    (316, 'TopicData'),
-    (320, 'TopicData.TopicName'),
-    (321, 'TopicData.Partitions'),
-    (325, 'TopicData.<tagged fields>'),
-    (328, 'Node'),
-    (329, 'Node.NodeId'),
-    (331, 'Node.Listeners'),
-    (338, 'Node.<tagged fields>'),
-    (348, 'Node'),
-    (352, 'Node.NodeId'),
-    (353, 'Node.Listeners'),
-    (357, 'Node.<tagged fields>'),
-    (360, 'PartitionData'),
-    (361, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (363, 'PartitionData.CurrentVoters'),
-    (370, 'PartitionData.Observers'),
-    (377, 'PartitionData.<tagged fields>'),
-    (387, 'PartitionData'),
-    (391, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (392, 'PartitionData.CurrentVoters'),
-    (396, 'PartitionData.Observers'),
-    (400, 'PartitionData.<tagged fields>'),
-    (403, 'PartitionData'),
-    (404, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (406, 'PartitionData.CurrentVoters'),
-    (413, 'PartitionData.Observers'),
-    (420, 'PartitionData.<tagged fields>'),
-    (430, 'PartitionData'),
-    (434, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (435, 'PartitionData.CurrentVoters'),
-    (439, 'PartitionData.Observers'),
-    (443, 'PartitionData.<tagged fields>'),
-    (446, 'PartitionData'),
-    (447, 'PartitionData.PartitionIndex,ErrorCode'),
-    (449, 'PartitionData.ErrorMessage'),
-    (450, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (452, 'PartitionData.CurrentVoters'),
-    (459, 'PartitionData.Observers'),
-    (466, 'PartitionData.<tagged fields>'),
-    (476, 'PartitionData'),
-    (480, 'PartitionData.PartitionIndex,ErrorCode'),
-    (481, 'PartitionData.ErrorMessage'),
-    (482, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (483, 'PartitionData.CurrentVoters'),
-    (487, 'PartitionData.Observers'),
-    (491, 'PartitionData.<tagged fields>'),
-    (494, 'Listener'),
-    (495, 'Listener.Name'),
-    (496, 'Listener.Host'),
-    (497, 'Listener.Port'),
-    (499, 'Listener.<tagged fields>'),
-    (509, 'Listener'),
-    (513, 'Listener.Name'),
-    (514, 'Listener.Host'),
-    (515, 'Listener.Port'),
-    (516, 'Listener.<tagged fields>'),
-    (519, 'ReplicaState'),
-    (520, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (522, 'ReplicaState.<tagged fields>'),
-    (532, 'ReplicaState'),
-    (536, 'ReplicaState.ReplicaDirectoryId'),
-    (538, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (539, 'ReplicaState.<tagged fields>'),
-    (542, 'ReplicaState'),
-    (543, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (545, 'ReplicaState.<tagged fields>'),
-    (555, 'ReplicaState'),
-    (559, 'ReplicaState.ReplicaDirectoryId'),
-    (561, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (562, 'ReplicaState.<tagged fields>'),
-    (565, 'ReplicaState'),
-    (566, 'ReplicaState.ReplicaId'),
-    (568, 'ReplicaState.ReplicaDirectoryId'),
-    (569, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (571, 'ReplicaState.<tagged fields>'),
-    (581, 'ReplicaState'),
-    (585, 'ReplicaState.ReplicaId'),
-    (586, 'ReplicaState.ReplicaDirectoryId'),
-    (587, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (588, 'ReplicaState.<tagged fields>'),
+    (225, 'DescribeQuorumResponse'),
+    (226, 'DescribeQuorumResponse.ErrorCode'),
+    (228, 'DescribeQuorumResponse.Topics'),
+    (241, 'DescribeQuorumResponse.<tagged fields>'),
+    (254, 'DescribeQuorumResponse'),
+    (258, 'DescribeQuorumResponse.Nodes'),
+    (260, 'DescribeQuorumResponse.ErrorCode'),
+    (261, 'DescribeQuorumResponse.Topics'),
+    (269, 'DescribeQuorumResponse.<tagged fields>'),
+    (275, 'DescribeQuorumResponse'),
+    (276, 'DescribeQuorumResponse.ErrorCode'),
+    (278, 'DescribeQuorumResponse.Topics'),
+    (291, 'DescribeQuorumResponse.<tagged fields>'),
+    (304, 'DescribeQuorumResponse'),
+    (308, 'DescribeQuorumResponse.Nodes'),
+    (310, 'DescribeQuorumResponse.ErrorCode'),
+    (311, 'DescribeQuorumResponse.Topics'),
+    (319, 'DescribeQuorumResponse.<tagged fields>'),
+    (325, 'DescribeQuorumResponse'),
+    (326, 'DescribeQuorumResponse.ErrorCode'),
+    (328, 'DescribeQuorumResponse.ErrorMessage'),
+    (329, 'DescribeQuorumResponse.Topics'),
+    (342, 'DescribeQuorumResponse.Nodes'),
+    (355, 'DescribeQuorumResponse.<tagged fields>'),
+    (368, 'DescribeQuorumResponse'),
+    (372, 'DescribeQuorumResponse.ErrorCode'),
+    (373, 'DescribeQuorumResponse.ErrorMessage'),
+    (374, 'DescribeQuorumResponse.Topics'),
+    (382, 'DescribeQuorumResponse.Nodes'),
+    (390, 'DescribeQuorumResponse.<tagged fields>'),
+    (396, 'TopicData'),
+    (397, 'TopicData.TopicName'),
+    (398, 'TopicData.Partitions'),
+    (411, 'TopicData.<tagged fields>'),
+    (424, 'TopicData'),
+    (428, 'TopicData.TopicName'),
+    (429, 'TopicData.Partitions'),
+    (437, 'TopicData.<tagged fields>'),
+    (443, 'TopicData'),
+    (444, 'TopicData.TopicName'),
+    (445, 'TopicData.Partitions'),
+    (458, 'TopicData.<tagged fields>'),
+    (471, 'TopicData'),
+    (475, 'TopicData.TopicName'),
+    (476, 'TopicData.Partitions'),
+    (484, 'TopicData.<tagged fields>'),
+    (490, 'TopicData'),
+    (491, 'TopicData.TopicName'),
+    (492, 'TopicData.Partitions'),
+    (505, 'TopicData.<tagged fields>'),
+    (518, 'TopicData'),
+    (522, 'TopicData.TopicName'),
+    (523, 'TopicData.Partitions'),
+    (531, 'TopicData.<tagged fields>'),
+    (537, 'Node'),
+    (538, 'Node.NodeId'),
+    (540, 'Node.Listeners'),
+    (553, 'Node.<tagged fields>'),
+    (566, 'Node'),
+    (570, 'Node.NodeId'),
+    (571, 'Node.Listeners'),
+    (579, 'Node.<tagged fields>'),
+    (585, 'PartitionData'),
+    (586, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (588, 'PartitionData.CurrentVoters'),
+    (601, 'PartitionData.Observers'),
+    (614, 'PartitionData.<tagged fields>'),
+    (627, 'PartitionData'),
+    (631, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (632, 'PartitionData.CurrentVoters'),
+    (640, 'PartitionData.Observers'),
+    (648, 'PartitionData.<tagged fields>'),
+    (654, 'PartitionData'),
+    (655, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (657, 'PartitionData.CurrentVoters'),
+    (670, 'PartitionData.Observers'),
+    (683, 'PartitionData.<tagged fields>'),
+    (696, 'PartitionData'),
+    (700, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (701, 'PartitionData.CurrentVoters'),
+    (709, 'PartitionData.Observers'),
+    (717, 'PartitionData.<tagged fields>'),
+    (723, 'PartitionData'),
+    (724, 'PartitionData.PartitionIndex,ErrorCode'),
+    (726, 'PartitionData.ErrorMessage'),
+    (727, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (729, 'PartitionData.CurrentVoters'),
+    (742, 'PartitionData.Observers'),
+    (755, 'PartitionData.<tagged fields>'),
+    (768, 'PartitionData'),
+    (772, 'PartitionData.PartitionIndex,ErrorCode'),
+    (773, 'PartitionData.ErrorMessage'),
+    (774, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (775, 'PartitionData.CurrentVoters'),
+    (783, 'PartitionData.Observers'),
+    (791, 'PartitionData.<tagged fields>'),
+    (797, 'Listener'),
+    (798, 'Listener.Name'),
+    (799, 'Listener.Host'),
+    (800, 'Listener.Port'),
+    (802, 'Listener.<tagged fields>'),
+    (815, 'Listener'),
+    (819, 'Listener.Name'),
+    (820, 'Listener.Host'),
+    (821, 'Listener.Port'),
+    (822, 'Listener.<tagged fields>'),
+    (828, 'ReplicaState'),
+    (829, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (831, 'ReplicaState.<tagged fields>'),
+    (844, 'ReplicaState'),
+    (848, 'ReplicaState.ReplicaDirectoryId'),
+    (850, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (851, 'ReplicaState.<tagged fields>'),
+    (857, 'ReplicaState'),
+    (858, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (860, 'ReplicaState.<tagged fields>'),
+    (873, 'ReplicaState'),
+    (877, 'ReplicaState.ReplicaDirectoryId'),
+    (879, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (880, 'ReplicaState.<tagged fields>'),
+    (886, 'ReplicaState'),
+    (887, 'ReplicaState.ReplicaId'),
+    (889, 'ReplicaState.ReplicaDirectoryId'),
+    (890, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (892, 'ReplicaState.<tagged fields>'),
+    (905, 'ReplicaState'),
+    (909, 'ReplicaState.ReplicaId'),
+    (910, 'ReplicaState.ReplicaDirectoryId'),
+    (911, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (912, 'ReplicaState.<tagged fields>'),
 )

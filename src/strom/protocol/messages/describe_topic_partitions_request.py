@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -23,6 +24,17 @@ class TopicRequest:
     #: The topic name
     name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicRequest:
+    __slots__ = ('name', 'unknown_tagged_fields', )
+    name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicRequest  # type: ignore[assignment]
 
 
 _DEFAULT_TopicRequest = TopicRequest()
@@ -35,6 +47,19 @@ class Cursor:
     #: The partition index to start with
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Cursor:
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Cursor  # type: ignore[assignment]
 
 
 _DEFAULT_Cursor = Cursor()
@@ -58,9 +83,30 @@ class DescribeTopicPartitionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTopicPartitionsRequest(_Message):
+    __slots__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields', )
+    topics: Any
+    response_partition_limit: Any
+    cursor: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, response_partition_limit: Any, cursor: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.response_partition_limit = response_partition_limit
+        self.cursor = cursor
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTopicPartitionsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicRequest_0(buf, pos)
@@ -73,21 +119,28 @@ def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Desc
     if present:
         f_cursor, pos = _d_Cursor_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTopicPartitionsRequest(f_topics, f_response_partition_limit, f_cursor, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTopicPartitionsRequest(f_topics, f_response_partition_limit, f_cursor, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicRequest_0(item_topics, out, chunks)
     out += _S0.pack(o.response_partition_limit)
@@ -96,27 +149,36 @@ def _e_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, out: 
     else:
         out.append(1)
         _e_Cursor_0(o.cursor, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicRequest(f_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicRequest(f_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
@@ -124,22 +186,28 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Cursor(f_topic_name, f_partition_index, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Cursor(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S0.pack(o.partition_index)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsRequest._DECODERS = {
@@ -150,28 +218,28 @@ DescribeTopicPartitionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'DescribeTopicPartitionsRequest'),
-    (62, 'DescribeTopicPartitionsRequest.Topics'),
-    (69, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (71, 'DescribeTopicPartitionsRequest.Cursor'),
-    (75, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (85, 'DescribeTopicPartitionsRequest'),
-    (89, 'DescribeTopicPartitionsRequest.Topics'),
-    (93, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (94, 'DescribeTopicPartitionsRequest.Cursor'),
-    (99, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (102, 'TopicRequest'),
-    (103, 'TopicRequest.Name'),
-    (104, 'TopicRequest.<tagged fields>'),
-    (114, 'TopicRequest'),
-    (118, 'TopicRequest.Name'),
-    (119, 'TopicRequest.<tagged fields>'),
-    (122, 'Cursor'),
-    (123, 'Cursor.TopicName'),
-    (124, 'Cursor.PartitionIndex'),
-    (126, 'Cursor.<tagged fields>'),
-    (136, 'Cursor'),
-    (140, 'Cursor.TopicName'),
-    (141, 'Cursor.PartitionIndex'),
-    (142, 'Cursor.<tagged fields>'),
+    (101, 'DescribeTopicPartitionsRequest'),
+    (102, 'DescribeTopicPartitionsRequest.Topics'),
+    (115, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (117, 'DescribeTopicPartitionsRequest.Cursor'),
+    (121, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (134, 'DescribeTopicPartitionsRequest'),
+    (138, 'DescribeTopicPartitionsRequest.Topics'),
+    (146, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (147, 'DescribeTopicPartitionsRequest.Cursor'),
+    (152, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (158, 'TopicRequest'),
+    (159, 'TopicRequest.Name'),
+    (160, 'TopicRequest.<tagged fields>'),
+    (173, 'TopicRequest'),
+    (177, 'TopicRequest.Name'),
+    (178, 'TopicRequest.<tagged fields>'),
+    (184, 'Cursor'),
+    (185, 'Cursor.TopicName'),
+    (186, 'Cursor.PartitionIndex'),
+    (188, 'Cursor.<tagged fields>'),
+    (201, 'Cursor'),
+    (205, 'Cursor.TopicName'),
+    (206, 'Cursor.PartitionIndex'),
+    (207, 'Cursor.<tagged fields>'),
 )

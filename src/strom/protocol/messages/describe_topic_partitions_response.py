@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">?")
@@ -44,6 +45,33 @@ class DescribeTopicPartitionsResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTopicPartitionsResponsePartition:
+    __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields', )
+    error_code: Any
+    partition_index: Any
+    leader_id: Any
+    leader_epoch: Any
+    replica_nodes: Any
+    isr_nodes: Any
+    eligible_leader_replicas: Any
+    last_known_elr: Any
+    offline_replicas: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, partition_index: Any, leader_id: Any, leader_epoch: Any, replica_nodes: Any, isr_nodes: Any, eligible_leader_replicas: Any, last_known_elr: Any, offline_replicas: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.offline_replicas = offline_replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTopicPartitionsResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponsePartition()
 
 
@@ -65,6 +93,27 @@ class DescribeTopicPartitionsResponseTopic:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTopicPartitionsResponseTopic:
+    __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields', )
+    error_code: Any
+    name: Any
+    topic_id: Any
+    is_internal: Any
+    partitions: Any
+    topic_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, name: Any, topic_id: Any, is_internal: Any, partitions: Any, topic_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = partitions
+        self.topic_authorized_operations = topic_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTopicPartitionsResponseTopic  # type: ignore[assignment]
+
+
 _DEFAULT_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponseTopic()
 
 
@@ -75,6 +124,19 @@ class Cursor:
     #: The partition index to start with
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Cursor:
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Cursor  # type: ignore[assignment]
 
 
 _DEFAULT_Cursor = Cursor()
@@ -98,11 +160,32 @@ class DescribeTopicPartitionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTopicPartitionsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    next_cursor: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, next_cursor: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.next_cursor = next_cursor
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTopicPartitionsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_DescribeTopicPartitionsResponseTopic_0(buf, pos)
@@ -113,22 +196,29 @@ def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Des
     if present:
         f_next_cursor, pos = _d_Cursor_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTopicPartitionsResponse(f_throttle_time_ms, f_topics, f_next_cursor, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTopicPartitionsResponse(f_throttle_time_ms, f_topics, f_next_cursor, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_DescribeTopicPartitionsResponseTopic_0(item_topics, out, chunks)
     if o.next_cursor is None:
@@ -136,7 +226,10 @@ def _e_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse, out
     else:
         out.append(1)
         _e_Cursor_0(o.next_cursor, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponseTopic, int]:
@@ -146,8 +239,14 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tupl
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_DescribeTopicPartitionsResponsePartition_0(buf, pos)
@@ -156,16 +255,19 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tupl
     (f_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTopicPartitionsResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTopicPartitionsResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -174,11 +276,18 @@ def _e_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResponse
     out += o.topic_id.bytes
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_DescribeTopicPartitionsResponsePartition_0(item_partitions, out, chunks)
     out += _S0.pack(o.topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
@@ -186,88 +295,152 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Cursor(f_topic_name, f_partition_index, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Cursor(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S0.pack(o.partition_index)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponsePartition_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 14
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replica_nodes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr_nodes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_eligible_leader_replicas = None
     else:
-        f_eligible_leader_replicas = _unpack_from(">%di" % count, buf, pos)
+        f_eligible_leader_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
         pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_last_known_elr = None
     else:
-        f_last_known_elr = _unpack_from(">%di" % count, buf, pos)
+        f_last_known_elr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
         pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTopicPartitionsResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_eligible_leader_replicas, f_last_known_elr, f_offline_replicas, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTopicPartitionsResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_eligible_leader_replicas, f_last_known_elr, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTopicPartitionsResponsePartition_0(o: DescribeTopicPartitionsResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
-    _p.write_uvarint(out, len(items_replica_nodes) + 1)
-    out += _pack(">%di" % len(items_replica_nodes), *items_replica_nodes)
+    count = len(items_replica_nodes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replica_nodes) if count < 64 else _pack(">%di" % count, *items_replica_nodes)
     items_isr_nodes = o.isr_nodes
-    _p.write_uvarint(out, len(items_isr_nodes) + 1)
-    out += _pack(">%di" % len(items_isr_nodes), *items_isr_nodes)
+    count = len(items_isr_nodes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr_nodes) if count < 64 else _pack(">%di" % count, *items_isr_nodes)
     items_eligible_leader_replicas = o.eligible_leader_replicas
     if items_eligible_leader_replicas is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_eligible_leader_replicas) + 1)
-        out += _pack(">%di" % len(items_eligible_leader_replicas), *items_eligible_leader_replicas)
+        count = len(items_eligible_leader_replicas)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
+        out += _A_i[count].pack(*items_eligible_leader_replicas) if count < 64 else _pack(">%di" % count, *items_eligible_leader_replicas)
     items_last_known_elr = o.last_known_elr
     if items_last_known_elr is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_last_known_elr) + 1)
-        out += _pack(">%di" % len(items_last_known_elr), *items_last_known_elr)
+        count = len(items_last_known_elr)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
+        out += _A_i[count].pack(*items_last_known_elr) if count < 64 else _pack(">%di" % count, *items_last_known_elr)
     items_offline_replicas = o.offline_replicas
-    _p.write_uvarint(out, len(items_offline_replicas) + 1)
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_offline_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsResponse._DECODERS = {
@@ -278,54 +451,54 @@ DescribeTopicPartitionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (101, 'DescribeTopicPartitionsResponse'),
-    (102, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
-    (104, 'DescribeTopicPartitionsResponse.Topics'),
-    (111, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (115, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (125, 'DescribeTopicPartitionsResponse'),
-    (129, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
-    (130, 'DescribeTopicPartitionsResponse.Topics'),
-    (134, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (139, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (142, 'DescribeTopicPartitionsResponseTopic'),
-    (143, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (145, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (146, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (147, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (149, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (156, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (158, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (168, 'DescribeTopicPartitionsResponseTopic'),
-    (172, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (173, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (174, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (175, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (176, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (180, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (181, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (184, 'Cursor'),
-    (185, 'Cursor.TopicName'),
-    (186, 'Cursor.PartitionIndex'),
-    (188, 'Cursor.<tagged fields>'),
-    (198, 'Cursor'),
-    (202, 'Cursor.TopicName'),
-    (203, 'Cursor.PartitionIndex'),
-    (204, 'Cursor.<tagged fields>'),
-    (207, 'DescribeTopicPartitionsResponsePartition'),
-    (208, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (210, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (214, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (218, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (224, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (230, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (234, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
-    (244, 'DescribeTopicPartitionsResponsePartition'),
-    (248, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (249, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (252, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (255, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (261, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (267, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (270, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (178, 'DescribeTopicPartitionsResponse'),
+    (179, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
+    (181, 'DescribeTopicPartitionsResponse.Topics'),
+    (194, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (198, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (211, 'DescribeTopicPartitionsResponse'),
+    (215, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
+    (216, 'DescribeTopicPartitionsResponse.Topics'),
+    (224, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (229, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (235, 'DescribeTopicPartitionsResponseTopic'),
+    (236, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (238, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (239, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (240, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (242, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (255, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (257, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (270, 'DescribeTopicPartitionsResponseTopic'),
+    (274, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (275, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (276, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (277, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (278, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (286, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (287, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (293, 'Cursor'),
+    (294, 'Cursor.TopicName'),
+    (295, 'Cursor.PartitionIndex'),
+    (297, 'Cursor.<tagged fields>'),
+    (310, 'Cursor'),
+    (314, 'Cursor.TopicName'),
+    (315, 'Cursor.PartitionIndex'),
+    (316, 'Cursor.<tagged fields>'),
+    (322, 'DescribeTopicPartitionsResponsePartition'),
+    (323, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (325, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (335, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (345, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (358, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (371, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (381, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (394, 'DescribeTopicPartitionsResponsePartition'),
+    (398, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (399, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (406, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (413, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (423, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (433, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (440, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
 )

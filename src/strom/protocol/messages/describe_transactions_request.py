@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -32,33 +33,60 @@ class DescribeTransactionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTransactionsRequest(_Message):
+    __slots__ = ('transactional_ids', 'unknown_tagged_fields', )
+    transactional_ids: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_ids: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_ids = transactional_ids
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTransactionsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_transactional_ids: list[Any] = []
     for _ in range(count):
         item_transactional_ids, pos = _p.read_compact_string(buf, pos)
         items_transactional_ids.append(item_transactional_ids)
     f_transactional_ids = tuple(items_transactional_ids)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTransactionsRequest(f_transactional_ids, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTransactionsRequest(f_transactional_ids, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTransactionsRequest_0(o: DescribeTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_transactional_ids = o.transactional_ids
-    _p.write_uvarint(out, len(items_transactional_ids) + 1)
+    count = len(items_transactional_ids)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_transactional_ids in items_transactional_ids:
         _p.write_compact_string(out, item_transactional_ids)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeTransactionsRequest._DECODERS = {
@@ -69,10 +97,10 @@ DescribeTransactionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'DescribeTransactionsRequest'),
-    (36, 'DescribeTransactionsRequest.TransactionalIds'),
-    (43, 'DescribeTransactionsRequest.<tagged fields>'),
-    (53, 'DescribeTransactionsRequest'),
-    (57, 'DescribeTransactionsRequest.TransactionalIds'),
+    (47, 'DescribeTransactionsRequest'),
+    (48, 'DescribeTransactionsRequest.TransactionalIds'),
     (61, 'DescribeTransactionsRequest.<tagged fields>'),
+    (74, 'DescribeTransactionsRequest'),
+    (78, 'DescribeTransactionsRequest.TransactionalIds'),
+    (86, 'DescribeTransactionsRequest.<tagged fields>'),
 )

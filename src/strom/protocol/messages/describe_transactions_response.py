@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">iqqh")
@@ -26,6 +27,19 @@ class TopicData:
     topic: str = ''
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -43,6 +57,31 @@ class TransactionState:
     #: The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers.
     topics: tuple[TopicData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TransactionState:
+    __slots__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tagged_fields', )
+    error_code: Any
+    transactional_id: Any
+    transaction_state: Any
+    transaction_timeout_ms: Any
+    transaction_start_time_ms: Any
+    producer_id: Any
+    producer_epoch: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, transactional_id: Any, transaction_state: Any, transaction_timeout_ms: Any, transaction_start_time_ms: Any, producer_id: Any, producer_epoch: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.transactional_id = transactional_id
+        self.transaction_state = transaction_state
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_start_time_ms = transaction_start_time_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TransactionState  # type: ignore[assignment]
 
 
 _DEFAULT_TransactionState = TransactionState()
@@ -63,36 +102,65 @@ class DescribeTransactionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeTransactionsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'transaction_states', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    transaction_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, transaction_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.transaction_states = transaction_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeTransactionsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_transaction_states: list[Any] = []
     for _ in range(count):
         item_transaction_states, pos = _d_TransactionState_0(buf, pos)
         items_transaction_states.append(item_transaction_states)
     f_transaction_states = tuple(items_transaction_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeTransactionsResponse(f_throttle_time_ms, f_transaction_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeTransactionsResponse(f_throttle_time_ms, f_transaction_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeTransactionsResponse_0(o: DescribeTransactionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_transaction_states = o.transaction_states
-    _p.write_uvarint(out, len(items_transaction_states) + 1)
+    count = len(items_transaction_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_transaction_states in items_transaction_states:
         _e_TransactionState_0(item_transaction_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, int]:
@@ -102,24 +170,33 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, 
     f_transaction_state, pos = _p.read_compact_string(buf, pos)
     (f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TransactionState(f_error_code, f_transactional_id, f_transaction_state, f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TransactionState(f_error_code, f_transactional_id, f_transaction_state, f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -128,37 +205,60 @@ def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.B
     _p.write_compact_string(out, o.transaction_state)
     out += _S2.pack(o.transaction_timeout_ms, o.transaction_start_time_ms, o.producer_id, o.producer_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeTransactionsResponse._DECODERS = {
@@ -169,34 +269,34 @@ DescribeTransactionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'DescribeTransactionsResponse'),
-    (67, 'DescribeTransactionsResponse.ThrottleTimeMs'),
-    (69, 'DescribeTransactionsResponse.TransactionStates'),
-    (76, 'DescribeTransactionsResponse.<tagged fields>'),
-    (86, 'DescribeTransactionsResponse'),
-    (90, 'DescribeTransactionsResponse.ThrottleTimeMs'),
-    (91, 'DescribeTransactionsResponse.TransactionStates'),
-    (95, 'DescribeTransactionsResponse.<tagged fields>'),
-    (98, 'TransactionState'),
-    (99, 'TransactionState.ErrorCode'),
-    (101, 'TransactionState.TransactionalId'),
-    (102, 'TransactionState.TransactionState'),
-    (103, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (105, 'TransactionState.Topics'),
-    (112, 'TransactionState.<tagged fields>'),
-    (122, 'TransactionState'),
-    (126, 'TransactionState.ErrorCode'),
-    (127, 'TransactionState.TransactionalId'),
-    (128, 'TransactionState.TransactionState'),
-    (129, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (130, 'TransactionState.Topics'),
-    (134, 'TransactionState.<tagged fields>'),
-    (137, 'TopicData'),
-    (138, 'TopicData.Topic'),
-    (139, 'TopicData.Partitions'),
-    (143, 'TopicData.<tagged fields>'),
-    (153, 'TopicData'),
-    (157, 'TopicData.Topic'),
-    (158, 'TopicData.Partitions'),
-    (161, 'TopicData.<tagged fields>'),
+    (118, 'DescribeTransactionsResponse'),
+    (119, 'DescribeTransactionsResponse.ThrottleTimeMs'),
+    (121, 'DescribeTransactionsResponse.TransactionStates'),
+    (134, 'DescribeTransactionsResponse.<tagged fields>'),
+    (147, 'DescribeTransactionsResponse'),
+    (151, 'DescribeTransactionsResponse.ThrottleTimeMs'),
+    (152, 'DescribeTransactionsResponse.TransactionStates'),
+    (160, 'DescribeTransactionsResponse.<tagged fields>'),
+    (166, 'TransactionState'),
+    (167, 'TransactionState.ErrorCode'),
+    (169, 'TransactionState.TransactionalId'),
+    (170, 'TransactionState.TransactionState'),
+    (171, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (173, 'TransactionState.Topics'),
+    (186, 'TransactionState.<tagged fields>'),
+    (199, 'TransactionState'),
+    (203, 'TransactionState.ErrorCode'),
+    (204, 'TransactionState.TransactionalId'),
+    (205, 'TransactionState.TransactionState'),
+    (206, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (207, 'TransactionState.Topics'),
+    (215, 'TransactionState.<tagged fields>'),
+    (221, 'TopicData'),
+    (222, 'TopicData.Topic'),
+    (223, 'TopicData.Partitions'),
+    (233, 'TopicData.<tagged fields>'),
+    (246, 'TopicData'),
+    (250, 'TopicData.Topic'),
+    (251, 'TopicData.Partitions'),
+    (258, 'TopicData.<tagged fields>'),
 )

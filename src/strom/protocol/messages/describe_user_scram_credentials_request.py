@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -23,6 +24,17 @@ class UserName:
     #: The user name.
     name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_UserName:
+    __slots__ = ('name', 'unknown_tagged_fields', )
+    name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UserName  # type: ignore[assignment]
 
 
 _DEFAULT_UserName = UserName()
@@ -42,8 +54,26 @@ class DescribeUserScramCredentialsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeUserScramCredentialsRequest(_Message):
+    __slots__ = ('users', 'unknown_tagged_fields', )
+    users: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, users: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.users = users
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeUserScramCredentialsRequest  # type: ignore[assignment]
+
+
 def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_users = None
     else:
@@ -53,16 +83,19 @@ def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple
             items_users.append(item_users)
         f_users = tuple(items_users)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeUserScramCredentialsRequest(f_users, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeUserScramCredentialsRequest(f_users, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -70,30 +103,43 @@ def _e_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentialsRequ
     if items_users is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_users) + 1)
+        count = len(items_users)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_users in items_users:
             _e_UserName_0(item_users, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UserName_0(buf: memoryview, pos: int) -> tuple[UserName, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UserName(f_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UserName(f_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UserName_0(o: UserName, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeUserScramCredentialsRequest._DECODERS = {
@@ -104,16 +150,16 @@ DescribeUserScramCredentialsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (45, 'DescribeUserScramCredentialsRequest'),
-    (46, 'DescribeUserScramCredentialsRequest.Users'),
-    (55, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (65, 'DescribeUserScramCredentialsRequest'),
+    (68, 'DescribeUserScramCredentialsRequest'),
     (69, 'DescribeUserScramCredentialsRequest.Users'),
-    (76, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (79, 'UserName'),
-    (80, 'UserName.Name'),
-    (81, 'UserName.<tagged fields>'),
-    (91, 'UserName'),
-    (95, 'UserName.Name'),
-    (96, 'UserName.<tagged fields>'),
+    (85, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (98, 'DescribeUserScramCredentialsRequest'),
+    (102, 'DescribeUserScramCredentialsRequest.Users'),
+    (113, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (119, 'UserName'),
+    (120, 'UserName.Name'),
+    (121, 'UserName.<tagged fields>'),
+    (134, 'UserName'),
+    (138, 'UserName.Name'),
+    (139, 'UserName.<tagged fields>'),
 )

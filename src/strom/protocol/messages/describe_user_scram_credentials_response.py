@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">h")
 _S2 = Struct(">bi")
@@ -27,6 +28,19 @@ class CredentialInfo:
     #: The number of iterations used in the SCRAM credential.
     iterations: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CredentialInfo:
+    __slots__ = ('mechanism', 'iterations', 'unknown_tagged_fields', )
+    mechanism: Any
+    iterations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, mechanism: Any, iterations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CredentialInfo  # type: ignore[assignment]
 
 
 _DEFAULT_CredentialInfo = CredentialInfo()
@@ -43,6 +57,23 @@ class DescribeUserScramCredentialsResult:
     #: The mechanism and related information associated with the user's SCRAM credentials.
     credential_infos: tuple[CredentialInfo, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_DescribeUserScramCredentialsResult:
+    __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields', )
+    user: Any
+    error_code: Any
+    error_message: Any
+    credential_infos: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, user: Any, error_code: Any, error_message: Any, credential_infos: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.credential_infos = credential_infos
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeUserScramCredentialsResult  # type: ignore[assignment]
 
 
 _DEFAULT_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResult()
@@ -68,38 +99,71 @@ class DescribeUserScramCredentialsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribeUserScramCredentialsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribeUserScramCredentialsResponse  # type: ignore[assignment]
+
+
 def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_DescribeUserScramCredentialsResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeUserScramCredentialsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeUserScramCredentialsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_DescribeUserScramCredentialsResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsResult, int]:
@@ -107,24 +171,33 @@ def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_credential_infos: list[Any] = []
     for _ in range(count):
         item_credential_infos, pos = _d_CredentialInfo_0(buf, pos)
         items_credential_infos.append(item_credential_infos)
     f_credential_infos = tuple(items_credential_infos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribeUserScramCredentialsResult(f_user, f_error_code, f_error_message, f_credential_infos, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribeUserScramCredentialsResult(f_user, f_error_code, f_error_message, f_credential_infos, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -132,31 +205,44 @@ def _e_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsResul
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_credential_infos = o.credential_infos
-    _p.write_uvarint(out, len(items_credential_infos) + 1)
+    count = len(items_credential_infos)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_credential_infos in items_credential_infos:
         _e_CredentialInfo_0(item_credential_infos, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_CredentialInfo_0(buf: memoryview, pos: int) -> tuple[CredentialInfo, int]:
     (f_mechanism, f_iterations,) = _S2.unpack_from(buf, pos)
     pos += 5
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CredentialInfo(f_mechanism, f_iterations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CredentialInfo(f_mechanism, f_iterations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CredentialInfo_0(o: CredentialInfo, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.mechanism, o.iterations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 DescribeUserScramCredentialsResponse._DECODERS = {
@@ -167,32 +253,32 @@ DescribeUserScramCredentialsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (71, 'DescribeUserScramCredentialsResponse'),
-    (72, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
-    (74, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
-    (75, 'DescribeUserScramCredentialsResponse.Results'),
-    (82, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (92, 'DescribeUserScramCredentialsResponse'),
-    (96, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
-    (97, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
-    (98, 'DescribeUserScramCredentialsResponse.Results'),
-    (102, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (105, 'DescribeUserScramCredentialsResult'),
-    (106, 'DescribeUserScramCredentialsResult.User'),
-    (107, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (109, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (110, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (117, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (127, 'DescribeUserScramCredentialsResult'),
-    (131, 'DescribeUserScramCredentialsResult.User'),
-    (132, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (133, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (134, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (138, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (141, 'CredentialInfo'),
-    (142, 'CredentialInfo.Mechanism,Iterations'),
-    (144, 'CredentialInfo.<tagged fields>'),
-    (154, 'CredentialInfo'),
-    (158, 'CredentialInfo.Mechanism,Iterations'),
-    (159, 'CredentialInfo.<tagged fields>'),
+    (119, 'DescribeUserScramCredentialsResponse'),
+    (120, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
+    (122, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
+    (123, 'DescribeUserScramCredentialsResponse.Results'),
+    (136, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (149, 'DescribeUserScramCredentialsResponse'),
+    (153, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
+    (154, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
+    (155, 'DescribeUserScramCredentialsResponse.Results'),
+    (163, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (169, 'DescribeUserScramCredentialsResult'),
+    (170, 'DescribeUserScramCredentialsResult.User'),
+    (171, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (173, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (174, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (187, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (200, 'DescribeUserScramCredentialsResult'),
+    (204, 'DescribeUserScramCredentialsResult.User'),
+    (205, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (206, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (207, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (215, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (221, 'CredentialInfo'),
+    (222, 'CredentialInfo.Mechanism,Iterations'),
+    (224, 'CredentialInfo.<tagged fields>'),
+    (237, 'CredentialInfo'),
+    (241, 'CredentialInfo.Mechanism,Iterations'),
+    (242, 'CredentialInfo.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">b")
 
@@ -27,6 +28,19 @@ class TopicPartitions:
     #: The partitions of this topic whose leader should be elected.
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicPartitions:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartitions  # type: ignore[assignment]
 
 
 _DEFAULT_TopicPartitions = TopicPartitions()
@@ -50,8 +64,26 @@ class ElectLeadersRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ElectLeadersRequest(_Message):
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields', )
+    election_type: Any
+    topic_partitions: Any
+    timeout_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, election_type: Any, topic_partitions: Any, timeout_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.election_type = election_type
+        self.topic_partitions = topic_partitions
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ElectLeadersRequest  # type: ignore[assignment]
+
+
 def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topic_partitions = None
     else:
@@ -62,7 +94,7 @@ def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
         f_topic_partitions = tuple(items_topic_partitions)
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(0, f_topic_partitions, f_timeout_ms), pos
+    return _New_ElectLeadersRequest(0, f_topic_partitions, f_timeout_ms), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -72,7 +104,8 @@ def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray, chunks: lis
     if items_topic_partitions is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topic_partitions))
+        count = len(items_topic_partitions)
+        out += _p.INT32.pack(count)
         for item_topic_partitions in items_topic_partitions:
             _e_TopicPartitions_0(item_topic_partitions, out, chunks)
     out += _S0.pack(o.timeout_ms)
@@ -81,7 +114,10 @@ def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray, chunks: lis
 def _d_ElectLeadersRequest_1(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     (f_election_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topic_partitions = None
     else:
@@ -92,7 +128,7 @@ def _d_ElectLeadersRequest_1(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
         f_topic_partitions = tuple(items_topic_partitions)
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms), pos
+    return _New_ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -101,7 +137,8 @@ def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: lis
     if items_topic_partitions is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topic_partitions))
+        count = len(items_topic_partitions)
+        out += _p.INT32.pack(count)
         for item_topic_partitions in items_topic_partitions:
             _e_TopicPartitions_0(item_topic_partitions, out, chunks)
     out += _S0.pack(o.timeout_ms)
@@ -110,7 +147,14 @@ def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: lis
 def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     (f_election_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topic_partitions = None
     else:
@@ -122,16 +166,19 @@ def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -140,53 +187,80 @@ def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray, chunks: lis
     if items_topic_partitions is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topic_partitions) + 1)
+        count = len(items_topic_partitions)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topic_partitions in items_topic_partitions:
             _e_TopicPartitions_1(item_topic_partitions, out, chunks)
     out += _S0.pack(o.timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return TopicPartitions(f_topic, f_partitions), pos
+    return _New_TopicPartitions(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 def _d_TopicPartitions_1(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicPartitions(f_topic, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicPartitions(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_1(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ElectLeadersRequest._DECODERS = {
@@ -201,43 +275,43 @@ ElectLeadersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'ElectLeadersRequest'),
-    (54, 'ElectLeadersRequest.TopicPartitions'),
-    (63, 'ElectLeadersRequest.TimeoutMs'),
-    (65, 'ElectLeadersRequest'),
-    (69, 'ElectLeadersRequest.ElectionType'),
-    (71, 'ElectLeadersRequest.TopicPartitions'),
-    (78, 'ElectLeadersRequest.TimeoutMs'),
-    (81, 'ElectLeadersRequest'),
-    (82, 'ElectLeadersRequest.ElectionType'),
-    (84, 'ElectLeadersRequest.TopicPartitions'),
-    (93, 'ElectLeadersRequest.TimeoutMs'),
-    (95, 'ElectLeadersRequest'),
-    (99, 'ElectLeadersRequest.ElectionType'),
-    (100, 'ElectLeadersRequest.TopicPartitions'),
-    (107, 'ElectLeadersRequest.TimeoutMs'),
-    (110, 'ElectLeadersRequest'),
-    (111, 'ElectLeadersRequest.ElectionType'),
-    (113, 'ElectLeadersRequest.TopicPartitions'),
-    (122, 'ElectLeadersRequest.TimeoutMs'),
-    (124, 'ElectLeadersRequest.<tagged fields>'),
-    (134, 'ElectLeadersRequest'),
-    (138, 'ElectLeadersRequest.ElectionType'),
-    (139, 'ElectLeadersRequest.TopicPartitions'),
-    (146, 'ElectLeadersRequest.TimeoutMs'),
-    (147, 'ElectLeadersRequest.<tagged fields>'),
-    (150, 'TopicPartitions'),
-    (151, 'TopicPartitions.Topic'),
-    (152, 'TopicPartitions.Partitions'),
-    (155, 'TopicPartitions'),
-    (159, 'TopicPartitions.Topic'),
-    (160, 'TopicPartitions.Partitions'),
-    (165, 'TopicPartitions'),
-    (166, 'TopicPartitions.Topic'),
-    (167, 'TopicPartitions.Partitions'),
-    (171, 'TopicPartitions.<tagged fields>'),
-    (181, 'TopicPartitions'),
-    (185, 'TopicPartitions.Topic'),
-    (186, 'TopicPartitions.Partitions'),
-    (189, 'TopicPartitions.<tagged fields>'),
+    (82, 'ElectLeadersRequest'),
+    (83, 'ElectLeadersRequest.TopicPartitions'),
+    (95, 'ElectLeadersRequest.TimeoutMs'),
+    (97, 'ElectLeadersRequest'),
+    (101, 'ElectLeadersRequest.ElectionType'),
+    (103, 'ElectLeadersRequest.TopicPartitions'),
+    (111, 'ElectLeadersRequest.TimeoutMs'),
+    (114, 'ElectLeadersRequest'),
+    (115, 'ElectLeadersRequest.ElectionType'),
+    (117, 'ElectLeadersRequest.TopicPartitions'),
+    (129, 'ElectLeadersRequest.TimeoutMs'),
+    (131, 'ElectLeadersRequest'),
+    (135, 'ElectLeadersRequest.ElectionType'),
+    (136, 'ElectLeadersRequest.TopicPartitions'),
+    (144, 'ElectLeadersRequest.TimeoutMs'),
+    (147, 'ElectLeadersRequest'),
+    (148, 'ElectLeadersRequest.ElectionType'),
+    (150, 'ElectLeadersRequest.TopicPartitions'),
+    (166, 'ElectLeadersRequest.TimeoutMs'),
+    (168, 'ElectLeadersRequest.<tagged fields>'),
+    (181, 'ElectLeadersRequest'),
+    (185, 'ElectLeadersRequest.ElectionType'),
+    (186, 'ElectLeadersRequest.TopicPartitions'),
+    (197, 'ElectLeadersRequest.TimeoutMs'),
+    (198, 'ElectLeadersRequest.<tagged fields>'),
+    (204, 'TopicPartitions'),
+    (205, 'TopicPartitions.Topic'),
+    (206, 'TopicPartitions.Partitions'),
+    (212, 'TopicPartitions'),
+    (216, 'TopicPartitions.Topic'),
+    (217, 'TopicPartitions.Partitions'),
+    (223, 'TopicPartitions'),
+    (224, 'TopicPartitions.Topic'),
+    (225, 'TopicPartitions.Partitions'),
+    (235, 'TopicPartitions.<tagged fields>'),
+    (248, 'TopicPartitions'),
+    (252, 'TopicPartitions.Topic'),
+    (253, 'TopicPartitions.Partitions'),
+    (260, 'TopicPartitions.<tagged fields>'),
 )

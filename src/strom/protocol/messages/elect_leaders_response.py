@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -30,6 +31,21 @@ class PartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionResult:
+    __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    partition_id: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_id: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_id = partition_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionResult = PartitionResult()
 
 
@@ -40,6 +56,19 @@ class ReplicaElectionResult:
     #: The results for each partition
     partition_result: tuple[PartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReplicaElectionResult:
+    __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields', )
+    topic: Any
+    partition_result: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partition_result: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partition_result = partition_result
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReplicaElectionResult  # type: ignore[assignment]
 
 
 _DEFAULT_ReplicaElectionResult = ReplicaElectionResult()
@@ -63,16 +92,34 @@ class ElectLeadersResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ElectLeadersResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    replica_election_results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, replica_election_results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.replica_election_results = replica_election_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ElectLeadersResponse  # type: ignore[assignment]
+
+
 def _d_ElectLeadersResponse_0(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_replica_election_results: list[Any] = []
     for _ in range(count):
         item_replica_election_results, pos = _d_ReplicaElectionResult_0(buf, pos)
         items_replica_election_results.append(item_replica_election_results)
     f_replica_election_results = tuple(items_replica_election_results)
-    return ElectLeadersResponse(f_throttle_time_ms, 0, f_replica_election_results), pos
+    return _New_ElectLeadersResponse(f_throttle_time_ms, 0, f_replica_election_results), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -80,7 +127,8 @@ def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray, chunks: l
         raise _UnsupportedVersion("ErrorCode cannot be sent in version 0", message_name="ElectLeadersResponse", api_version=0, field="ErrorCode")
     out += _S0.pack(o.throttle_time_ms)
     items_replica_election_results = o.replica_election_results
-    out += _p.INT32.pack(len(items_replica_election_results))
+    count = len(items_replica_election_results)
+    out += _p.INT32.pack(count)
     for item_replica_election_results in items_replica_election_results:
         _e_ReplicaElectionResult_0(item_replica_election_results, out, chunks)
 
@@ -88,19 +136,23 @@ def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray, chunks: l
 def _d_ElectLeadersResponse_1(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_replica_election_results: list[Any] = []
     for _ in range(count):
         item_replica_election_results, pos = _d_ReplicaElectionResult_0(buf, pos)
         items_replica_election_results.append(item_replica_election_results)
     f_replica_election_results = tuple(items_replica_election_results)
-    return ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results), pos
+    return _New_ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_replica_election_results = o.replica_election_results
-    out += _p.INT32.pack(len(items_replica_election_results))
+    count = len(items_replica_election_results)
+    out += _p.INT32.pack(count)
     for item_replica_election_results in items_replica_election_results:
         _e_ReplicaElectionResult_0(item_replica_election_results, out, chunks)
 
@@ -108,90 +160,126 @@ def _e_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray, chunks: l
 def _d_ElectLeadersResponse_2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_replica_election_results: list[Any] = []
     for _ in range(count):
         item_replica_election_results, pos = _d_ReplicaElectionResult_1(buf, pos)
         items_replica_election_results.append(item_replica_election_results)
     f_replica_election_results = tuple(items_replica_election_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ElectLeadersResponse_2(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_replica_election_results = o.replica_election_results
-    _p.write_uvarint(out, len(items_replica_election_results) + 1)
+    count = len(items_replica_election_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_replica_election_results in items_replica_election_results:
         _e_ReplicaElectionResult_1(item_replica_election_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaElectionResult_0(buf: memoryview, pos: int) -> tuple[ReplicaElectionResult, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_result: list[Any] = []
     for _ in range(count):
         item_partition_result, pos = _d_PartitionResult_0(buf, pos)
         items_partition_result.append(item_partition_result)
     f_partition_result = tuple(items_partition_result)
-    return ReplicaElectionResult(f_topic, f_partition_result), pos
+    return _New_ReplicaElectionResult(f_topic, f_partition_result), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partition_result = o.partition_result
-    out += _p.INT32.pack(len(items_partition_result))
+    count = len(items_partition_result)
+    out += _p.INT32.pack(count)
     for item_partition_result in items_partition_result:
         _e_PartitionResult_0(item_partition_result, out, chunks)
 
 
 def _d_ReplicaElectionResult_1(buf: memoryview, pos: int) -> tuple[ReplicaElectionResult, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_result: list[Any] = []
     for _ in range(count):
         item_partition_result, pos = _d_PartitionResult_1(buf, pos)
         items_partition_result.append(item_partition_result)
     f_partition_result = tuple(items_partition_result)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaElectionResult(f_topic, f_partition_result, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaElectionResult(f_topic, f_partition_result, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partition_result = o.partition_result
-    _p.write_uvarint(out, len(items_partition_result) + 1)
+    count = len(items_partition_result)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_result in items_partition_result:
         _e_PartitionResult_1(item_partition_result, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
     (f_partition_id, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    return PartitionResult(f_partition_id, f_error_code, f_error_message), pos
+    return _New_PartitionResult(f_partition_id, f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -204,22 +292,28 @@ def _d_PartitionResult_1(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionResult(f_partition_id, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionResult(f_partition_id, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResult_1(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_id, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ElectLeadersResponse._DECODERS = {
@@ -234,53 +328,53 @@ ElectLeadersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'ElectLeadersResponse'),
-    (67, 'ElectLeadersResponse.ThrottleTimeMs'),
-    (69, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (75, 'ElectLeadersResponse'),
-    (79, 'ElectLeadersResponse.ErrorCode'),
-    (81, 'ElectLeadersResponse.ThrottleTimeMs'),
-    (82, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (88, 'ElectLeadersResponse'),
-    (89, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (91, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (97, 'ElectLeadersResponse'),
-    (101, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (102, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (108, 'ElectLeadersResponse'),
-    (109, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (111, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (118, 'ElectLeadersResponse.<tagged fields>'),
-    (128, 'ElectLeadersResponse'),
-    (132, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (133, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (137, 'ElectLeadersResponse.<tagged fields>'),
-    (140, 'ReplicaElectionResult'),
-    (141, 'ReplicaElectionResult.Topic'),
-    (142, 'ReplicaElectionResult.PartitionResult'),
-    (148, 'ReplicaElectionResult'),
-    (152, 'ReplicaElectionResult.Topic'),
-    (153, 'ReplicaElectionResult.PartitionResult'),
-    (159, 'ReplicaElectionResult'),
-    (160, 'ReplicaElectionResult.Topic'),
-    (161, 'ReplicaElectionResult.PartitionResult'),
-    (168, 'ReplicaElectionResult.<tagged fields>'),
-    (178, 'ReplicaElectionResult'),
-    (182, 'ReplicaElectionResult.Topic'),
-    (183, 'ReplicaElectionResult.PartitionResult'),
-    (187, 'ReplicaElectionResult.<tagged fields>'),
-    (190, 'PartitionResult'),
-    (191, 'PartitionResult.PartitionId,ErrorCode'),
-    (193, 'PartitionResult.ErrorMessage'),
-    (194, 'PartitionResult'),
-    (198, 'PartitionResult.PartitionId,ErrorCode'),
-    (199, 'PartitionResult.ErrorMessage'),
-    (202, 'PartitionResult'),
-    (203, 'PartitionResult.PartitionId,ErrorCode'),
-    (205, 'PartitionResult.ErrorMessage'),
-    (206, 'PartitionResult.<tagged fields>'),
-    (216, 'PartitionResult'),
-    (220, 'PartitionResult.PartitionId,ErrorCode'),
-    (221, 'PartitionResult.ErrorMessage'),
-    (222, 'PartitionResult.<tagged fields>'),
+    (110, 'ElectLeadersResponse'),
+    (111, 'ElectLeadersResponse.ThrottleTimeMs'),
+    (113, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (122, 'ElectLeadersResponse'),
+    (126, 'ElectLeadersResponse.ErrorCode'),
+    (128, 'ElectLeadersResponse.ThrottleTimeMs'),
+    (129, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (136, 'ElectLeadersResponse'),
+    (137, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (139, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (148, 'ElectLeadersResponse'),
+    (152, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (153, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (160, 'ElectLeadersResponse'),
+    (161, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (163, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (176, 'ElectLeadersResponse.<tagged fields>'),
+    (189, 'ElectLeadersResponse'),
+    (193, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (194, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (202, 'ElectLeadersResponse.<tagged fields>'),
+    (208, 'ReplicaElectionResult'),
+    (209, 'ReplicaElectionResult.Topic'),
+    (210, 'ReplicaElectionResult.PartitionResult'),
+    (219, 'ReplicaElectionResult'),
+    (223, 'ReplicaElectionResult.Topic'),
+    (224, 'ReplicaElectionResult.PartitionResult'),
+    (231, 'ReplicaElectionResult'),
+    (232, 'ReplicaElectionResult.Topic'),
+    (233, 'ReplicaElectionResult.PartitionResult'),
+    (246, 'ReplicaElectionResult.<tagged fields>'),
+    (259, 'ReplicaElectionResult'),
+    (263, 'ReplicaElectionResult.Topic'),
+    (264, 'ReplicaElectionResult.PartitionResult'),
+    (272, 'ReplicaElectionResult.<tagged fields>'),
+    (278, 'PartitionResult'),
+    (279, 'PartitionResult.PartitionId,ErrorCode'),
+    (281, 'PartitionResult.ErrorMessage'),
+    (282, 'PartitionResult'),
+    (286, 'PartitionResult.PartitionId,ErrorCode'),
+    (287, 'PartitionResult.ErrorMessage'),
+    (290, 'PartitionResult'),
+    (291, 'PartitionResult.PartitionId,ErrorCode'),
+    (293, 'PartitionResult.ErrorMessage'),
+    (294, 'PartitionResult.<tagged fields>'),
+    (307, 'PartitionResult'),
+    (311, 'PartitionResult.PartitionId,ErrorCode'),
+    (312, 'PartitionResult.ErrorMessage'),
+    (313, 'PartitionResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">H")
 _S1 = Struct(">iii")
 _S2 = Struct(">i")
@@ -25,6 +26,19 @@ class ReplicaInfo:
     candidate_id: int = 0
     candidate_directory_id: UUID = _p.ZERO_UUID
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReplicaInfo:
+    __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields', )
+    candidate_id: Any
+    candidate_directory_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, candidate_id: Any, candidate_directory_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.candidate_id = candidate_id
+        self.candidate_directory_id = candidate_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReplicaInfo  # type: ignore[assignment]
 
 
 _DEFAULT_ReplicaInfo = ReplicaInfo()
@@ -45,6 +59,25 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields', )
+    partition_index: Any
+    leader_id: Any
+    leader_epoch: Any
+    preferred_successors: Any
+    preferred_candidates: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, leader_id: Any, leader_epoch: Any, preferred_successors: Any, preferred_candidates: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.preferred_successors = preferred_successors
+        self.preferred_candidates = preferred_candidates
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -54,6 +87,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -69,6 +115,21 @@ class LeaderEndpoint:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderEndpoint:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderEndpoint = LeaderEndpoint()
@@ -90,115 +151,180 @@ class EndQuorumEpochRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EndQuorumEpochRequest(_Message):
+    __slots__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields', )
+    cluster_id: Any
+    topics: Any
+    leader_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, topics: Any, leader_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.topics = topics
+        self.leader_endpoints = leader_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EndQuorumEpochRequest  # type: ignore[assignment]
+
+
 def _d_EndQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return EndQuorumEpochRequest(f_cluster_id, f_topics, ()), pos
+    return _New_EndQuorumEpochRequest(f_cluster_id, f_topics, ()), pos  # type: ignore[return-value]
 
 
 def _e_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_nullable_string(out, o.cluster_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
 
 
 def _d_EndQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_leader_endpoints: list[Any] = []
     for _ in range(count):
         item_leader_endpoints, pos = _d_LeaderEndpoint_0(buf, pos)
         items_leader_endpoints.append(item_leader_endpoints)
     f_leader_endpoints = tuple(items_leader_endpoints)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
     items_leader_endpoints = o.leader_endpoints
-    _p.write_uvarint(out, len(items_leader_endpoints) + 1)
+    count = len(items_leader_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_leader_endpoints in items_leader_endpoints:
         _e_LeaderEndpoint_0(item_leader_endpoints, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TopicData(f_topic_name, f_partitions), pos
+    return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]:
@@ -207,71 +333,97 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]
     (f_port,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderEndpoint(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderEndpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_array_size(buf, pos)
-    f_preferred_successors = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_preferred_successors = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return PartitionData(f_partition_index, f_leader_id, f_leader_epoch, f_preferred_successors, ()), pos
+    return _New_PartitionData(f_partition_index, f_leader_id, f_leader_epoch, f_preferred_successors, ()), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
     items_preferred_successors = o.preferred_successors
-    out += _p.INT32.pack(len(items_preferred_successors))
-    out += _pack(">%di" % len(items_preferred_successors), *items_preferred_successors)
+    count = len(items_preferred_successors)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_preferred_successors) if count < 64 else _pack(">%di" % count, *items_preferred_successors)
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_preferred_candidates: list[Any] = []
     for _ in range(count):
         item_preferred_candidates, pos = _d_ReplicaInfo_0(buf, pos)
         items_preferred_candidates.append(item_preferred_candidates)
     f_preferred_candidates = tuple(items_preferred_candidates)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_leader_id, f_leader_epoch, (), f_preferred_candidates, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_leader_id, f_leader_epoch, (), f_preferred_candidates, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
     items_preferred_candidates = o.preferred_candidates
-    _p.write_uvarint(out, len(items_preferred_candidates) + 1)
+    count = len(items_preferred_candidates)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_preferred_candidates in items_preferred_candidates:
         _e_ReplicaInfo_0(item_preferred_candidates, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaInfo_0(buf: memoryview, pos: int) -> tuple[ReplicaInfo, int]:
@@ -279,22 +431,28 @@ def _d_ReplicaInfo_0(buf: memoryview, pos: int) -> tuple[ReplicaInfo, int]:
     pos += 4
     f_candidate_directory_id, pos = _p.read_uuid(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaInfo(f_candidate_id, f_candidate_directory_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaInfo(f_candidate_id, f_candidate_directory_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaInfo_0(o: ReplicaInfo, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.candidate_id)
     out += o.candidate_directory_id.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EndQuorumEpochRequest._DECODERS = {
@@ -307,66 +465,66 @@ EndQuorumEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (93, 'EndQuorumEpochRequest'),
-    (94, 'EndQuorumEpochRequest.ClusterId'),
-    (95, 'EndQuorumEpochRequest.Topics'),
-    (101, 'EndQuorumEpochRequest'),
-    (105, 'EndQuorumEpochRequest.ClusterId'),
-    (106, 'EndQuorumEpochRequest.Topics'),
-    (112, 'EndQuorumEpochRequest'),
-    (113, 'EndQuorumEpochRequest.ClusterId'),
-    (114, 'EndQuorumEpochRequest.Topics'),
-    (121, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (128, 'EndQuorumEpochRequest.<tagged fields>'),
-    (138, 'EndQuorumEpochRequest'),
-    (142, 'EndQuorumEpochRequest.ClusterId'),
-    (143, 'EndQuorumEpochRequest.Topics'),
-    (147, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (151, 'EndQuorumEpochRequest.<tagged fields>'),
-    (154, 'TopicData'),
-    (155, 'TopicData.TopicName'),
-    (156, 'TopicData.Partitions'),
-    (162, 'TopicData'),
-    (166, 'TopicData.TopicName'),
-    (167, 'TopicData.Partitions'),
-    (173, 'TopicData'),
-    (174, 'TopicData.TopicName'),
-    (175, 'TopicData.Partitions'),
-    (182, 'TopicData.<tagged fields>'),
-    (192, 'TopicData'),
-    (196, 'TopicData.TopicName'),
-    (197, 'TopicData.Partitions'),
-    (201, 'TopicData.<tagged fields>'),
-    (204, 'LeaderEndpoint'),
-    (205, 'LeaderEndpoint.Name'),
-    (206, 'LeaderEndpoint.Host'),
-    (207, 'LeaderEndpoint.Port'),
-    (209, 'LeaderEndpoint.<tagged fields>'),
-    (219, 'LeaderEndpoint'),
-    (223, 'LeaderEndpoint.Name'),
-    (224, 'LeaderEndpoint.Host'),
-    (225, 'LeaderEndpoint.Port'),
-    (226, 'LeaderEndpoint.<tagged fields>'),
-    (229, 'PartitionData'),
-    (230, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (232, 'PartitionData.PreferredSuccessors'),
-    (235, 'PartitionData'),
-    (239, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (240, 'PartitionData.PreferredSuccessors'),
-    (245, 'PartitionData'),
-    (246, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (248, 'PartitionData.PreferredCandidates'),
-    (255, 'PartitionData.<tagged fields>'),
-    (265, 'PartitionData'),
-    (269, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (270, 'PartitionData.PreferredCandidates'),
-    (274, 'PartitionData.<tagged fields>'),
-    (277, 'ReplicaInfo'),
-    (278, 'ReplicaInfo.CandidateId'),
-    (280, 'ReplicaInfo.CandidateDirectoryId'),
-    (281, 'ReplicaInfo.<tagged fields>'),
-    (291, 'ReplicaInfo'),
-    (295, 'ReplicaInfo.CandidateId'),
-    (296, 'ReplicaInfo.CandidateDirectoryId'),
-    (297, 'ReplicaInfo.<tagged fields>'),
+    (169, 'EndQuorumEpochRequest'),
+    (170, 'EndQuorumEpochRequest.ClusterId'),
+    (171, 'EndQuorumEpochRequest.Topics'),
+    (180, 'EndQuorumEpochRequest'),
+    (184, 'EndQuorumEpochRequest.ClusterId'),
+    (185, 'EndQuorumEpochRequest.Topics'),
+    (192, 'EndQuorumEpochRequest'),
+    (193, 'EndQuorumEpochRequest.ClusterId'),
+    (194, 'EndQuorumEpochRequest.Topics'),
+    (207, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (220, 'EndQuorumEpochRequest.<tagged fields>'),
+    (233, 'EndQuorumEpochRequest'),
+    (237, 'EndQuorumEpochRequest.ClusterId'),
+    (238, 'EndQuorumEpochRequest.Topics'),
+    (246, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (254, 'EndQuorumEpochRequest.<tagged fields>'),
+    (260, 'TopicData'),
+    (261, 'TopicData.TopicName'),
+    (262, 'TopicData.Partitions'),
+    (271, 'TopicData'),
+    (275, 'TopicData.TopicName'),
+    (276, 'TopicData.Partitions'),
+    (283, 'TopicData'),
+    (284, 'TopicData.TopicName'),
+    (285, 'TopicData.Partitions'),
+    (298, 'TopicData.<tagged fields>'),
+    (311, 'TopicData'),
+    (315, 'TopicData.TopicName'),
+    (316, 'TopicData.Partitions'),
+    (324, 'TopicData.<tagged fields>'),
+    (330, 'LeaderEndpoint'),
+    (331, 'LeaderEndpoint.Name'),
+    (332, 'LeaderEndpoint.Host'),
+    (333, 'LeaderEndpoint.Port'),
+    (335, 'LeaderEndpoint.<tagged fields>'),
+    (348, 'LeaderEndpoint'),
+    (352, 'LeaderEndpoint.Name'),
+    (353, 'LeaderEndpoint.Host'),
+    (354, 'LeaderEndpoint.Port'),
+    (355, 'LeaderEndpoint.<tagged fields>'),
+    (361, 'PartitionData'),
+    (362, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (364, 'PartitionData.PreferredSuccessors'),
+    (370, 'PartitionData'),
+    (374, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (375, 'PartitionData.PreferredSuccessors'),
+    (381, 'PartitionData'),
+    (382, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (384, 'PartitionData.PreferredCandidates'),
+    (397, 'PartitionData.<tagged fields>'),
+    (410, 'PartitionData'),
+    (414, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (415, 'PartitionData.PreferredCandidates'),
+    (423, 'PartitionData.<tagged fields>'),
+    (429, 'ReplicaInfo'),
+    (430, 'ReplicaInfo.CandidateId'),
+    (432, 'ReplicaInfo.CandidateDirectoryId'),
+    (433, 'ReplicaInfo.<tagged fields>'),
+    (446, 'ReplicaInfo'),
+    (450, 'ReplicaInfo.CandidateId'),
+    (451, 'ReplicaInfo.CandidateDirectoryId'),
+    (452, 'ReplicaInfo.<tagged fields>'),
 )

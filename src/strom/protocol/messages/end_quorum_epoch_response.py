@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -33,6 +34,23 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -42,6 +60,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -57,6 +88,21 @@ class NodeEndpoint:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -79,16 +125,34 @@ class EndQuorumEpochResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EndQuorumEpochResponse(_Message):
+    __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+    error_code: Any
+    topics: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, topics: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EndQuorumEpochResponse  # type: ignore[assignment]
+
+
 def _d_EndQuorumEpochResponse_0(buf: memoryview, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return EndQuorumEpochResponse(f_error_code, f_topics, ()), pos
+    return _New_EndQuorumEpochResponse(f_error_code, f_topics, ()), pos  # type: ignore[return-value]
 
 
 def _e_EndQuorumEpochResponse_0(o: EndQuorumEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -96,7 +160,8 @@ def _e_EndQuorumEpochResponse_0(o: EndQuorumEpochResponse, out: bytearray, chunk
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="EndQuorumEpochResponse", api_version=0, field="NodeEndpoints")
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
 
@@ -104,8 +169,14 @@ def _e_EndQuorumEpochResponse_0(o: EndQuorumEpochResponse, out: bytearray, chunk
 def _d_EndQuorumEpochResponse_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
@@ -113,38 +184,55 @@ def _d_EndQuorumEpochResponse_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpo
     f_topics = tuple(items_topics)
     f_node_endpoints = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_node_endpoints: list[Any] = []
-            for _ in range(count):
-                item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
-                items_node_endpoints.append(item_node_endpoints)
-            f_node_endpoints = tuple(items_node_endpoints)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EndQuorumEpochResponse(f_error_code, f_topics, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_node_endpoints: list[Any] = []
+                for _ in range(count):
+                    item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
+                    items_node_endpoints.append(item_node_endpoints)
+                f_node_endpoints = tuple(items_node_endpoints)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EndQuorumEpochResponse(f_error_code, f_topics, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EndQuorumEpochResponse_1(o: EndQuorumEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.node_endpoints != ():
         tmp = bytearray()
         items_node_endpoints = o.node_endpoints
-        _p.write_uvarint(tmp, len(items_node_endpoints) + 1)
+        count = len(items_node_endpoints)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_node_endpoints in items_node_endpoints:
             _e_NodeEndpoint_0(item_node_endpoints, tmp, chunks)
         tags.append((0, tmp))
@@ -153,52 +241,72 @@ def _e_EndQuorumEpochResponse_1(o: EndQuorumEpochResponse, out: bytearray, chunk
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TopicData(f_topic_name, f_partitions), pos
+    return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -208,29 +316,35 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     (f_port,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 14
-    return PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch), pos
+    return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -241,21 +355,27 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 14
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EndQuorumEpochResponse._DECODERS = {
@@ -268,57 +388,57 @@ EndQuorumEpochResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'EndQuorumEpochResponse'),
-    (83, 'EndQuorumEpochResponse.ErrorCode'),
-    (85, 'EndQuorumEpochResponse.Topics'),
-    (91, 'EndQuorumEpochResponse'),
-    (95, 'EndQuorumEpochResponse.NodeEndpoints'),
-    (97, 'EndQuorumEpochResponse.ErrorCode'),
-    (98, 'EndQuorumEpochResponse.Topics'),
-    (104, 'EndQuorumEpochResponse'),
-    (105, 'EndQuorumEpochResponse.ErrorCode'),
-    (107, 'EndQuorumEpochResponse.Topics'),
-    (114, 'EndQuorumEpochResponse.<tagged fields>'),
-    (122, 'EndQuorumEpochResponse.NodeEndpoints'),
-    (130, 'EndQuorumEpochResponse.<tagged fields>'),
-    (134, 'EndQuorumEpochResponse'),
-    (138, 'EndQuorumEpochResponse.ErrorCode'),
-    (139, 'EndQuorumEpochResponse.Topics'),
-    (143, 'EndQuorumEpochResponse.<tagged fields>'),
-    (144, 'EndQuorumEpochResponse.NodeEndpoints'),
-    (151, 'EndQuorumEpochResponse.<tagged fields>'),
-    (154, 'TopicData'),
-    (155, 'TopicData.TopicName'),
-    (156, 'TopicData.Partitions'),
-    (162, 'TopicData'),
-    (166, 'TopicData.TopicName'),
-    (167, 'TopicData.Partitions'),
-    (173, 'TopicData'),
-    (174, 'TopicData.TopicName'),
-    (175, 'TopicData.Partitions'),
-    (182, 'TopicData.<tagged fields>'),
-    (192, 'TopicData'),
-    (196, 'TopicData.TopicName'),
-    (197, 'TopicData.Partitions'),
-    (201, 'TopicData.<tagged fields>'),
-    (204, 'NodeEndpoint'),
-    (205, 'NodeEndpoint.NodeId'),
-    (207, 'NodeEndpoint.Host'),
-    (208, 'NodeEndpoint.Port'),
-    (210, 'NodeEndpoint.<tagged fields>'),
-    (220, 'NodeEndpoint'),
-    (224, 'NodeEndpoint.NodeId'),
-    (225, 'NodeEndpoint.Host'),
-    (226, 'NodeEndpoint.Port'),
-    (227, 'NodeEndpoint.<tagged fields>'),
-    (230, 'PartitionData'),
-    (231, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (233, 'PartitionData'),
-    (237, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (240, 'PartitionData'),
-    (241, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (243, 'PartitionData.<tagged fields>'),
-    (253, 'PartitionData'),
-    (257, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (258, 'PartitionData.<tagged fields>'),
+    (143, 'EndQuorumEpochResponse'),
+    (144, 'EndQuorumEpochResponse.ErrorCode'),
+    (146, 'EndQuorumEpochResponse.Topics'),
+    (155, 'EndQuorumEpochResponse'),
+    (159, 'EndQuorumEpochResponse.NodeEndpoints'),
+    (161, 'EndQuorumEpochResponse.ErrorCode'),
+    (162, 'EndQuorumEpochResponse.Topics'),
+    (169, 'EndQuorumEpochResponse'),
+    (170, 'EndQuorumEpochResponse.ErrorCode'),
+    (172, 'EndQuorumEpochResponse.Topics'),
+    (185, 'EndQuorumEpochResponse.<tagged fields>'),
+    (196, 'EndQuorumEpochResponse.NodeEndpoints'),
+    (210, 'EndQuorumEpochResponse.<tagged fields>'),
+    (214, 'EndQuorumEpochResponse'),
+    (218, 'EndQuorumEpochResponse.ErrorCode'),
+    (219, 'EndQuorumEpochResponse.Topics'),
+    (227, 'EndQuorumEpochResponse.<tagged fields>'),
+    (228, 'EndQuorumEpochResponse.NodeEndpoints'),
+    (239, 'EndQuorumEpochResponse.<tagged fields>'),
+    (242, 'TopicData'),
+    (243, 'TopicData.TopicName'),
+    (244, 'TopicData.Partitions'),
+    (253, 'TopicData'),
+    (257, 'TopicData.TopicName'),
+    (258, 'TopicData.Partitions'),
+    (265, 'TopicData'),
+    (266, 'TopicData.TopicName'),
+    (267, 'TopicData.Partitions'),
+    (280, 'TopicData.<tagged fields>'),
+    (293, 'TopicData'),
+    (297, 'TopicData.TopicName'),
+    (298, 'TopicData.Partitions'),
+    (306, 'TopicData.<tagged fields>'),
+    (312, 'NodeEndpoint'),
+    (313, 'NodeEndpoint.NodeId'),
+    (315, 'NodeEndpoint.Host'),
+    (316, 'NodeEndpoint.Port'),
+    (318, 'NodeEndpoint.<tagged fields>'),
+    (331, 'NodeEndpoint'),
+    (335, 'NodeEndpoint.NodeId'),
+    (336, 'NodeEndpoint.Host'),
+    (337, 'NodeEndpoint.Port'),
+    (338, 'NodeEndpoint.<tagged fields>'),
+    (344, 'PartitionData'),
+    (345, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (347, 'PartitionData'),
+    (351, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (354, 'PartitionData'),
+    (355, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (357, 'PartitionData.<tagged fields>'),
+    (370, 'PartitionData'),
+    (374, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (375, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">qh?")
 
 
@@ -38,11 +39,28 @@ class EndTxnRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EndTxnRequest(_Message):
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed', 'unknown_tagged_fields', )
+    transactional_id: Any
+    producer_id: Any
+    producer_epoch: Any
+    committed: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, producer_id: Any, producer_epoch: Any, committed: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.committed = committed
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EndTxnRequest  # type: ignore[assignment]
+
+
 def _d_EndTxnRequest_0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     f_transactional_id, pos = _p.read_string(buf, pos)
     (f_producer_id, f_producer_epoch, f_committed,) = _S0.unpack_from(buf, pos)
     pos += 11
-    return EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed), pos
+    return _New_EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed), pos  # type: ignore[return-value]
 
 
 def _e_EndTxnRequest_0(o: EndTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -55,22 +73,28 @@ def _d_EndTxnRequest_1(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     (f_producer_id, f_producer_epoch, f_committed,) = _S0.unpack_from(buf, pos)
     pos += 11
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EndTxnRequest_1(o: EndTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch, o.committed)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EndTxnRequest._DECODERS = {
@@ -91,18 +115,18 @@ EndTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'EndTxnRequest'),
-    (42, 'EndTxnRequest.TransactionalId'),
-    (43, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (45, 'EndTxnRequest'),
-    (49, 'EndTxnRequest.TransactionalId'),
-    (50, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (53, 'EndTxnRequest'),
-    (54, 'EndTxnRequest.TransactionalId'),
-    (55, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (57, 'EndTxnRequest.<tagged fields>'),
-    (67, 'EndTxnRequest'),
-    (71, 'EndTxnRequest.TransactionalId'),
-    (72, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (73, 'EndTxnRequest.<tagged fields>'),
+    (59, 'EndTxnRequest'),
+    (60, 'EndTxnRequest.TransactionalId'),
+    (61, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (63, 'EndTxnRequest'),
+    (67, 'EndTxnRequest.TransactionalId'),
+    (68, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (71, 'EndTxnRequest'),
+    (72, 'EndTxnRequest.TransactionalId'),
+    (73, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (75, 'EndTxnRequest.<tagged fields>'),
+    (88, 'EndTxnRequest'),
+    (92, 'EndTxnRequest.TransactionalId'),
+    (93, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (94, 'EndTxnRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">ihqh")
 
@@ -39,10 +40,27 @@ class EndTxnResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EndTxnResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    producer_id: Any
+    producer_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, producer_id: Any, producer_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EndTxnResponse  # type: ignore[assignment]
+
+
 def _d_EndTxnResponse_0(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    return EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1), pos
+    return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1), pos  # type: ignore[return-value]
 
 
 def _e_EndTxnResponse_0(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -53,42 +71,54 @@ def _d_EndTxnResponse_1(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EndTxnResponse_1(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EndTxnResponse_2(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EndTxnResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EndTxnResponse_2(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EndTxnResponse._DECODERS = {
@@ -109,20 +139,20 @@ EndTxnResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (42, 'EndTxnResponse'),
-    (43, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (45, 'EndTxnResponse'),
-    (49, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (52, 'EndTxnResponse'),
-    (53, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (55, 'EndTxnResponse.<tagged fields>'),
-    (65, 'EndTxnResponse'),
-    (69, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (70, 'EndTxnResponse.<tagged fields>'),
-    (73, 'EndTxnResponse'),
-    (74, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (76, 'EndTxnResponse.<tagged fields>'),
+    (60, 'EndTxnResponse'),
+    (61, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (63, 'EndTxnResponse'),
+    (67, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (70, 'EndTxnResponse'),
+    (71, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (73, 'EndTxnResponse.<tagged fields>'),
     (86, 'EndTxnResponse'),
-    (90, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (90, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
     (91, 'EndTxnResponse.<tagged fields>'),
+    (97, 'EndTxnResponse'),
+    (98, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (100, 'EndTxnResponse.<tagged fields>'),
+    (113, 'EndTxnResponse'),
+    (117, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (118, 'EndTxnResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -36,28 +37,49 @@ class EnvelopeRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EnvelopeRequest(_Message):
+    __slots__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields', )
+    request_data: Any
+    request_principal: Any
+    client_host_address: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, request_data: Any, request_principal: Any, client_host_address: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.request_data = request_data
+        self.request_principal = request_principal
+        self.client_host_address = client_host_address
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EnvelopeRequest  # type: ignore[assignment]
+
+
 def _d_EnvelopeRequest_0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, int]:
     f_request_data, pos = _p.read_compact_view(buf, pos)
     f_request_principal, pos = _p.read_compact_nullable_bytes(buf, pos)
     f_client_host_address, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EnvelopeRequest(f_request_data, f_request_principal, f_client_host_address, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EnvelopeRequest(f_request_data, f_request_principal, f_client_host_address, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EnvelopeRequest_0(o: EnvelopeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _write_records(out, chunks, o.request_data, True, False)
     _p.write_compact_nullable_bytes(out, o.request_principal)
     _p.write_compact_bytes(out, o.client_host_address)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EnvelopeRequest._DECODERS = {
@@ -68,14 +90,14 @@ EnvelopeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'EnvelopeRequest'),
-    (40, 'EnvelopeRequest.RequestData'),
-    (41, 'EnvelopeRequest.RequestPrincipal'),
-    (42, 'EnvelopeRequest.ClientHostAddress'),
-    (43, 'EnvelopeRequest.<tagged fields>'),
-    (53, 'EnvelopeRequest'),
-    (57, 'EnvelopeRequest.RequestData'),
-    (58, 'EnvelopeRequest.RequestPrincipal'),
-    (59, 'EnvelopeRequest.ClientHostAddress'),
-    (60, 'EnvelopeRequest.<tagged fields>'),
+    (55, 'EnvelopeRequest'),
+    (56, 'EnvelopeRequest.RequestData'),
+    (57, 'EnvelopeRequest.RequestPrincipal'),
+    (58, 'EnvelopeRequest.ClientHostAddress'),
+    (59, 'EnvelopeRequest.<tagged fields>'),
+    (72, 'EnvelopeRequest'),
+    (76, 'EnvelopeRequest.RequestData'),
+    (77, 'EnvelopeRequest.RequestPrincipal'),
+    (78, 'EnvelopeRequest.ClientHostAddress'),
+    (79, 'EnvelopeRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 
 
@@ -34,27 +35,46 @@ class EnvelopeResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EnvelopeResponse(_Message):
+    __slots__ = ('response_data', 'error_code', 'unknown_tagged_fields', )
+    response_data: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, response_data: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.response_data = response_data
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EnvelopeResponse  # type: ignore[assignment]
+
+
 def _d_EnvelopeResponse_0(buf: memoryview, pos: int) -> tuple[EnvelopeResponse, int]:
     f_response_data, pos = _p.read_compact_nullable_view(buf, pos)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EnvelopeResponse(f_response_data, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EnvelopeResponse(f_response_data, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EnvelopeResponse_0(o: EnvelopeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _write_records(out, chunks, o.response_data, True, True)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 EnvelopeResponse._DECODERS = {
@@ -65,12 +85,12 @@ EnvelopeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'EnvelopeResponse'),
-    (38, 'EnvelopeResponse.ResponseData'),
-    (39, 'EnvelopeResponse.ErrorCode'),
-    (41, 'EnvelopeResponse.<tagged fields>'),
     (51, 'EnvelopeResponse'),
-    (55, 'EnvelopeResponse.ResponseData'),
-    (56, 'EnvelopeResponse.ErrorCode'),
-    (57, 'EnvelopeResponse.<tagged fields>'),
+    (52, 'EnvelopeResponse.ResponseData'),
+    (53, 'EnvelopeResponse.ErrorCode'),
+    (55, 'EnvelopeResponse.<tagged fields>'),
+    (68, 'EnvelopeResponse'),
+    (72, 'EnvelopeResponse.ResponseData'),
+    (73, 'EnvelopeResponse.ErrorCode'),
+    (74, 'EnvelopeResponse.<tagged fields>'),
 )

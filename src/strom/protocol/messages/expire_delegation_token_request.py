@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">q")
 
 
@@ -34,11 +35,24 @@ class ExpireDelegationTokenRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ExpireDelegationTokenRequest(_Message):
+    __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields', )
+    hmac: Any
+    expiry_time_period_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, hmac: Any, expiry_time_period_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.hmac = hmac
+        self.expiry_time_period_ms = expiry_time_period_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ExpireDelegationTokenRequest  # type: ignore[assignment]
+
+
 def _d_ExpireDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:
     f_hmac, pos = _p.read_bytes(buf, pos)
     (f_expiry_time_period_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
-    return ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms), pos
+    return _New_ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms), pos  # type: ignore[return-value]
 
 
 def _e_ExpireDelegationTokenRequest_0(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -51,22 +65,28 @@ def _d_ExpireDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Expire
     (f_expiry_time_period_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ExpireDelegationTokenRequest_1(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_bytes(out, o.hmac)
     out += _S0.pack(o.expiry_time_period_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ExpireDelegationTokenRequest._DECODERS = {
@@ -81,18 +101,18 @@ ExpireDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'ExpireDelegationTokenRequest'),
-    (38, 'ExpireDelegationTokenRequest.Hmac'),
-    (39, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (41, 'ExpireDelegationTokenRequest'),
-    (45, 'ExpireDelegationTokenRequest.Hmac'),
-    (46, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (49, 'ExpireDelegationTokenRequest'),
-    (50, 'ExpireDelegationTokenRequest.Hmac'),
-    (51, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (53, 'ExpireDelegationTokenRequest.<tagged fields>'),
+    (51, 'ExpireDelegationTokenRequest'),
+    (52, 'ExpireDelegationTokenRequest.Hmac'),
+    (53, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (55, 'ExpireDelegationTokenRequest'),
+    (59, 'ExpireDelegationTokenRequest.Hmac'),
+    (60, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
     (63, 'ExpireDelegationTokenRequest'),
-    (67, 'ExpireDelegationTokenRequest.Hmac'),
-    (68, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (69, 'ExpireDelegationTokenRequest.<tagged fields>'),
+    (64, 'ExpireDelegationTokenRequest.Hmac'),
+    (65, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (67, 'ExpireDelegationTokenRequest.<tagged fields>'),
+    (80, 'ExpireDelegationTokenRequest'),
+    (84, 'ExpireDelegationTokenRequest.Hmac'),
+    (85, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (86, 'ExpireDelegationTokenRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iii")
 _S1 = Struct(">iiii")
 _S2 = Struct(">iiiib")
@@ -34,6 +35,19 @@ class ReplicaState:
     #: The epoch of this follower, or -1 if not available.
     replica_epoch: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReplicaState:
+    __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields', )
+    replica_id: Any
+    replica_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, replica_id: Any, replica_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.replica_id = replica_id
+        self.replica_epoch = replica_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReplicaState  # type: ignore[assignment]
 
 
 _DEFAULT_ReplicaState = ReplicaState()
@@ -58,6 +72,29 @@ class FetchPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchPartition:
+    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields', )
+    partition: Any
+    current_leader_epoch: Any
+    fetch_offset: Any
+    last_fetched_epoch: Any
+    log_start_offset: Any
+    partition_max_bytes: Any
+    replica_directory_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, current_leader_epoch: Any, fetch_offset: Any, last_fetched_epoch: Any, log_start_offset: Any, partition_max_bytes: Any, replica_directory_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.replica_directory_id = replica_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchPartition  # type: ignore[assignment]
+
+
 _DEFAULT_FetchPartition = FetchPartition()
 
 
@@ -72,6 +109,21 @@ class FetchTopic:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchTopic:
+    __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchTopic  # type: ignore[assignment]
+
+
 _DEFAULT_FetchTopic = FetchTopic()
 
 
@@ -84,6 +136,21 @@ class ForgottenTopic:
     #: The partitions indexes to forget.
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ForgottenTopic:
+    __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ForgottenTopic  # type: ignore[assignment]
 
 
 _DEFAULT_ForgottenTopic = ForgottenTopic()
@@ -124,16 +191,52 @@ class FetchRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchRequest(_Message):
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields', )
+    cluster_id: Any
+    replica_id: Any
+    replica_state: Any
+    max_wait_ms: Any
+    min_bytes: Any
+    max_bytes: Any
+    isolation_level: Any
+    session_id: Any
+    session_epoch: Any
+    topics: Any
+    forgotten_topics_data: Any
+    rack_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, replica_id: Any, replica_state: Any, max_wait_ms: Any, min_bytes: Any, max_bytes: Any, isolation_level: Any, session_id: Any, session_epoch: Any, topics: Any, forgotten_topics_data: Any, rack_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = topics
+        self.forgotten_topics_data = forgotten_topics_data
+        self.rack_id = rack_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchRequest  # type: ignore[assignment]
+
+
 def _d_FetchRequest_0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, 2147483647, 0, 0, -1, f_topics, (), ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, 2147483647, 0, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_0(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -143,7 +246,8 @@ def _e_FetchRequest_0(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ForgottenTopicsData cannot be sent in version 0", message_name="FetchRequest", api_version=0, field="ForgottenTopicsData")
     out += _S0.pack(o.replica_id, o.max_wait_ms, o.min_bytes)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_0(item_topics, out, chunks)
 
@@ -151,13 +255,16 @@ def _e_FetchRequest_0(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_1(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, 0, 0, -1, f_topics, (), ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, 0, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_1(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -167,7 +274,8 @@ def _e_FetchRequest_1(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ForgottenTopicsData cannot be sent in version 3", message_name="FetchRequest", api_version=3, field="ForgottenTopicsData")
     out += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_0(item_topics, out, chunks)
 
@@ -175,13 +283,16 @@ def _e_FetchRequest_1(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_2(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_2(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -191,7 +302,8 @@ def _e_FetchRequest_2(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ForgottenTopicsData cannot be sent in version 4", message_name="FetchRequest", api_version=4, field="ForgottenTopicsData")
     out += _S2.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_0(item_topics, out, chunks)
 
@@ -199,13 +311,16 @@ def _e_FetchRequest_2(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_3(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -215,7 +330,8 @@ def _e_FetchRequest_3(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ForgottenTopicsData cannot be sent in version 5", message_name="FetchRequest", api_version=5, field="ForgottenTopicsData")
     out += _S2.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_1(item_topics, out, chunks)
 
@@ -223,19 +339,25 @@ def _e_FetchRequest_3(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_0(buf, pos)
         items_forgotten_topics_data.append(item_forgotten_topics_data)
     f_forgotten_topics_data = tuple(items_forgotten_topics_data)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_4(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -243,11 +365,13 @@ def _e_FetchRequest_4(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 7", message_name="FetchRequest", api_version=7, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_1(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    out += _p.INT32.pack(len(items_forgotten_topics_data))
+    count = len(items_forgotten_topics_data)
+    out += _p.INT32.pack(count)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_0(item_forgotten_topics_data, out, chunks)
 
@@ -255,19 +379,25 @@ def _e_FetchRequest_4(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_0(buf, pos)
         items_forgotten_topics_data.append(item_forgotten_topics_data)
     f_forgotten_topics_data = tuple(items_forgotten_topics_data)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_5(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -275,11 +405,13 @@ def _e_FetchRequest_5(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 9", message_name="FetchRequest", api_version=9, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_2(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    out += _p.INT32.pack(len(items_forgotten_topics_data))
+    count = len(items_forgotten_topics_data)
+    out += _p.INT32.pack(count)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_0(item_forgotten_topics_data, out, chunks)
 
@@ -287,20 +419,26 @@ def _e_FetchRequest_5(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_6(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_0(buf, pos)
         items_forgotten_topics_data.append(item_forgotten_topics_data)
     f_forgotten_topics_data = tuple(items_forgotten_topics_data)
     f_rack_id, pos = _p.read_string(buf, pos)
-    return FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id), pos
+    return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -308,11 +446,13 @@ def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 11", message_name="FetchRequest", api_version=11, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_FetchTopic_2(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    out += _p.INT32.pack(len(items_forgotten_topics_data))
+    count = len(items_forgotten_topics_data)
+    out += _p.INT32.pack(count)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_0(item_forgotten_topics_data, out, chunks)
     _p.write_string(out, o.rack_id)
@@ -321,15 +461,27 @@ def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_1(buf, pos)
@@ -338,19 +490,22 @@ def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_rack_id, pos = _p.read_compact_string(buf, pos)
     f_cluster_id = None
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -358,11 +513,19 @@ def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 12", message_name="FetchRequest", api_version=12, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_FetchTopic_3(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_uvarint(out, len(items_forgotten_topics_data) + 1)
+    count = len(items_forgotten_topics_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_1(item_forgotten_topics_data, out, chunks)
     _p.write_compact_string(out, o.rack_id)
@@ -377,15 +540,27 @@ def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_4(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_2(buf, pos)
@@ -394,19 +569,22 @@ def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_rack_id, pos = _p.read_compact_string(buf, pos)
     f_cluster_id = None
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -414,11 +592,19 @@ def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 13", message_name="FetchRequest", api_version=13, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_FetchTopic_4(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_uvarint(out, len(items_forgotten_topics_data) + 1)
+    count = len(items_forgotten_topics_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_2(item_forgotten_topics_data, out, chunks)
     _p.write_compact_string(out, o.rack_id)
@@ -433,15 +619,27 @@ def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S4.unpack_from(buf, pos)
     pos += 21
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_4(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_2(buf, pos)
@@ -451,21 +649,24 @@ def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_cluster_id = None
     f_replica_state = _DEFAULT_ReplicaState
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        elif tag == 1:
-            f_replica_state, pos = _d_ReplicaState_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            elif tag == 1:
+                f_replica_state, pos = _d_ReplicaState_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -473,11 +674,19 @@ def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("ReplicaId cannot be sent in version 15", message_name="FetchRequest", api_version=15, field="ReplicaId")
     out += _S4.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_FetchTopic_4(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_uvarint(out, len(items_forgotten_topics_data) + 1)
+    count = len(items_forgotten_topics_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_2(item_forgotten_topics_data, out, chunks)
     _p.write_compact_string(out, o.rack_id)
@@ -496,15 +705,27 @@ def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S4.unpack_from(buf, pos)
     pos += 21
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_5(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_2(buf, pos)
@@ -514,21 +735,24 @@ def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f_cluster_id = None
     f_replica_state = _DEFAULT_ReplicaState
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        elif tag == 1:
-            f_replica_state, pos = _d_ReplicaState_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            elif tag == 1:
+                f_replica_state, pos = _d_ReplicaState_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchRequest_10(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -536,11 +760,19 @@ def _e_FetchRequest_10(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer])
         raise _UnsupportedVersion("ReplicaId cannot be sent in version 17", message_name="FetchRequest", api_version=17, field="ReplicaId")
     out += _S4.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_FetchTopic_5(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_uvarint(out, len(items_forgotten_topics_data) + 1)
+    count = len(items_forgotten_topics_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_2(item_forgotten_topics_data, out, chunks)
     _p.write_compact_string(out, o.rack_id)
@@ -558,248 +790,350 @@ def _e_FetchRequest_10(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer])
 
 def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_FetchPartition_0(item_partitions, out, chunks)
 
 
 def _d_FetchTopic_1(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_1(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_FetchPartition_1(item_partitions, out, chunks)
 
 
 def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
 
 
 def _d_FetchTopic_2(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_2(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_FetchPartition_2(item_partitions, out, chunks)
 
 
 def _d_FetchTopic_3(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_3(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_FetchPartition_3(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_1(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ForgottenTopic_1(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_4(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchTopic('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_4(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_FetchPartition_3(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_2(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ForgottenTopic('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ForgottenTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ForgottenTopic_2(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     (f_replica_id, f_replica_epoch,) = _S5.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReplicaState(f_replica_id, f_replica_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReplicaState(f_replica_id, f_replica_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.replica_id, o.replica_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_5(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_4(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchTopic('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_5(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_FetchPartition_4(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
     (f_partition, f_fetch_offset, f_partition_max_bytes,) = _S6.unpack_from(buf, pos)
     pos += 16
-    return FetchPartition(f_partition, -1, f_fetch_offset, -1, -1, f_partition_max_bytes, _p.ZERO_UUID), pos
+    return _New_FetchPartition(f_partition, -1, f_fetch_offset, -1, -1, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -811,7 +1145,7 @@ def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffe
 def _d_FetchPartition_1(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
     (f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes,) = _S7.unpack_from(buf, pos)
     pos += 24
-    return FetchPartition(f_partition, -1, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos
+    return _New_FetchPartition(f_partition, -1, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_1(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -823,7 +1157,7 @@ def _e_FetchPartition_1(o: FetchPartition, out: bytearray, chunks: list[_p.Buffe
 def _d_FetchPartition_2(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
     (f_partition, f_current_leader_epoch, f_fetch_offset, f_log_start_offset, f_partition_max_bytes,) = _S8.unpack_from(buf, pos)
     pos += 28
-    return FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos
+    return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_2(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -836,21 +1170,27 @@ def _d_FetchPartition_3(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     (f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes,) = _S9.unpack_from(buf, pos)
     pos += 32
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_3(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S9.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchPartition_4(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
@@ -858,19 +1198,22 @@ def _d_FetchPartition_4(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     pos += 32
     f_replica_directory_id = _p.ZERO_UUID
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_replica_directory_id, pos = _p.read_uuid(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_replica_directory_id, pos = _p.read_uuid(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_4(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -925,238 +1268,238 @@ FetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (127, 'FetchRequest'),
-    (128, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
-    (130, 'FetchRequest.Topics'),
-    (136, 'FetchRequest'),
-    (140, 'FetchRequest.ReplicaState'),
-    (142, 'FetchRequest.ForgottenTopicsData'),
-    (144, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
-    (145, 'FetchRequest.Topics'),
-    (151, 'FetchRequest'),
-    (152, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
-    (154, 'FetchRequest.Topics'),
-    (160, 'FetchRequest'),
-    (164, 'FetchRequest.ReplicaState'),
-    (166, 'FetchRequest.ForgottenTopicsData'),
-    (168, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
-    (169, 'FetchRequest.Topics'),
-    (175, 'FetchRequest'),
-    (176, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (178, 'FetchRequest.Topics'),
-    (184, 'FetchRequest'),
-    (188, 'FetchRequest.ReplicaState'),
-    (190, 'FetchRequest.ForgottenTopicsData'),
-    (192, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (193, 'FetchRequest.Topics'),
-    (199, 'FetchRequest'),
-    (200, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (202, 'FetchRequest.Topics'),
-    (208, 'FetchRequest'),
-    (212, 'FetchRequest.ReplicaState'),
-    (214, 'FetchRequest.ForgottenTopicsData'),
-    (216, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (217, 'FetchRequest.Topics'),
-    (223, 'FetchRequest'),
-    (224, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (226, 'FetchRequest.Topics'),
-    (232, 'FetchRequest.ForgottenTopicsData'),
-    (238, 'FetchRequest'),
-    (242, 'FetchRequest.ReplicaState'),
-    (244, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (245, 'FetchRequest.Topics'),
-    (249, 'FetchRequest.ForgottenTopicsData'),
+    (227, 'FetchRequest'),
+    (228, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
+    (230, 'FetchRequest.Topics'),
+    (239, 'FetchRequest'),
+    (243, 'FetchRequest.ReplicaState'),
+    (245, 'FetchRequest.ForgottenTopicsData'),
+    (247, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
+    (248, 'FetchRequest.Topics'),
     (255, 'FetchRequest'),
-    (256, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (256, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
     (258, 'FetchRequest.Topics'),
-    (264, 'FetchRequest.ForgottenTopicsData'),
-    (270, 'FetchRequest'),
-    (274, 'FetchRequest.ReplicaState'),
-    (276, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (277, 'FetchRequest.Topics'),
-    (281, 'FetchRequest.ForgottenTopicsData'),
-    (287, 'FetchRequest'),
-    (288, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (290, 'FetchRequest.Topics'),
-    (296, 'FetchRequest.ForgottenTopicsData'),
-    (302, 'FetchRequest.RackId'),
-    (303, 'FetchRequest'),
-    (307, 'FetchRequest.ReplicaState'),
-    (309, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (310, 'FetchRequest.Topics'),
-    (314, 'FetchRequest.ForgottenTopicsData'),
-    (318, 'FetchRequest.RackId'),
-    (321, 'FetchRequest'),
-    (322, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (324, 'FetchRequest.Topics'),
-    (331, 'FetchRequest.ForgottenTopicsData'),
-    (338, 'FetchRequest.RackId'),
-    (339, 'FetchRequest.<tagged fields>'),
-    (347, 'FetchRequest.ClusterId'),
-    (349, 'FetchRequest.<tagged fields>'),
-    (353, 'FetchRequest'),
-    (357, 'FetchRequest.ReplicaState'),
-    (359, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (360, 'FetchRequest.Topics'),
-    (364, 'FetchRequest.ForgottenTopicsData'),
-    (368, 'FetchRequest.RackId'),
-    (369, 'FetchRequest.<tagged fields>'),
-    (370, 'FetchRequest.ClusterId'),
-    (374, 'FetchRequest.<tagged fields>'),
-    (377, 'FetchRequest'),
-    (378, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (380, 'FetchRequest.Topics'),
-    (387, 'FetchRequest.ForgottenTopicsData'),
-    (394, 'FetchRequest.RackId'),
-    (395, 'FetchRequest.<tagged fields>'),
-    (403, 'FetchRequest.ClusterId'),
-    (405, 'FetchRequest.<tagged fields>'),
-    (409, 'FetchRequest'),
-    (413, 'FetchRequest.ReplicaState'),
-    (415, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (416, 'FetchRequest.Topics'),
-    (420, 'FetchRequest.ForgottenTopicsData'),
-    (424, 'FetchRequest.RackId'),
-    (425, 'FetchRequest.<tagged fields>'),
-    (426, 'FetchRequest.ClusterId'),
-    (430, 'FetchRequest.<tagged fields>'),
-    (433, 'FetchRequest'),
-    (434, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (436, 'FetchRequest.Topics'),
-    (443, 'FetchRequest.ForgottenTopicsData'),
-    (450, 'FetchRequest.RackId'),
-    (451, 'FetchRequest.<tagged fields>'),
-    (460, 'FetchRequest.ClusterId'),
-    (462, 'FetchRequest.ReplicaState'),
-    (464, 'FetchRequest.<tagged fields>'),
-    (468, 'FetchRequest'),
-    (472, 'FetchRequest.ReplicaId'),
-    (474, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (475, 'FetchRequest.Topics'),
-    (479, 'FetchRequest.ForgottenTopicsData'),
-    (483, 'FetchRequest.RackId'),
-    (484, 'FetchRequest.<tagged fields>'),
-    (485, 'FetchRequest.ClusterId'),
-    (489, 'FetchRequest.ReplicaState'),
-    (493, 'FetchRequest.<tagged fields>'),
-    (496, 'FetchRequest'),
-    (497, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (499, 'FetchRequest.Topics'),
-    (506, 'FetchRequest.ForgottenTopicsData'),
-    (513, 'FetchRequest.RackId'),
-    (514, 'FetchRequest.<tagged fields>'),
-    (523, 'FetchRequest.ClusterId'),
-    (525, 'FetchRequest.ReplicaState'),
-    (527, 'FetchRequest.<tagged fields>'),
-    (531, 'FetchRequest'),
-    (535, 'FetchRequest.ReplicaId'),
-    (537, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (538, 'FetchRequest.Topics'),
-    (542, 'FetchRequest.ForgottenTopicsData'),
-    (546, 'FetchRequest.RackId'),
-    (547, 'FetchRequest.<tagged fields>'),
-    (548, 'FetchRequest.ClusterId'),
-    (552, 'FetchRequest.ReplicaState'),
-    (556, 'FetchRequest.<tagged fields>'),
-    (559, 'FetchTopic'),
-    (560, 'FetchTopic.Topic'),
-    (561, 'FetchTopic.Partitions'),
-    (567, 'FetchTopic'),
-    (571, 'FetchTopic.Topic'),
-    (572, 'FetchTopic.Partitions'),
-    (578, 'FetchTopic'),
-    (579, 'FetchTopic.Topic'),
-    (580, 'FetchTopic.Partitions'),
-    (586, 'FetchTopic'),
-    (590, 'FetchTopic.Topic'),
-    (591, 'FetchTopic.Partitions'),
-    (597, 'ForgottenTopic'),
-    (598, 'ForgottenTopic.Topic'),
-    (599, 'ForgottenTopic.Partitions'),
-    (602, 'ForgottenTopic'),
-    (606, 'ForgottenTopic.Topic'),
-    (607, 'ForgottenTopic.Partitions'),
-    (612, 'FetchTopic'),
-    (613, 'FetchTopic.Topic'),
-    (614, 'FetchTopic.Partitions'),
-    (620, 'FetchTopic'),
-    (624, 'FetchTopic.Topic'),
-    (625, 'FetchTopic.Partitions'),
-    (631, 'FetchTopic'),
-    (632, 'FetchTopic.Topic'),
-    (633, 'FetchTopic.Partitions'),
-    (640, 'FetchTopic.<tagged fields>'),
-    (650, 'FetchTopic'),
-    (654, 'FetchTopic.Topic'),
-    (655, 'FetchTopic.Partitions'),
-    (659, 'FetchTopic.<tagged fields>'),
-    (662, 'ForgottenTopic'),
-    (663, 'ForgottenTopic.Topic'),
-    (664, 'ForgottenTopic.Partitions'),
-    (668, 'ForgottenTopic.<tagged fields>'),
-    (678, 'ForgottenTopic'),
-    (682, 'ForgottenTopic.Topic'),
-    (683, 'ForgottenTopic.Partitions'),
-    (686, 'ForgottenTopic.<tagged fields>'),
-    (689, 'FetchTopic'),
-    (690, 'FetchTopic.TopicId'),
-    (691, 'FetchTopic.Partitions'),
-    (698, 'FetchTopic.<tagged fields>'),
-    (708, 'FetchTopic'),
-    (712, 'FetchTopic.TopicId'),
-    (713, 'FetchTopic.Partitions'),
-    (717, 'FetchTopic.<tagged fields>'),
-    (720, 'ForgottenTopic'),
-    (721, 'ForgottenTopic.TopicId'),
-    (722, 'ForgottenTopic.Partitions'),
-    (726, 'ForgottenTopic.<tagged fields>'),
-    (736, 'ForgottenTopic'),
-    (740, 'ForgottenTopic.TopicId'),
-    (741, 'ForgottenTopic.Partitions'),
-    (744, 'ForgottenTopic.<tagged fields>'),
-    (747, 'ReplicaState'),
-    (748, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (750, 'ReplicaState.<tagged fields>'),
-    (760, 'ReplicaState'),
-    (764, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (765, 'ReplicaState.<tagged fields>'),
-    (768, 'FetchTopic'),
-    (769, 'FetchTopic.TopicId'),
-    (770, 'FetchTopic.Partitions'),
-    (777, 'FetchTopic.<tagged fields>'),
-    (787, 'FetchTopic'),
-    (791, 'FetchTopic.TopicId'),
-    (792, 'FetchTopic.Partitions'),
-    (796, 'FetchTopic.<tagged fields>'),
-    (799, 'FetchPartition'),
-    (800, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (802, 'FetchPartition'),
-    (806, 'FetchPartition.LastFetchedEpoch'),
-    (808, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (811, 'FetchPartition'),
-    (812, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (814, 'FetchPartition'),
-    (818, 'FetchPartition.LastFetchedEpoch'),
-    (820, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (823, 'FetchPartition'),
-    (824, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (826, 'FetchPartition'),
-    (830, 'FetchPartition.LastFetchedEpoch'),
-    (832, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (835, 'FetchPartition'),
-    (836, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (838, 'FetchPartition.<tagged fields>'),
-    (848, 'FetchPartition'),
-    (852, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (853, 'FetchPartition.<tagged fields>'),
-    (856, 'FetchPartition'),
-    (857, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (859, 'FetchPartition.<tagged fields>'),
-    (867, 'FetchPartition.ReplicaDirectoryId'),
-    (869, 'FetchPartition.<tagged fields>'),
-    (873, 'FetchPartition'),
-    (877, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (878, 'FetchPartition.<tagged fields>'),
-    (879, 'FetchPartition.ReplicaDirectoryId'),
-    (883, 'FetchPartition.<tagged fields>'),
+    (267, 'FetchRequest'),
+    (271, 'FetchRequest.ReplicaState'),
+    (273, 'FetchRequest.ForgottenTopicsData'),
+    (275, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
+    (276, 'FetchRequest.Topics'),
+    (283, 'FetchRequest'),
+    (284, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (286, 'FetchRequest.Topics'),
+    (295, 'FetchRequest'),
+    (299, 'FetchRequest.ReplicaState'),
+    (301, 'FetchRequest.ForgottenTopicsData'),
+    (303, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (304, 'FetchRequest.Topics'),
+    (311, 'FetchRequest'),
+    (312, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (314, 'FetchRequest.Topics'),
+    (323, 'FetchRequest'),
+    (327, 'FetchRequest.ReplicaState'),
+    (329, 'FetchRequest.ForgottenTopicsData'),
+    (331, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (332, 'FetchRequest.Topics'),
+    (339, 'FetchRequest'),
+    (340, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (342, 'FetchRequest.Topics'),
+    (351, 'FetchRequest.ForgottenTopicsData'),
+    (360, 'FetchRequest'),
+    (364, 'FetchRequest.ReplicaState'),
+    (366, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (367, 'FetchRequest.Topics'),
+    (372, 'FetchRequest.ForgottenTopicsData'),
+    (379, 'FetchRequest'),
+    (380, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (382, 'FetchRequest.Topics'),
+    (391, 'FetchRequest.ForgottenTopicsData'),
+    (400, 'FetchRequest'),
+    (404, 'FetchRequest.ReplicaState'),
+    (406, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (407, 'FetchRequest.Topics'),
+    (412, 'FetchRequest.ForgottenTopicsData'),
+    (419, 'FetchRequest'),
+    (420, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (422, 'FetchRequest.Topics'),
+    (431, 'FetchRequest.ForgottenTopicsData'),
+    (440, 'FetchRequest.RackId'),
+    (441, 'FetchRequest'),
+    (445, 'FetchRequest.ReplicaState'),
+    (447, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (448, 'FetchRequest.Topics'),
+    (453, 'FetchRequest.ForgottenTopicsData'),
+    (458, 'FetchRequest.RackId'),
+    (461, 'FetchRequest'),
+    (462, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (464, 'FetchRequest.Topics'),
+    (477, 'FetchRequest.ForgottenTopicsData'),
+    (490, 'FetchRequest.RackId'),
+    (491, 'FetchRequest.<tagged fields>'),
+    (502, 'FetchRequest.ClusterId'),
+    (504, 'FetchRequest.<tagged fields>'),
+    (508, 'FetchRequest'),
+    (512, 'FetchRequest.ReplicaState'),
+    (514, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (515, 'FetchRequest.Topics'),
+    (523, 'FetchRequest.ForgottenTopicsData'),
+    (531, 'FetchRequest.RackId'),
+    (532, 'FetchRequest.<tagged fields>'),
+    (533, 'FetchRequest.ClusterId'),
+    (537, 'FetchRequest.<tagged fields>'),
+    (540, 'FetchRequest'),
+    (541, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (543, 'FetchRequest.Topics'),
+    (556, 'FetchRequest.ForgottenTopicsData'),
+    (569, 'FetchRequest.RackId'),
+    (570, 'FetchRequest.<tagged fields>'),
+    (581, 'FetchRequest.ClusterId'),
+    (583, 'FetchRequest.<tagged fields>'),
+    (587, 'FetchRequest'),
+    (591, 'FetchRequest.ReplicaState'),
+    (593, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (594, 'FetchRequest.Topics'),
+    (602, 'FetchRequest.ForgottenTopicsData'),
+    (610, 'FetchRequest.RackId'),
+    (611, 'FetchRequest.<tagged fields>'),
+    (612, 'FetchRequest.ClusterId'),
+    (616, 'FetchRequest.<tagged fields>'),
+    (619, 'FetchRequest'),
+    (620, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (622, 'FetchRequest.Topics'),
+    (635, 'FetchRequest.ForgottenTopicsData'),
+    (648, 'FetchRequest.RackId'),
+    (649, 'FetchRequest.<tagged fields>'),
+    (661, 'FetchRequest.ClusterId'),
+    (663, 'FetchRequest.ReplicaState'),
+    (665, 'FetchRequest.<tagged fields>'),
+    (669, 'FetchRequest'),
+    (673, 'FetchRequest.ReplicaId'),
+    (675, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (676, 'FetchRequest.Topics'),
+    (684, 'FetchRequest.ForgottenTopicsData'),
+    (692, 'FetchRequest.RackId'),
+    (693, 'FetchRequest.<tagged fields>'),
+    (694, 'FetchRequest.ClusterId'),
+    (698, 'FetchRequest.ReplicaState'),
+    (702, 'FetchRequest.<tagged fields>'),
+    (705, 'FetchRequest'),
+    (706, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (708, 'FetchRequest.Topics'),
+    (721, 'FetchRequest.ForgottenTopicsData'),
+    (734, 'FetchRequest.RackId'),
+    (735, 'FetchRequest.<tagged fields>'),
+    (747, 'FetchRequest.ClusterId'),
+    (749, 'FetchRequest.ReplicaState'),
+    (751, 'FetchRequest.<tagged fields>'),
+    (755, 'FetchRequest'),
+    (759, 'FetchRequest.ReplicaId'),
+    (761, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (762, 'FetchRequest.Topics'),
+    (770, 'FetchRequest.ForgottenTopicsData'),
+    (778, 'FetchRequest.RackId'),
+    (779, 'FetchRequest.<tagged fields>'),
+    (780, 'FetchRequest.ClusterId'),
+    (784, 'FetchRequest.ReplicaState'),
+    (788, 'FetchRequest.<tagged fields>'),
+    (791, 'FetchTopic'),
+    (792, 'FetchTopic.Topic'),
+    (793, 'FetchTopic.Partitions'),
+    (802, 'FetchTopic'),
+    (806, 'FetchTopic.Topic'),
+    (807, 'FetchTopic.Partitions'),
+    (814, 'FetchTopic'),
+    (815, 'FetchTopic.Topic'),
+    (816, 'FetchTopic.Partitions'),
+    (825, 'FetchTopic'),
+    (829, 'FetchTopic.Topic'),
+    (830, 'FetchTopic.Partitions'),
+    (837, 'ForgottenTopic'),
+    (838, 'ForgottenTopic.Topic'),
+    (839, 'ForgottenTopic.Partitions'),
+    (845, 'ForgottenTopic'),
+    (849, 'ForgottenTopic.Topic'),
+    (850, 'ForgottenTopic.Partitions'),
+    (856, 'FetchTopic'),
+    (857, 'FetchTopic.Topic'),
+    (858, 'FetchTopic.Partitions'),
+    (867, 'FetchTopic'),
+    (871, 'FetchTopic.Topic'),
+    (872, 'FetchTopic.Partitions'),
+    (879, 'FetchTopic'),
+    (880, 'FetchTopic.Topic'),
+    (881, 'FetchTopic.Partitions'),
+    (894, 'FetchTopic.<tagged fields>'),
+    (907, 'FetchTopic'),
+    (911, 'FetchTopic.Topic'),
+    (912, 'FetchTopic.Partitions'),
+    (920, 'FetchTopic.<tagged fields>'),
+    (926, 'ForgottenTopic'),
+    (927, 'ForgottenTopic.Topic'),
+    (928, 'ForgottenTopic.Partitions'),
+    (938, 'ForgottenTopic.<tagged fields>'),
+    (951, 'ForgottenTopic'),
+    (955, 'ForgottenTopic.Topic'),
+    (956, 'ForgottenTopic.Partitions'),
+    (963, 'ForgottenTopic.<tagged fields>'),
+    (969, 'FetchTopic'),
+    (970, 'FetchTopic.TopicId'),
+    (971, 'FetchTopic.Partitions'),
+    (984, 'FetchTopic.<tagged fields>'),
+    (997, 'FetchTopic'),
+    (1001, 'FetchTopic.TopicId'),
+    (1002, 'FetchTopic.Partitions'),
+    (1010, 'FetchTopic.<tagged fields>'),
+    (1016, 'ForgottenTopic'),
+    (1017, 'ForgottenTopic.TopicId'),
+    (1018, 'ForgottenTopic.Partitions'),
+    (1028, 'ForgottenTopic.<tagged fields>'),
+    (1041, 'ForgottenTopic'),
+    (1045, 'ForgottenTopic.TopicId'),
+    (1046, 'ForgottenTopic.Partitions'),
+    (1053, 'ForgottenTopic.<tagged fields>'),
+    (1059, 'ReplicaState'),
+    (1060, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1062, 'ReplicaState.<tagged fields>'),
+    (1075, 'ReplicaState'),
+    (1079, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1080, 'ReplicaState.<tagged fields>'),
+    (1086, 'FetchTopic'),
+    (1087, 'FetchTopic.TopicId'),
+    (1088, 'FetchTopic.Partitions'),
+    (1101, 'FetchTopic.<tagged fields>'),
+    (1114, 'FetchTopic'),
+    (1118, 'FetchTopic.TopicId'),
+    (1119, 'FetchTopic.Partitions'),
+    (1127, 'FetchTopic.<tagged fields>'),
+    (1133, 'FetchPartition'),
+    (1134, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1136, 'FetchPartition'),
+    (1140, 'FetchPartition.LastFetchedEpoch'),
+    (1142, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1145, 'FetchPartition'),
+    (1146, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1148, 'FetchPartition'),
+    (1152, 'FetchPartition.LastFetchedEpoch'),
+    (1154, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1157, 'FetchPartition'),
+    (1158, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1160, 'FetchPartition'),
+    (1164, 'FetchPartition.LastFetchedEpoch'),
+    (1166, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1169, 'FetchPartition'),
+    (1170, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1172, 'FetchPartition.<tagged fields>'),
+    (1185, 'FetchPartition'),
+    (1189, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1190, 'FetchPartition.<tagged fields>'),
+    (1196, 'FetchPartition'),
+    (1197, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1199, 'FetchPartition.<tagged fields>'),
+    (1210, 'FetchPartition.ReplicaDirectoryId'),
+    (1212, 'FetchPartition.<tagged fields>'),
+    (1216, 'FetchPartition'),
+    (1220, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1221, 'FetchPartition.<tagged fields>'),
+    (1222, 'FetchPartition.ReplicaDirectoryId'),
+    (1226, 'FetchPartition.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ihi")
 _S2 = Struct(">ihq")
@@ -33,6 +34,19 @@ class EpochEndOffset:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EpochEndOffset:
+    __slots__ = ('epoch', 'end_offset', 'unknown_tagged_fields', )
+    epoch: Any
+    end_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, epoch: Any, end_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.epoch = epoch
+        self.end_offset = end_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EpochEndOffset  # type: ignore[assignment]
+
+
 _DEFAULT_EpochEndOffset = EpochEndOffset()
 
 
@@ -45,6 +59,19 @@ class LeaderIdAndEpoch:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderIdAndEpoch:
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderIdAndEpoch  # type: ignore[assignment]
+
+
 _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
@@ -53,6 +80,19 @@ class SnapshotId:
     end_offset: int = -1
     epoch: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_SnapshotId:
+    __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+    end_offset: Any
+    epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, end_offset: Any, epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SnapshotId  # type: ignore[assignment]
 
 
 _DEFAULT_SnapshotId = SnapshotId()
@@ -65,6 +105,19 @@ class AbortedTransaction:
     #: The first offset in the aborted transaction.
     first_offset: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AbortedTransaction:
+    __slots__ = ('producer_id', 'first_offset', 'unknown_tagged_fields', )
+    producer_id: Any
+    first_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, producer_id: Any, first_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AbortedTransaction  # type: ignore[assignment]
 
 
 _DEFAULT_AbortedTransaction = AbortedTransaction()
@@ -96,6 +149,37 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    high_watermark: Any
+    last_stable_offset: Any
+    log_start_offset: Any
+    diverging_epoch: Any
+    current_leader: Any
+    snapshot_id: Any
+    aborted_transactions: Any
+    preferred_read_replica: Any
+    records: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, high_watermark: Any, last_stable_offset: Any, log_start_offset: Any, diverging_epoch: Any, current_leader: Any, snapshot_id: Any, aborted_transactions: Any, preferred_read_replica: Any, records: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.diverging_epoch = diverging_epoch
+        self.current_leader = current_leader
+        self.snapshot_id = snapshot_id
+        self.aborted_transactions = aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -108,6 +192,21 @@ class FetchableTopicResponse:
     #: The topic partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_FetchableTopicResponse:
+    __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchableTopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_FetchableTopicResponse = FetchableTopicResponse()
@@ -125,6 +224,23 @@ class NodeEndpoint:
     #: The rack of the node, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -152,14 +268,36 @@ class FetchResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    session_id: Any
+    responses: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, session_id: Any, responses: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchResponse  # type: ignore[assignment]
+
+
 def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(0, 0, 0, f_responses, ()), pos
+    return _New_FetchResponse(0, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_0(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -168,7 +306,8 @@ def _e_FetchResponse_0(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="FetchResponse", api_version=0, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_0(item_responses, out, chunks)
 
@@ -176,13 +315,16 @@ def _e_FetchResponse_0(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos
+    return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_1(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -192,7 +334,8 @@ def _e_FetchResponse_1(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 1", message_name="FetchResponse", api_version=1, field="NodeEndpoints")
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_0(item_responses, out, chunks)
 
@@ -200,13 +343,16 @@ def _e_FetchResponse_1(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_2(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_1(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos
+    return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_2(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -216,7 +362,8 @@ def _e_FetchResponse_2(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 4", message_name="FetchResponse", api_version=4, field="NodeEndpoints")
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_1(item_responses, out, chunks)
 
@@ -224,13 +371,16 @@ def _e_FetchResponse_2(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_2(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos
+    return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_3(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -240,7 +390,8 @@ def _e_FetchResponse_3(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 5", message_name="FetchResponse", api_version=5, field="NodeEndpoints")
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_2(item_responses, out, chunks)
 
@@ -248,13 +399,16 @@ def _e_FetchResponse_3(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_2(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos
+    return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_4(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -262,7 +416,8 @@ def _e_FetchResponse_4(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 7", message_name="FetchResponse", api_version=7, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_2(item_responses, out, chunks)
 
@@ -270,13 +425,16 @@ def _e_FetchResponse_4(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_3(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos
+    return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -284,7 +442,8 @@ def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 11", message_name="FetchResponse", api_version=11, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_3(item_responses, out, chunks)
 
@@ -292,24 +451,33 @@ def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_6(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_4(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_6(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -317,33 +485,49 @@ def _e_FetchResponse_6(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 12", message_name="FetchResponse", api_version=12, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_4(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_5(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_7(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -351,17 +535,30 @@ def _e_FetchResponse_7(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 13", message_name="FetchResponse", api_version=13, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_5(item_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_FetchableTopicResponse_5(buf, pos)
@@ -369,38 +566,55 @@ def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     f_responses = tuple(items_responses)
     f_node_endpoints = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_node_endpoints: list[Any] = []
-            for _ in range(count):
-                item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
-                items_node_endpoints.append(item_node_endpoints)
-            f_node_endpoints = tuple(items_node_endpoints)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_node_endpoints: list[Any] = []
+                for _ in range(count):
+                    item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
+                    items_node_endpoints.append(item_node_endpoints)
+                f_node_endpoints = tuple(items_node_endpoints)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchResponse_8(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_FetchableTopicResponse_5(item_responses, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.node_endpoints != ():
         tmp = bytearray()
         items_node_endpoints = o.node_endpoints
-        _p.write_uvarint(tmp, len(items_node_endpoints) + 1)
+        count = len(items_node_endpoints)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_node_endpoints in items_node_endpoints:
             _e_NodeEndpoint_0(item_node_endpoints, tmp, chunks)
         tags.append((0, tmp))
@@ -409,140 +623,188 @@ def _e_FetchResponse_8(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 
 def _d_FetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
 
 
 def _d_FetchableTopicResponse_1(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_1(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
 
 
 def _d_FetchableTopicResponse_2(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_2(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_2(item_partitions, out, chunks)
 
 
 def _d_FetchableTopicResponse_3(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos
+    return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_PartitionData_3(item_partitions, out, chunks)
 
 
 def _d_FetchableTopicResponse_4(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_4(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_4(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_4(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchableTopicResponse('', f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchableTopicResponse('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_4(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -553,16 +815,19 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -570,14 +835,17 @@ def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) 
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark,) = _S2.unpack_from(buf, pos)
     pos += 14
     f_records, pos = _p.read_nullable_view(buf, pos)
-    return PartitionData(f_partition_index, f_error_code, f_high_watermark, -1, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, (), -1, f_records), pos
+    return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, -1, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, (), -1, f_records), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -596,7 +864,10 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset,) = _S3.unpack_from(buf, pos)
     pos += 22
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_aborted_transactions = None
     else:
@@ -606,7 +877,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
             items_aborted_transactions.append(item_aborted_transactions)
         f_aborted_transactions = tuple(items_aborted_transactions)
     f_records, pos = _p.read_nullable_view(buf, pos)
-    return PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos
+    return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -623,7 +894,8 @@ def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     if items_aborted_transactions is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_aborted_transactions))
+        count = len(items_aborted_transactions)
+        out += _p.INT32.pack(count)
         for item_aborted_transactions in items_aborted_transactions:
             _e_AbortedTransaction_0(item_aborted_transactions, out, chunks)
     _write_records(out, chunks, o.records, False, True)
@@ -632,7 +904,10 @@ def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset,) = _S4.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_aborted_transactions = None
     else:
@@ -642,7 +917,7 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
             items_aborted_transactions.append(item_aborted_transactions)
         f_aborted_transactions = tuple(items_aborted_transactions)
     f_records, pos = _p.read_nullable_view(buf, pos)
-    return PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos
+    return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -659,7 +934,8 @@ def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     if items_aborted_transactions is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_aborted_transactions))
+        count = len(items_aborted_transactions)
+        out += _p.INT32.pack(count)
         for item_aborted_transactions in items_aborted_transactions:
             _e_AbortedTransaction_0(item_aborted_transactions, out, chunks)
     _write_records(out, chunks, o.records, False, True)
@@ -668,7 +944,10 @@ def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_3(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset,) = _S4.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_aborted_transactions = None
     else:
@@ -680,7 +959,7 @@ def _d_PartitionData_3(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_preferred_read_replica,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_records, pos = _p.read_nullable_view(buf, pos)
-    return PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, f_preferred_read_replica, f_records), pos
+    return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, f_preferred_read_replica, f_records), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -695,7 +974,8 @@ def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     if items_aborted_transactions is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_aborted_transactions))
+        count = len(items_aborted_transactions)
+        out += _p.INT32.pack(count)
         for item_aborted_transactions in items_aborted_transactions:
             _e_AbortedTransaction_0(item_aborted_transactions, out, chunks)
     out += _S0.pack(o.preferred_read_replica)
@@ -705,7 +985,14 @@ def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset,) = _S4.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_aborted_transactions = None
     else:
@@ -721,23 +1008,26 @@ def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_current_leader = _DEFAULT_LeaderIdAndEpoch
     f_snapshot_id = _DEFAULT_SnapshotId
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_diverging_epoch, pos = _d_EpochEndOffset_0(buf, pos)
-        elif tag == 1:
-            f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
-        elif tag == 2:
-            f_snapshot_id, pos = _d_SnapshotId_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, f_diverging_epoch, f_current_leader, f_snapshot_id, f_aborted_transactions, f_preferred_read_replica, f_records, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_diverging_epoch, pos = _d_EpochEndOffset_0(buf, pos)
+            elif tag == 1:
+                f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
+            elif tag == 2:
+                f_snapshot_id, pos = _d_SnapshotId_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, f_diverging_epoch, f_current_leader, f_snapshot_id, f_aborted_transactions, f_preferred_read_replica, f_records, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_4(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -746,7 +1036,11 @@ def _e_PartitionData_4(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     if items_aborted_transactions is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_aborted_transactions) + 1)
+        count = len(items_aborted_transactions)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_aborted_transactions in items_aborted_transactions:
             _e_AbortedTransaction_1(item_aborted_transactions, out, chunks)
     out += _S0.pack(o.preferred_read_replica)
@@ -770,7 +1064,7 @@ def _e_PartitionData_4(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_AbortedTransaction_0(buf: memoryview, pos: int) -> tuple[AbortedTransaction, int]:
     (f_producer_id, f_first_offset,) = _S5.unpack_from(buf, pos)
     pos += 16
-    return AbortedTransaction(f_producer_id, f_first_offset), pos
+    return _New_AbortedTransaction(f_producer_id, f_first_offset), pos  # type: ignore[return-value]
 
 
 def _e_AbortedTransaction_0(o: AbortedTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -781,84 +1075,108 @@ def _d_AbortedTransaction_1(buf: memoryview, pos: int) -> tuple[AbortedTransacti
     (f_producer_id, f_first_offset,) = _S5.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AbortedTransaction(f_producer_id, f_first_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AbortedTransaction(f_producer_id, f_first_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AbortedTransaction_1(o: AbortedTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.producer_id, o.first_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EpochEndOffset_0(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
     (f_epoch, f_end_offset,) = _S6.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EpochEndOffset(f_epoch, f_end_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EpochEndOffset(f_epoch, f_end_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S6.pack(o.epoch, o.end_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S7.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S7.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     (f_end_offset, f_epoch,) = _S8.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SnapshotId(f_end_offset, f_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S8.pack(o.end_offset, o.epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 FetchResponse._DECODERS = {
@@ -903,225 +1221,225 @@ FetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (155, 'FetchResponse'),
-    (156, 'FetchResponse.Responses'),
-    (162, 'FetchResponse'),
-    (166, 'FetchResponse.SessionId'),
-    (168, 'FetchResponse.NodeEndpoints'),
-    (170, 'FetchResponse.Responses'),
-    (176, 'FetchResponse'),
-    (177, 'FetchResponse.ThrottleTimeMs'),
-    (179, 'FetchResponse.Responses'),
-    (185, 'FetchResponse'),
-    (189, 'FetchResponse.SessionId'),
-    (191, 'FetchResponse.NodeEndpoints'),
-    (193, 'FetchResponse.ThrottleTimeMs'),
-    (194, 'FetchResponse.Responses'),
-    (200, 'FetchResponse'),
-    (201, 'FetchResponse.ThrottleTimeMs'),
-    (203, 'FetchResponse.Responses'),
-    (209, 'FetchResponse'),
-    (213, 'FetchResponse.SessionId'),
-    (215, 'FetchResponse.NodeEndpoints'),
-    (217, 'FetchResponse.ThrottleTimeMs'),
-    (218, 'FetchResponse.Responses'),
-    (224, 'FetchResponse'),
-    (225, 'FetchResponse.ThrottleTimeMs'),
-    (227, 'FetchResponse.Responses'),
-    (233, 'FetchResponse'),
-    (237, 'FetchResponse.SessionId'),
-    (239, 'FetchResponse.NodeEndpoints'),
-    (241, 'FetchResponse.ThrottleTimeMs'),
-    (242, 'FetchResponse.Responses'),
-    (248, 'FetchResponse'),
-    (249, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (251, 'FetchResponse.Responses'),
-    (257, 'FetchResponse'),
-    (261, 'FetchResponse.NodeEndpoints'),
-    (263, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (264, 'FetchResponse.Responses'),
-    (270, 'FetchResponse'),
-    (271, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (273, 'FetchResponse.Responses'),
-    (279, 'FetchResponse'),
-    (283, 'FetchResponse.NodeEndpoints'),
-    (285, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (286, 'FetchResponse.Responses'),
-    (292, 'FetchResponse'),
-    (293, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (295, 'FetchResponse.Responses'),
-    (302, 'FetchResponse.<tagged fields>'),
-    (312, 'FetchResponse'),
-    (316, 'FetchResponse.NodeEndpoints'),
-    (318, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (319, 'FetchResponse.Responses'),
-    (323, 'FetchResponse.<tagged fields>'),
-    (326, 'FetchResponse'),
-    (327, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (329, 'FetchResponse.Responses'),
-    (336, 'FetchResponse.<tagged fields>'),
-    (346, 'FetchResponse'),
-    (350, 'FetchResponse.NodeEndpoints'),
-    (352, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (353, 'FetchResponse.Responses'),
-    (357, 'FetchResponse.<tagged fields>'),
-    (360, 'FetchResponse'),
-    (361, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (363, 'FetchResponse.Responses'),
-    (370, 'FetchResponse.<tagged fields>'),
-    (378, 'FetchResponse.NodeEndpoints'),
-    (386, 'FetchResponse.<tagged fields>'),
-    (390, 'FetchResponse'),
-    (394, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (395, 'FetchResponse.Responses'),
-    (399, 'FetchResponse.<tagged fields>'),
-    (400, 'FetchResponse.NodeEndpoints'),
-    (407, 'FetchResponse.<tagged fields>'),
-    (410, 'FetchableTopicResponse'),
-    (411, 'FetchableTopicResponse.Topic'),
-    (412, 'FetchableTopicResponse.Partitions'),
-    (418, 'FetchableTopicResponse'),
-    (422, 'FetchableTopicResponse.Topic'),
-    (423, 'FetchableTopicResponse.Partitions'),
-    (429, 'FetchableTopicResponse'),
-    (430, 'FetchableTopicResponse.Topic'),
-    (431, 'FetchableTopicResponse.Partitions'),
-    (437, 'FetchableTopicResponse'),
-    (441, 'FetchableTopicResponse.Topic'),
-    (442, 'FetchableTopicResponse.Partitions'),
-    (448, 'FetchableTopicResponse'),
-    (449, 'FetchableTopicResponse.Topic'),
-    (450, 'FetchableTopicResponse.Partitions'),
-    (456, 'FetchableTopicResponse'),
-    (460, 'FetchableTopicResponse.Topic'),
-    (461, 'FetchableTopicResponse.Partitions'),
-    (467, 'FetchableTopicResponse'),
-    (468, 'FetchableTopicResponse.Topic'),
-    (469, 'FetchableTopicResponse.Partitions'),
-    (475, 'FetchableTopicResponse'),
-    (479, 'FetchableTopicResponse.Topic'),
-    (480, 'FetchableTopicResponse.Partitions'),
-    (486, 'FetchableTopicResponse'),
-    (487, 'FetchableTopicResponse.Topic'),
-    (488, 'FetchableTopicResponse.Partitions'),
-    (495, 'FetchableTopicResponse.<tagged fields>'),
-    (505, 'FetchableTopicResponse'),
-    (509, 'FetchableTopicResponse.Topic'),
-    (510, 'FetchableTopicResponse.Partitions'),
-    (514, 'FetchableTopicResponse.<tagged fields>'),
-    (517, 'FetchableTopicResponse'),
-    (518, 'FetchableTopicResponse.TopicId'),
-    (519, 'FetchableTopicResponse.Partitions'),
-    (526, 'FetchableTopicResponse.<tagged fields>'),
-    (536, 'FetchableTopicResponse'),
-    (540, 'FetchableTopicResponse.TopicId'),
-    (541, 'FetchableTopicResponse.Partitions'),
-    (545, 'FetchableTopicResponse.<tagged fields>'),
-    (548, 'NodeEndpoint'),
-    (549, 'NodeEndpoint.NodeId'),
-    (551, 'NodeEndpoint.Host'),
-    (552, 'NodeEndpoint.Port'),
-    (554, 'NodeEndpoint.Rack'),
-    (555, 'NodeEndpoint.<tagged fields>'),
-    (565, 'NodeEndpoint'),
-    (569, 'NodeEndpoint.NodeId'),
-    (570, 'NodeEndpoint.Host'),
-    (571, 'NodeEndpoint.Port'),
-    (572, 'NodeEndpoint.Rack'),
-    (573, 'NodeEndpoint.<tagged fields>'),
-    (576, 'PartitionData'),
-    (577, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (579, 'PartitionData.Records'),
-    (580, 'PartitionData'),
-    (584, 'PartitionData.DivergingEpoch'),
-    (586, 'PartitionData.CurrentLeader'),
-    (588, 'PartitionData.SnapshotId'),
-    (590, 'PartitionData.PreferredReadReplica'),
-    (592, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (593, 'PartitionData.Records'),
-    (596, 'PartitionData'),
-    (597, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (599, 'PartitionData.AbortedTransactions'),
-    (608, 'PartitionData.Records'),
-    (609, 'PartitionData'),
-    (613, 'PartitionData.DivergingEpoch'),
-    (615, 'PartitionData.CurrentLeader'),
-    (617, 'PartitionData.SnapshotId'),
-    (619, 'PartitionData.PreferredReadReplica'),
-    (621, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (622, 'PartitionData.AbortedTransactions'),
-    (629, 'PartitionData.Records'),
-    (632, 'PartitionData'),
-    (633, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (635, 'PartitionData.AbortedTransactions'),
-    (644, 'PartitionData.Records'),
-    (645, 'PartitionData'),
-    (649, 'PartitionData.DivergingEpoch'),
-    (651, 'PartitionData.CurrentLeader'),
-    (653, 'PartitionData.SnapshotId'),
-    (655, 'PartitionData.PreferredReadReplica'),
-    (657, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (658, 'PartitionData.AbortedTransactions'),
-    (665, 'PartitionData.Records'),
-    (668, 'PartitionData'),
-    (669, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (671, 'PartitionData.AbortedTransactions'),
-    (680, 'PartitionData.PreferredReadReplica'),
-    (682, 'PartitionData.Records'),
-    (683, 'PartitionData'),
-    (687, 'PartitionData.DivergingEpoch'),
-    (689, 'PartitionData.CurrentLeader'),
-    (691, 'PartitionData.SnapshotId'),
-    (693, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (694, 'PartitionData.AbortedTransactions'),
-    (701, 'PartitionData.PreferredReadReplica'),
-    (702, 'PartitionData.Records'),
-    (705, 'PartitionData'),
-    (706, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (708, 'PartitionData.AbortedTransactions'),
-    (717, 'PartitionData.PreferredReadReplica'),
-    (719, 'PartitionData.Records'),
-    (720, 'PartitionData.<tagged fields>'),
-    (730, 'PartitionData.DivergingEpoch'),
-    (732, 'PartitionData.CurrentLeader'),
-    (734, 'PartitionData.SnapshotId'),
-    (736, 'PartitionData.<tagged fields>'),
-    (740, 'PartitionData'),
-    (744, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (745, 'PartitionData.AbortedTransactions'),
-    (752, 'PartitionData.PreferredReadReplica'),
-    (753, 'PartitionData.Records'),
-    (754, 'PartitionData.<tagged fields>'),
-    (755, 'PartitionData.DivergingEpoch'),
-    (759, 'PartitionData.CurrentLeader'),
-    (763, 'PartitionData.SnapshotId'),
-    (767, 'PartitionData.<tagged fields>'),
-    (770, 'AbortedTransaction'),
-    (771, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (773, 'AbortedTransaction'),
-    (777, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (780, 'AbortedTransaction'),
-    (781, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (783, 'AbortedTransaction.<tagged fields>'),
-    (793, 'AbortedTransaction'),
-    (797, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (798, 'AbortedTransaction.<tagged fields>'),
-    (801, 'EpochEndOffset'),
-    (802, 'EpochEndOffset.Epoch,EndOffset'),
-    (804, 'EpochEndOffset.<tagged fields>'),
-    (814, 'EpochEndOffset'),
-    (818, 'EpochEndOffset.Epoch,EndOffset'),
-    (819, 'EpochEndOffset.<tagged fields>'),
-    (822, 'LeaderIdAndEpoch'),
-    (823, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (825, 'LeaderIdAndEpoch.<tagged fields>'),
-    (835, 'LeaderIdAndEpoch'),
-    (839, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (840, 'LeaderIdAndEpoch.<tagged fields>'),
-    (843, 'SnapshotId'),
-    (844, 'SnapshotId.EndOffset,Epoch'),
-    (846, 'SnapshotId.<tagged fields>'),
-    (856, 'SnapshotId'),
-    (860, 'SnapshotId.EndOffset,Epoch'),
-    (861, 'SnapshotId.<tagged fields>'),
+    (290, 'FetchResponse'),
+    (291, 'FetchResponse.Responses'),
+    (300, 'FetchResponse'),
+    (304, 'FetchResponse.SessionId'),
+    (306, 'FetchResponse.NodeEndpoints'),
+    (308, 'FetchResponse.Responses'),
+    (315, 'FetchResponse'),
+    (316, 'FetchResponse.ThrottleTimeMs'),
+    (318, 'FetchResponse.Responses'),
+    (327, 'FetchResponse'),
+    (331, 'FetchResponse.SessionId'),
+    (333, 'FetchResponse.NodeEndpoints'),
+    (335, 'FetchResponse.ThrottleTimeMs'),
+    (336, 'FetchResponse.Responses'),
+    (343, 'FetchResponse'),
+    (344, 'FetchResponse.ThrottleTimeMs'),
+    (346, 'FetchResponse.Responses'),
+    (355, 'FetchResponse'),
+    (359, 'FetchResponse.SessionId'),
+    (361, 'FetchResponse.NodeEndpoints'),
+    (363, 'FetchResponse.ThrottleTimeMs'),
+    (364, 'FetchResponse.Responses'),
+    (371, 'FetchResponse'),
+    (372, 'FetchResponse.ThrottleTimeMs'),
+    (374, 'FetchResponse.Responses'),
+    (383, 'FetchResponse'),
+    (387, 'FetchResponse.SessionId'),
+    (389, 'FetchResponse.NodeEndpoints'),
+    (391, 'FetchResponse.ThrottleTimeMs'),
+    (392, 'FetchResponse.Responses'),
+    (399, 'FetchResponse'),
+    (400, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (402, 'FetchResponse.Responses'),
+    (411, 'FetchResponse'),
+    (415, 'FetchResponse.NodeEndpoints'),
+    (417, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (418, 'FetchResponse.Responses'),
+    (425, 'FetchResponse'),
+    (426, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (428, 'FetchResponse.Responses'),
+    (437, 'FetchResponse'),
+    (441, 'FetchResponse.NodeEndpoints'),
+    (443, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (444, 'FetchResponse.Responses'),
+    (451, 'FetchResponse'),
+    (452, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (454, 'FetchResponse.Responses'),
+    (467, 'FetchResponse.<tagged fields>'),
+    (480, 'FetchResponse'),
+    (484, 'FetchResponse.NodeEndpoints'),
+    (486, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (487, 'FetchResponse.Responses'),
+    (495, 'FetchResponse.<tagged fields>'),
+    (501, 'FetchResponse'),
+    (502, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (504, 'FetchResponse.Responses'),
+    (517, 'FetchResponse.<tagged fields>'),
+    (530, 'FetchResponse'),
+    (534, 'FetchResponse.NodeEndpoints'),
+    (536, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (537, 'FetchResponse.Responses'),
+    (545, 'FetchResponse.<tagged fields>'),
+    (551, 'FetchResponse'),
+    (552, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (554, 'FetchResponse.Responses'),
+    (567, 'FetchResponse.<tagged fields>'),
+    (578, 'FetchResponse.NodeEndpoints'),
+    (592, 'FetchResponse.<tagged fields>'),
+    (596, 'FetchResponse'),
+    (600, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (601, 'FetchResponse.Responses'),
+    (609, 'FetchResponse.<tagged fields>'),
+    (610, 'FetchResponse.NodeEndpoints'),
+    (621, 'FetchResponse.<tagged fields>'),
+    (624, 'FetchableTopicResponse'),
+    (625, 'FetchableTopicResponse.Topic'),
+    (626, 'FetchableTopicResponse.Partitions'),
+    (635, 'FetchableTopicResponse'),
+    (639, 'FetchableTopicResponse.Topic'),
+    (640, 'FetchableTopicResponse.Partitions'),
+    (647, 'FetchableTopicResponse'),
+    (648, 'FetchableTopicResponse.Topic'),
+    (649, 'FetchableTopicResponse.Partitions'),
+    (658, 'FetchableTopicResponse'),
+    (662, 'FetchableTopicResponse.Topic'),
+    (663, 'FetchableTopicResponse.Partitions'),
+    (670, 'FetchableTopicResponse'),
+    (671, 'FetchableTopicResponse.Topic'),
+    (672, 'FetchableTopicResponse.Partitions'),
+    (681, 'FetchableTopicResponse'),
+    (685, 'FetchableTopicResponse.Topic'),
+    (686, 'FetchableTopicResponse.Partitions'),
+    (693, 'FetchableTopicResponse'),
+    (694, 'FetchableTopicResponse.Topic'),
+    (695, 'FetchableTopicResponse.Partitions'),
+    (704, 'FetchableTopicResponse'),
+    (708, 'FetchableTopicResponse.Topic'),
+    (709, 'FetchableTopicResponse.Partitions'),
+    (716, 'FetchableTopicResponse'),
+    (717, 'FetchableTopicResponse.Topic'),
+    (718, 'FetchableTopicResponse.Partitions'),
+    (731, 'FetchableTopicResponse.<tagged fields>'),
+    (744, 'FetchableTopicResponse'),
+    (748, 'FetchableTopicResponse.Topic'),
+    (749, 'FetchableTopicResponse.Partitions'),
+    (757, 'FetchableTopicResponse.<tagged fields>'),
+    (763, 'FetchableTopicResponse'),
+    (764, 'FetchableTopicResponse.TopicId'),
+    (765, 'FetchableTopicResponse.Partitions'),
+    (778, 'FetchableTopicResponse.<tagged fields>'),
+    (791, 'FetchableTopicResponse'),
+    (795, 'FetchableTopicResponse.TopicId'),
+    (796, 'FetchableTopicResponse.Partitions'),
+    (804, 'FetchableTopicResponse.<tagged fields>'),
+    (810, 'NodeEndpoint'),
+    (811, 'NodeEndpoint.NodeId'),
+    (813, 'NodeEndpoint.Host'),
+    (814, 'NodeEndpoint.Port'),
+    (816, 'NodeEndpoint.Rack'),
+    (817, 'NodeEndpoint.<tagged fields>'),
+    (830, 'NodeEndpoint'),
+    (834, 'NodeEndpoint.NodeId'),
+    (835, 'NodeEndpoint.Host'),
+    (836, 'NodeEndpoint.Port'),
+    (837, 'NodeEndpoint.Rack'),
+    (838, 'NodeEndpoint.<tagged fields>'),
+    (844, 'PartitionData'),
+    (845, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (847, 'PartitionData.Records'),
+    (848, 'PartitionData'),
+    (852, 'PartitionData.DivergingEpoch'),
+    (854, 'PartitionData.CurrentLeader'),
+    (856, 'PartitionData.SnapshotId'),
+    (858, 'PartitionData.PreferredReadReplica'),
+    (860, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (861, 'PartitionData.Records'),
+    (864, 'PartitionData'),
+    (865, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (867, 'PartitionData.AbortedTransactions'),
+    (879, 'PartitionData.Records'),
+    (880, 'PartitionData'),
+    (884, 'PartitionData.DivergingEpoch'),
+    (886, 'PartitionData.CurrentLeader'),
+    (888, 'PartitionData.SnapshotId'),
+    (890, 'PartitionData.PreferredReadReplica'),
+    (892, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (893, 'PartitionData.AbortedTransactions'),
+    (901, 'PartitionData.Records'),
+    (904, 'PartitionData'),
+    (905, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (907, 'PartitionData.AbortedTransactions'),
+    (919, 'PartitionData.Records'),
+    (920, 'PartitionData'),
+    (924, 'PartitionData.DivergingEpoch'),
+    (926, 'PartitionData.CurrentLeader'),
+    (928, 'PartitionData.SnapshotId'),
+    (930, 'PartitionData.PreferredReadReplica'),
+    (932, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (933, 'PartitionData.AbortedTransactions'),
+    (941, 'PartitionData.Records'),
+    (944, 'PartitionData'),
+    (945, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (947, 'PartitionData.AbortedTransactions'),
+    (959, 'PartitionData.PreferredReadReplica'),
+    (961, 'PartitionData.Records'),
+    (962, 'PartitionData'),
+    (966, 'PartitionData.DivergingEpoch'),
+    (968, 'PartitionData.CurrentLeader'),
+    (970, 'PartitionData.SnapshotId'),
+    (972, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (973, 'PartitionData.AbortedTransactions'),
+    (981, 'PartitionData.PreferredReadReplica'),
+    (982, 'PartitionData.Records'),
+    (985, 'PartitionData'),
+    (986, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (988, 'PartitionData.AbortedTransactions'),
+    (1004, 'PartitionData.PreferredReadReplica'),
+    (1006, 'PartitionData.Records'),
+    (1007, 'PartitionData.<tagged fields>'),
+    (1020, 'PartitionData.DivergingEpoch'),
+    (1022, 'PartitionData.CurrentLeader'),
+    (1024, 'PartitionData.SnapshotId'),
+    (1026, 'PartitionData.<tagged fields>'),
+    (1030, 'PartitionData'),
+    (1034, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1035, 'PartitionData.AbortedTransactions'),
+    (1046, 'PartitionData.PreferredReadReplica'),
+    (1047, 'PartitionData.Records'),
+    (1048, 'PartitionData.<tagged fields>'),
+    (1049, 'PartitionData.DivergingEpoch'),
+    (1053, 'PartitionData.CurrentLeader'),
+    (1057, 'PartitionData.SnapshotId'),
+    (1061, 'PartitionData.<tagged fields>'),
+    (1064, 'AbortedTransaction'),
+    (1065, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1067, 'AbortedTransaction'),
+    (1071, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1074, 'AbortedTransaction'),
+    (1075, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1077, 'AbortedTransaction.<tagged fields>'),
+    (1090, 'AbortedTransaction'),
+    (1094, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1095, 'AbortedTransaction.<tagged fields>'),
+    (1101, 'EpochEndOffset'),
+    (1102, 'EpochEndOffset.Epoch,EndOffset'),
+    (1104, 'EpochEndOffset.<tagged fields>'),
+    (1117, 'EpochEndOffset'),
+    (1121, 'EpochEndOffset.Epoch,EndOffset'),
+    (1122, 'EpochEndOffset.<tagged fields>'),
+    (1128, 'LeaderIdAndEpoch'),
+    (1129, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1131, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1144, 'LeaderIdAndEpoch'),
+    (1148, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1149, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1155, 'SnapshotId'),
+    (1156, 'SnapshotId.EndOffset,Epoch'),
+    (1158, 'SnapshotId.<tagged fields>'),
+    (1171, 'SnapshotId'),
+    (1175, 'SnapshotId.EndOffset,Epoch'),
+    (1176, 'SnapshotId.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 _S1 = Struct(">q")
 _S2 = Struct(">qi")
@@ -25,6 +26,19 @@ class SnapshotId:
     end_offset: int = 0
     epoch: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_SnapshotId:
+    __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+    end_offset: Any
+    epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, end_offset: Any, epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SnapshotId  # type: ignore[assignment]
 
 
 _DEFAULT_SnapshotId = SnapshotId()
@@ -45,6 +59,25 @@ class PartitionSnapshot:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionSnapshot:
+    __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields', )
+    partition: Any
+    current_leader_epoch: Any
+    snapshot_id: Any
+    position: Any
+    replica_directory_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, current_leader_epoch: Any, snapshot_id: Any, position: Any, replica_directory_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.snapshot_id = snapshot_id
+        self.position = position
+        self.replica_directory_id = replica_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionSnapshot  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionSnapshot = PartitionSnapshot()
 
 
@@ -55,6 +88,19 @@ class TopicSnapshot:
     #: The partitions to fetch
     partitions: tuple[PartitionSnapshot, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicSnapshot:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicSnapshot  # type: ignore[assignment]
 
 
 _DEFAULT_TopicSnapshot = TopicSnapshot()
@@ -80,11 +126,34 @@ class FetchSnapshotRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchSnapshotRequest(_Message):
+    __slots__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields', )
+    cluster_id: Any
+    replica_id: Any
+    max_bytes: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, replica_id: Any, max_bytes: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.max_bytes = max_bytes
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchSnapshotRequest  # type: ignore[assignment]
+
+
 def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     (f_replica_id, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicSnapshot_0(buf, pos)
@@ -92,25 +161,32 @@ def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotR
     f_topics = tuple(items_topics)
     f_cluster_id = None
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.replica_id, o.max_bytes)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicSnapshot_0(item_topics, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
@@ -124,8 +200,14 @@ def _e_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray, chunks: l
 def _d_FetchSnapshotRequest_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     (f_replica_id, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicSnapshot_1(buf, pos)
@@ -133,25 +215,32 @@ def _d_FetchSnapshotRequest_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotR
     f_topics = tuple(items_topics)
     f_cluster_id = None
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.replica_id, o.max_bytes)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicSnapshot_1(item_topics, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
@@ -164,64 +253,96 @@ def _e_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray, chunks: l
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionSnapshot_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicSnapshot(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionSnapshot_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicSnapshot_1(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionSnapshot_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicSnapshot(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicSnapshot_1(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionSnapshot_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
@@ -231,23 +352,29 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     (f_position,) = _S1.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, _p.ZERO_UUID, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.current_leader_epoch)
     _e_SnapshotId_0(o.snapshot_id, out, chunks)
     out += _S1.pack(o.position)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_1(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
@@ -258,19 +385,22 @@ def _d_PartitionSnapshot_1(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     pos += 8
     f_replica_directory_id = _p.ZERO_UUID
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_replica_directory_id, pos = _p.read_uuid(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, f_replica_directory_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_replica_directory_id, pos = _p.read_uuid(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, f_replica_directory_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionSnapshot_1(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -289,21 +419,27 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     (f_end_offset, f_epoch,) = _S2.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SnapshotId(f_end_offset, f_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.end_offset, o.epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 FetchSnapshotRequest._DECODERS = {
@@ -316,74 +452,74 @@ FetchSnapshotRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (83, 'FetchSnapshotRequest'),
-    (84, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (86, 'FetchSnapshotRequest.Topics'),
-    (93, 'FetchSnapshotRequest.<tagged fields>'),
-    (101, 'FetchSnapshotRequest.ClusterId'),
-    (103, 'FetchSnapshotRequest.<tagged fields>'),
-    (107, 'FetchSnapshotRequest'),
-    (111, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (112, 'FetchSnapshotRequest.Topics'),
-    (116, 'FetchSnapshotRequest.<tagged fields>'),
-    (117, 'FetchSnapshotRequest.ClusterId'),
-    (121, 'FetchSnapshotRequest.<tagged fields>'),
-    (124, 'FetchSnapshotRequest'),
-    (125, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (127, 'FetchSnapshotRequest.Topics'),
-    (134, 'FetchSnapshotRequest.<tagged fields>'),
-    (142, 'FetchSnapshotRequest.ClusterId'),
-    (144, 'FetchSnapshotRequest.<tagged fields>'),
-    (148, 'FetchSnapshotRequest'),
-    (152, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (153, 'FetchSnapshotRequest.Topics'),
-    (157, 'FetchSnapshotRequest.<tagged fields>'),
-    (158, 'FetchSnapshotRequest.ClusterId'),
+    (146, 'FetchSnapshotRequest'),
+    (147, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (149, 'FetchSnapshotRequest.Topics'),
     (162, 'FetchSnapshotRequest.<tagged fields>'),
-    (165, 'TopicSnapshot'),
-    (166, 'TopicSnapshot.Name'),
-    (167, 'TopicSnapshot.Partitions'),
-    (174, 'TopicSnapshot.<tagged fields>'),
-    (184, 'TopicSnapshot'),
-    (188, 'TopicSnapshot.Name'),
-    (189, 'TopicSnapshot.Partitions'),
-    (193, 'TopicSnapshot.<tagged fields>'),
-    (196, 'TopicSnapshot'),
-    (197, 'TopicSnapshot.Name'),
-    (198, 'TopicSnapshot.Partitions'),
-    (205, 'TopicSnapshot.<tagged fields>'),
-    (215, 'TopicSnapshot'),
-    (219, 'TopicSnapshot.Name'),
-    (220, 'TopicSnapshot.Partitions'),
-    (224, 'TopicSnapshot.<tagged fields>'),
-    (227, 'PartitionSnapshot'),
-    (228, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (230, 'PartitionSnapshot.SnapshotId'),
-    (231, 'PartitionSnapshot.Position'),
-    (233, 'PartitionSnapshot.<tagged fields>'),
-    (243, 'PartitionSnapshot'),
-    (247, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (248, 'PartitionSnapshot.SnapshotId'),
-    (249, 'PartitionSnapshot.Position'),
-    (250, 'PartitionSnapshot.<tagged fields>'),
-    (253, 'PartitionSnapshot'),
-    (254, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (256, 'PartitionSnapshot.SnapshotId'),
-    (257, 'PartitionSnapshot.Position'),
-    (259, 'PartitionSnapshot.<tagged fields>'),
-    (267, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (269, 'PartitionSnapshot.<tagged fields>'),
-    (273, 'PartitionSnapshot'),
-    (277, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (278, 'PartitionSnapshot.SnapshotId'),
-    (279, 'PartitionSnapshot.Position'),
-    (280, 'PartitionSnapshot.<tagged fields>'),
-    (281, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (285, 'PartitionSnapshot.<tagged fields>'),
-    (288, 'SnapshotId'),
-    (289, 'SnapshotId.EndOffset,Epoch'),
-    (291, 'SnapshotId.<tagged fields>'),
-    (301, 'SnapshotId'),
-    (305, 'SnapshotId.EndOffset,Epoch'),
-    (306, 'SnapshotId.<tagged fields>'),
+    (173, 'FetchSnapshotRequest.ClusterId'),
+    (175, 'FetchSnapshotRequest.<tagged fields>'),
+    (179, 'FetchSnapshotRequest'),
+    (183, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (184, 'FetchSnapshotRequest.Topics'),
+    (192, 'FetchSnapshotRequest.<tagged fields>'),
+    (193, 'FetchSnapshotRequest.ClusterId'),
+    (197, 'FetchSnapshotRequest.<tagged fields>'),
+    (200, 'FetchSnapshotRequest'),
+    (201, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (203, 'FetchSnapshotRequest.Topics'),
+    (216, 'FetchSnapshotRequest.<tagged fields>'),
+    (227, 'FetchSnapshotRequest.ClusterId'),
+    (229, 'FetchSnapshotRequest.<tagged fields>'),
+    (233, 'FetchSnapshotRequest'),
+    (237, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (238, 'FetchSnapshotRequest.Topics'),
+    (246, 'FetchSnapshotRequest.<tagged fields>'),
+    (247, 'FetchSnapshotRequest.ClusterId'),
+    (251, 'FetchSnapshotRequest.<tagged fields>'),
+    (254, 'TopicSnapshot'),
+    (255, 'TopicSnapshot.Name'),
+    (256, 'TopicSnapshot.Partitions'),
+    (269, 'TopicSnapshot.<tagged fields>'),
+    (282, 'TopicSnapshot'),
+    (286, 'TopicSnapshot.Name'),
+    (287, 'TopicSnapshot.Partitions'),
+    (295, 'TopicSnapshot.<tagged fields>'),
+    (301, 'TopicSnapshot'),
+    (302, 'TopicSnapshot.Name'),
+    (303, 'TopicSnapshot.Partitions'),
+    (316, 'TopicSnapshot.<tagged fields>'),
+    (329, 'TopicSnapshot'),
+    (333, 'TopicSnapshot.Name'),
+    (334, 'TopicSnapshot.Partitions'),
+    (342, 'TopicSnapshot.<tagged fields>'),
+    (348, 'PartitionSnapshot'),
+    (349, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (351, 'PartitionSnapshot.SnapshotId'),
+    (352, 'PartitionSnapshot.Position'),
+    (354, 'PartitionSnapshot.<tagged fields>'),
+    (367, 'PartitionSnapshot'),
+    (371, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (372, 'PartitionSnapshot.SnapshotId'),
+    (373, 'PartitionSnapshot.Position'),
+    (374, 'PartitionSnapshot.<tagged fields>'),
+    (380, 'PartitionSnapshot'),
+    (381, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (383, 'PartitionSnapshot.SnapshotId'),
+    (384, 'PartitionSnapshot.Position'),
+    (386, 'PartitionSnapshot.<tagged fields>'),
+    (397, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (399, 'PartitionSnapshot.<tagged fields>'),
+    (403, 'PartitionSnapshot'),
+    (407, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (408, 'PartitionSnapshot.SnapshotId'),
+    (409, 'PartitionSnapshot.Position'),
+    (410, 'PartitionSnapshot.<tagged fields>'),
+    (411, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (415, 'PartitionSnapshot.<tagged fields>'),
+    (418, 'SnapshotId'),
+    (419, 'SnapshotId.EndOffset,Epoch'),
+    (421, 'SnapshotId.<tagged fields>'),
+    (434, 'SnapshotId'),
+    (438, 'SnapshotId.EndOffset,Epoch'),
+    (439, 'SnapshotId.<tagged fields>'),
 )

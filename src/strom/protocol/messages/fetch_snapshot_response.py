@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -30,6 +31,19 @@ class SnapshotId:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SnapshotId:
+    __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+    end_offset: Any
+    epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, end_offset: Any, epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SnapshotId  # type: ignore[assignment]
+
+
 _DEFAULT_SnapshotId = SnapshotId()
 
 
@@ -40,6 +54,19 @@ class LeaderIdAndEpoch:
     #: The latest known leader epoch
     leader_epoch: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderIdAndEpoch:
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderIdAndEpoch  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
@@ -63,6 +90,29 @@ class PartitionSnapshot:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionSnapshot:
+    __slots__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields', )
+    index: Any
+    error_code: Any
+    snapshot_id: Any
+    current_leader: Any
+    size: Any
+    position: Any
+    unaligned_records: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, index: Any, error_code: Any, snapshot_id: Any, current_leader: Any, size: Any, position: Any, unaligned_records: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.snapshot_id = snapshot_id
+        self.current_leader = current_leader
+        self.size = size
+        self.position = position
+        self.unaligned_records = unaligned_records
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionSnapshot  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionSnapshot = PartitionSnapshot()
 
 
@@ -73,6 +123,19 @@ class TopicSnapshot:
     #: The partitions to fetch.
     partitions: tuple[PartitionSnapshot, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicSnapshot:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicSnapshot  # type: ignore[assignment]
 
 
 _DEFAULT_TopicSnapshot = TopicSnapshot()
@@ -88,6 +151,21 @@ class NodeEndpoint:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -113,27 +191,53 @@ class FetchSnapshotResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchSnapshotResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    topics: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, topics: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchSnapshotResponse  # type: ignore[assignment]
+
+
 def _d_FetchSnapshotResponse_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicSnapshot_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -141,17 +245,30 @@ def _e_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray, chunks:
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="FetchSnapshotResponse", api_version=0, field="NodeEndpoints")
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicSnapshot_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicSnapshot_0(buf, pos)
@@ -159,38 +276,55 @@ def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     f_topics = tuple(items_topics)
     f_node_endpoints = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_node_endpoints: list[Any] = []
-            for _ in range(count):
-                item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
-                items_node_endpoints.append(item_node_endpoints)
-            f_node_endpoints = tuple(items_node_endpoints)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_node_endpoints: list[Any] = []
+                for _ in range(count):
+                    item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
+                    items_node_endpoints.append(item_node_endpoints)
+                f_node_endpoints = tuple(items_node_endpoints)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicSnapshot_0(item_topics, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.node_endpoints != ():
         tmp = bytearray()
         items_node_endpoints = o.node_endpoints
-        _p.write_uvarint(tmp, len(items_node_endpoints) + 1)
+        count = len(items_node_endpoints)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_node_endpoints in items_node_endpoints:
             _e_NodeEndpoint_0(item_node_endpoints, tmp, chunks)
         tags.append((0, tmp))
@@ -199,33 +333,49 @@ def _e_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray, chunks:
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionSnapshot_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicSnapshot(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionSnapshot_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -235,23 +385,29 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     (f_port,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot, int]:
@@ -263,19 +419,22 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     f_unaligned_records, pos = _p.read_compact_view(buf, pos)
     f_current_leader = _DEFAULT_LeaderIdAndEpoch
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionSnapshot(f_index, f_error_code, f_snapshot_id, f_current_leader, f_size, f_position, f_unaligned_records, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionSnapshot(f_index, f_error_code, f_snapshot_id, f_current_leader, f_size, f_position, f_unaligned_records, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -295,42 +454,54 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     (f_end_offset, f_epoch,) = _S4.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SnapshotId(f_end_offset, f_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.end_offset, o.epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S5.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 FetchSnapshotResponse._DECODERS = {
@@ -343,71 +514,71 @@ FetchSnapshotResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (116, 'FetchSnapshotResponse'),
-    (117, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (119, 'FetchSnapshotResponse.Topics'),
-    (126, 'FetchSnapshotResponse.<tagged fields>'),
-    (136, 'FetchSnapshotResponse'),
-    (140, 'FetchSnapshotResponse.NodeEndpoints'),
-    (142, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (143, 'FetchSnapshotResponse.Topics'),
-    (147, 'FetchSnapshotResponse.<tagged fields>'),
-    (150, 'FetchSnapshotResponse'),
-    (151, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'FetchSnapshotResponse.Topics'),
-    (160, 'FetchSnapshotResponse.<tagged fields>'),
-    (168, 'FetchSnapshotResponse.NodeEndpoints'),
-    (176, 'FetchSnapshotResponse.<tagged fields>'),
-    (180, 'FetchSnapshotResponse'),
-    (184, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (185, 'FetchSnapshotResponse.Topics'),
-    (189, 'FetchSnapshotResponse.<tagged fields>'),
-    (190, 'FetchSnapshotResponse.NodeEndpoints'),
-    (197, 'FetchSnapshotResponse.<tagged fields>'),
-    (200, 'TopicSnapshot'),
-    (201, 'TopicSnapshot.Name'),
-    (202, 'TopicSnapshot.Partitions'),
-    (209, 'TopicSnapshot.<tagged fields>'),
-    (219, 'TopicSnapshot'),
-    (223, 'TopicSnapshot.Name'),
-    (224, 'TopicSnapshot.Partitions'),
-    (228, 'TopicSnapshot.<tagged fields>'),
-    (231, 'NodeEndpoint'),
-    (232, 'NodeEndpoint.NodeId'),
-    (234, 'NodeEndpoint.Host'),
-    (235, 'NodeEndpoint.Port'),
-    (237, 'NodeEndpoint.<tagged fields>'),
-    (247, 'NodeEndpoint'),
-    (251, 'NodeEndpoint.NodeId'),
-    (252, 'NodeEndpoint.Host'),
-    (253, 'NodeEndpoint.Port'),
-    (254, 'NodeEndpoint.<tagged fields>'),
-    (257, 'PartitionSnapshot'),
-    (258, 'PartitionSnapshot.Index,ErrorCode'),
-    (260, 'PartitionSnapshot.SnapshotId'),
-    (261, 'PartitionSnapshot.Size,Position'),
-    (263, 'PartitionSnapshot.UnalignedRecords'),
-    (264, 'PartitionSnapshot.<tagged fields>'),
-    (272, 'PartitionSnapshot.CurrentLeader'),
-    (274, 'PartitionSnapshot.<tagged fields>'),
-    (278, 'PartitionSnapshot'),
-    (282, 'PartitionSnapshot.Index,ErrorCode'),
-    (283, 'PartitionSnapshot.SnapshotId'),
-    (284, 'PartitionSnapshot.Size,Position'),
-    (285, 'PartitionSnapshot.UnalignedRecords'),
-    (286, 'PartitionSnapshot.<tagged fields>'),
-    (287, 'PartitionSnapshot.CurrentLeader'),
-    (291, 'PartitionSnapshot.<tagged fields>'),
-    (294, 'SnapshotId'),
-    (295, 'SnapshotId.EndOffset,Epoch'),
-    (297, 'SnapshotId.<tagged fields>'),
-    (307, 'SnapshotId'),
-    (311, 'SnapshotId.EndOffset,Epoch'),
-    (312, 'SnapshotId.<tagged fields>'),
-    (315, 'LeaderIdAndEpoch'),
-    (316, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (318, 'LeaderIdAndEpoch.<tagged fields>'),
-    (328, 'LeaderIdAndEpoch'),
-    (332, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (333, 'LeaderIdAndEpoch.<tagged fields>'),
+    (211, 'FetchSnapshotResponse'),
+    (212, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (214, 'FetchSnapshotResponse.Topics'),
+    (227, 'FetchSnapshotResponse.<tagged fields>'),
+    (240, 'FetchSnapshotResponse'),
+    (244, 'FetchSnapshotResponse.NodeEndpoints'),
+    (246, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (247, 'FetchSnapshotResponse.Topics'),
+    (255, 'FetchSnapshotResponse.<tagged fields>'),
+    (261, 'FetchSnapshotResponse'),
+    (262, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (264, 'FetchSnapshotResponse.Topics'),
+    (277, 'FetchSnapshotResponse.<tagged fields>'),
+    (288, 'FetchSnapshotResponse.NodeEndpoints'),
+    (302, 'FetchSnapshotResponse.<tagged fields>'),
+    (306, 'FetchSnapshotResponse'),
+    (310, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (311, 'FetchSnapshotResponse.Topics'),
+    (319, 'FetchSnapshotResponse.<tagged fields>'),
+    (320, 'FetchSnapshotResponse.NodeEndpoints'),
+    (331, 'FetchSnapshotResponse.<tagged fields>'),
+    (334, 'TopicSnapshot'),
+    (335, 'TopicSnapshot.Name'),
+    (336, 'TopicSnapshot.Partitions'),
+    (349, 'TopicSnapshot.<tagged fields>'),
+    (362, 'TopicSnapshot'),
+    (366, 'TopicSnapshot.Name'),
+    (367, 'TopicSnapshot.Partitions'),
+    (375, 'TopicSnapshot.<tagged fields>'),
+    (381, 'NodeEndpoint'),
+    (382, 'NodeEndpoint.NodeId'),
+    (384, 'NodeEndpoint.Host'),
+    (385, 'NodeEndpoint.Port'),
+    (387, 'NodeEndpoint.<tagged fields>'),
+    (400, 'NodeEndpoint'),
+    (404, 'NodeEndpoint.NodeId'),
+    (405, 'NodeEndpoint.Host'),
+    (406, 'NodeEndpoint.Port'),
+    (407, 'NodeEndpoint.<tagged fields>'),
+    (413, 'PartitionSnapshot'),
+    (414, 'PartitionSnapshot.Index,ErrorCode'),
+    (416, 'PartitionSnapshot.SnapshotId'),
+    (417, 'PartitionSnapshot.Size,Position'),
+    (419, 'PartitionSnapshot.UnalignedRecords'),
+    (420, 'PartitionSnapshot.<tagged fields>'),
+    (431, 'PartitionSnapshot.CurrentLeader'),
+    (433, 'PartitionSnapshot.<tagged fields>'),
+    (437, 'PartitionSnapshot'),
+    (441, 'PartitionSnapshot.Index,ErrorCode'),
+    (442, 'PartitionSnapshot.SnapshotId'),
+    (443, 'PartitionSnapshot.Size,Position'),
+    (444, 'PartitionSnapshot.UnalignedRecords'),
+    (445, 'PartitionSnapshot.<tagged fields>'),
+    (446, 'PartitionSnapshot.CurrentLeader'),
+    (450, 'PartitionSnapshot.<tagged fields>'),
+    (453, 'SnapshotId'),
+    (454, 'SnapshotId.EndOffset,Epoch'),
+    (456, 'SnapshotId.<tagged fields>'),
+    (469, 'SnapshotId'),
+    (473, 'SnapshotId.EndOffset,Epoch'),
+    (474, 'SnapshotId.<tagged fields>'),
+    (480, 'LeaderIdAndEpoch'),
+    (481, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (483, 'LeaderIdAndEpoch.<tagged fields>'),
+    (496, 'LeaderIdAndEpoch'),
+    (500, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (501, 'LeaderIdAndEpoch.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">b")
 
 
@@ -36,9 +37,24 @@ class FindCoordinatorRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FindCoordinatorRequest(_Message):
+    __slots__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields', )
+    key: Any
+    key_type: Any
+    coordinator_keys: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, key: Any, key_type: Any, coordinator_keys: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = coordinator_keys
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FindCoordinatorRequest  # type: ignore[assignment]
+
+
 def _d_FindCoordinatorRequest_0(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     f_key, pos = _p.read_string(buf, pos)
-    return FindCoordinatorRequest(f_key, 0, ()), pos
+    return _New_FindCoordinatorRequest(f_key, 0, ()), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorRequest_0(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -53,7 +69,7 @@ def _d_FindCoordinatorRequest_1(buf: memoryview, pos: int) -> tuple[FindCoordina
     f_key, pos = _p.read_string(buf, pos)
     (f_key_type,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return FindCoordinatorRequest(f_key, f_key_type, ()), pos
+    return _New_FindCoordinatorRequest(f_key, f_key_type, ()), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorRequest_1(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -68,16 +84,19 @@ def _d_FindCoordinatorRequest_2(buf: memoryview, pos: int) -> tuple[FindCoordina
     (f_key_type,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FindCoordinatorRequest(f_key, f_key_type, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FindCoordinatorRequest(f_key, f_key_type, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -85,30 +104,42 @@ def _e_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray, chunk
         raise _UnsupportedVersion("CoordinatorKeys cannot be sent in version 3", message_name="FindCoordinatorRequest", api_version=3, field="CoordinatorKeys")
     _p.write_compact_string(out, o.key)
     out += _S0.pack(o.key_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FindCoordinatorRequest_3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     (f_key_type,) = _S0.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_coordinator_keys: list[Any] = []
     for _ in range(count):
         item_coordinator_keys, pos = _p.read_compact_string(buf, pos)
         items_coordinator_keys.append(item_coordinator_keys)
     f_coordinator_keys = tuple(items_coordinator_keys)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FindCoordinatorRequest('', f_key_type, f_coordinator_keys, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FindCoordinatorRequest('', f_key_type, f_coordinator_keys, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -116,10 +147,17 @@ def _e_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray, chunk
         raise _UnsupportedVersion("Key cannot be sent in version 4", message_name="FindCoordinatorRequest", api_version=4, field="Key")
     out += _S0.pack(o.key_type)
     items_coordinator_keys = o.coordinator_keys
-    _p.write_uvarint(out, len(items_coordinator_keys) + 1)
+    count = len(items_coordinator_keys)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_coordinator_keys in items_coordinator_keys:
         _p.write_compact_string(out, item_coordinator_keys)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 FindCoordinatorRequest._DECODERS = {
@@ -142,35 +180,35 @@ FindCoordinatorRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'FindCoordinatorRequest'),
-    (40, 'FindCoordinatorRequest.Key'),
-    (41, 'FindCoordinatorRequest'),
-    (45, 'FindCoordinatorRequest.KeyType'),
-    (47, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (49, 'FindCoordinatorRequest.Key'),
-    (52, 'FindCoordinatorRequest'),
-    (53, 'FindCoordinatorRequest.Key'),
-    (54, 'FindCoordinatorRequest.KeyType'),
-    (56, 'FindCoordinatorRequest'),
-    (60, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (62, 'FindCoordinatorRequest.Key'),
-    (63, 'FindCoordinatorRequest.KeyType'),
-    (66, 'FindCoordinatorRequest'),
-    (67, 'FindCoordinatorRequest.Key'),
-    (68, 'FindCoordinatorRequest.KeyType'),
-    (70, 'FindCoordinatorRequest.<tagged fields>'),
-    (80, 'FindCoordinatorRequest'),
-    (84, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (86, 'FindCoordinatorRequest.Key'),
-    (87, 'FindCoordinatorRequest.KeyType'),
-    (88, 'FindCoordinatorRequest.<tagged fields>'),
-    (91, 'FindCoordinatorRequest'),
-    (92, 'FindCoordinatorRequest.KeyType'),
-    (94, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (101, 'FindCoordinatorRequest.<tagged fields>'),
-    (111, 'FindCoordinatorRequest'),
-    (115, 'FindCoordinatorRequest.Key'),
-    (117, 'FindCoordinatorRequest.KeyType'),
-    (118, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (122, 'FindCoordinatorRequest.<tagged fields>'),
+    (55, 'FindCoordinatorRequest'),
+    (56, 'FindCoordinatorRequest.Key'),
+    (57, 'FindCoordinatorRequest'),
+    (61, 'FindCoordinatorRequest.KeyType'),
+    (63, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (65, 'FindCoordinatorRequest.Key'),
+    (68, 'FindCoordinatorRequest'),
+    (69, 'FindCoordinatorRequest.Key'),
+    (70, 'FindCoordinatorRequest.KeyType'),
+    (72, 'FindCoordinatorRequest'),
+    (76, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (78, 'FindCoordinatorRequest.Key'),
+    (79, 'FindCoordinatorRequest.KeyType'),
+    (82, 'FindCoordinatorRequest'),
+    (83, 'FindCoordinatorRequest.Key'),
+    (84, 'FindCoordinatorRequest.KeyType'),
+    (86, 'FindCoordinatorRequest.<tagged fields>'),
+    (99, 'FindCoordinatorRequest'),
+    (103, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (105, 'FindCoordinatorRequest.Key'),
+    (106, 'FindCoordinatorRequest.KeyType'),
+    (107, 'FindCoordinatorRequest.<tagged fields>'),
+    (113, 'FindCoordinatorRequest'),
+    (114, 'FindCoordinatorRequest.KeyType'),
+    (116, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (129, 'FindCoordinatorRequest.<tagged fields>'),
+    (142, 'FindCoordinatorRequest'),
+    (146, 'FindCoordinatorRequest.Key'),
+    (148, 'FindCoordinatorRequest.KeyType'),
+    (149, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (157, 'FindCoordinatorRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 _S2 = Struct(">ih")
@@ -35,6 +36,27 @@ class Coordinator:
     #: The error message, or null if there was no error.
     error_message: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Coordinator:
+    __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    key: Any
+    node_id: Any
+    host: Any
+    port: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, key: Any, node_id: Any, host: Any, port: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.key = key
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Coordinator  # type: ignore[assignment]
 
 
 _DEFAULT_Coordinator = Coordinator()
@@ -66,13 +88,36 @@ class FindCoordinatorResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FindCoordinatorResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    node_id: Any
+    host: Any
+    port: Any
+    coordinators: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, node_id: Any, host: Any, port: Any, coordinators: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.coordinators = coordinators
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FindCoordinatorResponse  # type: ignore[assignment]
+
+
 def _d_FindCoordinatorResponse_0(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     (f_error_code, f_node_id,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_host, pos = _p.read_string(buf, pos)
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(0, f_error_code, '', f_node_id, f_host, f_port, ()), pos
+    return _New_FindCoordinatorResponse(0, f_error_code, '', f_node_id, f_host, f_port, ()), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorResponse_0(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -92,7 +137,7 @@ def _d_FindCoordinatorResponse_1(buf: memoryview, pos: int) -> tuple[FindCoordin
     f_host, pos = _p.read_string(buf, pos)
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, ()), pos
+    return _New_FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, ()), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorResponse_1(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -115,16 +160,19 @@ def _d_FindCoordinatorResponse_2(buf: memoryview, pos: int) -> tuple[FindCoordin
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -135,30 +183,42 @@ def _e_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray, chu
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_coordinators: list[Any] = []
     for _ in range(count):
         item_coordinators, pos = _d_Coordinator_0(buf, pos)
         items_coordinators.append(item_coordinators)
     f_coordinators = tuple(items_coordinators)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FindCoordinatorResponse(f_throttle_time_ms, 0, '', 0, '', 0, f_coordinators, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FindCoordinatorResponse(f_throttle_time_ms, 0, '', 0, '', 0, f_coordinators, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -172,10 +232,17 @@ def _e_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray, chu
         raise _UnsupportedVersion("Port cannot be sent in version 4", message_name="FindCoordinatorResponse", api_version=4, field="Port")
     out += _S1.pack(o.throttle_time_ms)
     items_coordinators = o.coordinators
-    _p.write_uvarint(out, len(items_coordinators) + 1)
+    count = len(items_coordinators)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_coordinators in items_coordinators:
         _e_Coordinator_0(item_coordinators, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Coordinator_0(buf: memoryview, pos: int) -> tuple[Coordinator, int]:
@@ -187,16 +254,19 @@ def _d_Coordinator_0(buf: memoryview, pos: int) -> tuple[Coordinator, int]:
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Coordinator_0(o: Coordinator, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -205,7 +275,10 @@ def _e_Coordinator_0(o: Coordinator, out: bytearray, chunks: list[_p.Buffer]) ->
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 FindCoordinatorResponse._DECODERS = {
@@ -228,67 +301,67 @@ FindCoordinatorResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (69, 'FindCoordinatorResponse'),
-    (70, 'FindCoordinatorResponse.ErrorCode,NodeId'),
-    (72, 'FindCoordinatorResponse.Host'),
-    (73, 'FindCoordinatorResponse.Port'),
-    (75, 'FindCoordinatorResponse'),
-    (79, 'FindCoordinatorResponse.Coordinators'),
-    (81, 'FindCoordinatorResponse.ErrorCode,NodeId'),
-    (82, 'FindCoordinatorResponse.Host'),
-    (83, 'FindCoordinatorResponse.Port'),
-    (86, 'FindCoordinatorResponse'),
-    (87, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (89, 'FindCoordinatorResponse.ErrorMessage'),
-    (90, 'FindCoordinatorResponse.NodeId'),
-    (92, 'FindCoordinatorResponse.Host'),
-    (93, 'FindCoordinatorResponse.Port'),
-    (95, 'FindCoordinatorResponse'),
-    (99, 'FindCoordinatorResponse.Coordinators'),
-    (101, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (102, 'FindCoordinatorResponse.ErrorMessage'),
-    (103, 'FindCoordinatorResponse.NodeId'),
-    (104, 'FindCoordinatorResponse.Host'),
-    (105, 'FindCoordinatorResponse.Port'),
-    (108, 'FindCoordinatorResponse'),
-    (109, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (111, 'FindCoordinatorResponse.ErrorMessage'),
-    (112, 'FindCoordinatorResponse.NodeId'),
-    (114, 'FindCoordinatorResponse.Host'),
-    (115, 'FindCoordinatorResponse.Port'),
-    (117, 'FindCoordinatorResponse.<tagged fields>'),
-    (127, 'FindCoordinatorResponse'),
-    (131, 'FindCoordinatorResponse.Coordinators'),
-    (133, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (114, 'FindCoordinatorResponse'),
+    (115, 'FindCoordinatorResponse.ErrorCode,NodeId'),
+    (117, 'FindCoordinatorResponse.Host'),
+    (118, 'FindCoordinatorResponse.Port'),
+    (120, 'FindCoordinatorResponse'),
+    (124, 'FindCoordinatorResponse.Coordinators'),
+    (126, 'FindCoordinatorResponse.ErrorCode,NodeId'),
+    (127, 'FindCoordinatorResponse.Host'),
+    (128, 'FindCoordinatorResponse.Port'),
+    (131, 'FindCoordinatorResponse'),
+    (132, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
     (134, 'FindCoordinatorResponse.ErrorMessage'),
     (135, 'FindCoordinatorResponse.NodeId'),
-    (136, 'FindCoordinatorResponse.Host'),
-    (137, 'FindCoordinatorResponse.Port'),
-    (138, 'FindCoordinatorResponse.<tagged fields>'),
-    (141, 'FindCoordinatorResponse'),
-    (142, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (137, 'FindCoordinatorResponse.Host'),
+    (138, 'FindCoordinatorResponse.Port'),
+    (140, 'FindCoordinatorResponse'),
     (144, 'FindCoordinatorResponse.Coordinators'),
-    (151, 'FindCoordinatorResponse.<tagged fields>'),
-    (161, 'FindCoordinatorResponse'),
-    (165, 'FindCoordinatorResponse.ErrorCode'),
-    (167, 'FindCoordinatorResponse.NodeId'),
-    (169, 'FindCoordinatorResponse.Host'),
-    (171, 'FindCoordinatorResponse.Port'),
-    (173, 'FindCoordinatorResponse.ThrottleTimeMs'),
-    (174, 'FindCoordinatorResponse.Coordinators'),
-    (178, 'FindCoordinatorResponse.<tagged fields>'),
-    (181, 'Coordinator'),
-    (182, 'Coordinator.Key'),
-    (183, 'Coordinator.NodeId'),
-    (185, 'Coordinator.Host'),
-    (186, 'Coordinator.Port,ErrorCode'),
-    (188, 'Coordinator.ErrorMessage'),
-    (189, 'Coordinator.<tagged fields>'),
-    (199, 'Coordinator'),
-    (203, 'Coordinator.Key'),
-    (204, 'Coordinator.NodeId'),
-    (205, 'Coordinator.Host'),
-    (206, 'Coordinator.Port,ErrorCode'),
-    (207, 'Coordinator.ErrorMessage'),
-    (208, 'Coordinator.<tagged fields>'),
+    (146, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (147, 'FindCoordinatorResponse.ErrorMessage'),
+    (148, 'FindCoordinatorResponse.NodeId'),
+    (149, 'FindCoordinatorResponse.Host'),
+    (150, 'FindCoordinatorResponse.Port'),
+    (153, 'FindCoordinatorResponse'),
+    (154, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (156, 'FindCoordinatorResponse.ErrorMessage'),
+    (157, 'FindCoordinatorResponse.NodeId'),
+    (159, 'FindCoordinatorResponse.Host'),
+    (160, 'FindCoordinatorResponse.Port'),
+    (162, 'FindCoordinatorResponse.<tagged fields>'),
+    (175, 'FindCoordinatorResponse'),
+    (179, 'FindCoordinatorResponse.Coordinators'),
+    (181, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (182, 'FindCoordinatorResponse.ErrorMessage'),
+    (183, 'FindCoordinatorResponse.NodeId'),
+    (184, 'FindCoordinatorResponse.Host'),
+    (185, 'FindCoordinatorResponse.Port'),
+    (186, 'FindCoordinatorResponse.<tagged fields>'),
+    (192, 'FindCoordinatorResponse'),
+    (193, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (195, 'FindCoordinatorResponse.Coordinators'),
+    (208, 'FindCoordinatorResponse.<tagged fields>'),
+    (221, 'FindCoordinatorResponse'),
+    (225, 'FindCoordinatorResponse.ErrorCode'),
+    (227, 'FindCoordinatorResponse.NodeId'),
+    (229, 'FindCoordinatorResponse.Host'),
+    (231, 'FindCoordinatorResponse.Port'),
+    (233, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (234, 'FindCoordinatorResponse.Coordinators'),
+    (242, 'FindCoordinatorResponse.<tagged fields>'),
+    (248, 'Coordinator'),
+    (249, 'Coordinator.Key'),
+    (250, 'Coordinator.NodeId'),
+    (252, 'Coordinator.Host'),
+    (253, 'Coordinator.Port,ErrorCode'),
+    (255, 'Coordinator.ErrorMessage'),
+    (256, 'Coordinator.<tagged fields>'),
+    (269, 'Coordinator'),
+    (273, 'Coordinator.Key'),
+    (274, 'Coordinator.NodeId'),
+    (275, 'Coordinator.Host'),
+    (276, 'Coordinator.Port,ErrorCode'),
+    (277, 'Coordinator.ErrorMessage'),
+    (278, 'Coordinator.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -32,24 +33,41 @@ class GetTelemetrySubscriptionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_GetTelemetrySubscriptionsRequest(_Message):
+    __slots__ = ('client_instance_id', 'unknown_tagged_fields', )
+    client_instance_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, client_instance_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.client_instance_id = client_instance_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = GetTelemetrySubscriptionsRequest  # type: ignore[assignment]
+
+
 def _d_GetTelemetrySubscriptionsRequest_0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
     f_client_instance_id, pos = _p.read_uuid(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return GetTelemetrySubscriptionsRequest(f_client_instance_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_GetTelemetrySubscriptionsRequest(f_client_instance_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_GetTelemetrySubscriptionsRequest_0(o: GetTelemetrySubscriptionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.client_instance_id.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 GetTelemetrySubscriptionsRequest._DECODERS = {
@@ -60,10 +78,10 @@ GetTelemetrySubscriptionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'GetTelemetrySubscriptionsRequest'),
-    (36, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
-    (37, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
     (47, 'GetTelemetrySubscriptionsRequest'),
-    (51, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
-    (52, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
+    (48, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
+    (49, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
+    (62, 'GetTelemetrySubscriptionsRequest'),
+    (66, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
+    (67, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
 )

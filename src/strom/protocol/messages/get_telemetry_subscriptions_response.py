@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">ii?")
@@ -50,36 +51,78 @@ class GetTelemetrySubscriptionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_GetTelemetrySubscriptionsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    client_instance_id: Any
+    subscription_id: Any
+    accepted_compression_types: Any
+    push_interval_ms: Any
+    telemetry_max_bytes: Any
+    delta_temporality: Any
+    requested_metrics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, client_instance_id: Any, subscription_id: Any, accepted_compression_types: Any, push_interval_ms: Any, telemetry_max_bytes: Any, delta_temporality: Any, requested_metrics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.accepted_compression_types = accepted_compression_types
+        self.push_interval_ms = push_interval_ms
+        self.telemetry_max_bytes = telemetry_max_bytes
+        self.delta_temporality = delta_temporality
+        self.requested_metrics = requested_metrics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = GetTelemetrySubscriptionsResponse  # type: ignore[assignment]
+
+
 def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_client_instance_id, pos = _p.read_uuid(buf, pos)
     (f_subscription_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_accepted_compression_types = _unpack_from(">%db" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_accepted_compression_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
     (f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality,) = _S2.unpack_from(buf, pos)
     pos += 9
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_requested_metrics: list[Any] = []
     for _ in range(count):
         item_requested_metrics, pos = _p.read_compact_string(buf, pos)
         items_requested_metrics.append(item_requested_metrics)
     f_requested_metrics = tuple(items_requested_metrics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return GetTelemetrySubscriptionsResponse(f_throttle_time_ms, f_error_code, f_client_instance_id, f_subscription_id, f_accepted_compression_types, f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality, f_requested_metrics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_GetTelemetrySubscriptionsResponse(f_throttle_time_ms, f_error_code, f_client_instance_id, f_subscription_id, f_accepted_compression_types, f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality, f_requested_metrics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -87,14 +130,25 @@ def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse,
     out += o.client_instance_id.bytes
     out += _S1.pack(o.subscription_id)
     items_accepted_compression_types = o.accepted_compression_types
-    _p.write_uvarint(out, len(items_accepted_compression_types) + 1)
-    out += _pack(">%db" % len(items_accepted_compression_types), *items_accepted_compression_types)
+    count = len(items_accepted_compression_types)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_b[count].pack(*items_accepted_compression_types) if count < 64 else _pack(">%db" % count, *items_accepted_compression_types)
     out += _S2.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     items_requested_metrics = o.requested_metrics
-    _p.write_uvarint(out, len(items_requested_metrics) + 1)
+    count = len(items_requested_metrics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_requested_metrics in items_requested_metrics:
         _p.write_compact_string(out, item_requested_metrics)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 GetTelemetrySubscriptionsResponse._DECODERS = {
@@ -105,20 +159,20 @@ GetTelemetrySubscriptionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'GetTelemetrySubscriptionsResponse'),
-    (54, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
-    (56, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
-    (57, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
-    (59, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (63, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (65, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (72, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
-    (82, 'GetTelemetrySubscriptionsResponse'),
-    (86, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
-    (87, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
-    (88, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
-    (89, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (92, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (93, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (97, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (81, 'GetTelemetrySubscriptionsResponse'),
+    (82, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
+    (84, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
+    (85, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
+    (87, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
+    (97, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (99, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (112, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (125, 'GetTelemetrySubscriptionsResponse'),
+    (129, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
+    (131, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
+    (132, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
+    (139, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (140, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (148, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -38,12 +39,29 @@ class HeartbeatRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_HeartbeatRequest(_Message):
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'unknown_tagged_fields', )
+    group_id: Any
+    generation_id: Any
+    member_id: Any
+    group_instance_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, generation_id: Any, member_id: Any, group_instance_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = HeartbeatRequest  # type: ignore[assignment]
+
+
 def _d_HeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     (f_generation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
-    return HeartbeatRequest(f_group_id, f_generation_id, f_member_id, None), pos
+    return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, None), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatRequest_0(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -60,7 +78,7 @@ def _d_HeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, 
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
-    return HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id), pos
+    return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatRequest_1(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -77,16 +95,19 @@ def _d_HeartbeatRequest_2(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, 
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatRequest_2(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -94,7 +115,10 @@ def _e_HeartbeatRequest_2(o: HeartbeatRequest, out: bytearray, chunks: list[_p.B
     out += _S0.pack(o.generation_id)
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 HeartbeatRequest._DECODERS = {
@@ -113,35 +137,35 @@ HeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'HeartbeatRequest'),
-    (42, 'HeartbeatRequest.GroupId'),
-    (43, 'HeartbeatRequest.GenerationId'),
-    (45, 'HeartbeatRequest.MemberId'),
-    (46, 'HeartbeatRequest'),
-    (50, 'HeartbeatRequest.GroupInstanceId'),
-    (52, 'HeartbeatRequest.GroupId'),
-    (53, 'HeartbeatRequest.GenerationId'),
-    (54, 'HeartbeatRequest.MemberId'),
-    (57, 'HeartbeatRequest'),
-    (58, 'HeartbeatRequest.GroupId'),
-    (59, 'HeartbeatRequest.GenerationId'),
-    (61, 'HeartbeatRequest.MemberId'),
-    (62, 'HeartbeatRequest.GroupInstanceId'),
-    (63, 'HeartbeatRequest'),
-    (67, 'HeartbeatRequest.GroupId'),
-    (68, 'HeartbeatRequest.GenerationId'),
-    (69, 'HeartbeatRequest.MemberId'),
-    (70, 'HeartbeatRequest.GroupInstanceId'),
-    (73, 'HeartbeatRequest'),
-    (74, 'HeartbeatRequest.GroupId'),
-    (75, 'HeartbeatRequest.GenerationId'),
-    (77, 'HeartbeatRequest.MemberId'),
-    (78, 'HeartbeatRequest.GroupInstanceId'),
-    (79, 'HeartbeatRequest.<tagged fields>'),
-    (89, 'HeartbeatRequest'),
-    (93, 'HeartbeatRequest.GroupId'),
-    (94, 'HeartbeatRequest.GenerationId'),
+    (59, 'HeartbeatRequest'),
+    (60, 'HeartbeatRequest.GroupId'),
+    (61, 'HeartbeatRequest.GenerationId'),
+    (63, 'HeartbeatRequest.MemberId'),
+    (64, 'HeartbeatRequest'),
+    (68, 'HeartbeatRequest.GroupInstanceId'),
+    (70, 'HeartbeatRequest.GroupId'),
+    (71, 'HeartbeatRequest.GenerationId'),
+    (72, 'HeartbeatRequest.MemberId'),
+    (75, 'HeartbeatRequest'),
+    (76, 'HeartbeatRequest.GroupId'),
+    (77, 'HeartbeatRequest.GenerationId'),
+    (79, 'HeartbeatRequest.MemberId'),
+    (80, 'HeartbeatRequest.GroupInstanceId'),
+    (81, 'HeartbeatRequest'),
+    (85, 'HeartbeatRequest.GroupId'),
+    (86, 'HeartbeatRequest.GenerationId'),
+    (87, 'HeartbeatRequest.MemberId'),
+    (88, 'HeartbeatRequest.GroupInstanceId'),
+    (91, 'HeartbeatRequest'),
+    (92, 'HeartbeatRequest.GroupId'),
+    (93, 'HeartbeatRequest.GenerationId'),
     (95, 'HeartbeatRequest.MemberId'),
     (96, 'HeartbeatRequest.GroupInstanceId'),
     (97, 'HeartbeatRequest.<tagged fields>'),
+    (110, 'HeartbeatRequest'),
+    (114, 'HeartbeatRequest.GroupId'),
+    (115, 'HeartbeatRequest.GenerationId'),
+    (116, 'HeartbeatRequest.MemberId'),
+    (117, 'HeartbeatRequest.GroupInstanceId'),
+    (118, 'HeartbeatRequest.<tagged fields>'),
 )

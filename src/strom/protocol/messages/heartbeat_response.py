@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -35,10 +36,23 @@ class HeartbeatResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_HeartbeatResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = HeartbeatResponse  # type: ignore[assignment]
+
+
 def _d_HeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return HeartbeatResponse(0, f_error_code), pos
+    return _New_HeartbeatResponse(0, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatResponse_0(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -48,7 +62,7 @@ def _e_HeartbeatResponse_0(o: HeartbeatResponse, out: bytearray, chunks: list[_p
 def _d_HeartbeatResponse_1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return HeartbeatResponse(f_throttle_time_ms, f_error_code), pos
+    return _New_HeartbeatResponse(f_throttle_time_ms, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatResponse_1(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -59,21 +73,27 @@ def _d_HeartbeatResponse_2(buf: memoryview, pos: int) -> tuple[HeartbeatResponse
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return HeartbeatResponse(f_throttle_time_ms, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_HeartbeatResponse(f_throttle_time_ms, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_HeartbeatResponse_2(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 HeartbeatResponse._DECODERS = {
@@ -92,18 +112,18 @@ HeartbeatResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (38, 'HeartbeatResponse'),
-    (39, 'HeartbeatResponse.ErrorCode'),
-    (41, 'HeartbeatResponse'),
-    (45, 'HeartbeatResponse.ErrorCode'),
-    (48, 'HeartbeatResponse'),
-    (49, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (51, 'HeartbeatResponse'),
-    (55, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (58, 'HeartbeatResponse'),
-    (59, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (61, 'HeartbeatResponse.<tagged fields>'),
-    (71, 'HeartbeatResponse'),
-    (75, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (76, 'HeartbeatResponse.<tagged fields>'),
+    (52, 'HeartbeatResponse'),
+    (53, 'HeartbeatResponse.ErrorCode'),
+    (55, 'HeartbeatResponse'),
+    (59, 'HeartbeatResponse.ErrorCode'),
+    (62, 'HeartbeatResponse'),
+    (63, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (65, 'HeartbeatResponse'),
+    (69, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (72, 'HeartbeatResponse'),
+    (73, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (75, 'HeartbeatResponse.<tagged fields>'),
+    (88, 'HeartbeatResponse'),
+    (92, 'HeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (93, 'HeartbeatResponse.<tagged fields>'),
 )

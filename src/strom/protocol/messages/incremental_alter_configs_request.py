@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
@@ -31,6 +32,21 @@ class AlterableConfig:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AlterableConfig:
+    __slots__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields', )
+    name: Any
+    config_operation: Any
+    value: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, config_operation: Any, value: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.config_operation = config_operation
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterableConfig  # type: ignore[assignment]
+
+
 _DEFAULT_AlterableConfig = AlterableConfig()
 
 
@@ -44,6 +60,21 @@ class AlterConfigsResource:
     #: The configurations.
     configs: tuple[AlterableConfig, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AlterConfigsResource:
+    __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+    resource_type: Any
+    resource_name: Any
+    configs: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resource_type: Any, resource_name: Any, configs: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AlterConfigsResource  # type: ignore[assignment]
 
 
 _DEFAULT_AlterConfigsResource = AlterConfigsResource()
@@ -65,8 +96,24 @@ class IncrementalAlterConfigsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_IncrementalAlterConfigsRequest(_Message):
+    __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields', )
+    resources: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, resources: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.resources = resources
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = IncrementalAlterConfigsRequest  # type: ignore[assignment]
+
+
 def _d_IncrementalAlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_AlterConfigsResource_0(buf, pos)
@@ -74,20 +121,27 @@ def _d_IncrementalAlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Incr
     f_resources = tuple(items_resources)
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return IncrementalAlterConfigsRequest(f_resources, f_validate_only), pos
+    return _New_IncrementalAlterConfigsRequest(f_resources, f_validate_only), pos  # type: ignore[return-value]
 
 
 def _e_IncrementalAlterConfigsRequest_0(o: IncrementalAlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    out += _p.INT32.pack(len(items_resources))
+    count = len(items_resources)
+    out += _p.INT32.pack(count)
     for item_resources in items_resources:
         _e_AlterConfigsResource_0(item_resources, out, chunks)
     out += _S0.pack(o.validate_only)
 
 
 def _d_IncrementalAlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
     for _ in range(count):
         item_resources, pos = _d_AlterConfigsResource_1(buf, pos)
@@ -96,45 +150,59 @@ def _d_IncrementalAlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[Incr
     (f_validate_only,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return IncrementalAlterConfigsRequest(f_resources, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_IncrementalAlterConfigsRequest(f_resources, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_IncrementalAlterConfigsRequest_1(o: IncrementalAlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_resources = o.resources
-    _p.write_uvarint(out, len(items_resources) + 1)
+    count = len(items_resources)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_resources in items_resources:
         _e_AlterConfigsResource_1(item_resources, out, chunks)
     out += _S0.pack(o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[AlterConfigsResource, int]:
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_AlterableConfig_0(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
-    return AlterConfigsResource(f_resource_type, f_resource_name, f_configs), pos
+    return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
-    out += _p.INT32.pack(len(items_configs))
+    count = len(items_configs)
+    out += _p.INT32.pack(count)
     for item_configs in items_configs:
         _e_AlterableConfig_0(item_configs, out, chunks)
 
@@ -143,34 +211,50 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
     for _ in range(count):
         item_configs, pos = _d_AlterableConfig_1(buf, pos)
         items_configs.append(item_configs)
     f_configs = tuple(items_configs)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterConfigsResource(f_resource_type, f_resource_name, f_configs, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     items_configs = o.configs
-    _p.write_uvarint(out, len(items_configs) + 1)
+    count = len(items_configs)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_configs in items_configs:
         _e_AlterableConfig_1(item_configs, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[AlterableConfig, int]:
@@ -178,7 +262,7 @@ def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[AlterableConfig, in
     (f_config_operation,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_value, pos = _p.read_nullable_string(buf, pos)
-    return AlterableConfig(f_name, f_config_operation, f_value), pos
+    return _New_AlterableConfig(f_name, f_config_operation, f_value), pos  # type: ignore[return-value]
 
 
 def _e_AlterableConfig_0(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -193,23 +277,29 @@ def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[AlterableConfig, in
     pos += 1
     f_value, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AlterableConfig(f_name, f_config_operation, f_value, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AlterableConfig(f_name, f_config_operation, f_value, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AlterableConfig_1(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.config_operation)
     _p.write_compact_nullable_string(out, o.value)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 IncrementalAlterConfigsRequest._DECODERS = {
@@ -222,54 +312,54 @@ IncrementalAlterConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (68, 'IncrementalAlterConfigsRequest'),
-    (69, 'IncrementalAlterConfigsRequest.Resources'),
-    (75, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (77, 'IncrementalAlterConfigsRequest'),
-    (81, 'IncrementalAlterConfigsRequest.Resources'),
-    (85, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (88, 'IncrementalAlterConfigsRequest'),
-    (89, 'IncrementalAlterConfigsRequest.Resources'),
-    (96, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (98, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (108, 'IncrementalAlterConfigsRequest'),
-    (112, 'IncrementalAlterConfigsRequest.Resources'),
-    (116, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (117, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (120, 'AlterConfigsResource'),
-    (121, 'AlterConfigsResource.ResourceType'),
-    (123, 'AlterConfigsResource.ResourceName'),
-    (124, 'AlterConfigsResource.Configs'),
-    (130, 'AlterConfigsResource'),
-    (134, 'AlterConfigsResource.ResourceType'),
-    (135, 'AlterConfigsResource.ResourceName'),
-    (136, 'AlterConfigsResource.Configs'),
-    (142, 'AlterConfigsResource'),
-    (143, 'AlterConfigsResource.ResourceType'),
-    (145, 'AlterConfigsResource.ResourceName'),
-    (146, 'AlterConfigsResource.Configs'),
-    (153, 'AlterConfigsResource.<tagged fields>'),
-    (163, 'AlterConfigsResource'),
-    (167, 'AlterConfigsResource.ResourceType'),
-    (168, 'AlterConfigsResource.ResourceName'),
-    (169, 'AlterConfigsResource.Configs'),
-    (173, 'AlterConfigsResource.<tagged fields>'),
-    (176, 'AlterableConfig'),
-    (177, 'AlterableConfig.Name'),
-    (178, 'AlterableConfig.ConfigOperation'),
-    (180, 'AlterableConfig.Value'),
-    (181, 'AlterableConfig'),
-    (185, 'AlterableConfig.Name'),
-    (186, 'AlterableConfig.ConfigOperation'),
-    (187, 'AlterableConfig.Value'),
-    (190, 'AlterableConfig'),
-    (191, 'AlterableConfig.Name'),
-    (192, 'AlterableConfig.ConfigOperation'),
-    (194, 'AlterableConfig.Value'),
-    (195, 'AlterableConfig.<tagged fields>'),
-    (205, 'AlterableConfig'),
-    (209, 'AlterableConfig.Name'),
-    (210, 'AlterableConfig.ConfigOperation'),
-    (211, 'AlterableConfig.Value'),
-    (212, 'AlterableConfig.<tagged fields>'),
+    (112, 'IncrementalAlterConfigsRequest'),
+    (113, 'IncrementalAlterConfigsRequest.Resources'),
+    (122, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (124, 'IncrementalAlterConfigsRequest'),
+    (128, 'IncrementalAlterConfigsRequest.Resources'),
+    (133, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (136, 'IncrementalAlterConfigsRequest'),
+    (137, 'IncrementalAlterConfigsRequest.Resources'),
+    (150, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (152, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (165, 'IncrementalAlterConfigsRequest'),
+    (169, 'IncrementalAlterConfigsRequest.Resources'),
+    (177, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (178, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (184, 'AlterConfigsResource'),
+    (185, 'AlterConfigsResource.ResourceType'),
+    (187, 'AlterConfigsResource.ResourceName'),
+    (188, 'AlterConfigsResource.Configs'),
+    (197, 'AlterConfigsResource'),
+    (201, 'AlterConfigsResource.ResourceType'),
+    (202, 'AlterConfigsResource.ResourceName'),
+    (203, 'AlterConfigsResource.Configs'),
+    (210, 'AlterConfigsResource'),
+    (211, 'AlterConfigsResource.ResourceType'),
+    (213, 'AlterConfigsResource.ResourceName'),
+    (214, 'AlterConfigsResource.Configs'),
+    (227, 'AlterConfigsResource.<tagged fields>'),
+    (240, 'AlterConfigsResource'),
+    (244, 'AlterConfigsResource.ResourceType'),
+    (245, 'AlterConfigsResource.ResourceName'),
+    (246, 'AlterConfigsResource.Configs'),
+    (254, 'AlterConfigsResource.<tagged fields>'),
+    (260, 'AlterableConfig'),
+    (261, 'AlterableConfig.Name'),
+    (262, 'AlterableConfig.ConfigOperation'),
+    (264, 'AlterableConfig.Value'),
+    (265, 'AlterableConfig'),
+    (269, 'AlterableConfig.Name'),
+    (270, 'AlterableConfig.ConfigOperation'),
+    (271, 'AlterableConfig.Value'),
+    (274, 'AlterableConfig'),
+    (275, 'AlterableConfig.Name'),
+    (276, 'AlterableConfig.ConfigOperation'),
+    (278, 'AlterableConfig.Value'),
+    (279, 'AlterableConfig.<tagged fields>'),
+    (292, 'AlterableConfig'),
+    (296, 'AlterableConfig.Name'),
+    (297, 'AlterableConfig.ConfigOperation'),
+    (298, 'AlterableConfig.Value'),
+    (299, 'AlterableConfig.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">iqh")
 
@@ -39,11 +40,28 @@ class InitProducerIdRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_InitProducerIdRequest(_Message):
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'unknown_tagged_fields', )
+    transactional_id: Any
+    transaction_timeout_ms: Any
+    producer_id: Any
+    producer_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, transaction_timeout_ms: Any, producer_id: Any, producer_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = InitProducerIdRequest  # type: ignore[assignment]
+
+
 def _d_InitProducerIdRequest_0(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     f_transactional_id, pos = _p.read_nullable_string(buf, pos)
     (f_transaction_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1), pos
+    return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1), pos  # type: ignore[return-value]
 
 
 def _e_InitProducerIdRequest_0(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -60,16 +78,19 @@ def _d_InitProducerIdRequest_1(buf: memoryview, pos: int) -> tuple[InitProducerI
     (f_transaction_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -79,7 +100,10 @@ def _e_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("ProducerEpoch cannot be sent in version 2", message_name="InitProducerIdRequest", api_version=2, field="ProducerEpoch")
     _p.write_compact_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.transaction_timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_InitProducerIdRequest_2(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
@@ -87,22 +111,28 @@ def _d_InitProducerIdRequest_2(buf: memoryview, pos: int) -> tuple[InitProducerI
     (f_transaction_timeout_ms, f_producer_id, f_producer_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.transactional_id)
     out += _S1.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 InitProducerIdRequest._DECODERS = {
@@ -123,30 +153,30 @@ InitProducerIdRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (42, 'InitProducerIdRequest'),
-    (43, 'InitProducerIdRequest.TransactionalId'),
-    (44, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (46, 'InitProducerIdRequest'),
-    (50, 'InitProducerIdRequest.ProducerId'),
-    (52, 'InitProducerIdRequest.ProducerEpoch'),
-    (54, 'InitProducerIdRequest.TransactionalId'),
-    (55, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (58, 'InitProducerIdRequest'),
-    (59, 'InitProducerIdRequest.TransactionalId'),
-    (60, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (62, 'InitProducerIdRequest.<tagged fields>'),
-    (72, 'InitProducerIdRequest'),
-    (76, 'InitProducerIdRequest.ProducerId'),
-    (78, 'InitProducerIdRequest.ProducerEpoch'),
-    (80, 'InitProducerIdRequest.TransactionalId'),
-    (81, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (82, 'InitProducerIdRequest.<tagged fields>'),
-    (85, 'InitProducerIdRequest'),
-    (86, 'InitProducerIdRequest.TransactionalId'),
-    (87, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
-    (89, 'InitProducerIdRequest.<tagged fields>'),
-    (99, 'InitProducerIdRequest'),
-    (103, 'InitProducerIdRequest.TransactionalId'),
-    (104, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
-    (105, 'InitProducerIdRequest.<tagged fields>'),
+    (60, 'InitProducerIdRequest'),
+    (61, 'InitProducerIdRequest.TransactionalId'),
+    (62, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (64, 'InitProducerIdRequest'),
+    (68, 'InitProducerIdRequest.ProducerId'),
+    (70, 'InitProducerIdRequest.ProducerEpoch'),
+    (72, 'InitProducerIdRequest.TransactionalId'),
+    (73, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (76, 'InitProducerIdRequest'),
+    (77, 'InitProducerIdRequest.TransactionalId'),
+    (78, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (80, 'InitProducerIdRequest.<tagged fields>'),
+    (93, 'InitProducerIdRequest'),
+    (97, 'InitProducerIdRequest.ProducerId'),
+    (99, 'InitProducerIdRequest.ProducerEpoch'),
+    (101, 'InitProducerIdRequest.TransactionalId'),
+    (102, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (103, 'InitProducerIdRequest.<tagged fields>'),
+    (109, 'InitProducerIdRequest'),
+    (110, 'InitProducerIdRequest.TransactionalId'),
+    (111, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
+    (113, 'InitProducerIdRequest.<tagged fields>'),
+    (126, 'InitProducerIdRequest'),
+    (130, 'InitProducerIdRequest.TransactionalId'),
+    (131, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
+    (132, 'InitProducerIdRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ihqh")
 
 
@@ -38,10 +39,27 @@ class InitProducerIdResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_InitProducerIdResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    producer_id: Any
+    producer_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, producer_id: Any, producer_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = InitProducerIdResponse  # type: ignore[assignment]
+
+
 def _d_InitProducerIdResponse_0(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 16
-    return InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch), pos
+    return _New_InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch), pos  # type: ignore[return-value]
 
 
 def _e_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -52,21 +70,27 @@ def _d_InitProducerIdResponse_1(buf: memoryview, pos: int) -> tuple[InitProducer
     (f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 InitProducerIdResponse._DECODERS = {
@@ -87,14 +111,14 @@ InitProducerIdResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'InitProducerIdResponse'),
-    (42, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (44, 'InitProducerIdResponse'),
-    (48, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (51, 'InitProducerIdResponse'),
-    (52, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (54, 'InitProducerIdResponse.<tagged fields>'),
-    (64, 'InitProducerIdResponse'),
-    (68, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (69, 'InitProducerIdResponse.<tagged fields>'),
+    (59, 'InitProducerIdResponse'),
+    (60, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (62, 'InitProducerIdResponse'),
+    (66, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (69, 'InitProducerIdResponse'),
+    (70, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (72, 'InitProducerIdResponse.<tagged fields>'),
+    (85, 'InitProducerIdResponse'),
+    (89, 'InitProducerIdResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (90, 'InitProducerIdResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iiq")
 
 
@@ -29,6 +30,21 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition', 'state_epoch', 'start_offset', 'unknown_tagged_fields', )
+    partition: Any
+    state_epoch: Any
+    start_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, state_epoch: Any, start_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -39,6 +55,19 @@ class InitializeStateData:
     #: The data for the partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_InitializeStateData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = InitializeStateData  # type: ignore[assignment]
 
 
 _DEFAULT_InitializeStateData = InitializeStateData()
@@ -60,87 +89,138 @@ class InitializeShareGroupStateRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_InitializeShareGroupStateRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = InitializeShareGroupStateRequest  # type: ignore[assignment]
+
+
 def _d_InitializeShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[InitializeShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_InitializeStateData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return InitializeShareGroupStateRequest(f_group_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_InitializeShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_InitializeStateData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_InitializeStateData_0(buf: memoryview, pos: int) -> tuple[InitializeStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return InitializeStateData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_InitializeStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_InitializeStateData_0(o: InitializeStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition, f_state_epoch, f_start_offset,) = _S0.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition, f_state_epoch, f_start_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition, f_state_epoch, f_start_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.state_epoch, o.start_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 InitializeShareGroupStateRequest._DECODERS = {
@@ -151,26 +231,26 @@ InitializeShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (63, 'InitializeShareGroupStateRequest'),
-    (64, 'InitializeShareGroupStateRequest.GroupId'),
-    (65, 'InitializeShareGroupStateRequest.Topics'),
-    (72, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (82, 'InitializeShareGroupStateRequest'),
-    (86, 'InitializeShareGroupStateRequest.GroupId'),
-    (87, 'InitializeShareGroupStateRequest.Topics'),
-    (91, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (94, 'InitializeStateData'),
-    (95, 'InitializeStateData.TopicId'),
-    (96, 'InitializeStateData.Partitions'),
-    (103, 'InitializeStateData.<tagged fields>'),
-    (113, 'InitializeStateData'),
-    (117, 'InitializeStateData.TopicId'),
-    (118, 'InitializeStateData.Partitions'),
-    (122, 'InitializeStateData.<tagged fields>'),
-    (125, 'PartitionData'),
-    (126, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (128, 'PartitionData.<tagged fields>'),
-    (138, 'PartitionData'),
-    (142, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (143, 'PartitionData.<tagged fields>'),
+    (105, 'InitializeShareGroupStateRequest'),
+    (106, 'InitializeShareGroupStateRequest.GroupId'),
+    (107, 'InitializeShareGroupStateRequest.Topics'),
+    (120, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (133, 'InitializeShareGroupStateRequest'),
+    (137, 'InitializeShareGroupStateRequest.GroupId'),
+    (138, 'InitializeShareGroupStateRequest.Topics'),
+    (146, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (152, 'InitializeStateData'),
+    (153, 'InitializeStateData.TopicId'),
+    (154, 'InitializeStateData.Partitions'),
+    (167, 'InitializeStateData.<tagged fields>'),
+    (180, 'InitializeStateData'),
+    (184, 'InitializeStateData.TopicId'),
+    (185, 'InitializeStateData.Partitions'),
+    (193, 'InitializeStateData.<tagged fields>'),
+    (199, 'PartitionData'),
+    (200, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (202, 'PartitionData.<tagged fields>'),
+    (215, 'PartitionData'),
+    (219, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (220, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ii")
 
@@ -27,6 +28,19 @@ class JoinGroupRequestProtocol:
     #: The protocol metadata.
     metadata: bytes = b""
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_JoinGroupRequestProtocol:
+    __slots__ = ('name', 'metadata', 'unknown_tagged_fields', )
+    name: Any
+    metadata: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, metadata: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.metadata = metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = JoinGroupRequestProtocol  # type: ignore[assignment]
 
 
 _DEFAULT_JoinGroupRequestProtocol = JoinGroupRequestProtocol()
@@ -60,19 +74,47 @@ class JoinGroupRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_JoinGroupRequest(_Message):
+    __slots__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason', 'unknown_tagged_fields', )
+    group_id: Any
+    session_timeout_ms: Any
+    rebalance_timeout_ms: Any
+    member_id: Any
+    group_instance_id: Any
+    protocol_type: Any
+    protocols: Any
+    reason: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, session_timeout_ms: Any, rebalance_timeout_ms: Any, member_id: Any, group_instance_id: Any, protocol_type: Any, protocols: Any, reason: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.reason = reason
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = JoinGroupRequest  # type: ignore[assignment]
+
+
 def _d_JoinGroupRequest_0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     (f_session_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
     for _ in range(count):
         item_protocols, pos = _d_JoinGroupRequestProtocol_0(buf, pos)
         items_protocols.append(item_protocols)
     f_protocols = tuple(items_protocols)
-    return JoinGroupRequest(f_group_id, f_session_timeout_ms, -1, f_member_id, None, f_protocol_type, f_protocols, None), pos
+    return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, -1, f_member_id, None, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -83,7 +125,8 @@ def _e_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_string(out, o.member_id)
     _p.write_string(out, o.protocol_type)
     items_protocols = o.protocols
-    out += _p.INT32.pack(len(items_protocols))
+    count = len(items_protocols)
+    out += _p.INT32.pack(count)
     for item_protocols in items_protocols:
         _e_JoinGroupRequestProtocol_0(item_protocols, out, chunks)
 
@@ -94,13 +137,16 @@ def _d_JoinGroupRequest_1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     pos += 8
     f_member_id, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
     for _ in range(count):
         item_protocols, pos = _d_JoinGroupRequestProtocol_0(buf, pos)
         items_protocols.append(item_protocols)
     f_protocols = tuple(items_protocols)
-    return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, None, f_protocol_type, f_protocols, None), pos
+    return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, None, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -111,7 +157,8 @@ def _e_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_string(out, o.member_id)
     _p.write_string(out, o.protocol_type)
     items_protocols = o.protocols
-    out += _p.INT32.pack(len(items_protocols))
+    count = len(items_protocols)
+    out += _p.INT32.pack(count)
     for item_protocols in items_protocols:
         _e_JoinGroupRequestProtocol_0(item_protocols, out, chunks)
 
@@ -123,13 +170,16 @@ def _d_JoinGroupRequest_2(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
     for _ in range(count):
         item_protocols, pos = _d_JoinGroupRequestProtocol_0(buf, pos)
         items_protocols.append(item_protocols)
     f_protocols = tuple(items_protocols)
-    return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None), pos
+    return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -139,7 +189,8 @@ def _e_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_nullable_string(out, o.group_instance_id)
     _p.write_string(out, o.protocol_type)
     items_protocols = o.protocols
-    out += _p.INT32.pack(len(items_protocols))
+    count = len(items_protocols)
+    out += _p.INT32.pack(count)
     for item_protocols in items_protocols:
         _e_JoinGroupRequestProtocol_0(item_protocols, out, chunks)
 
@@ -151,24 +202,33 @@ def _d_JoinGroupRequest_3(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
     for _ in range(count):
         item_protocols, pos = _d_JoinGroupRequestProtocol_1(buf, pos)
         items_protocols.append(item_protocols)
     f_protocols = tuple(items_protocols)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -178,10 +238,17 @@ def _e_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_string(out, o.protocol_type)
     items_protocols = o.protocols
-    _p.write_uvarint(out, len(items_protocols) + 1)
+    count = len(items_protocols)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_protocols in items_protocols:
         _e_JoinGroupRequestProtocol_1(item_protocols, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
@@ -191,8 +258,14 @@ def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
     for _ in range(count):
         item_protocols, pos = _d_JoinGroupRequestProtocol_1(buf, pos)
@@ -200,16 +273,19 @@ def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_protocols = tuple(items_protocols)
     f_reason, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, f_reason, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, f_reason, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -219,17 +295,24 @@ def _e_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_string(out, o.protocol_type)
     items_protocols = o.protocols
-    _p.write_uvarint(out, len(items_protocols) + 1)
+    count = len(items_protocols)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_protocols in items_protocols:
         _e_JoinGroupRequestProtocol_1(item_protocols, out, chunks)
     _p.write_compact_nullable_string(out, o.reason)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequestProtocol_0(buf: memoryview, pos: int) -> tuple[JoinGroupRequestProtocol, int]:
     f_name, pos = _p.read_string(buf, pos)
     f_metadata, pos = _p.read_bytes(buf, pos)
-    return JoinGroupRequestProtocol(f_name, f_metadata), pos
+    return _New_JoinGroupRequestProtocol(f_name, f_metadata), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequestProtocol_0(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -241,22 +324,28 @@ def _d_JoinGroupRequestProtocol_1(buf: memoryview, pos: int) -> tuple[JoinGroupR
     f_name, pos = _p.read_compact_string(buf, pos)
     f_metadata, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupRequestProtocol(f_name, f_metadata, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupRequestProtocol(f_name, f_metadata, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupRequestProtocol_1(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_bytes(out, o.metadata)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 JoinGroupRequest._DECODERS = {
@@ -285,92 +374,92 @@ JoinGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (63, 'JoinGroupRequest'),
-    (64, 'JoinGroupRequest.GroupId'),
-    (65, 'JoinGroupRequest.SessionTimeoutMs'),
-    (67, 'JoinGroupRequest.MemberId'),
-    (68, 'JoinGroupRequest.ProtocolType'),
-    (69, 'JoinGroupRequest.Protocols'),
-    (75, 'JoinGroupRequest'),
-    (79, 'JoinGroupRequest.GroupInstanceId'),
-    (81, 'JoinGroupRequest.GroupId'),
-    (82, 'JoinGroupRequest.SessionTimeoutMs'),
-    (83, 'JoinGroupRequest.MemberId'),
-    (84, 'JoinGroupRequest.ProtocolType'),
-    (85, 'JoinGroupRequest.Protocols'),
-    (91, 'JoinGroupRequest'),
-    (92, 'JoinGroupRequest.GroupId'),
-    (93, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (95, 'JoinGroupRequest.MemberId'),
-    (96, 'JoinGroupRequest.ProtocolType'),
-    (97, 'JoinGroupRequest.Protocols'),
-    (103, 'JoinGroupRequest'),
-    (107, 'JoinGroupRequest.GroupInstanceId'),
-    (109, 'JoinGroupRequest.GroupId'),
-    (110, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (111, 'JoinGroupRequest.MemberId'),
-    (112, 'JoinGroupRequest.ProtocolType'),
-    (113, 'JoinGroupRequest.Protocols'),
-    (119, 'JoinGroupRequest'),
-    (120, 'JoinGroupRequest.GroupId'),
-    (121, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (123, 'JoinGroupRequest.MemberId'),
-    (124, 'JoinGroupRequest.GroupInstanceId'),
-    (125, 'JoinGroupRequest.ProtocolType'),
-    (126, 'JoinGroupRequest.Protocols'),
-    (132, 'JoinGroupRequest'),
-    (136, 'JoinGroupRequest.GroupId'),
-    (137, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (102, 'JoinGroupRequest'),
+    (103, 'JoinGroupRequest.GroupId'),
+    (104, 'JoinGroupRequest.SessionTimeoutMs'),
+    (106, 'JoinGroupRequest.MemberId'),
+    (107, 'JoinGroupRequest.ProtocolType'),
+    (108, 'JoinGroupRequest.Protocols'),
+    (117, 'JoinGroupRequest'),
+    (121, 'JoinGroupRequest.GroupInstanceId'),
+    (123, 'JoinGroupRequest.GroupId'),
+    (124, 'JoinGroupRequest.SessionTimeoutMs'),
+    (125, 'JoinGroupRequest.MemberId'),
+    (126, 'JoinGroupRequest.ProtocolType'),
+    (127, 'JoinGroupRequest.Protocols'),
+    (134, 'JoinGroupRequest'),
+    (135, 'JoinGroupRequest.GroupId'),
+    (136, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
     (138, 'JoinGroupRequest.MemberId'),
-    (139, 'JoinGroupRequest.GroupInstanceId'),
-    (140, 'JoinGroupRequest.ProtocolType'),
-    (141, 'JoinGroupRequest.Protocols'),
-    (147, 'JoinGroupRequest'),
-    (148, 'JoinGroupRequest.GroupId'),
-    (149, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (151, 'JoinGroupRequest.MemberId'),
-    (152, 'JoinGroupRequest.GroupInstanceId'),
-    (153, 'JoinGroupRequest.ProtocolType'),
-    (154, 'JoinGroupRequest.Protocols'),
-    (161, 'JoinGroupRequest.<tagged fields>'),
-    (171, 'JoinGroupRequest'),
-    (175, 'JoinGroupRequest.GroupId'),
-    (176, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (177, 'JoinGroupRequest.MemberId'),
-    (178, 'JoinGroupRequest.GroupInstanceId'),
-    (179, 'JoinGroupRequest.ProtocolType'),
-    (180, 'JoinGroupRequest.Protocols'),
-    (184, 'JoinGroupRequest.<tagged fields>'),
-    (187, 'JoinGroupRequest'),
-    (188, 'JoinGroupRequest.GroupId'),
-    (189, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (191, 'JoinGroupRequest.MemberId'),
-    (192, 'JoinGroupRequest.GroupInstanceId'),
-    (193, 'JoinGroupRequest.ProtocolType'),
-    (194, 'JoinGroupRequest.Protocols'),
-    (201, 'JoinGroupRequest.Reason'),
-    (202, 'JoinGroupRequest.<tagged fields>'),
-    (212, 'JoinGroupRequest'),
-    (216, 'JoinGroupRequest.GroupId'),
-    (217, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (218, 'JoinGroupRequest.MemberId'),
-    (219, 'JoinGroupRequest.GroupInstanceId'),
-    (220, 'JoinGroupRequest.ProtocolType'),
-    (221, 'JoinGroupRequest.Protocols'),
-    (225, 'JoinGroupRequest.Reason'),
-    (226, 'JoinGroupRequest.<tagged fields>'),
-    (229, 'JoinGroupRequestProtocol'),
-    (230, 'JoinGroupRequestProtocol.Name'),
-    (231, 'JoinGroupRequestProtocol.Metadata'),
-    (232, 'JoinGroupRequestProtocol'),
-    (236, 'JoinGroupRequestProtocol.Name'),
-    (237, 'JoinGroupRequestProtocol.Metadata'),
-    (240, 'JoinGroupRequestProtocol'),
-    (241, 'JoinGroupRequestProtocol.Name'),
-    (242, 'JoinGroupRequestProtocol.Metadata'),
-    (243, 'JoinGroupRequestProtocol.<tagged fields>'),
-    (253, 'JoinGroupRequestProtocol'),
-    (257, 'JoinGroupRequestProtocol.Name'),
-    (258, 'JoinGroupRequestProtocol.Metadata'),
-    (259, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (139, 'JoinGroupRequest.ProtocolType'),
+    (140, 'JoinGroupRequest.Protocols'),
+    (149, 'JoinGroupRequest'),
+    (153, 'JoinGroupRequest.GroupInstanceId'),
+    (155, 'JoinGroupRequest.GroupId'),
+    (156, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (157, 'JoinGroupRequest.MemberId'),
+    (158, 'JoinGroupRequest.ProtocolType'),
+    (159, 'JoinGroupRequest.Protocols'),
+    (166, 'JoinGroupRequest'),
+    (167, 'JoinGroupRequest.GroupId'),
+    (168, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (170, 'JoinGroupRequest.MemberId'),
+    (171, 'JoinGroupRequest.GroupInstanceId'),
+    (172, 'JoinGroupRequest.ProtocolType'),
+    (173, 'JoinGroupRequest.Protocols'),
+    (182, 'JoinGroupRequest'),
+    (186, 'JoinGroupRequest.GroupId'),
+    (187, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (188, 'JoinGroupRequest.MemberId'),
+    (189, 'JoinGroupRequest.GroupInstanceId'),
+    (190, 'JoinGroupRequest.ProtocolType'),
+    (191, 'JoinGroupRequest.Protocols'),
+    (198, 'JoinGroupRequest'),
+    (199, 'JoinGroupRequest.GroupId'),
+    (200, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (202, 'JoinGroupRequest.MemberId'),
+    (203, 'JoinGroupRequest.GroupInstanceId'),
+    (204, 'JoinGroupRequest.ProtocolType'),
+    (205, 'JoinGroupRequest.Protocols'),
+    (218, 'JoinGroupRequest.<tagged fields>'),
+    (231, 'JoinGroupRequest'),
+    (235, 'JoinGroupRequest.GroupId'),
+    (236, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (237, 'JoinGroupRequest.MemberId'),
+    (238, 'JoinGroupRequest.GroupInstanceId'),
+    (239, 'JoinGroupRequest.ProtocolType'),
+    (240, 'JoinGroupRequest.Protocols'),
+    (248, 'JoinGroupRequest.<tagged fields>'),
+    (254, 'JoinGroupRequest'),
+    (255, 'JoinGroupRequest.GroupId'),
+    (256, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (258, 'JoinGroupRequest.MemberId'),
+    (259, 'JoinGroupRequest.GroupInstanceId'),
+    (260, 'JoinGroupRequest.ProtocolType'),
+    (261, 'JoinGroupRequest.Protocols'),
+    (274, 'JoinGroupRequest.Reason'),
+    (275, 'JoinGroupRequest.<tagged fields>'),
+    (288, 'JoinGroupRequest'),
+    (292, 'JoinGroupRequest.GroupId'),
+    (293, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (294, 'JoinGroupRequest.MemberId'),
+    (295, 'JoinGroupRequest.GroupInstanceId'),
+    (296, 'JoinGroupRequest.ProtocolType'),
+    (297, 'JoinGroupRequest.Protocols'),
+    (305, 'JoinGroupRequest.Reason'),
+    (306, 'JoinGroupRequest.<tagged fields>'),
+    (312, 'JoinGroupRequestProtocol'),
+    (313, 'JoinGroupRequestProtocol.Name'),
+    (314, 'JoinGroupRequestProtocol.Metadata'),
+    (315, 'JoinGroupRequestProtocol'),
+    (319, 'JoinGroupRequestProtocol.Name'),
+    (320, 'JoinGroupRequestProtocol.Metadata'),
+    (323, 'JoinGroupRequestProtocol'),
+    (324, 'JoinGroupRequestProtocol.Name'),
+    (325, 'JoinGroupRequestProtocol.Metadata'),
+    (326, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (339, 'JoinGroupRequestProtocol'),
+    (343, 'JoinGroupRequestProtocol.Name'),
+    (344, 'JoinGroupRequestProtocol.Metadata'),
+    (345, 'JoinGroupRequestProtocol.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hi")
 _S1 = Struct(">ihi")
 _S2 = Struct(">?")
@@ -29,6 +30,21 @@ class JoinGroupResponseMember:
     #: The group member metadata.
     metadata: bytes = b""
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_JoinGroupResponseMember:
+    __slots__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields', )
+    member_id: Any
+    group_instance_id: Any
+    metadata: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, group_instance_id: Any, metadata: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.metadata = metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = JoinGroupResponseMember  # type: ignore[assignment]
 
 
 _DEFAULT_JoinGroupResponseMember = JoinGroupResponseMember()
@@ -63,19 +79,49 @@ class JoinGroupResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_JoinGroupResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    generation_id: Any
+    protocol_type: Any
+    protocol_name: Any
+    leader: Any
+    skip_assignment: Any
+    member_id: Any
+    members: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, generation_id: Any, protocol_type: Any, protocol_name: Any, leader: Any, skip_assignment: Any, member_id: Any, members: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.skip_assignment = skip_assignment
+        self.member_id = member_id
+        self.members = members
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = JoinGroupResponse  # type: ignore[assignment]
+
+
 def _d_JoinGroupResponse_0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     (f_error_code, f_generation_id,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_protocol_name, pos = _p.read_string(buf, pos)
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_0(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return JoinGroupResponse(0, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos
+    return _New_JoinGroupResponse(0, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -86,7 +132,8 @@ def _e_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_JoinGroupResponseMember_0(item_members, out, chunks)
 
@@ -97,13 +144,16 @@ def _d_JoinGroupResponse_1(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_string(buf, pos)
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_0(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos
+    return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -114,7 +164,8 @@ def _e_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_JoinGroupResponseMember_0(item_members, out, chunks)
 
@@ -125,13 +176,16 @@ def _d_JoinGroupResponse_2(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_string(buf, pos)
     f_leader, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_1(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos
+    return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -142,7 +196,8 @@ def _e_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     _p.write_string(out, o.leader)
     _p.write_string(out, o.member_id)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_JoinGroupResponseMember_1(item_members, out, chunks)
 
@@ -153,24 +208,33 @@ def _d_JoinGroupResponse_3(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_compact_string(buf, pos)
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_2(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -181,10 +245,17 @@ def _e_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     _p.write_compact_string(out, o.leader)
     _p.write_compact_string(out, o.member_id)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_JoinGroupResponseMember_2(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -194,24 +265,33 @@ def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_2(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -223,10 +303,17 @@ def _e_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     _p.write_compact_string(out, o.leader)
     _p.write_compact_string(out, o.member_id)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_JoinGroupResponseMember_2(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
@@ -238,24 +325,33 @@ def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     (f_skip_assignment,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_JoinGroupResponseMember_2(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, f_skip_assignment, f_member_id, f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, f_skip_assignment, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -266,16 +362,23 @@ def _e_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray, chunks: list[_p
     out += _S2.pack(o.skip_assignment)
     _p.write_compact_string(out, o.member_id)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_JoinGroupResponseMember_2(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponseMember_0(buf: memoryview, pos: int) -> tuple[JoinGroupResponseMember, int]:
     f_member_id, pos = _p.read_string(buf, pos)
     f_metadata, pos = _p.read_bytes(buf, pos)
-    return JoinGroupResponseMember(f_member_id, None, f_metadata), pos
+    return _New_JoinGroupResponseMember(f_member_id, None, f_metadata), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponseMember_0(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -287,7 +390,7 @@ def _d_JoinGroupResponseMember_1(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     f_metadata, pos = _p.read_bytes(buf, pos)
-    return JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata), pos
+    return _New_JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponseMember_1(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -301,23 +404,29 @@ def _d_JoinGroupResponseMember_2(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_metadata, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata, unknown), pos  # type: ignore[return-value]
 
 
 def _e_JoinGroupResponseMember_2(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_bytes(out, o.metadata)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 JoinGroupResponse._DECODERS = {
@@ -346,117 +455,117 @@ JoinGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'JoinGroupResponse'),
-    (67, 'JoinGroupResponse.ErrorCode,GenerationId'),
-    (69, 'JoinGroupResponse.ProtocolName'),
-    (70, 'JoinGroupResponse.Leader'),
-    (71, 'JoinGroupResponse.MemberId'),
-    (72, 'JoinGroupResponse.Members'),
-    (78, 'JoinGroupResponse'),
-    (82, 'JoinGroupResponse.SkipAssignment'),
-    (84, 'JoinGroupResponse.ErrorCode,GenerationId'),
-    (85, 'JoinGroupResponse.ProtocolName'),
-    (86, 'JoinGroupResponse.Leader'),
-    (87, 'JoinGroupResponse.MemberId'),
-    (88, 'JoinGroupResponse.Members'),
-    (94, 'JoinGroupResponse'),
-    (95, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (97, 'JoinGroupResponse.ProtocolName'),
-    (98, 'JoinGroupResponse.Leader'),
-    (99, 'JoinGroupResponse.MemberId'),
-    (100, 'JoinGroupResponse.Members'),
-    (106, 'JoinGroupResponse'),
-    (110, 'JoinGroupResponse.SkipAssignment'),
-    (112, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (113, 'JoinGroupResponse.ProtocolName'),
-    (114, 'JoinGroupResponse.Leader'),
-    (115, 'JoinGroupResponse.MemberId'),
-    (116, 'JoinGroupResponse.Members'),
-    (122, 'JoinGroupResponse'),
-    (123, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (125, 'JoinGroupResponse.ProtocolName'),
-    (126, 'JoinGroupResponse.Leader'),
-    (127, 'JoinGroupResponse.MemberId'),
-    (128, 'JoinGroupResponse.Members'),
-    (134, 'JoinGroupResponse'),
-    (138, 'JoinGroupResponse.SkipAssignment'),
-    (140, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (141, 'JoinGroupResponse.ProtocolName'),
-    (142, 'JoinGroupResponse.Leader'),
-    (143, 'JoinGroupResponse.MemberId'),
-    (144, 'JoinGroupResponse.Members'),
-    (150, 'JoinGroupResponse'),
-    (151, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (153, 'JoinGroupResponse.ProtocolName'),
-    (154, 'JoinGroupResponse.Leader'),
-    (155, 'JoinGroupResponse.MemberId'),
-    (156, 'JoinGroupResponse.Members'),
-    (163, 'JoinGroupResponse.<tagged fields>'),
+    (109, 'JoinGroupResponse'),
+    (110, 'JoinGroupResponse.ErrorCode,GenerationId'),
+    (112, 'JoinGroupResponse.ProtocolName'),
+    (113, 'JoinGroupResponse.Leader'),
+    (114, 'JoinGroupResponse.MemberId'),
+    (115, 'JoinGroupResponse.Members'),
+    (124, 'JoinGroupResponse'),
+    (128, 'JoinGroupResponse.SkipAssignment'),
+    (130, 'JoinGroupResponse.ErrorCode,GenerationId'),
+    (131, 'JoinGroupResponse.ProtocolName'),
+    (132, 'JoinGroupResponse.Leader'),
+    (133, 'JoinGroupResponse.MemberId'),
+    (134, 'JoinGroupResponse.Members'),
+    (141, 'JoinGroupResponse'),
+    (142, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (144, 'JoinGroupResponse.ProtocolName'),
+    (145, 'JoinGroupResponse.Leader'),
+    (146, 'JoinGroupResponse.MemberId'),
+    (147, 'JoinGroupResponse.Members'),
+    (156, 'JoinGroupResponse'),
+    (160, 'JoinGroupResponse.SkipAssignment'),
+    (162, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (163, 'JoinGroupResponse.ProtocolName'),
+    (164, 'JoinGroupResponse.Leader'),
+    (165, 'JoinGroupResponse.MemberId'),
+    (166, 'JoinGroupResponse.Members'),
     (173, 'JoinGroupResponse'),
-    (177, 'JoinGroupResponse.SkipAssignment'),
-    (179, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (180, 'JoinGroupResponse.ProtocolName'),
-    (181, 'JoinGroupResponse.Leader'),
-    (182, 'JoinGroupResponse.MemberId'),
-    (183, 'JoinGroupResponse.Members'),
-    (187, 'JoinGroupResponse.<tagged fields>'),
-    (190, 'JoinGroupResponse'),
-    (191, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (193, 'JoinGroupResponse.ProtocolType'),
-    (194, 'JoinGroupResponse.ProtocolName'),
-    (195, 'JoinGroupResponse.Leader'),
-    (196, 'JoinGroupResponse.MemberId'),
-    (197, 'JoinGroupResponse.Members'),
-    (204, 'JoinGroupResponse.<tagged fields>'),
-    (214, 'JoinGroupResponse'),
-    (218, 'JoinGroupResponse.SkipAssignment'),
-    (220, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (221, 'JoinGroupResponse.ProtocolType'),
-    (222, 'JoinGroupResponse.ProtocolName'),
-    (223, 'JoinGroupResponse.Leader'),
-    (224, 'JoinGroupResponse.MemberId'),
-    (225, 'JoinGroupResponse.Members'),
-    (229, 'JoinGroupResponse.<tagged fields>'),
-    (232, 'JoinGroupResponse'),
-    (233, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (235, 'JoinGroupResponse.ProtocolType'),
-    (236, 'JoinGroupResponse.ProtocolName'),
-    (237, 'JoinGroupResponse.Leader'),
-    (238, 'JoinGroupResponse.SkipAssignment'),
-    (240, 'JoinGroupResponse.MemberId'),
-    (241, 'JoinGroupResponse.Members'),
-    (248, 'JoinGroupResponse.<tagged fields>'),
-    (258, 'JoinGroupResponse'),
+    (174, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (176, 'JoinGroupResponse.ProtocolName'),
+    (177, 'JoinGroupResponse.Leader'),
+    (178, 'JoinGroupResponse.MemberId'),
+    (179, 'JoinGroupResponse.Members'),
+    (188, 'JoinGroupResponse'),
+    (192, 'JoinGroupResponse.SkipAssignment'),
+    (194, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (195, 'JoinGroupResponse.ProtocolName'),
+    (196, 'JoinGroupResponse.Leader'),
+    (197, 'JoinGroupResponse.MemberId'),
+    (198, 'JoinGroupResponse.Members'),
+    (205, 'JoinGroupResponse'),
+    (206, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (208, 'JoinGroupResponse.ProtocolName'),
+    (209, 'JoinGroupResponse.Leader'),
+    (210, 'JoinGroupResponse.MemberId'),
+    (211, 'JoinGroupResponse.Members'),
+    (224, 'JoinGroupResponse.<tagged fields>'),
+    (237, 'JoinGroupResponse'),
+    (241, 'JoinGroupResponse.SkipAssignment'),
+    (243, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (244, 'JoinGroupResponse.ProtocolName'),
+    (245, 'JoinGroupResponse.Leader'),
+    (246, 'JoinGroupResponse.MemberId'),
+    (247, 'JoinGroupResponse.Members'),
+    (255, 'JoinGroupResponse.<tagged fields>'),
+    (261, 'JoinGroupResponse'),
     (262, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (263, 'JoinGroupResponse.ProtocolType'),
-    (264, 'JoinGroupResponse.ProtocolName'),
-    (265, 'JoinGroupResponse.Leader'),
-    (266, 'JoinGroupResponse.SkipAssignment'),
+    (264, 'JoinGroupResponse.ProtocolType'),
+    (265, 'JoinGroupResponse.ProtocolName'),
+    (266, 'JoinGroupResponse.Leader'),
     (267, 'JoinGroupResponse.MemberId'),
     (268, 'JoinGroupResponse.Members'),
-    (272, 'JoinGroupResponse.<tagged fields>'),
-    (275, 'JoinGroupResponseMember'),
-    (276, 'JoinGroupResponseMember.MemberId'),
-    (277, 'JoinGroupResponseMember.Metadata'),
-    (278, 'JoinGroupResponseMember'),
-    (282, 'JoinGroupResponseMember.MemberId'),
-    (283, 'JoinGroupResponseMember.Metadata'),
-    (286, 'JoinGroupResponseMember'),
-    (287, 'JoinGroupResponseMember.MemberId'),
-    (288, 'JoinGroupResponseMember.GroupInstanceId'),
-    (289, 'JoinGroupResponseMember.Metadata'),
-    (290, 'JoinGroupResponseMember'),
-    (294, 'JoinGroupResponseMember.MemberId'),
-    (295, 'JoinGroupResponseMember.GroupInstanceId'),
-    (296, 'JoinGroupResponseMember.Metadata'),
-    (299, 'JoinGroupResponseMember'),
-    (300, 'JoinGroupResponseMember.MemberId'),
-    (301, 'JoinGroupResponseMember.GroupInstanceId'),
-    (302, 'JoinGroupResponseMember.Metadata'),
-    (303, 'JoinGroupResponseMember.<tagged fields>'),
-    (313, 'JoinGroupResponseMember'),
-    (317, 'JoinGroupResponseMember.MemberId'),
-    (318, 'JoinGroupResponseMember.GroupInstanceId'),
-    (319, 'JoinGroupResponseMember.Metadata'),
-    (320, 'JoinGroupResponseMember.<tagged fields>'),
+    (281, 'JoinGroupResponse.<tagged fields>'),
+    (294, 'JoinGroupResponse'),
+    (298, 'JoinGroupResponse.SkipAssignment'),
+    (300, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (301, 'JoinGroupResponse.ProtocolType'),
+    (302, 'JoinGroupResponse.ProtocolName'),
+    (303, 'JoinGroupResponse.Leader'),
+    (304, 'JoinGroupResponse.MemberId'),
+    (305, 'JoinGroupResponse.Members'),
+    (313, 'JoinGroupResponse.<tagged fields>'),
+    (319, 'JoinGroupResponse'),
+    (320, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (322, 'JoinGroupResponse.ProtocolType'),
+    (323, 'JoinGroupResponse.ProtocolName'),
+    (324, 'JoinGroupResponse.Leader'),
+    (325, 'JoinGroupResponse.SkipAssignment'),
+    (327, 'JoinGroupResponse.MemberId'),
+    (328, 'JoinGroupResponse.Members'),
+    (341, 'JoinGroupResponse.<tagged fields>'),
+    (354, 'JoinGroupResponse'),
+    (358, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (359, 'JoinGroupResponse.ProtocolType'),
+    (360, 'JoinGroupResponse.ProtocolName'),
+    (361, 'JoinGroupResponse.Leader'),
+    (362, 'JoinGroupResponse.SkipAssignment'),
+    (363, 'JoinGroupResponse.MemberId'),
+    (364, 'JoinGroupResponse.Members'),
+    (372, 'JoinGroupResponse.<tagged fields>'),
+    (378, 'JoinGroupResponseMember'),
+    (379, 'JoinGroupResponseMember.MemberId'),
+    (380, 'JoinGroupResponseMember.Metadata'),
+    (381, 'JoinGroupResponseMember'),
+    (385, 'JoinGroupResponseMember.MemberId'),
+    (386, 'JoinGroupResponseMember.Metadata'),
+    (389, 'JoinGroupResponseMember'),
+    (390, 'JoinGroupResponseMember.MemberId'),
+    (391, 'JoinGroupResponseMember.GroupInstanceId'),
+    (392, 'JoinGroupResponseMember.Metadata'),
+    (393, 'JoinGroupResponseMember'),
+    (397, 'JoinGroupResponseMember.MemberId'),
+    (398, 'JoinGroupResponseMember.GroupInstanceId'),
+    (399, 'JoinGroupResponseMember.Metadata'),
+    (402, 'JoinGroupResponseMember'),
+    (403, 'JoinGroupResponseMember.MemberId'),
+    (404, 'JoinGroupResponseMember.GroupInstanceId'),
+    (405, 'JoinGroupResponseMember.Metadata'),
+    (406, 'JoinGroupResponseMember.<tagged fields>'),
+    (419, 'JoinGroupResponseMember'),
+    (423, 'JoinGroupResponseMember.MemberId'),
+    (424, 'JoinGroupResponseMember.GroupInstanceId'),
+    (425, 'JoinGroupResponseMember.Metadata'),
+    (426, 'JoinGroupResponseMember.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hh")
 
 
@@ -34,25 +35,44 @@ class KRaftVersionRecord(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_KRaftVersionRecord(_Message):
+    __slots__ = ('version', 'k_raft_version', 'unknown_tagged_fields', )
+    version: Any
+    k_raft_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, version: Any, k_raft_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.version = version
+        self.k_raft_version = k_raft_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = KRaftVersionRecord  # type: ignore[assignment]
+
+
 def _d_KRaftVersionRecord_0(buf: memoryview, pos: int) -> tuple[KRaftVersionRecord, int]:
     (f_version, f_k_raft_version,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return KRaftVersionRecord(f_version, f_k_raft_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_KRaftVersionRecord(f_version, f_k_raft_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_KRaftVersionRecord_0(o: KRaftVersionRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version, o.k_raft_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 KRaftVersionRecord._DECODERS = {
@@ -63,10 +83,10 @@ KRaftVersionRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'KRaftVersionRecord'),
-    (38, 'KRaftVersionRecord.Version,KRaftVersion'),
-    (40, 'KRaftVersionRecord.<tagged fields>'),
-    (50, 'KRaftVersionRecord'),
-    (54, 'KRaftVersionRecord.Version,KRaftVersion'),
-    (55, 'KRaftVersionRecord.<tagged fields>'),
+    (51, 'KRaftVersionRecord'),
+    (52, 'KRaftVersionRecord.Version,KRaftVersion'),
+    (54, 'KRaftVersionRecord.<tagged fields>'),
+    (67, 'KRaftVersionRecord'),
+    (71, 'KRaftVersionRecord.Version,KRaftVersion'),
+    (72, 'KRaftVersionRecord.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 _S1 = Struct(">iiq")
 _S2 = Struct(">iiqb")
@@ -54,6 +55,39 @@ class LeaderAndIsrPartitionState:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderAndIsrPartitionState:
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    controller_epoch: Any
+    leader: Any
+    leader_epoch: Any
+    isr: Any
+    partition_epoch: Any
+    replicas: Any
+    adding_replicas: Any
+    removing_replicas: Any
+    is_new: Any
+    leader_recovery_state: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, controller_epoch: Any, leader: Any, leader_epoch: Any, isr: Any, partition_epoch: Any, replicas: Any, adding_replicas: Any, removing_replicas: Any, is_new: Any, leader_recovery_state: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.replicas = replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
+        self.is_new = is_new
+        self.leader_recovery_state = leader_recovery_state
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrPartitionState  # type: ignore[assignment]
+
+
 _DEFAULT_LeaderAndIsrPartitionState = LeaderAndIsrPartitionState()
 
 
@@ -68,6 +102,21 @@ class LeaderAndIsrTopicState:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderAndIsrTopicState:
+    __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+    topic_name: Any
+    topic_id: Any
+    partition_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, topic_id: Any, partition_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrTopicState  # type: ignore[assignment]
+
+
 _DEFAULT_LeaderAndIsrTopicState = LeaderAndIsrTopicState()
 
 
@@ -80,6 +129,21 @@ class LeaderAndIsrLiveLeader:
     #: The leader's port.
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderAndIsrLiveLeader:
+    __slots__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields', )
+    broker_id: Any
+    host_name: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, host_name: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.host_name = host_name
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrLiveLeader  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader()
@@ -113,22 +177,53 @@ class LeaderAndIsrRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderAndIsrRequest(_Message):
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields', )
+    controller_id: Any
+    is_k_raft_controller: Any
+    controller_epoch: Any
+    broker_epoch: Any
+    type: Any
+    ungrouped_partition_states: Any
+    topic_states: Any
+    live_leaders: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, controller_id: Any, is_k_raft_controller: Any, controller_epoch: Any, broker_epoch: Any, type: Any, ungrouped_partition_states: Any, topic_states: Any, live_leaders: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.type = type
+        self.ungrouped_partition_states = ungrouped_partition_states
+        self.topic_states = topic_states
+        self.live_leaders = live_leaders
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrRequest  # type: ignore[assignment]
+
+
 def _d_LeaderAndIsrRequest_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_LeaderAndIsrPartitionState_0(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_0(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -140,11 +235,13 @@ def _e_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("TopicStates cannot be sent in version 0", message_name="LeaderAndIsrRequest", api_version=0, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_LeaderAndIsrPartitionState_0(item_ungrouped_partition_states, out, chunks)
     items_live_leaders = o.live_leaders
-    out += _p.INT32.pack(len(items_live_leaders))
+    count = len(items_live_leaders)
+    out += _p.INT32.pack(count)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_0(item_live_leaders, out, chunks)
 
@@ -152,19 +249,25 @@ def _e_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_LeaderAndIsrPartitionState_1(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_0(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -176,11 +279,13 @@ def _e_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("TopicStates cannot be sent in version 1", message_name="LeaderAndIsrRequest", api_version=1, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_LeaderAndIsrPartitionState_1(item_ungrouped_partition_states, out, chunks)
     items_live_leaders = o.live_leaders
-    out += _p.INT32.pack(len(items_live_leaders))
+    count = len(items_live_leaders)
+    out += _p.INT32.pack(count)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_0(item_live_leaders, out, chunks)
 
@@ -188,19 +293,25 @@ def _e_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_0(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_0(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -212,11 +323,13 @@ def _e_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 2", message_name="LeaderAndIsrRequest", api_version=2, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    out += _p.INT32.pack(len(items_topic_states))
+    count = len(items_topic_states)
+    out += _p.INT32.pack(count)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_0(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    out += _p.INT32.pack(len(items_live_leaders))
+    count = len(items_live_leaders)
+    out += _p.INT32.pack(count)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_0(item_live_leaders, out, chunks)
 
@@ -224,19 +337,25 @@ def _e_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_1(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_0(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -248,11 +367,13 @@ def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 3", message_name="LeaderAndIsrRequest", api_version=3, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    out += _p.INT32.pack(len(items_topic_states))
+    count = len(items_topic_states)
+    out += _p.INT32.pack(count)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_1(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    out += _p.INT32.pack(len(items_live_leaders))
+    count = len(items_live_leaders)
+    out += _p.INT32.pack(count)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_0(item_live_leaders, out, chunks)
 
@@ -260,31 +381,46 @@ def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_1(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -296,44 +432,70 @@ def _e_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 4", message_name="LeaderAndIsrRequest", api_version=4, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_2(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    _p.write_uvarint(out, len(items_live_leaders) + 1)
+    count = len(items_live_leaders)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_1(item_live_leaders, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_3(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_1(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -343,44 +505,70 @@ def _e_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 5", message_name="LeaderAndIsrRequest", api_version=5, field="UngroupedPartitionStates")
     out += _S2.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_3(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    _p.write_uvarint(out, len(items_live_leaders) + 1)
+    count = len(items_live_leaders)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_1(item_live_leaders, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_4(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_1(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -390,44 +578,70 @@ def _e_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 6", message_name="LeaderAndIsrRequest", api_version=6, field="UngroupedPartitionStates")
     out += _S2.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_4(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    _p.write_uvarint(out, len(items_live_leaders) + 1)
+    count = len(items_live_leaders)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_1(item_live_leaders, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type,) = _S3.unpack_from(buf, pos)
     pos += 18
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_LeaderAndIsrTopicState_4(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
     for _ in range(count):
         item_live_leaders, pos = _d_LeaderAndIsrLiveLeader_1(buf, pos)
         items_live_leaders.append(item_live_leaders)
     f_live_leaders = tuple(items_live_leaders)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -435,29 +649,46 @@ def _e_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 7", message_name="LeaderAndIsrRequest", api_version=7, field="UngroupedPartitionStates")
     out += _S3.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_LeaderAndIsrTopicState_4(item_topic_states, out, chunks)
     items_live_leaders = o.live_leaders
-    _p.write_uvarint(out, len(items_live_leaders) + 1)
+    count = len(items_live_leaders)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_leaders in items_live_leaders:
         _e_LeaderAndIsrLiveLeader_1(item_live_leaders, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), False, 0), pos
+    return _New_LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), False, 0), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_0(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -466,12 +697,14 @@ def _e_LeaderAndIsrPartitionState_0(o: LeaderAndIsrPartitionState, out: bytearra
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
 
 
 def _d_LeaderAndIsrLiveLeader_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrLiveLeader, int]:
@@ -480,7 +713,7 @@ def _d_LeaderAndIsrLiveLeader_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     f_host_name, pos = _p.read_string(buf, pos)
     (f_port,) = _S5.unpack_from(buf, pos)
     pos += 4
-    return LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port), pos
+    return _New_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrLiveLeader_0(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -493,17 +726,23 @@ def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_is_new,) = _S6.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos
+    return _New_LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -512,82 +751,108 @@ def _e_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: bytearra
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     out += _S6.pack(o.is_new)
 
 
 def _d_LeaderAndIsrTopicState_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_LeaderAndIsrPartitionState_2(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
-    return LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos
+    return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    out += _p.INT32.pack(len(items_partition_states))
+    count = len(items_partition_states)
+    out += _p.INT32.pack(count)
     for item_partition_states in items_partition_states:
         _e_LeaderAndIsrPartitionState_2(item_partition_states, out, chunks)
 
 
 def _d_LeaderAndIsrTopicState_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_LeaderAndIsrPartitionState_3(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
-    return LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos
+    return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    out += _p.INT32.pack(len(items_partition_states))
+    count = len(items_partition_states)
+    out += _p.INT32.pack(count)
     for item_partition_states in items_partition_states:
         _e_LeaderAndIsrPartitionState_3(item_partition_states, out, chunks)
 
 
 def _d_LeaderAndIsrTopicState_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_LeaderAndIsrPartitionState_4(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_LeaderAndIsrPartitionState_4(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrLiveLeader_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrLiveLeader, int]:
@@ -597,105 +862,149 @@ def _d_LeaderAndIsrLiveLeader_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     (f_port,) = _S5.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrLiveLeader_1(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.broker_id)
     _p.write_compact_string(out, o.host_name)
     out += _S5.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_LeaderAndIsrPartitionState_4(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_LeaderAndIsrPartitionState_4(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_LeaderAndIsrPartitionState_5(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_LeaderAndIsrPartitionState_5(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_is_new,) = _S6.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos
+    return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -703,35 +1012,49 @@ def _e_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: bytearra
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 2", message_name="LeaderAndIsrPartitionState", api_version=2, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     out += _S6.pack(o.is_new)
 
 
 def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_adding_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_removing_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_is_new,) = _S6.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0), pos
+    return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -739,55 +1062,86 @@ def _e_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearra
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 3", message_name="LeaderAndIsrPartitionState", api_version=3, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_adding_replicas = o.adding_replicas
-    out += _p.INT32.pack(len(items_adding_replicas))
-    out += _pack(">%di" % len(items_adding_replicas), *items_adding_replicas)
+    count = len(items_adding_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_adding_replicas) if count < 64 else _pack(">%di" % count, *items_adding_replicas)
     items_removing_replicas = o.removing_replicas
-    out += _p.INT32.pack(len(items_removing_replicas))
-    out += _pack(">%di" % len(items_removing_replicas), *items_removing_replicas)
+    count = len(items_removing_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_removing_replicas) if count < 64 else _pack(">%di" % count, *items_removing_replicas)
     out += _S6.pack(o.is_new)
 
 
 def _d_LeaderAndIsrPartitionState_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_adding_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_removing_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_is_new,) = _S6.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -795,75 +1149,140 @@ def _e_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearra
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 4", message_name="LeaderAndIsrPartitionState", api_version=4, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    _p.write_uvarint(out, len(items_isr) + 1)
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    _p.write_uvarint(out, len(items_replicas) + 1)
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_adding_replicas = o.adding_replicas
-    _p.write_uvarint(out, len(items_adding_replicas) + 1)
-    out += _pack(">%di" % len(items_adding_replicas), *items_adding_replicas)
+    count = len(items_adding_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_adding_replicas) if count < 64 else _pack(">%di" % count, *items_adding_replicas)
     items_removing_replicas = o.removing_replicas
-    _p.write_uvarint(out, len(items_removing_replicas) + 1)
-    out += _pack(">%di" % len(items_removing_replicas), *items_removing_replicas)
+    count = len(items_removing_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_removing_replicas) if count < 64 else _pack(">%di" % count, *items_removing_replicas)
     out += _S6.pack(o.is_new)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionState_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_adding_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_removing_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_is_new, f_leader_recovery_state,) = _S7.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, f_leader_recovery_state, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, f_leader_recovery_state, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionState_5(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    _p.write_uvarint(out, len(items_isr) + 1)
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.partition_epoch)
     items_replicas = o.replicas
-    _p.write_uvarint(out, len(items_replicas) + 1)
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_adding_replicas = o.adding_replicas
-    _p.write_uvarint(out, len(items_adding_replicas) + 1)
-    out += _pack(">%di" % len(items_adding_replicas), *items_adding_replicas)
+    count = len(items_adding_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_adding_replicas) if count < 64 else _pack(">%di" % count, *items_adding_replicas)
     items_removing_replicas = o.removing_replicas
-    _p.write_uvarint(out, len(items_removing_replicas) + 1)
-    out += _pack(">%di" % len(items_removing_replicas), *items_removing_replicas)
+    count = len(items_removing_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_removing_replicas) if count < 64 else _pack(">%di" % count, *items_removing_replicas)
     out += _S7.pack(o.is_new, o.leader_recovery_state)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrRequest._DECODERS = {
@@ -888,249 +1307,249 @@ LeaderAndIsrRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (116, 'LeaderAndIsrRequest'),
-    (117, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (119, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (125, 'LeaderAndIsrRequest.LiveLeaders'),
-    (131, 'LeaderAndIsrRequest'),
-    (135, 'LeaderAndIsrRequest.isKRaftController'),
-    (137, 'LeaderAndIsrRequest.Type'),
-    (139, 'LeaderAndIsrRequest.TopicStates'),
-    (141, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (142, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (146, 'LeaderAndIsrRequest.LiveLeaders'),
-    (152, 'LeaderAndIsrRequest'),
-    (153, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (155, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (161, 'LeaderAndIsrRequest.LiveLeaders'),
-    (167, 'LeaderAndIsrRequest'),
-    (171, 'LeaderAndIsrRequest.isKRaftController'),
-    (173, 'LeaderAndIsrRequest.Type'),
-    (175, 'LeaderAndIsrRequest.TopicStates'),
-    (177, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (178, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (182, 'LeaderAndIsrRequest.LiveLeaders'),
-    (188, 'LeaderAndIsrRequest'),
-    (189, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (191, 'LeaderAndIsrRequest.TopicStates'),
-    (197, 'LeaderAndIsrRequest.LiveLeaders'),
-    (203, 'LeaderAndIsrRequest'),
-    (207, 'LeaderAndIsrRequest.isKRaftController'),
-    (209, 'LeaderAndIsrRequest.Type'),
-    (211, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (213, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (214, 'LeaderAndIsrRequest.TopicStates'),
-    (218, 'LeaderAndIsrRequest.LiveLeaders'),
-    (224, 'LeaderAndIsrRequest'),
-    (225, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (227, 'LeaderAndIsrRequest.TopicStates'),
-    (233, 'LeaderAndIsrRequest.LiveLeaders'),
-    (239, 'LeaderAndIsrRequest'),
-    (243, 'LeaderAndIsrRequest.isKRaftController'),
-    (245, 'LeaderAndIsrRequest.Type'),
-    (247, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (249, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (250, 'LeaderAndIsrRequest.TopicStates'),
-    (254, 'LeaderAndIsrRequest.LiveLeaders'),
-    (260, 'LeaderAndIsrRequest'),
-    (261, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (263, 'LeaderAndIsrRequest.TopicStates'),
-    (270, 'LeaderAndIsrRequest.LiveLeaders'),
-    (277, 'LeaderAndIsrRequest.<tagged fields>'),
-    (287, 'LeaderAndIsrRequest'),
-    (291, 'LeaderAndIsrRequest.isKRaftController'),
-    (293, 'LeaderAndIsrRequest.Type'),
-    (295, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (297, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (298, 'LeaderAndIsrRequest.TopicStates'),
-    (302, 'LeaderAndIsrRequest.LiveLeaders'),
-    (306, 'LeaderAndIsrRequest.<tagged fields>'),
-    (309, 'LeaderAndIsrRequest'),
-    (310, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (312, 'LeaderAndIsrRequest.TopicStates'),
-    (319, 'LeaderAndIsrRequest.LiveLeaders'),
-    (326, 'LeaderAndIsrRequest.<tagged fields>'),
-    (336, 'LeaderAndIsrRequest'),
-    (340, 'LeaderAndIsrRequest.isKRaftController'),
-    (342, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (344, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (345, 'LeaderAndIsrRequest.TopicStates'),
+    (205, 'LeaderAndIsrRequest'),
+    (206, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (208, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (217, 'LeaderAndIsrRequest.LiveLeaders'),
+    (226, 'LeaderAndIsrRequest'),
+    (230, 'LeaderAndIsrRequest.isKRaftController'),
+    (232, 'LeaderAndIsrRequest.Type'),
+    (234, 'LeaderAndIsrRequest.TopicStates'),
+    (236, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (237, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (242, 'LeaderAndIsrRequest.LiveLeaders'),
+    (249, 'LeaderAndIsrRequest'),
+    (250, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (252, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (261, 'LeaderAndIsrRequest.LiveLeaders'),
+    (270, 'LeaderAndIsrRequest'),
+    (274, 'LeaderAndIsrRequest.isKRaftController'),
+    (276, 'LeaderAndIsrRequest.Type'),
+    (278, 'LeaderAndIsrRequest.TopicStates'),
+    (280, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (281, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (286, 'LeaderAndIsrRequest.LiveLeaders'),
+    (293, 'LeaderAndIsrRequest'),
+    (294, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (296, 'LeaderAndIsrRequest.TopicStates'),
+    (305, 'LeaderAndIsrRequest.LiveLeaders'),
+    (314, 'LeaderAndIsrRequest'),
+    (318, 'LeaderAndIsrRequest.isKRaftController'),
+    (320, 'LeaderAndIsrRequest.Type'),
+    (322, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (324, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (325, 'LeaderAndIsrRequest.TopicStates'),
+    (330, 'LeaderAndIsrRequest.LiveLeaders'),
+    (337, 'LeaderAndIsrRequest'),
+    (338, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (340, 'LeaderAndIsrRequest.TopicStates'),
     (349, 'LeaderAndIsrRequest.LiveLeaders'),
-    (353, 'LeaderAndIsrRequest.<tagged fields>'),
-    (356, 'LeaderAndIsrRequest'),
-    (357, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (359, 'LeaderAndIsrRequest.TopicStates'),
-    (366, 'LeaderAndIsrRequest.LiveLeaders'),
-    (373, 'LeaderAndIsrRequest.<tagged fields>'),
-    (383, 'LeaderAndIsrRequest'),
-    (387, 'LeaderAndIsrRequest.isKRaftController'),
-    (389, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (391, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (392, 'LeaderAndIsrRequest.TopicStates'),
-    (396, 'LeaderAndIsrRequest.LiveLeaders'),
-    (400, 'LeaderAndIsrRequest.<tagged fields>'),
-    (403, 'LeaderAndIsrRequest'),
-    (404, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (406, 'LeaderAndIsrRequest.TopicStates'),
-    (413, 'LeaderAndIsrRequest.LiveLeaders'),
-    (420, 'LeaderAndIsrRequest.<tagged fields>'),
-    (430, 'LeaderAndIsrRequest'),
-    (434, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (436, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (437, 'LeaderAndIsrRequest.TopicStates'),
-    (441, 'LeaderAndIsrRequest.LiveLeaders'),
-    (445, 'LeaderAndIsrRequest.<tagged fields>'),
-    (448, 'LeaderAndIsrPartitionState'),
-    (449, 'LeaderAndIsrPartitionState.TopicName'),
-    (450, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (452, 'LeaderAndIsrPartitionState.Isr'),
-    (455, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (457, 'LeaderAndIsrPartitionState.Replicas'),
-    (460, 'LeaderAndIsrPartitionState'),
-    (464, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (466, 'LeaderAndIsrPartitionState.TopicName'),
-    (467, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (468, 'LeaderAndIsrPartitionState.Isr'),
-    (471, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (472, 'LeaderAndIsrPartitionState.Replicas'),
-    (477, 'LeaderAndIsrLiveLeader'),
-    (478, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (480, 'LeaderAndIsrLiveLeader.HostName'),
-    (481, 'LeaderAndIsrLiveLeader.Port'),
-    (483, 'LeaderAndIsrLiveLeader'),
-    (487, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (488, 'LeaderAndIsrLiveLeader.HostName'),
-    (489, 'LeaderAndIsrLiveLeader.Port'),
-    (492, 'LeaderAndIsrPartitionState'),
-    (493, 'LeaderAndIsrPartitionState.TopicName'),
-    (494, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (496, 'LeaderAndIsrPartitionState.Isr'),
-    (499, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (501, 'LeaderAndIsrPartitionState.Replicas'),
-    (504, 'LeaderAndIsrPartitionState.IsNew'),
-    (506, 'LeaderAndIsrPartitionState'),
-    (510, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (512, 'LeaderAndIsrPartitionState.TopicName'),
-    (513, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (514, 'LeaderAndIsrPartitionState.Isr'),
-    (517, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (518, 'LeaderAndIsrPartitionState.Replicas'),
-    (521, 'LeaderAndIsrPartitionState.IsNew'),
-    (524, 'LeaderAndIsrTopicState'),
-    (525, 'LeaderAndIsrTopicState.TopicName'),
-    (526, 'LeaderAndIsrTopicState.PartitionStates'),
-    (532, 'LeaderAndIsrTopicState'),
-    (536, 'LeaderAndIsrTopicState.TopicName'),
-    (537, 'LeaderAndIsrTopicState.PartitionStates'),
-    (543, 'LeaderAndIsrTopicState'),
-    (544, 'LeaderAndIsrTopicState.TopicName'),
-    (545, 'LeaderAndIsrTopicState.PartitionStates'),
-    (551, 'LeaderAndIsrTopicState'),
-    (555, 'LeaderAndIsrTopicState.TopicName'),
-    (556, 'LeaderAndIsrTopicState.PartitionStates'),
-    (562, 'LeaderAndIsrTopicState'),
-    (563, 'LeaderAndIsrTopicState.TopicName'),
-    (564, 'LeaderAndIsrTopicState.PartitionStates'),
-    (571, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (581, 'LeaderAndIsrTopicState'),
-    (585, 'LeaderAndIsrTopicState.TopicName'),
-    (586, 'LeaderAndIsrTopicState.PartitionStates'),
-    (590, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (593, 'LeaderAndIsrLiveLeader'),
-    (594, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (596, 'LeaderAndIsrLiveLeader.HostName'),
-    (597, 'LeaderAndIsrLiveLeader.Port'),
-    (599, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (609, 'LeaderAndIsrLiveLeader'),
-    (613, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (614, 'LeaderAndIsrLiveLeader.HostName'),
-    (615, 'LeaderAndIsrLiveLeader.Port'),
-    (616, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (619, 'LeaderAndIsrTopicState'),
-    (620, 'LeaderAndIsrTopicState.TopicName'),
-    (621, 'LeaderAndIsrTopicState.TopicId'),
-    (622, 'LeaderAndIsrTopicState.PartitionStates'),
-    (629, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (639, 'LeaderAndIsrTopicState'),
-    (643, 'LeaderAndIsrTopicState.TopicName'),
-    (644, 'LeaderAndIsrTopicState.TopicId'),
-    (645, 'LeaderAndIsrTopicState.PartitionStates'),
-    (649, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (652, 'LeaderAndIsrTopicState'),
-    (653, 'LeaderAndIsrTopicState.TopicName'),
-    (654, 'LeaderAndIsrTopicState.TopicId'),
-    (655, 'LeaderAndIsrTopicState.PartitionStates'),
-    (662, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (672, 'LeaderAndIsrTopicState'),
-    (676, 'LeaderAndIsrTopicState.TopicName'),
-    (677, 'LeaderAndIsrTopicState.TopicId'),
-    (678, 'LeaderAndIsrTopicState.PartitionStates'),
-    (682, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (685, 'LeaderAndIsrPartitionState'),
-    (686, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (688, 'LeaderAndIsrPartitionState.Isr'),
-    (691, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (693, 'LeaderAndIsrPartitionState.Replicas'),
-    (696, 'LeaderAndIsrPartitionState.IsNew'),
-    (698, 'LeaderAndIsrPartitionState'),
-    (702, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (704, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (705, 'LeaderAndIsrPartitionState.Isr'),
-    (708, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (709, 'LeaderAndIsrPartitionState.Replicas'),
-    (712, 'LeaderAndIsrPartitionState.IsNew'),
-    (715, 'LeaderAndIsrPartitionState'),
-    (716, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (718, 'LeaderAndIsrPartitionState.Isr'),
-    (721, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (723, 'LeaderAndIsrPartitionState.Replicas'),
-    (726, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (729, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (732, 'LeaderAndIsrPartitionState.IsNew'),
-    (734, 'LeaderAndIsrPartitionState'),
-    (738, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (740, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (741, 'LeaderAndIsrPartitionState.Isr'),
-    (744, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (745, 'LeaderAndIsrPartitionState.Replicas'),
-    (748, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (751, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (754, 'LeaderAndIsrPartitionState.IsNew'),
-    (757, 'LeaderAndIsrPartitionState'),
-    (758, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (760, 'LeaderAndIsrPartitionState.Isr'),
-    (764, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (766, 'LeaderAndIsrPartitionState.Replicas'),
-    (770, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (774, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (778, 'LeaderAndIsrPartitionState.IsNew'),
-    (780, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (790, 'LeaderAndIsrPartitionState'),
-    (794, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (796, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (797, 'LeaderAndIsrPartitionState.Isr'),
-    (800, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (801, 'LeaderAndIsrPartitionState.Replicas'),
-    (804, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (807, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (810, 'LeaderAndIsrPartitionState.IsNew'),
-    (811, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (814, 'LeaderAndIsrPartitionState'),
-    (815, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (817, 'LeaderAndIsrPartitionState.Isr'),
-    (821, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (823, 'LeaderAndIsrPartitionState.Replicas'),
-    (827, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (831, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (835, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (837, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (847, 'LeaderAndIsrPartitionState'),
-    (851, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (852, 'LeaderAndIsrPartitionState.Isr'),
-    (855, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (856, 'LeaderAndIsrPartitionState.Replicas'),
-    (859, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (862, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (865, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (866, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (358, 'LeaderAndIsrRequest'),
+    (362, 'LeaderAndIsrRequest.isKRaftController'),
+    (364, 'LeaderAndIsrRequest.Type'),
+    (366, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (368, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (369, 'LeaderAndIsrRequest.TopicStates'),
+    (374, 'LeaderAndIsrRequest.LiveLeaders'),
+    (381, 'LeaderAndIsrRequest'),
+    (382, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (384, 'LeaderAndIsrRequest.TopicStates'),
+    (397, 'LeaderAndIsrRequest.LiveLeaders'),
+    (410, 'LeaderAndIsrRequest.<tagged fields>'),
+    (423, 'LeaderAndIsrRequest'),
+    (427, 'LeaderAndIsrRequest.isKRaftController'),
+    (429, 'LeaderAndIsrRequest.Type'),
+    (431, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (433, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (434, 'LeaderAndIsrRequest.TopicStates'),
+    (442, 'LeaderAndIsrRequest.LiveLeaders'),
+    (450, 'LeaderAndIsrRequest.<tagged fields>'),
+    (456, 'LeaderAndIsrRequest'),
+    (457, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (459, 'LeaderAndIsrRequest.TopicStates'),
+    (472, 'LeaderAndIsrRequest.LiveLeaders'),
+    (485, 'LeaderAndIsrRequest.<tagged fields>'),
+    (498, 'LeaderAndIsrRequest'),
+    (502, 'LeaderAndIsrRequest.isKRaftController'),
+    (504, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (506, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (507, 'LeaderAndIsrRequest.TopicStates'),
+    (515, 'LeaderAndIsrRequest.LiveLeaders'),
+    (523, 'LeaderAndIsrRequest.<tagged fields>'),
+    (529, 'LeaderAndIsrRequest'),
+    (530, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (532, 'LeaderAndIsrRequest.TopicStates'),
+    (545, 'LeaderAndIsrRequest.LiveLeaders'),
+    (558, 'LeaderAndIsrRequest.<tagged fields>'),
+    (571, 'LeaderAndIsrRequest'),
+    (575, 'LeaderAndIsrRequest.isKRaftController'),
+    (577, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (579, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (580, 'LeaderAndIsrRequest.TopicStates'),
+    (588, 'LeaderAndIsrRequest.LiveLeaders'),
+    (596, 'LeaderAndIsrRequest.<tagged fields>'),
+    (602, 'LeaderAndIsrRequest'),
+    (603, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (605, 'LeaderAndIsrRequest.TopicStates'),
+    (618, 'LeaderAndIsrRequest.LiveLeaders'),
+    (631, 'LeaderAndIsrRequest.<tagged fields>'),
+    (644, 'LeaderAndIsrRequest'),
+    (648, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (650, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (651, 'LeaderAndIsrRequest.TopicStates'),
+    (659, 'LeaderAndIsrRequest.LiveLeaders'),
+    (667, 'LeaderAndIsrRequest.<tagged fields>'),
+    (673, 'LeaderAndIsrPartitionState'),
+    (674, 'LeaderAndIsrPartitionState.TopicName'),
+    (675, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (677, 'LeaderAndIsrPartitionState.Isr'),
+    (683, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (685, 'LeaderAndIsrPartitionState.Replicas'),
+    (691, 'LeaderAndIsrPartitionState'),
+    (695, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (697, 'LeaderAndIsrPartitionState.TopicName'),
+    (698, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (699, 'LeaderAndIsrPartitionState.Isr'),
+    (703, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (704, 'LeaderAndIsrPartitionState.Replicas'),
+    (710, 'LeaderAndIsrLiveLeader'),
+    (711, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (713, 'LeaderAndIsrLiveLeader.HostName'),
+    (714, 'LeaderAndIsrLiveLeader.Port'),
+    (716, 'LeaderAndIsrLiveLeader'),
+    (720, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (721, 'LeaderAndIsrLiveLeader.HostName'),
+    (722, 'LeaderAndIsrLiveLeader.Port'),
+    (725, 'LeaderAndIsrPartitionState'),
+    (726, 'LeaderAndIsrPartitionState.TopicName'),
+    (727, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (729, 'LeaderAndIsrPartitionState.Isr'),
+    (735, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (737, 'LeaderAndIsrPartitionState.Replicas'),
+    (743, 'LeaderAndIsrPartitionState.IsNew'),
+    (745, 'LeaderAndIsrPartitionState'),
+    (749, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (751, 'LeaderAndIsrPartitionState.TopicName'),
+    (752, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (753, 'LeaderAndIsrPartitionState.Isr'),
+    (757, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (758, 'LeaderAndIsrPartitionState.Replicas'),
+    (762, 'LeaderAndIsrPartitionState.IsNew'),
+    (765, 'LeaderAndIsrTopicState'),
+    (766, 'LeaderAndIsrTopicState.TopicName'),
+    (767, 'LeaderAndIsrTopicState.PartitionStates'),
+    (776, 'LeaderAndIsrTopicState'),
+    (780, 'LeaderAndIsrTopicState.TopicName'),
+    (781, 'LeaderAndIsrTopicState.PartitionStates'),
+    (788, 'LeaderAndIsrTopicState'),
+    (789, 'LeaderAndIsrTopicState.TopicName'),
+    (790, 'LeaderAndIsrTopicState.PartitionStates'),
+    (799, 'LeaderAndIsrTopicState'),
+    (803, 'LeaderAndIsrTopicState.TopicName'),
+    (804, 'LeaderAndIsrTopicState.PartitionStates'),
+    (811, 'LeaderAndIsrTopicState'),
+    (812, 'LeaderAndIsrTopicState.TopicName'),
+    (813, 'LeaderAndIsrTopicState.PartitionStates'),
+    (826, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (839, 'LeaderAndIsrTopicState'),
+    (843, 'LeaderAndIsrTopicState.TopicName'),
+    (844, 'LeaderAndIsrTopicState.PartitionStates'),
+    (852, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (858, 'LeaderAndIsrLiveLeader'),
+    (859, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (861, 'LeaderAndIsrLiveLeader.HostName'),
+    (862, 'LeaderAndIsrLiveLeader.Port'),
+    (864, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (877, 'LeaderAndIsrLiveLeader'),
+    (881, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (882, 'LeaderAndIsrLiveLeader.HostName'),
+    (883, 'LeaderAndIsrLiveLeader.Port'),
+    (884, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (890, 'LeaderAndIsrTopicState'),
+    (891, 'LeaderAndIsrTopicState.TopicName'),
+    (892, 'LeaderAndIsrTopicState.TopicId'),
+    (893, 'LeaderAndIsrTopicState.PartitionStates'),
+    (906, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (919, 'LeaderAndIsrTopicState'),
+    (923, 'LeaderAndIsrTopicState.TopicName'),
+    (924, 'LeaderAndIsrTopicState.TopicId'),
+    (925, 'LeaderAndIsrTopicState.PartitionStates'),
+    (933, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (939, 'LeaderAndIsrTopicState'),
+    (940, 'LeaderAndIsrTopicState.TopicName'),
+    (941, 'LeaderAndIsrTopicState.TopicId'),
+    (942, 'LeaderAndIsrTopicState.PartitionStates'),
+    (955, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (968, 'LeaderAndIsrTopicState'),
+    (972, 'LeaderAndIsrTopicState.TopicName'),
+    (973, 'LeaderAndIsrTopicState.TopicId'),
+    (974, 'LeaderAndIsrTopicState.PartitionStates'),
+    (982, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (988, 'LeaderAndIsrPartitionState'),
+    (989, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (991, 'LeaderAndIsrPartitionState.Isr'),
+    (997, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (999, 'LeaderAndIsrPartitionState.Replicas'),
+    (1005, 'LeaderAndIsrPartitionState.IsNew'),
+    (1007, 'LeaderAndIsrPartitionState'),
+    (1011, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1013, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1014, 'LeaderAndIsrPartitionState.Isr'),
+    (1018, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1019, 'LeaderAndIsrPartitionState.Replicas'),
+    (1023, 'LeaderAndIsrPartitionState.IsNew'),
+    (1026, 'LeaderAndIsrPartitionState'),
+    (1027, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1029, 'LeaderAndIsrPartitionState.Isr'),
+    (1035, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1037, 'LeaderAndIsrPartitionState.Replicas'),
+    (1043, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1049, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1055, 'LeaderAndIsrPartitionState.IsNew'),
+    (1057, 'LeaderAndIsrPartitionState'),
+    (1061, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1063, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1064, 'LeaderAndIsrPartitionState.Isr'),
+    (1068, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1069, 'LeaderAndIsrPartitionState.Replicas'),
+    (1073, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1077, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1081, 'LeaderAndIsrPartitionState.IsNew'),
+    (1084, 'LeaderAndIsrPartitionState'),
+    (1085, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1087, 'LeaderAndIsrPartitionState.Isr'),
+    (1097, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1099, 'LeaderAndIsrPartitionState.Replicas'),
+    (1109, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1119, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1129, 'LeaderAndIsrPartitionState.IsNew'),
+    (1131, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1144, 'LeaderAndIsrPartitionState'),
+    (1148, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1150, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1151, 'LeaderAndIsrPartitionState.Isr'),
+    (1158, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1159, 'LeaderAndIsrPartitionState.Replicas'),
+    (1166, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1173, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1180, 'LeaderAndIsrPartitionState.IsNew'),
+    (1181, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1187, 'LeaderAndIsrPartitionState'),
+    (1188, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1190, 'LeaderAndIsrPartitionState.Isr'),
+    (1200, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1202, 'LeaderAndIsrPartitionState.Replicas'),
+    (1212, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1222, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1232, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1234, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1247, 'LeaderAndIsrPartitionState'),
+    (1251, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1252, 'LeaderAndIsrPartitionState.Isr'),
+    (1259, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1260, 'LeaderAndIsrPartitionState.Replicas'),
+    (1267, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1274, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1281, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1282, 'LeaderAndIsrPartitionState.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -30,6 +31,21 @@ class LeaderAndIsrPartitionError:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderAndIsrPartitionError:
+    __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrPartitionError  # type: ignore[assignment]
+
+
 _DEFAULT_LeaderAndIsrPartitionError = LeaderAndIsrPartitionError()
 
 
@@ -41,6 +57,19 @@ class LeaderAndIsrTopicError:
     #: Each partition.
     partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderAndIsrTopicError:
+    __slots__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields', )
+    topic_id: Any
+    partition_errors: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partition_errors: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partition_errors = partition_errors
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrTopicError  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderAndIsrTopicError = LeaderAndIsrTopicError()
@@ -64,16 +93,34 @@ class LeaderAndIsrResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderAndIsrResponse(_Message):
+    __slots__ = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields', )
+    error_code: Any
+    partition_errors: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, partition_errors: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.partition_errors = partition_errors
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderAndIsrResponse  # type: ignore[assignment]
+
+
 def _d_LeaderAndIsrResponse_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
     for _ in range(count):
         item_partition_errors, pos = _d_LeaderAndIsrPartitionError_0(buf, pos)
         items_partition_errors.append(item_partition_errors)
     f_partition_errors = tuple(items_partition_errors)
-    return LeaderAndIsrResponse(f_error_code, f_partition_errors, ()), pos
+    return _New_LeaderAndIsrResponse(f_error_code, f_partition_errors, ()), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -81,7 +128,8 @@ def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: l
         raise _UnsupportedVersion("Topics cannot be sent in version 0", message_name="LeaderAndIsrResponse", api_version=0, field="Topics")
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
-    out += _p.INT32.pack(len(items_partition_errors))
+    count = len(items_partition_errors)
+    out += _p.INT32.pack(count)
     for item_partition_errors in items_partition_errors:
         _e_LeaderAndIsrPartitionError_0(item_partition_errors, out, chunks)
 
@@ -89,24 +137,33 @@ def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: l
 def _d_LeaderAndIsrResponse_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
     for _ in range(count):
         item_partition_errors, pos = _d_LeaderAndIsrPartitionError_1(buf, pos)
         items_partition_errors.append(item_partition_errors)
     f_partition_errors = tuple(items_partition_errors)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrResponse(f_error_code, f_partition_errors, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrResponse(f_error_code, f_partition_errors, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -114,33 +171,49 @@ def _e_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray, chunks: l
         raise _UnsupportedVersion("Topics cannot be sent in version 4", message_name="LeaderAndIsrResponse", api_version=4, field="Topics")
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
-    _p.write_uvarint(out, len(items_partition_errors) + 1)
+    count = len(items_partition_errors)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_errors in items_partition_errors:
         _e_LeaderAndIsrPartitionError_1(item_partition_errors, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrResponse_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_LeaderAndIsrTopicError_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrResponse(f_error_code, (), f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrResponse(f_error_code, (), f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -148,17 +221,24 @@ def _e_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray, chunks: l
         raise _UnsupportedVersion("PartitionErrors cannot be sent in version 5", message_name="LeaderAndIsrResponse", api_version=5, field="PartitionErrors")
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_LeaderAndIsrTopicError_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionError_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code), pos
+    return _New_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionError_0(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -171,74 +251,102 @@ def _d_LeaderAndIsrPartitionError_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionError_1(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicError_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicError, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
     for _ in range(count):
         item_partition_errors, pos = _d_LeaderAndIsrPartitionError_2(buf, pos)
         items_partition_errors.append(item_partition_errors)
     f_partition_errors = tuple(items_partition_errors)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrTopicError(f_topic_id, f_partition_errors, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrTopicError(f_topic_id, f_partition_errors, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partition_errors = o.partition_errors
-    _p.write_uvarint(out, len(items_partition_errors) + 1)
+    count = len(items_partition_errors)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_errors in items_partition_errors:
         _e_LeaderAndIsrPartitionError_2(item_partition_errors, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionError_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderAndIsrPartitionError('', f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderAndIsrPartitionError('', f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderAndIsrPartitionError_2(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrResponse._DECODERS = {
@@ -263,57 +371,57 @@ LeaderAndIsrResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (67, 'LeaderAndIsrResponse'),
-    (68, 'LeaderAndIsrResponse.ErrorCode'),
-    (70, 'LeaderAndIsrResponse.PartitionErrors'),
-    (76, 'LeaderAndIsrResponse'),
-    (80, 'LeaderAndIsrResponse.Topics'),
-    (82, 'LeaderAndIsrResponse.ErrorCode'),
-    (83, 'LeaderAndIsrResponse.PartitionErrors'),
-    (89, 'LeaderAndIsrResponse'),
-    (90, 'LeaderAndIsrResponse.ErrorCode'),
-    (92, 'LeaderAndIsrResponse.PartitionErrors'),
-    (99, 'LeaderAndIsrResponse.<tagged fields>'),
-    (109, 'LeaderAndIsrResponse'),
-    (113, 'LeaderAndIsrResponse.Topics'),
-    (115, 'LeaderAndIsrResponse.ErrorCode'),
-    (116, 'LeaderAndIsrResponse.PartitionErrors'),
-    (120, 'LeaderAndIsrResponse.<tagged fields>'),
+    (111, 'LeaderAndIsrResponse'),
+    (112, 'LeaderAndIsrResponse.ErrorCode'),
+    (114, 'LeaderAndIsrResponse.PartitionErrors'),
     (123, 'LeaderAndIsrResponse'),
-    (124, 'LeaderAndIsrResponse.ErrorCode'),
-    (126, 'LeaderAndIsrResponse.Topics'),
-    (133, 'LeaderAndIsrResponse.<tagged fields>'),
-    (143, 'LeaderAndIsrResponse'),
-    (147, 'LeaderAndIsrResponse.PartitionErrors'),
-    (149, 'LeaderAndIsrResponse.ErrorCode'),
-    (150, 'LeaderAndIsrResponse.Topics'),
-    (154, 'LeaderAndIsrResponse.<tagged fields>'),
-    (157, 'LeaderAndIsrPartitionError'),
-    (158, 'LeaderAndIsrPartitionError.TopicName'),
-    (159, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (161, 'LeaderAndIsrPartitionError'),
-    (165, 'LeaderAndIsrPartitionError.TopicName'),
-    (166, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (169, 'LeaderAndIsrPartitionError'),
-    (170, 'LeaderAndIsrPartitionError.TopicName'),
-    (171, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (173, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (183, 'LeaderAndIsrPartitionError'),
-    (187, 'LeaderAndIsrPartitionError.TopicName'),
-    (188, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (189, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (192, 'LeaderAndIsrTopicError'),
-    (193, 'LeaderAndIsrTopicError.TopicId'),
-    (194, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (201, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (211, 'LeaderAndIsrTopicError'),
-    (215, 'LeaderAndIsrTopicError.TopicId'),
-    (216, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (220, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (223, 'LeaderAndIsrPartitionError'),
-    (224, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (226, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (236, 'LeaderAndIsrPartitionError'),
-    (240, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (241, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (127, 'LeaderAndIsrResponse.Topics'),
+    (129, 'LeaderAndIsrResponse.ErrorCode'),
+    (130, 'LeaderAndIsrResponse.PartitionErrors'),
+    (137, 'LeaderAndIsrResponse'),
+    (138, 'LeaderAndIsrResponse.ErrorCode'),
+    (140, 'LeaderAndIsrResponse.PartitionErrors'),
+    (153, 'LeaderAndIsrResponse.<tagged fields>'),
+    (166, 'LeaderAndIsrResponse'),
+    (170, 'LeaderAndIsrResponse.Topics'),
+    (172, 'LeaderAndIsrResponse.ErrorCode'),
+    (173, 'LeaderAndIsrResponse.PartitionErrors'),
+    (181, 'LeaderAndIsrResponse.<tagged fields>'),
+    (187, 'LeaderAndIsrResponse'),
+    (188, 'LeaderAndIsrResponse.ErrorCode'),
+    (190, 'LeaderAndIsrResponse.Topics'),
+    (203, 'LeaderAndIsrResponse.<tagged fields>'),
+    (216, 'LeaderAndIsrResponse'),
+    (220, 'LeaderAndIsrResponse.PartitionErrors'),
+    (222, 'LeaderAndIsrResponse.ErrorCode'),
+    (223, 'LeaderAndIsrResponse.Topics'),
+    (231, 'LeaderAndIsrResponse.<tagged fields>'),
+    (237, 'LeaderAndIsrPartitionError'),
+    (238, 'LeaderAndIsrPartitionError.TopicName'),
+    (239, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (241, 'LeaderAndIsrPartitionError'),
+    (245, 'LeaderAndIsrPartitionError.TopicName'),
+    (246, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (249, 'LeaderAndIsrPartitionError'),
+    (250, 'LeaderAndIsrPartitionError.TopicName'),
+    (251, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (253, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (266, 'LeaderAndIsrPartitionError'),
+    (270, 'LeaderAndIsrPartitionError.TopicName'),
+    (271, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (272, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (278, 'LeaderAndIsrTopicError'),
+    (279, 'LeaderAndIsrTopicError.TopicId'),
+    (280, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (293, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (306, 'LeaderAndIsrTopicError'),
+    (310, 'LeaderAndIsrTopicError.TopicId'),
+    (311, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (319, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (325, 'LeaderAndIsrPartitionError'),
+    (326, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (328, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (341, 'LeaderAndIsrPartitionError'),
+    (345, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (346, 'LeaderAndIsrPartitionError.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 
@@ -25,6 +26,19 @@ class Voter:
     #: The directory id of the voter
     voter_directory_id: UUID = _p.ZERO_UUID
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Voter:
+    __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields', )
+    voter_id: Any
+    voter_directory_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, voter_id: Any, voter_directory_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Voter  # type: ignore[assignment]
 
 
 _DEFAULT_Voter = Voter()
@@ -50,113 +64,188 @@ class LeaderChangeMessage(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderChangeMessage(_Message):
+    __slots__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields', )
+    version: Any
+    leader_id: Any
+    voters: Any
+    granting_voters: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, version: Any, leader_id: Any, voters: Any, granting_voters: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.version = version
+        self.leader_id = leader_id
+        self.voters = voters
+        self.granting_voters = granting_voters
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderChangeMessage  # type: ignore[assignment]
+
+
 def _d_LeaderChangeMessage_0(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     (f_version, f_leader_id,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
     for _ in range(count):
         item_voters, pos = _d_Voter_0(buf, pos)
         items_voters.append(item_voters)
     f_voters = tuple(items_voters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_granting_voters: list[Any] = []
     for _ in range(count):
         item_granting_voters, pos = _d_Voter_0(buf, pos)
         items_granting_voters.append(item_granting_voters)
     f_granting_voters = tuple(items_granting_voters)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version, o.leader_id)
     items_voters = o.voters
-    _p.write_uvarint(out, len(items_voters) + 1)
+    count = len(items_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_voters in items_voters:
         _e_Voter_0(item_voters, out, chunks)
     items_granting_voters = o.granting_voters
-    _p.write_uvarint(out, len(items_granting_voters) + 1)
+    count = len(items_granting_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_granting_voters in items_granting_voters:
         _e_Voter_0(item_granting_voters, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderChangeMessage_1(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     (f_version, f_leader_id,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
     for _ in range(count):
         item_voters, pos = _d_Voter_1(buf, pos)
         items_voters.append(item_voters)
     f_voters = tuple(items_voters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_granting_voters: list[Any] = []
     for _ in range(count):
         item_granting_voters, pos = _d_Voter_1(buf, pos)
         items_granting_voters.append(item_granting_voters)
     f_granting_voters = tuple(items_granting_voters)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version, o.leader_id)
     items_voters = o.voters
-    _p.write_uvarint(out, len(items_voters) + 1)
+    count = len(items_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_voters in items_voters:
         _e_Voter_1(item_voters, out, chunks)
     items_granting_voters = o.granting_voters
-    _p.write_uvarint(out, len(items_granting_voters) + 1)
+    count = len(items_granting_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_granting_voters in items_granting_voters:
         _e_Voter_1(item_granting_voters, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     (f_voter_id,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Voter(f_voter_id, _p.ZERO_UUID, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Voter(f_voter_id, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.voter_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("VoterDirectoryId cannot be sent in version 0", message_name="Voter", api_version=0, field="VoterDirectoryId")
     out += _S1.pack(o.voter_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Voter_1(buf: memoryview, pos: int) -> tuple[Voter, int]:
@@ -164,22 +253,28 @@ def _d_Voter_1(buf: memoryview, pos: int) -> tuple[Voter, int]:
     pos += 4
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Voter(f_voter_id, f_voter_directory_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Voter(f_voter_id, f_voter_directory_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Voter_1(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.voter_id)
     out += o.voter_directory_id.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 LeaderChangeMessage._DECODERS = {
@@ -192,39 +287,39 @@ LeaderChangeMessage._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'LeaderChangeMessage'),
-    (54, 'LeaderChangeMessage.Version,LeaderId'),
-    (56, 'LeaderChangeMessage.Voters'),
-    (63, 'LeaderChangeMessage.GrantingVoters'),
-    (70, 'LeaderChangeMessage.<tagged fields>'),
-    (80, 'LeaderChangeMessage'),
-    (84, 'LeaderChangeMessage.Version,LeaderId'),
-    (85, 'LeaderChangeMessage.Voters'),
-    (89, 'LeaderChangeMessage.GrantingVoters'),
-    (93, 'LeaderChangeMessage.<tagged fields>'),
-    (96, 'LeaderChangeMessage'),
-    (97, 'LeaderChangeMessage.Version,LeaderId'),
-    (99, 'LeaderChangeMessage.Voters'),
-    (106, 'LeaderChangeMessage.GrantingVoters'),
+    (84, 'LeaderChangeMessage'),
+    (85, 'LeaderChangeMessage.Version,LeaderId'),
+    (87, 'LeaderChangeMessage.Voters'),
+    (100, 'LeaderChangeMessage.GrantingVoters'),
     (113, 'LeaderChangeMessage.<tagged fields>'),
-    (123, 'LeaderChangeMessage'),
-    (127, 'LeaderChangeMessage.Version,LeaderId'),
-    (128, 'LeaderChangeMessage.Voters'),
-    (132, 'LeaderChangeMessage.GrantingVoters'),
-    (136, 'LeaderChangeMessage.<tagged fields>'),
-    (139, 'Voter'),
-    (140, 'Voter.VoterId'),
-    (142, 'Voter.<tagged fields>'),
-    (152, 'Voter'),
-    (156, 'Voter.VoterDirectoryId'),
-    (158, 'Voter.VoterId'),
-    (159, 'Voter.<tagged fields>'),
-    (162, 'Voter'),
-    (163, 'Voter.VoterId'),
-    (165, 'Voter.VoterDirectoryId'),
-    (166, 'Voter.<tagged fields>'),
-    (176, 'Voter'),
-    (180, 'Voter.VoterId'),
-    (181, 'Voter.VoterDirectoryId'),
-    (182, 'Voter.<tagged fields>'),
+    (126, 'LeaderChangeMessage'),
+    (130, 'LeaderChangeMessage.Version,LeaderId'),
+    (131, 'LeaderChangeMessage.Voters'),
+    (139, 'LeaderChangeMessage.GrantingVoters'),
+    (147, 'LeaderChangeMessage.<tagged fields>'),
+    (153, 'LeaderChangeMessage'),
+    (154, 'LeaderChangeMessage.Version,LeaderId'),
+    (156, 'LeaderChangeMessage.Voters'),
+    (169, 'LeaderChangeMessage.GrantingVoters'),
+    (182, 'LeaderChangeMessage.<tagged fields>'),
+    (195, 'LeaderChangeMessage'),
+    (199, 'LeaderChangeMessage.Version,LeaderId'),
+    (200, 'LeaderChangeMessage.Voters'),
+    (208, 'LeaderChangeMessage.GrantingVoters'),
+    (216, 'LeaderChangeMessage.<tagged fields>'),
+    (222, 'Voter'),
+    (223, 'Voter.VoterId'),
+    (225, 'Voter.<tagged fields>'),
+    (238, 'Voter'),
+    (242, 'Voter.VoterDirectoryId'),
+    (244, 'Voter.VoterId'),
+    (245, 'Voter.<tagged fields>'),
+    (251, 'Voter'),
+    (252, 'Voter.VoterId'),
+    (254, 'Voter.VoterDirectoryId'),
+    (255, 'Voter.<tagged fields>'),
+    (268, 'Voter'),
+    (272, 'Voter.VoterId'),
+    (273, 'Voter.VoterDirectoryId'),
+    (274, 'Voter.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -27,6 +28,21 @@ class MemberIdentity:
     #: The reason why the member left the group.
     reason: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_MemberIdentity:
+    __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields', )
+    member_id: Any
+    group_instance_id: Any
+    reason: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, group_instance_id: Any, reason: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.reason = reason
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MemberIdentity  # type: ignore[assignment]
 
 
 _DEFAULT_MemberIdentity = MemberIdentity()
@@ -50,10 +66,25 @@ class LeaveGroupRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaveGroupRequest(_Message):
+    __slots__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    members: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, members: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.members = members
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaveGroupRequest  # type: ignore[assignment]
+
+
 def _d_LeaveGroupRequest_0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     f_member_id, pos = _p.read_string(buf, pos)
-    return LeaveGroupRequest(f_group_id, f_member_id, ()), pos
+    return _New_LeaveGroupRequest(f_group_id, f_member_id, ()), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupRequest_0(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -65,13 +96,16 @@ def _e_LeaveGroupRequest_0(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
 
 def _d_LeaveGroupRequest_1(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_MemberIdentity_0(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return LeaveGroupRequest(f_group_id, '', f_members), pos
+    return _New_LeaveGroupRequest(f_group_id, '', f_members), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -79,31 +113,41 @@ def _e_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
         raise _UnsupportedVersion("MemberId cannot be sent in version 3", message_name="LeaveGroupRequest", api_version=3, field="MemberId")
     _p.write_string(out, o.group_id)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_MemberIdentity_0(item_members, out, chunks)
 
 
 def _d_LeaveGroupRequest_2(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_MemberIdentity_1(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaveGroupRequest(f_group_id, '', f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaveGroupRequest(f_group_id, '', f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -111,32 +155,48 @@ def _e_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
         raise _UnsupportedVersion("MemberId cannot be sent in version 4", message_name="LeaveGroupRequest", api_version=4, field="MemberId")
     _p.write_compact_string(out, o.group_id)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_MemberIdentity_1(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_MemberIdentity_2(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaveGroupRequest(f_group_id, '', f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaveGroupRequest(f_group_id, '', f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -144,16 +204,23 @@ def _e_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
         raise _UnsupportedVersion("MemberId cannot be sent in version 5", message_name="LeaveGroupRequest", api_version=5, field="MemberId")
     _p.write_compact_string(out, o.group_id)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_MemberIdentity_2(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MemberIdentity_0(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]:
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
-    return MemberIdentity(f_member_id, f_group_instance_id, None), pos
+    return _New_MemberIdentity(f_member_id, f_group_instance_id, None), pos  # type: ignore[return-value]
 
 
 def _e_MemberIdentity_0(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -165,22 +232,28 @@ def _d_MemberIdentity_1(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MemberIdentity(f_member_id, f_group_instance_id, None, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MemberIdentity(f_member_id, f_group_instance_id, None, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MemberIdentity_1(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MemberIdentity_2(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]:
@@ -188,23 +261,29 @@ def _d_MemberIdentity_2(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_reason, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MemberIdentity(f_member_id, f_group_instance_id, f_reason, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MemberIdentity(f_member_id, f_group_instance_id, f_reason, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MemberIdentity_2(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_nullable_string(out, o.reason)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 LeaveGroupRequest._DECODERS = {
@@ -225,60 +304,60 @@ LeaveGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'LeaveGroupRequest'),
-    (54, 'LeaveGroupRequest.GroupId'),
-    (55, 'LeaveGroupRequest.MemberId'),
-    (56, 'LeaveGroupRequest'),
-    (60, 'LeaveGroupRequest.Members'),
-    (62, 'LeaveGroupRequest.GroupId'),
-    (63, 'LeaveGroupRequest.MemberId'),
-    (66, 'LeaveGroupRequest'),
-    (67, 'LeaveGroupRequest.GroupId'),
-    (68, 'LeaveGroupRequest.Members'),
-    (74, 'LeaveGroupRequest'),
-    (78, 'LeaveGroupRequest.MemberId'),
-    (80, 'LeaveGroupRequest.GroupId'),
-    (81, 'LeaveGroupRequest.Members'),
+    (84, 'LeaveGroupRequest'),
+    (85, 'LeaveGroupRequest.GroupId'),
+    (86, 'LeaveGroupRequest.MemberId'),
     (87, 'LeaveGroupRequest'),
-    (88, 'LeaveGroupRequest.GroupId'),
-    (89, 'LeaveGroupRequest.Members'),
-    (96, 'LeaveGroupRequest.<tagged fields>'),
-    (106, 'LeaveGroupRequest'),
-    (110, 'LeaveGroupRequest.MemberId'),
-    (112, 'LeaveGroupRequest.GroupId'),
-    (113, 'LeaveGroupRequest.Members'),
-    (117, 'LeaveGroupRequest.<tagged fields>'),
-    (120, 'LeaveGroupRequest'),
-    (121, 'LeaveGroupRequest.GroupId'),
-    (122, 'LeaveGroupRequest.Members'),
-    (129, 'LeaveGroupRequest.<tagged fields>'),
-    (139, 'LeaveGroupRequest'),
-    (143, 'LeaveGroupRequest.MemberId'),
-    (145, 'LeaveGroupRequest.GroupId'),
-    (146, 'LeaveGroupRequest.Members'),
-    (150, 'LeaveGroupRequest.<tagged fields>'),
-    (153, 'MemberIdentity'),
-    (154, 'MemberIdentity.MemberId'),
-    (155, 'MemberIdentity.GroupInstanceId'),
-    (156, 'MemberIdentity'),
-    (160, 'MemberIdentity.MemberId'),
-    (161, 'MemberIdentity.GroupInstanceId'),
-    (164, 'MemberIdentity'),
-    (165, 'MemberIdentity.MemberId'),
-    (166, 'MemberIdentity.GroupInstanceId'),
-    (167, 'MemberIdentity.<tagged fields>'),
-    (177, 'MemberIdentity'),
-    (181, 'MemberIdentity.MemberId'),
-    (182, 'MemberIdentity.GroupInstanceId'),
-    (183, 'MemberIdentity.<tagged fields>'),
-    (186, 'MemberIdentity'),
-    (187, 'MemberIdentity.MemberId'),
-    (188, 'MemberIdentity.GroupInstanceId'),
-    (189, 'MemberIdentity.Reason'),
-    (190, 'MemberIdentity.<tagged fields>'),
-    (200, 'MemberIdentity'),
-    (204, 'MemberIdentity.MemberId'),
-    (205, 'MemberIdentity.GroupInstanceId'),
-    (206, 'MemberIdentity.Reason'),
-    (207, 'MemberIdentity.<tagged fields>'),
+    (91, 'LeaveGroupRequest.Members'),
+    (93, 'LeaveGroupRequest.GroupId'),
+    (94, 'LeaveGroupRequest.MemberId'),
+    (97, 'LeaveGroupRequest'),
+    (98, 'LeaveGroupRequest.GroupId'),
+    (99, 'LeaveGroupRequest.Members'),
+    (108, 'LeaveGroupRequest'),
+    (112, 'LeaveGroupRequest.MemberId'),
+    (114, 'LeaveGroupRequest.GroupId'),
+    (115, 'LeaveGroupRequest.Members'),
+    (122, 'LeaveGroupRequest'),
+    (123, 'LeaveGroupRequest.GroupId'),
+    (124, 'LeaveGroupRequest.Members'),
+    (137, 'LeaveGroupRequest.<tagged fields>'),
+    (150, 'LeaveGroupRequest'),
+    (154, 'LeaveGroupRequest.MemberId'),
+    (156, 'LeaveGroupRequest.GroupId'),
+    (157, 'LeaveGroupRequest.Members'),
+    (165, 'LeaveGroupRequest.<tagged fields>'),
+    (171, 'LeaveGroupRequest'),
+    (172, 'LeaveGroupRequest.GroupId'),
+    (173, 'LeaveGroupRequest.Members'),
+    (186, 'LeaveGroupRequest.<tagged fields>'),
+    (199, 'LeaveGroupRequest'),
+    (203, 'LeaveGroupRequest.MemberId'),
+    (205, 'LeaveGroupRequest.GroupId'),
+    (206, 'LeaveGroupRequest.Members'),
+    (214, 'LeaveGroupRequest.<tagged fields>'),
+    (220, 'MemberIdentity'),
+    (221, 'MemberIdentity.MemberId'),
+    (222, 'MemberIdentity.GroupInstanceId'),
+    (223, 'MemberIdentity'),
+    (227, 'MemberIdentity.MemberId'),
+    (228, 'MemberIdentity.GroupInstanceId'),
+    (231, 'MemberIdentity'),
+    (232, 'MemberIdentity.MemberId'),
+    (233, 'MemberIdentity.GroupInstanceId'),
+    (234, 'MemberIdentity.<tagged fields>'),
+    (247, 'MemberIdentity'),
+    (251, 'MemberIdentity.MemberId'),
+    (252, 'MemberIdentity.GroupInstanceId'),
+    (253, 'MemberIdentity.<tagged fields>'),
+    (259, 'MemberIdentity'),
+    (260, 'MemberIdentity.MemberId'),
+    (261, 'MemberIdentity.GroupInstanceId'),
+    (262, 'MemberIdentity.Reason'),
+    (263, 'MemberIdentity.<tagged fields>'),
+    (276, 'MemberIdentity'),
+    (280, 'MemberIdentity.MemberId'),
+    (281, 'MemberIdentity.GroupInstanceId'),
+    (282, 'MemberIdentity.Reason'),
+    (283, 'MemberIdentity.<tagged fields>'),
 )

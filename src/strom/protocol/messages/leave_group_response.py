@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -28,6 +29,21 @@ class MemberResponse:
     #: The error code, or 0 if there was no error.
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_MemberResponse:
+    __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields', )
+    member_id: Any
+    group_instance_id: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, group_instance_id: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MemberResponse  # type: ignore[assignment]
 
 
 _DEFAULT_MemberResponse = MemberResponse()
@@ -51,10 +67,25 @@ class LeaveGroupResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaveGroupResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    members: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, members: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.members = members
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaveGroupResponse  # type: ignore[assignment]
+
+
 def _d_LeaveGroupResponse_0(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return LeaveGroupResponse(0, f_error_code, ()), pos
+    return _New_LeaveGroupResponse(0, f_error_code, ()), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -66,7 +97,7 @@ def _e_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray, chunks: list[
 def _d_LeaveGroupResponse_1(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return LeaveGroupResponse(f_throttle_time_ms, f_error_code, ()), pos
+    return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, ()), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupResponse_1(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -78,19 +109,23 @@ def _e_LeaveGroupResponse_1(o: LeaveGroupResponse, out: bytearray, chunks: list[
 def _d_LeaveGroupResponse_2(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_MemberResponse_0(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
-    return LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members), pos
+    return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_members = o.members
-    out += _p.INT32.pack(len(items_members))
+    count = len(items_members)
+    out += _p.INT32.pack(count)
     for item_members in items_members:
         _e_MemberResponse_0(item_members, out, chunks)
 
@@ -98,33 +133,49 @@ def _e_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray, chunks: list[
 def _d_LeaveGroupResponse_3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_MemberResponse_1(buf, pos)
         items_members.append(item_members)
     f_members = tuple(items_members)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_MemberResponse_1(item_members, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MemberResponse_0(buf: memoryview, pos: int) -> tuple[MemberResponse, int]:
@@ -132,7 +183,7 @@ def _d_MemberResponse_0(buf: memoryview, pos: int) -> tuple[MemberResponse, int]
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return MemberResponse(f_member_id, f_group_instance_id, f_error_code), pos
+    return _New_MemberResponse(f_member_id, f_group_instance_id, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_MemberResponse_0(o: MemberResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,23 +198,29 @@ def _d_MemberResponse_1(buf: memoryview, pos: int) -> tuple[MemberResponse, int]
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MemberResponse(f_member_id, f_group_instance_id, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MemberResponse(f_member_id, f_group_instance_id, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MemberResponse_1(o: MemberResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 LeaveGroupResponse._DECODERS = {
@@ -184,46 +241,46 @@ LeaveGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (54, 'LeaveGroupResponse'),
-    (55, 'LeaveGroupResponse.ErrorCode'),
-    (57, 'LeaveGroupResponse'),
-    (61, 'LeaveGroupResponse.Members'),
-    (63, 'LeaveGroupResponse.ErrorCode'),
-    (66, 'LeaveGroupResponse'),
-    (67, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (69, 'LeaveGroupResponse'),
-    (73, 'LeaveGroupResponse.Members'),
-    (75, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (78, 'LeaveGroupResponse'),
-    (79, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (81, 'LeaveGroupResponse.Members'),
-    (87, 'LeaveGroupResponse'),
-    (91, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (85, 'LeaveGroupResponse'),
+    (86, 'LeaveGroupResponse.ErrorCode'),
+    (88, 'LeaveGroupResponse'),
     (92, 'LeaveGroupResponse.Members'),
-    (98, 'LeaveGroupResponse'),
-    (99, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (101, 'LeaveGroupResponse.Members'),
-    (108, 'LeaveGroupResponse.<tagged fields>'),
-    (118, 'LeaveGroupResponse'),
-    (122, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (123, 'LeaveGroupResponse.Members'),
-    (127, 'LeaveGroupResponse.<tagged fields>'),
-    (130, 'MemberResponse'),
-    (131, 'MemberResponse.MemberId'),
-    (132, 'MemberResponse.GroupInstanceId'),
-    (133, 'MemberResponse.ErrorCode'),
-    (135, 'MemberResponse'),
-    (139, 'MemberResponse.MemberId'),
-    (140, 'MemberResponse.GroupInstanceId'),
-    (141, 'MemberResponse.ErrorCode'),
-    (144, 'MemberResponse'),
-    (145, 'MemberResponse.MemberId'),
-    (146, 'MemberResponse.GroupInstanceId'),
-    (147, 'MemberResponse.ErrorCode'),
-    (149, 'MemberResponse.<tagged fields>'),
-    (159, 'MemberResponse'),
-    (163, 'MemberResponse.MemberId'),
-    (164, 'MemberResponse.GroupInstanceId'),
-    (165, 'MemberResponse.ErrorCode'),
-    (166, 'MemberResponse.<tagged fields>'),
+    (94, 'LeaveGroupResponse.ErrorCode'),
+    (97, 'LeaveGroupResponse'),
+    (98, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (100, 'LeaveGroupResponse'),
+    (104, 'LeaveGroupResponse.Members'),
+    (106, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (109, 'LeaveGroupResponse'),
+    (110, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (112, 'LeaveGroupResponse.Members'),
+    (121, 'LeaveGroupResponse'),
+    (125, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (126, 'LeaveGroupResponse.Members'),
+    (133, 'LeaveGroupResponse'),
+    (134, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (136, 'LeaveGroupResponse.Members'),
+    (149, 'LeaveGroupResponse.<tagged fields>'),
+    (162, 'LeaveGroupResponse'),
+    (166, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (167, 'LeaveGroupResponse.Members'),
+    (175, 'LeaveGroupResponse.<tagged fields>'),
+    (181, 'MemberResponse'),
+    (182, 'MemberResponse.MemberId'),
+    (183, 'MemberResponse.GroupInstanceId'),
+    (184, 'MemberResponse.ErrorCode'),
+    (186, 'MemberResponse'),
+    (190, 'MemberResponse.MemberId'),
+    (191, 'MemberResponse.GroupInstanceId'),
+    (192, 'MemberResponse.ErrorCode'),
+    (195, 'MemberResponse'),
+    (196, 'MemberResponse.MemberId'),
+    (197, 'MemberResponse.GroupInstanceId'),
+    (198, 'MemberResponse.ErrorCode'),
+    (200, 'MemberResponse.<tagged fields>'),
+    (213, 'MemberResponse'),
+    (217, 'MemberResponse.MemberId'),
+    (218, 'MemberResponse.GroupInstanceId'),
+    (219, 'MemberResponse.ErrorCode'),
+    (220, 'MemberResponse.<tagged fields>'),
 )

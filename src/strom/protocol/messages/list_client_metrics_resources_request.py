@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -30,22 +31,37 @@ class ListClientMetricsResourcesRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListClientMetricsResourcesRequest(_Message):
+    __slots__ = ('unknown_tagged_fields', )
+    unknown_tagged_fields: Any
+
+    def __init__(self, unknown_tagged_fields: Any = ()) -> None:
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListClientMetricsResourcesRequest  # type: ignore[assignment]
+
+
 def _d_ListClientMetricsResourcesRequest_0(buf: memoryview, pos: int) -> tuple[ListClientMetricsResourcesRequest, int]:
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListClientMetricsResourcesRequest(unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListClientMetricsResourcesRequest(unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListClientMetricsResourcesRequest_0(o: ListClientMetricsResourcesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListClientMetricsResourcesRequest._DECODERS = {
@@ -56,8 +72,8 @@ ListClientMetricsResourcesRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (33, 'ListClientMetricsResourcesRequest'),
-    (34, 'ListClientMetricsResourcesRequest.<tagged fields>'),
-    (44, 'ListClientMetricsResourcesRequest'),
-    (48, 'ListClientMetricsResourcesRequest.<tagged fields>'),
+    (43, 'ListClientMetricsResourcesRequest'),
+    (44, 'ListClientMetricsResourcesRequest.<tagged fields>'),
+    (57, 'ListClientMetricsResourcesRequest'),
+    (61, 'ListClientMetricsResourcesRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -23,6 +24,17 @@ class ClientMetricsResource:
     #: The resource name.
     name: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ClientMetricsResource:
+    __slots__ = ('name', 'unknown_tagged_fields', )
+    name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ClientMetricsResource  # type: ignore[assignment]
 
 
 _DEFAULT_ClientMetricsResource = ClientMetricsResource()
@@ -46,56 +58,93 @@ class ListClientMetricsResourcesResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListClientMetricsResourcesResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_metrics_resources', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    client_metrics_resources: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, client_metrics_resources: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.client_metrics_resources = client_metrics_resources
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListClientMetricsResourcesResponse  # type: ignore[assignment]
+
+
 def _d_ListClientMetricsResourcesResponse_0(buf: memoryview, pos: int) -> tuple[ListClientMetricsResourcesResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_client_metrics_resources: list[Any] = []
     for _ in range(count):
         item_client_metrics_resources, pos = _d_ClientMetricsResource_0(buf, pos)
         items_client_metrics_resources.append(item_client_metrics_resources)
     f_client_metrics_resources = tuple(items_client_metrics_resources)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListClientMetricsResourcesResponse(f_throttle_time_ms, f_error_code, f_client_metrics_resources, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListClientMetricsResourcesResponse(f_throttle_time_ms, f_error_code, f_client_metrics_resources, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_client_metrics_resources = o.client_metrics_resources
-    _p.write_uvarint(out, len(items_client_metrics_resources) + 1)
+    count = len(items_client_metrics_resources)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_client_metrics_resources in items_client_metrics_resources:
         _e_ClientMetricsResource_0(item_client_metrics_resources, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ClientMetricsResource_0(buf: memoryview, pos: int) -> tuple[ClientMetricsResource, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ClientMetricsResource(f_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ClientMetricsResource(f_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ClientMetricsResource_0(o: ClientMetricsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListClientMetricsResourcesResponse._DECODERS = {
@@ -106,18 +155,18 @@ ListClientMetricsResourcesResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (49, 'ListClientMetricsResourcesResponse'),
-    (50, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
-    (52, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (59, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (69, 'ListClientMetricsResourcesResponse'),
-    (73, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
-    (74, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (78, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (81, 'ClientMetricsResource'),
-    (82, 'ClientMetricsResource.Name'),
-    (83, 'ClientMetricsResource.<tagged fields>'),
-    (93, 'ClientMetricsResource'),
-    (97, 'ClientMetricsResource.Name'),
-    (98, 'ClientMetricsResource.<tagged fields>'),
+    (76, 'ListClientMetricsResourcesResponse'),
+    (77, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
+    (79, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
+    (92, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (105, 'ListClientMetricsResourcesResponse'),
+    (109, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
+    (110, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
+    (118, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (124, 'ClientMetricsResource'),
+    (125, 'ClientMetricsResource.Name'),
+    (126, 'ClientMetricsResource.<tagged fields>'),
+    (139, 'ClientMetricsResource'),
+    (143, 'ClientMetricsResource.Name'),
+    (144, 'ClientMetricsResource.<tagged fields>'),
 )

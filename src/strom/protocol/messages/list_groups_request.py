@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -34,8 +35,21 @@ class ListGroupsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListGroupsRequest(_Message):
+    __slots__ = ('states_filter', 'types_filter', 'unknown_tagged_fields', )
+    states_filter: Any
+    types_filter: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, states_filter: Any, types_filter: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.states_filter = states_filter
+        self.types_filter = types_filter
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListGroupsRequest  # type: ignore[assignment]
+
+
 def _d_ListGroupsRequest_0(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    return ListGroupsRequest((), ()), pos
+    return _New_ListGroupsRequest((), ()), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsRequest_0(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -47,16 +61,19 @@ def _e_ListGroupsRequest_0(o: ListGroupsRequest, out: bytearray, chunks: list[_p
 
 def _d_ListGroupsRequest_1(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsRequest((), (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsRequest((), (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -64,78 +81,123 @@ def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray, chunks: list[_p
         raise _UnsupportedVersion("StatesFilter cannot be sent in version 3", message_name="ListGroupsRequest", api_version=3, field="StatesFilter")
     if o.types_filter != ():
         raise _UnsupportedVersion("TypesFilter cannot be sent in version 3", message_name="ListGroupsRequest", api_version=3, field="TypesFilter")
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_states_filter: list[Any] = []
     for _ in range(count):
         item_states_filter, pos = _p.read_compact_string(buf, pos)
         items_states_filter.append(item_states_filter)
     f_states_filter = tuple(items_states_filter)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsRequest(f_states_filter, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsRequest(f_states_filter, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.types_filter != ():
         raise _UnsupportedVersion("TypesFilter cannot be sent in version 4", message_name="ListGroupsRequest", api_version=4, field="TypesFilter")
     items_states_filter = o.states_filter
-    _p.write_uvarint(out, len(items_states_filter) + 1)
+    count = len(items_states_filter)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_states_filter in items_states_filter:
         _p.write_compact_string(out, item_states_filter)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_states_filter: list[Any] = []
     for _ in range(count):
         item_states_filter, pos = _p.read_compact_string(buf, pos)
         items_states_filter.append(item_states_filter)
     f_states_filter = tuple(items_states_filter)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_types_filter: list[Any] = []
     for _ in range(count):
         item_types_filter, pos = _p.read_compact_string(buf, pos)
         items_types_filter.append(item_types_filter)
     f_types_filter = tuple(items_types_filter)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsRequest(f_states_filter, f_types_filter, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsRequest(f_states_filter, f_types_filter, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_states_filter = o.states_filter
-    _p.write_uvarint(out, len(items_states_filter) + 1)
+    count = len(items_states_filter)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_states_filter in items_states_filter:
         _p.write_compact_string(out, item_states_filter)
     items_types_filter = o.types_filter
-    _p.write_uvarint(out, len(items_types_filter) + 1)
+    count = len(items_types_filter)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_types_filter in items_types_filter:
         _p.write_compact_string(out, item_types_filter)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListGroupsRequest._DECODERS = {
@@ -156,28 +218,28 @@ ListGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'ListGroupsRequest'),
-    (42, 'ListGroupsRequest.StatesFilter'),
-    (44, 'ListGroupsRequest.TypesFilter'),
-    (48, 'ListGroupsRequest'),
-    (49, 'ListGroupsRequest.<tagged fields>'),
-    (59, 'ListGroupsRequest'),
-    (63, 'ListGroupsRequest.StatesFilter'),
-    (65, 'ListGroupsRequest.TypesFilter'),
-    (67, 'ListGroupsRequest.<tagged fields>'),
-    (70, 'ListGroupsRequest'),
-    (71, 'ListGroupsRequest.StatesFilter'),
-    (78, 'ListGroupsRequest.<tagged fields>'),
-    (88, 'ListGroupsRequest'),
-    (92, 'ListGroupsRequest.TypesFilter'),
-    (94, 'ListGroupsRequest.StatesFilter'),
-    (98, 'ListGroupsRequest.<tagged fields>'),
-    (101, 'ListGroupsRequest'),
-    (102, 'ListGroupsRequest.StatesFilter'),
-    (109, 'ListGroupsRequest.TypesFilter'),
-    (116, 'ListGroupsRequest.<tagged fields>'),
-    (126, 'ListGroupsRequest'),
-    (130, 'ListGroupsRequest.StatesFilter'),
-    (134, 'ListGroupsRequest.TypesFilter'),
-    (138, 'ListGroupsRequest.<tagged fields>'),
+    (51, 'ListGroupsRequest'),
+    (56, 'ListGroupsRequest.StatesFilter'),
+    (58, 'ListGroupsRequest.TypesFilter'),
+    (62, 'ListGroupsRequest'),
+    (63, 'ListGroupsRequest.<tagged fields>'),
+    (76, 'ListGroupsRequest'),
+    (80, 'ListGroupsRequest.StatesFilter'),
+    (82, 'ListGroupsRequest.TypesFilter'),
+    (84, 'ListGroupsRequest.<tagged fields>'),
+    (90, 'ListGroupsRequest'),
+    (91, 'ListGroupsRequest.StatesFilter'),
+    (104, 'ListGroupsRequest.<tagged fields>'),
+    (117, 'ListGroupsRequest'),
+    (121, 'ListGroupsRequest.TypesFilter'),
+    (123, 'ListGroupsRequest.StatesFilter'),
+    (131, 'ListGroupsRequest.<tagged fields>'),
+    (137, 'ListGroupsRequest'),
+    (138, 'ListGroupsRequest.StatesFilter'),
+    (151, 'ListGroupsRequest.TypesFilter'),
+    (164, 'ListGroupsRequest.<tagged fields>'),
+    (177, 'ListGroupsRequest'),
+    (181, 'ListGroupsRequest.StatesFilter'),
+    (189, 'ListGroupsRequest.TypesFilter'),
+    (197, 'ListGroupsRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -30,6 +31,23 @@ class ListedGroup:
     #: The group type name.
     group_type: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ListedGroup:
+    __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields', )
+    group_id: Any
+    protocol_type: Any
+    group_state: Any
+    group_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, protocol_type: Any, group_state: Any, group_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.protocol_type = protocol_type
+        self.group_state = group_state
+        self.group_type = group_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListedGroup  # type: ignore[assignment]
 
 
 _DEFAULT_ListedGroup = ListedGroup()
@@ -53,22 +71,41 @@ class ListGroupsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListGroupsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    groups: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, groups: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.groups = groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListGroupsResponse  # type: ignore[assignment]
+
+
 def _d_ListGroupsResponse_0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_ListedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return ListGroupsResponse(0, f_error_code, f_groups), pos
+    return _New_ListGroupsResponse(0, f_error_code, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_ListedGroup_0(item_groups, out, chunks)
 
@@ -76,19 +113,23 @@ def _e_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray, chunks: list[
 def _d_ListGroupsResponse_1(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_ListedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
-    return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), pos
+    return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
-    out += _p.INT32.pack(len(items_groups))
+    count = len(items_groups)
+    out += _p.INT32.pack(count)
     for item_groups in items_groups:
         _e_ListedGroup_0(item_groups, out, chunks)
 
@@ -96,103 +137,151 @@ def _e_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray, chunks: list[
 def _d_ListGroupsResponse_2(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_ListedGroup_1(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_ListedGroup_1(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_ListedGroup_2(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_ListedGroup_2(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_ListedGroup_3(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_ListedGroup_3(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_0(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     f_protocol_type, pos = _p.read_string(buf, pos)
-    return ListedGroup(f_group_id, f_protocol_type, '', ''), pos
+    return _New_ListedGroup(f_group_id, f_protocol_type, '', ''), pos  # type: ignore[return-value]
 
 
 def _e_ListedGroup_0(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -204,22 +293,28 @@ def _d_ListedGroup_1(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListedGroup(f_group_id, f_protocol_type, '', '', unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListedGroup(f_group_id, f_protocol_type, '', '', unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListedGroup_1(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.protocol_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_2(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
@@ -227,23 +322,29 @@ def _d_ListedGroup_2(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
     f_group_state, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListedGroup(f_group_id, f_protocol_type, f_group_state, '', unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListedGroup(f_group_id, f_protocol_type, f_group_state, '', unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListedGroup_2(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.protocol_type)
     _p.write_compact_string(out, o.group_state)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_3(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
@@ -252,16 +353,19 @@ def _d_ListedGroup_3(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     f_group_state, pos = _p.read_compact_string(buf, pos)
     f_group_type, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListedGroup(f_group_id, f_protocol_type, f_group_state, f_group_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListedGroup(f_group_id, f_protocol_type, f_group_state, f_group_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListedGroup_3(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -269,7 +373,10 @@ def _e_ListedGroup_3(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) ->
     _p.write_compact_string(out, o.protocol_type)
     _p.write_compact_string(out, o.group_state)
     _p.write_compact_string(out, o.group_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListGroupsResponse._DECODERS = {
@@ -290,76 +397,76 @@ ListGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'ListGroupsResponse'),
-    (57, 'ListGroupsResponse.ErrorCode'),
-    (59, 'ListGroupsResponse.Groups'),
-    (65, 'ListGroupsResponse'),
-    (69, 'ListGroupsResponse.ErrorCode'),
-    (70, 'ListGroupsResponse.Groups'),
-    (76, 'ListGroupsResponse'),
-    (77, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (79, 'ListGroupsResponse.Groups'),
-    (85, 'ListGroupsResponse'),
-    (89, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (90, 'ListGroupsResponse.Groups'),
-    (96, 'ListGroupsResponse'),
-    (97, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (99, 'ListGroupsResponse.Groups'),
-    (106, 'ListGroupsResponse.<tagged fields>'),
-    (116, 'ListGroupsResponse'),
-    (120, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (121, 'ListGroupsResponse.Groups'),
-    (125, 'ListGroupsResponse.<tagged fields>'),
-    (128, 'ListGroupsResponse'),
+    (89, 'ListGroupsResponse'),
+    (90, 'ListGroupsResponse.ErrorCode'),
+    (92, 'ListGroupsResponse.Groups'),
+    (101, 'ListGroupsResponse'),
+    (105, 'ListGroupsResponse.ErrorCode'),
+    (106, 'ListGroupsResponse.Groups'),
+    (113, 'ListGroupsResponse'),
+    (114, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (116, 'ListGroupsResponse.Groups'),
+    (125, 'ListGroupsResponse'),
     (129, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (131, 'ListGroupsResponse.Groups'),
-    (138, 'ListGroupsResponse.<tagged fields>'),
-    (148, 'ListGroupsResponse'),
-    (152, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'ListGroupsResponse.Groups'),
-    (157, 'ListGroupsResponse.<tagged fields>'),
-    (160, 'ListGroupsResponse'),
-    (161, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (163, 'ListGroupsResponse.Groups'),
-    (170, 'ListGroupsResponse.<tagged fields>'),
-    (180, 'ListGroupsResponse'),
-    (184, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (185, 'ListGroupsResponse.Groups'),
-    (189, 'ListGroupsResponse.<tagged fields>'),
-    (192, 'ListedGroup'),
-    (193, 'ListedGroup.GroupId'),
-    (194, 'ListedGroup.ProtocolType'),
-    (195, 'ListedGroup'),
-    (199, 'ListedGroup.GroupId'),
-    (200, 'ListedGroup.ProtocolType'),
-    (203, 'ListedGroup'),
-    (204, 'ListedGroup.GroupId'),
-    (205, 'ListedGroup.ProtocolType'),
-    (206, 'ListedGroup.<tagged fields>'),
-    (216, 'ListedGroup'),
-    (220, 'ListedGroup.GroupId'),
-    (221, 'ListedGroup.ProtocolType'),
-    (222, 'ListedGroup.<tagged fields>'),
-    (225, 'ListedGroup'),
-    (226, 'ListedGroup.GroupId'),
-    (227, 'ListedGroup.ProtocolType'),
-    (228, 'ListedGroup.GroupState'),
-    (229, 'ListedGroup.<tagged fields>'),
-    (239, 'ListedGroup'),
-    (243, 'ListedGroup.GroupId'),
-    (244, 'ListedGroup.ProtocolType'),
-    (245, 'ListedGroup.GroupState'),
-    (246, 'ListedGroup.<tagged fields>'),
-    (249, 'ListedGroup'),
-    (250, 'ListedGroup.GroupId'),
-    (251, 'ListedGroup.ProtocolType'),
-    (252, 'ListedGroup.GroupState'),
-    (253, 'ListedGroup.GroupType'),
-    (254, 'ListedGroup.<tagged fields>'),
-    (264, 'ListedGroup'),
-    (268, 'ListedGroup.GroupId'),
-    (269, 'ListedGroup.ProtocolType'),
-    (270, 'ListedGroup.GroupState'),
-    (271, 'ListedGroup.GroupType'),
-    (272, 'ListedGroup.<tagged fields>'),
+    (130, 'ListGroupsResponse.Groups'),
+    (137, 'ListGroupsResponse'),
+    (138, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (140, 'ListGroupsResponse.Groups'),
+    (153, 'ListGroupsResponse.<tagged fields>'),
+    (166, 'ListGroupsResponse'),
+    (170, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (171, 'ListGroupsResponse.Groups'),
+    (179, 'ListGroupsResponse.<tagged fields>'),
+    (185, 'ListGroupsResponse'),
+    (186, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (188, 'ListGroupsResponse.Groups'),
+    (201, 'ListGroupsResponse.<tagged fields>'),
+    (214, 'ListGroupsResponse'),
+    (218, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (219, 'ListGroupsResponse.Groups'),
+    (227, 'ListGroupsResponse.<tagged fields>'),
+    (233, 'ListGroupsResponse'),
+    (234, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (236, 'ListGroupsResponse.Groups'),
+    (249, 'ListGroupsResponse.<tagged fields>'),
+    (262, 'ListGroupsResponse'),
+    (266, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (267, 'ListGroupsResponse.Groups'),
+    (275, 'ListGroupsResponse.<tagged fields>'),
+    (281, 'ListedGroup'),
+    (282, 'ListedGroup.GroupId'),
+    (283, 'ListedGroup.ProtocolType'),
+    (284, 'ListedGroup'),
+    (288, 'ListedGroup.GroupId'),
+    (289, 'ListedGroup.ProtocolType'),
+    (292, 'ListedGroup'),
+    (293, 'ListedGroup.GroupId'),
+    (294, 'ListedGroup.ProtocolType'),
+    (295, 'ListedGroup.<tagged fields>'),
+    (308, 'ListedGroup'),
+    (312, 'ListedGroup.GroupId'),
+    (313, 'ListedGroup.ProtocolType'),
+    (314, 'ListedGroup.<tagged fields>'),
+    (320, 'ListedGroup'),
+    (321, 'ListedGroup.GroupId'),
+    (322, 'ListedGroup.ProtocolType'),
+    (323, 'ListedGroup.GroupState'),
+    (324, 'ListedGroup.<tagged fields>'),
+    (337, 'ListedGroup'),
+    (341, 'ListedGroup.GroupId'),
+    (342, 'ListedGroup.ProtocolType'),
+    (343, 'ListedGroup.GroupState'),
+    (344, 'ListedGroup.<tagged fields>'),
+    (350, 'ListedGroup'),
+    (351, 'ListedGroup.GroupId'),
+    (352, 'ListedGroup.ProtocolType'),
+    (353, 'ListedGroup.GroupState'),
+    (354, 'ListedGroup.GroupType'),
+    (355, 'ListedGroup.<tagged fields>'),
+    (368, 'ListedGroup'),
+    (372, 'ListedGroup.GroupId'),
+    (373, 'ListedGroup.ProtocolType'),
+    (374, 'ListedGroup.GroupState'),
+    (375, 'ListedGroup.GroupType'),
+    (376, 'ListedGroup.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ib")
 _S2 = Struct(">iqi")
@@ -35,6 +36,23 @@ class ListOffsetsPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListOffsetsPartition:
+    __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields', )
+    partition_index: Any
+    current_leader_epoch: Any
+    timestamp: Any
+    max_num_offsets: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, current_leader_epoch: Any, timestamp: Any, max_num_offsets: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.current_leader_epoch = current_leader_epoch
+        self.timestamp = timestamp
+        self.max_num_offsets = max_num_offsets
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsPartition  # type: ignore[assignment]
+
+
 _DEFAULT_ListOffsetsPartition = ListOffsetsPartition()
 
 
@@ -45,6 +63,19 @@ class ListOffsetsTopic:
     #: Each partition in the request.
     partitions: tuple[ListOffsetsPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ListOffsetsTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsTopic  # type: ignore[assignment]
 
 
 _DEFAULT_ListOffsetsTopic = ListOffsetsTopic()
@@ -70,16 +101,36 @@ class ListOffsetsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListOffsetsRequest(_Message):
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields', )
+    replica_id: Any
+    isolation_level: Any
+    topics: Any
+    timeout_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, replica_id: Any, isolation_level: Any, topics: Any, timeout_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = topics
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsRequest  # type: ignore[assignment]
+
+
 def _d_ListOffsetsRequest_0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos
+    return _New_ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -87,7 +138,8 @@ def _e_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("IsolationLevel cannot be sent in version 0", message_name="ListOffsetsRequest", api_version=0, field="IsolationLevel")
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_0(item_topics, out, chunks)
 
@@ -95,13 +147,16 @@ def _e_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos
+    return _New_ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -109,7 +164,8 @@ def _e_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("IsolationLevel cannot be sent in version 1", message_name="ListOffsetsRequest", api_version=1, field="IsolationLevel")
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_1(item_topics, out, chunks)
 
@@ -117,19 +173,23 @@ def _e_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos
+    return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_1(item_topics, out, chunks)
 
@@ -137,19 +197,23 @@ def _e_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_3(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos
+    return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_2(item_topics, out, chunks)
 
@@ -157,40 +221,62 @@ def _e_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_3(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsRequest_5(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopic_3(buf, pos)
@@ -199,120 +285,158 @@ def _d_ListOffsetsRequest_5(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, f_timeout_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_ListOffsetsTopic_3(item_topics, out, chunks)
     out += _S0.pack(o.timeout_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopic_0(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopic(f_name, f_partitions), pos
+    return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartition_0(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopic_1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopic(f_name, f_partitions), pos
+    return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartition_1(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopic_2(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopic(f_name, f_partitions), pos
+    return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartition_2(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopic_3(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartition_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartition_3(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsPartition_0(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
     (f_partition_index, f_timestamp, f_max_num_offsets,) = _S2.unpack_from(buf, pos)
     pos += 16
-    return ListOffsetsPartition(f_partition_index, -1, f_timestamp, f_max_num_offsets), pos
+    return _New_ListOffsetsPartition(f_partition_index, -1, f_timestamp, f_max_num_offsets), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartition_0(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -322,7 +446,7 @@ def _e_ListOffsetsPartition_0(o: ListOffsetsPartition, out: bytearray, chunks: l
 def _d_ListOffsetsPartition_1(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
     (f_partition_index, f_timestamp,) = _S3.unpack_from(buf, pos)
     pos += 12
-    return ListOffsetsPartition(f_partition_index, -1, f_timestamp, 1), pos
+    return _New_ListOffsetsPartition(f_partition_index, -1, f_timestamp, 1), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartition_1(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -334,7 +458,7 @@ def _e_ListOffsetsPartition_1(o: ListOffsetsPartition, out: bytearray, chunks: l
 def _d_ListOffsetsPartition_2(buf: memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
     (f_partition_index, f_current_leader_epoch, f_timestamp,) = _S4.unpack_from(buf, pos)
     pos += 16
-    return ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1), pos
+    return _New_ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartition_2(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -347,23 +471,29 @@ def _d_ListOffsetsPartition_3(buf: memoryview, pos: int) -> tuple[ListOffsetsPar
     (f_partition_index, f_current_leader_epoch, f_timestamp,) = _S4.unpack_from(buf, pos)
     pos += 16
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartition_3(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.max_num_offsets != 1:
         raise _UnsupportedVersion("MaxNumOffsets cannot be sent in version 6", message_name="ListOffsetsPartition", api_version=6, field="MaxNumOffsets")
     out += _S4.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListOffsetsRequest._DECODERS = {
@@ -394,95 +524,95 @@ ListOffsetsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (73, 'ListOffsetsRequest'),
-    (74, 'ListOffsetsRequest.ReplicaId'),
-    (76, 'ListOffsetsRequest.Topics'),
-    (82, 'ListOffsetsRequest'),
-    (86, 'ListOffsetsRequest.IsolationLevel'),
-    (88, 'ListOffsetsRequest.ReplicaId'),
-    (89, 'ListOffsetsRequest.Topics'),
-    (95, 'ListOffsetsRequest'),
-    (96, 'ListOffsetsRequest.ReplicaId'),
-    (98, 'ListOffsetsRequest.Topics'),
-    (104, 'ListOffsetsRequest'),
-    (108, 'ListOffsetsRequest.IsolationLevel'),
-    (110, 'ListOffsetsRequest.ReplicaId'),
-    (111, 'ListOffsetsRequest.Topics'),
-    (117, 'ListOffsetsRequest'),
-    (118, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (120, 'ListOffsetsRequest.Topics'),
-    (126, 'ListOffsetsRequest'),
-    (130, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (131, 'ListOffsetsRequest.Topics'),
-    (137, 'ListOffsetsRequest'),
-    (138, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (121, 'ListOffsetsRequest'),
+    (122, 'ListOffsetsRequest.ReplicaId'),
+    (124, 'ListOffsetsRequest.Topics'),
+    (133, 'ListOffsetsRequest'),
+    (137, 'ListOffsetsRequest.IsolationLevel'),
+    (139, 'ListOffsetsRequest.ReplicaId'),
     (140, 'ListOffsetsRequest.Topics'),
-    (146, 'ListOffsetsRequest'),
-    (150, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (151, 'ListOffsetsRequest.Topics'),
-    (157, 'ListOffsetsRequest'),
-    (158, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (160, 'ListOffsetsRequest.Topics'),
-    (167, 'ListOffsetsRequest.<tagged fields>'),
-    (177, 'ListOffsetsRequest'),
-    (181, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (182, 'ListOffsetsRequest.Topics'),
-    (186, 'ListOffsetsRequest.<tagged fields>'),
-    (189, 'ListOffsetsRequest'),
-    (190, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (192, 'ListOffsetsRequest.Topics'),
-    (199, 'ListOffsetsRequest.TimeoutMs'),
-    (201, 'ListOffsetsRequest.<tagged fields>'),
-    (211, 'ListOffsetsRequest'),
-    (215, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (216, 'ListOffsetsRequest.Topics'),
-    (220, 'ListOffsetsRequest.TimeoutMs'),
-    (221, 'ListOffsetsRequest.<tagged fields>'),
-    (224, 'ListOffsetsTopic'),
-    (225, 'ListOffsetsTopic.Name'),
-    (226, 'ListOffsetsTopic.Partitions'),
-    (232, 'ListOffsetsTopic'),
-    (236, 'ListOffsetsTopic.Name'),
-    (237, 'ListOffsetsTopic.Partitions'),
-    (243, 'ListOffsetsTopic'),
-    (244, 'ListOffsetsTopic.Name'),
-    (245, 'ListOffsetsTopic.Partitions'),
-    (251, 'ListOffsetsTopic'),
-    (255, 'ListOffsetsTopic.Name'),
-    (256, 'ListOffsetsTopic.Partitions'),
-    (262, 'ListOffsetsTopic'),
-    (263, 'ListOffsetsTopic.Name'),
-    (264, 'ListOffsetsTopic.Partitions'),
-    (270, 'ListOffsetsTopic'),
-    (274, 'ListOffsetsTopic.Name'),
-    (275, 'ListOffsetsTopic.Partitions'),
-    (281, 'ListOffsetsTopic'),
-    (282, 'ListOffsetsTopic.Name'),
-    (283, 'ListOffsetsTopic.Partitions'),
-    (290, 'ListOffsetsTopic.<tagged fields>'),
-    (300, 'ListOffsetsTopic'),
-    (304, 'ListOffsetsTopic.Name'),
-    (305, 'ListOffsetsTopic.Partitions'),
-    (309, 'ListOffsetsTopic.<tagged fields>'),
-    (312, 'ListOffsetsPartition'),
-    (313, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
-    (315, 'ListOffsetsPartition'),
-    (319, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
-    (322, 'ListOffsetsPartition'),
-    (323, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
-    (325, 'ListOffsetsPartition'),
-    (329, 'ListOffsetsPartition.MaxNumOffsets'),
-    (331, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
-    (334, 'ListOffsetsPartition'),
-    (335, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (337, 'ListOffsetsPartition'),
-    (341, 'ListOffsetsPartition.MaxNumOffsets'),
-    (343, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (346, 'ListOffsetsPartition'),
-    (347, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (349, 'ListOffsetsPartition.<tagged fields>'),
-    (359, 'ListOffsetsPartition'),
-    (363, 'ListOffsetsPartition.MaxNumOffsets'),
-    (365, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (366, 'ListOffsetsPartition.<tagged fields>'),
+    (147, 'ListOffsetsRequest'),
+    (148, 'ListOffsetsRequest.ReplicaId'),
+    (150, 'ListOffsetsRequest.Topics'),
+    (159, 'ListOffsetsRequest'),
+    (163, 'ListOffsetsRequest.IsolationLevel'),
+    (165, 'ListOffsetsRequest.ReplicaId'),
+    (166, 'ListOffsetsRequest.Topics'),
+    (173, 'ListOffsetsRequest'),
+    (174, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (176, 'ListOffsetsRequest.Topics'),
+    (185, 'ListOffsetsRequest'),
+    (189, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (190, 'ListOffsetsRequest.Topics'),
+    (197, 'ListOffsetsRequest'),
+    (198, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (200, 'ListOffsetsRequest.Topics'),
+    (209, 'ListOffsetsRequest'),
+    (213, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (214, 'ListOffsetsRequest.Topics'),
+    (221, 'ListOffsetsRequest'),
+    (222, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (224, 'ListOffsetsRequest.Topics'),
+    (237, 'ListOffsetsRequest.<tagged fields>'),
+    (250, 'ListOffsetsRequest'),
+    (254, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (255, 'ListOffsetsRequest.Topics'),
+    (263, 'ListOffsetsRequest.<tagged fields>'),
+    (269, 'ListOffsetsRequest'),
+    (270, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (272, 'ListOffsetsRequest.Topics'),
+    (285, 'ListOffsetsRequest.TimeoutMs'),
+    (287, 'ListOffsetsRequest.<tagged fields>'),
+    (300, 'ListOffsetsRequest'),
+    (304, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (305, 'ListOffsetsRequest.Topics'),
+    (313, 'ListOffsetsRequest.TimeoutMs'),
+    (314, 'ListOffsetsRequest.<tagged fields>'),
+    (320, 'ListOffsetsTopic'),
+    (321, 'ListOffsetsTopic.Name'),
+    (322, 'ListOffsetsTopic.Partitions'),
+    (331, 'ListOffsetsTopic'),
+    (335, 'ListOffsetsTopic.Name'),
+    (336, 'ListOffsetsTopic.Partitions'),
+    (343, 'ListOffsetsTopic'),
+    (344, 'ListOffsetsTopic.Name'),
+    (345, 'ListOffsetsTopic.Partitions'),
+    (354, 'ListOffsetsTopic'),
+    (358, 'ListOffsetsTopic.Name'),
+    (359, 'ListOffsetsTopic.Partitions'),
+    (366, 'ListOffsetsTopic'),
+    (367, 'ListOffsetsTopic.Name'),
+    (368, 'ListOffsetsTopic.Partitions'),
+    (377, 'ListOffsetsTopic'),
+    (381, 'ListOffsetsTopic.Name'),
+    (382, 'ListOffsetsTopic.Partitions'),
+    (389, 'ListOffsetsTopic'),
+    (390, 'ListOffsetsTopic.Name'),
+    (391, 'ListOffsetsTopic.Partitions'),
+    (404, 'ListOffsetsTopic.<tagged fields>'),
+    (417, 'ListOffsetsTopic'),
+    (421, 'ListOffsetsTopic.Name'),
+    (422, 'ListOffsetsTopic.Partitions'),
+    (430, 'ListOffsetsTopic.<tagged fields>'),
+    (436, 'ListOffsetsPartition'),
+    (437, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (439, 'ListOffsetsPartition'),
+    (443, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (446, 'ListOffsetsPartition'),
+    (447, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (449, 'ListOffsetsPartition'),
+    (453, 'ListOffsetsPartition.MaxNumOffsets'),
+    (455, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (458, 'ListOffsetsPartition'),
+    (459, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (461, 'ListOffsetsPartition'),
+    (465, 'ListOffsetsPartition.MaxNumOffsets'),
+    (467, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (470, 'ListOffsetsPartition'),
+    (471, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (473, 'ListOffsetsPartition.<tagged fields>'),
+    (486, 'ListOffsetsPartition'),
+    (490, 'ListOffsetsPartition.MaxNumOffsets'),
+    (492, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (493, 'ListOffsetsPartition.<tagged fields>'),
 )

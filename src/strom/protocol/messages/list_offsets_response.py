@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">ihqq")
@@ -37,6 +38,27 @@ class ListOffsetsPartitionResponse:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListOffsetsPartitionResponse:
+    __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    old_style_offsets: Any
+    timestamp: Any
+    offset: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, old_style_offsets: Any, timestamp: Any, offset: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.old_style_offsets = old_style_offsets
+        self.timestamp = timestamp
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsPartitionResponse  # type: ignore[assignment]
+
+
 _DEFAULT_ListOffsetsPartitionResponse = ListOffsetsPartitionResponse()
 
 
@@ -47,6 +69,19 @@ class ListOffsetsTopicResponse:
     #: Each partition in the response.
     partitions: tuple[ListOffsetsPartitionResponse, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ListOffsetsTopicResponse:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsTopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_ListOffsetsTopicResponse = ListOffsetsTopicResponse()
@@ -68,36 +103,57 @@ class ListOffsetsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListOffsetsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListOffsetsResponse  # type: ignore[assignment]
+
+
 def _d_ListOffsetsResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopicResponse_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsResponse(0, f_topics), pos
+    return _New_ListOffsetsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopicResponse_0(item_topics, out, chunks)
 
 
 def _d_ListOffsetsResponse_1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopicResponse_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsResponse(0, f_topics), pos
+    return _New_ListOffsetsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopicResponse_1(item_topics, out, chunks)
 
@@ -105,19 +161,23 @@ def _e_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray, chunks: lis
 def _d_ListOffsetsResponse_2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopicResponse_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsResponse(f_throttle_time_ms, f_topics), pos
+    return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopicResponse_1(item_topics, out, chunks)
 
@@ -125,19 +185,23 @@ def _e_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray, chunks: lis
 def _d_ListOffsetsResponse_3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopicResponse_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return ListOffsetsResponse(f_throttle_time_ms, f_topics), pos
+    return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_ListOffsetsTopicResponse_2(item_topics, out, chunks)
 
@@ -145,130 +209,177 @@ def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray, chunks: lis
 def _d_ListOffsetsResponse_4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ListOffsetsTopicResponse_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_ListOffsetsTopicResponse_3(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopicResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartitionResponse_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopicResponse(f_name, f_partitions), pos
+    return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartitionResponse_0(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopicResponse_1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartitionResponse_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopicResponse(f_name, f_partitions), pos
+    return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartitionResponse_1(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopicResponse_2(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartitionResponse_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return ListOffsetsTopicResponse(f_name, f_partitions), pos
+    return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartitionResponse_2(item_partitions, out, chunks)
 
 
 def _d_ListOffsetsTopicResponse_3(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_ListOffsetsPartitionResponse_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsTopicResponse(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsTopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_ListOffsetsPartitionResponse_3(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
-    f_old_style_offsets = _unpack_from(">%dq" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_old_style_offsets = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
-    return ListOffsetsPartitionResponse(f_partition_index, f_error_code, f_old_style_offsets, -1, -1, -1), pos
+    return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, f_old_style_offsets, -1, -1, -1), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartitionResponse_0(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -280,14 +391,15 @@ def _e_ListOffsetsPartitionResponse_0(o: ListOffsetsPartitionResponse, out: byte
         raise _UnsupportedVersion("LeaderEpoch cannot be sent in version 0", message_name="ListOffsetsPartitionResponse", api_version=0, field="LeaderEpoch")
     out += _S1.pack(o.partition_index, o.error_code)
     items_old_style_offsets = o.old_style_offsets
-    out += _p.INT32.pack(len(items_old_style_offsets))
-    out += _pack(">%dq" % len(items_old_style_offsets), *items_old_style_offsets)
+    count = len(items_old_style_offsets)
+    out += _p.INT32.pack(count)
+    out += _A_q[count].pack(*items_old_style_offsets) if count < 64 else _pack(">%dq" % count, *items_old_style_offsets)
 
 
 def _d_ListOffsetsPartitionResponse_1(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
     (f_partition_index, f_error_code, f_timestamp, f_offset,) = _S2.unpack_from(buf, pos)
     pos += 22
-    return ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, -1), pos
+    return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, -1), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartitionResponse_1(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -301,7 +413,7 @@ def _e_ListOffsetsPartitionResponse_1(o: ListOffsetsPartitionResponse, out: byte
 def _d_ListOffsetsPartitionResponse_2(buf: memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
     (f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 26
-    return ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch), pos
+    return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -314,23 +426,29 @@ def _d_ListOffsetsPartitionResponse_3(buf: memoryview, pos: int) -> tuple[ListOf
     (f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 26
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.old_style_offsets != ():
         raise _UnsupportedVersion("OldStyleOffsets cannot be sent in version 6", message_name="ListOffsetsPartitionResponse", api_version=6, field="OldStyleOffsets")
     out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListOffsetsResponse._DECODERS = {
@@ -361,85 +479,85 @@ ListOffsetsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (71, 'ListOffsetsResponse'),
-    (72, 'ListOffsetsResponse.Topics'),
-    (78, 'ListOffsetsResponse'),
-    (82, 'ListOffsetsResponse.Topics'),
-    (88, 'ListOffsetsResponse'),
-    (89, 'ListOffsetsResponse.Topics'),
-    (95, 'ListOffsetsResponse'),
-    (99, 'ListOffsetsResponse.Topics'),
-    (105, 'ListOffsetsResponse'),
-    (106, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (108, 'ListOffsetsResponse.Topics'),
-    (114, 'ListOffsetsResponse'),
-    (118, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (119, 'ListOffsetsResponse.Topics'),
-    (125, 'ListOffsetsResponse'),
-    (126, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (128, 'ListOffsetsResponse.Topics'),
-    (134, 'ListOffsetsResponse'),
-    (138, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (139, 'ListOffsetsResponse.Topics'),
-    (145, 'ListOffsetsResponse'),
-    (146, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (148, 'ListOffsetsResponse.Topics'),
-    (155, 'ListOffsetsResponse.<tagged fields>'),
-    (165, 'ListOffsetsResponse'),
-    (169, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (170, 'ListOffsetsResponse.Topics'),
-    (174, 'ListOffsetsResponse.<tagged fields>'),
-    (177, 'ListOffsetsTopicResponse'),
-    (178, 'ListOffsetsTopicResponse.Name'),
-    (179, 'ListOffsetsTopicResponse.Partitions'),
-    (185, 'ListOffsetsTopicResponse'),
-    (189, 'ListOffsetsTopicResponse.Name'),
-    (190, 'ListOffsetsTopicResponse.Partitions'),
-    (196, 'ListOffsetsTopicResponse'),
-    (197, 'ListOffsetsTopicResponse.Name'),
-    (198, 'ListOffsetsTopicResponse.Partitions'),
-    (204, 'ListOffsetsTopicResponse'),
-    (208, 'ListOffsetsTopicResponse.Name'),
-    (209, 'ListOffsetsTopicResponse.Partitions'),
-    (215, 'ListOffsetsTopicResponse'),
-    (216, 'ListOffsetsTopicResponse.Name'),
-    (217, 'ListOffsetsTopicResponse.Partitions'),
-    (223, 'ListOffsetsTopicResponse'),
-    (227, 'ListOffsetsTopicResponse.Name'),
-    (228, 'ListOffsetsTopicResponse.Partitions'),
-    (234, 'ListOffsetsTopicResponse'),
-    (235, 'ListOffsetsTopicResponse.Name'),
-    (236, 'ListOffsetsTopicResponse.Partitions'),
-    (243, 'ListOffsetsTopicResponse.<tagged fields>'),
-    (253, 'ListOffsetsTopicResponse'),
-    (257, 'ListOffsetsTopicResponse.Name'),
-    (258, 'ListOffsetsTopicResponse.Partitions'),
-    (262, 'ListOffsetsTopicResponse.<tagged fields>'),
-    (265, 'ListOffsetsPartitionResponse'),
-    (266, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (268, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (271, 'ListOffsetsPartitionResponse'),
-    (275, 'ListOffsetsPartitionResponse.Timestamp'),
-    (277, 'ListOffsetsPartitionResponse.Offset'),
-    (279, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (281, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (282, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (287, 'ListOffsetsPartitionResponse'),
-    (288, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (290, 'ListOffsetsPartitionResponse'),
-    (294, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (296, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (298, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (301, 'ListOffsetsPartitionResponse'),
-    (302, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (304, 'ListOffsetsPartitionResponse'),
-    (308, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (310, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (313, 'ListOffsetsPartitionResponse'),
-    (314, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (316, 'ListOffsetsPartitionResponse.<tagged fields>'),
-    (326, 'ListOffsetsPartitionResponse'),
-    (330, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (332, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (333, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (119, 'ListOffsetsResponse'),
+    (120, 'ListOffsetsResponse.Topics'),
+    (129, 'ListOffsetsResponse'),
+    (133, 'ListOffsetsResponse.Topics'),
+    (140, 'ListOffsetsResponse'),
+    (141, 'ListOffsetsResponse.Topics'),
+    (150, 'ListOffsetsResponse'),
+    (154, 'ListOffsetsResponse.Topics'),
+    (161, 'ListOffsetsResponse'),
+    (162, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (164, 'ListOffsetsResponse.Topics'),
+    (173, 'ListOffsetsResponse'),
+    (177, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (178, 'ListOffsetsResponse.Topics'),
+    (185, 'ListOffsetsResponse'),
+    (186, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (188, 'ListOffsetsResponse.Topics'),
+    (197, 'ListOffsetsResponse'),
+    (201, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (202, 'ListOffsetsResponse.Topics'),
+    (209, 'ListOffsetsResponse'),
+    (210, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (212, 'ListOffsetsResponse.Topics'),
+    (225, 'ListOffsetsResponse.<tagged fields>'),
+    (238, 'ListOffsetsResponse'),
+    (242, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (243, 'ListOffsetsResponse.Topics'),
+    (251, 'ListOffsetsResponse.<tagged fields>'),
+    (257, 'ListOffsetsTopicResponse'),
+    (258, 'ListOffsetsTopicResponse.Name'),
+    (259, 'ListOffsetsTopicResponse.Partitions'),
+    (268, 'ListOffsetsTopicResponse'),
+    (272, 'ListOffsetsTopicResponse.Name'),
+    (273, 'ListOffsetsTopicResponse.Partitions'),
+    (280, 'ListOffsetsTopicResponse'),
+    (281, 'ListOffsetsTopicResponse.Name'),
+    (282, 'ListOffsetsTopicResponse.Partitions'),
+    (291, 'ListOffsetsTopicResponse'),
+    (295, 'ListOffsetsTopicResponse.Name'),
+    (296, 'ListOffsetsTopicResponse.Partitions'),
+    (303, 'ListOffsetsTopicResponse'),
+    (304, 'ListOffsetsTopicResponse.Name'),
+    (305, 'ListOffsetsTopicResponse.Partitions'),
+    (314, 'ListOffsetsTopicResponse'),
+    (318, 'ListOffsetsTopicResponse.Name'),
+    (319, 'ListOffsetsTopicResponse.Partitions'),
+    (326, 'ListOffsetsTopicResponse'),
+    (327, 'ListOffsetsTopicResponse.Name'),
+    (328, 'ListOffsetsTopicResponse.Partitions'),
+    (341, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (354, 'ListOffsetsTopicResponse'),
+    (358, 'ListOffsetsTopicResponse.Name'),
+    (359, 'ListOffsetsTopicResponse.Partitions'),
+    (367, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (373, 'ListOffsetsPartitionResponse'),
+    (374, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (376, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (382, 'ListOffsetsPartitionResponse'),
+    (386, 'ListOffsetsPartitionResponse.Timestamp'),
+    (388, 'ListOffsetsPartitionResponse.Offset'),
+    (390, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (392, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (393, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (399, 'ListOffsetsPartitionResponse'),
+    (400, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (402, 'ListOffsetsPartitionResponse'),
+    (406, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (408, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (410, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (413, 'ListOffsetsPartitionResponse'),
+    (414, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (416, 'ListOffsetsPartitionResponse'),
+    (420, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (422, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (425, 'ListOffsetsPartitionResponse'),
+    (426, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (428, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (441, 'ListOffsetsPartitionResponse'),
+    (445, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (447, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (448, 'ListOffsetsPartitionResponse.<tagged fields>'),
 )

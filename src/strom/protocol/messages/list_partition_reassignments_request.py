@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -25,6 +26,19 @@ class ListPartitionReassignmentsTopics:
     #: The partitions to list partition reassignments for.
     partition_indexes: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ListPartitionReassignmentsTopics:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListPartitionReassignmentsTopics  # type: ignore[assignment]
 
 
 _DEFAULT_ListPartitionReassignmentsTopics = ListPartitionReassignmentsTopics()
@@ -46,10 +60,30 @@ class ListPartitionReassignmentsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListPartitionReassignmentsRequest(_Message):
+    __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields', )
+    timeout_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, timeout_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListPartitionReassignmentsRequest  # type: ignore[assignment]
+
+
 def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -59,16 +93,19 @@ def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[L
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -77,37 +114,60 @@ def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest,
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_ListPartitionReassignmentsTopics_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListPartitionReassignmentsTopics_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListPartitionReassignmentsTopics(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListPartitionReassignmentsTopics(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListPartitionReassignmentsTopics_0(o: ListPartitionReassignmentsTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListPartitionReassignmentsRequest._DECODERS = {
@@ -118,20 +178,20 @@ ListPartitionReassignmentsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (49, 'ListPartitionReassignmentsRequest'),
-    (50, 'ListPartitionReassignmentsRequest.TimeoutMs'),
-    (52, 'ListPartitionReassignmentsRequest.Topics'),
-    (61, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (71, 'ListPartitionReassignmentsRequest'),
-    (75, 'ListPartitionReassignmentsRequest.TimeoutMs'),
-    (76, 'ListPartitionReassignmentsRequest.Topics'),
-    (83, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (86, 'ListPartitionReassignmentsTopics'),
-    (87, 'ListPartitionReassignmentsTopics.Name'),
-    (88, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (92, 'ListPartitionReassignmentsTopics.<tagged fields>'),
-    (102, 'ListPartitionReassignmentsTopics'),
-    (106, 'ListPartitionReassignmentsTopics.Name'),
-    (107, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (110, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (76, 'ListPartitionReassignmentsRequest'),
+    (77, 'ListPartitionReassignmentsRequest.TimeoutMs'),
+    (79, 'ListPartitionReassignmentsRequest.Topics'),
+    (95, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (108, 'ListPartitionReassignmentsRequest'),
+    (112, 'ListPartitionReassignmentsRequest.TimeoutMs'),
+    (113, 'ListPartitionReassignmentsRequest.Topics'),
+    (124, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (130, 'ListPartitionReassignmentsTopics'),
+    (131, 'ListPartitionReassignmentsTopics.Name'),
+    (132, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (142, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (155, 'ListPartitionReassignmentsTopics'),
+    (159, 'ListPartitionReassignmentsTopics.Name'),
+    (160, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (167, 'ListPartitionReassignmentsTopics.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 
@@ -32,6 +33,23 @@ class OngoingPartitionReassignment:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OngoingPartitionReassignment:
+    __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields', )
+    partition_index: Any
+    replicas: Any
+    adding_replicas: Any
+    removing_replicas: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, replicas: Any, adding_replicas: Any, removing_replicas: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OngoingPartitionReassignment  # type: ignore[assignment]
+
+
 _DEFAULT_OngoingPartitionReassignment = OngoingPartitionReassignment()
 
 
@@ -42,6 +60,19 @@ class OngoingTopicReassignment:
     #: The ongoing reassignments for each partition.
     partitions: tuple[OngoingPartitionReassignment, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OngoingTopicReassignment:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OngoingTopicReassignment  # type: ignore[assignment]
 
 
 _DEFAULT_OngoingTopicReassignment = OngoingTopicReassignment()
@@ -67,111 +98,196 @@ class ListPartitionReassignmentsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListPartitionReassignmentsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListPartitionReassignmentsResponse  # type: ignore[assignment]
+
+
 def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OngoingTopicReassignment_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OngoingTopicReassignment_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OngoingTopicReassignment_0(buf: memoryview, pos: int) -> tuple[OngoingTopicReassignment, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OngoingPartitionReassignment_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OngoingTopicReassignment(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OngoingTopicReassignment(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OngoingPartitionReassignment_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OngoingPartitionReassignment_0(buf: memoryview, pos: int) -> tuple[OngoingPartitionReassignment, int]:
     (f_partition_index,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_adding_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_removing_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OngoingPartitionReassignment(f_partition_index, f_replicas, f_adding_replicas, f_removing_replicas, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OngoingPartitionReassignment(f_partition_index, f_replicas, f_adding_replicas, f_removing_replicas, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OngoingPartitionReassignment_0(o: OngoingPartitionReassignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index)
     items_replicas = o.replicas
-    _p.write_uvarint(out, len(items_replicas) + 1)
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_adding_replicas = o.adding_replicas
-    _p.write_uvarint(out, len(items_adding_replicas) + 1)
-    out += _pack(">%di" % len(items_adding_replicas), *items_adding_replicas)
+    count = len(items_adding_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_adding_replicas) if count < 64 else _pack(">%di" % count, *items_adding_replicas)
     items_removing_replicas = o.removing_replicas
-    _p.write_uvarint(out, len(items_removing_replicas) + 1)
-    out += _pack(">%di" % len(items_removing_replicas), *items_removing_replicas)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_removing_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_removing_replicas) if count < 64 else _pack(">%di" % count, *items_removing_replicas)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListPartitionReassignmentsResponse._DECODERS = {
@@ -182,34 +298,34 @@ ListPartitionReassignmentsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (70, 'ListPartitionReassignmentsResponse'),
-    (71, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (73, 'ListPartitionReassignmentsResponse.ErrorMessage'),
-    (74, 'ListPartitionReassignmentsResponse.Topics'),
-    (81, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (91, 'ListPartitionReassignmentsResponse'),
-    (95, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (96, 'ListPartitionReassignmentsResponse.ErrorMessage'),
-    (97, 'ListPartitionReassignmentsResponse.Topics'),
-    (101, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (104, 'OngoingTopicReassignment'),
-    (105, 'OngoingTopicReassignment.Name'),
-    (106, 'OngoingTopicReassignment.Partitions'),
-    (113, 'OngoingTopicReassignment.<tagged fields>'),
-    (123, 'OngoingTopicReassignment'),
-    (127, 'OngoingTopicReassignment.Name'),
-    (128, 'OngoingTopicReassignment.Partitions'),
-    (132, 'OngoingTopicReassignment.<tagged fields>'),
-    (135, 'OngoingPartitionReassignment'),
-    (136, 'OngoingPartitionReassignment.PartitionIndex'),
-    (138, 'OngoingPartitionReassignment.Replicas'),
-    (142, 'OngoingPartitionReassignment.AddingReplicas'),
-    (146, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (150, 'OngoingPartitionReassignment.<tagged fields>'),
-    (160, 'OngoingPartitionReassignment'),
-    (164, 'OngoingPartitionReassignment.PartitionIndex'),
-    (165, 'OngoingPartitionReassignment.Replicas'),
-    (168, 'OngoingPartitionReassignment.AddingReplicas'),
-    (171, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (174, 'OngoingPartitionReassignment.<tagged fields>'),
+    (118, 'ListPartitionReassignmentsResponse'),
+    (119, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (121, 'ListPartitionReassignmentsResponse.ErrorMessage'),
+    (122, 'ListPartitionReassignmentsResponse.Topics'),
+    (135, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (148, 'ListPartitionReassignmentsResponse'),
+    (152, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (153, 'ListPartitionReassignmentsResponse.ErrorMessage'),
+    (154, 'ListPartitionReassignmentsResponse.Topics'),
+    (162, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (168, 'OngoingTopicReassignment'),
+    (169, 'OngoingTopicReassignment.Name'),
+    (170, 'OngoingTopicReassignment.Partitions'),
+    (183, 'OngoingTopicReassignment.<tagged fields>'),
+    (196, 'OngoingTopicReassignment'),
+    (200, 'OngoingTopicReassignment.Name'),
+    (201, 'OngoingTopicReassignment.Partitions'),
+    (209, 'OngoingTopicReassignment.<tagged fields>'),
+    (215, 'OngoingPartitionReassignment'),
+    (216, 'OngoingPartitionReassignment.PartitionIndex'),
+    (218, 'OngoingPartitionReassignment.Replicas'),
+    (228, 'OngoingPartitionReassignment.AddingReplicas'),
+    (238, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (248, 'OngoingPartitionReassignment.<tagged fields>'),
+    (261, 'OngoingPartitionReassignment'),
+    (265, 'OngoingPartitionReassignment.PartitionIndex'),
+    (266, 'OngoingPartitionReassignment.Replicas'),
+    (273, 'OngoingPartitionReassignment.AddingReplicas'),
+    (280, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (287, 'OngoingPartitionReassignment.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">q")
 
 
@@ -36,81 +37,148 @@ class ListTransactionsRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListTransactionsRequest(_Message):
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'unknown_tagged_fields', )
+    state_filters: Any
+    producer_id_filters: Any
+    duration_filter: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, state_filters: Any, producer_id_filters: Any, duration_filter: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.state_filters = state_filters
+        self.producer_id_filters = producer_id_filters
+        self.duration_filter = duration_filter
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListTransactionsRequest  # type: ignore[assignment]
+
+
 def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_state_filters: list[Any] = []
     for _ in range(count):
         item_state_filters, pos = _p.read_compact_string(buf, pos)
         items_state_filters.append(item_state_filters)
     f_state_filters = tuple(items_state_filters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_producer_id_filters = _unpack_from(">%dq" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_producer_id_filters = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListTransactionsRequest(f_state_filters, f_producer_id_filters, -1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListTransactionsRequest(f_state_filters, f_producer_id_filters, -1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.duration_filter != -1:
         raise _UnsupportedVersion("DurationFilter cannot be sent in version 0", message_name="ListTransactionsRequest", api_version=0, field="DurationFilter")
     items_state_filters = o.state_filters
-    _p.write_uvarint(out, len(items_state_filters) + 1)
+    count = len(items_state_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_state_filters in items_state_filters:
         _p.write_compact_string(out, item_state_filters)
     items_producer_id_filters = o.producer_id_filters
-    _p.write_uvarint(out, len(items_producer_id_filters) + 1)
-    out += _pack(">%dq" % len(items_producer_id_filters), *items_producer_id_filters)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_producer_id_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_q[count].pack(*items_producer_id_filters) if count < 64 else _pack(">%dq" % count, *items_producer_id_filters)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_state_filters: list[Any] = []
     for _ in range(count):
         item_state_filters, pos = _p.read_compact_string(buf, pos)
         items_state_filters.append(item_state_filters)
     f_state_filters = tuple(items_state_filters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_producer_id_filters = _unpack_from(">%dq" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_producer_id_filters = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
     (f_duration_filter,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListTransactionsRequest(f_state_filters, f_producer_id_filters, f_duration_filter, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListTransactionsRequest(f_state_filters, f_producer_id_filters, f_duration_filter, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_state_filters = o.state_filters
-    _p.write_uvarint(out, len(items_state_filters) + 1)
+    count = len(items_state_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_state_filters in items_state_filters:
         _p.write_compact_string(out, item_state_filters)
     items_producer_id_filters = o.producer_id_filters
-    _p.write_uvarint(out, len(items_producer_id_filters) + 1)
-    out += _pack(">%dq" % len(items_producer_id_filters), *items_producer_id_filters)
+    count = len(items_producer_id_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_q[count].pack(*items_producer_id_filters) if count < 64 else _pack(">%dq" % count, *items_producer_id_filters)
     out += _S0.pack(o.duration_filter)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListTransactionsRequest._DECODERS = {
@@ -123,23 +191,23 @@ ListTransactionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'ListTransactionsRequest'),
-    (40, 'ListTransactionsRequest.StateFilters'),
-    (47, 'ListTransactionsRequest.ProducerIdFilters'),
-    (51, 'ListTransactionsRequest.<tagged fields>'),
-    (61, 'ListTransactionsRequest'),
-    (65, 'ListTransactionsRequest.DurationFilter'),
-    (67, 'ListTransactionsRequest.StateFilters'),
-    (71, 'ListTransactionsRequest.ProducerIdFilters'),
-    (74, 'ListTransactionsRequest.<tagged fields>'),
-    (77, 'ListTransactionsRequest'),
-    (78, 'ListTransactionsRequest.StateFilters'),
-    (85, 'ListTransactionsRequest.ProducerIdFilters'),
-    (89, 'ListTransactionsRequest.DurationFilter'),
-    (91, 'ListTransactionsRequest.<tagged fields>'),
-    (101, 'ListTransactionsRequest'),
-    (105, 'ListTransactionsRequest.StateFilters'),
-    (109, 'ListTransactionsRequest.ProducerIdFilters'),
-    (112, 'ListTransactionsRequest.DurationFilter'),
+    (55, 'ListTransactionsRequest'),
+    (56, 'ListTransactionsRequest.StateFilters'),
+    (69, 'ListTransactionsRequest.ProducerIdFilters'),
+    (79, 'ListTransactionsRequest.<tagged fields>'),
+    (92, 'ListTransactionsRequest'),
+    (96, 'ListTransactionsRequest.DurationFilter'),
+    (98, 'ListTransactionsRequest.StateFilters'),
+    (106, 'ListTransactionsRequest.ProducerIdFilters'),
     (113, 'ListTransactionsRequest.<tagged fields>'),
+    (119, 'ListTransactionsRequest'),
+    (120, 'ListTransactionsRequest.StateFilters'),
+    (133, 'ListTransactionsRequest.ProducerIdFilters'),
+    (143, 'ListTransactionsRequest.DurationFilter'),
+    (145, 'ListTransactionsRequest.<tagged fields>'),
+    (158, 'ListTransactionsRequest'),
+    (162, 'ListTransactionsRequest.StateFilters'),
+    (170, 'ListTransactionsRequest.ProducerIdFilters'),
+    (177, 'ListTransactionsRequest.DurationFilter'),
+    (178, 'ListTransactionsRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">q")
 
@@ -26,6 +27,21 @@ class TransactionState:
     #: The current transaction state of the producer
     transaction_state: str = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TransactionState:
+    __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields', )
+    transactional_id: Any
+    producer_id: Any
+    transaction_state: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, producer_id: Any, transaction_state: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.transaction_state = transaction_state
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TransactionState  # type: ignore[assignment]
 
 
 _DEFAULT_TransactionState = TransactionState()
@@ -49,47 +65,90 @@ class ListTransactionsResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ListTransactionsResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    unknown_state_filters: Any
+    transaction_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, unknown_state_filters: Any, transaction_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_state_filters = unknown_state_filters
+        self.transaction_states = transaction_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ListTransactionsResponse  # type: ignore[assignment]
+
+
 def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_unknown_state_filters: list[Any] = []
     for _ in range(count):
         item_unknown_state_filters, pos = _p.read_compact_string(buf, pos)
         items_unknown_state_filters.append(item_unknown_state_filters)
     f_unknown_state_filters = tuple(items_unknown_state_filters)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_transaction_states: list[Any] = []
     for _ in range(count):
         item_transaction_states, pos = _d_TransactionState_0(buf, pos)
         items_transaction_states.append(item_transaction_states)
     f_transaction_states = tuple(items_transaction_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ListTransactionsResponse(f_throttle_time_ms, f_error_code, f_unknown_state_filters, f_transaction_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ListTransactionsResponse(f_throttle_time_ms, f_error_code, f_unknown_state_filters, f_transaction_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_unknown_state_filters = o.unknown_state_filters
-    _p.write_uvarint(out, len(items_unknown_state_filters) + 1)
+    count = len(items_unknown_state_filters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_unknown_state_filters in items_unknown_state_filters:
         _p.write_compact_string(out, item_unknown_state_filters)
     items_transaction_states = o.transaction_states
-    _p.write_uvarint(out, len(items_transaction_states) + 1)
+    count = len(items_transaction_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_transaction_states in items_transaction_states:
         _e_TransactionState_0(item_transaction_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, int]:
@@ -98,23 +157,29 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, 
     pos += 8
     f_transaction_state, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TransactionState(f_transactional_id, f_producer_id, f_transaction_state, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TransactionState(f_transactional_id, f_producer_id, f_transaction_state, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S1.pack(o.producer_id)
     _p.write_compact_string(out, o.transaction_state)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ListTransactionsResponse._DECODERS = {
@@ -127,24 +192,24 @@ ListTransactionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'ListTransactionsResponse'),
-    (53, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
-    (55, 'ListTransactionsResponse.UnknownStateFilters'),
-    (62, 'ListTransactionsResponse.TransactionStates'),
-    (69, 'ListTransactionsResponse.<tagged fields>'),
-    (79, 'ListTransactionsResponse'),
-    (83, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
-    (84, 'ListTransactionsResponse.UnknownStateFilters'),
-    (88, 'ListTransactionsResponse.TransactionStates'),
-    (92, 'ListTransactionsResponse.<tagged fields>'),
-    (95, 'TransactionState'),
-    (96, 'TransactionState.TransactionalId'),
-    (97, 'TransactionState.ProducerId'),
-    (99, 'TransactionState.TransactionState'),
-    (100, 'TransactionState.<tagged fields>'),
-    (110, 'TransactionState'),
-    (114, 'TransactionState.TransactionalId'),
-    (115, 'TransactionState.ProducerId'),
-    (116, 'TransactionState.TransactionState'),
-    (117, 'TransactionState.<tagged fields>'),
+    (85, 'ListTransactionsResponse'),
+    (86, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
+    (88, 'ListTransactionsResponse.UnknownStateFilters'),
+    (101, 'ListTransactionsResponse.TransactionStates'),
+    (114, 'ListTransactionsResponse.<tagged fields>'),
+    (127, 'ListTransactionsResponse'),
+    (131, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
+    (132, 'ListTransactionsResponse.UnknownStateFilters'),
+    (140, 'ListTransactionsResponse.TransactionStates'),
+    (148, 'ListTransactionsResponse.<tagged fields>'),
+    (154, 'TransactionState'),
+    (155, 'TransactionState.TransactionalId'),
+    (156, 'TransactionState.ProducerId'),
+    (158, 'TransactionState.TransactionState'),
+    (159, 'TransactionState.<tagged fields>'),
+    (172, 'TransactionState'),
+    (176, 'TransactionState.TransactionalId'),
+    (177, 'TransactionState.ProducerId'),
+    (178, 'TransactionState.TransactionState'),
+    (179, 'TransactionState.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">???")
 _S2 = Struct(">??")
@@ -27,6 +28,19 @@ class MetadataRequestTopic:
     #: The topic name.
     name: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_MetadataRequestTopic:
+    __slots__ = ('topic_id', 'name', 'unknown_tagged_fields', )
+    topic_id: Any
+    name: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, name: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataRequestTopic  # type: ignore[assignment]
 
 
 _DEFAULT_MetadataRequestTopic = MetadataRequestTopic()
@@ -52,14 +66,34 @@ class MetadataRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_MetadataRequest(_Message):
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields', )
+    topics: Any
+    allow_auto_topic_creation: Any
+    include_cluster_authorized_operations: Any
+    include_topic_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topics: Any, allow_auto_topic_creation: Any, include_cluster_authorized_operations: Any, include_topic_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topics = topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataRequest  # type: ignore[assignment]
+
+
 def _d_MetadataRequest_0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataRequest(f_topics, True, False, False), pos
+    return _New_MetadataRequest(f_topics, True, False, False), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_0(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -70,13 +104,17 @@ def _e_MetadataRequest_0(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if o.include_topic_authorized_operations != False:
         raise _UnsupportedVersion("IncludeTopicAuthorizedOperations cannot be sent in version 0", message_name="MetadataRequest", api_version=0, field="IncludeTopicAuthorizedOperations")
     items_topics = _p.not_null(o.topics, "Topics", 0)
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataRequestTopic_0(item_topics, out, chunks)
 
 
 def _d_MetadataRequest_1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -85,7 +123,7 @@ def _d_MetadataRequest_1(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
             item_topics, pos = _d_MetadataRequestTopic_0(buf, pos)
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
-    return MetadataRequest(f_topics, True, False, False), pos
+    return _New_MetadataRequest(f_topics, True, False, False), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_1(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -99,13 +137,17 @@ def _e_MetadataRequest_1(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topics))
+        count = len(items_topics)
+        out += _p.INT32.pack(count)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_0(item_topics, out, chunks)
 
 
 def _d_MetadataRequest_2(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -116,7 +158,7 @@ def _d_MetadataRequest_2(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
         f_topics = tuple(items_topics)
     (f_allow_auto_topic_creation,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return MetadataRequest(f_topics, f_allow_auto_topic_creation, False, False), pos
+    return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, False, False), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_2(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -128,14 +170,18 @@ def _e_MetadataRequest_2(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topics))
+        count = len(items_topics)
+        out += _p.INT32.pack(count)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.allow_auto_topic_creation)
 
 
 def _d_MetadataRequest_3(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -146,7 +192,7 @@ def _d_MetadataRequest_3(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
         f_topics = tuple(items_topics)
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S1.unpack_from(buf, pos)
     pos += 3
-    return MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations), pos
+    return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_3(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -154,14 +200,22 @@ def _e_MetadataRequest_3(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topics))
+        count = len(items_topics)
+        out += _p.INT32.pack(count)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_0(item_topics, out, chunks)
     out += _S1.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -173,16 +227,19 @@ def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S1.unpack_from(buf, pos)
     pos += 3
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_4(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -190,15 +247,29 @@ def _e_MetadataRequest_4(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_1(item_topics, out, chunks)
     out += _S1.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -210,16 +281,19 @@ def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     (f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations,) = _S1.unpack_from(buf, pos)
     pos += 3
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_5(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -227,15 +301,29 @@ def _e_MetadataRequest_5(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_2(item_topics, out, chunks)
     out += _S1.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_6(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -247,16 +335,19 @@ def _d_MetadataRequest_6(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     (f_allow_auto_topic_creation, f_include_topic_authorized_operations,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataRequest(f_topics, f_allow_auto_topic_creation, False, f_include_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, False, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequest_6(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -266,16 +357,23 @@ def _e_MetadataRequest_6(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_MetadataRequestTopic_2(item_topics, out, chunks)
     out += _S2.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequestTopic_0(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    return MetadataRequestTopic(_p.ZERO_UUID, f_name), pos
+    return _New_MetadataRequestTopic(_p.ZERO_UUID, f_name), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -285,43 +383,55 @@ def _e_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray, chunks: l
 def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataRequestTopic(_p.ZERO_UUID, f_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataRequestTopic(_p.ZERO_UUID, f_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequestTopic_2(buf: memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
     f_name, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataRequestTopic(f_topic_id, f_name, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataRequestTopic(f_topic_id, f_name, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     _p.write_compact_nullable_string(out, o.name)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 MetadataRequest._DECODERS = {
@@ -356,75 +466,75 @@ MetadataRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'MetadataRequest'),
-    (56, 'MetadataRequest.Topics'),
-    (62, 'MetadataRequest'),
-    (66, 'MetadataRequest.AllowAutoTopicCreation'),
-    (68, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (70, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (72, 'MetadataRequest.Topics'),
-    (78, 'MetadataRequest'),
-    (79, 'MetadataRequest.Topics'),
-    (88, 'MetadataRequest'),
-    (92, 'MetadataRequest.AllowAutoTopicCreation'),
-    (94, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (96, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (98, 'MetadataRequest.Topics'),
-    (107, 'MetadataRequest'),
-    (108, 'MetadataRequest.Topics'),
-    (117, 'MetadataRequest.AllowAutoTopicCreation'),
-    (119, 'MetadataRequest'),
-    (123, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (125, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (127, 'MetadataRequest.Topics'),
-    (134, 'MetadataRequest.AllowAutoTopicCreation'),
-    (137, 'MetadataRequest'),
-    (138, 'MetadataRequest.Topics'),
-    (147, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (149, 'MetadataRequest'),
-    (153, 'MetadataRequest.Topics'),
-    (160, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (163, 'MetadataRequest'),
-    (164, 'MetadataRequest.Topics'),
-    (173, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (175, 'MetadataRequest.<tagged fields>'),
-    (185, 'MetadataRequest'),
-    (189, 'MetadataRequest.Topics'),
-    (196, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (197, 'MetadataRequest.<tagged fields>'),
-    (200, 'MetadataRequest'),
-    (201, 'MetadataRequest.Topics'),
-    (210, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (212, 'MetadataRequest.<tagged fields>'),
-    (222, 'MetadataRequest'),
-    (226, 'MetadataRequest.Topics'),
-    (233, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (234, 'MetadataRequest.<tagged fields>'),
-    (237, 'MetadataRequest'),
-    (238, 'MetadataRequest.Topics'),
-    (247, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (249, 'MetadataRequest.<tagged fields>'),
-    (259, 'MetadataRequest'),
-    (263, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (86, 'MetadataRequest'),
+    (87, 'MetadataRequest.Topics'),
+    (96, 'MetadataRequest'),
+    (100, 'MetadataRequest.AllowAutoTopicCreation'),
+    (102, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (104, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (106, 'MetadataRequest.Topics'),
+    (113, 'MetadataRequest'),
+    (114, 'MetadataRequest.Topics'),
+    (126, 'MetadataRequest'),
+    (130, 'MetadataRequest.AllowAutoTopicCreation'),
+    (132, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (134, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (136, 'MetadataRequest.Topics'),
+    (146, 'MetadataRequest'),
+    (147, 'MetadataRequest.Topics'),
+    (159, 'MetadataRequest.AllowAutoTopicCreation'),
+    (161, 'MetadataRequest'),
+    (165, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (167, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (169, 'MetadataRequest.Topics'),
+    (177, 'MetadataRequest.AllowAutoTopicCreation'),
+    (180, 'MetadataRequest'),
+    (181, 'MetadataRequest.Topics'),
+    (193, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (195, 'MetadataRequest'),
+    (199, 'MetadataRequest.Topics'),
+    (207, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (210, 'MetadataRequest'),
+    (211, 'MetadataRequest.Topics'),
+    (227, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (229, 'MetadataRequest.<tagged fields>'),
+    (242, 'MetadataRequest'),
+    (246, 'MetadataRequest.Topics'),
+    (257, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (258, 'MetadataRequest.<tagged fields>'),
+    (264, 'MetadataRequest'),
     (265, 'MetadataRequest.Topics'),
-    (272, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (273, 'MetadataRequest.<tagged fields>'),
-    (276, 'MetadataRequestTopic'),
-    (277, 'MetadataRequestTopic.Name'),
-    (278, 'MetadataRequestTopic'),
-    (282, 'MetadataRequestTopic.Name'),
-    (285, 'MetadataRequestTopic'),
-    (286, 'MetadataRequestTopic.Name'),
-    (287, 'MetadataRequestTopic.<tagged fields>'),
-    (297, 'MetadataRequestTopic'),
-    (301, 'MetadataRequestTopic.Name'),
-    (302, 'MetadataRequestTopic.<tagged fields>'),
-    (305, 'MetadataRequestTopic'),
-    (306, 'MetadataRequestTopic.TopicId'),
-    (307, 'MetadataRequestTopic.Name'),
-    (308, 'MetadataRequestTopic.<tagged fields>'),
-    (318, 'MetadataRequestTopic'),
-    (322, 'MetadataRequestTopic.TopicId'),
-    (323, 'MetadataRequestTopic.Name'),
-    (324, 'MetadataRequestTopic.<tagged fields>'),
+    (281, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (283, 'MetadataRequest.<tagged fields>'),
+    (296, 'MetadataRequest'),
+    (300, 'MetadataRequest.Topics'),
+    (311, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (312, 'MetadataRequest.<tagged fields>'),
+    (318, 'MetadataRequest'),
+    (319, 'MetadataRequest.Topics'),
+    (335, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (337, 'MetadataRequest.<tagged fields>'),
+    (350, 'MetadataRequest'),
+    (354, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (356, 'MetadataRequest.Topics'),
+    (367, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (368, 'MetadataRequest.<tagged fields>'),
+    (374, 'MetadataRequestTopic'),
+    (375, 'MetadataRequestTopic.Name'),
+    (376, 'MetadataRequestTopic'),
+    (380, 'MetadataRequestTopic.Name'),
+    (383, 'MetadataRequestTopic'),
+    (384, 'MetadataRequestTopic.Name'),
+    (385, 'MetadataRequestTopic.<tagged fields>'),
+    (398, 'MetadataRequestTopic'),
+    (402, 'MetadataRequestTopic.Name'),
+    (403, 'MetadataRequestTopic.<tagged fields>'),
+    (409, 'MetadataRequestTopic'),
+    (410, 'MetadataRequestTopic.TopicId'),
+    (411, 'MetadataRequestTopic.Name'),
+    (412, 'MetadataRequestTopic.<tagged fields>'),
+    (425, 'MetadataRequestTopic'),
+    (429, 'MetadataRequestTopic.TopicId'),
+    (430, 'MetadataRequestTopic.Name'),
+    (431, 'MetadataRequestTopic.<tagged fields>'),
 )

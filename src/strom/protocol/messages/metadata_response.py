@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">?")
@@ -34,6 +35,23 @@ class MetadataResponseBroker:
     #: The rack of the broker, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_MetadataResponseBroker:
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataResponseBroker  # type: ignore[assignment]
 
 
 _DEFAULT_MetadataResponseBroker = MetadataResponseBroker()
@@ -58,6 +76,29 @@ class MetadataResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_MetadataResponsePartition:
+    __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields', )
+    error_code: Any
+    partition_index: Any
+    leader_id: Any
+    leader_epoch: Any
+    replica_nodes: Any
+    isr_nodes: Any
+    offline_replicas: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, partition_index: Any, leader_id: Any, leader_epoch: Any, replica_nodes: Any, isr_nodes: Any, offline_replicas: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
+        self.offline_replicas = offline_replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_MetadataResponsePartition = MetadataResponsePartition()
 
 
@@ -77,6 +118,27 @@ class MetadataResponseTopic:
     #: 32-bit bitfield to represent authorized operations for this topic.
     topic_authorized_operations: int = -2147483648
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_MetadataResponseTopic:
+    __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields', )
+    error_code: Any
+    name: Any
+    topic_id: Any
+    is_internal: Any
+    partitions: Any
+    topic_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, name: Any, topic_id: Any, is_internal: Any, partitions: Any, topic_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = partitions
+        self.topic_authorized_operations = topic_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataResponseTopic  # type: ignore[assignment]
 
 
 _DEFAULT_MetadataResponseTopic = MetadataResponseTopic()
@@ -106,37 +168,69 @@ class MetadataResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_MetadataResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    brokers: Any
+    cluster_id: Any
+    controller_id: Any
+    topics: Any
+    cluster_authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, brokers: Any, cluster_id: Any, controller_id: Any, topics: Any, cluster_authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.brokers = brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = topics
+        self.cluster_authorized_operations = cluster_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = MetadataResponse  # type: ignore[assignment]
+
+
 def _d_MetadataResponse_0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_0(buf, pos)
         items_brokers.append(item_brokers)
     f_brokers = tuple(items_brokers)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(0, f_brokers, None, -1, f_topics, -2147483648), pos
+    return _New_MetadataResponse(0, f_brokers, None, -1, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_0(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 0", message_name="MetadataResponse", api_version=0, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_0(item_brokers, out, chunks)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_0(item_topics, out, chunks)
 
 
 def _d_MetadataResponse_1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -144,31 +238,39 @@ def _d_MetadataResponse_1(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_brokers = tuple(items_brokers)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(0, f_brokers, None, f_controller_id, f_topics, -2147483648), pos
+    return _New_MetadataResponse(0, f_brokers, None, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_1(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 1", message_name="MetadataResponse", api_version=1, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_1(item_topics, out, chunks)
 
 
 def _d_MetadataResponse_2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -177,26 +279,31 @@ def _d_MetadataResponse_2(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(0, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos
+    return _New_MetadataResponse(0, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_2(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 2", message_name="MetadataResponse", api_version=2, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     _p.write_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_1(item_topics, out, chunks)
 
@@ -204,7 +311,10 @@ def _e_MetadataResponse_2(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -213,13 +323,16 @@ def _d_MetadataResponse_3(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_3(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -227,13 +340,15 @@ def _e_MetadataResponse_3(o: MetadataResponse, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 3", message_name="MetadataResponse", api_version=3, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     _p.write_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_1(item_topics, out, chunks)
 
@@ -241,7 +356,10 @@ def _e_MetadataResponse_3(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_4(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -250,13 +368,16 @@ def _d_MetadataResponse_4(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_4(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -264,13 +385,15 @@ def _e_MetadataResponse_4(o: MetadataResponse, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 5", message_name="MetadataResponse", api_version=5, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     _p.write_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_2(item_topics, out, chunks)
 
@@ -278,7 +401,10 @@ def _e_MetadataResponse_4(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -287,13 +413,16 @@ def _d_MetadataResponse_5(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_5(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -301,13 +430,15 @@ def _e_MetadataResponse_5(o: MetadataResponse, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 7", message_name="MetadataResponse", api_version=7, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     _p.write_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_3(item_topics, out, chunks)
 
@@ -315,7 +446,10 @@ def _e_MetadataResponse_5(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_1(buf, pos)
@@ -324,7 +458,10 @@ def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_4(buf, pos)
@@ -332,19 +469,21 @@ def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_topics = tuple(items_topics)
     (f_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations), pos
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_6(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    out += _p.INT32.pack(len(items_brokers))
+    count = len(items_brokers)
+    out += _p.INT32.pack(count)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_1(item_brokers, out, chunks)
     _p.write_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_4(item_topics, out, chunks)
     out += _S0.pack(o.cluster_authorized_operations)
@@ -353,8 +492,14 @@ def _e_MetadataResponse_6(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_2(buf, pos)
@@ -363,8 +508,14 @@ def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_5(buf, pos)
@@ -373,39 +524,59 @@ def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     (f_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_7(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_2(item_brokers, out, chunks)
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_5(item_topics, out, chunks)
     out += _S0.pack(o.cluster_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_2(buf, pos)
@@ -414,8 +585,14 @@ def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_6(buf, pos)
@@ -424,39 +601,59 @@ def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     (f_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_8(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_2(item_brokers, out, chunks)
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_6(item_topics, out, chunks)
     out += _S0.pack(o.cluster_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_2(buf, pos)
@@ -465,24 +662,33 @@ def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_6(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_9(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -490,23 +696,40 @@ def _e_MetadataResponse_9(o: MetadataResponse, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 11", message_name="MetadataResponse", api_version=11, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_2(item_brokers, out, chunks)
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_6(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
     for _ in range(count):
         item_brokers, pos = _d_MetadataResponseBroker_2(buf, pos)
@@ -515,24 +738,33 @@ def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_MetadataResponseTopic_7(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponse_10(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -540,16 +772,27 @@ def _e_MetadataResponse_10(o: MetadataResponse, out: bytearray, chunks: list[_p.
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 12", message_name="MetadataResponse", api_version=12, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
-    _p.write_uvarint(out, len(items_brokers) + 1)
+    count = len(items_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_brokers in items_brokers:
         _e_MetadataResponseBroker_2(item_brokers, out, chunks)
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.controller_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_MetadataResponseTopic_7(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseBroker_0(buf: memoryview, pos: int) -> tuple[MetadataResponseBroker, int]:
@@ -558,7 +801,7 @@ def _d_MetadataResponseBroker_0(buf: memoryview, pos: int) -> tuple[MetadataResp
     f_host, pos = _p.read_string(buf, pos)
     (f_port,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseBroker(f_node_id, f_host, f_port, None), pos
+    return _New_MetadataResponseBroker(f_node_id, f_host, f_port, None), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseBroker_0(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -571,13 +814,16 @@ def _d_MetadataResponseTopic_0(buf: memoryview, pos: int) -> tuple[MetadataRespo
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, False, f_partitions, -2147483648), pos
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, False, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -586,7 +832,8 @@ def _e_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray, chunks:
     out += _S1.pack(o.error_code)
     _p.write_string(out, _p.not_null(o.name, "Name", 0))
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_0(item_partitions, out, chunks)
 
@@ -598,7 +845,7 @@ def _d_MetadataResponseBroker_1(buf: memoryview, pos: int) -> tuple[MetadataResp
     (f_port,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_rack, pos = _p.read_nullable_string(buf, pos)
-    return MetadataResponseBroker(f_node_id, f_host, f_port, f_rack), pos
+    return _New_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseBroker_1(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -614,13 +861,16 @@ def _d_MetadataResponseTopic_1(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -630,7 +880,8 @@ def _e_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray, chunks:
     _p.write_string(out, _p.not_null(o.name, "Name", 1))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_0(item_partitions, out, chunks)
 
@@ -641,13 +892,16 @@ def _d_MetadataResponseTopic_2(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -657,7 +911,8 @@ def _e_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray, chunks:
     _p.write_string(out, _p.not_null(o.name, "Name", 5))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_1(item_partitions, out, chunks)
 
@@ -668,13 +923,16 @@ def _d_MetadataResponseTopic_3(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -684,7 +942,8 @@ def _e_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray, chunks:
     _p.write_string(out, _p.not_null(o.name, "Name", 7))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_2(item_partitions, out, chunks)
 
@@ -695,7 +954,10 @@ def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_2(buf, pos)
@@ -703,7 +965,7 @@ def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_partitions = tuple(items_partitions)
     (f_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations), pos
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -711,7 +973,8 @@ def _e_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray, chunks:
     _p.write_string(out, _p.not_null(o.name, "Name", 8))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_2(item_partitions, out, chunks)
     out += _S0.pack(o.topic_authorized_operations)
@@ -725,16 +988,19 @@ def _d_MetadataResponseBroker_2(buf: memoryview, pos: int) -> tuple[MetadataResp
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponseBroker(f_node_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -742,7 +1008,10 @@ def _e_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray, chunk
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -751,8 +1020,14 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_3(buf, pos)
@@ -761,16 +1036,19 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataRespo
     (f_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -778,11 +1056,18 @@ def _e_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray, chunks:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_3(item_partitions, out, chunks)
     out += _S0.pack(o.topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -792,8 +1077,14 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_3(buf, pos)
@@ -802,16 +1093,19 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataRespo
     (f_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -820,11 +1114,18 @@ def _e_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray, chunks:
     out += o.topic_id.bytes
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_3(item_partitions, out, chunks)
     out += _S0.pack(o.topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -834,8 +1135,14 @@ def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_MetadataResponsePartition_3(buf, pos)
@@ -844,16 +1151,19 @@ def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[MetadataRespo
     (f_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -862,131 +1172,206 @@ def _e_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray, chunks:
     out += o.topic_id.bytes
     out += _S2.pack(o.is_internal)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_MetadataResponsePartition_3(item_partitions, out, chunks)
     out += _S0.pack(o.topic_authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponsePartition_0(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id,) = _S3.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
-    f_replica_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, ()), pos
+    return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, ()), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponsePartition_0(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id)
     items_replica_nodes = o.replica_nodes
-    out += _p.INT32.pack(len(items_replica_nodes))
-    out += _pack(">%di" % len(items_replica_nodes), *items_replica_nodes)
+    count = len(items_replica_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replica_nodes) if count < 64 else _pack(">%di" % count, *items_replica_nodes)
     items_isr_nodes = o.isr_nodes
-    out += _p.INT32.pack(len(items_isr_nodes))
-    out += _pack(">%di" % len(items_isr_nodes), *items_isr_nodes)
+    count = len(items_isr_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr_nodes) if count < 64 else _pack(">%di" % count, *items_isr_nodes)
 
 
 def _d_MetadataResponsePartition_1(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id,) = _S3.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
-    f_replica_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos
+    return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponsePartition_1(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id)
     items_replica_nodes = o.replica_nodes
-    out += _p.INT32.pack(len(items_replica_nodes))
-    out += _pack(">%di" % len(items_replica_nodes), *items_replica_nodes)
+    count = len(items_replica_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replica_nodes) if count < 64 else _pack(">%di" % count, *items_replica_nodes)
     items_isr_nodes = o.isr_nodes
-    out += _p.INT32.pack(len(items_isr_nodes))
-    out += _pack(">%di" % len(items_isr_nodes), *items_isr_nodes)
+    count = len(items_isr_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr_nodes) if count < 64 else _pack(">%di" % count, *items_isr_nodes)
     items_offline_replicas = o.offline_replicas
-    out += _p.INT32.pack(len(items_offline_replicas))
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
+    count = len(items_offline_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
 
 
 def _d_MetadataResponsePartition_2(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 14
-    count, pos = _p.read_array_size(buf, pos)
-    f_replica_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr_nodes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos
+    return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
-    out += _p.INT32.pack(len(items_replica_nodes))
-    out += _pack(">%di" % len(items_replica_nodes), *items_replica_nodes)
+    count = len(items_replica_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replica_nodes) if count < 64 else _pack(">%di" % count, *items_replica_nodes)
     items_isr_nodes = o.isr_nodes
-    out += _p.INT32.pack(len(items_isr_nodes))
-    out += _pack(">%di" % len(items_isr_nodes), *items_isr_nodes)
+    count = len(items_isr_nodes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr_nodes) if count < 64 else _pack(">%di" % count, *items_isr_nodes)
     items_offline_replicas = o.offline_replicas
-    out += _p.INT32.pack(len(items_offline_replicas))
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
+    count = len(items_offline_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
 
 
 def _d_MetadataResponsePartition_3(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 14
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replica_nodes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr_nodes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
 def _e_MetadataResponsePartition_3(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
-    _p.write_uvarint(out, len(items_replica_nodes) + 1)
-    out += _pack(">%di" % len(items_replica_nodes), *items_replica_nodes)
+    count = len(items_replica_nodes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replica_nodes) if count < 64 else _pack(">%di" % count, *items_replica_nodes)
     items_isr_nodes = o.isr_nodes
-    _p.write_uvarint(out, len(items_isr_nodes) + 1)
-    out += _pack(">%di" % len(items_isr_nodes), *items_isr_nodes)
+    count = len(items_isr_nodes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr_nodes) if count < 64 else _pack(">%di" % count, *items_isr_nodes)
     items_offline_replicas = o.offline_replicas
-    _p.write_uvarint(out, len(items_offline_replicas) + 1)
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_offline_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 MetadataResponse._DECODERS = {
@@ -1021,316 +1406,316 @@ MetadataResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (109, 'MetadataResponse'),
-    (110, 'MetadataResponse.Brokers'),
-    (116, 'MetadataResponse.Topics'),
-    (122, 'MetadataResponse'),
-    (126, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (128, 'MetadataResponse.Brokers'),
-    (132, 'MetadataResponse.Topics'),
-    (138, 'MetadataResponse'),
-    (139, 'MetadataResponse.Brokers'),
-    (145, 'MetadataResponse.ControllerId'),
-    (147, 'MetadataResponse.Topics'),
-    (153, 'MetadataResponse'),
-    (157, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (159, 'MetadataResponse.Brokers'),
-    (163, 'MetadataResponse.ControllerId'),
-    (164, 'MetadataResponse.Topics'),
-    (170, 'MetadataResponse'),
-    (171, 'MetadataResponse.Brokers'),
-    (177, 'MetadataResponse.ClusterId'),
-    (178, 'MetadataResponse.ControllerId'),
-    (180, 'MetadataResponse.Topics'),
-    (186, 'MetadataResponse'),
-    (190, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (192, 'MetadataResponse.Brokers'),
-    (196, 'MetadataResponse.ClusterId'),
-    (197, 'MetadataResponse.ControllerId'),
-    (198, 'MetadataResponse.Topics'),
-    (204, 'MetadataResponse'),
-    (205, 'MetadataResponse.ThrottleTimeMs'),
-    (207, 'MetadataResponse.Brokers'),
-    (213, 'MetadataResponse.ClusterId'),
-    (214, 'MetadataResponse.ControllerId'),
-    (216, 'MetadataResponse.Topics'),
-    (222, 'MetadataResponse'),
-    (226, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (228, 'MetadataResponse.ThrottleTimeMs'),
-    (229, 'MetadataResponse.Brokers'),
-    (233, 'MetadataResponse.ClusterId'),
-    (234, 'MetadataResponse.ControllerId'),
-    (235, 'MetadataResponse.Topics'),
-    (241, 'MetadataResponse'),
-    (242, 'MetadataResponse.ThrottleTimeMs'),
-    (244, 'MetadataResponse.Brokers'),
-    (250, 'MetadataResponse.ClusterId'),
-    (251, 'MetadataResponse.ControllerId'),
-    (253, 'MetadataResponse.Topics'),
-    (259, 'MetadataResponse'),
-    (263, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (265, 'MetadataResponse.ThrottleTimeMs'),
-    (266, 'MetadataResponse.Brokers'),
-    (270, 'MetadataResponse.ClusterId'),
-    (271, 'MetadataResponse.ControllerId'),
-    (272, 'MetadataResponse.Topics'),
-    (278, 'MetadataResponse'),
-    (279, 'MetadataResponse.ThrottleTimeMs'),
-    (281, 'MetadataResponse.Brokers'),
-    (287, 'MetadataResponse.ClusterId'),
-    (288, 'MetadataResponse.ControllerId'),
-    (290, 'MetadataResponse.Topics'),
-    (296, 'MetadataResponse'),
-    (300, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (302, 'MetadataResponse.ThrottleTimeMs'),
-    (303, 'MetadataResponse.Brokers'),
-    (307, 'MetadataResponse.ClusterId'),
-    (308, 'MetadataResponse.ControllerId'),
-    (309, 'MetadataResponse.Topics'),
-    (315, 'MetadataResponse'),
-    (316, 'MetadataResponse.ThrottleTimeMs'),
-    (318, 'MetadataResponse.Brokers'),
-    (324, 'MetadataResponse.ClusterId'),
-    (325, 'MetadataResponse.ControllerId'),
-    (327, 'MetadataResponse.Topics'),
-    (333, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (192, 'MetadataResponse'),
+    (193, 'MetadataResponse.Brokers'),
+    (202, 'MetadataResponse.Topics'),
+    (211, 'MetadataResponse'),
+    (215, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (217, 'MetadataResponse.Brokers'),
+    (222, 'MetadataResponse.Topics'),
+    (229, 'MetadataResponse'),
+    (230, 'MetadataResponse.Brokers'),
+    (239, 'MetadataResponse.ControllerId'),
+    (241, 'MetadataResponse.Topics'),
+    (250, 'MetadataResponse'),
+    (254, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (256, 'MetadataResponse.Brokers'),
+    (261, 'MetadataResponse.ControllerId'),
+    (262, 'MetadataResponse.Topics'),
+    (269, 'MetadataResponse'),
+    (270, 'MetadataResponse.Brokers'),
+    (279, 'MetadataResponse.ClusterId'),
+    (280, 'MetadataResponse.ControllerId'),
+    (282, 'MetadataResponse.Topics'),
+    (291, 'MetadataResponse'),
+    (295, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (297, 'MetadataResponse.Brokers'),
+    (302, 'MetadataResponse.ClusterId'),
+    (303, 'MetadataResponse.ControllerId'),
+    (304, 'MetadataResponse.Topics'),
+    (311, 'MetadataResponse'),
+    (312, 'MetadataResponse.ThrottleTimeMs'),
+    (314, 'MetadataResponse.Brokers'),
+    (323, 'MetadataResponse.ClusterId'),
+    (324, 'MetadataResponse.ControllerId'),
+    (326, 'MetadataResponse.Topics'),
     (335, 'MetadataResponse'),
-    (339, 'MetadataResponse.ThrottleTimeMs'),
-    (340, 'MetadataResponse.Brokers'),
-    (344, 'MetadataResponse.ClusterId'),
-    (345, 'MetadataResponse.ControllerId'),
-    (346, 'MetadataResponse.Topics'),
-    (350, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (353, 'MetadataResponse'),
-    (354, 'MetadataResponse.ThrottleTimeMs'),
-    (356, 'MetadataResponse.Brokers'),
-    (363, 'MetadataResponse.ClusterId'),
-    (364, 'MetadataResponse.ControllerId'),
-    (366, 'MetadataResponse.Topics'),
-    (373, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (375, 'MetadataResponse.<tagged fields>'),
-    (385, 'MetadataResponse'),
-    (389, 'MetadataResponse.ThrottleTimeMs'),
-    (390, 'MetadataResponse.Brokers'),
-    (394, 'MetadataResponse.ClusterId'),
-    (395, 'MetadataResponse.ControllerId'),
-    (396, 'MetadataResponse.Topics'),
-    (400, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (401, 'MetadataResponse.<tagged fields>'),
-    (404, 'MetadataResponse'),
-    (405, 'MetadataResponse.ThrottleTimeMs'),
-    (407, 'MetadataResponse.Brokers'),
-    (414, 'MetadataResponse.ClusterId'),
-    (415, 'MetadataResponse.ControllerId'),
-    (417, 'MetadataResponse.Topics'),
-    (424, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (426, 'MetadataResponse.<tagged fields>'),
-    (436, 'MetadataResponse'),
-    (440, 'MetadataResponse.ThrottleTimeMs'),
-    (441, 'MetadataResponse.Brokers'),
-    (445, 'MetadataResponse.ClusterId'),
-    (446, 'MetadataResponse.ControllerId'),
-    (447, 'MetadataResponse.Topics'),
-    (451, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (452, 'MetadataResponse.<tagged fields>'),
-    (455, 'MetadataResponse'),
-    (456, 'MetadataResponse.ThrottleTimeMs'),
-    (458, 'MetadataResponse.Brokers'),
-    (465, 'MetadataResponse.ClusterId'),
-    (466, 'MetadataResponse.ControllerId'),
-    (468, 'MetadataResponse.Topics'),
-    (475, 'MetadataResponse.<tagged fields>'),
-    (485, 'MetadataResponse'),
+    (339, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (341, 'MetadataResponse.ThrottleTimeMs'),
+    (342, 'MetadataResponse.Brokers'),
+    (347, 'MetadataResponse.ClusterId'),
+    (348, 'MetadataResponse.ControllerId'),
+    (349, 'MetadataResponse.Topics'),
+    (356, 'MetadataResponse'),
+    (357, 'MetadataResponse.ThrottleTimeMs'),
+    (359, 'MetadataResponse.Brokers'),
+    (368, 'MetadataResponse.ClusterId'),
+    (369, 'MetadataResponse.ControllerId'),
+    (371, 'MetadataResponse.Topics'),
+    (380, 'MetadataResponse'),
+    (384, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (386, 'MetadataResponse.ThrottleTimeMs'),
+    (387, 'MetadataResponse.Brokers'),
+    (392, 'MetadataResponse.ClusterId'),
+    (393, 'MetadataResponse.ControllerId'),
+    (394, 'MetadataResponse.Topics'),
+    (401, 'MetadataResponse'),
+    (402, 'MetadataResponse.ThrottleTimeMs'),
+    (404, 'MetadataResponse.Brokers'),
+    (413, 'MetadataResponse.ClusterId'),
+    (414, 'MetadataResponse.ControllerId'),
+    (416, 'MetadataResponse.Topics'),
+    (425, 'MetadataResponse'),
+    (429, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (431, 'MetadataResponse.ThrottleTimeMs'),
+    (432, 'MetadataResponse.Brokers'),
+    (437, 'MetadataResponse.ClusterId'),
+    (438, 'MetadataResponse.ControllerId'),
+    (439, 'MetadataResponse.Topics'),
+    (446, 'MetadataResponse'),
+    (447, 'MetadataResponse.ThrottleTimeMs'),
+    (449, 'MetadataResponse.Brokers'),
+    (458, 'MetadataResponse.ClusterId'),
+    (459, 'MetadataResponse.ControllerId'),
+    (461, 'MetadataResponse.Topics'),
+    (470, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (472, 'MetadataResponse'),
+    (476, 'MetadataResponse.ThrottleTimeMs'),
+    (477, 'MetadataResponse.Brokers'),
+    (482, 'MetadataResponse.ClusterId'),
+    (483, 'MetadataResponse.ControllerId'),
+    (484, 'MetadataResponse.Topics'),
     (489, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (491, 'MetadataResponse.ThrottleTimeMs'),
-    (492, 'MetadataResponse.Brokers'),
-    (496, 'MetadataResponse.ClusterId'),
-    (497, 'MetadataResponse.ControllerId'),
-    (498, 'MetadataResponse.Topics'),
-    (502, 'MetadataResponse.<tagged fields>'),
-    (505, 'MetadataResponse'),
-    (506, 'MetadataResponse.ThrottleTimeMs'),
-    (508, 'MetadataResponse.Brokers'),
-    (515, 'MetadataResponse.ClusterId'),
-    (516, 'MetadataResponse.ControllerId'),
-    (518, 'MetadataResponse.Topics'),
-    (525, 'MetadataResponse.<tagged fields>'),
-    (535, 'MetadataResponse'),
-    (539, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (541, 'MetadataResponse.ThrottleTimeMs'),
-    (542, 'MetadataResponse.Brokers'),
-    (546, 'MetadataResponse.ClusterId'),
-    (547, 'MetadataResponse.ControllerId'),
-    (548, 'MetadataResponse.Topics'),
-    (552, 'MetadataResponse.<tagged fields>'),
-    (555, 'MetadataResponseBroker'),
-    (556, 'MetadataResponseBroker.NodeId'),
-    (558, 'MetadataResponseBroker.Host'),
-    (559, 'MetadataResponseBroker.Port'),
-    (561, 'MetadataResponseBroker'),
-    (565, 'MetadataResponseBroker.NodeId'),
-    (566, 'MetadataResponseBroker.Host'),
-    (567, 'MetadataResponseBroker.Port'),
-    (570, 'MetadataResponseTopic'),
-    (571, 'MetadataResponseTopic.ErrorCode'),
-    (573, 'MetadataResponseTopic.Name'),
-    (574, 'MetadataResponseTopic.Partitions'),
-    (580, 'MetadataResponseTopic'),
-    (584, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (586, 'MetadataResponseTopic.ErrorCode'),
-    (587, 'MetadataResponseTopic.Name'),
-    (588, 'MetadataResponseTopic.Partitions'),
-    (594, 'MetadataResponseBroker'),
-    (595, 'MetadataResponseBroker.NodeId'),
-    (597, 'MetadataResponseBroker.Host'),
-    (598, 'MetadataResponseBroker.Port'),
-    (600, 'MetadataResponseBroker.Rack'),
-    (601, 'MetadataResponseBroker'),
-    (605, 'MetadataResponseBroker.NodeId'),
-    (606, 'MetadataResponseBroker.Host'),
-    (607, 'MetadataResponseBroker.Port'),
-    (608, 'MetadataResponseBroker.Rack'),
-    (611, 'MetadataResponseTopic'),
-    (612, 'MetadataResponseTopic.ErrorCode'),
-    (614, 'MetadataResponseTopic.Name'),
-    (615, 'MetadataResponseTopic.IsInternal'),
-    (617, 'MetadataResponseTopic.Partitions'),
-    (623, 'MetadataResponseTopic'),
-    (627, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (629, 'MetadataResponseTopic.ErrorCode'),
-    (630, 'MetadataResponseTopic.Name'),
-    (631, 'MetadataResponseTopic.IsInternal'),
-    (632, 'MetadataResponseTopic.Partitions'),
-    (638, 'MetadataResponseTopic'),
-    (639, 'MetadataResponseTopic.ErrorCode'),
-    (641, 'MetadataResponseTopic.Name'),
-    (642, 'MetadataResponseTopic.IsInternal'),
-    (644, 'MetadataResponseTopic.Partitions'),
-    (650, 'MetadataResponseTopic'),
-    (654, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (656, 'MetadataResponseTopic.ErrorCode'),
-    (657, 'MetadataResponseTopic.Name'),
-    (658, 'MetadataResponseTopic.IsInternal'),
-    (659, 'MetadataResponseTopic.Partitions'),
-    (665, 'MetadataResponseTopic'),
-    (666, 'MetadataResponseTopic.ErrorCode'),
-    (668, 'MetadataResponseTopic.Name'),
-    (669, 'MetadataResponseTopic.IsInternal'),
-    (671, 'MetadataResponseTopic.Partitions'),
-    (677, 'MetadataResponseTopic'),
-    (681, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (683, 'MetadataResponseTopic.ErrorCode'),
-    (684, 'MetadataResponseTopic.Name'),
-    (685, 'MetadataResponseTopic.IsInternal'),
-    (686, 'MetadataResponseTopic.Partitions'),
-    (692, 'MetadataResponseTopic'),
-    (693, 'MetadataResponseTopic.ErrorCode'),
-    (695, 'MetadataResponseTopic.Name'),
-    (696, 'MetadataResponseTopic.IsInternal'),
-    (698, 'MetadataResponseTopic.Partitions'),
-    (704, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (706, 'MetadataResponseTopic'),
-    (710, 'MetadataResponseTopic.ErrorCode'),
-    (711, 'MetadataResponseTopic.Name'),
-    (712, 'MetadataResponseTopic.IsInternal'),
-    (713, 'MetadataResponseTopic.Partitions'),
-    (717, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (720, 'MetadataResponseBroker'),
-    (721, 'MetadataResponseBroker.NodeId'),
-    (723, 'MetadataResponseBroker.Host'),
-    (724, 'MetadataResponseBroker.Port'),
-    (726, 'MetadataResponseBroker.Rack'),
-    (727, 'MetadataResponseBroker.<tagged fields>'),
-    (737, 'MetadataResponseBroker'),
-    (741, 'MetadataResponseBroker.NodeId'),
-    (742, 'MetadataResponseBroker.Host'),
-    (743, 'MetadataResponseBroker.Port'),
-    (744, 'MetadataResponseBroker.Rack'),
-    (745, 'MetadataResponseBroker.<tagged fields>'),
-    (748, 'MetadataResponseTopic'),
-    (749, 'MetadataResponseTopic.ErrorCode'),
-    (751, 'MetadataResponseTopic.Name'),
-    (752, 'MetadataResponseTopic.IsInternal'),
-    (754, 'MetadataResponseTopic.Partitions'),
-    (761, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (763, 'MetadataResponseTopic.<tagged fields>'),
-    (773, 'MetadataResponseTopic'),
-    (777, 'MetadataResponseTopic.ErrorCode'),
-    (778, 'MetadataResponseTopic.Name'),
-    (779, 'MetadataResponseTopic.IsInternal'),
-    (780, 'MetadataResponseTopic.Partitions'),
-    (784, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (785, 'MetadataResponseTopic.<tagged fields>'),
-    (788, 'MetadataResponseTopic'),
-    (789, 'MetadataResponseTopic.ErrorCode'),
-    (791, 'MetadataResponseTopic.Name'),
-    (792, 'MetadataResponseTopic.TopicId'),
-    (793, 'MetadataResponseTopic.IsInternal'),
-    (795, 'MetadataResponseTopic.Partitions'),
-    (802, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (804, 'MetadataResponseTopic.<tagged fields>'),
-    (814, 'MetadataResponseTopic'),
-    (818, 'MetadataResponseTopic.ErrorCode'),
-    (819, 'MetadataResponseTopic.Name'),
-    (820, 'MetadataResponseTopic.TopicId'),
-    (821, 'MetadataResponseTopic.IsInternal'),
-    (822, 'MetadataResponseTopic.Partitions'),
-    (826, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (827, 'MetadataResponseTopic.<tagged fields>'),
-    (830, 'MetadataResponseTopic'),
-    (831, 'MetadataResponseTopic.ErrorCode'),
+    (492, 'MetadataResponse'),
+    (493, 'MetadataResponse.ThrottleTimeMs'),
+    (495, 'MetadataResponse.Brokers'),
+    (508, 'MetadataResponse.ClusterId'),
+    (509, 'MetadataResponse.ControllerId'),
+    (511, 'MetadataResponse.Topics'),
+    (524, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (526, 'MetadataResponse.<tagged fields>'),
+    (539, 'MetadataResponse'),
+    (543, 'MetadataResponse.ThrottleTimeMs'),
+    (544, 'MetadataResponse.Brokers'),
+    (552, 'MetadataResponse.ClusterId'),
+    (553, 'MetadataResponse.ControllerId'),
+    (554, 'MetadataResponse.Topics'),
+    (562, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (563, 'MetadataResponse.<tagged fields>'),
+    (569, 'MetadataResponse'),
+    (570, 'MetadataResponse.ThrottleTimeMs'),
+    (572, 'MetadataResponse.Brokers'),
+    (585, 'MetadataResponse.ClusterId'),
+    (586, 'MetadataResponse.ControllerId'),
+    (588, 'MetadataResponse.Topics'),
+    (601, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (603, 'MetadataResponse.<tagged fields>'),
+    (616, 'MetadataResponse'),
+    (620, 'MetadataResponse.ThrottleTimeMs'),
+    (621, 'MetadataResponse.Brokers'),
+    (629, 'MetadataResponse.ClusterId'),
+    (630, 'MetadataResponse.ControllerId'),
+    (631, 'MetadataResponse.Topics'),
+    (639, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (640, 'MetadataResponse.<tagged fields>'),
+    (646, 'MetadataResponse'),
+    (647, 'MetadataResponse.ThrottleTimeMs'),
+    (649, 'MetadataResponse.Brokers'),
+    (662, 'MetadataResponse.ClusterId'),
+    (663, 'MetadataResponse.ControllerId'),
+    (665, 'MetadataResponse.Topics'),
+    (678, 'MetadataResponse.<tagged fields>'),
+    (691, 'MetadataResponse'),
+    (695, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (697, 'MetadataResponse.ThrottleTimeMs'),
+    (698, 'MetadataResponse.Brokers'),
+    (706, 'MetadataResponse.ClusterId'),
+    (707, 'MetadataResponse.ControllerId'),
+    (708, 'MetadataResponse.Topics'),
+    (716, 'MetadataResponse.<tagged fields>'),
+    (722, 'MetadataResponse'),
+    (723, 'MetadataResponse.ThrottleTimeMs'),
+    (725, 'MetadataResponse.Brokers'),
+    (738, 'MetadataResponse.ClusterId'),
+    (739, 'MetadataResponse.ControllerId'),
+    (741, 'MetadataResponse.Topics'),
+    (754, 'MetadataResponse.<tagged fields>'),
+    (767, 'MetadataResponse'),
+    (771, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (773, 'MetadataResponse.ThrottleTimeMs'),
+    (774, 'MetadataResponse.Brokers'),
+    (782, 'MetadataResponse.ClusterId'),
+    (783, 'MetadataResponse.ControllerId'),
+    (784, 'MetadataResponse.Topics'),
+    (792, 'MetadataResponse.<tagged fields>'),
+    (798, 'MetadataResponseBroker'),
+    (799, 'MetadataResponseBroker.NodeId'),
+    (801, 'MetadataResponseBroker.Host'),
+    (802, 'MetadataResponseBroker.Port'),
+    (804, 'MetadataResponseBroker'),
+    (808, 'MetadataResponseBroker.NodeId'),
+    (809, 'MetadataResponseBroker.Host'),
+    (810, 'MetadataResponseBroker.Port'),
+    (813, 'MetadataResponseTopic'),
+    (814, 'MetadataResponseTopic.ErrorCode'),
+    (816, 'MetadataResponseTopic.Name'),
+    (817, 'MetadataResponseTopic.Partitions'),
+    (826, 'MetadataResponseTopic'),
+    (830, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (832, 'MetadataResponseTopic.ErrorCode'),
     (833, 'MetadataResponseTopic.Name'),
-    (834, 'MetadataResponseTopic.TopicId'),
-    (835, 'MetadataResponseTopic.IsInternal'),
-    (837, 'MetadataResponseTopic.Partitions'),
-    (844, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (846, 'MetadataResponseTopic.<tagged fields>'),
-    (856, 'MetadataResponseTopic'),
-    (860, 'MetadataResponseTopic.ErrorCode'),
+    (834, 'MetadataResponseTopic.Partitions'),
+    (841, 'MetadataResponseBroker'),
+    (842, 'MetadataResponseBroker.NodeId'),
+    (844, 'MetadataResponseBroker.Host'),
+    (845, 'MetadataResponseBroker.Port'),
+    (847, 'MetadataResponseBroker.Rack'),
+    (848, 'MetadataResponseBroker'),
+    (852, 'MetadataResponseBroker.NodeId'),
+    (853, 'MetadataResponseBroker.Host'),
+    (854, 'MetadataResponseBroker.Port'),
+    (855, 'MetadataResponseBroker.Rack'),
+    (858, 'MetadataResponseTopic'),
+    (859, 'MetadataResponseTopic.ErrorCode'),
     (861, 'MetadataResponseTopic.Name'),
-    (862, 'MetadataResponseTopic.TopicId'),
-    (863, 'MetadataResponseTopic.IsInternal'),
+    (862, 'MetadataResponseTopic.IsInternal'),
     (864, 'MetadataResponseTopic.Partitions'),
-    (868, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (869, 'MetadataResponseTopic.<tagged fields>'),
-    (872, 'MetadataResponsePartition'),
-    (873, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (875, 'MetadataResponsePartition.ReplicaNodes'),
-    (878, 'MetadataResponsePartition.IsrNodes'),
-    (881, 'MetadataResponsePartition'),
-    (885, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (886, 'MetadataResponsePartition.ReplicaNodes'),
-    (889, 'MetadataResponsePartition.IsrNodes'),
-    (894, 'MetadataResponsePartition'),
-    (895, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (897, 'MetadataResponsePartition.ReplicaNodes'),
-    (900, 'MetadataResponsePartition.IsrNodes'),
-    (903, 'MetadataResponsePartition.OfflineReplicas'),
-    (906, 'MetadataResponsePartition'),
-    (910, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (911, 'MetadataResponsePartition.ReplicaNodes'),
-    (914, 'MetadataResponsePartition.IsrNodes'),
-    (917, 'MetadataResponsePartition.OfflineReplicas'),
-    (922, 'MetadataResponsePartition'),
-    (923, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (925, 'MetadataResponsePartition.ReplicaNodes'),
-    (928, 'MetadataResponsePartition.IsrNodes'),
-    (931, 'MetadataResponsePartition.OfflineReplicas'),
-    (934, 'MetadataResponsePartition'),
-    (938, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (939, 'MetadataResponsePartition.ReplicaNodes'),
-    (942, 'MetadataResponsePartition.IsrNodes'),
-    (945, 'MetadataResponsePartition.OfflineReplicas'),
-    (950, 'MetadataResponsePartition'),
-    (951, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (953, 'MetadataResponsePartition.ReplicaNodes'),
-    (957, 'MetadataResponsePartition.IsrNodes'),
-    (961, 'MetadataResponsePartition.OfflineReplicas'),
-    (965, 'MetadataResponsePartition.<tagged fields>'),
-    (975, 'MetadataResponsePartition'),
-    (979, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (980, 'MetadataResponsePartition.ReplicaNodes'),
-    (983, 'MetadataResponsePartition.IsrNodes'),
-    (986, 'MetadataResponsePartition.OfflineReplicas'),
-    (989, 'MetadataResponsePartition.<tagged fields>'),
+    (873, 'MetadataResponseTopic'),
+    (877, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (879, 'MetadataResponseTopic.ErrorCode'),
+    (880, 'MetadataResponseTopic.Name'),
+    (881, 'MetadataResponseTopic.IsInternal'),
+    (882, 'MetadataResponseTopic.Partitions'),
+    (889, 'MetadataResponseTopic'),
+    (890, 'MetadataResponseTopic.ErrorCode'),
+    (892, 'MetadataResponseTopic.Name'),
+    (893, 'MetadataResponseTopic.IsInternal'),
+    (895, 'MetadataResponseTopic.Partitions'),
+    (904, 'MetadataResponseTopic'),
+    (908, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (910, 'MetadataResponseTopic.ErrorCode'),
+    (911, 'MetadataResponseTopic.Name'),
+    (912, 'MetadataResponseTopic.IsInternal'),
+    (913, 'MetadataResponseTopic.Partitions'),
+    (920, 'MetadataResponseTopic'),
+    (921, 'MetadataResponseTopic.ErrorCode'),
+    (923, 'MetadataResponseTopic.Name'),
+    (924, 'MetadataResponseTopic.IsInternal'),
+    (926, 'MetadataResponseTopic.Partitions'),
+    (935, 'MetadataResponseTopic'),
+    (939, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (941, 'MetadataResponseTopic.ErrorCode'),
+    (942, 'MetadataResponseTopic.Name'),
+    (943, 'MetadataResponseTopic.IsInternal'),
+    (944, 'MetadataResponseTopic.Partitions'),
+    (951, 'MetadataResponseTopic'),
+    (952, 'MetadataResponseTopic.ErrorCode'),
+    (954, 'MetadataResponseTopic.Name'),
+    (955, 'MetadataResponseTopic.IsInternal'),
+    (957, 'MetadataResponseTopic.Partitions'),
+    (966, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (968, 'MetadataResponseTopic'),
+    (972, 'MetadataResponseTopic.ErrorCode'),
+    (973, 'MetadataResponseTopic.Name'),
+    (974, 'MetadataResponseTopic.IsInternal'),
+    (975, 'MetadataResponseTopic.Partitions'),
+    (980, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (983, 'MetadataResponseBroker'),
+    (984, 'MetadataResponseBroker.NodeId'),
+    (986, 'MetadataResponseBroker.Host'),
+    (987, 'MetadataResponseBroker.Port'),
+    (989, 'MetadataResponseBroker.Rack'),
+    (990, 'MetadataResponseBroker.<tagged fields>'),
+    (1003, 'MetadataResponseBroker'),
+    (1007, 'MetadataResponseBroker.NodeId'),
+    (1008, 'MetadataResponseBroker.Host'),
+    (1009, 'MetadataResponseBroker.Port'),
+    (1010, 'MetadataResponseBroker.Rack'),
+    (1011, 'MetadataResponseBroker.<tagged fields>'),
+    (1017, 'MetadataResponseTopic'),
+    (1018, 'MetadataResponseTopic.ErrorCode'),
+    (1020, 'MetadataResponseTopic.Name'),
+    (1021, 'MetadataResponseTopic.IsInternal'),
+    (1023, 'MetadataResponseTopic.Partitions'),
+    (1036, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1038, 'MetadataResponseTopic.<tagged fields>'),
+    (1051, 'MetadataResponseTopic'),
+    (1055, 'MetadataResponseTopic.ErrorCode'),
+    (1056, 'MetadataResponseTopic.Name'),
+    (1057, 'MetadataResponseTopic.IsInternal'),
+    (1058, 'MetadataResponseTopic.Partitions'),
+    (1066, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1067, 'MetadataResponseTopic.<tagged fields>'),
+    (1073, 'MetadataResponseTopic'),
+    (1074, 'MetadataResponseTopic.ErrorCode'),
+    (1076, 'MetadataResponseTopic.Name'),
+    (1077, 'MetadataResponseTopic.TopicId'),
+    (1078, 'MetadataResponseTopic.IsInternal'),
+    (1080, 'MetadataResponseTopic.Partitions'),
+    (1093, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1095, 'MetadataResponseTopic.<tagged fields>'),
+    (1108, 'MetadataResponseTopic'),
+    (1112, 'MetadataResponseTopic.ErrorCode'),
+    (1113, 'MetadataResponseTopic.Name'),
+    (1114, 'MetadataResponseTopic.TopicId'),
+    (1115, 'MetadataResponseTopic.IsInternal'),
+    (1116, 'MetadataResponseTopic.Partitions'),
+    (1124, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1125, 'MetadataResponseTopic.<tagged fields>'),
+    (1131, 'MetadataResponseTopic'),
+    (1132, 'MetadataResponseTopic.ErrorCode'),
+    (1134, 'MetadataResponseTopic.Name'),
+    (1135, 'MetadataResponseTopic.TopicId'),
+    (1136, 'MetadataResponseTopic.IsInternal'),
+    (1138, 'MetadataResponseTopic.Partitions'),
+    (1151, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1153, 'MetadataResponseTopic.<tagged fields>'),
+    (1166, 'MetadataResponseTopic'),
+    (1170, 'MetadataResponseTopic.ErrorCode'),
+    (1171, 'MetadataResponseTopic.Name'),
+    (1172, 'MetadataResponseTopic.TopicId'),
+    (1173, 'MetadataResponseTopic.IsInternal'),
+    (1174, 'MetadataResponseTopic.Partitions'),
+    (1182, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1183, 'MetadataResponseTopic.<tagged fields>'),
+    (1189, 'MetadataResponsePartition'),
+    (1190, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1192, 'MetadataResponsePartition.ReplicaNodes'),
+    (1198, 'MetadataResponsePartition.IsrNodes'),
+    (1204, 'MetadataResponsePartition'),
+    (1208, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1209, 'MetadataResponsePartition.ReplicaNodes'),
+    (1213, 'MetadataResponsePartition.IsrNodes'),
+    (1219, 'MetadataResponsePartition'),
+    (1220, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1222, 'MetadataResponsePartition.ReplicaNodes'),
+    (1228, 'MetadataResponsePartition.IsrNodes'),
+    (1234, 'MetadataResponsePartition.OfflineReplicas'),
+    (1240, 'MetadataResponsePartition'),
+    (1244, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1245, 'MetadataResponsePartition.ReplicaNodes'),
+    (1249, 'MetadataResponsePartition.IsrNodes'),
+    (1253, 'MetadataResponsePartition.OfflineReplicas'),
+    (1259, 'MetadataResponsePartition'),
+    (1260, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1262, 'MetadataResponsePartition.ReplicaNodes'),
+    (1268, 'MetadataResponsePartition.IsrNodes'),
+    (1274, 'MetadataResponsePartition.OfflineReplicas'),
+    (1280, 'MetadataResponsePartition'),
+    (1284, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1285, 'MetadataResponsePartition.ReplicaNodes'),
+    (1289, 'MetadataResponsePartition.IsrNodes'),
+    (1293, 'MetadataResponsePartition.OfflineReplicas'),
+    (1299, 'MetadataResponsePartition'),
+    (1300, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1302, 'MetadataResponsePartition.ReplicaNodes'),
+    (1312, 'MetadataResponsePartition.IsrNodes'),
+    (1322, 'MetadataResponsePartition.OfflineReplicas'),
+    (1332, 'MetadataResponsePartition.<tagged fields>'),
+    (1345, 'MetadataResponsePartition'),
+    (1349, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1350, 'MetadataResponsePartition.ReplicaNodes'),
+    (1357, 'MetadataResponsePartition.IsrNodes'),
+    (1364, 'MetadataResponsePartition.OfflineReplicas'),
+    (1371, 'MetadataResponsePartition.<tagged fields>'),
 )

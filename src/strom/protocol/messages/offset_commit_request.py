@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">q")
 _S2 = Struct(">iq")
@@ -37,6 +38,25 @@ class OffsetCommitRequestPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetCommitRequestPartition:
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields', )
+    partition_index: Any
+    committed_offset: Any
+    committed_leader_epoch: Any
+    commit_timestamp: Any
+    committed_metadata: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, committed_offset: Any, committed_leader_epoch: Any, commit_timestamp: Any, committed_metadata: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.commit_timestamp = commit_timestamp
+        self.committed_metadata = committed_metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitRequestPartition  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetCommitRequestPartition = OffsetCommitRequestPartition()
 
 
@@ -47,6 +67,19 @@ class OffsetCommitRequestTopic:
     #: Each partition to commit offsets for.
     partitions: tuple[OffsetCommitRequestPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetCommitRequestTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitRequestTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetCommitRequestTopic = OffsetCommitRequestTopic()
@@ -76,15 +109,39 @@ class OffsetCommitRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetCommitRequest(_Message):
+    __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    generation_id_or_member_epoch: Any
+    member_id: Any
+    group_instance_id: Any
+    retention_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, generation_id_or_member_epoch: Any, member_id: Any, group_instance_id: Any, retention_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.retention_time_ms = retention_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitRequest  # type: ignore[assignment]
+
+
 def _d_OffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, -1, '', None, -1, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, -1, '', None, -1, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -92,7 +149,8 @@ def _e_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray, chunks: lis
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 0", message_name="OffsetCommitRequest", api_version=0, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_0(item_topics, out, chunks)
 
@@ -102,13 +160,16 @@ def _d_OffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     (f_generation_id_or_member_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -118,7 +179,8 @@ def _e_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray, chunks: lis
     out += _S0.pack(o.generation_id_or_member_epoch)
     _p.write_string(out, o.member_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_1(item_topics, out, chunks)
 
@@ -130,13 +192,16 @@ def _d_OffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     f_member_id, pos = _p.read_string(buf, pos)
     (f_retention_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, f_retention_time_ms, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, f_retention_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,7 +212,8 @@ def _e_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray, chunks: lis
     _p.write_string(out, o.member_id)
     out += _S1.pack(o.retention_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_0(item_topics, out, chunks)
 
@@ -157,13 +223,16 @@ def _d_OffsetCommitRequest_3(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     (f_generation_id_or_member_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -173,7 +242,8 @@ def _e_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray, chunks: lis
     out += _S0.pack(o.generation_id_or_member_epoch)
     _p.write_string(out, o.member_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_0(item_topics, out, chunks)
 
@@ -183,13 +253,16 @@ def _d_OffsetCommitRequest_4(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     (f_generation_id_or_member_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -199,7 +272,8 @@ def _e_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray, chunks: lis
     out += _S0.pack(o.generation_id_or_member_epoch)
     _p.write_string(out, o.member_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_2(item_topics, out, chunks)
 
@@ -210,13 +284,16 @@ def _d_OffsetCommitRequest_5(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics), pos
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -225,7 +302,8 @@ def _e_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray, chunks: lis
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_2(item_topics, out, chunks)
 
@@ -236,24 +314,33 @@ def _d_OffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     pos += 4
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitRequestTopic_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -262,105 +349,140 @@ def _e_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray, chunks: lis
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetCommitRequestTopic_3(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitRequestPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetCommitRequestTopic(f_name, f_partitions), pos
+    return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetCommitRequestPartition_0(item_partitions, out, chunks)
 
 
 def _d_OffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitRequestPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetCommitRequestTopic(f_name, f_partitions), pos
+    return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetCommitRequestPartition_1(item_partitions, out, chunks)
 
 
 def _d_OffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitRequestPartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetCommitRequestTopic(f_name, f_partitions), pos
+    return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetCommitRequestPartition_2(item_partitions, out, chunks)
 
 
 def _d_OffsetCommitRequestTopic_3(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitRequestPartition_3(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitRequestTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitRequestTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OffsetCommitRequestPartition_3(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
     (f_partition_index, f_committed_offset,) = _S2.unpack_from(buf, pos)
     pos += 12
     f_committed_metadata, pos = _p.read_nullable_string(buf, pos)
-    return OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, -1, f_committed_metadata), pos
+    return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestPartition_0(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -374,7 +496,7 @@ def _d_OffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Offset
     (f_partition_index, f_committed_offset, f_commit_timestamp,) = _S3.unpack_from(buf, pos)
     pos += 20
     f_committed_metadata, pos = _p.read_nullable_string(buf, pos)
-    return OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_commit_timestamp, f_committed_metadata), pos
+    return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_commit_timestamp, f_committed_metadata), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestPartition_1(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -386,7 +508,7 @@ def _d_OffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Offset
     (f_partition_index, f_committed_offset, f_committed_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
     f_committed_metadata, pos = _p.read_nullable_string(buf, pos)
-    return OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata), pos
+    return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestPartition_2(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -401,16 +523,19 @@ def _d_OffsetCommitRequestPartition_3(buf: memoryview, pos: int) -> tuple[Offset
     pos += 16
     f_committed_metadata, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -418,7 +543,10 @@ def _e_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: byte
         raise _UnsupportedVersion("CommitTimestamp cannot be sent in version 8", message_name="OffsetCommitRequestPartition", api_version=8, field="CommitTimestamp")
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.committed_metadata)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetCommitRequest._DECODERS = {
@@ -447,138 +575,138 @@ OffsetCommitRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (79, 'OffsetCommitRequest'),
-    (80, 'OffsetCommitRequest.GroupId'),
-    (81, 'OffsetCommitRequest.Topics'),
-    (87, 'OffsetCommitRequest'),
-    (91, 'OffsetCommitRequest.GroupInstanceId'),
-    (93, 'OffsetCommitRequest.GroupId'),
-    (94, 'OffsetCommitRequest.Topics'),
-    (100, 'OffsetCommitRequest'),
-    (101, 'OffsetCommitRequest.GroupId'),
-    (102, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (104, 'OffsetCommitRequest.MemberId'),
-    (105, 'OffsetCommitRequest.Topics'),
-    (111, 'OffsetCommitRequest'),
-    (115, 'OffsetCommitRequest.GroupInstanceId'),
-    (117, 'OffsetCommitRequest.GroupId'),
-    (118, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (119, 'OffsetCommitRequest.MemberId'),
-    (120, 'OffsetCommitRequest.Topics'),
-    (126, 'OffsetCommitRequest'),
-    (127, 'OffsetCommitRequest.GroupId'),
-    (128, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (130, 'OffsetCommitRequest.MemberId'),
-    (131, 'OffsetCommitRequest.RetentionTimeMs'),
-    (133, 'OffsetCommitRequest.Topics'),
-    (139, 'OffsetCommitRequest'),
-    (143, 'OffsetCommitRequest.GroupInstanceId'),
-    (145, 'OffsetCommitRequest.GroupId'),
-    (146, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (147, 'OffsetCommitRequest.MemberId'),
-    (148, 'OffsetCommitRequest.RetentionTimeMs'),
-    (149, 'OffsetCommitRequest.Topics'),
-    (155, 'OffsetCommitRequest'),
-    (156, 'OffsetCommitRequest.GroupId'),
-    (157, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (159, 'OffsetCommitRequest.MemberId'),
-    (160, 'OffsetCommitRequest.Topics'),
-    (166, 'OffsetCommitRequest'),
-    (170, 'OffsetCommitRequest.GroupInstanceId'),
-    (172, 'OffsetCommitRequest.GroupId'),
-    (173, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (174, 'OffsetCommitRequest.MemberId'),
-    (175, 'OffsetCommitRequest.Topics'),
-    (181, 'OffsetCommitRequest'),
-    (182, 'OffsetCommitRequest.GroupId'),
-    (183, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (185, 'OffsetCommitRequest.MemberId'),
-    (186, 'OffsetCommitRequest.Topics'),
-    (192, 'OffsetCommitRequest'),
-    (196, 'OffsetCommitRequest.GroupInstanceId'),
-    (198, 'OffsetCommitRequest.GroupId'),
-    (199, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (200, 'OffsetCommitRequest.MemberId'),
-    (201, 'OffsetCommitRequest.Topics'),
-    (207, 'OffsetCommitRequest'),
-    (208, 'OffsetCommitRequest.GroupId'),
-    (209, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (211, 'OffsetCommitRequest.MemberId'),
-    (212, 'OffsetCommitRequest.GroupInstanceId'),
-    (213, 'OffsetCommitRequest.Topics'),
-    (219, 'OffsetCommitRequest'),
-    (223, 'OffsetCommitRequest.GroupId'),
-    (224, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (133, 'OffsetCommitRequest'),
+    (134, 'OffsetCommitRequest.GroupId'),
+    (135, 'OffsetCommitRequest.Topics'),
+    (144, 'OffsetCommitRequest'),
+    (148, 'OffsetCommitRequest.GroupInstanceId'),
+    (150, 'OffsetCommitRequest.GroupId'),
+    (151, 'OffsetCommitRequest.Topics'),
+    (158, 'OffsetCommitRequest'),
+    (159, 'OffsetCommitRequest.GroupId'),
+    (160, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (162, 'OffsetCommitRequest.MemberId'),
+    (163, 'OffsetCommitRequest.Topics'),
+    (172, 'OffsetCommitRequest'),
+    (176, 'OffsetCommitRequest.GroupInstanceId'),
+    (178, 'OffsetCommitRequest.GroupId'),
+    (179, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (180, 'OffsetCommitRequest.MemberId'),
+    (181, 'OffsetCommitRequest.Topics'),
+    (188, 'OffsetCommitRequest'),
+    (189, 'OffsetCommitRequest.GroupId'),
+    (190, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (192, 'OffsetCommitRequest.MemberId'),
+    (193, 'OffsetCommitRequest.RetentionTimeMs'),
+    (195, 'OffsetCommitRequest.Topics'),
+    (204, 'OffsetCommitRequest'),
+    (208, 'OffsetCommitRequest.GroupInstanceId'),
+    (210, 'OffsetCommitRequest.GroupId'),
+    (211, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (212, 'OffsetCommitRequest.MemberId'),
+    (213, 'OffsetCommitRequest.RetentionTimeMs'),
+    (214, 'OffsetCommitRequest.Topics'),
+    (221, 'OffsetCommitRequest'),
+    (222, 'OffsetCommitRequest.GroupId'),
+    (223, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
     (225, 'OffsetCommitRequest.MemberId'),
-    (226, 'OffsetCommitRequest.GroupInstanceId'),
-    (227, 'OffsetCommitRequest.Topics'),
-    (233, 'OffsetCommitRequest'),
-    (234, 'OffsetCommitRequest.GroupId'),
-    (235, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (237, 'OffsetCommitRequest.MemberId'),
-    (238, 'OffsetCommitRequest.GroupInstanceId'),
-    (239, 'OffsetCommitRequest.Topics'),
-    (246, 'OffsetCommitRequest.<tagged fields>'),
-    (256, 'OffsetCommitRequest'),
-    (260, 'OffsetCommitRequest.GroupId'),
-    (261, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (262, 'OffsetCommitRequest.MemberId'),
-    (263, 'OffsetCommitRequest.GroupInstanceId'),
-    (264, 'OffsetCommitRequest.Topics'),
-    (268, 'OffsetCommitRequest.<tagged fields>'),
-    (271, 'OffsetCommitRequestTopic'),
-    (272, 'OffsetCommitRequestTopic.Name'),
-    (273, 'OffsetCommitRequestTopic.Partitions'),
-    (279, 'OffsetCommitRequestTopic'),
-    (283, 'OffsetCommitRequestTopic.Name'),
-    (284, 'OffsetCommitRequestTopic.Partitions'),
-    (290, 'OffsetCommitRequestTopic'),
-    (291, 'OffsetCommitRequestTopic.Name'),
-    (292, 'OffsetCommitRequestTopic.Partitions'),
-    (298, 'OffsetCommitRequestTopic'),
-    (302, 'OffsetCommitRequestTopic.Name'),
-    (303, 'OffsetCommitRequestTopic.Partitions'),
-    (309, 'OffsetCommitRequestTopic'),
-    (310, 'OffsetCommitRequestTopic.Name'),
-    (311, 'OffsetCommitRequestTopic.Partitions'),
-    (317, 'OffsetCommitRequestTopic'),
-    (321, 'OffsetCommitRequestTopic.Name'),
-    (322, 'OffsetCommitRequestTopic.Partitions'),
-    (328, 'OffsetCommitRequestTopic'),
-    (329, 'OffsetCommitRequestTopic.Name'),
-    (330, 'OffsetCommitRequestTopic.Partitions'),
-    (337, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (347, 'OffsetCommitRequestTopic'),
-    (351, 'OffsetCommitRequestTopic.Name'),
-    (352, 'OffsetCommitRequestTopic.Partitions'),
-    (356, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (359, 'OffsetCommitRequestPartition'),
-    (360, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (362, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (363, 'OffsetCommitRequestPartition'),
-    (367, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (369, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (370, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (373, 'OffsetCommitRequestPartition'),
-    (374, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (376, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (377, 'OffsetCommitRequestPartition'),
-    (381, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (382, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (385, 'OffsetCommitRequestPartition'),
-    (386, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (388, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (389, 'OffsetCommitRequestPartition'),
-    (393, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (395, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (396, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (399, 'OffsetCommitRequestPartition'),
-    (400, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (402, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (403, 'OffsetCommitRequestPartition.<tagged fields>'),
-    (413, 'OffsetCommitRequestPartition'),
-    (417, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (419, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (420, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (421, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (226, 'OffsetCommitRequest.Topics'),
+    (235, 'OffsetCommitRequest'),
+    (239, 'OffsetCommitRequest.GroupInstanceId'),
+    (241, 'OffsetCommitRequest.GroupId'),
+    (242, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (243, 'OffsetCommitRequest.MemberId'),
+    (244, 'OffsetCommitRequest.Topics'),
+    (251, 'OffsetCommitRequest'),
+    (252, 'OffsetCommitRequest.GroupId'),
+    (253, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (255, 'OffsetCommitRequest.MemberId'),
+    (256, 'OffsetCommitRequest.Topics'),
+    (265, 'OffsetCommitRequest'),
+    (269, 'OffsetCommitRequest.GroupInstanceId'),
+    (271, 'OffsetCommitRequest.GroupId'),
+    (272, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (273, 'OffsetCommitRequest.MemberId'),
+    (274, 'OffsetCommitRequest.Topics'),
+    (281, 'OffsetCommitRequest'),
+    (282, 'OffsetCommitRequest.GroupId'),
+    (283, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (285, 'OffsetCommitRequest.MemberId'),
+    (286, 'OffsetCommitRequest.GroupInstanceId'),
+    (287, 'OffsetCommitRequest.Topics'),
+    (296, 'OffsetCommitRequest'),
+    (300, 'OffsetCommitRequest.GroupId'),
+    (301, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (302, 'OffsetCommitRequest.MemberId'),
+    (303, 'OffsetCommitRequest.GroupInstanceId'),
+    (304, 'OffsetCommitRequest.Topics'),
+    (311, 'OffsetCommitRequest'),
+    (312, 'OffsetCommitRequest.GroupId'),
+    (313, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (315, 'OffsetCommitRequest.MemberId'),
+    (316, 'OffsetCommitRequest.GroupInstanceId'),
+    (317, 'OffsetCommitRequest.Topics'),
+    (330, 'OffsetCommitRequest.<tagged fields>'),
+    (343, 'OffsetCommitRequest'),
+    (347, 'OffsetCommitRequest.GroupId'),
+    (348, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (349, 'OffsetCommitRequest.MemberId'),
+    (350, 'OffsetCommitRequest.GroupInstanceId'),
+    (351, 'OffsetCommitRequest.Topics'),
+    (359, 'OffsetCommitRequest.<tagged fields>'),
+    (365, 'OffsetCommitRequestTopic'),
+    (366, 'OffsetCommitRequestTopic.Name'),
+    (367, 'OffsetCommitRequestTopic.Partitions'),
+    (376, 'OffsetCommitRequestTopic'),
+    (380, 'OffsetCommitRequestTopic.Name'),
+    (381, 'OffsetCommitRequestTopic.Partitions'),
+    (388, 'OffsetCommitRequestTopic'),
+    (389, 'OffsetCommitRequestTopic.Name'),
+    (390, 'OffsetCommitRequestTopic.Partitions'),
+    (399, 'OffsetCommitRequestTopic'),
+    (403, 'OffsetCommitRequestTopic.Name'),
+    (404, 'OffsetCommitRequestTopic.Partitions'),
+    (411, 'OffsetCommitRequestTopic'),
+    (412, 'OffsetCommitRequestTopic.Name'),
+    (413, 'OffsetCommitRequestTopic.Partitions'),
+    (422, 'OffsetCommitRequestTopic'),
+    (426, 'OffsetCommitRequestTopic.Name'),
+    (427, 'OffsetCommitRequestTopic.Partitions'),
+    (434, 'OffsetCommitRequestTopic'),
+    (435, 'OffsetCommitRequestTopic.Name'),
+    (436, 'OffsetCommitRequestTopic.Partitions'),
+    (449, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (462, 'OffsetCommitRequestTopic'),
+    (466, 'OffsetCommitRequestTopic.Name'),
+    (467, 'OffsetCommitRequestTopic.Partitions'),
+    (475, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (481, 'OffsetCommitRequestPartition'),
+    (482, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (484, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (485, 'OffsetCommitRequestPartition'),
+    (489, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (491, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (492, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (495, 'OffsetCommitRequestPartition'),
+    (496, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (498, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (499, 'OffsetCommitRequestPartition'),
+    (503, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (504, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (507, 'OffsetCommitRequestPartition'),
+    (508, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (510, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (511, 'OffsetCommitRequestPartition'),
+    (515, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (517, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (518, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (521, 'OffsetCommitRequestPartition'),
+    (522, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (524, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (525, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (538, 'OffsetCommitRequestPartition'),
+    (542, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (544, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (545, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (546, 'OffsetCommitRequestPartition.<tagged fields>'),
 )

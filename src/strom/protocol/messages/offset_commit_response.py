@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -28,6 +29,19 @@ class OffsetCommitResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetCommitResponsePartition:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetCommitResponsePartition = OffsetCommitResponsePartition()
 
 
@@ -38,6 +52,19 @@ class OffsetCommitResponseTopic:
     #: The responses for each partition in the topic.
     partitions: tuple[OffsetCommitResponsePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetCommitResponseTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitResponseTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetCommitResponseTopic = OffsetCommitResponseTopic()
@@ -59,19 +86,36 @@ class OffsetCommitResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetCommitResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetCommitResponse  # type: ignore[assignment]
+
+
 def _d_OffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitResponse(0, f_topics), pos
+    return _New_OffsetCommitResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitResponseTopic_0(item_topics, out, chunks)
 
@@ -79,19 +123,23 @@ def _e_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray, chunks: l
 def _d_OffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetCommitResponse(f_throttle_time_ms, f_topics), pos
+    return _New_OffsetCommitResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetCommitResponseTopic_0(item_topics, out, chunks)
 
@@ -99,89 +147,125 @@ def _e_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray, chunks: l
 def _d_OffsetCommitResponse_2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetCommitResponseTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetCommitResponseTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetCommitResponseTopic(f_name, f_partitions), pos
+    return _New_OffsetCommitResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetCommitResponsePartition_0(item_partitions, out, chunks)
 
 
 def _d_OffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetCommitResponsePartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitResponseTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OffsetCommitResponsePartition_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitResponsePartition_0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return OffsetCommitResponsePartition(f_partition_index, f_error_code), pos
+    return _New_OffsetCommitResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponsePartition_0(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -192,21 +276,27 @@ def _d_OffsetCommitResponsePartition_1(buf: memoryview, pos: int) -> tuple[Offse
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetCommitResponsePartition_1(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetCommitResponse._DECODERS = {
@@ -235,46 +325,46 @@ OffsetCommitResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (62, 'OffsetCommitResponse'),
-    (63, 'OffsetCommitResponse.Topics'),
-    (69, 'OffsetCommitResponse'),
-    (73, 'OffsetCommitResponse.Topics'),
-    (79, 'OffsetCommitResponse'),
-    (80, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (82, 'OffsetCommitResponse.Topics'),
-    (88, 'OffsetCommitResponse'),
-    (92, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (93, 'OffsetCommitResponse.Topics'),
-    (99, 'OffsetCommitResponse'),
-    (100, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (102, 'OffsetCommitResponse.Topics'),
-    (109, 'OffsetCommitResponse.<tagged fields>'),
-    (119, 'OffsetCommitResponse'),
-    (123, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (124, 'OffsetCommitResponse.Topics'),
-    (128, 'OffsetCommitResponse.<tagged fields>'),
-    (131, 'OffsetCommitResponseTopic'),
-    (132, 'OffsetCommitResponseTopic.Name'),
-    (133, 'OffsetCommitResponseTopic.Partitions'),
-    (139, 'OffsetCommitResponseTopic'),
-    (143, 'OffsetCommitResponseTopic.Name'),
-    (144, 'OffsetCommitResponseTopic.Partitions'),
-    (150, 'OffsetCommitResponseTopic'),
-    (151, 'OffsetCommitResponseTopic.Name'),
-    (152, 'OffsetCommitResponseTopic.Partitions'),
-    (159, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (169, 'OffsetCommitResponseTopic'),
-    (173, 'OffsetCommitResponseTopic.Name'),
-    (174, 'OffsetCommitResponseTopic.Partitions'),
-    (178, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (181, 'OffsetCommitResponsePartition'),
-    (182, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (184, 'OffsetCommitResponsePartition'),
-    (188, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (191, 'OffsetCommitResponsePartition'),
-    (192, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (194, 'OffsetCommitResponsePartition.<tagged fields>'),
-    (204, 'OffsetCommitResponsePartition'),
-    (208, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (209, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (102, 'OffsetCommitResponse'),
+    (103, 'OffsetCommitResponse.Topics'),
+    (112, 'OffsetCommitResponse'),
+    (116, 'OffsetCommitResponse.Topics'),
+    (123, 'OffsetCommitResponse'),
+    (124, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (126, 'OffsetCommitResponse.Topics'),
+    (135, 'OffsetCommitResponse'),
+    (139, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (140, 'OffsetCommitResponse.Topics'),
+    (147, 'OffsetCommitResponse'),
+    (148, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (150, 'OffsetCommitResponse.Topics'),
+    (163, 'OffsetCommitResponse.<tagged fields>'),
+    (176, 'OffsetCommitResponse'),
+    (180, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (181, 'OffsetCommitResponse.Topics'),
+    (189, 'OffsetCommitResponse.<tagged fields>'),
+    (195, 'OffsetCommitResponseTopic'),
+    (196, 'OffsetCommitResponseTopic.Name'),
+    (197, 'OffsetCommitResponseTopic.Partitions'),
+    (206, 'OffsetCommitResponseTopic'),
+    (210, 'OffsetCommitResponseTopic.Name'),
+    (211, 'OffsetCommitResponseTopic.Partitions'),
+    (218, 'OffsetCommitResponseTopic'),
+    (219, 'OffsetCommitResponseTopic.Name'),
+    (220, 'OffsetCommitResponseTopic.Partitions'),
+    (233, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (246, 'OffsetCommitResponseTopic'),
+    (250, 'OffsetCommitResponseTopic.Name'),
+    (251, 'OffsetCommitResponseTopic.Partitions'),
+    (259, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (265, 'OffsetCommitResponsePartition'),
+    (266, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (268, 'OffsetCommitResponsePartition'),
+    (272, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (275, 'OffsetCommitResponsePartition'),
+    (276, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (278, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (291, 'OffsetCommitResponsePartition'),
+    (295, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (296, 'OffsetCommitResponsePartition.<tagged fields>'),
 )

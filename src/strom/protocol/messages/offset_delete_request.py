@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -23,6 +24,17 @@ class OffsetDeleteRequestPartition:
     #: The partition index.
     partition_index: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetDeleteRequestPartition:
+    __slots__ = ('partition_index', 'unknown_tagged_fields', )
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteRequestPartition  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetDeleteRequestPartition = OffsetDeleteRequestPartition()
@@ -36,6 +48,19 @@ class OffsetDeleteRequestTopic:
     #: Each partition to delete offsets for.
     partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetDeleteRequestTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteRequestTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetDeleteRequestTopic = OffsetDeleteRequestTopic()
@@ -57,40 +82,61 @@ class OffsetDeleteRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetDeleteRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteRequest  # type: ignore[assignment]
+
+
 def _d_OffsetDeleteRequest_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetDeleteRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetDeleteRequest(f_group_id, f_topics), pos
+    return _New_OffsetDeleteRequest(f_group_id, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteRequest_0(o: OffsetDeleteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.group_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetDeleteRequestTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetDeleteRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetDeleteRequestPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetDeleteRequestTopic(f_name, f_partitions), pos
+    return _New_OffsetDeleteRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetDeleteRequestPartition_0(item_partitions, out, chunks)
 
@@ -98,7 +144,7 @@ def _e_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearray, c
 def _d_OffsetDeleteRequestPartition_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequestPartition, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return OffsetDeleteRequestPartition(f_partition_index), pos
+    return _New_OffsetDeleteRequestPartition(f_partition_index), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteRequestPartition_0(o: OffsetDeleteRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -113,20 +159,20 @@ OffsetDeleteRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'OffsetDeleteRequest'),
-    (61, 'OffsetDeleteRequest.GroupId'),
-    (62, 'OffsetDeleteRequest.Topics'),
-    (68, 'OffsetDeleteRequest'),
-    (72, 'OffsetDeleteRequest.GroupId'),
-    (73, 'OffsetDeleteRequest.Topics'),
-    (79, 'OffsetDeleteRequestTopic'),
-    (80, 'OffsetDeleteRequestTopic.Name'),
-    (81, 'OffsetDeleteRequestTopic.Partitions'),
-    (87, 'OffsetDeleteRequestTopic'),
-    (91, 'OffsetDeleteRequestTopic.Name'),
-    (92, 'OffsetDeleteRequestTopic.Partitions'),
-    (98, 'OffsetDeleteRequestPartition'),
-    (99, 'OffsetDeleteRequestPartition.PartitionIndex'),
-    (101, 'OffsetDeleteRequestPartition'),
-    (105, 'OffsetDeleteRequestPartition.PartitionIndex'),
+    (98, 'OffsetDeleteRequest'),
+    (99, 'OffsetDeleteRequest.GroupId'),
+    (100, 'OffsetDeleteRequest.Topics'),
+    (109, 'OffsetDeleteRequest'),
+    (113, 'OffsetDeleteRequest.GroupId'),
+    (114, 'OffsetDeleteRequest.Topics'),
+    (121, 'OffsetDeleteRequestTopic'),
+    (122, 'OffsetDeleteRequestTopic.Name'),
+    (123, 'OffsetDeleteRequestTopic.Partitions'),
+    (132, 'OffsetDeleteRequestTopic'),
+    (136, 'OffsetDeleteRequestTopic.Name'),
+    (137, 'OffsetDeleteRequestTopic.Partitions'),
+    (144, 'OffsetDeleteRequestPartition'),
+    (145, 'OffsetDeleteRequestPartition.PartitionIndex'),
+    (147, 'OffsetDeleteRequestPartition'),
+    (151, 'OffsetDeleteRequestPartition.PartitionIndex'),
 )

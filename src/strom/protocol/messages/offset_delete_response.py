@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hi")
 _S1 = Struct(">ih")
 
@@ -29,6 +30,19 @@ class OffsetDeleteResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetDeleteResponsePartition:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetDeleteResponsePartition = OffsetDeleteResponsePartition()
 
 
@@ -40,6 +54,19 @@ class OffsetDeleteResponseTopic:
     #: The responses for each partition in the topic.
     partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetDeleteResponseTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteResponseTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetDeleteResponseTopic = OffsetDeleteResponseTopic()
@@ -63,41 +90,64 @@ class OffsetDeleteResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetDeleteResponse(_Message):
+    __slots__ = ('error_code', 'throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    error_code: Any
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetDeleteResponse  # type: ignore[assignment]
+
+
 def _d_OffsetDeleteResponse_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
     (f_error_code, f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetDeleteResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetDeleteResponse(f_error_code, f_throttle_time_ms, f_topics), pos
+    return _New_OffsetDeleteResponse(f_error_code, f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteResponse_0(o: OffsetDeleteResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code, o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetDeleteResponseTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetDeleteResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetDeleteResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetDeleteResponseTopic(f_name, f_partitions), pos
+    return _New_OffsetDeleteResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetDeleteResponsePartition_0(item_partitions, out, chunks)
 
@@ -105,7 +155,7 @@ def _e_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytearray,
 def _d_OffsetDeleteResponsePartition_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return OffsetDeleteResponsePartition(f_partition_index, f_error_code), pos
+    return _New_OffsetDeleteResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_OffsetDeleteResponsePartition_0(o: OffsetDeleteResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -120,20 +170,20 @@ OffsetDeleteResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'OffsetDeleteResponse'),
-    (67, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
-    (69, 'OffsetDeleteResponse.Topics'),
-    (75, 'OffsetDeleteResponse'),
-    (79, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
-    (80, 'OffsetDeleteResponse.Topics'),
-    (86, 'OffsetDeleteResponseTopic'),
-    (87, 'OffsetDeleteResponseTopic.Name'),
-    (88, 'OffsetDeleteResponseTopic.Partitions'),
-    (94, 'OffsetDeleteResponseTopic'),
-    (98, 'OffsetDeleteResponseTopic.Name'),
-    (99, 'OffsetDeleteResponseTopic.Partitions'),
-    (105, 'OffsetDeleteResponsePartition'),
-    (106, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
-    (108, 'OffsetDeleteResponsePartition'),
-    (112, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
+    (108, 'OffsetDeleteResponse'),
+    (109, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
+    (111, 'OffsetDeleteResponse.Topics'),
+    (120, 'OffsetDeleteResponse'),
+    (124, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
+    (125, 'OffsetDeleteResponse.Topics'),
+    (132, 'OffsetDeleteResponseTopic'),
+    (133, 'OffsetDeleteResponseTopic.Name'),
+    (134, 'OffsetDeleteResponseTopic.Partitions'),
+    (143, 'OffsetDeleteResponseTopic'),
+    (147, 'OffsetDeleteResponseTopic.Name'),
+    (148, 'OffsetDeleteResponseTopic.Partitions'),
+    (155, 'OffsetDeleteResponsePartition'),
+    (156, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
+    (158, 'OffsetDeleteResponsePartition'),
+    (162, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
 )

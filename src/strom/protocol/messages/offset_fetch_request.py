@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">?")
 _S1 = Struct(">i")
 
@@ -28,6 +29,19 @@ class OffsetFetchRequestTopic:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetFetchRequestTopic:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchRequestTopic  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetFetchRequestTopic = OffsetFetchRequestTopic()
 
 
@@ -38,6 +52,19 @@ class OffsetFetchRequestTopics:
     #: The partition indexes we would like to fetch offsets for.
     partition_indexes: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetFetchRequestTopics:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchRequestTopics  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetFetchRequestTopics = OffsetFetchRequestTopics()
@@ -54,6 +81,23 @@ class OffsetFetchRequestGroup:
     #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
     topics: tuple[OffsetFetchRequestTopics, ...] | None = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetFetchRequestGroup:
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    member_epoch: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, member_epoch: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchRequestGroup  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetFetchRequestGroup = OffsetFetchRequestGroup()
@@ -79,15 +123,35 @@ class OffsetFetchRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetFetchRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    groups: Any
+    require_stable: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, groups: Any, require_stable: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.groups = groups
+        self.require_stable = require_stable
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchRequest  # type: ignore[assignment]
+
+
 def _d_OffsetFetchRequest_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetFetchRequest(f_group_id, f_topics, (), False), pos
+    return _New_OffsetFetchRequest(f_group_id, f_topics, (), False), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -97,14 +161,18 @@ def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("RequireStable cannot be sent in version 0", message_name="OffsetFetchRequest", api_version=0, field="RequireStable")
     _p.write_string(out, o.group_id)
     items_topics = _p.not_null(o.topics, "Topics", 0)
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetFetchRequestTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetFetchRequest_1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_nullable_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -113,7 +181,7 @@ def _d_OffsetFetchRequest_1(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
             item_topics, pos = _d_OffsetFetchRequestTopic_0(buf, pos)
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
-    return OffsetFetchRequest(f_group_id, f_topics, (), False), pos
+    return _New_OffsetFetchRequest(f_group_id, f_topics, (), False), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -126,14 +194,22 @@ def _e_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if items_topics is None:
         out += _NULL_ARRAY
     else:
-        out += _p.INT32.pack(len(items_topics))
+        count = len(items_topics)
+        out += _p.INT32.pack(count)
         for item_topics in items_topics:
             _e_OffsetFetchRequestTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -143,16 +219,19 @@ def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequest(f_group_id, f_topics, (), False, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequest(f_group_id, f_topics, (), False, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -165,15 +244,29 @@ def _e_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_OffsetFetchRequestTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -185,16 +278,19 @@ def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     (f_require_stable,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequest(f_group_id, f_topics, (), f_require_stable, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequest(f_group_id, f_topics, (), f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -205,16 +301,29 @@ def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_OffsetFetchRequestTopic_1(item_topics, out, chunks)
     out += _S0.pack(o.require_stable)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_OffsetFetchRequestGroup_0(buf, pos)
@@ -223,16 +332,19 @@ def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     (f_require_stable,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -241,16 +353,29 @@ def _e_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 8", message_name="OffsetFetchRequest", api_version=8, field="Topics")
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_OffsetFetchRequestGroup_0(item_groups, out, chunks)
     out += _S0.pack(o.require_stable)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_OffsetFetchRequestGroup_1(buf, pos)
@@ -259,16 +384,19 @@ def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     (f_require_stable,) = _S0.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -277,58 +405,92 @@ def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray, chunks: list[
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 9", message_name="OffsetFetchRequest", api_version=9, field="Topics")
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_OffsetFetchRequestGroup_1(item_groups, out, chunks)
     out += _S0.pack(o.require_stable)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return OffsetFetchRequestTopic(f_name, f_partition_indexes), pos
+    return _New_OffsetFetchRequestTopic(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequestTopic_0(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    out += _p.INT32.pack(len(items_partition_indexes))
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
+    count = len(items_partition_indexes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
 
 
 def _d_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequestTopic(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequestTopic(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequestTopic_1(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -338,16 +500,19 @@ def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetch
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequestGroup(f_group_id, None, -1, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequestGroup(f_group_id, None, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -356,10 +521,17 @@ def _e_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray, chu
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_OffsetFetchRequestTopics_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
@@ -367,7 +539,14 @@ def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[OffsetFetch
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_member_epoch,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_topics = None
     else:
@@ -377,16 +556,19 @@ def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[OffsetFetch
             items_topics.append(item_topics)
         f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequestGroup(f_group_id, f_member_id, f_member_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequestGroup(f_group_id, f_member_id, f_member_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -397,37 +579,60 @@ def _e_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray, chu
     if items_topics is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_topics) + 1)
+        count = len(items_topics)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_topics in items_topics:
             _e_OffsetFetchRequestTopics_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchRequestTopics(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchRequestTopics(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchRequestTopics_0(o: OffsetFetchRequestTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetFetchRequest._DECODERS = {
@@ -456,103 +661,103 @@ OffsetFetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'OffsetFetchRequest'),
-    (83, 'OffsetFetchRequest.GroupId'),
-    (84, 'OffsetFetchRequest.Topics'),
-    (90, 'OffsetFetchRequest'),
-    (94, 'OffsetFetchRequest.Groups'),
-    (96, 'OffsetFetchRequest.RequireStable'),
-    (98, 'OffsetFetchRequest.GroupId'),
-    (99, 'OffsetFetchRequest.Topics'),
-    (105, 'OffsetFetchRequest'),
-    (106, 'OffsetFetchRequest.GroupId'),
-    (107, 'OffsetFetchRequest.Topics'),
-    (116, 'OffsetFetchRequest'),
-    (120, 'OffsetFetchRequest.Groups'),
-    (122, 'OffsetFetchRequest.RequireStable'),
-    (124, 'OffsetFetchRequest.GroupId'),
-    (125, 'OffsetFetchRequest.Topics'),
-    (134, 'OffsetFetchRequest'),
-    (135, 'OffsetFetchRequest.GroupId'),
-    (136, 'OffsetFetchRequest.Topics'),
-    (145, 'OffsetFetchRequest.<tagged fields>'),
-    (155, 'OffsetFetchRequest'),
-    (159, 'OffsetFetchRequest.Groups'),
-    (161, 'OffsetFetchRequest.RequireStable'),
-    (163, 'OffsetFetchRequest.GroupId'),
-    (164, 'OffsetFetchRequest.Topics'),
-    (171, 'OffsetFetchRequest.<tagged fields>'),
-    (174, 'OffsetFetchRequest'),
-    (175, 'OffsetFetchRequest.GroupId'),
-    (176, 'OffsetFetchRequest.Topics'),
-    (185, 'OffsetFetchRequest.RequireStable'),
-    (187, 'OffsetFetchRequest.<tagged fields>'),
-    (197, 'OffsetFetchRequest'),
-    (201, 'OffsetFetchRequest.Groups'),
-    (203, 'OffsetFetchRequest.GroupId'),
-    (204, 'OffsetFetchRequest.Topics'),
-    (211, 'OffsetFetchRequest.RequireStable'),
-    (212, 'OffsetFetchRequest.<tagged fields>'),
-    (215, 'OffsetFetchRequest'),
-    (216, 'OffsetFetchRequest.Groups'),
-    (223, 'OffsetFetchRequest.RequireStable'),
-    (225, 'OffsetFetchRequest.<tagged fields>'),
-    (235, 'OffsetFetchRequest'),
-    (239, 'OffsetFetchRequest.GroupId'),
-    (241, 'OffsetFetchRequest.Topics'),
-    (243, 'OffsetFetchRequest.Groups'),
-    (247, 'OffsetFetchRequest.RequireStable'),
-    (248, 'OffsetFetchRequest.<tagged fields>'),
-    (251, 'OffsetFetchRequest'),
-    (252, 'OffsetFetchRequest.Groups'),
-    (259, 'OffsetFetchRequest.RequireStable'),
-    (261, 'OffsetFetchRequest.<tagged fields>'),
-    (271, 'OffsetFetchRequest'),
-    (275, 'OffsetFetchRequest.GroupId'),
-    (277, 'OffsetFetchRequest.Topics'),
-    (279, 'OffsetFetchRequest.Groups'),
-    (283, 'OffsetFetchRequest.RequireStable'),
-    (284, 'OffsetFetchRequest.<tagged fields>'),
-    (287, 'OffsetFetchRequestTopic'),
-    (288, 'OffsetFetchRequestTopic.Name'),
-    (289, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (292, 'OffsetFetchRequestTopic'),
-    (296, 'OffsetFetchRequestTopic.Name'),
-    (297, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (302, 'OffsetFetchRequestTopic'),
-    (303, 'OffsetFetchRequestTopic.Name'),
-    (304, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (308, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (318, 'OffsetFetchRequestTopic'),
-    (322, 'OffsetFetchRequestTopic.Name'),
-    (323, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (326, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (329, 'OffsetFetchRequestGroup'),
-    (330, 'OffsetFetchRequestGroup.GroupId'),
-    (331, 'OffsetFetchRequestGroup.Topics'),
-    (340, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (350, 'OffsetFetchRequestGroup'),
-    (354, 'OffsetFetchRequestGroup.GroupId'),
-    (355, 'OffsetFetchRequestGroup.Topics'),
-    (362, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (365, 'OffsetFetchRequestGroup'),
-    (366, 'OffsetFetchRequestGroup.GroupId'),
-    (367, 'OffsetFetchRequestGroup.MemberId'),
-    (368, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (370, 'OffsetFetchRequestGroup.Topics'),
-    (379, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (389, 'OffsetFetchRequestGroup'),
-    (393, 'OffsetFetchRequestGroup.GroupId'),
-    (394, 'OffsetFetchRequestGroup.MemberId'),
-    (395, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (396, 'OffsetFetchRequestGroup.Topics'),
-    (403, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (406, 'OffsetFetchRequestTopics'),
-    (407, 'OffsetFetchRequestTopics.Name'),
-    (408, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (412, 'OffsetFetchRequestTopics.<tagged fields>'),
-    (422, 'OffsetFetchRequestTopics'),
-    (426, 'OffsetFetchRequestTopics.Name'),
-    (427, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (430, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (143, 'OffsetFetchRequest'),
+    (144, 'OffsetFetchRequest.GroupId'),
+    (145, 'OffsetFetchRequest.Topics'),
+    (154, 'OffsetFetchRequest'),
+    (158, 'OffsetFetchRequest.Groups'),
+    (160, 'OffsetFetchRequest.RequireStable'),
+    (162, 'OffsetFetchRequest.GroupId'),
+    (163, 'OffsetFetchRequest.Topics'),
+    (170, 'OffsetFetchRequest'),
+    (171, 'OffsetFetchRequest.GroupId'),
+    (172, 'OffsetFetchRequest.Topics'),
+    (184, 'OffsetFetchRequest'),
+    (188, 'OffsetFetchRequest.Groups'),
+    (190, 'OffsetFetchRequest.RequireStable'),
+    (192, 'OffsetFetchRequest.GroupId'),
+    (193, 'OffsetFetchRequest.Topics'),
+    (203, 'OffsetFetchRequest'),
+    (204, 'OffsetFetchRequest.GroupId'),
+    (205, 'OffsetFetchRequest.Topics'),
+    (221, 'OffsetFetchRequest.<tagged fields>'),
+    (234, 'OffsetFetchRequest'),
+    (238, 'OffsetFetchRequest.Groups'),
+    (240, 'OffsetFetchRequest.RequireStable'),
+    (242, 'OffsetFetchRequest.GroupId'),
+    (243, 'OffsetFetchRequest.Topics'),
+    (254, 'OffsetFetchRequest.<tagged fields>'),
+    (260, 'OffsetFetchRequest'),
+    (261, 'OffsetFetchRequest.GroupId'),
+    (262, 'OffsetFetchRequest.Topics'),
+    (278, 'OffsetFetchRequest.RequireStable'),
+    (280, 'OffsetFetchRequest.<tagged fields>'),
+    (293, 'OffsetFetchRequest'),
+    (297, 'OffsetFetchRequest.Groups'),
+    (299, 'OffsetFetchRequest.GroupId'),
+    (300, 'OffsetFetchRequest.Topics'),
+    (311, 'OffsetFetchRequest.RequireStable'),
+    (312, 'OffsetFetchRequest.<tagged fields>'),
+    (318, 'OffsetFetchRequest'),
+    (319, 'OffsetFetchRequest.Groups'),
+    (332, 'OffsetFetchRequest.RequireStable'),
+    (334, 'OffsetFetchRequest.<tagged fields>'),
+    (347, 'OffsetFetchRequest'),
+    (351, 'OffsetFetchRequest.GroupId'),
+    (353, 'OffsetFetchRequest.Topics'),
+    (355, 'OffsetFetchRequest.Groups'),
+    (363, 'OffsetFetchRequest.RequireStable'),
+    (364, 'OffsetFetchRequest.<tagged fields>'),
+    (370, 'OffsetFetchRequest'),
+    (371, 'OffsetFetchRequest.Groups'),
+    (384, 'OffsetFetchRequest.RequireStable'),
+    (386, 'OffsetFetchRequest.<tagged fields>'),
+    (399, 'OffsetFetchRequest'),
+    (403, 'OffsetFetchRequest.GroupId'),
+    (405, 'OffsetFetchRequest.Topics'),
+    (407, 'OffsetFetchRequest.Groups'),
+    (415, 'OffsetFetchRequest.RequireStable'),
+    (416, 'OffsetFetchRequest.<tagged fields>'),
+    (422, 'OffsetFetchRequestTopic'),
+    (423, 'OffsetFetchRequestTopic.Name'),
+    (424, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (430, 'OffsetFetchRequestTopic'),
+    (434, 'OffsetFetchRequestTopic.Name'),
+    (435, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (441, 'OffsetFetchRequestTopic'),
+    (442, 'OffsetFetchRequestTopic.Name'),
+    (443, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (453, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (466, 'OffsetFetchRequestTopic'),
+    (470, 'OffsetFetchRequestTopic.Name'),
+    (471, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (478, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (484, 'OffsetFetchRequestGroup'),
+    (485, 'OffsetFetchRequestGroup.GroupId'),
+    (486, 'OffsetFetchRequestGroup.Topics'),
+    (502, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (515, 'OffsetFetchRequestGroup'),
+    (519, 'OffsetFetchRequestGroup.GroupId'),
+    (520, 'OffsetFetchRequestGroup.Topics'),
+    (531, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (537, 'OffsetFetchRequestGroup'),
+    (538, 'OffsetFetchRequestGroup.GroupId'),
+    (539, 'OffsetFetchRequestGroup.MemberId'),
+    (540, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (542, 'OffsetFetchRequestGroup.Topics'),
+    (558, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (571, 'OffsetFetchRequestGroup'),
+    (575, 'OffsetFetchRequestGroup.GroupId'),
+    (576, 'OffsetFetchRequestGroup.MemberId'),
+    (577, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (578, 'OffsetFetchRequestGroup.Topics'),
+    (589, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (595, 'OffsetFetchRequestTopics'),
+    (596, 'OffsetFetchRequestTopics.Name'),
+    (597, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (607, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (620, 'OffsetFetchRequestTopics'),
+    (624, 'OffsetFetchRequestTopics.Name'),
+    (625, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (632, 'OffsetFetchRequestTopics.<tagged fields>'),
 )

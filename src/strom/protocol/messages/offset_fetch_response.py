@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">iq")
@@ -36,6 +37,25 @@ class OffsetFetchResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetFetchResponsePartition:
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    committed_offset: Any
+    committed_leader_epoch: Any
+    metadata: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, committed_offset: Any, committed_leader_epoch: Any, metadata: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetFetchResponsePartition = OffsetFetchResponsePartition()
 
 
@@ -46,6 +66,19 @@ class OffsetFetchResponseTopic:
     #: The responses per partition
     partitions: tuple[OffsetFetchResponsePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetFetchResponseTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponseTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetFetchResponseTopic = OffsetFetchResponseTopic()
@@ -66,6 +99,25 @@ class OffsetFetchResponsePartitions:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetFetchResponsePartitions:
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    committed_offset: Any
+    committed_leader_epoch: Any
+    metadata: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, committed_offset: Any, committed_leader_epoch: Any, metadata: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponsePartitions  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetFetchResponsePartitions = OffsetFetchResponsePartitions()
 
 
@@ -76,6 +128,19 @@ class OffsetFetchResponseTopics:
     #: The responses per partition
     partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetFetchResponseTopics:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponseTopics  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetFetchResponseTopics = OffsetFetchResponseTopics()
@@ -90,6 +155,21 @@ class OffsetFetchResponseGroup:
     #: The group-level error code, or 0 if there was no error.
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetFetchResponseGroup:
+    __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponseGroup  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetFetchResponseGroup = OffsetFetchResponseGroup()
@@ -115,27 +195,51 @@ class OffsetFetchResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetFetchResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    error_code: Any
+    groups: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, error_code: Any, groups: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.error_code = error_code
+        self.groups = groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetFetchResponse  # type: ignore[assignment]
+
+
 def _d_OffsetFetchResponse_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetFetchResponse(0, f_topics, 0, ()), pos
+    return _New_OffsetFetchResponse(0, f_topics, 0, ()), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 0", message_name="OffsetFetchResponse", api_version=0, field="Groups")
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetFetchResponse_1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopic_0(buf, pos)
@@ -143,14 +247,15 @@ def _d_OffsetFetchResponse_1(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     f_topics = tuple(items_topics)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(0, f_topics, f_error_code, ()), pos
+    return _New_OffsetFetchResponse(0, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 2", message_name="OffsetFetchResponse", api_version=2, field="Groups")
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.error_code)
@@ -159,7 +264,10 @@ def _e_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray, chunks: lis
 def _d_OffsetFetchResponse_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopic_0(buf, pos)
@@ -167,7 +275,7 @@ def _d_OffsetFetchResponse_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     f_topics = tuple(items_topics)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos
+    return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,7 +283,8 @@ def _e_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray, chunks: lis
         raise _UnsupportedVersion("Groups cannot be sent in version 3", message_name="OffsetFetchResponse", api_version=3, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopic_0(item_topics, out, chunks)
     out += _S0.pack(o.error_code)
@@ -184,7 +293,10 @@ def _e_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray, chunks: lis
 def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopic_1(buf, pos)
@@ -192,7 +304,7 @@ def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     f_topics = tuple(items_topics)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos
+    return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -200,7 +312,8 @@ def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: lis
         raise _UnsupportedVersion("Groups cannot be sent in version 5", message_name="OffsetFetchResponse", api_version=5, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopic_1(item_topics, out, chunks)
     out += _S0.pack(o.error_code)
@@ -209,8 +322,14 @@ def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: lis
 def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopic_2(buf, pos)
@@ -219,16 +338,19 @@ def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -236,34 +358,50 @@ def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray, chunks: lis
         raise _UnsupportedVersion("Groups cannot be sent in version 6", message_name="OffsetFetchResponse", api_version=6, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopic_2(item_topics, out, chunks)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_OffsetFetchResponseGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponse(f_throttle_time_ms, (), 0, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponse(f_throttle_time_ms, (), 0, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -271,85 +409,122 @@ def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray, chunks: lis
         raise _UnsupportedVersion("Topics cannot be sent in version 8", message_name="OffsetFetchResponse", api_version=8, field="Topics")
     out += _S1.pack(o.throttle_time_ms)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_OffsetFetchResponseGroup_0(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetFetchResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetFetchResponseTopic(f_name, f_partitions), pos
+    return _New_OffsetFetchResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetFetchResponsePartition_0(item_partitions, out, chunks)
 
 
 def _d_OffsetFetchResponseTopic_1(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetFetchResponsePartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetFetchResponseTopic(f_name, f_partitions), pos
+    return _New_OffsetFetchResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetFetchResponsePartition_1(item_partitions, out, chunks)
 
 
 def _d_OffsetFetchResponseTopic_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetFetchResponsePartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponseTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OffsetFetchResponsePartition_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetFetchResponseTopics_0(buf, pos)
@@ -358,26 +533,36 @@ def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetc
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponseGroup(f_group_id, f_topics, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponseGroup(f_group_id, f_topics, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetFetchResponseTopics_0(item_topics, out, chunks)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponsePartition_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartition, int]:
@@ -386,7 +571,7 @@ def _d_OffsetFetchResponsePartition_0(buf: memoryview, pos: int) -> tuple[Offset
     f_metadata, pos = _p.read_nullable_string(buf, pos)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(f_partition_index, f_committed_offset, -1, f_metadata, f_error_code), pos
+    return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, -1, f_metadata, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponsePartition_0(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -401,7 +586,7 @@ def _d_OffsetFetchResponsePartition_1(buf: memoryview, pos: int) -> tuple[Offset
     f_metadata, pos = _p.read_nullable_string(buf, pos)
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code), pos
+    return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponsePartition_1(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -417,54 +602,76 @@ def _d_OffsetFetchResponsePartition_2(buf: memoryview, pos: int) -> tuple[Offset
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponsePartition_2(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetFetchResponsePartitions_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponseTopics(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponseTopics(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OffsetFetchResponsePartitions_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponsePartitions_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponsePartitions, int]:
@@ -474,23 +681,29 @@ def _d_OffsetFetchResponsePartitions_0(buf: memoryview, pos: int) -> tuple[Offse
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetFetchResponsePartitions(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetFetchResponsePartitions(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetFetchResponsePartitions_0(o: OffsetFetchResponsePartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetFetchResponse._DECODERS = {
@@ -519,128 +732,128 @@ OffsetFetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (118, 'OffsetFetchResponse'),
-    (119, 'OffsetFetchResponse.Topics'),
-    (125, 'OffsetFetchResponse'),
-    (129, 'OffsetFetchResponse.Groups'),
-    (131, 'OffsetFetchResponse.Topics'),
-    (137, 'OffsetFetchResponse'),
-    (138, 'OffsetFetchResponse.Topics'),
-    (144, 'OffsetFetchResponse.ErrorCode'),
-    (146, 'OffsetFetchResponse'),
-    (150, 'OffsetFetchResponse.Groups'),
-    (152, 'OffsetFetchResponse.Topics'),
-    (156, 'OffsetFetchResponse.ErrorCode'),
-    (159, 'OffsetFetchResponse'),
-    (160, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (162, 'OffsetFetchResponse.Topics'),
-    (168, 'OffsetFetchResponse.ErrorCode'),
-    (170, 'OffsetFetchResponse'),
-    (174, 'OffsetFetchResponse.Groups'),
-    (176, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (177, 'OffsetFetchResponse.Topics'),
-    (181, 'OffsetFetchResponse.ErrorCode'),
-    (184, 'OffsetFetchResponse'),
-    (185, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (187, 'OffsetFetchResponse.Topics'),
-    (193, 'OffsetFetchResponse.ErrorCode'),
-    (195, 'OffsetFetchResponse'),
-    (199, 'OffsetFetchResponse.Groups'),
-    (201, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (202, 'OffsetFetchResponse.Topics'),
-    (206, 'OffsetFetchResponse.ErrorCode'),
-    (209, 'OffsetFetchResponse'),
-    (210, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (212, 'OffsetFetchResponse.Topics'),
-    (219, 'OffsetFetchResponse.ErrorCode'),
-    (221, 'OffsetFetchResponse.<tagged fields>'),
-    (231, 'OffsetFetchResponse'),
-    (235, 'OffsetFetchResponse.Groups'),
-    (237, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (238, 'OffsetFetchResponse.Topics'),
-    (242, 'OffsetFetchResponse.ErrorCode'),
-    (243, 'OffsetFetchResponse.<tagged fields>'),
-    (246, 'OffsetFetchResponse'),
-    (247, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (249, 'OffsetFetchResponse.Groups'),
-    (256, 'OffsetFetchResponse.<tagged fields>'),
-    (266, 'OffsetFetchResponse'),
-    (270, 'OffsetFetchResponse.Topics'),
-    (272, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (273, 'OffsetFetchResponse.Groups'),
-    (277, 'OffsetFetchResponse.<tagged fields>'),
-    (280, 'OffsetFetchResponseTopic'),
-    (281, 'OffsetFetchResponseTopic.Name'),
-    (282, 'OffsetFetchResponseTopic.Partitions'),
-    (288, 'OffsetFetchResponseTopic'),
-    (292, 'OffsetFetchResponseTopic.Name'),
-    (293, 'OffsetFetchResponseTopic.Partitions'),
-    (299, 'OffsetFetchResponseTopic'),
-    (300, 'OffsetFetchResponseTopic.Name'),
-    (301, 'OffsetFetchResponseTopic.Partitions'),
-    (307, 'OffsetFetchResponseTopic'),
-    (311, 'OffsetFetchResponseTopic.Name'),
-    (312, 'OffsetFetchResponseTopic.Partitions'),
-    (318, 'OffsetFetchResponseTopic'),
-    (319, 'OffsetFetchResponseTopic.Name'),
-    (320, 'OffsetFetchResponseTopic.Partitions'),
-    (327, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (337, 'OffsetFetchResponseTopic'),
-    (341, 'OffsetFetchResponseTopic.Name'),
-    (342, 'OffsetFetchResponseTopic.Partitions'),
-    (346, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (349, 'OffsetFetchResponseGroup'),
-    (350, 'OffsetFetchResponseGroup.GroupId'),
-    (351, 'OffsetFetchResponseGroup.Topics'),
-    (358, 'OffsetFetchResponseGroup.ErrorCode'),
-    (360, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (370, 'OffsetFetchResponseGroup'),
-    (374, 'OffsetFetchResponseGroup.GroupId'),
-    (375, 'OffsetFetchResponseGroup.Topics'),
-    (379, 'OffsetFetchResponseGroup.ErrorCode'),
-    (380, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (383, 'OffsetFetchResponsePartition'),
-    (384, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (386, 'OffsetFetchResponsePartition.Metadata'),
-    (387, 'OffsetFetchResponsePartition.ErrorCode'),
-    (389, 'OffsetFetchResponsePartition'),
-    (393, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (394, 'OffsetFetchResponsePartition.Metadata'),
-    (395, 'OffsetFetchResponsePartition.ErrorCode'),
-    (398, 'OffsetFetchResponsePartition'),
-    (399, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (401, 'OffsetFetchResponsePartition.Metadata'),
-    (402, 'OffsetFetchResponsePartition.ErrorCode'),
-    (404, 'OffsetFetchResponsePartition'),
-    (408, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (409, 'OffsetFetchResponsePartition.Metadata'),
-    (410, 'OffsetFetchResponsePartition.ErrorCode'),
-    (413, 'OffsetFetchResponsePartition'),
-    (414, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (416, 'OffsetFetchResponsePartition.Metadata'),
-    (417, 'OffsetFetchResponsePartition.ErrorCode'),
-    (419, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (429, 'OffsetFetchResponsePartition'),
-    (433, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (434, 'OffsetFetchResponsePartition.Metadata'),
-    (435, 'OffsetFetchResponsePartition.ErrorCode'),
-    (436, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (439, 'OffsetFetchResponseTopics'),
-    (440, 'OffsetFetchResponseTopics.Name'),
-    (441, 'OffsetFetchResponseTopics.Partitions'),
-    (448, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (458, 'OffsetFetchResponseTopics'),
-    (462, 'OffsetFetchResponseTopics.Name'),
-    (463, 'OffsetFetchResponseTopics.Partitions'),
-    (467, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (470, 'OffsetFetchResponsePartitions'),
-    (471, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (473, 'OffsetFetchResponsePartitions.Metadata'),
-    (474, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (476, 'OffsetFetchResponsePartitions.<tagged fields>'),
-    (486, 'OffsetFetchResponsePartitions'),
-    (490, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (491, 'OffsetFetchResponsePartitions.Metadata'),
-    (492, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (493, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (215, 'OffsetFetchResponse'),
+    (216, 'OffsetFetchResponse.Topics'),
+    (225, 'OffsetFetchResponse'),
+    (229, 'OffsetFetchResponse.Groups'),
+    (231, 'OffsetFetchResponse.Topics'),
+    (238, 'OffsetFetchResponse'),
+    (239, 'OffsetFetchResponse.Topics'),
+    (248, 'OffsetFetchResponse.ErrorCode'),
+    (250, 'OffsetFetchResponse'),
+    (254, 'OffsetFetchResponse.Groups'),
+    (256, 'OffsetFetchResponse.Topics'),
+    (261, 'OffsetFetchResponse.ErrorCode'),
+    (264, 'OffsetFetchResponse'),
+    (265, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (267, 'OffsetFetchResponse.Topics'),
+    (276, 'OffsetFetchResponse.ErrorCode'),
+    (278, 'OffsetFetchResponse'),
+    (282, 'OffsetFetchResponse.Groups'),
+    (284, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (285, 'OffsetFetchResponse.Topics'),
+    (290, 'OffsetFetchResponse.ErrorCode'),
+    (293, 'OffsetFetchResponse'),
+    (294, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (296, 'OffsetFetchResponse.Topics'),
+    (305, 'OffsetFetchResponse.ErrorCode'),
+    (307, 'OffsetFetchResponse'),
+    (311, 'OffsetFetchResponse.Groups'),
+    (313, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (314, 'OffsetFetchResponse.Topics'),
+    (319, 'OffsetFetchResponse.ErrorCode'),
+    (322, 'OffsetFetchResponse'),
+    (323, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (325, 'OffsetFetchResponse.Topics'),
+    (338, 'OffsetFetchResponse.ErrorCode'),
+    (340, 'OffsetFetchResponse.<tagged fields>'),
+    (353, 'OffsetFetchResponse'),
+    (357, 'OffsetFetchResponse.Groups'),
+    (359, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (360, 'OffsetFetchResponse.Topics'),
+    (368, 'OffsetFetchResponse.ErrorCode'),
+    (369, 'OffsetFetchResponse.<tagged fields>'),
+    (375, 'OffsetFetchResponse'),
+    (376, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (378, 'OffsetFetchResponse.Groups'),
+    (391, 'OffsetFetchResponse.<tagged fields>'),
+    (404, 'OffsetFetchResponse'),
+    (408, 'OffsetFetchResponse.Topics'),
+    (410, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (411, 'OffsetFetchResponse.Groups'),
+    (419, 'OffsetFetchResponse.<tagged fields>'),
+    (425, 'OffsetFetchResponseTopic'),
+    (426, 'OffsetFetchResponseTopic.Name'),
+    (427, 'OffsetFetchResponseTopic.Partitions'),
+    (436, 'OffsetFetchResponseTopic'),
+    (440, 'OffsetFetchResponseTopic.Name'),
+    (441, 'OffsetFetchResponseTopic.Partitions'),
+    (448, 'OffsetFetchResponseTopic'),
+    (449, 'OffsetFetchResponseTopic.Name'),
+    (450, 'OffsetFetchResponseTopic.Partitions'),
+    (459, 'OffsetFetchResponseTopic'),
+    (463, 'OffsetFetchResponseTopic.Name'),
+    (464, 'OffsetFetchResponseTopic.Partitions'),
+    (471, 'OffsetFetchResponseTopic'),
+    (472, 'OffsetFetchResponseTopic.Name'),
+    (473, 'OffsetFetchResponseTopic.Partitions'),
+    (486, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (499, 'OffsetFetchResponseTopic'),
+    (503, 'OffsetFetchResponseTopic.Name'),
+    (504, 'OffsetFetchResponseTopic.Partitions'),
+    (512, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (518, 'OffsetFetchResponseGroup'),
+    (519, 'OffsetFetchResponseGroup.GroupId'),
+    (520, 'OffsetFetchResponseGroup.Topics'),
+    (533, 'OffsetFetchResponseGroup.ErrorCode'),
+    (535, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (548, 'OffsetFetchResponseGroup'),
+    (552, 'OffsetFetchResponseGroup.GroupId'),
+    (553, 'OffsetFetchResponseGroup.Topics'),
+    (561, 'OffsetFetchResponseGroup.ErrorCode'),
+    (562, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (568, 'OffsetFetchResponsePartition'),
+    (569, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (571, 'OffsetFetchResponsePartition.Metadata'),
+    (572, 'OffsetFetchResponsePartition.ErrorCode'),
+    (574, 'OffsetFetchResponsePartition'),
+    (578, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (579, 'OffsetFetchResponsePartition.Metadata'),
+    (580, 'OffsetFetchResponsePartition.ErrorCode'),
+    (583, 'OffsetFetchResponsePartition'),
+    (584, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (586, 'OffsetFetchResponsePartition.Metadata'),
+    (587, 'OffsetFetchResponsePartition.ErrorCode'),
+    (589, 'OffsetFetchResponsePartition'),
+    (593, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (594, 'OffsetFetchResponsePartition.Metadata'),
+    (595, 'OffsetFetchResponsePartition.ErrorCode'),
+    (598, 'OffsetFetchResponsePartition'),
+    (599, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (601, 'OffsetFetchResponsePartition.Metadata'),
+    (602, 'OffsetFetchResponsePartition.ErrorCode'),
+    (604, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (617, 'OffsetFetchResponsePartition'),
+    (621, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (622, 'OffsetFetchResponsePartition.Metadata'),
+    (623, 'OffsetFetchResponsePartition.ErrorCode'),
+    (624, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (630, 'OffsetFetchResponseTopics'),
+    (631, 'OffsetFetchResponseTopics.Name'),
+    (632, 'OffsetFetchResponseTopics.Partitions'),
+    (645, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (658, 'OffsetFetchResponseTopics'),
+    (662, 'OffsetFetchResponseTopics.Name'),
+    (663, 'OffsetFetchResponseTopics.Partitions'),
+    (671, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (677, 'OffsetFetchResponsePartitions'),
+    (678, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (680, 'OffsetFetchResponsePartitions.Metadata'),
+    (681, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (683, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (696, 'OffsetFetchResponsePartitions'),
+    (700, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (701, 'OffsetFetchResponsePartitions.Metadata'),
+    (702, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (703, 'OffsetFetchResponsePartitions.<tagged fields>'),
 )

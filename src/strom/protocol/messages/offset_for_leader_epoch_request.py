@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ii")
 _S2 = Struct(">iii")
@@ -31,6 +32,21 @@ class OffsetForLeaderPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetForLeaderPartition:
+    __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields', )
+    partition: Any
+    current_leader_epoch: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, current_leader_epoch: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetForLeaderPartition  # type: ignore[assignment]
+
+
 _DEFAULT_OffsetForLeaderPartition = OffsetForLeaderPartition()
 
 
@@ -42,6 +58,19 @@ class OffsetForLeaderTopic:
     #: Each partition to get offsets for.
     partitions: tuple[OffsetForLeaderPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetForLeaderTopic:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetForLeaderTopic  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetForLeaderTopic = OffsetForLeaderTopic()
@@ -63,36 +92,57 @@ class OffsetForLeaderEpochRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetForLeaderEpochRequest(_Message):
+    __slots__ = ('replica_id', 'topics', 'unknown_tagged_fields', )
+    replica_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, replica_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.replica_id = replica_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetForLeaderEpochRequest  # type: ignore[assignment]
+
+
 def _d_OffsetForLeaderEpochRequest_0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochRequest(-2, f_topics), pos
+    return _New_OffsetForLeaderEpochRequest(-2, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopic_0(item_topics, out, chunks)
 
 
 def _d_OffsetForLeaderEpochRequest_1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochRequest(-2, f_topics), pos
+    return _New_OffsetForLeaderEpochRequest(-2, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopic_1(item_topics, out, chunks)
 
@@ -100,19 +150,23 @@ def _e_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: bytear
 def _d_OffsetForLeaderEpochRequest_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     (f_replica_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochRequest(f_replica_id, f_topics), pos
+    return _New_OffsetForLeaderEpochRequest(f_replica_id, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopic_1(item_topics, out, chunks)
 
@@ -120,108 +174,148 @@ def _e_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytear
 def _d_OffsetForLeaderEpochRequest_3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     (f_replica_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetForLeaderEpochRequest(f_replica_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetForLeaderEpochRequest(f_replica_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochRequest_3(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopic_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopic_0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetForLeaderPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetForLeaderTopic(f_topic, f_partitions), pos
+    return _New_OffsetForLeaderTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetForLeaderPartition_0(item_partitions, out, chunks)
 
 
 def _d_OffsetForLeaderTopic_1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetForLeaderPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetForLeaderTopic(f_topic, f_partitions), pos
+    return _New_OffsetForLeaderTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_OffsetForLeaderPartition_1(item_partitions, out, chunks)
 
 
 def _d_OffsetForLeaderTopic_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_OffsetForLeaderPartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetForLeaderTopic(f_topic, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetForLeaderTopic(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_OffsetForLeaderPartition_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderPartition_0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:
     (f_partition, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    return OffsetForLeaderPartition(f_partition, -1, f_leader_epoch), pos
+    return _New_OffsetForLeaderPartition(f_partition, -1, f_leader_epoch), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderPartition_0(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -231,7 +325,7 @@ def _e_OffsetForLeaderPartition_0(o: OffsetForLeaderPartition, out: bytearray, c
 def _d_OffsetForLeaderPartition_1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:
     (f_partition, f_current_leader_epoch, f_leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 12
-    return OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch), pos
+    return _New_OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderPartition_1(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -242,21 +336,27 @@ def _d_OffsetForLeaderPartition_2(buf: memoryview, pos: int) -> tuple[OffsetForL
     (f_partition, f_current_leader_epoch, f_leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderPartition_2(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochRequest._DECODERS = {
@@ -275,60 +375,60 @@ OffsetForLeaderEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'OffsetForLeaderEpochRequest'),
-    (67, 'OffsetForLeaderEpochRequest.Topics'),
-    (73, 'OffsetForLeaderEpochRequest'),
-    (77, 'OffsetForLeaderEpochRequest.Topics'),
-    (83, 'OffsetForLeaderEpochRequest'),
-    (84, 'OffsetForLeaderEpochRequest.Topics'),
-    (90, 'OffsetForLeaderEpochRequest'),
-    (94, 'OffsetForLeaderEpochRequest.Topics'),
-    (100, 'OffsetForLeaderEpochRequest'),
-    (101, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (103, 'OffsetForLeaderEpochRequest.Topics'),
-    (109, 'OffsetForLeaderEpochRequest'),
-    (113, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (114, 'OffsetForLeaderEpochRequest.Topics'),
-    (120, 'OffsetForLeaderEpochRequest'),
-    (121, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (123, 'OffsetForLeaderEpochRequest.Topics'),
-    (130, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (140, 'OffsetForLeaderEpochRequest'),
-    (144, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (145, 'OffsetForLeaderEpochRequest.Topics'),
-    (149, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (152, 'OffsetForLeaderTopic'),
-    (153, 'OffsetForLeaderTopic.Topic'),
-    (154, 'OffsetForLeaderTopic.Partitions'),
-    (160, 'OffsetForLeaderTopic'),
-    (164, 'OffsetForLeaderTopic.Topic'),
-    (165, 'OffsetForLeaderTopic.Partitions'),
-    (171, 'OffsetForLeaderTopic'),
-    (172, 'OffsetForLeaderTopic.Topic'),
-    (173, 'OffsetForLeaderTopic.Partitions'),
-    (179, 'OffsetForLeaderTopic'),
-    (183, 'OffsetForLeaderTopic.Topic'),
-    (184, 'OffsetForLeaderTopic.Partitions'),
-    (190, 'OffsetForLeaderTopic'),
-    (191, 'OffsetForLeaderTopic.Topic'),
-    (192, 'OffsetForLeaderTopic.Partitions'),
-    (199, 'OffsetForLeaderTopic.<tagged fields>'),
-    (209, 'OffsetForLeaderTopic'),
-    (213, 'OffsetForLeaderTopic.Topic'),
-    (214, 'OffsetForLeaderTopic.Partitions'),
-    (218, 'OffsetForLeaderTopic.<tagged fields>'),
-    (221, 'OffsetForLeaderPartition'),
-    (222, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (224, 'OffsetForLeaderPartition'),
-    (228, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (231, 'OffsetForLeaderPartition'),
-    (232, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (234, 'OffsetForLeaderPartition'),
-    (238, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (241, 'OffsetForLeaderPartition'),
-    (242, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (244, 'OffsetForLeaderPartition.<tagged fields>'),
-    (254, 'OffsetForLeaderPartition'),
-    (258, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (259, 'OffsetForLeaderPartition.<tagged fields>'),
+    (108, 'OffsetForLeaderEpochRequest'),
+    (109, 'OffsetForLeaderEpochRequest.Topics'),
+    (118, 'OffsetForLeaderEpochRequest'),
+    (122, 'OffsetForLeaderEpochRequest.Topics'),
+    (129, 'OffsetForLeaderEpochRequest'),
+    (130, 'OffsetForLeaderEpochRequest.Topics'),
+    (139, 'OffsetForLeaderEpochRequest'),
+    (143, 'OffsetForLeaderEpochRequest.Topics'),
+    (150, 'OffsetForLeaderEpochRequest'),
+    (151, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (153, 'OffsetForLeaderEpochRequest.Topics'),
+    (162, 'OffsetForLeaderEpochRequest'),
+    (166, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (167, 'OffsetForLeaderEpochRequest.Topics'),
+    (174, 'OffsetForLeaderEpochRequest'),
+    (175, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (177, 'OffsetForLeaderEpochRequest.Topics'),
+    (190, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (203, 'OffsetForLeaderEpochRequest'),
+    (207, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (208, 'OffsetForLeaderEpochRequest.Topics'),
+    (216, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (222, 'OffsetForLeaderTopic'),
+    (223, 'OffsetForLeaderTopic.Topic'),
+    (224, 'OffsetForLeaderTopic.Partitions'),
+    (233, 'OffsetForLeaderTopic'),
+    (237, 'OffsetForLeaderTopic.Topic'),
+    (238, 'OffsetForLeaderTopic.Partitions'),
+    (245, 'OffsetForLeaderTopic'),
+    (246, 'OffsetForLeaderTopic.Topic'),
+    (247, 'OffsetForLeaderTopic.Partitions'),
+    (256, 'OffsetForLeaderTopic'),
+    (260, 'OffsetForLeaderTopic.Topic'),
+    (261, 'OffsetForLeaderTopic.Partitions'),
+    (268, 'OffsetForLeaderTopic'),
+    (269, 'OffsetForLeaderTopic.Topic'),
+    (270, 'OffsetForLeaderTopic.Partitions'),
+    (283, 'OffsetForLeaderTopic.<tagged fields>'),
+    (296, 'OffsetForLeaderTopic'),
+    (300, 'OffsetForLeaderTopic.Topic'),
+    (301, 'OffsetForLeaderTopic.Partitions'),
+    (309, 'OffsetForLeaderTopic.<tagged fields>'),
+    (315, 'OffsetForLeaderPartition'),
+    (316, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (318, 'OffsetForLeaderPartition'),
+    (322, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (325, 'OffsetForLeaderPartition'),
+    (326, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (328, 'OffsetForLeaderPartition'),
+    (332, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (335, 'OffsetForLeaderPartition'),
+    (336, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (338, 'OffsetForLeaderPartition.<tagged fields>'),
+    (351, 'OffsetForLeaderPartition'),
+    (355, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (356, 'OffsetForLeaderPartition.<tagged fields>'),
 )

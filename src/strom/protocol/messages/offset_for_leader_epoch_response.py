@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">hiq")
 _S2 = Struct(">hiiq")
@@ -33,6 +34,23 @@ class EpochEndOffset:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_EpochEndOffset:
+    __slots__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tagged_fields', )
+    error_code: Any
+    partition: Any
+    leader_epoch: Any
+    end_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, partition: Any, leader_epoch: Any, end_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.end_offset = end_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = EpochEndOffset  # type: ignore[assignment]
+
+
 _DEFAULT_EpochEndOffset = EpochEndOffset()
 
 
@@ -44,6 +62,19 @@ class OffsetForLeaderTopicResult:
     #: Each partition in the topic we fetched offsets for.
     partitions: tuple[EpochEndOffset, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_OffsetForLeaderTopicResult:
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+    topic: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetForLeaderTopicResult  # type: ignore[assignment]
 
 
 _DEFAULT_OffsetForLeaderTopicResult = OffsetForLeaderTopicResult()
@@ -65,36 +96,57 @@ class OffsetForLeaderEpochResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_OffsetForLeaderEpochResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = OffsetForLeaderEpochResponse  # type: ignore[assignment]
+
+
 def _d_OffsetForLeaderEpochResponse_0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopicResult_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochResponse(0, f_topics), pos
+    return _New_OffsetForLeaderEpochResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopicResult_0(item_topics, out, chunks)
 
 
 def _d_OffsetForLeaderEpochResponse_1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochResponse(0, f_topics), pos
+    return _New_OffsetForLeaderEpochResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopicResult_1(item_topics, out, chunks)
 
@@ -102,19 +154,23 @@ def _e_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: byte
 def _d_OffsetForLeaderEpochResponse_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics), pos
+    return _New_OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopicResult_1(item_topics, out, chunks)
 
@@ -122,108 +178,148 @@ def _e_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: byte
 def _d_OffsetForLeaderEpochResponse_3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_OffsetForLeaderTopicResult_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderEpochResponse_3(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_OffsetForLeaderTopicResult_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopicResult_0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_EpochEndOffset_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetForLeaderTopicResult(f_topic, f_partitions), pos
+    return _New_OffsetForLeaderTopicResult(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_EpochEndOffset_0(item_partitions, out, chunks)
 
 
 def _d_OffsetForLeaderTopicResult_1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_EpochEndOffset_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return OffsetForLeaderTopicResult(f_topic, f_partitions), pos
+    return _New_OffsetForLeaderTopicResult(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_EpochEndOffset_1(item_partitions, out, chunks)
 
 
 def _d_OffsetForLeaderTopicResult_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_EpochEndOffset_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return OffsetForLeaderTopicResult(f_topic, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_OffsetForLeaderTopicResult(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_EpochEndOffset_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_EpochEndOffset_0(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
     (f_error_code, f_partition, f_end_offset,) = _S1.unpack_from(buf, pos)
     pos += 14
-    return EpochEndOffset(f_error_code, f_partition, -1, f_end_offset), pos
+    return _New_EpochEndOffset(f_error_code, f_partition, -1, f_end_offset), pos  # type: ignore[return-value]
 
 
 def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -233,7 +329,7 @@ def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffe
 def _d_EpochEndOffset_1(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]:
     (f_error_code, f_partition, f_leader_epoch, f_end_offset,) = _S2.unpack_from(buf, pos)
     pos += 18
-    return EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset), pos
+    return _New_EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset), pos  # type: ignore[return-value]
 
 
 def _e_EpochEndOffset_1(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -244,21 +340,27 @@ def _d_EpochEndOffset_2(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]
     (f_error_code, f_partition, f_leader_epoch, f_end_offset,) = _S2.unpack_from(buf, pos)
     pos += 18
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_EpochEndOffset_2(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochResponse._DECODERS = {
@@ -277,60 +379,60 @@ OffsetForLeaderEpochResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (68, 'OffsetForLeaderEpochResponse'),
-    (69, 'OffsetForLeaderEpochResponse.Topics'),
-    (75, 'OffsetForLeaderEpochResponse'),
-    (79, 'OffsetForLeaderEpochResponse.Topics'),
-    (85, 'OffsetForLeaderEpochResponse'),
-    (86, 'OffsetForLeaderEpochResponse.Topics'),
-    (92, 'OffsetForLeaderEpochResponse'),
-    (96, 'OffsetForLeaderEpochResponse.Topics'),
-    (102, 'OffsetForLeaderEpochResponse'),
-    (103, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (105, 'OffsetForLeaderEpochResponse.Topics'),
-    (111, 'OffsetForLeaderEpochResponse'),
-    (115, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (116, 'OffsetForLeaderEpochResponse.Topics'),
+    (112, 'OffsetForLeaderEpochResponse'),
+    (113, 'OffsetForLeaderEpochResponse.Topics'),
     (122, 'OffsetForLeaderEpochResponse'),
-    (123, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (125, 'OffsetForLeaderEpochResponse.Topics'),
-    (132, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (142, 'OffsetForLeaderEpochResponse'),
-    (146, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (126, 'OffsetForLeaderEpochResponse.Topics'),
+    (133, 'OffsetForLeaderEpochResponse'),
+    (134, 'OffsetForLeaderEpochResponse.Topics'),
+    (143, 'OffsetForLeaderEpochResponse'),
     (147, 'OffsetForLeaderEpochResponse.Topics'),
-    (151, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (154, 'OffsetForLeaderTopicResult'),
-    (155, 'OffsetForLeaderTopicResult.Topic'),
-    (156, 'OffsetForLeaderTopicResult.Partitions'),
-    (162, 'OffsetForLeaderTopicResult'),
-    (166, 'OffsetForLeaderTopicResult.Topic'),
-    (167, 'OffsetForLeaderTopicResult.Partitions'),
-    (173, 'OffsetForLeaderTopicResult'),
-    (174, 'OffsetForLeaderTopicResult.Topic'),
-    (175, 'OffsetForLeaderTopicResult.Partitions'),
-    (181, 'OffsetForLeaderTopicResult'),
-    (185, 'OffsetForLeaderTopicResult.Topic'),
-    (186, 'OffsetForLeaderTopicResult.Partitions'),
-    (192, 'OffsetForLeaderTopicResult'),
-    (193, 'OffsetForLeaderTopicResult.Topic'),
-    (194, 'OffsetForLeaderTopicResult.Partitions'),
-    (201, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (211, 'OffsetForLeaderTopicResult'),
-    (215, 'OffsetForLeaderTopicResult.Topic'),
-    (216, 'OffsetForLeaderTopicResult.Partitions'),
-    (220, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (223, 'EpochEndOffset'),
-    (224, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (226, 'EpochEndOffset'),
-    (230, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (233, 'EpochEndOffset'),
-    (234, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (236, 'EpochEndOffset'),
-    (240, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (243, 'EpochEndOffset'),
-    (244, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (246, 'EpochEndOffset.<tagged fields>'),
-    (256, 'EpochEndOffset'),
-    (260, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (261, 'EpochEndOffset.<tagged fields>'),
+    (154, 'OffsetForLeaderEpochResponse'),
+    (155, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (157, 'OffsetForLeaderEpochResponse.Topics'),
+    (166, 'OffsetForLeaderEpochResponse'),
+    (170, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (171, 'OffsetForLeaderEpochResponse.Topics'),
+    (178, 'OffsetForLeaderEpochResponse'),
+    (179, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (181, 'OffsetForLeaderEpochResponse.Topics'),
+    (194, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (207, 'OffsetForLeaderEpochResponse'),
+    (211, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (212, 'OffsetForLeaderEpochResponse.Topics'),
+    (220, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (226, 'OffsetForLeaderTopicResult'),
+    (227, 'OffsetForLeaderTopicResult.Topic'),
+    (228, 'OffsetForLeaderTopicResult.Partitions'),
+    (237, 'OffsetForLeaderTopicResult'),
+    (241, 'OffsetForLeaderTopicResult.Topic'),
+    (242, 'OffsetForLeaderTopicResult.Partitions'),
+    (249, 'OffsetForLeaderTopicResult'),
+    (250, 'OffsetForLeaderTopicResult.Topic'),
+    (251, 'OffsetForLeaderTopicResult.Partitions'),
+    (260, 'OffsetForLeaderTopicResult'),
+    (264, 'OffsetForLeaderTopicResult.Topic'),
+    (265, 'OffsetForLeaderTopicResult.Partitions'),
+    (272, 'OffsetForLeaderTopicResult'),
+    (273, 'OffsetForLeaderTopicResult.Topic'),
+    (274, 'OffsetForLeaderTopicResult.Partitions'),
+    (287, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (300, 'OffsetForLeaderTopicResult'),
+    (304, 'OffsetForLeaderTopicResult.Topic'),
+    (305, 'OffsetForLeaderTopicResult.Partitions'),
+    (313, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (319, 'EpochEndOffset'),
+    (320, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (322, 'EpochEndOffset'),
+    (326, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (329, 'EpochEndOffset'),
+    (330, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (332, 'EpochEndOffset'),
+    (336, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (339, 'EpochEndOffset'),
+    (340, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (342, 'EpochEndOffset.<tagged fields>'),
+    (355, 'EpochEndOffset'),
+    (359, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (360, 'EpochEndOffset.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 
@@ -28,6 +29,19 @@ class PartitionProduceData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionProduceData:
+    __slots__ = ('index', 'records', 'unknown_tagged_fields', )
+    index: Any
+    records: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, index: Any, records: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.index = index
+        self.records = records
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionProduceData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionProduceData = PartitionProduceData()
 
 
@@ -39,6 +53,19 @@ class TopicProduceData:
     #: Each partition to produce to.
     partition_data: tuple[PartitionProduceData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicProduceData:
+    __slots__ = ('name', 'partition_data', 'unknown_tagged_fields', )
+    name: Any
+    partition_data: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_data: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_data = partition_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicProduceData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicProduceData = TopicProduceData()
@@ -64,16 +91,36 @@ class ProduceRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ProduceRequest(_Message):
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields', )
+    transactional_id: Any
+    acks: Any
+    timeout_ms: Any
+    topic_data: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, acks: Any, timeout_ms: Any, topic_data: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = topic_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ProduceRequest  # type: ignore[assignment]
+
+
 def _d_ProduceRequest_0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     (f_acks, f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_data: list[Any] = []
     for _ in range(count):
         item_topic_data, pos = _d_TopicProduceData_0(buf, pos)
         items_topic_data.append(item_topic_data)
     f_topic_data = tuple(items_topic_data)
-    return ProduceRequest(None, f_acks, f_timeout_ms, f_topic_data), pos
+    return _New_ProduceRequest(None, f_acks, f_timeout_ms, f_topic_data), pos  # type: ignore[return-value]
 
 
 def _e_ProduceRequest_0(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -81,7 +128,8 @@ def _e_ProduceRequest_0(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffe
         raise _UnsupportedVersion("TransactionalId cannot be sent in version 0", message_name="ProduceRequest", api_version=0, field="TransactionalId")
     out += _S0.pack(o.acks, o.timeout_ms)
     items_topic_data = o.topic_data
-    out += _p.INT32.pack(len(items_topic_data))
+    count = len(items_topic_data)
+    out += _p.INT32.pack(count)
     for item_topic_data in items_topic_data:
         _e_TopicProduceData_0(item_topic_data, out, chunks)
 
@@ -90,20 +138,24 @@ def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     f_transactional_id, pos = _p.read_nullable_string(buf, pos)
     (f_acks, f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_data: list[Any] = []
     for _ in range(count):
         item_topic_data, pos = _d_TopicProduceData_0(buf, pos)
         items_topic_data.append(item_topic_data)
     f_topic_data = tuple(items_topic_data)
-    return ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data), pos
+    return _New_ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data), pos  # type: ignore[return-value]
 
 
 def _e_ProduceRequest_1(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.acks, o.timeout_ms)
     items_topic_data = o.topic_data
-    out += _p.INT32.pack(len(items_topic_data))
+    count = len(items_topic_data)
+    out += _p.INT32.pack(count)
     for item_topic_data in items_topic_data:
         _e_TopicProduceData_0(item_topic_data, out, chunks)
 
@@ -112,91 +164,127 @@ def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     f_transactional_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_acks, f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_data: list[Any] = []
     for _ in range(count):
         item_topic_data, pos = _d_TopicProduceData_1(buf, pos)
         items_topic_data.append(item_topic_data)
     f_topic_data = tuple(items_topic_data)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ProduceRequest_2(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.acks, o.timeout_ms)
     items_topic_data = o.topic_data
-    _p.write_uvarint(out, len(items_topic_data) + 1)
+    count = len(items_topic_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_data in items_topic_data:
         _e_TopicProduceData_1(item_topic_data, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceData_0(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_data: list[Any] = []
     for _ in range(count):
         item_partition_data, pos = _d_PartitionProduceData_0(buf, pos)
         items_partition_data.append(item_partition_data)
     f_partition_data = tuple(items_partition_data)
-    return TopicProduceData(f_name, f_partition_data), pos
+    return _New_TopicProduceData(f_name, f_partition_data), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceData_0(o: TopicProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_data = o.partition_data
-    out += _p.INT32.pack(len(items_partition_data))
+    count = len(items_partition_data)
+    out += _p.INT32.pack(count)
     for item_partition_data in items_partition_data:
         _e_PartitionProduceData_0(item_partition_data, out, chunks)
 
 
 def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_data: list[Any] = []
     for _ in range(count):
         item_partition_data, pos = _d_PartitionProduceData_1(buf, pos)
         items_partition_data.append(item_partition_data)
     f_partition_data = tuple(items_partition_data)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicProduceData(f_name, f_partition_data, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicProduceData(f_name, f_partition_data, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceData_1(o: TopicProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_data = o.partition_data
-    _p.write_uvarint(out, len(items_partition_data) + 1)
+    count = len(items_partition_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_data in items_partition_data:
         _e_PartitionProduceData_1(item_partition_data, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceData_0(buf: memoryview, pos: int) -> tuple[PartitionProduceData, int]:
     (f_index,) = _S1.unpack_from(buf, pos)
     pos += 4
     f_records, pos = _p.read_nullable_view(buf, pos)
-    return PartitionProduceData(f_index, f_records), pos
+    return _New_PartitionProduceData(f_index, f_records), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceData_0(o: PartitionProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -209,22 +297,28 @@ def _d_PartitionProduceData_1(buf: memoryview, pos: int) -> tuple[PartitionProdu
     pos += 4
     f_records, pos = _p.read_compact_nullable_view(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionProduceData(f_index, f_records, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionProduceData(f_index, f_records, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceData_1(o: PartitionProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.index)
     _write_records(out, chunks, o.records, True, True)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ProduceRequest._DECODERS = {
@@ -257,57 +351,57 @@ ProduceRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (67, 'ProduceRequest'),
-    (68, 'ProduceRequest.Acks,TimeoutMs'),
-    (70, 'ProduceRequest.TopicData'),
-    (76, 'ProduceRequest'),
-    (80, 'ProduceRequest.TransactionalId'),
-    (82, 'ProduceRequest.Acks,TimeoutMs'),
-    (83, 'ProduceRequest.TopicData'),
-    (89, 'ProduceRequest'),
-    (90, 'ProduceRequest.TransactionalId'),
-    (91, 'ProduceRequest.Acks,TimeoutMs'),
-    (93, 'ProduceRequest.TopicData'),
-    (99, 'ProduceRequest'),
-    (103, 'ProduceRequest.TransactionalId'),
-    (104, 'ProduceRequest.Acks,TimeoutMs'),
-    (105, 'ProduceRequest.TopicData'),
     (111, 'ProduceRequest'),
-    (112, 'ProduceRequest.TransactionalId'),
-    (113, 'ProduceRequest.Acks,TimeoutMs'),
-    (115, 'ProduceRequest.TopicData'),
-    (122, 'ProduceRequest.<tagged fields>'),
-    (132, 'ProduceRequest'),
-    (136, 'ProduceRequest.TransactionalId'),
-    (137, 'ProduceRequest.Acks,TimeoutMs'),
-    (138, 'ProduceRequest.TopicData'),
-    (142, 'ProduceRequest.<tagged fields>'),
-    (145, 'TopicProduceData'),
-    (146, 'TopicProduceData.Name'),
-    (147, 'TopicProduceData.PartitionData'),
-    (153, 'TopicProduceData'),
-    (157, 'TopicProduceData.Name'),
-    (158, 'TopicProduceData.PartitionData'),
-    (164, 'TopicProduceData'),
-    (165, 'TopicProduceData.Name'),
-    (166, 'TopicProduceData.PartitionData'),
-    (173, 'TopicProduceData.<tagged fields>'),
-    (183, 'TopicProduceData'),
-    (187, 'TopicProduceData.Name'),
-    (188, 'TopicProduceData.PartitionData'),
-    (192, 'TopicProduceData.<tagged fields>'),
-    (195, 'PartitionProduceData'),
-    (196, 'PartitionProduceData.Index'),
-    (198, 'PartitionProduceData.Records'),
-    (199, 'PartitionProduceData'),
-    (203, 'PartitionProduceData.Index'),
-    (204, 'PartitionProduceData.Records'),
-    (207, 'PartitionProduceData'),
-    (208, 'PartitionProduceData.Index'),
-    (210, 'PartitionProduceData.Records'),
-    (211, 'PartitionProduceData.<tagged fields>'),
-    (221, 'PartitionProduceData'),
-    (225, 'PartitionProduceData.Index'),
-    (226, 'PartitionProduceData.Records'),
-    (227, 'PartitionProduceData.<tagged fields>'),
+    (112, 'ProduceRequest.Acks,TimeoutMs'),
+    (114, 'ProduceRequest.TopicData'),
+    (123, 'ProduceRequest'),
+    (127, 'ProduceRequest.TransactionalId'),
+    (129, 'ProduceRequest.Acks,TimeoutMs'),
+    (130, 'ProduceRequest.TopicData'),
+    (137, 'ProduceRequest'),
+    (138, 'ProduceRequest.TransactionalId'),
+    (139, 'ProduceRequest.Acks,TimeoutMs'),
+    (141, 'ProduceRequest.TopicData'),
+    (150, 'ProduceRequest'),
+    (154, 'ProduceRequest.TransactionalId'),
+    (155, 'ProduceRequest.Acks,TimeoutMs'),
+    (156, 'ProduceRequest.TopicData'),
+    (163, 'ProduceRequest'),
+    (164, 'ProduceRequest.TransactionalId'),
+    (165, 'ProduceRequest.Acks,TimeoutMs'),
+    (167, 'ProduceRequest.TopicData'),
+    (180, 'ProduceRequest.<tagged fields>'),
+    (193, 'ProduceRequest'),
+    (197, 'ProduceRequest.TransactionalId'),
+    (198, 'ProduceRequest.Acks,TimeoutMs'),
+    (199, 'ProduceRequest.TopicData'),
+    (207, 'ProduceRequest.<tagged fields>'),
+    (213, 'TopicProduceData'),
+    (214, 'TopicProduceData.Name'),
+    (215, 'TopicProduceData.PartitionData'),
+    (224, 'TopicProduceData'),
+    (228, 'TopicProduceData.Name'),
+    (229, 'TopicProduceData.PartitionData'),
+    (236, 'TopicProduceData'),
+    (237, 'TopicProduceData.Name'),
+    (238, 'TopicProduceData.PartitionData'),
+    (251, 'TopicProduceData.<tagged fields>'),
+    (264, 'TopicProduceData'),
+    (268, 'TopicProduceData.Name'),
+    (269, 'TopicProduceData.PartitionData'),
+    (277, 'TopicProduceData.<tagged fields>'),
+    (283, 'PartitionProduceData'),
+    (284, 'PartitionProduceData.Index'),
+    (286, 'PartitionProduceData.Records'),
+    (287, 'PartitionProduceData'),
+    (291, 'PartitionProduceData.Index'),
+    (292, 'PartitionProduceData.Records'),
+    (295, 'PartitionProduceData'),
+    (296, 'PartitionProduceData.Index'),
+    (298, 'PartitionProduceData.Records'),
+    (299, 'PartitionProduceData.<tagged fields>'),
+    (312, 'PartitionProduceData'),
+    (316, 'PartitionProduceData.Index'),
+    (317, 'PartitionProduceData.Records'),
+    (318, 'PartitionProduceData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ihq")
 _S2 = Struct(">ihqq")
@@ -31,6 +32,19 @@ class BatchIndexAndErrorMessage:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_BatchIndexAndErrorMessage:
+    __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields', )
+    batch_index: Any
+    batch_index_error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, batch_index: Any, batch_index_error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.batch_index = batch_index
+        self.batch_index_error_message = batch_index_error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = BatchIndexAndErrorMessage  # type: ignore[assignment]
+
+
 _DEFAULT_BatchIndexAndErrorMessage = BatchIndexAndErrorMessage()
 
 
@@ -41,6 +55,19 @@ class LeaderIdAndEpoch:
     #: The latest known leader epoch
     leader_epoch: int = -1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderIdAndEpoch:
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderIdAndEpoch  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
@@ -66,6 +93,31 @@ class PartitionProduceResponse:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionProduceResponse:
+    __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields', )
+    index: Any
+    error_code: Any
+    base_offset: Any
+    log_append_time_ms: Any
+    log_start_offset: Any
+    record_errors: Any
+    error_message: Any
+    current_leader: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, index: Any, error_code: Any, base_offset: Any, log_append_time_ms: Any, log_start_offset: Any, record_errors: Any, error_message: Any, current_leader: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors
+        self.error_message = error_message
+        self.current_leader = current_leader
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionProduceResponse  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionProduceResponse = PartitionProduceResponse()
 
 
@@ -77,6 +129,19 @@ class TopicProduceResponse:
     #: Each partition that we produced to within the topic.
     partition_responses: tuple[PartitionProduceResponse, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicProduceResponse:
+    __slots__ = ('name', 'partition_responses', 'unknown_tagged_fields', )
+    name: Any
+    partition_responses: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_responses: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_responses = partition_responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicProduceResponse  # type: ignore[assignment]
 
 
 _DEFAULT_TopicProduceResponse = TopicProduceResponse()
@@ -94,6 +159,23 @@ class NodeEndpoint:
     #: The rack of the node, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -117,27 +199,49 @@ class ProduceResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ProduceResponse(_Message):
+    __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields', )
+    responses: Any
+    throttle_time_ms: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, responses: Any, throttle_time_ms: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.responses = responses
+        self.throttle_time_ms = throttle_time_ms
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ProduceResponse  # type: ignore[assignment]
+
+
 def _d_ProduceResponse_0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    return ProduceResponse(f_responses, 0, ()), pos
+    return _New_ProduceResponse(f_responses, 0, ()), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_0(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="ProduceResponse", api_version=0, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_TopicProduceResponse_0(item_responses, out, chunks)
 
 
 def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_0(buf, pos)
@@ -145,21 +249,25 @@ def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     f_responses = tuple(items_responses)
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(f_responses, f_throttle_time_ms, ()), pos
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_1(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 1", message_name="ProduceResponse", api_version=1, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_TopicProduceResponse_0(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
 
 
 def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_1(buf, pos)
@@ -167,21 +275,25 @@ def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     f_responses = tuple(items_responses)
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(f_responses, f_throttle_time_ms, ()), pos
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_2(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 2", message_name="ProduceResponse", api_version=2, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_TopicProduceResponse_1(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
 
 
 def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_2(buf, pos)
@@ -189,21 +301,25 @@ def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     f_responses = tuple(items_responses)
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(f_responses, f_throttle_time_ms, ()), pos
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_3(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 5", message_name="ProduceResponse", api_version=5, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_TopicProduceResponse_2(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
 
 
 def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_3(buf, pos)
@@ -211,22 +327,29 @@ def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     f_responses = tuple(items_responses)
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(f_responses, f_throttle_time_ms, ()), pos
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_4(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 8", message_name="ProduceResponse", api_version=8, field="NodeEndpoints")
     items_responses = o.responses
-    out += _p.INT32.pack(len(items_responses))
+    count = len(items_responses)
+    out += _p.INT32.pack(count)
     for item_responses in items_responses:
         _e_TopicProduceResponse_3(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
 
 
 def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_4(buf, pos)
@@ -235,32 +358,48 @@ def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ProduceResponse(f_responses, f_throttle_time_ms, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_5(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 9", message_name="ProduceResponse", api_version=9, field="NodeEndpoints")
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_TopicProduceResponse_4(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_TopicProduceResponse_5(buf, pos)
@@ -270,30 +409,43 @@ def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     pos += 4
     f_node_endpoints = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_node_endpoints: list[Any] = []
-            for _ in range(count):
-                item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
-                items_node_endpoints.append(item_node_endpoints)
-            f_node_endpoints = tuple(items_node_endpoints)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ProduceResponse(f_responses, f_throttle_time_ms, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_node_endpoints: list[Any] = []
+                for _ in range(count):
+                    item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
+                    items_node_endpoints.append(item_node_endpoints)
+                f_node_endpoints = tuple(items_node_endpoints)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ProduceResponse(f_responses, f_throttle_time_ms, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ProduceResponse_6(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_TopicProduceResponse_5(item_responses, out, chunks)
     out += _S0.pack(o.throttle_time_ms)
@@ -301,7 +453,11 @@ def _e_ProduceResponse_6(o: ProduceResponse, out: bytearray, chunks: list[_p.Buf
     if o.node_endpoints != ():
         tmp = bytearray()
         items_node_endpoints = o.node_endpoints
-        _p.write_uvarint(tmp, len(items_node_endpoints) + 1)
+        count = len(items_node_endpoints)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_node_endpoints in items_node_endpoints:
             _e_NodeEndpoint_0(item_node_endpoints, tmp, chunks)
         tags.append((0, tmp))
@@ -310,140 +466,188 @@ def _e_ProduceResponse_6(o: ProduceResponse, out: bytearray, chunks: list[_p.Buf
 
 def _d_TopicProduceResponse_0(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_0(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
-    return TopicProduceResponse(f_name, f_partition_responses), pos
+    return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
-    out += _p.INT32.pack(len(items_partition_responses))
+    count = len(items_partition_responses)
+    out += _p.INT32.pack(count)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_0(item_partition_responses, out, chunks)
 
 
 def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_1(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
-    return TopicProduceResponse(f_name, f_partition_responses), pos
+    return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
-    out += _p.INT32.pack(len(items_partition_responses))
+    count = len(items_partition_responses)
+    out += _p.INT32.pack(count)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_1(item_partition_responses, out, chunks)
 
 
 def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_2(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
-    return TopicProduceResponse(f_name, f_partition_responses), pos
+    return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
-    out += _p.INT32.pack(len(items_partition_responses))
+    count = len(items_partition_responses)
+    out += _p.INT32.pack(count)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_2(item_partition_responses, out, chunks)
 
 
 def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_3(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
-    return TopicProduceResponse(f_name, f_partition_responses), pos
+    return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
-    out += _p.INT32.pack(len(items_partition_responses))
+    count = len(items_partition_responses)
+    out += _p.INT32.pack(count)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_3(item_partition_responses, out, chunks)
 
 
 def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_4(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicProduceResponse(f_name, f_partition_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicProduceResponse(f_name, f_partition_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_responses = o.partition_responses
-    _p.write_uvarint(out, len(items_partition_responses) + 1)
+    count = len(items_partition_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_4(item_partition_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
     for _ in range(count):
         item_partition_responses, pos = _d_PartitionProduceResponse_5(buf, pos)
         items_partition_responses.append(item_partition_responses)
     f_partition_responses = tuple(items_partition_responses)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicProduceResponse(f_name, f_partition_responses, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicProduceResponse(f_name, f_partition_responses, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_responses = o.partition_responses
-    _p.write_uvarint(out, len(items_partition_responses) + 1)
+    count = len(items_partition_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_responses in items_partition_responses:
         _e_PartitionProduceResponse_5(item_partition_responses, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -454,16 +658,19 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -471,13 +678,16 @@ def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) 
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_0(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset,) = _S1.unpack_from(buf, pos)
     pos += 14
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, -1, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, -1, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_0(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -489,7 +699,7 @@ def _e_PartitionProduceResponse_0(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_1(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 22
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_1(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -501,7 +711,7 @@ def _e_PartitionProduceResponse_1(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, (), None, _DEFAULT_LeaderIdAndEpoch), pos
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_2(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -513,14 +723,17 @@ def _e_PartitionProduceResponse_2(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_record_errors: list[Any] = []
     for _ in range(count):
         item_record_errors, pos = _d_BatchIndexAndErrorMessage_0(buf, pos)
         items_record_errors.append(item_record_errors)
     f_record_errors = tuple(items_record_errors)
     f_error_message, pos = _p.read_nullable_string(buf, pos)
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch), pos
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -528,7 +741,8 @@ def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, c
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 8", message_name="PartitionProduceResponse", api_version=8, field="CurrentLeader")
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     items_record_errors = o.record_errors
-    out += _p.INT32.pack(len(items_record_errors))
+    count = len(items_record_errors)
+    out += _p.INT32.pack(count)
     for item_record_errors in items_record_errors:
         _e_BatchIndexAndErrorMessage_0(item_record_errors, out, chunks)
     _p.write_nullable_string(out, o.error_message)
@@ -537,8 +751,14 @@ def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_record_errors: list[Any] = []
     for _ in range(count):
         item_record_errors, pos = _d_BatchIndexAndErrorMessage_1(buf, pos)
@@ -546,16 +766,19 @@ def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[PartitionP
     f_record_errors = tuple(items_record_errors)
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -563,18 +786,31 @@ def _e_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray, c
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 9", message_name="PartitionProduceResponse", api_version=9, field="CurrentLeader")
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     items_record_errors = o.record_errors
-    _p.write_uvarint(out, len(items_record_errors) + 1)
+    count = len(items_record_errors)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_record_errors in items_record_errors:
         _e_BatchIndexAndErrorMessage_1(item_record_errors, out, chunks)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_record_errors: list[Any] = []
     for _ in range(count):
         item_record_errors, pos = _d_BatchIndexAndErrorMessage_1(buf, pos)
@@ -583,25 +819,32 @@ def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[PartitionP
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     f_current_leader = _DEFAULT_LeaderIdAndEpoch
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, f_current_leader, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     items_record_errors = o.record_errors
-    _p.write_uvarint(out, len(items_record_errors) + 1)
+    count = len(items_record_errors)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_record_errors in items_record_errors:
         _e_BatchIndexAndErrorMessage_1(item_record_errors, out, chunks)
     _p.write_compact_nullable_string(out, o.error_message)
@@ -617,7 +860,7 @@ def _d_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int) -> tuple[BatchInde
     (f_batch_index,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_batch_index_error_message, pos = _p.read_nullable_string(buf, pos)
-    return BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message), pos
+    return _New_BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message), pos  # type: ignore[return-value]
 
 
 def _e_BatchIndexAndErrorMessage_0(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -630,43 +873,55 @@ def _d_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int) -> tuple[BatchInde
     pos += 4
     f_batch_index_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.batch_index)
     _p.write_compact_nullable_string(out, o.batch_index_error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ProduceResponse._DECODERS = {
@@ -699,179 +954,179 @@ ProduceResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (120, 'ProduceResponse'),
-    (121, 'ProduceResponse.Responses'),
-    (127, 'ProduceResponse'),
-    (131, 'ProduceResponse.NodeEndpoints'),
-    (133, 'ProduceResponse.Responses'),
-    (139, 'ProduceResponse'),
-    (140, 'ProduceResponse.Responses'),
-    (146, 'ProduceResponse.ThrottleTimeMs'),
-    (148, 'ProduceResponse'),
-    (152, 'ProduceResponse.NodeEndpoints'),
-    (154, 'ProduceResponse.Responses'),
-    (158, 'ProduceResponse.ThrottleTimeMs'),
-    (161, 'ProduceResponse'),
-    (162, 'ProduceResponse.Responses'),
-    (168, 'ProduceResponse.ThrottleTimeMs'),
-    (170, 'ProduceResponse'),
-    (174, 'ProduceResponse.NodeEndpoints'),
-    (176, 'ProduceResponse.Responses'),
-    (180, 'ProduceResponse.ThrottleTimeMs'),
-    (183, 'ProduceResponse'),
-    (184, 'ProduceResponse.Responses'),
-    (190, 'ProduceResponse.ThrottleTimeMs'),
-    (192, 'ProduceResponse'),
-    (196, 'ProduceResponse.NodeEndpoints'),
-    (198, 'ProduceResponse.Responses'),
-    (202, 'ProduceResponse.ThrottleTimeMs'),
-    (205, 'ProduceResponse'),
-    (206, 'ProduceResponse.Responses'),
-    (212, 'ProduceResponse.ThrottleTimeMs'),
-    (214, 'ProduceResponse'),
-    (218, 'ProduceResponse.NodeEndpoints'),
-    (220, 'ProduceResponse.Responses'),
-    (224, 'ProduceResponse.ThrottleTimeMs'),
+    (217, 'ProduceResponse'),
+    (218, 'ProduceResponse.Responses'),
     (227, 'ProduceResponse'),
-    (228, 'ProduceResponse.Responses'),
-    (235, 'ProduceResponse.ThrottleTimeMs'),
-    (237, 'ProduceResponse.<tagged fields>'),
-    (247, 'ProduceResponse'),
-    (251, 'ProduceResponse.NodeEndpoints'),
-    (253, 'ProduceResponse.Responses'),
-    (257, 'ProduceResponse.ThrottleTimeMs'),
-    (258, 'ProduceResponse.<tagged fields>'),
-    (261, 'ProduceResponse'),
-    (262, 'ProduceResponse.Responses'),
-    (269, 'ProduceResponse.ThrottleTimeMs'),
-    (271, 'ProduceResponse.<tagged fields>'),
-    (279, 'ProduceResponse.NodeEndpoints'),
-    (287, 'ProduceResponse.<tagged fields>'),
-    (291, 'ProduceResponse'),
-    (295, 'ProduceResponse.Responses'),
-    (299, 'ProduceResponse.ThrottleTimeMs'),
-    (300, 'ProduceResponse.<tagged fields>'),
-    (301, 'ProduceResponse.NodeEndpoints'),
-    (308, 'ProduceResponse.<tagged fields>'),
-    (311, 'TopicProduceResponse'),
-    (312, 'TopicProduceResponse.Name'),
-    (313, 'TopicProduceResponse.PartitionResponses'),
-    (319, 'TopicProduceResponse'),
-    (323, 'TopicProduceResponse.Name'),
-    (324, 'TopicProduceResponse.PartitionResponses'),
-    (330, 'TopicProduceResponse'),
-    (331, 'TopicProduceResponse.Name'),
-    (332, 'TopicProduceResponse.PartitionResponses'),
-    (338, 'TopicProduceResponse'),
-    (342, 'TopicProduceResponse.Name'),
-    (343, 'TopicProduceResponse.PartitionResponses'),
-    (349, 'TopicProduceResponse'),
-    (350, 'TopicProduceResponse.Name'),
-    (351, 'TopicProduceResponse.PartitionResponses'),
-    (357, 'TopicProduceResponse'),
-    (361, 'TopicProduceResponse.Name'),
-    (362, 'TopicProduceResponse.PartitionResponses'),
-    (368, 'TopicProduceResponse'),
-    (369, 'TopicProduceResponse.Name'),
-    (370, 'TopicProduceResponse.PartitionResponses'),
-    (376, 'TopicProduceResponse'),
-    (380, 'TopicProduceResponse.Name'),
-    (381, 'TopicProduceResponse.PartitionResponses'),
-    (387, 'TopicProduceResponse'),
-    (388, 'TopicProduceResponse.Name'),
-    (389, 'TopicProduceResponse.PartitionResponses'),
-    (396, 'TopicProduceResponse.<tagged fields>'),
-    (406, 'TopicProduceResponse'),
-    (410, 'TopicProduceResponse.Name'),
-    (411, 'TopicProduceResponse.PartitionResponses'),
-    (415, 'TopicProduceResponse.<tagged fields>'),
-    (418, 'TopicProduceResponse'),
-    (419, 'TopicProduceResponse.Name'),
-    (420, 'TopicProduceResponse.PartitionResponses'),
-    (427, 'TopicProduceResponse.<tagged fields>'),
-    (437, 'TopicProduceResponse'),
-    (441, 'TopicProduceResponse.Name'),
-    (442, 'TopicProduceResponse.PartitionResponses'),
-    (446, 'TopicProduceResponse.<tagged fields>'),
-    (449, 'NodeEndpoint'),
-    (450, 'NodeEndpoint.NodeId'),
-    (452, 'NodeEndpoint.Host'),
-    (453, 'NodeEndpoint.Port'),
-    (455, 'NodeEndpoint.Rack'),
-    (456, 'NodeEndpoint.<tagged fields>'),
-    (466, 'NodeEndpoint'),
-    (470, 'NodeEndpoint.NodeId'),
-    (471, 'NodeEndpoint.Host'),
-    (472, 'NodeEndpoint.Port'),
-    (473, 'NodeEndpoint.Rack'),
-    (474, 'NodeEndpoint.<tagged fields>'),
-    (477, 'PartitionProduceResponse'),
-    (478, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (480, 'PartitionProduceResponse'),
-    (484, 'PartitionProduceResponse.CurrentLeader'),
-    (486, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (489, 'PartitionProduceResponse'),
-    (490, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (492, 'PartitionProduceResponse'),
-    (496, 'PartitionProduceResponse.CurrentLeader'),
-    (498, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (501, 'PartitionProduceResponse'),
-    (502, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (504, 'PartitionProduceResponse'),
-    (508, 'PartitionProduceResponse.CurrentLeader'),
-    (510, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (513, 'PartitionProduceResponse'),
-    (514, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (516, 'PartitionProduceResponse.RecordErrors'),
-    (522, 'PartitionProduceResponse.ErrorMessage'),
-    (523, 'PartitionProduceResponse'),
-    (527, 'PartitionProduceResponse.CurrentLeader'),
-    (529, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (530, 'PartitionProduceResponse.RecordErrors'),
-    (534, 'PartitionProduceResponse.ErrorMessage'),
-    (537, 'PartitionProduceResponse'),
-    (538, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (540, 'PartitionProduceResponse.RecordErrors'),
-    (547, 'PartitionProduceResponse.ErrorMessage'),
-    (548, 'PartitionProduceResponse.<tagged fields>'),
-    (558, 'PartitionProduceResponse'),
-    (562, 'PartitionProduceResponse.CurrentLeader'),
-    (564, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (565, 'PartitionProduceResponse.RecordErrors'),
-    (569, 'PartitionProduceResponse.ErrorMessage'),
-    (570, 'PartitionProduceResponse.<tagged fields>'),
-    (573, 'PartitionProduceResponse'),
-    (574, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (576, 'PartitionProduceResponse.RecordErrors'),
-    (583, 'PartitionProduceResponse.ErrorMessage'),
-    (584, 'PartitionProduceResponse.<tagged fields>'),
-    (592, 'PartitionProduceResponse.CurrentLeader'),
-    (594, 'PartitionProduceResponse.<tagged fields>'),
-    (598, 'PartitionProduceResponse'),
-    (602, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (603, 'PartitionProduceResponse.RecordErrors'),
-    (607, 'PartitionProduceResponse.ErrorMessage'),
-    (608, 'PartitionProduceResponse.<tagged fields>'),
-    (609, 'PartitionProduceResponse.CurrentLeader'),
-    (613, 'PartitionProduceResponse.<tagged fields>'),
-    (616, 'BatchIndexAndErrorMessage'),
-    (617, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (619, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (620, 'BatchIndexAndErrorMessage'),
-    (624, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (625, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (628, 'BatchIndexAndErrorMessage'),
-    (629, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (631, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (632, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (642, 'BatchIndexAndErrorMessage'),
-    (646, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (647, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (648, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (651, 'LeaderIdAndEpoch'),
-    (652, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (654, 'LeaderIdAndEpoch.<tagged fields>'),
-    (664, 'LeaderIdAndEpoch'),
-    (668, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (669, 'LeaderIdAndEpoch.<tagged fields>'),
+    (231, 'ProduceResponse.NodeEndpoints'),
+    (233, 'ProduceResponse.Responses'),
+    (240, 'ProduceResponse'),
+    (241, 'ProduceResponse.Responses'),
+    (250, 'ProduceResponse.ThrottleTimeMs'),
+    (252, 'ProduceResponse'),
+    (256, 'ProduceResponse.NodeEndpoints'),
+    (258, 'ProduceResponse.Responses'),
+    (263, 'ProduceResponse.ThrottleTimeMs'),
+    (266, 'ProduceResponse'),
+    (267, 'ProduceResponse.Responses'),
+    (276, 'ProduceResponse.ThrottleTimeMs'),
+    (278, 'ProduceResponse'),
+    (282, 'ProduceResponse.NodeEndpoints'),
+    (284, 'ProduceResponse.Responses'),
+    (289, 'ProduceResponse.ThrottleTimeMs'),
+    (292, 'ProduceResponse'),
+    (293, 'ProduceResponse.Responses'),
+    (302, 'ProduceResponse.ThrottleTimeMs'),
+    (304, 'ProduceResponse'),
+    (308, 'ProduceResponse.NodeEndpoints'),
+    (310, 'ProduceResponse.Responses'),
+    (315, 'ProduceResponse.ThrottleTimeMs'),
+    (318, 'ProduceResponse'),
+    (319, 'ProduceResponse.Responses'),
+    (328, 'ProduceResponse.ThrottleTimeMs'),
+    (330, 'ProduceResponse'),
+    (334, 'ProduceResponse.NodeEndpoints'),
+    (336, 'ProduceResponse.Responses'),
+    (341, 'ProduceResponse.ThrottleTimeMs'),
+    (344, 'ProduceResponse'),
+    (345, 'ProduceResponse.Responses'),
+    (358, 'ProduceResponse.ThrottleTimeMs'),
+    (360, 'ProduceResponse.<tagged fields>'),
+    (373, 'ProduceResponse'),
+    (377, 'ProduceResponse.NodeEndpoints'),
+    (379, 'ProduceResponse.Responses'),
+    (387, 'ProduceResponse.ThrottleTimeMs'),
+    (388, 'ProduceResponse.<tagged fields>'),
+    (394, 'ProduceResponse'),
+    (395, 'ProduceResponse.Responses'),
+    (408, 'ProduceResponse.ThrottleTimeMs'),
+    (410, 'ProduceResponse.<tagged fields>'),
+    (421, 'ProduceResponse.NodeEndpoints'),
+    (435, 'ProduceResponse.<tagged fields>'),
+    (439, 'ProduceResponse'),
+    (443, 'ProduceResponse.Responses'),
+    (451, 'ProduceResponse.ThrottleTimeMs'),
+    (452, 'ProduceResponse.<tagged fields>'),
+    (453, 'ProduceResponse.NodeEndpoints'),
+    (464, 'ProduceResponse.<tagged fields>'),
+    (467, 'TopicProduceResponse'),
+    (468, 'TopicProduceResponse.Name'),
+    (469, 'TopicProduceResponse.PartitionResponses'),
+    (478, 'TopicProduceResponse'),
+    (482, 'TopicProduceResponse.Name'),
+    (483, 'TopicProduceResponse.PartitionResponses'),
+    (490, 'TopicProduceResponse'),
+    (491, 'TopicProduceResponse.Name'),
+    (492, 'TopicProduceResponse.PartitionResponses'),
+    (501, 'TopicProduceResponse'),
+    (505, 'TopicProduceResponse.Name'),
+    (506, 'TopicProduceResponse.PartitionResponses'),
+    (513, 'TopicProduceResponse'),
+    (514, 'TopicProduceResponse.Name'),
+    (515, 'TopicProduceResponse.PartitionResponses'),
+    (524, 'TopicProduceResponse'),
+    (528, 'TopicProduceResponse.Name'),
+    (529, 'TopicProduceResponse.PartitionResponses'),
+    (536, 'TopicProduceResponse'),
+    (537, 'TopicProduceResponse.Name'),
+    (538, 'TopicProduceResponse.PartitionResponses'),
+    (547, 'TopicProduceResponse'),
+    (551, 'TopicProduceResponse.Name'),
+    (552, 'TopicProduceResponse.PartitionResponses'),
+    (559, 'TopicProduceResponse'),
+    (560, 'TopicProduceResponse.Name'),
+    (561, 'TopicProduceResponse.PartitionResponses'),
+    (574, 'TopicProduceResponse.<tagged fields>'),
+    (587, 'TopicProduceResponse'),
+    (591, 'TopicProduceResponse.Name'),
+    (592, 'TopicProduceResponse.PartitionResponses'),
+    (600, 'TopicProduceResponse.<tagged fields>'),
+    (606, 'TopicProduceResponse'),
+    (607, 'TopicProduceResponse.Name'),
+    (608, 'TopicProduceResponse.PartitionResponses'),
+    (621, 'TopicProduceResponse.<tagged fields>'),
+    (634, 'TopicProduceResponse'),
+    (638, 'TopicProduceResponse.Name'),
+    (639, 'TopicProduceResponse.PartitionResponses'),
+    (647, 'TopicProduceResponse.<tagged fields>'),
+    (653, 'NodeEndpoint'),
+    (654, 'NodeEndpoint.NodeId'),
+    (656, 'NodeEndpoint.Host'),
+    (657, 'NodeEndpoint.Port'),
+    (659, 'NodeEndpoint.Rack'),
+    (660, 'NodeEndpoint.<tagged fields>'),
+    (673, 'NodeEndpoint'),
+    (677, 'NodeEndpoint.NodeId'),
+    (678, 'NodeEndpoint.Host'),
+    (679, 'NodeEndpoint.Port'),
+    (680, 'NodeEndpoint.Rack'),
+    (681, 'NodeEndpoint.<tagged fields>'),
+    (687, 'PartitionProduceResponse'),
+    (688, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (690, 'PartitionProduceResponse'),
+    (694, 'PartitionProduceResponse.CurrentLeader'),
+    (696, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (699, 'PartitionProduceResponse'),
+    (700, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (702, 'PartitionProduceResponse'),
+    (706, 'PartitionProduceResponse.CurrentLeader'),
+    (708, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (711, 'PartitionProduceResponse'),
+    (712, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (714, 'PartitionProduceResponse'),
+    (718, 'PartitionProduceResponse.CurrentLeader'),
+    (720, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (723, 'PartitionProduceResponse'),
+    (724, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (726, 'PartitionProduceResponse.RecordErrors'),
+    (735, 'PartitionProduceResponse.ErrorMessage'),
+    (736, 'PartitionProduceResponse'),
+    (740, 'PartitionProduceResponse.CurrentLeader'),
+    (742, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (743, 'PartitionProduceResponse.RecordErrors'),
+    (748, 'PartitionProduceResponse.ErrorMessage'),
+    (751, 'PartitionProduceResponse'),
+    (752, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (754, 'PartitionProduceResponse.RecordErrors'),
+    (767, 'PartitionProduceResponse.ErrorMessage'),
+    (768, 'PartitionProduceResponse.<tagged fields>'),
+    (781, 'PartitionProduceResponse'),
+    (785, 'PartitionProduceResponse.CurrentLeader'),
+    (787, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (788, 'PartitionProduceResponse.RecordErrors'),
+    (796, 'PartitionProduceResponse.ErrorMessage'),
+    (797, 'PartitionProduceResponse.<tagged fields>'),
+    (803, 'PartitionProduceResponse'),
+    (804, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (806, 'PartitionProduceResponse.RecordErrors'),
+    (819, 'PartitionProduceResponse.ErrorMessage'),
+    (820, 'PartitionProduceResponse.<tagged fields>'),
+    (831, 'PartitionProduceResponse.CurrentLeader'),
+    (833, 'PartitionProduceResponse.<tagged fields>'),
+    (837, 'PartitionProduceResponse'),
+    (841, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (842, 'PartitionProduceResponse.RecordErrors'),
+    (850, 'PartitionProduceResponse.ErrorMessage'),
+    (851, 'PartitionProduceResponse.<tagged fields>'),
+    (852, 'PartitionProduceResponse.CurrentLeader'),
+    (856, 'PartitionProduceResponse.<tagged fields>'),
+    (859, 'BatchIndexAndErrorMessage'),
+    (860, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (862, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (863, 'BatchIndexAndErrorMessage'),
+    (867, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (868, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (871, 'BatchIndexAndErrorMessage'),
+    (872, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (874, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (875, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (888, 'BatchIndexAndErrorMessage'),
+    (892, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (893, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (894, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (900, 'LeaderIdAndEpoch'),
+    (901, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (903, 'LeaderIdAndEpoch.<tagged fields>'),
+    (916, 'LeaderIdAndEpoch'),
+    (920, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (921, 'LeaderIdAndEpoch.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i?b")
 
 
@@ -40,29 +41,54 @@ class PushTelemetryRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PushTelemetryRequest(_Message):
+    __slots__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics', 'unknown_tagged_fields', )
+    client_instance_id: Any
+    subscription_id: Any
+    terminating: Any
+    compression_type: Any
+    metrics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, client_instance_id: Any, subscription_id: Any, terminating: Any, compression_type: Any, metrics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.terminating = terminating
+        self.compression_type = compression_type
+        self.metrics = metrics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PushTelemetryRequest  # type: ignore[assignment]
+
+
 def _d_PushTelemetryRequest_0(buf: memoryview, pos: int) -> tuple[PushTelemetryRequest, int]:
     f_client_instance_id, pos = _p.read_uuid(buf, pos)
     (f_subscription_id, f_terminating, f_compression_type,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_metrics, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PushTelemetryRequest(f_client_instance_id, f_subscription_id, f_terminating, f_compression_type, f_metrics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PushTelemetryRequest(f_client_instance_id, f_subscription_id, f_terminating, f_compression_type, f_metrics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PushTelemetryRequest_0(o: PushTelemetryRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.client_instance_id.bytes
     out += _S0.pack(o.subscription_id, o.terminating, o.compression_type)
     _p.write_compact_bytes(out, o.metrics)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 PushTelemetryRequest._DECODERS = {
@@ -73,14 +99,14 @@ PushTelemetryRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (43, 'PushTelemetryRequest'),
-    (44, 'PushTelemetryRequest.ClientInstanceId'),
-    (45, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
-    (47, 'PushTelemetryRequest.Metrics'),
-    (48, 'PushTelemetryRequest.<tagged fields>'),
-    (58, 'PushTelemetryRequest'),
-    (62, 'PushTelemetryRequest.ClientInstanceId'),
-    (63, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
-    (64, 'PushTelemetryRequest.Metrics'),
-    (65, 'PushTelemetryRequest.<tagged fields>'),
+    (63, 'PushTelemetryRequest'),
+    (64, 'PushTelemetryRequest.ClientInstanceId'),
+    (65, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
+    (67, 'PushTelemetryRequest.Metrics'),
+    (68, 'PushTelemetryRequest.<tagged fields>'),
+    (81, 'PushTelemetryRequest'),
+    (85, 'PushTelemetryRequest.ClientInstanceId'),
+    (86, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
+    (87, 'PushTelemetryRequest.Metrics'),
+    (88, 'PushTelemetryRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">iq")
 _S2 = Struct(">qqbh")
@@ -31,6 +32,23 @@ class StateBatch:
     #: The delivery count.
     delivery_count: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_StateBatch:
+    __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields', )
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, first_offset: Any, last_offset: Any, delivery_state: Any, delivery_count: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_state = delivery_state
+        self.delivery_count = delivery_count
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StateBatch  # type: ignore[assignment]
 
 
 _DEFAULT_StateBatch = StateBatch()
@@ -52,6 +70,27 @@ class PartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionResult:
+    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields', )
+    partition: Any
+    error_code: Any
+    error_message: Any
+    state_epoch: Any
+    start_offset: Any
+    state_batches: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, error_code: Any, error_message: Any, state_epoch: Any, start_offset: Any, state_batches: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.state_batches = state_batches
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionResult = PartitionResult()
 
 
@@ -62,6 +101,19 @@ class ReadStateResult:
     #: The results for the partitions.
     partitions: tuple[PartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReadStateResult:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadStateResult  # type: ignore[assignment]
 
 
 _DEFAULT_ReadStateResult = ReadStateResult()
@@ -81,64 +133,107 @@ class ReadShareGroupStateResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReadShareGroupStateResponse(_Message):
+    __slots__ = ('results', 'unknown_tagged_fields', )
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadShareGroupStateResponse  # type: ignore[assignment]
+
+
 def _d_ReadShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_ReadStateResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadShareGroupStateResponse(f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadShareGroupStateResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_ReadStateResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateResult_0(buf: memoryview, pos: int) -> tuple[ReadStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadStateResult(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadStateResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadStateResult_0(o: ReadStateResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionResult_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
@@ -147,24 +242,33 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_state_epoch, f_start_offset,) = _S1.unpack_from(buf, pos)
     pos += 12
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_state_batches: list[Any] = []
     for _ in range(count):
         item_state_batches, pos = _d_StateBatch_0(buf, pos)
         items_state_batches.append(item_state_batches)
     f_state_batches = tuple(items_state_batches)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, f_state_batches, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, f_state_batches, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -172,31 +276,44 @@ def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buf
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S1.pack(o.state_epoch, o.start_offset)
     items_state_batches = o.state_batches
-    _p.write_uvarint(out, len(items_state_batches) + 1)
+    count = len(items_state_batches)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_state_batches in items_state_batches:
         _e_StateBatch_0(item_state_batches, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
     (f_first_offset, f_last_offset, f_delivery_state, f_delivery_count,) = _S2.unpack_from(buf, pos)
     pos += 19
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateResponse._DECODERS = {
@@ -207,36 +324,36 @@ ReadShareGroupStateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (84, 'ReadShareGroupStateResponse'),
-    (85, 'ReadShareGroupStateResponse.Results'),
-    (92, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (102, 'ReadShareGroupStateResponse'),
-    (106, 'ReadShareGroupStateResponse.Results'),
-    (110, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (113, 'ReadStateResult'),
-    (114, 'ReadStateResult.TopicId'),
-    (115, 'ReadStateResult.Partitions'),
-    (122, 'ReadStateResult.<tagged fields>'),
-    (132, 'ReadStateResult'),
-    (136, 'ReadStateResult.TopicId'),
-    (137, 'ReadStateResult.Partitions'),
-    (141, 'ReadStateResult.<tagged fields>'),
-    (144, 'PartitionResult'),
-    (145, 'PartitionResult.Partition,ErrorCode'),
-    (147, 'PartitionResult.ErrorMessage'),
-    (148, 'PartitionResult.StateEpoch,StartOffset'),
-    (150, 'PartitionResult.StateBatches'),
-    (157, 'PartitionResult.<tagged fields>'),
-    (167, 'PartitionResult'),
-    (171, 'PartitionResult.Partition,ErrorCode'),
-    (172, 'PartitionResult.ErrorMessage'),
-    (173, 'PartitionResult.StateEpoch,StartOffset'),
-    (174, 'PartitionResult.StateBatches'),
-    (178, 'PartitionResult.<tagged fields>'),
-    (181, 'StateBatch'),
-    (182, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (184, 'StateBatch.<tagged fields>'),
-    (194, 'StateBatch'),
-    (198, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (199, 'StateBatch.<tagged fields>'),
+    (147, 'ReadShareGroupStateResponse'),
+    (148, 'ReadShareGroupStateResponse.Results'),
+    (161, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (174, 'ReadShareGroupStateResponse'),
+    (178, 'ReadShareGroupStateResponse.Results'),
+    (186, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (192, 'ReadStateResult'),
+    (193, 'ReadStateResult.TopicId'),
+    (194, 'ReadStateResult.Partitions'),
+    (207, 'ReadStateResult.<tagged fields>'),
+    (220, 'ReadStateResult'),
+    (224, 'ReadStateResult.TopicId'),
+    (225, 'ReadStateResult.Partitions'),
+    (233, 'ReadStateResult.<tagged fields>'),
+    (239, 'PartitionResult'),
+    (240, 'PartitionResult.Partition,ErrorCode'),
+    (242, 'PartitionResult.ErrorMessage'),
+    (243, 'PartitionResult.StateEpoch,StartOffset'),
+    (245, 'PartitionResult.StateBatches'),
+    (258, 'PartitionResult.<tagged fields>'),
+    (271, 'PartitionResult'),
+    (275, 'PartitionResult.Partition,ErrorCode'),
+    (276, 'PartitionResult.ErrorMessage'),
+    (277, 'PartitionResult.StateEpoch,StartOffset'),
+    (278, 'PartitionResult.StateBatches'),
+    (286, 'PartitionResult.<tagged fields>'),
+    (292, 'StateBatch'),
+    (293, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (295, 'StateBatch.<tagged fields>'),
+    (308, 'StateBatch'),
+    (312, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (313, 'StateBatch.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 
 
@@ -27,6 +28,19 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields', )
+    partition: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -37,6 +51,19 @@ class ReadStateSummaryData:
     #: The data for the partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReadStateSummaryData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadStateSummaryData  # type: ignore[assignment]
 
 
 _DEFAULT_ReadStateSummaryData = ReadStateSummaryData()
@@ -58,87 +85,138 @@ class ReadShareGroupStateSummaryRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReadShareGroupStateSummaryRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadShareGroupStateSummaryRequest  # type: ignore[assignment]
+
+
 def _d_ReadShareGroupStateSummaryRequest_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_ReadStateSummaryData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadShareGroupStateSummaryRequest(f_group_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadShareGroupStateSummaryRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadShareGroupStateSummaryRequest_0(o: ReadShareGroupStateSummaryRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_ReadStateSummaryData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateSummaryData_0(buf: memoryview, pos: int) -> tuple[ReadStateSummaryData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadStateSummaryData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadStateSummaryData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadStateSummaryData_0(o: ReadStateSummaryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition, f_leader_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateSummaryRequest._DECODERS = {
@@ -149,26 +227,26 @@ ReadShareGroupStateSummaryRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'ReadShareGroupStateSummaryRequest'),
-    (62, 'ReadShareGroupStateSummaryRequest.GroupId'),
-    (63, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (70, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (80, 'ReadShareGroupStateSummaryRequest'),
-    (84, 'ReadShareGroupStateSummaryRequest.GroupId'),
-    (85, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (89, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (92, 'ReadStateSummaryData'),
-    (93, 'ReadStateSummaryData.TopicId'),
-    (94, 'ReadStateSummaryData.Partitions'),
-    (101, 'ReadStateSummaryData.<tagged fields>'),
-    (111, 'ReadStateSummaryData'),
-    (115, 'ReadStateSummaryData.TopicId'),
-    (116, 'ReadStateSummaryData.Partitions'),
-    (120, 'ReadStateSummaryData.<tagged fields>'),
-    (123, 'PartitionData'),
-    (124, 'PartitionData.Partition,LeaderEpoch'),
-    (126, 'PartitionData.<tagged fields>'),
-    (136, 'PartitionData'),
-    (140, 'PartitionData.Partition,LeaderEpoch'),
-    (141, 'PartitionData.<tagged fields>'),
+    (101, 'ReadShareGroupStateSummaryRequest'),
+    (102, 'ReadShareGroupStateSummaryRequest.GroupId'),
+    (103, 'ReadShareGroupStateSummaryRequest.Topics'),
+    (116, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (129, 'ReadShareGroupStateSummaryRequest'),
+    (133, 'ReadShareGroupStateSummaryRequest.GroupId'),
+    (134, 'ReadShareGroupStateSummaryRequest.Topics'),
+    (142, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (148, 'ReadStateSummaryData'),
+    (149, 'ReadStateSummaryData.TopicId'),
+    (150, 'ReadStateSummaryData.Partitions'),
+    (163, 'ReadStateSummaryData.<tagged fields>'),
+    (176, 'ReadStateSummaryData'),
+    (180, 'ReadStateSummaryData.TopicId'),
+    (181, 'ReadStateSummaryData.Partitions'),
+    (189, 'ReadStateSummaryData.<tagged fields>'),
+    (195, 'PartitionData'),
+    (196, 'PartitionData.Partition,LeaderEpoch'),
+    (198, 'PartitionData.<tagged fields>'),
+    (211, 'PartitionData'),
+    (215, 'PartitionData.Partition,LeaderEpoch'),
+    (216, 'PartitionData.<tagged fields>'),
 )

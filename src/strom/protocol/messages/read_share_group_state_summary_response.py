@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">iq")
 
@@ -34,6 +35,25 @@ class PartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionResult:
+    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields', )
+    partition: Any
+    error_code: Any
+    error_message: Any
+    state_epoch: Any
+    start_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, error_code: Any, error_message: Any, state_epoch: Any, start_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.state_epoch = state_epoch
+        self.start_offset = start_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionResult = PartitionResult()
 
 
@@ -44,6 +64,19 @@ class ReadStateSummaryResult:
     #: The results for the partitions.
     partitions: tuple[PartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ReadStateSummaryResult:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadStateSummaryResult  # type: ignore[assignment]
 
 
 _DEFAULT_ReadStateSummaryResult = ReadStateSummaryResult()
@@ -63,64 +96,107 @@ class ReadShareGroupStateSummaryResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ReadShareGroupStateSummaryResponse(_Message):
+    __slots__ = ('results', 'unknown_tagged_fields', )
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ReadShareGroupStateSummaryResponse  # type: ignore[assignment]
+
+
 def _d_ReadShareGroupStateSummaryResponse_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_ReadStateSummaryResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadShareGroupStateSummaryResponse(f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadShareGroupStateSummaryResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadShareGroupStateSummaryResponse_0(o: ReadShareGroupStateSummaryResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_ReadStateSummaryResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateSummaryResult_0(buf: memoryview, pos: int) -> tuple[ReadStateSummaryResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ReadStateSummaryResult(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ReadStateSummaryResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ReadStateSummaryResult_0(o: ReadStateSummaryResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionResult_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
@@ -130,23 +206,29 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     (f_state_epoch, f_start_offset,) = _S1.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S1.pack(o.state_epoch, o.start_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateSummaryResponse._DECODERS = {
@@ -157,28 +239,28 @@ ReadShareGroupStateSummaryResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'ReadShareGroupStateSummaryResponse'),
-    (67, 'ReadShareGroupStateSummaryResponse.Results'),
-    (74, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (84, 'ReadShareGroupStateSummaryResponse'),
-    (88, 'ReadShareGroupStateSummaryResponse.Results'),
-    (92, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (95, 'ReadStateSummaryResult'),
-    (96, 'ReadStateSummaryResult.TopicId'),
-    (97, 'ReadStateSummaryResult.Partitions'),
-    (104, 'ReadStateSummaryResult.<tagged fields>'),
-    (114, 'ReadStateSummaryResult'),
-    (118, 'ReadStateSummaryResult.TopicId'),
-    (119, 'ReadStateSummaryResult.Partitions'),
-    (123, 'ReadStateSummaryResult.<tagged fields>'),
-    (126, 'PartitionResult'),
-    (127, 'PartitionResult.Partition,ErrorCode'),
-    (129, 'PartitionResult.ErrorMessage'),
-    (130, 'PartitionResult.StateEpoch,StartOffset'),
-    (132, 'PartitionResult.<tagged fields>'),
-    (142, 'PartitionResult'),
-    (146, 'PartitionResult.Partition,ErrorCode'),
-    (147, 'PartitionResult.ErrorMessage'),
-    (148, 'PartitionResult.StateEpoch,StartOffset'),
-    (149, 'PartitionResult.<tagged fields>'),
+    (110, 'ReadShareGroupStateSummaryResponse'),
+    (111, 'ReadShareGroupStateSummaryResponse.Results'),
+    (124, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (137, 'ReadShareGroupStateSummaryResponse'),
+    (141, 'ReadShareGroupStateSummaryResponse.Results'),
+    (149, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (155, 'ReadStateSummaryResult'),
+    (156, 'ReadStateSummaryResult.TopicId'),
+    (157, 'ReadStateSummaryResult.Partitions'),
+    (170, 'ReadStateSummaryResult.<tagged fields>'),
+    (183, 'ReadStateSummaryResult'),
+    (187, 'ReadStateSummaryResult.TopicId'),
+    (188, 'ReadStateSummaryResult.Partitions'),
+    (196, 'ReadStateSummaryResult.<tagged fields>'),
+    (202, 'PartitionResult'),
+    (203, 'PartitionResult.Partition,ErrorCode'),
+    (205, 'PartitionResult.ErrorMessage'),
+    (206, 'PartitionResult.StateEpoch,StartOffset'),
+    (208, 'PartitionResult.<tagged fields>'),
+    (221, 'PartitionResult'),
+    (225, 'PartitionResult.Partition,ErrorCode'),
+    (226, 'PartitionResult.ErrorMessage'),
+    (227, 'PartitionResult.StateEpoch,StartOffset'),
+    (228, 'PartitionResult.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -35,29 +36,50 @@ class RemoveRaftVoterRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_RemoveRaftVoterRequest(_Message):
+    __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields', )
+    cluster_id: Any
+    voter_id: Any
+    voter_directory_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, voter_id: Any, voter_directory_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = RemoveRaftVoterRequest  # type: ignore[assignment]
+
+
 def _d_RemoveRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return RemoveRaftVoterRequest(f_cluster_id, f_voter_id, f_voter_directory_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_RemoveRaftVoterRequest(f_cluster_id, f_voter_id, f_voter_directory_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_RemoveRaftVoterRequest_0(o: RemoveRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     out += o.voter_directory_id.bytes
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 RemoveRaftVoterRequest._DECODERS = {
@@ -68,14 +90,14 @@ RemoveRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (38, 'RemoveRaftVoterRequest'),
-    (39, 'RemoveRaftVoterRequest.ClusterId'),
-    (40, 'RemoveRaftVoterRequest.VoterId'),
-    (42, 'RemoveRaftVoterRequest.VoterDirectoryId'),
-    (43, 'RemoveRaftVoterRequest.<tagged fields>'),
-    (53, 'RemoveRaftVoterRequest'),
-    (57, 'RemoveRaftVoterRequest.ClusterId'),
-    (58, 'RemoveRaftVoterRequest.VoterId'),
-    (59, 'RemoveRaftVoterRequest.VoterDirectoryId'),
-    (60, 'RemoveRaftVoterRequest.<tagged fields>'),
+    (54, 'RemoveRaftVoterRequest'),
+    (55, 'RemoveRaftVoterRequest.ClusterId'),
+    (56, 'RemoveRaftVoterRequest.VoterId'),
+    (58, 'RemoveRaftVoterRequest.VoterDirectoryId'),
+    (59, 'RemoveRaftVoterRequest.<tagged fields>'),
+    (72, 'RemoveRaftVoterRequest'),
+    (76, 'RemoveRaftVoterRequest.ClusterId'),
+    (77, 'RemoveRaftVoterRequest.VoterId'),
+    (78, 'RemoveRaftVoterRequest.VoterDirectoryId'),
+    (79, 'RemoveRaftVoterRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">q")
 
 
@@ -34,11 +35,24 @@ class RenewDelegationTokenRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_RenewDelegationTokenRequest(_Message):
+    __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields', )
+    hmac: Any
+    renew_period_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, hmac: Any, renew_period_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.hmac = hmac
+        self.renew_period_ms = renew_period_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = RenewDelegationTokenRequest  # type: ignore[assignment]
+
+
 def _d_RenewDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
     f_hmac, pos = _p.read_bytes(buf, pos)
     (f_renew_period_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
-    return RenewDelegationTokenRequest(f_hmac, f_renew_period_ms), pos
+    return _New_RenewDelegationTokenRequest(f_hmac, f_renew_period_ms), pos  # type: ignore[return-value]
 
 
 def _e_RenewDelegationTokenRequest_0(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -51,22 +65,28 @@ def _d_RenewDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[RenewDe
     (f_renew_period_ms,) = _S0.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return RenewDelegationTokenRequest(f_hmac, f_renew_period_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_RenewDelegationTokenRequest(f_hmac, f_renew_period_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_RenewDelegationTokenRequest_1(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_bytes(out, o.hmac)
     out += _S0.pack(o.renew_period_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 RenewDelegationTokenRequest._DECODERS = {
@@ -81,18 +101,18 @@ RenewDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'RenewDelegationTokenRequest'),
-    (38, 'RenewDelegationTokenRequest.Hmac'),
-    (39, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (41, 'RenewDelegationTokenRequest'),
-    (45, 'RenewDelegationTokenRequest.Hmac'),
-    (46, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (49, 'RenewDelegationTokenRequest'),
-    (50, 'RenewDelegationTokenRequest.Hmac'),
-    (51, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (53, 'RenewDelegationTokenRequest.<tagged fields>'),
+    (51, 'RenewDelegationTokenRequest'),
+    (52, 'RenewDelegationTokenRequest.Hmac'),
+    (53, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (55, 'RenewDelegationTokenRequest'),
+    (59, 'RenewDelegationTokenRequest.Hmac'),
+    (60, 'RenewDelegationTokenRequest.RenewPeriodMs'),
     (63, 'RenewDelegationTokenRequest'),
-    (67, 'RenewDelegationTokenRequest.Hmac'),
-    (68, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (69, 'RenewDelegationTokenRequest.<tagged fields>'),
+    (64, 'RenewDelegationTokenRequest.Hmac'),
+    (65, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (67, 'RenewDelegationTokenRequest.<tagged fields>'),
+    (80, 'RenewDelegationTokenRequest'),
+    (84, 'RenewDelegationTokenRequest.Hmac'),
+    (85, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (86, 'RenewDelegationTokenRequest.<tagged fields>'),
 )

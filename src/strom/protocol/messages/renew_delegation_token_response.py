@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hqi")
 
 
@@ -36,10 +37,25 @@ class RenewDelegationTokenResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_RenewDelegationTokenResponse(_Message):
+    __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields', )
+    error_code: Any
+    expiry_timestamp_ms: Any
+    throttle_time_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, expiry_timestamp_ms: Any, throttle_time_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.expiry_timestamp_ms = expiry_timestamp_ms
+        self.throttle_time_ms = throttle_time_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = RenewDelegationTokenResponse  # type: ignore[assignment]
+
+
 def _d_RenewDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
     (f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 14
-    return RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms), pos
+    return _New_RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
 def _e_RenewDelegationTokenResponse_0(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -50,21 +66,27 @@ def _d_RenewDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[RenewD
     (f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 14
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_RenewDelegationTokenResponse_1(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 RenewDelegationTokenResponse._DECODERS = {
@@ -79,14 +101,14 @@ RenewDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (39, 'RenewDelegationTokenResponse'),
-    (40, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (42, 'RenewDelegationTokenResponse'),
-    (46, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (49, 'RenewDelegationTokenResponse'),
-    (50, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (52, 'RenewDelegationTokenResponse.<tagged fields>'),
-    (62, 'RenewDelegationTokenResponse'),
+    (55, 'RenewDelegationTokenResponse'),
+    (56, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (58, 'RenewDelegationTokenResponse'),
+    (62, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (65, 'RenewDelegationTokenResponse'),
     (66, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (67, 'RenewDelegationTokenResponse.<tagged fields>'),
+    (68, 'RenewDelegationTokenResponse.<tagged fields>'),
+    (81, 'RenewDelegationTokenResponse'),
+    (85, 'RenewDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (86, 'RenewDelegationTokenResponse.<tagged fields>'),
 )

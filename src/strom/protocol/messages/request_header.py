@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hhi")
 
 
@@ -38,10 +39,27 @@ class RequestHeader(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_RequestHeader(_Message):
+    __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields', )
+    request_api_key: Any
+    request_api_version: Any
+    correlation_id: Any
+    client_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, request_api_key: Any, request_api_version: Any, correlation_id: Any, client_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = RequestHeader  # type: ignore[assignment]
+
+
 def _d_RequestHeader_0(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     (f_request_api_key, f_request_api_version, f_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    return RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, ''), pos
+    return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, ''), pos  # type: ignore[return-value]
 
 
 def _e_RequestHeader_0(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -52,7 +70,7 @@ def _d_RequestHeader_1(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     (f_request_api_key, f_request_api_version, f_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 8
     f_client_id, pos = _p.read_nullable_string(buf, pos)
-    return RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id), pos
+    return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id), pos  # type: ignore[return-value]
 
 
 def _e_RequestHeader_1(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -65,22 +83,28 @@ def _d_RequestHeader_2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     pos += 8
     f_client_id, pos = _p.read_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_RequestHeader_2(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     _p.write_nullable_string(out, o.client_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 RequestHeader._DECODERS = {
@@ -95,22 +119,22 @@ RequestHeader._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (41, 'RequestHeader'),
-    (42, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (44, 'RequestHeader'),
-    (48, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (51, 'RequestHeader'),
-    (52, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (54, 'RequestHeader.ClientId'),
-    (55, 'RequestHeader'),
-    (59, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (60, 'RequestHeader.ClientId'),
-    (63, 'RequestHeader'),
-    (64, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (66, 'RequestHeader.ClientId'),
-    (67, 'RequestHeader.<tagged fields>'),
-    (77, 'RequestHeader'),
-    (81, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (82, 'RequestHeader.ClientId'),
-    (83, 'RequestHeader.<tagged fields>'),
+    (59, 'RequestHeader'),
+    (60, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (62, 'RequestHeader'),
+    (66, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (69, 'RequestHeader'),
+    (70, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (72, 'RequestHeader.ClientId'),
+    (73, 'RequestHeader'),
+    (77, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (78, 'RequestHeader.ClientId'),
+    (81, 'RequestHeader'),
+    (82, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (84, 'RequestHeader.ClientId'),
+    (85, 'RequestHeader.<tagged fields>'),
+    (98, 'RequestHeader'),
+    (102, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (103, 'RequestHeader.ClientId'),
+    (104, 'RequestHeader.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -32,10 +33,21 @@ class ResponseHeader(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ResponseHeader(_Message):
+    __slots__ = ('correlation_id', 'unknown_tagged_fields', )
+    correlation_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, correlation_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.correlation_id = correlation_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ResponseHeader  # type: ignore[assignment]
+
+
 def _d_ResponseHeader_0(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     (f_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ResponseHeader(f_correlation_id), pos
+    return _New_ResponseHeader(f_correlation_id), pos  # type: ignore[return-value]
 
 
 def _e_ResponseHeader_0(o: ResponseHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -46,21 +58,27 @@ def _d_ResponseHeader_1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]
     (f_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ResponseHeader(f_correlation_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ResponseHeader(f_correlation_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ResponseHeader_1(o: ResponseHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.correlation_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ResponseHeader._DECODERS = {
@@ -73,14 +91,14 @@ ResponseHeader._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'ResponseHeader'),
-    (36, 'ResponseHeader.CorrelationId'),
-    (38, 'ResponseHeader'),
-    (42, 'ResponseHeader.CorrelationId'),
-    (45, 'ResponseHeader'),
-    (46, 'ResponseHeader.CorrelationId'),
-    (48, 'ResponseHeader.<tagged fields>'),
-    (58, 'ResponseHeader'),
-    (62, 'ResponseHeader.CorrelationId'),
-    (63, 'ResponseHeader.<tagged fields>'),
+    (47, 'ResponseHeader'),
+    (48, 'ResponseHeader.CorrelationId'),
+    (50, 'ResponseHeader'),
+    (54, 'ResponseHeader.CorrelationId'),
+    (57, 'ResponseHeader'),
+    (58, 'ResponseHeader.CorrelationId'),
+    (60, 'ResponseHeader.<tagged fields>'),
+    (73, 'ResponseHeader'),
+    (77, 'ResponseHeader.CorrelationId'),
+    (78, 'ResponseHeader.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -32,9 +33,20 @@ class SaslAuthenticateRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SaslAuthenticateRequest(_Message):
+    __slots__ = ('auth_bytes', 'unknown_tagged_fields', )
+    auth_bytes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, auth_bytes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.auth_bytes = auth_bytes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SaslAuthenticateRequest  # type: ignore[assignment]
+
+
 def _d_SaslAuthenticateRequest_0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, pos = _p.read_bytes(buf, pos)
-    return SaslAuthenticateRequest(f_auth_bytes), pos
+    return _New_SaslAuthenticateRequest(f_auth_bytes), pos  # type: ignore[return-value]
 
 
 def _e_SaslAuthenticateRequest_0(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -44,21 +56,27 @@ def _e_SaslAuthenticateRequest_0(o: SaslAuthenticateRequest, out: bytearray, chu
 def _d_SaslAuthenticateRequest_1(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     f_auth_bytes, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SaslAuthenticateRequest(f_auth_bytes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SaslAuthenticateRequest(f_auth_bytes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SaslAuthenticateRequest_1(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_bytes(out, o.auth_bytes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SaslAuthenticateRequest._DECODERS = {
@@ -73,14 +91,14 @@ SaslAuthenticateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'SaslAuthenticateRequest'),
-    (36, 'SaslAuthenticateRequest.AuthBytes'),
-    (37, 'SaslAuthenticateRequest'),
-    (41, 'SaslAuthenticateRequest.AuthBytes'),
-    (44, 'SaslAuthenticateRequest'),
-    (45, 'SaslAuthenticateRequest.AuthBytes'),
-    (46, 'SaslAuthenticateRequest.<tagged fields>'),
+    (47, 'SaslAuthenticateRequest'),
+    (48, 'SaslAuthenticateRequest.AuthBytes'),
+    (49, 'SaslAuthenticateRequest'),
+    (53, 'SaslAuthenticateRequest.AuthBytes'),
     (56, 'SaslAuthenticateRequest'),
-    (60, 'SaslAuthenticateRequest.AuthBytes'),
-    (61, 'SaslAuthenticateRequest.<tagged fields>'),
+    (57, 'SaslAuthenticateRequest.AuthBytes'),
+    (58, 'SaslAuthenticateRequest.<tagged fields>'),
+    (71, 'SaslAuthenticateRequest'),
+    (75, 'SaslAuthenticateRequest.AuthBytes'),
+    (76, 'SaslAuthenticateRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">q")
 
@@ -39,12 +40,29 @@ class SaslAuthenticateResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SaslAuthenticateResponse(_Message):
+    __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    auth_bytes: Any
+    session_lifetime_ms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, auth_bytes: Any, session_lifetime_ms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SaslAuthenticateResponse  # type: ignore[assignment]
+
+
 def _d_SaslAuthenticateResponse_0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_nullable_string(buf, pos)
     f_auth_bytes, pos = _p.read_bytes(buf, pos)
-    return SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, 0), pos
+    return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, 0), pos  # type: ignore[return-value]
 
 
 def _e_SaslAuthenticateResponse_0(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -60,7 +78,7 @@ def _d_SaslAuthenticateResponse_1(buf: memoryview, pos: int) -> tuple[SaslAuthen
     f_auth_bytes, pos = _p.read_bytes(buf, pos)
     (f_session_lifetime_ms,) = _S1.unpack_from(buf, pos)
     pos += 8
-    return SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms), pos
+    return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms), pos  # type: ignore[return-value]
 
 
 def _e_SaslAuthenticateResponse_1(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -78,16 +96,19 @@ def _d_SaslAuthenticateResponse_2(buf: memoryview, pos: int) -> tuple[SaslAuthen
     (f_session_lifetime_ms,) = _S1.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SaslAuthenticateResponse_2(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -95,7 +116,10 @@ def _e_SaslAuthenticateResponse_2(o: SaslAuthenticateResponse, out: bytearray, c
     _p.write_compact_nullable_string(out, o.error_message)
     _p.write_compact_bytes(out, o.auth_bytes)
     out += _S1.pack(o.session_lifetime_ms)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SaslAuthenticateResponse._DECODERS = {
@@ -110,34 +134,34 @@ SaslAuthenticateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (42, 'SaslAuthenticateResponse'),
-    (43, 'SaslAuthenticateResponse.ErrorCode'),
-    (45, 'SaslAuthenticateResponse.ErrorMessage'),
-    (46, 'SaslAuthenticateResponse.AuthBytes'),
-    (47, 'SaslAuthenticateResponse'),
-    (51, 'SaslAuthenticateResponse.ErrorCode'),
-    (52, 'SaslAuthenticateResponse.ErrorMessage'),
-    (53, 'SaslAuthenticateResponse.AuthBytes'),
-    (56, 'SaslAuthenticateResponse'),
-    (57, 'SaslAuthenticateResponse.ErrorCode'),
-    (59, 'SaslAuthenticateResponse.ErrorMessage'),
-    (60, 'SaslAuthenticateResponse.AuthBytes'),
-    (61, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (63, 'SaslAuthenticateResponse'),
-    (67, 'SaslAuthenticateResponse.ErrorCode'),
-    (68, 'SaslAuthenticateResponse.ErrorMessage'),
-    (69, 'SaslAuthenticateResponse.AuthBytes'),
-    (70, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (73, 'SaslAuthenticateResponse'),
-    (74, 'SaslAuthenticateResponse.ErrorCode'),
-    (76, 'SaslAuthenticateResponse.ErrorMessage'),
-    (77, 'SaslAuthenticateResponse.AuthBytes'),
-    (78, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (80, 'SaslAuthenticateResponse.<tagged fields>'),
-    (90, 'SaslAuthenticateResponse'),
-    (94, 'SaslAuthenticateResponse.ErrorCode'),
-    (95, 'SaslAuthenticateResponse.ErrorMessage'),
-    (96, 'SaslAuthenticateResponse.AuthBytes'),
-    (97, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (60, 'SaslAuthenticateResponse'),
+    (61, 'SaslAuthenticateResponse.ErrorCode'),
+    (63, 'SaslAuthenticateResponse.ErrorMessage'),
+    (64, 'SaslAuthenticateResponse.AuthBytes'),
+    (65, 'SaslAuthenticateResponse'),
+    (69, 'SaslAuthenticateResponse.ErrorCode'),
+    (70, 'SaslAuthenticateResponse.ErrorMessage'),
+    (71, 'SaslAuthenticateResponse.AuthBytes'),
+    (74, 'SaslAuthenticateResponse'),
+    (75, 'SaslAuthenticateResponse.ErrorCode'),
+    (77, 'SaslAuthenticateResponse.ErrorMessage'),
+    (78, 'SaslAuthenticateResponse.AuthBytes'),
+    (79, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (81, 'SaslAuthenticateResponse'),
+    (85, 'SaslAuthenticateResponse.ErrorCode'),
+    (86, 'SaslAuthenticateResponse.ErrorMessage'),
+    (87, 'SaslAuthenticateResponse.AuthBytes'),
+    (88, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (91, 'SaslAuthenticateResponse'),
+    (92, 'SaslAuthenticateResponse.ErrorCode'),
+    (94, 'SaslAuthenticateResponse.ErrorMessage'),
+    (95, 'SaslAuthenticateResponse.AuthBytes'),
+    (96, 'SaslAuthenticateResponse.SessionLifetimeMs'),
     (98, 'SaslAuthenticateResponse.<tagged fields>'),
+    (111, 'SaslAuthenticateResponse'),
+    (115, 'SaslAuthenticateResponse.ErrorCode'),
+    (116, 'SaslAuthenticateResponse.ErrorMessage'),
+    (117, 'SaslAuthenticateResponse.AuthBytes'),
+    (118, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (119, 'SaslAuthenticateResponse.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 
 
 
@@ -32,9 +33,20 @@ class SaslHandshakeRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SaslHandshakeRequest(_Message):
+    __slots__ = ('mechanism', 'unknown_tagged_fields', )
+    mechanism: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, mechanism: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.mechanism = mechanism
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SaslHandshakeRequest  # type: ignore[assignment]
+
+
 def _d_SaslHandshakeRequest_0(buf: memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:
     f_mechanism, pos = _p.read_string(buf, pos)
-    return SaslHandshakeRequest(f_mechanism), pos
+    return _New_SaslHandshakeRequest(f_mechanism), pos  # type: ignore[return-value]
 
 
 def _e_SaslHandshakeRequest_0(o: SaslHandshakeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -51,8 +63,8 @@ SaslHandshakeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'SaslHandshakeRequest'),
-    (36, 'SaslHandshakeRequest.Mechanism'),
-    (37, 'SaslHandshakeRequest'),
-    (41, 'SaslHandshakeRequest.Mechanism'),
+    (47, 'SaslHandshakeRequest'),
+    (48, 'SaslHandshakeRequest.Mechanism'),
+    (49, 'SaslHandshakeRequest'),
+    (53, 'SaslHandshakeRequest.Mechanism'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 
 
@@ -34,22 +35,39 @@ class SaslHandshakeResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SaslHandshakeResponse(_Message):
+    __slots__ = ('error_code', 'mechanisms', 'unknown_tagged_fields', )
+    error_code: Any
+    mechanisms: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, mechanisms: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.mechanisms = mechanisms
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SaslHandshakeResponse  # type: ignore[assignment]
+
+
 def _d_SaslHandshakeResponse_0(buf: memoryview, pos: int) -> tuple[SaslHandshakeResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_mechanisms: list[Any] = []
     for _ in range(count):
         item_mechanisms, pos = _p.read_string(buf, pos)
         items_mechanisms.append(item_mechanisms)
     f_mechanisms = tuple(items_mechanisms)
-    return SaslHandshakeResponse(f_error_code, f_mechanisms), pos
+    return _New_SaslHandshakeResponse(f_error_code, f_mechanisms), pos  # type: ignore[return-value]
 
 
 def _e_SaslHandshakeResponse_0(o: SaslHandshakeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_mechanisms = o.mechanisms
-    out += _p.INT32.pack(len(items_mechanisms))
+    count = len(items_mechanisms)
+    out += _p.INT32.pack(count)
     for item_mechanisms in items_mechanisms:
         _p.write_string(out, item_mechanisms)
 
@@ -64,10 +82,10 @@ SaslHandshakeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'SaslHandshakeResponse'),
-    (38, 'SaslHandshakeResponse.ErrorCode'),
-    (40, 'SaslHandshakeResponse.Mechanisms'),
-    (46, 'SaslHandshakeResponse'),
-    (50, 'SaslHandshakeResponse.ErrorCode'),
-    (51, 'SaslHandshakeResponse.Mechanisms'),
+    (51, 'SaslHandshakeResponse'),
+    (52, 'SaslHandshakeResponse.ErrorCode'),
+    (54, 'SaslHandshakeResponse.Mechanisms'),
+    (63, 'SaslHandshakeResponse'),
+    (67, 'SaslHandshakeResponse.ErrorCode'),
+    (68, 'SaslHandshakeResponse.Mechanisms'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">qq")
 
@@ -30,6 +31,21 @@ class AcknowledgementBatch:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AcknowledgementBatch:
+    __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields', )
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, first_offset: Any, last_offset: Any, acknowledge_types: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = acknowledge_types
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AcknowledgementBatch  # type: ignore[assignment]
+
+
 _DEFAULT_AcknowledgementBatch = AcknowledgementBatch()
 
 
@@ -42,6 +58,19 @@ class AcknowledgePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AcknowledgePartition:
+    __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields', )
+    partition_index: Any
+    acknowledgement_batches: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, acknowledgement_batches: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.acknowledgement_batches = acknowledgement_batches
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AcknowledgePartition  # type: ignore[assignment]
+
+
 _DEFAULT_AcknowledgePartition = AcknowledgePartition()
 
 
@@ -52,6 +81,19 @@ class AcknowledgeTopic:
     #: The partitions containing records to acknowledge.
     partitions: tuple[AcknowledgePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AcknowledgeTopic:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AcknowledgeTopic  # type: ignore[assignment]
 
 
 _DEFAULT_AcknowledgeTopic = AcknowledgeTopic()
@@ -77,29 +119,55 @@ class ShareAcknowledgeRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareAcknowledgeRequest(_Message):
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, share_session_epoch: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareAcknowledgeRequest  # type: ignore[assignment]
+
+
 def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     f_group_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_share_session_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_AcknowledgeTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareAcknowledgeRequest(f_group_id, f_member_id, f_share_session_epoch, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareAcknowledgeRequest(f_group_id, f_member_id, f_share_session_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -107,101 +175,156 @@ def _e_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray, chu
     _p.write_compact_nullable_string(out, o.member_id)
     out += _S0.pack(o.share_session_epoch)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_AcknowledgeTopic_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgeTopic_0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_AcknowledgePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AcknowledgeTopic(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AcknowledgeTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_AcknowledgePartition_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgePartition_0(buf: memoryview, pos: int) -> tuple[AcknowledgePartition, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acknowledgement_batches: list[Any] = []
     for _ in range(count):
         item_acknowledgement_batches, pos = _d_AcknowledgementBatch_0(buf, pos)
         items_acknowledgement_batches.append(item_acknowledgement_batches)
     f_acknowledgement_batches = tuple(items_acknowledgement_batches)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AcknowledgePartition(f_partition_index, f_acknowledgement_batches, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AcknowledgePartition(f_partition_index, f_acknowledgement_batches, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index)
     items_acknowledgement_batches = o.acknowledgement_batches
-    _p.write_uvarint(out, len(items_acknowledgement_batches) + 1)
+    count = len(items_acknowledgement_batches)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_acknowledgement_batches in items_acknowledgement_batches:
         _e_AcknowledgementBatch_0(item_acknowledgement_batches, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
     (f_first_offset, f_last_offset,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_acknowledge_types = _unpack_from(">%db" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_acknowledge_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.first_offset, o.last_offset)
     items_acknowledge_types = o.acknowledge_types
-    _p.write_uvarint(out, len(items_acknowledge_types) + 1)
-    out += _pack(">%db" % len(items_acknowledge_types), *items_acknowledge_types)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_acknowledge_types)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_b[count].pack(*items_acknowledge_types) if count < 64 else _pack(">%db" % count, *items_acknowledge_types)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareAcknowledgeRequest._DECODERS = {
@@ -212,40 +335,40 @@ ShareAcknowledgeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (80, 'ShareAcknowledgeRequest'),
-    (81, 'ShareAcknowledgeRequest.GroupId'),
-    (82, 'ShareAcknowledgeRequest.MemberId'),
-    (83, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
-    (85, 'ShareAcknowledgeRequest.Topics'),
-    (92, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (102, 'ShareAcknowledgeRequest'),
-    (106, 'ShareAcknowledgeRequest.GroupId'),
-    (107, 'ShareAcknowledgeRequest.MemberId'),
-    (108, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
-    (109, 'ShareAcknowledgeRequest.Topics'),
-    (113, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (116, 'AcknowledgeTopic'),
-    (117, 'AcknowledgeTopic.TopicId'),
-    (118, 'AcknowledgeTopic.Partitions'),
-    (125, 'AcknowledgeTopic.<tagged fields>'),
-    (135, 'AcknowledgeTopic'),
-    (139, 'AcknowledgeTopic.TopicId'),
-    (140, 'AcknowledgeTopic.Partitions'),
-    (144, 'AcknowledgeTopic.<tagged fields>'),
-    (147, 'AcknowledgePartition'),
-    (148, 'AcknowledgePartition.PartitionIndex'),
-    (150, 'AcknowledgePartition.AcknowledgementBatches'),
-    (157, 'AcknowledgePartition.<tagged fields>'),
-    (167, 'AcknowledgePartition'),
-    (171, 'AcknowledgePartition.PartitionIndex'),
-    (172, 'AcknowledgePartition.AcknowledgementBatches'),
-    (176, 'AcknowledgePartition.<tagged fields>'),
-    (179, 'AcknowledgementBatch'),
-    (180, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (182, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (186, 'AcknowledgementBatch.<tagged fields>'),
-    (196, 'AcknowledgementBatch'),
-    (200, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (201, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (204, 'AcknowledgementBatch.<tagged fields>'),
+    (139, 'ShareAcknowledgeRequest'),
+    (140, 'ShareAcknowledgeRequest.GroupId'),
+    (141, 'ShareAcknowledgeRequest.MemberId'),
+    (142, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
+    (144, 'ShareAcknowledgeRequest.Topics'),
+    (157, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (170, 'ShareAcknowledgeRequest'),
+    (174, 'ShareAcknowledgeRequest.GroupId'),
+    (175, 'ShareAcknowledgeRequest.MemberId'),
+    (176, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
+    (177, 'ShareAcknowledgeRequest.Topics'),
+    (185, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (191, 'AcknowledgeTopic'),
+    (192, 'AcknowledgeTopic.TopicId'),
+    (193, 'AcknowledgeTopic.Partitions'),
+    (206, 'AcknowledgeTopic.<tagged fields>'),
+    (219, 'AcknowledgeTopic'),
+    (223, 'AcknowledgeTopic.TopicId'),
+    (224, 'AcknowledgeTopic.Partitions'),
+    (232, 'AcknowledgeTopic.<tagged fields>'),
+    (238, 'AcknowledgePartition'),
+    (239, 'AcknowledgePartition.PartitionIndex'),
+    (241, 'AcknowledgePartition.AcknowledgementBatches'),
+    (254, 'AcknowledgePartition.<tagged fields>'),
+    (267, 'AcknowledgePartition'),
+    (271, 'AcknowledgePartition.PartitionIndex'),
+    (272, 'AcknowledgePartition.AcknowledgementBatches'),
+    (280, 'AcknowledgePartition.<tagged fields>'),
+    (286, 'AcknowledgementBatch'),
+    (287, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (289, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (299, 'AcknowledgementBatch.<tagged fields>'),
+    (312, 'AcknowledgementBatch'),
+    (316, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (317, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (324, 'AcknowledgementBatch.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">ii")
@@ -27,6 +28,19 @@ class LeaderIdAndEpoch:
     #: The latest known leader epoch.
     leader_epoch: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_LeaderIdAndEpoch:
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderIdAndEpoch  # type: ignore[assignment]
 
 
 _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
@@ -44,6 +58,23 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    current_leader: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, error_message: Any, current_leader: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.current_leader = current_leader
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -54,6 +85,19 @@ class ShareAcknowledgeTopicResponse:
     #: The topic partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ShareAcknowledgeTopicResponse:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareAcknowledgeTopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse()
@@ -71,6 +115,23 @@ class NodeEndpoint:
     #: The rack of the node, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -98,80 +159,141 @@ class ShareAcknowledgeResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareAcknowledgeResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, responses: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareAcknowledgeResponse  # type: ignore[assignment]
+
+
 def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_ShareAcknowledgeTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_node_endpoints: list[Any] = []
     for _ in range(count):
         item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
         items_node_endpoints.append(item_node_endpoints)
     f_node_endpoints = tuple(items_node_endpoints)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareAcknowledgeResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareAcknowledgeResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_ShareAcknowledgeTopicResponse_0(item_responses, out, chunks)
     items_node_endpoints = o.node_endpoints
-    _p.write_uvarint(out, len(items_node_endpoints) + 1)
+    count = len(items_node_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_node_endpoints in items_node_endpoints:
         _e_NodeEndpoint_0(item_node_endpoints, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ShareAcknowledgeTopicResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareAcknowledgeTopicResponse(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareAcknowledgeTopicResponse(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareAcknowledgeTopicResponse_0(o: ShareAcknowledgeTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -182,16 +304,19 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -199,7 +324,10 @@ def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) 
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
@@ -208,44 +336,56 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_error_message, f_current_leader, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _e_LeaderIdAndEpoch_0(o.current_leader, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareAcknowledgeResponse._DECODERS = {
@@ -256,52 +396,52 @@ ShareAcknowledgeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (101, 'ShareAcknowledgeResponse'),
-    (102, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
-    (104, 'ShareAcknowledgeResponse.ErrorMessage'),
-    (105, 'ShareAcknowledgeResponse.Responses'),
-    (112, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (119, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (129, 'ShareAcknowledgeResponse'),
-    (133, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
-    (134, 'ShareAcknowledgeResponse.ErrorMessage'),
-    (135, 'ShareAcknowledgeResponse.Responses'),
-    (139, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (143, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (146, 'ShareAcknowledgeTopicResponse'),
-    (147, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (148, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (155, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (165, 'ShareAcknowledgeTopicResponse'),
-    (169, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (170, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (174, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (177, 'NodeEndpoint'),
-    (178, 'NodeEndpoint.NodeId'),
-    (180, 'NodeEndpoint.Host'),
-    (181, 'NodeEndpoint.Port'),
-    (183, 'NodeEndpoint.Rack'),
-    (184, 'NodeEndpoint.<tagged fields>'),
-    (194, 'NodeEndpoint'),
-    (198, 'NodeEndpoint.NodeId'),
-    (199, 'NodeEndpoint.Host'),
-    (200, 'NodeEndpoint.Port'),
-    (201, 'NodeEndpoint.Rack'),
-    (202, 'NodeEndpoint.<tagged fields>'),
-    (205, 'PartitionData'),
-    (206, 'PartitionData.PartitionIndex,ErrorCode'),
-    (208, 'PartitionData.ErrorMessage'),
-    (209, 'PartitionData.CurrentLeader'),
-    (210, 'PartitionData.<tagged fields>'),
-    (220, 'PartitionData'),
-    (224, 'PartitionData.PartitionIndex,ErrorCode'),
-    (225, 'PartitionData.ErrorMessage'),
-    (226, 'PartitionData.CurrentLeader'),
-    (227, 'PartitionData.<tagged fields>'),
-    (230, 'LeaderIdAndEpoch'),
-    (231, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (233, 'LeaderIdAndEpoch.<tagged fields>'),
-    (243, 'LeaderIdAndEpoch'),
-    (247, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (248, 'LeaderIdAndEpoch.<tagged fields>'),
+    (181, 'ShareAcknowledgeResponse'),
+    (182, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
+    (184, 'ShareAcknowledgeResponse.ErrorMessage'),
+    (185, 'ShareAcknowledgeResponse.Responses'),
+    (198, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (211, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (224, 'ShareAcknowledgeResponse'),
+    (228, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
+    (229, 'ShareAcknowledgeResponse.ErrorMessage'),
+    (230, 'ShareAcknowledgeResponse.Responses'),
+    (238, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (246, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (252, 'ShareAcknowledgeTopicResponse'),
+    (253, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (254, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (267, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (280, 'ShareAcknowledgeTopicResponse'),
+    (284, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (285, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (293, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (299, 'NodeEndpoint'),
+    (300, 'NodeEndpoint.NodeId'),
+    (302, 'NodeEndpoint.Host'),
+    (303, 'NodeEndpoint.Port'),
+    (305, 'NodeEndpoint.Rack'),
+    (306, 'NodeEndpoint.<tagged fields>'),
+    (319, 'NodeEndpoint'),
+    (323, 'NodeEndpoint.NodeId'),
+    (324, 'NodeEndpoint.Host'),
+    (325, 'NodeEndpoint.Port'),
+    (326, 'NodeEndpoint.Rack'),
+    (327, 'NodeEndpoint.<tagged fields>'),
+    (333, 'PartitionData'),
+    (334, 'PartitionData.PartitionIndex,ErrorCode'),
+    (336, 'PartitionData.ErrorMessage'),
+    (337, 'PartitionData.CurrentLeader'),
+    (338, 'PartitionData.<tagged fields>'),
+    (351, 'PartitionData'),
+    (355, 'PartitionData.PartitionIndex,ErrorCode'),
+    (356, 'PartitionData.ErrorMessage'),
+    (357, 'PartitionData.CurrentLeader'),
+    (358, 'PartitionData.<tagged fields>'),
+    (364, 'LeaderIdAndEpoch'),
+    (365, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (367, 'LeaderIdAndEpoch.<tagged fields>'),
+    (380, 'LeaderIdAndEpoch'),
+    (384, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (385, 'LeaderIdAndEpoch.<tagged fields>'),
 )

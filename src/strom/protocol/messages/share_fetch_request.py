@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iiii")
 _S1 = Struct(">ii")
 _S2 = Struct(">qq")
@@ -31,6 +32,21 @@ class AcknowledgementBatch:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_AcknowledgementBatch:
+    __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields', )
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, first_offset: Any, last_offset: Any, acknowledge_types: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = acknowledge_types
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AcknowledgementBatch  # type: ignore[assignment]
+
+
 _DEFAULT_AcknowledgementBatch = AcknowledgementBatch()
 
 
@@ -45,6 +61,21 @@ class FetchPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchPartition:
+    __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields', )
+    partition_index: Any
+    partition_max_bytes: Any
+    acknowledgement_batches: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, partition_max_bytes: Any, acknowledgement_batches: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.partition_max_bytes = partition_max_bytes
+        self.acknowledgement_batches = acknowledgement_batches
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchPartition  # type: ignore[assignment]
+
+
 _DEFAULT_FetchPartition = FetchPartition()
 
 
@@ -57,6 +88,19 @@ class FetchTopic:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_FetchTopic:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FetchTopic  # type: ignore[assignment]
+
+
 _DEFAULT_FetchTopic = FetchTopic()
 
 
@@ -67,6 +111,19 @@ class ForgottenTopic:
     #: The partitions indexes to forget.
     partitions: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ForgottenTopic:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ForgottenTopic  # type: ignore[assignment]
 
 
 _DEFAULT_ForgottenTopic = ForgottenTopic()
@@ -100,36 +157,76 @@ class ShareFetchRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareFetchRequest(_Message):
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    max_wait_ms: Any
+    min_bytes: Any
+    max_bytes: Any
+    topics: Any
+    forgotten_topics_data: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, share_session_epoch: Any, max_wait_ms: Any, min_bytes: Any, max_bytes: Any, topics: Any, forgotten_topics_data: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.topics = topics
+        self.forgotten_topics_data = forgotten_topics_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareFetchRequest  # type: ignore[assignment]
+
+
 def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
     f_group_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_FetchTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
     for _ in range(count):
         item_forgotten_topics_data, pos = _d_ForgottenTopic_0(buf, pos)
         items_forgotten_topics_data.append(item_forgotten_topics_data)
     f_forgotten_topics_data = tuple(items_forgotten_topics_data)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareFetchRequest(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareFetchRequest(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -137,132 +234,207 @@ def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray, chunks: list[_p
     _p.write_compact_nullable_string(out, o.member_id)
     out += _S0.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_FetchTopic_0(item_topics, out, chunks)
     items_forgotten_topics_data = o.forgotten_topics_data
-    _p.write_uvarint(out, len(items_forgotten_topics_data) + 1)
+    count = len(items_forgotten_topics_data)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_forgotten_topics_data in items_forgotten_topics_data:
         _e_ForgottenTopic_0(item_forgotten_topics_data, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_FetchPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchTopic(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_FetchPartition_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ForgottenTopic(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ForgottenTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
     (f_partition_index, f_partition_max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acknowledgement_batches: list[Any] = []
     for _ in range(count):
         item_acknowledgement_batches, pos = _d_AcknowledgementBatch_0(buf, pos)
         items_acknowledgement_batches.append(item_acknowledgement_batches)
     f_acknowledgement_batches = tuple(items_acknowledgement_batches)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FetchPartition(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FetchPartition(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.partition_max_bytes)
     items_acknowledgement_batches = o.acknowledgement_batches
-    _p.write_uvarint(out, len(items_acknowledgement_batches) + 1)
+    count = len(items_acknowledgement_batches)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_acknowledgement_batches in items_acknowledgement_batches:
         _e_AcknowledgementBatch_0(item_acknowledgement_batches, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
     (f_first_offset, f_last_offset,) = _S2.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_acknowledge_types = _unpack_from(">%db" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_acknowledge_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.first_offset, o.last_offset)
     items_acknowledge_types = o.acknowledge_types
-    _p.write_uvarint(out, len(items_acknowledge_types) + 1)
-    out += _pack(">%db" % len(items_acknowledge_types), *items_acknowledge_types)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_acknowledge_types)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_b[count].pack(*items_acknowledge_types) if count < 64 else _pack(">%db" % count, *items_acknowledge_types)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareFetchRequest._DECODERS = {
@@ -273,50 +445,50 @@ ShareFetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'ShareFetchRequest'),
-    (104, 'ShareFetchRequest.GroupId'),
-    (105, 'ShareFetchRequest.MemberId'),
-    (106, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
-    (108, 'ShareFetchRequest.Topics'),
-    (115, 'ShareFetchRequest.ForgottenTopicsData'),
-    (122, 'ShareFetchRequest.<tagged fields>'),
-    (132, 'ShareFetchRequest'),
-    (136, 'ShareFetchRequest.GroupId'),
-    (137, 'ShareFetchRequest.MemberId'),
-    (138, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
-    (139, 'ShareFetchRequest.Topics'),
-    (143, 'ShareFetchRequest.ForgottenTopicsData'),
-    (147, 'ShareFetchRequest.<tagged fields>'),
-    (150, 'FetchTopic'),
-    (151, 'FetchTopic.TopicId'),
-    (152, 'FetchTopic.Partitions'),
-    (159, 'FetchTopic.<tagged fields>'),
-    (169, 'FetchTopic'),
-    (173, 'FetchTopic.TopicId'),
-    (174, 'FetchTopic.Partitions'),
-    (178, 'FetchTopic.<tagged fields>'),
-    (181, 'ForgottenTopic'),
-    (182, 'ForgottenTopic.TopicId'),
-    (183, 'ForgottenTopic.Partitions'),
-    (187, 'ForgottenTopic.<tagged fields>'),
-    (197, 'ForgottenTopic'),
-    (201, 'ForgottenTopic.TopicId'),
-    (202, 'ForgottenTopic.Partitions'),
-    (205, 'ForgottenTopic.<tagged fields>'),
-    (208, 'FetchPartition'),
-    (209, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (211, 'FetchPartition.AcknowledgementBatches'),
-    (218, 'FetchPartition.<tagged fields>'),
-    (228, 'FetchPartition'),
-    (232, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (233, 'FetchPartition.AcknowledgementBatches'),
-    (237, 'FetchPartition.<tagged fields>'),
-    (240, 'AcknowledgementBatch'),
-    (241, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (243, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (247, 'AcknowledgementBatch.<tagged fields>'),
-    (257, 'AcknowledgementBatch'),
-    (261, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (262, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (265, 'AcknowledgementBatch.<tagged fields>'),
+    (185, 'ShareFetchRequest'),
+    (186, 'ShareFetchRequest.GroupId'),
+    (187, 'ShareFetchRequest.MemberId'),
+    (188, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
+    (190, 'ShareFetchRequest.Topics'),
+    (203, 'ShareFetchRequest.ForgottenTopicsData'),
+    (216, 'ShareFetchRequest.<tagged fields>'),
+    (229, 'ShareFetchRequest'),
+    (233, 'ShareFetchRequest.GroupId'),
+    (234, 'ShareFetchRequest.MemberId'),
+    (235, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
+    (236, 'ShareFetchRequest.Topics'),
+    (244, 'ShareFetchRequest.ForgottenTopicsData'),
+    (252, 'ShareFetchRequest.<tagged fields>'),
+    (258, 'FetchTopic'),
+    (259, 'FetchTopic.TopicId'),
+    (260, 'FetchTopic.Partitions'),
+    (273, 'FetchTopic.<tagged fields>'),
+    (286, 'FetchTopic'),
+    (290, 'FetchTopic.TopicId'),
+    (291, 'FetchTopic.Partitions'),
+    (299, 'FetchTopic.<tagged fields>'),
+    (305, 'ForgottenTopic'),
+    (306, 'ForgottenTopic.TopicId'),
+    (307, 'ForgottenTopic.Partitions'),
+    (317, 'ForgottenTopic.<tagged fields>'),
+    (330, 'ForgottenTopic'),
+    (334, 'ForgottenTopic.TopicId'),
+    (335, 'ForgottenTopic.Partitions'),
+    (342, 'ForgottenTopic.<tagged fields>'),
+    (348, 'FetchPartition'),
+    (349, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (351, 'FetchPartition.AcknowledgementBatches'),
+    (364, 'FetchPartition.<tagged fields>'),
+    (377, 'FetchPartition'),
+    (381, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (382, 'FetchPartition.AcknowledgementBatches'),
+    (390, 'FetchPartition.<tagged fields>'),
+    (396, 'AcknowledgementBatch'),
+    (397, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (399, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (409, 'AcknowledgementBatch.<tagged fields>'),
+    (422, 'AcknowledgementBatch'),
+    (426, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (427, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (434, 'AcknowledgementBatch.<tagged fields>'),
 )

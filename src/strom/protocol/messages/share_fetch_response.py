@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">h")
@@ -31,6 +32,19 @@ class LeaderIdAndEpoch:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_LeaderIdAndEpoch:
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = LeaderIdAndEpoch  # type: ignore[assignment]
+
+
 _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
@@ -43,6 +57,21 @@ class AcquiredRecords:
     #: The delivery count of this batch of acquired records.
     delivery_count: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_AcquiredRecords:
+    __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields', )
+    first_offset: Any
+    last_offset: Any
+    delivery_count: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, first_offset: Any, last_offset: Any, delivery_count: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_count = delivery_count
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = AcquiredRecords  # type: ignore[assignment]
 
 
 _DEFAULT_AcquiredRecords = AcquiredRecords()
@@ -68,6 +97,31 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    acknowledge_error_code: Any
+    acknowledge_error_message: Any
+    current_leader: Any
+    records: Any
+    acquired_records: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, error_message: Any, acknowledge_error_code: Any, acknowledge_error_message: Any, current_leader: Any, records: Any, acquired_records: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acknowledge_error_code = acknowledge_error_code
+        self.acknowledge_error_message = acknowledge_error_message
+        self.current_leader = current_leader
+        self.records = records
+        self.acquired_records = acquired_records
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -78,6 +132,19 @@ class ShareFetchableTopicResponse:
     #: The topic partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_ShareFetchableTopicResponse:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareFetchableTopicResponse  # type: ignore[assignment]
 
 
 _DEFAULT_ShareFetchableTopicResponse = ShareFetchableTopicResponse()
@@ -95,6 +162,23 @@ class NodeEndpoint:
     #: The rack of the node, or null if it has not been assigned to a rack.
     rack: str | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -122,80 +206,141 @@ class ShareFetchResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareFetchResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, responses: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = responses
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareFetchResponse  # type: ignore[assignment]
+
+
 def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
     for _ in range(count):
         item_responses, pos = _d_ShareFetchableTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_node_endpoints: list[Any] = []
     for _ in range(count):
         item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
         items_node_endpoints.append(item_node_endpoints)
     f_node_endpoints = tuple(items_node_endpoints)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareFetchResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareFetchResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
-    _p.write_uvarint(out, len(items_responses) + 1)
+    count = len(items_responses)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_responses in items_responses:
         _e_ShareFetchableTopicResponse_0(item_responses, out, chunks)
     items_node_endpoints = o.node_endpoints
-    _p.write_uvarint(out, len(items_node_endpoints) + 1)
+    count = len(items_node_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_node_endpoints in items_node_endpoints:
         _e_NodeEndpoint_0(item_node_endpoints, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_ShareFetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchableTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareFetchableTopicResponse(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareFetchableTopicResponse(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -206,16 +351,19 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     pos += 4
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -223,7 +371,10 @@ def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) 
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
@@ -235,24 +386,33 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_acknowledge_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
     f_records, pos = _p.read_compact_nullable_view(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_acquired_records: list[Any] = []
     for _ in range(count):
         item_acquired_records, pos = _d_AcquiredRecords_0(buf, pos)
         items_acquired_records.append(item_acquired_records)
     f_acquired_records = tuple(items_acquired_records)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_error_message, f_acknowledge_error_code, f_acknowledge_error_message, f_current_leader, f_records, f_acquired_records, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_acknowledge_error_code, f_acknowledge_error_message, f_current_leader, f_records, f_acquired_records, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -263,52 +423,71 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     _e_LeaderIdAndEpoch_0(o.current_leader, out, chunks)
     _write_records(out, chunks, o.records, True, True)
     items_acquired_records = o.acquired_records
-    _p.write_uvarint(out, len(items_acquired_records) + 1)
+    count = len(items_acquired_records)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_acquired_records in items_acquired_records:
         _e_AcquiredRecords_0(item_acquired_records, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 8
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.leader_id, o.leader_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_AcquiredRecords_0(buf: memoryview, pos: int) -> tuple[AcquiredRecords, int]:
     (f_first_offset, f_last_offset, f_delivery_count,) = _S4.unpack_from(buf, pos)
     pos += 18
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return AcquiredRecords(f_first_offset, f_last_offset, f_delivery_count, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_AcquiredRecords(f_first_offset, f_last_offset, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
 def _e_AcquiredRecords_0(o: AcquiredRecords, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.first_offset, o.last_offset, o.delivery_count)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareFetchResponse._DECODERS = {
@@ -319,66 +498,66 @@ ShareFetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (125, 'ShareFetchResponse'),
-    (126, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
-    (128, 'ShareFetchResponse.ErrorMessage'),
-    (129, 'ShareFetchResponse.Responses'),
-    (136, 'ShareFetchResponse.NodeEndpoints'),
-    (143, 'ShareFetchResponse.<tagged fields>'),
-    (153, 'ShareFetchResponse'),
-    (157, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
-    (158, 'ShareFetchResponse.ErrorMessage'),
-    (159, 'ShareFetchResponse.Responses'),
-    (163, 'ShareFetchResponse.NodeEndpoints'),
-    (167, 'ShareFetchResponse.<tagged fields>'),
-    (170, 'ShareFetchableTopicResponse'),
-    (171, 'ShareFetchableTopicResponse.TopicId'),
-    (172, 'ShareFetchableTopicResponse.Partitions'),
-    (179, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (189, 'ShareFetchableTopicResponse'),
-    (193, 'ShareFetchableTopicResponse.TopicId'),
-    (194, 'ShareFetchableTopicResponse.Partitions'),
-    (198, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (201, 'NodeEndpoint'),
-    (202, 'NodeEndpoint.NodeId'),
-    (204, 'NodeEndpoint.Host'),
-    (205, 'NodeEndpoint.Port'),
-    (207, 'NodeEndpoint.Rack'),
-    (208, 'NodeEndpoint.<tagged fields>'),
-    (218, 'NodeEndpoint'),
-    (222, 'NodeEndpoint.NodeId'),
-    (223, 'NodeEndpoint.Host'),
-    (224, 'NodeEndpoint.Port'),
-    (225, 'NodeEndpoint.Rack'),
-    (226, 'NodeEndpoint.<tagged fields>'),
-    (229, 'PartitionData'),
-    (230, 'PartitionData.PartitionIndex,ErrorCode'),
-    (232, 'PartitionData.ErrorMessage'),
-    (233, 'PartitionData.AcknowledgeErrorCode'),
-    (235, 'PartitionData.AcknowledgeErrorMessage'),
-    (236, 'PartitionData.CurrentLeader'),
-    (237, 'PartitionData.Records'),
-    (238, 'PartitionData.AcquiredRecords'),
-    (245, 'PartitionData.<tagged fields>'),
-    (255, 'PartitionData'),
-    (259, 'PartitionData.PartitionIndex,ErrorCode'),
-    (260, 'PartitionData.ErrorMessage'),
-    (261, 'PartitionData.AcknowledgeErrorCode'),
-    (262, 'PartitionData.AcknowledgeErrorMessage'),
-    (263, 'PartitionData.CurrentLeader'),
-    (264, 'PartitionData.Records'),
-    (265, 'PartitionData.AcquiredRecords'),
-    (269, 'PartitionData.<tagged fields>'),
-    (272, 'LeaderIdAndEpoch'),
-    (273, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (275, 'LeaderIdAndEpoch.<tagged fields>'),
-    (285, 'LeaderIdAndEpoch'),
-    (289, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (290, 'LeaderIdAndEpoch.<tagged fields>'),
-    (293, 'AcquiredRecords'),
-    (294, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (296, 'AcquiredRecords.<tagged fields>'),
-    (306, 'AcquiredRecords'),
-    (310, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (311, 'AcquiredRecords.<tagged fields>'),
+    (228, 'ShareFetchResponse'),
+    (229, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
+    (231, 'ShareFetchResponse.ErrorMessage'),
+    (232, 'ShareFetchResponse.Responses'),
+    (245, 'ShareFetchResponse.NodeEndpoints'),
+    (258, 'ShareFetchResponse.<tagged fields>'),
+    (271, 'ShareFetchResponse'),
+    (275, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
+    (276, 'ShareFetchResponse.ErrorMessage'),
+    (277, 'ShareFetchResponse.Responses'),
+    (285, 'ShareFetchResponse.NodeEndpoints'),
+    (293, 'ShareFetchResponse.<tagged fields>'),
+    (299, 'ShareFetchableTopicResponse'),
+    (300, 'ShareFetchableTopicResponse.TopicId'),
+    (301, 'ShareFetchableTopicResponse.Partitions'),
+    (314, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (327, 'ShareFetchableTopicResponse'),
+    (331, 'ShareFetchableTopicResponse.TopicId'),
+    (332, 'ShareFetchableTopicResponse.Partitions'),
+    (340, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (346, 'NodeEndpoint'),
+    (347, 'NodeEndpoint.NodeId'),
+    (349, 'NodeEndpoint.Host'),
+    (350, 'NodeEndpoint.Port'),
+    (352, 'NodeEndpoint.Rack'),
+    (353, 'NodeEndpoint.<tagged fields>'),
+    (366, 'NodeEndpoint'),
+    (370, 'NodeEndpoint.NodeId'),
+    (371, 'NodeEndpoint.Host'),
+    (372, 'NodeEndpoint.Port'),
+    (373, 'NodeEndpoint.Rack'),
+    (374, 'NodeEndpoint.<tagged fields>'),
+    (380, 'PartitionData'),
+    (381, 'PartitionData.PartitionIndex,ErrorCode'),
+    (383, 'PartitionData.ErrorMessage'),
+    (384, 'PartitionData.AcknowledgeErrorCode'),
+    (386, 'PartitionData.AcknowledgeErrorMessage'),
+    (387, 'PartitionData.CurrentLeader'),
+    (388, 'PartitionData.Records'),
+    (389, 'PartitionData.AcquiredRecords'),
+    (402, 'PartitionData.<tagged fields>'),
+    (415, 'PartitionData'),
+    (419, 'PartitionData.PartitionIndex,ErrorCode'),
+    (420, 'PartitionData.ErrorMessage'),
+    (421, 'PartitionData.AcknowledgeErrorCode'),
+    (422, 'PartitionData.AcknowledgeErrorMessage'),
+    (423, 'PartitionData.CurrentLeader'),
+    (424, 'PartitionData.Records'),
+    (425, 'PartitionData.AcquiredRecords'),
+    (433, 'PartitionData.<tagged fields>'),
+    (439, 'LeaderIdAndEpoch'),
+    (440, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (442, 'LeaderIdAndEpoch.<tagged fields>'),
+    (455, 'LeaderIdAndEpoch'),
+    (459, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (460, 'LeaderIdAndEpoch.<tagged fields>'),
+    (466, 'AcquiredRecords'),
+    (467, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (469, 'AcquiredRecords.<tagged fields>'),
+    (482, 'AcquiredRecords'),
+    (486, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (487, 'AcquiredRecords.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ii")
@@ -31,6 +32,21 @@ class TopicPartitions:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TopicPartitions:
+    __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartitions  # type: ignore[assignment]
+
+
 _DEFAULT_TopicPartitions = TopicPartitions()
 
 
@@ -39,6 +55,17 @@ class Assignment:
     #: The assigned topic-partitions to the member.
     topic_partitions: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Assignment:
+    __slots__ = ('topic_partitions', 'unknown_tagged_fields', )
+    topic_partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_partitions = topic_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Assignment  # type: ignore[assignment]
 
 
 _DEFAULT_Assignment = Assignment()
@@ -61,6 +88,29 @@ class Member:
     #: The current assignment.
     assignment: Assignment = _DEFAULT_Assignment
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Member:
+    __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields', )
+    member_id: Any
+    rack_id: Any
+    member_epoch: Any
+    client_id: Any
+    client_host: Any
+    subscribed_topic_names: Any
+    assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, rack_id: Any, member_epoch: Any, client_id: Any, client_host: Any, subscribed_topic_names: Any, assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.rack_id = rack_id
+        self.member_epoch = member_epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.subscribed_topic_names = subscribed_topic_names
+        self.assignment = assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Member  # type: ignore[assignment]
 
 
 _DEFAULT_Member = Member()
@@ -89,6 +139,33 @@ class DescribedGroup:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_DescribedGroup:
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+    error_code: Any
+    error_message: Any
+    group_id: Any
+    group_state: Any
+    group_epoch: Any
+    assignment_epoch: Any
+    assignor_name: Any
+    members: Any
+    authorized_operations: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, error_message: Any, group_id: Any, group_state: Any, group_epoch: Any, assignment_epoch: Any, assignor_name: Any, members: Any, authorized_operations: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.members = members
+        self.authorized_operations = authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = DescribedGroup  # type: ignore[assignment]
+
+
 _DEFAULT_DescribedGroup = DescribedGroup()
 
 
@@ -108,36 +185,65 @@ class ShareGroupDescribeResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareGroupDescribeResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    groups: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, groups: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareGroupDescribeResponse  # type: ignore[assignment]
+
+
 def _d_ShareGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
     for _ in range(count):
         item_groups, pos = _d_DescribedGroup_0(buf, pos)
         items_groups.append(item_groups)
     f_groups = tuple(items_groups)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareGroupDescribeResponse(f_throttle_time_ms, f_groups, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareGroupDescribeResponse(f_throttle_time_ms, f_groups, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareGroupDescribeResponse_0(o: ShareGroupDescribeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
-    _p.write_uvarint(out, len(items_groups) + 1)
+    count = len(items_groups)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_groups in items_groups:
         _e_DescribedGroup_0(item_groups, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]:
@@ -149,8 +255,14 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_group_epoch, f_assignment_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     f_assignor_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
     for _ in range(count):
         item_members, pos = _d_Member_0(buf, pos)
@@ -159,16 +271,19 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
 def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -179,11 +294,18 @@ def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffe
     out += _S2.pack(o.group_epoch, o.assignment_epoch)
     _p.write_compact_string(out, o.assignor_name)
     items_members = o.members
-    _p.write_uvarint(out, len(items_members) + 1)
+    count = len(items_members)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_members in items_members:
         _e_Member_0(item_members, out, chunks)
     out += _S0.pack(o.authorized_operations)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
@@ -193,8 +315,14 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     pos += 4
     f_client_id, pos = _p.read_compact_string(buf, pos)
     f_client_host, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_subscribed_topic_names: list[Any] = []
     for _ in range(count):
         item_subscribed_topic_names, pos = _p.read_compact_string(buf, pos)
@@ -202,16 +330,19 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     f_assignment, pos = _d_Assignment_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Member(f_member_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Member(f_member_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -221,69 +352,108 @@ def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.client_id)
     _p.write_compact_string(out, o.client_host)
     items_subscribed_topic_names = o.subscribed_topic_names
-    _p.write_uvarint(out, len(items_subscribed_topic_names) + 1)
+    count = len(items_subscribed_topic_names)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_subscribed_topic_names in items_subscribed_topic_names:
         _p.write_compact_string(out, item_subscribed_topic_names)
     _e_Assignment_0(o.assignment, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
     for _ in range(count):
         item_topic_partitions, pos = _d_TopicPartitions_0(buf, pos)
         items_topic_partitions.append(item_topic_partitions)
     f_topic_partitions = tuple(items_topic_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Assignment(f_topic_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Assignment(f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topic_partitions = o.topic_partitions
-    _p.write_uvarint(out, len(items_topic_partitions) + 1)
+    count = len(items_topic_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_partitions in items_topic_partitions:
         _e_TopicPartitions_0(item_topic_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicPartitions(f_topic_id, f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicPartitions(f_topic_id, f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareGroupDescribeResponse._DECODERS = {
@@ -294,66 +464,66 @@ ShareGroupDescribeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (111, 'ShareGroupDescribeResponse'),
-    (112, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
-    (114, 'ShareGroupDescribeResponse.Groups'),
-    (121, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (131, 'ShareGroupDescribeResponse'),
-    (135, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
-    (136, 'ShareGroupDescribeResponse.Groups'),
-    (140, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (143, 'DescribedGroup'),
-    (144, 'DescribedGroup.ErrorCode'),
-    (146, 'DescribedGroup.ErrorMessage'),
-    (147, 'DescribedGroup.GroupId'),
-    (148, 'DescribedGroup.GroupState'),
-    (149, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (151, 'DescribedGroup.AssignorName'),
-    (152, 'DescribedGroup.Members'),
-    (159, 'DescribedGroup.AuthorizedOperations'),
-    (161, 'DescribedGroup.<tagged fields>'),
-    (171, 'DescribedGroup'),
-    (175, 'DescribedGroup.ErrorCode'),
-    (176, 'DescribedGroup.ErrorMessage'),
-    (177, 'DescribedGroup.GroupId'),
-    (178, 'DescribedGroup.GroupState'),
-    (179, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (180, 'DescribedGroup.AssignorName'),
-    (181, 'DescribedGroup.Members'),
-    (185, 'DescribedGroup.AuthorizedOperations'),
-    (186, 'DescribedGroup.<tagged fields>'),
-    (189, 'Member'),
-    (190, 'Member.MemberId'),
-    (191, 'Member.RackId'),
-    (192, 'Member.MemberEpoch'),
-    (194, 'Member.ClientId'),
-    (195, 'Member.ClientHost'),
-    (196, 'Member.SubscribedTopicNames'),
-    (203, 'Member.Assignment'),
-    (204, 'Member.<tagged fields>'),
-    (214, 'Member'),
-    (218, 'Member.MemberId'),
-    (219, 'Member.RackId'),
-    (220, 'Member.MemberEpoch'),
-    (221, 'Member.ClientId'),
-    (222, 'Member.ClientHost'),
-    (223, 'Member.SubscribedTopicNames'),
-    (227, 'Member.Assignment'),
-    (228, 'Member.<tagged fields>'),
-    (231, 'Assignment'),
-    (232, 'Assignment.TopicPartitions'),
-    (239, 'Assignment.<tagged fields>'),
-    (249, 'Assignment'),
-    (253, 'Assignment.TopicPartitions'),
-    (257, 'Assignment.<tagged fields>'),
-    (260, 'TopicPartitions'),
-    (261, 'TopicPartitions.TopicId'),
-    (262, 'TopicPartitions.TopicName'),
-    (263, 'TopicPartitions.Partitions'),
-    (267, 'TopicPartitions.<tagged fields>'),
-    (277, 'TopicPartitions'),
-    (281, 'TopicPartitions.TopicId'),
-    (282, 'TopicPartitions.TopicName'),
-    (283, 'TopicPartitions.Partitions'),
-    (286, 'TopicPartitions.<tagged fields>'),
+    (201, 'ShareGroupDescribeResponse'),
+    (202, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
+    (204, 'ShareGroupDescribeResponse.Groups'),
+    (217, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (230, 'ShareGroupDescribeResponse'),
+    (234, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
+    (235, 'ShareGroupDescribeResponse.Groups'),
+    (243, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (249, 'DescribedGroup'),
+    (250, 'DescribedGroup.ErrorCode'),
+    (252, 'DescribedGroup.ErrorMessage'),
+    (253, 'DescribedGroup.GroupId'),
+    (254, 'DescribedGroup.GroupState'),
+    (255, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (257, 'DescribedGroup.AssignorName'),
+    (258, 'DescribedGroup.Members'),
+    (271, 'DescribedGroup.AuthorizedOperations'),
+    (273, 'DescribedGroup.<tagged fields>'),
+    (286, 'DescribedGroup'),
+    (290, 'DescribedGroup.ErrorCode'),
+    (291, 'DescribedGroup.ErrorMessage'),
+    (292, 'DescribedGroup.GroupId'),
+    (293, 'DescribedGroup.GroupState'),
+    (294, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (295, 'DescribedGroup.AssignorName'),
+    (296, 'DescribedGroup.Members'),
+    (304, 'DescribedGroup.AuthorizedOperations'),
+    (305, 'DescribedGroup.<tagged fields>'),
+    (311, 'Member'),
+    (312, 'Member.MemberId'),
+    (313, 'Member.RackId'),
+    (314, 'Member.MemberEpoch'),
+    (316, 'Member.ClientId'),
+    (317, 'Member.ClientHost'),
+    (318, 'Member.SubscribedTopicNames'),
+    (331, 'Member.Assignment'),
+    (332, 'Member.<tagged fields>'),
+    (345, 'Member'),
+    (349, 'Member.MemberId'),
+    (350, 'Member.RackId'),
+    (351, 'Member.MemberEpoch'),
+    (352, 'Member.ClientId'),
+    (353, 'Member.ClientHost'),
+    (354, 'Member.SubscribedTopicNames'),
+    (362, 'Member.Assignment'),
+    (363, 'Member.<tagged fields>'),
+    (369, 'Assignment'),
+    (370, 'Assignment.TopicPartitions'),
+    (383, 'Assignment.<tagged fields>'),
+    (396, 'Assignment'),
+    (400, 'Assignment.TopicPartitions'),
+    (408, 'Assignment.<tagged fields>'),
+    (414, 'TopicPartitions'),
+    (415, 'TopicPartitions.TopicId'),
+    (416, 'TopicPartitions.TopicName'),
+    (417, 'TopicPartitions.Partitions'),
+    (427, 'TopicPartitions.<tagged fields>'),
+    (440, 'TopicPartitions'),
+    (444, 'TopicPartitions.TopicId'),
+    (445, 'TopicPartitions.TopicName'),
+    (446, 'TopicPartitions.Partitions'),
+    (453, 'TopicPartitions.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -40,13 +41,39 @@ class ShareGroupHeartbeatRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareGroupHeartbeatRequest(_Message):
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields', )
+    group_id: Any
+    member_id: Any
+    member_epoch: Any
+    rack_id: Any
+    subscribed_topic_names: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, member_id: Any, member_epoch: Any, rack_id: Any, subscribed_topic_names: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.rack_id = rack_id
+        self.subscribed_topic_names = subscribed_topic_names
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareGroupHeartbeatRequest  # type: ignore[assignment]
+
+
 def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
     (f_member_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < -1:
+        _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_subscribed_topic_names = None
     else:
@@ -56,16 +83,19 @@ def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ShareGro
             items_subscribed_topic_names.append(item_subscribed_topic_names)
         f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_rack_id, f_subscribed_topic_names, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_rack_id, f_subscribed_topic_names, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -77,10 +107,17 @@ def _e_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearra
     if items_subscribed_topic_names is None:
         out.append(0)
     else:
-        _p.write_uvarint(out, len(items_subscribed_topic_names) + 1)
+        count = len(items_subscribed_topic_names)
+        if count < 0x7F:
+            out.append(count + 1)
+        else:
+            _p.write_uvarint(out, count + 1)
         for item_subscribed_topic_names in items_subscribed_topic_names:
             _p.write_compact_string(out, item_subscribed_topic_names)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareGroupHeartbeatRequest._DECODERS = {
@@ -91,18 +128,18 @@ ShareGroupHeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (43, 'ShareGroupHeartbeatRequest'),
-    (44, 'ShareGroupHeartbeatRequest.GroupId'),
-    (45, 'ShareGroupHeartbeatRequest.MemberId'),
-    (46, 'ShareGroupHeartbeatRequest.MemberEpoch'),
-    (48, 'ShareGroupHeartbeatRequest.RackId'),
-    (49, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
-    (58, 'ShareGroupHeartbeatRequest.<tagged fields>'),
-    (68, 'ShareGroupHeartbeatRequest'),
-    (72, 'ShareGroupHeartbeatRequest.GroupId'),
-    (73, 'ShareGroupHeartbeatRequest.MemberId'),
-    (74, 'ShareGroupHeartbeatRequest.MemberEpoch'),
-    (75, 'ShareGroupHeartbeatRequest.RackId'),
-    (76, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
-    (83, 'ShareGroupHeartbeatRequest.<tagged fields>'),
+    (63, 'ShareGroupHeartbeatRequest'),
+    (64, 'ShareGroupHeartbeatRequest.GroupId'),
+    (65, 'ShareGroupHeartbeatRequest.MemberId'),
+    (66, 'ShareGroupHeartbeatRequest.MemberEpoch'),
+    (68, 'ShareGroupHeartbeatRequest.RackId'),
+    (69, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
+    (85, 'ShareGroupHeartbeatRequest.<tagged fields>'),
+    (98, 'ShareGroupHeartbeatRequest'),
+    (102, 'ShareGroupHeartbeatRequest.GroupId'),
+    (103, 'ShareGroupHeartbeatRequest.MemberId'),
+    (104, 'ShareGroupHeartbeatRequest.MemberEpoch'),
+    (105, 'ShareGroupHeartbeatRequest.RackId'),
+    (106, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
+    (117, 'ShareGroupHeartbeatRequest.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">ii")
 
@@ -28,6 +29,19 @@ class TopicPartitions:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TopicPartitions:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicPartitions  # type: ignore[assignment]
+
+
 _DEFAULT_TopicPartitions = TopicPartitions()
 
 
@@ -36,6 +50,17 @@ class Assignment:
     #: The partitions assigned to the member.
     topic_partitions: tuple[TopicPartitions, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Assignment:
+    __slots__ = ('topic_partitions', 'unknown_tagged_fields', )
+    topic_partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_partitions = topic_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Assignment  # type: ignore[assignment]
 
 
 _DEFAULT_Assignment = Assignment()
@@ -67,6 +92,29 @@ class ShareGroupHeartbeatResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_ShareGroupHeartbeatResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    member_id: Any
+    member_epoch: Any
+    heartbeat_interval_ms: Any
+    assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, member_id: Any, member_epoch: Any, heartbeat_interval_ms: Any, assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignment = assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = ShareGroupHeartbeatResponse  # type: ignore[assignment]
+
+
 def _d_ShareGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
@@ -79,16 +127,19 @@ def _d_ShareGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ShareGr
     if present:
         f_assignment, pos = _d_Assignment_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return ShareGroupHeartbeatResponse(f_throttle_time_ms, f_error_code, f_error_message, f_member_id, f_member_epoch, f_heartbeat_interval_ms, f_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_ShareGroupHeartbeatResponse(f_throttle_time_ms, f_error_code, f_error_message, f_member_id, f_member_epoch, f_heartbeat_interval_ms, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -101,63 +152,98 @@ def _e_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytear
     else:
         out.append(1)
         _e_Assignment_0(o.assignment, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
     for _ in range(count):
         item_topic_partitions, pos = _d_TopicPartitions_0(buf, pos)
         items_topic_partitions.append(item_topic_partitions)
     f_topic_partitions = tuple(items_topic_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Assignment(f_topic_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Assignment(f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_topic_partitions = o.topic_partitions
-    _p.write_uvarint(out, len(items_topic_partitions) + 1)
+    count = len(items_topic_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_partitions in items_topic_partitions:
         _e_TopicPartitions_0(item_topic_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partitions = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicPartitions(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicPartitions(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
-    out += _pack(">%di" % len(items_partitions), *items_partitions)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partitions) if count < 64 else _pack(">%di" % count, *items_partitions)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 ShareGroupHeartbeatResponse._DECODERS = {
@@ -168,32 +254,32 @@ ShareGroupHeartbeatResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (70, 'ShareGroupHeartbeatResponse'),
-    (71, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (73, 'ShareGroupHeartbeatResponse.ErrorMessage'),
-    (74, 'ShareGroupHeartbeatResponse.MemberId'),
-    (75, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
-    (77, 'ShareGroupHeartbeatResponse.Assignment'),
-    (81, 'ShareGroupHeartbeatResponse.<tagged fields>'),
-    (91, 'ShareGroupHeartbeatResponse'),
-    (95, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (96, 'ShareGroupHeartbeatResponse.ErrorMessage'),
-    (97, 'ShareGroupHeartbeatResponse.MemberId'),
-    (98, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
-    (99, 'ShareGroupHeartbeatResponse.Assignment'),
-    (104, 'ShareGroupHeartbeatResponse.<tagged fields>'),
-    (107, 'Assignment'),
-    (108, 'Assignment.TopicPartitions'),
-    (115, 'Assignment.<tagged fields>'),
-    (125, 'Assignment'),
-    (129, 'Assignment.TopicPartitions'),
-    (133, 'Assignment.<tagged fields>'),
-    (136, 'TopicPartitions'),
-    (137, 'TopicPartitions.TopicId'),
-    (138, 'TopicPartitions.Partitions'),
-    (142, 'TopicPartitions.<tagged fields>'),
-    (152, 'TopicPartitions'),
-    (156, 'TopicPartitions.TopicId'),
-    (157, 'TopicPartitions.Partitions'),
-    (160, 'TopicPartitions.<tagged fields>'),
+    (118, 'ShareGroupHeartbeatResponse'),
+    (119, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (121, 'ShareGroupHeartbeatResponse.ErrorMessage'),
+    (122, 'ShareGroupHeartbeatResponse.MemberId'),
+    (123, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
+    (125, 'ShareGroupHeartbeatResponse.Assignment'),
+    (129, 'ShareGroupHeartbeatResponse.<tagged fields>'),
+    (142, 'ShareGroupHeartbeatResponse'),
+    (146, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (147, 'ShareGroupHeartbeatResponse.ErrorMessage'),
+    (148, 'ShareGroupHeartbeatResponse.MemberId'),
+    (149, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
+    (150, 'ShareGroupHeartbeatResponse.Assignment'),
+    (155, 'ShareGroupHeartbeatResponse.<tagged fields>'),
+    (161, 'Assignment'),
+    (162, 'Assignment.TopicPartitions'),
+    (175, 'Assignment.<tagged fields>'),
+    (188, 'Assignment'),
+    (192, 'Assignment.TopicPartitions'),
+    (200, 'Assignment.<tagged fields>'),
+    (206, 'TopicPartitions'),
+    (207, 'TopicPartitions.TopicId'),
+    (208, 'TopicPartitions.Partitions'),
+    (218, 'TopicPartitions.<tagged fields>'),
+    (231, 'TopicPartitions'),
+    (235, 'TopicPartitions.TopicId'),
+    (236, 'TopicPartitions.Partitions'),
+    (243, 'TopicPartitions.<tagged fields>'),
 )

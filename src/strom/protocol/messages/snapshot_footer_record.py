@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 
 
@@ -32,25 +33,42 @@ class SnapshotFooterRecord(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SnapshotFooterRecord(_Message):
+    __slots__ = ('version', 'unknown_tagged_fields', )
+    version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.version = version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SnapshotFooterRecord  # type: ignore[assignment]
+
+
 def _d_SnapshotFooterRecord_0(buf: memoryview, pos: int) -> tuple[SnapshotFooterRecord, int]:
     (f_version,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SnapshotFooterRecord(f_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SnapshotFooterRecord(f_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SnapshotFooterRecord_0(o: SnapshotFooterRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SnapshotFooterRecord._DECODERS = {
@@ -61,10 +79,10 @@ SnapshotFooterRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'SnapshotFooterRecord'),
-    (36, 'SnapshotFooterRecord.Version'),
-    (38, 'SnapshotFooterRecord.<tagged fields>'),
-    (48, 'SnapshotFooterRecord'),
-    (52, 'SnapshotFooterRecord.Version'),
-    (53, 'SnapshotFooterRecord.<tagged fields>'),
+    (47, 'SnapshotFooterRecord'),
+    (48, 'SnapshotFooterRecord.Version'),
+    (50, 'SnapshotFooterRecord.<tagged fields>'),
+    (63, 'SnapshotFooterRecord'),
+    (67, 'SnapshotFooterRecord.Version'),
+    (68, 'SnapshotFooterRecord.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">hq")
 
 
@@ -34,25 +35,44 @@ class SnapshotHeaderRecord(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SnapshotHeaderRecord(_Message):
+    __slots__ = ('version', 'last_contained_log_timestamp', 'unknown_tagged_fields', )
+    version: Any
+    last_contained_log_timestamp: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, version: Any, last_contained_log_timestamp: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.version = version
+        self.last_contained_log_timestamp = last_contained_log_timestamp
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SnapshotHeaderRecord  # type: ignore[assignment]
+
+
 def _d_SnapshotHeaderRecord_0(buf: memoryview, pos: int) -> tuple[SnapshotHeaderRecord, int]:
     (f_version, f_last_contained_log_timestamp,) = _S0.unpack_from(buf, pos)
     pos += 10
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SnapshotHeaderRecord_0(o: SnapshotHeaderRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version, o.last_contained_log_timestamp)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SnapshotHeaderRecord._DECODERS = {
@@ -63,10 +83,10 @@ SnapshotHeaderRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (37, 'SnapshotHeaderRecord'),
-    (38, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
-    (40, 'SnapshotHeaderRecord.<tagged fields>'),
-    (50, 'SnapshotHeaderRecord'),
-    (54, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
-    (55, 'SnapshotHeaderRecord.<tagged fields>'),
+    (51, 'SnapshotHeaderRecord'),
+    (52, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
+    (54, 'SnapshotHeaderRecord.<tagged fields>'),
+    (67, 'SnapshotHeaderRecord'),
+    (71, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
+    (72, 'SnapshotHeaderRecord.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii?")
 _S1 = Struct(">iiq?")
 _S2 = Struct(">iiq")
@@ -31,6 +32,19 @@ class StopReplicaPartitionV0:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_StopReplicaPartitionV0:
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaPartitionV0  # type: ignore[assignment]
+
+
 _DEFAULT_StopReplicaPartitionV0 = StopReplicaPartitionV0()
 
 
@@ -41,6 +55,19 @@ class StopReplicaTopicV1:
     #: The partition indexes.
     partition_indexes: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_StopReplicaTopicV1:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaTopicV1  # type: ignore[assignment]
 
 
 _DEFAULT_StopReplicaTopicV1 = StopReplicaTopicV1()
@@ -57,6 +84,21 @@ class StopReplicaPartitionState:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_StopReplicaPartitionState:
+    __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields', )
+    partition_index: Any
+    leader_epoch: Any
+    delete_partition: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, leader_epoch: Any, delete_partition: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_epoch = leader_epoch
+        self.delete_partition = delete_partition
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaPartitionState  # type: ignore[assignment]
+
+
 _DEFAULT_StopReplicaPartitionState = StopReplicaPartitionState()
 
 
@@ -67,6 +109,19 @@ class StopReplicaTopicState:
     #: The state of each partition
     partition_states: tuple[StopReplicaPartitionState, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_StopReplicaTopicState:
+    __slots__ = ('topic_name', 'partition_states', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_states = partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaTopicState  # type: ignore[assignment]
 
 
 _DEFAULT_StopReplicaTopicState = StopReplicaTopicState()
@@ -100,16 +155,44 @@ class StopReplicaRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_StopReplicaRequest(_Message):
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields', )
+    controller_id: Any
+    is_k_raft_controller: Any
+    controller_epoch: Any
+    broker_epoch: Any
+    delete_partitions: Any
+    ungrouped_partitions: Any
+    topics: Any
+    topic_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, controller_id: Any, is_k_raft_controller: Any, controller_epoch: Any, broker_epoch: Any, delete_partitions: Any, ungrouped_partitions: Any, topics: Any, topic_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.delete_partitions = delete_partitions
+        self.ungrouped_partitions = ungrouped_partitions
+        self.topics = topics
+        self.topic_states = topic_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaRequest  # type: ignore[assignment]
+
+
 def _d_StopReplicaRequest_0(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_delete_partitions,) = _S0.unpack_from(buf, pos)
     pos += 9
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partitions: list[Any] = []
     for _ in range(count):
         item_ungrouped_partitions, pos = _d_StopReplicaPartitionV0_0(buf, pos)
         items_ungrouped_partitions.append(item_ungrouped_partitions)
     f_ungrouped_partitions = tuple(items_ungrouped_partitions)
-    return StopReplicaRequest(f_controller_id, False, f_controller_epoch, -1, f_delete_partitions, f_ungrouped_partitions, (), ()), pos
+    return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, -1, f_delete_partitions, f_ungrouped_partitions, (), ()), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -121,7 +204,8 @@ def _e_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("TopicStates cannot be sent in version 0", message_name="StopReplicaRequest", api_version=0, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch, o.delete_partitions)
     items_ungrouped_partitions = o.ungrouped_partitions
-    out += _p.INT32.pack(len(items_ungrouped_partitions))
+    count = len(items_ungrouped_partitions)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partitions in items_ungrouped_partitions:
         _e_StopReplicaPartitionV0_0(item_ungrouped_partitions, out, chunks)
 
@@ -129,13 +213,16 @@ def _e_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray, chunks: list[
 def _d_StopReplicaRequest_1(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions,) = _S1.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_StopReplicaTopicV1_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, ()), pos
+    return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, ()), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,7 +234,8 @@ def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("TopicStates cannot be sent in version 1", message_name="StopReplicaRequest", api_version=1, field="TopicStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_StopReplicaTopicV1_0(item_topics, out, chunks)
 
@@ -155,24 +243,33 @@ def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[
 def _d_StopReplicaRequest_2(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions,) = _S1.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_StopReplicaTopicV1_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -184,33 +281,49 @@ def _e_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("TopicStates cannot be sent in version 2", message_name="StopReplicaRequest", api_version=2, field="TopicStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_StopReplicaTopicV1_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S2.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_StopReplicaTopicState_0(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -224,33 +337,49 @@ def _e_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("Topics cannot be sent in version 3", message_name="StopReplicaRequest", api_version=3, field="Topics")
     out += _S2.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_StopReplicaTopicState_0(item_topic_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_4(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S3.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_StopReplicaTopicState_0(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -262,17 +391,24 @@ def _e_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray, chunks: list[
         raise _UnsupportedVersion("Topics cannot be sent in version 4", message_name="StopReplicaRequest", api_version=4, field="Topics")
     out += _S3.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_StopReplicaTopicState_0(item_topic_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaPartitionV0_0(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionV0, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index,) = _S4.unpack_from(buf, pos)
     pos += 4
-    return StopReplicaPartitionV0(f_topic_name, f_partition_index), pos
+    return _New_StopReplicaPartitionV0(f_topic_name, f_partition_index), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaPartitionV0_0(o: StopReplicaPartitionV0, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -282,96 +418,138 @@ def _e_StopReplicaPartitionV0_0(o: StopReplicaPartitionV0, out: bytearray, chunk
 
 def _d_StopReplicaTopicV1_0(buf: memoryview, pos: int) -> tuple[StopReplicaTopicV1, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return StopReplicaTopicV1(f_name, f_partition_indexes), pos
+    return _New_StopReplicaTopicV1(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaTopicV1_0(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    out += _p.INT32.pack(len(items_partition_indexes))
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
+    count = len(items_partition_indexes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
 
 
 def _d_StopReplicaTopicV1_1(buf: memoryview, pos: int) -> tuple[StopReplicaTopicV1, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaTopicV1(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaTopicV1(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaTopicV1_1(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaTopicState_0(buf: memoryview, pos: int) -> tuple[StopReplicaTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_StopReplicaPartitionState_0(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaTopicState(f_topic_name, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaTopicState(f_topic_name, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_StopReplicaPartitionState_0(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaPartitionState_0(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionState, int]:
     (f_partition_index, f_leader_epoch, f_delete_partition,) = _S0.unpack_from(buf, pos)
     pos += 9
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaPartitionState_0(o: StopReplicaPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition_index, o.leader_epoch, o.delete_partition)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 StopReplicaRequest._DECODERS = {
@@ -390,90 +568,90 @@ StopReplicaRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'StopReplicaRequest'),
-    (104, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
-    (106, 'StopReplicaRequest.UngroupedPartitions'),
-    (112, 'StopReplicaRequest'),
-    (116, 'StopReplicaRequest.isKRaftController'),
-    (118, 'StopReplicaRequest.Topics'),
-    (120, 'StopReplicaRequest.TopicStates'),
-    (122, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
-    (123, 'StopReplicaRequest.UngroupedPartitions'),
-    (129, 'StopReplicaRequest'),
-    (130, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (132, 'StopReplicaRequest.Topics'),
-    (138, 'StopReplicaRequest'),
-    (142, 'StopReplicaRequest.isKRaftController'),
-    (144, 'StopReplicaRequest.UngroupedPartitions'),
-    (146, 'StopReplicaRequest.TopicStates'),
-    (148, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (149, 'StopReplicaRequest.Topics'),
-    (155, 'StopReplicaRequest'),
-    (156, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (158, 'StopReplicaRequest.Topics'),
-    (165, 'StopReplicaRequest.<tagged fields>'),
-    (175, 'StopReplicaRequest'),
-    (179, 'StopReplicaRequest.isKRaftController'),
-    (181, 'StopReplicaRequest.UngroupedPartitions'),
-    (183, 'StopReplicaRequest.TopicStates'),
-    (185, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (186, 'StopReplicaRequest.Topics'),
-    (190, 'StopReplicaRequest.<tagged fields>'),
-    (193, 'StopReplicaRequest'),
-    (194, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (196, 'StopReplicaRequest.TopicStates'),
-    (203, 'StopReplicaRequest.<tagged fields>'),
+    (183, 'StopReplicaRequest'),
+    (184, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
+    (186, 'StopReplicaRequest.UngroupedPartitions'),
+    (195, 'StopReplicaRequest'),
+    (199, 'StopReplicaRequest.isKRaftController'),
+    (201, 'StopReplicaRequest.Topics'),
+    (203, 'StopReplicaRequest.TopicStates'),
+    (205, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
+    (206, 'StopReplicaRequest.UngroupedPartitions'),
     (213, 'StopReplicaRequest'),
-    (217, 'StopReplicaRequest.isKRaftController'),
-    (219, 'StopReplicaRequest.DeletePartitions'),
-    (221, 'StopReplicaRequest.UngroupedPartitions'),
-    (223, 'StopReplicaRequest.Topics'),
-    (225, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (226, 'StopReplicaRequest.TopicStates'),
-    (230, 'StopReplicaRequest.<tagged fields>'),
-    (233, 'StopReplicaRequest'),
-    (234, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (236, 'StopReplicaRequest.TopicStates'),
-    (243, 'StopReplicaRequest.<tagged fields>'),
-    (253, 'StopReplicaRequest'),
-    (257, 'StopReplicaRequest.DeletePartitions'),
-    (259, 'StopReplicaRequest.UngroupedPartitions'),
-    (261, 'StopReplicaRequest.Topics'),
-    (263, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (264, 'StopReplicaRequest.TopicStates'),
-    (268, 'StopReplicaRequest.<tagged fields>'),
-    (271, 'StopReplicaPartitionV0'),
-    (272, 'StopReplicaPartitionV0.TopicName'),
-    (273, 'StopReplicaPartitionV0.PartitionIndex'),
-    (275, 'StopReplicaPartitionV0'),
-    (279, 'StopReplicaPartitionV0.TopicName'),
-    (280, 'StopReplicaPartitionV0.PartitionIndex'),
-    (283, 'StopReplicaTopicV1'),
-    (284, 'StopReplicaTopicV1.Name'),
-    (285, 'StopReplicaTopicV1.PartitionIndexes'),
-    (288, 'StopReplicaTopicV1'),
-    (292, 'StopReplicaTopicV1.Name'),
-    (293, 'StopReplicaTopicV1.PartitionIndexes'),
-    (298, 'StopReplicaTopicV1'),
-    (299, 'StopReplicaTopicV1.Name'),
-    (300, 'StopReplicaTopicV1.PartitionIndexes'),
-    (304, 'StopReplicaTopicV1.<tagged fields>'),
-    (314, 'StopReplicaTopicV1'),
-    (318, 'StopReplicaTopicV1.Name'),
-    (319, 'StopReplicaTopicV1.PartitionIndexes'),
-    (322, 'StopReplicaTopicV1.<tagged fields>'),
-    (325, 'StopReplicaTopicState'),
-    (326, 'StopReplicaTopicState.TopicName'),
-    (327, 'StopReplicaTopicState.PartitionStates'),
-    (334, 'StopReplicaTopicState.<tagged fields>'),
-    (344, 'StopReplicaTopicState'),
-    (348, 'StopReplicaTopicState.TopicName'),
-    (349, 'StopReplicaTopicState.PartitionStates'),
-    (353, 'StopReplicaTopicState.<tagged fields>'),
-    (356, 'StopReplicaPartitionState'),
-    (357, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (359, 'StopReplicaPartitionState.<tagged fields>'),
-    (369, 'StopReplicaPartitionState'),
-    (373, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (374, 'StopReplicaPartitionState.<tagged fields>'),
+    (214, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (216, 'StopReplicaRequest.Topics'),
+    (225, 'StopReplicaRequest'),
+    (229, 'StopReplicaRequest.isKRaftController'),
+    (231, 'StopReplicaRequest.UngroupedPartitions'),
+    (233, 'StopReplicaRequest.TopicStates'),
+    (235, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (236, 'StopReplicaRequest.Topics'),
+    (243, 'StopReplicaRequest'),
+    (244, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (246, 'StopReplicaRequest.Topics'),
+    (259, 'StopReplicaRequest.<tagged fields>'),
+    (272, 'StopReplicaRequest'),
+    (276, 'StopReplicaRequest.isKRaftController'),
+    (278, 'StopReplicaRequest.UngroupedPartitions'),
+    (280, 'StopReplicaRequest.TopicStates'),
+    (282, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (283, 'StopReplicaRequest.Topics'),
+    (291, 'StopReplicaRequest.<tagged fields>'),
+    (297, 'StopReplicaRequest'),
+    (298, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (300, 'StopReplicaRequest.TopicStates'),
+    (313, 'StopReplicaRequest.<tagged fields>'),
+    (326, 'StopReplicaRequest'),
+    (330, 'StopReplicaRequest.isKRaftController'),
+    (332, 'StopReplicaRequest.DeletePartitions'),
+    (334, 'StopReplicaRequest.UngroupedPartitions'),
+    (336, 'StopReplicaRequest.Topics'),
+    (338, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (339, 'StopReplicaRequest.TopicStates'),
+    (347, 'StopReplicaRequest.<tagged fields>'),
+    (353, 'StopReplicaRequest'),
+    (354, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (356, 'StopReplicaRequest.TopicStates'),
+    (369, 'StopReplicaRequest.<tagged fields>'),
+    (382, 'StopReplicaRequest'),
+    (386, 'StopReplicaRequest.DeletePartitions'),
+    (388, 'StopReplicaRequest.UngroupedPartitions'),
+    (390, 'StopReplicaRequest.Topics'),
+    (392, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (393, 'StopReplicaRequest.TopicStates'),
+    (401, 'StopReplicaRequest.<tagged fields>'),
+    (407, 'StopReplicaPartitionV0'),
+    (408, 'StopReplicaPartitionV0.TopicName'),
+    (409, 'StopReplicaPartitionV0.PartitionIndex'),
+    (411, 'StopReplicaPartitionV0'),
+    (415, 'StopReplicaPartitionV0.TopicName'),
+    (416, 'StopReplicaPartitionV0.PartitionIndex'),
+    (419, 'StopReplicaTopicV1'),
+    (420, 'StopReplicaTopicV1.Name'),
+    (421, 'StopReplicaTopicV1.PartitionIndexes'),
+    (427, 'StopReplicaTopicV1'),
+    (431, 'StopReplicaTopicV1.Name'),
+    (432, 'StopReplicaTopicV1.PartitionIndexes'),
+    (438, 'StopReplicaTopicV1'),
+    (439, 'StopReplicaTopicV1.Name'),
+    (440, 'StopReplicaTopicV1.PartitionIndexes'),
+    (450, 'StopReplicaTopicV1.<tagged fields>'),
+    (463, 'StopReplicaTopicV1'),
+    (467, 'StopReplicaTopicV1.Name'),
+    (468, 'StopReplicaTopicV1.PartitionIndexes'),
+    (475, 'StopReplicaTopicV1.<tagged fields>'),
+    (481, 'StopReplicaTopicState'),
+    (482, 'StopReplicaTopicState.TopicName'),
+    (483, 'StopReplicaTopicState.PartitionStates'),
+    (496, 'StopReplicaTopicState.<tagged fields>'),
+    (509, 'StopReplicaTopicState'),
+    (513, 'StopReplicaTopicState.TopicName'),
+    (514, 'StopReplicaTopicState.PartitionStates'),
+    (522, 'StopReplicaTopicState.<tagged fields>'),
+    (528, 'StopReplicaPartitionState'),
+    (529, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (531, 'StopReplicaPartitionState.<tagged fields>'),
+    (544, 'StopReplicaPartitionState'),
+    (548, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (549, 'StopReplicaPartitionState.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -28,6 +29,21 @@ class StopReplicaPartitionError:
     #: The partition error code, or 0 if there was no partition error.
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_StopReplicaPartitionError:
+    __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaPartitionError  # type: ignore[assignment]
 
 
 _DEFAULT_StopReplicaPartitionError = StopReplicaPartitionError()
@@ -49,22 +65,39 @@ class StopReplicaResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_StopReplicaResponse(_Message):
+    __slots__ = ('error_code', 'partition_errors', 'unknown_tagged_fields', )
+    error_code: Any
+    partition_errors: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, partition_errors: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.partition_errors = partition_errors
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StopReplicaResponse  # type: ignore[assignment]
+
+
 def _d_StopReplicaResponse_0(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
     for _ in range(count):
         item_partition_errors, pos = _d_StopReplicaPartitionError_0(buf, pos)
         items_partition_errors.append(item_partition_errors)
     f_partition_errors = tuple(items_partition_errors)
-    return StopReplicaResponse(f_error_code, f_partition_errors), pos
+    return _New_StopReplicaResponse(f_error_code, f_partition_errors), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
-    out += _p.INT32.pack(len(items_partition_errors))
+    count = len(items_partition_errors)
+    out += _p.INT32.pack(count)
     for item_partition_errors in items_partition_errors:
         _e_StopReplicaPartitionError_0(item_partition_errors, out, chunks)
 
@@ -72,40 +105,56 @@ def _e_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray, chunks: lis
 def _d_StopReplicaResponse_1(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
     for _ in range(count):
         item_partition_errors, pos = _d_StopReplicaPartitionError_1(buf, pos)
         items_partition_errors.append(item_partition_errors)
     f_partition_errors = tuple(items_partition_errors)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaResponse(f_error_code, f_partition_errors, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaResponse(f_error_code, f_partition_errors, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
-    _p.write_uvarint(out, len(items_partition_errors) + 1)
+    count = len(items_partition_errors)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_errors in items_partition_errors:
         _e_StopReplicaPartitionError_1(item_partition_errors, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaPartitionError_0(buf: memoryview, pos: int) -> tuple[StopReplicaPartitionError, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code), pos
+    return _New_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaPartitionError_0(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -118,22 +167,28 @@ def _d_StopReplicaPartitionError_1(buf: memoryview, pos: int) -> tuple[StopRepli
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StopReplicaPartitionError_1(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 StopReplicaResponse._DECODERS = {
@@ -152,32 +207,32 @@ StopReplicaResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'StopReplicaResponse'),
-    (53, 'StopReplicaResponse.ErrorCode'),
-    (55, 'StopReplicaResponse.PartitionErrors'),
-    (61, 'StopReplicaResponse'),
-    (65, 'StopReplicaResponse.ErrorCode'),
-    (66, 'StopReplicaResponse.PartitionErrors'),
-    (72, 'StopReplicaResponse'),
-    (73, 'StopReplicaResponse.ErrorCode'),
-    (75, 'StopReplicaResponse.PartitionErrors'),
-    (82, 'StopReplicaResponse.<tagged fields>'),
-    (92, 'StopReplicaResponse'),
-    (96, 'StopReplicaResponse.ErrorCode'),
-    (97, 'StopReplicaResponse.PartitionErrors'),
-    (101, 'StopReplicaResponse.<tagged fields>'),
-    (104, 'StopReplicaPartitionError'),
-    (105, 'StopReplicaPartitionError.TopicName'),
-    (106, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (108, 'StopReplicaPartitionError'),
-    (112, 'StopReplicaPartitionError.TopicName'),
-    (113, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (116, 'StopReplicaPartitionError'),
-    (117, 'StopReplicaPartitionError.TopicName'),
-    (118, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (120, 'StopReplicaPartitionError.<tagged fields>'),
-    (130, 'StopReplicaPartitionError'),
-    (134, 'StopReplicaPartitionError.TopicName'),
-    (135, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (136, 'StopReplicaPartitionError.<tagged fields>'),
+    (81, 'StopReplicaResponse'),
+    (82, 'StopReplicaResponse.ErrorCode'),
+    (84, 'StopReplicaResponse.PartitionErrors'),
+    (93, 'StopReplicaResponse'),
+    (97, 'StopReplicaResponse.ErrorCode'),
+    (98, 'StopReplicaResponse.PartitionErrors'),
+    (105, 'StopReplicaResponse'),
+    (106, 'StopReplicaResponse.ErrorCode'),
+    (108, 'StopReplicaResponse.PartitionErrors'),
+    (121, 'StopReplicaResponse.<tagged fields>'),
+    (134, 'StopReplicaResponse'),
+    (138, 'StopReplicaResponse.ErrorCode'),
+    (139, 'StopReplicaResponse.PartitionErrors'),
+    (147, 'StopReplicaResponse.<tagged fields>'),
+    (153, 'StopReplicaPartitionError'),
+    (154, 'StopReplicaPartitionError.TopicName'),
+    (155, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (157, 'StopReplicaPartitionError'),
+    (161, 'StopReplicaPartitionError.TopicName'),
+    (162, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (165, 'StopReplicaPartitionError'),
+    (166, 'StopReplicaPartitionError.TopicName'),
+    (167, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (169, 'StopReplicaPartitionError.<tagged fields>'),
+    (182, 'StopReplicaPartitionError'),
+    (186, 'StopReplicaPartitionError.TopicName'),
+    (187, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (188, 'StopReplicaPartitionError.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -25,6 +26,19 @@ class SyncGroupRequestAssignment:
     #: The member assignment.
     assignment: bytes = b""
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_SyncGroupRequestAssignment:
+    __slots__ = ('member_id', 'assignment', 'unknown_tagged_fields', )
+    member_id: Any
+    assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, member_id: Any, assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.member_id = member_id
+        self.assignment = assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SyncGroupRequestAssignment  # type: ignore[assignment]
 
 
 _DEFAULT_SyncGroupRequestAssignment = SyncGroupRequestAssignment()
@@ -56,18 +70,44 @@ class SyncGroupRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SyncGroupRequest(_Message):
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments', 'unknown_tagged_fields', )
+    group_id: Any
+    generation_id: Any
+    member_id: Any
+    group_instance_id: Any
+    protocol_type: Any
+    protocol_name: Any
+    assignments: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, generation_id: Any, member_id: Any, group_instance_id: Any, protocol_type: Any, protocol_name: Any, assignments: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignments = assignments
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SyncGroupRequest  # type: ignore[assignment]
+
+
 def _d_SyncGroupRequest_0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     f_group_id, pos = _p.read_string(buf, pos)
     (f_generation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_SyncGroupRequestAssignment_0(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
-    return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, None, None, None, f_assignments), pos
+    return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, None, None, None, f_assignments), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -77,7 +117,8 @@ def _e_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray, chunks: list[_p.B
     out += _S0.pack(o.generation_id)
     _p.write_string(out, o.member_id)
     items_assignments = o.assignments
-    out += _p.INT32.pack(len(items_assignments))
+    count = len(items_assignments)
+    out += _p.INT32.pack(count)
     for item_assignments in items_assignments:
         _e_SyncGroupRequestAssignment_0(item_assignments, out, chunks)
 
@@ -88,13 +129,16 @@ def _d_SyncGroupRequest_1(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     pos += 4
     f_member_id, pos = _p.read_string(buf, pos)
     f_group_instance_id, pos = _p.read_nullable_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_SyncGroupRequestAssignment_0(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
-    return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments), pos
+    return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -103,7 +147,8 @@ def _e_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
     items_assignments = o.assignments
-    out += _p.INT32.pack(len(items_assignments))
+    count = len(items_assignments)
+    out += _p.INT32.pack(count)
     for item_assignments in items_assignments:
         _e_SyncGroupRequestAssignment_0(item_assignments, out, chunks)
 
@@ -114,24 +159,33 @@ def _d_SyncGroupRequest_2(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     pos += 4
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_SyncGroupRequestAssignment_1(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -140,10 +194,17 @@ def _e_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     items_assignments = o.assignments
-    _p.write_uvarint(out, len(items_assignments) + 1)
+    count = len(items_assignments)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_assignments in items_assignments:
         _e_SyncGroupRequestAssignment_1(item_assignments, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
@@ -154,24 +215,33 @@ def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
     for _ in range(count):
         item_assignments, pos = _d_SyncGroupRequestAssignment_1(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, f_protocol_type, f_protocol_name, f_assignments, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, f_protocol_type, f_protocol_name, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -182,16 +252,23 @@ def _e_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray, chunks: list[_p.B
     _p.write_compact_nullable_string(out, o.protocol_type)
     _p.write_compact_nullable_string(out, o.protocol_name)
     items_assignments = o.assignments
-    _p.write_uvarint(out, len(items_assignments) + 1)
+    count = len(items_assignments)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_assignments in items_assignments:
         _e_SyncGroupRequestAssignment_1(item_assignments, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequestAssignment_0(buf: memoryview, pos: int) -> tuple[SyncGroupRequestAssignment, int]:
     f_member_id, pos = _p.read_string(buf, pos)
     f_assignment, pos = _p.read_bytes(buf, pos)
-    return SyncGroupRequestAssignment(f_member_id, f_assignment), pos
+    return _New_SyncGroupRequestAssignment(f_member_id, f_assignment), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequestAssignment_0(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -203,22 +280,28 @@ def _d_SyncGroupRequestAssignment_1(buf: memoryview, pos: int) -> tuple[SyncGrou
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_assignment, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SyncGroupRequestAssignment(f_member_id, f_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SyncGroupRequestAssignment(f_member_id, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupRequestAssignment_1(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_bytes(out, o.assignment)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SyncGroupRequest._DECODERS = {
@@ -239,73 +322,73 @@ SyncGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (59, 'SyncGroupRequest'),
-    (60, 'SyncGroupRequest.GroupId'),
-    (61, 'SyncGroupRequest.GenerationId'),
-    (63, 'SyncGroupRequest.MemberId'),
-    (64, 'SyncGroupRequest.Assignments'),
-    (70, 'SyncGroupRequest'),
-    (74, 'SyncGroupRequest.GroupInstanceId'),
-    (76, 'SyncGroupRequest.GroupId'),
-    (77, 'SyncGroupRequest.GenerationId'),
-    (78, 'SyncGroupRequest.MemberId'),
-    (79, 'SyncGroupRequest.Assignments'),
-    (85, 'SyncGroupRequest'),
-    (86, 'SyncGroupRequest.GroupId'),
-    (87, 'SyncGroupRequest.GenerationId'),
-    (89, 'SyncGroupRequest.MemberId'),
-    (90, 'SyncGroupRequest.GroupInstanceId'),
-    (91, 'SyncGroupRequest.Assignments'),
-    (97, 'SyncGroupRequest'),
-    (101, 'SyncGroupRequest.GroupId'),
-    (102, 'SyncGroupRequest.GenerationId'),
-    (103, 'SyncGroupRequest.MemberId'),
-    (104, 'SyncGroupRequest.GroupInstanceId'),
-    (105, 'SyncGroupRequest.Assignments'),
-    (111, 'SyncGroupRequest'),
-    (112, 'SyncGroupRequest.GroupId'),
-    (113, 'SyncGroupRequest.GenerationId'),
-    (115, 'SyncGroupRequest.MemberId'),
-    (116, 'SyncGroupRequest.GroupInstanceId'),
-    (117, 'SyncGroupRequest.Assignments'),
-    (124, 'SyncGroupRequest.<tagged fields>'),
-    (134, 'SyncGroupRequest'),
-    (138, 'SyncGroupRequest.GroupId'),
-    (139, 'SyncGroupRequest.GenerationId'),
-    (140, 'SyncGroupRequest.MemberId'),
-    (141, 'SyncGroupRequest.GroupInstanceId'),
-    (142, 'SyncGroupRequest.Assignments'),
-    (146, 'SyncGroupRequest.<tagged fields>'),
-    (149, 'SyncGroupRequest'),
-    (150, 'SyncGroupRequest.GroupId'),
-    (151, 'SyncGroupRequest.GenerationId'),
-    (153, 'SyncGroupRequest.MemberId'),
-    (154, 'SyncGroupRequest.GroupInstanceId'),
-    (155, 'SyncGroupRequest.ProtocolType'),
-    (156, 'SyncGroupRequest.ProtocolName'),
-    (157, 'SyncGroupRequest.Assignments'),
-    (164, 'SyncGroupRequest.<tagged fields>'),
-    (174, 'SyncGroupRequest'),
-    (178, 'SyncGroupRequest.GroupId'),
-    (179, 'SyncGroupRequest.GenerationId'),
-    (180, 'SyncGroupRequest.MemberId'),
-    (181, 'SyncGroupRequest.GroupInstanceId'),
-    (182, 'SyncGroupRequest.ProtocolType'),
-    (183, 'SyncGroupRequest.ProtocolName'),
-    (184, 'SyncGroupRequest.Assignments'),
-    (188, 'SyncGroupRequest.<tagged fields>'),
-    (191, 'SyncGroupRequestAssignment'),
-    (192, 'SyncGroupRequestAssignment.MemberId'),
-    (193, 'SyncGroupRequestAssignment.Assignment'),
-    (194, 'SyncGroupRequestAssignment'),
-    (198, 'SyncGroupRequestAssignment.MemberId'),
-    (199, 'SyncGroupRequestAssignment.Assignment'),
-    (202, 'SyncGroupRequestAssignment'),
-    (203, 'SyncGroupRequestAssignment.MemberId'),
-    (204, 'SyncGroupRequestAssignment.Assignment'),
-    (205, 'SyncGroupRequestAssignment.<tagged fields>'),
-    (215, 'SyncGroupRequestAssignment'),
-    (219, 'SyncGroupRequestAssignment.MemberId'),
-    (220, 'SyncGroupRequestAssignment.Assignment'),
-    (221, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (96, 'SyncGroupRequest'),
+    (97, 'SyncGroupRequest.GroupId'),
+    (98, 'SyncGroupRequest.GenerationId'),
+    (100, 'SyncGroupRequest.MemberId'),
+    (101, 'SyncGroupRequest.Assignments'),
+    (110, 'SyncGroupRequest'),
+    (114, 'SyncGroupRequest.GroupInstanceId'),
+    (116, 'SyncGroupRequest.GroupId'),
+    (117, 'SyncGroupRequest.GenerationId'),
+    (118, 'SyncGroupRequest.MemberId'),
+    (119, 'SyncGroupRequest.Assignments'),
+    (126, 'SyncGroupRequest'),
+    (127, 'SyncGroupRequest.GroupId'),
+    (128, 'SyncGroupRequest.GenerationId'),
+    (130, 'SyncGroupRequest.MemberId'),
+    (131, 'SyncGroupRequest.GroupInstanceId'),
+    (132, 'SyncGroupRequest.Assignments'),
+    (141, 'SyncGroupRequest'),
+    (145, 'SyncGroupRequest.GroupId'),
+    (146, 'SyncGroupRequest.GenerationId'),
+    (147, 'SyncGroupRequest.MemberId'),
+    (148, 'SyncGroupRequest.GroupInstanceId'),
+    (149, 'SyncGroupRequest.Assignments'),
+    (156, 'SyncGroupRequest'),
+    (157, 'SyncGroupRequest.GroupId'),
+    (158, 'SyncGroupRequest.GenerationId'),
+    (160, 'SyncGroupRequest.MemberId'),
+    (161, 'SyncGroupRequest.GroupInstanceId'),
+    (162, 'SyncGroupRequest.Assignments'),
+    (175, 'SyncGroupRequest.<tagged fields>'),
+    (188, 'SyncGroupRequest'),
+    (192, 'SyncGroupRequest.GroupId'),
+    (193, 'SyncGroupRequest.GenerationId'),
+    (194, 'SyncGroupRequest.MemberId'),
+    (195, 'SyncGroupRequest.GroupInstanceId'),
+    (196, 'SyncGroupRequest.Assignments'),
+    (204, 'SyncGroupRequest.<tagged fields>'),
+    (210, 'SyncGroupRequest'),
+    (211, 'SyncGroupRequest.GroupId'),
+    (212, 'SyncGroupRequest.GenerationId'),
+    (214, 'SyncGroupRequest.MemberId'),
+    (215, 'SyncGroupRequest.GroupInstanceId'),
+    (216, 'SyncGroupRequest.ProtocolType'),
+    (217, 'SyncGroupRequest.ProtocolName'),
+    (218, 'SyncGroupRequest.Assignments'),
+    (231, 'SyncGroupRequest.<tagged fields>'),
+    (244, 'SyncGroupRequest'),
+    (248, 'SyncGroupRequest.GroupId'),
+    (249, 'SyncGroupRequest.GenerationId'),
+    (250, 'SyncGroupRequest.MemberId'),
+    (251, 'SyncGroupRequest.GroupInstanceId'),
+    (252, 'SyncGroupRequest.ProtocolType'),
+    (253, 'SyncGroupRequest.ProtocolName'),
+    (254, 'SyncGroupRequest.Assignments'),
+    (262, 'SyncGroupRequest.<tagged fields>'),
+    (268, 'SyncGroupRequestAssignment'),
+    (269, 'SyncGroupRequestAssignment.MemberId'),
+    (270, 'SyncGroupRequestAssignment.Assignment'),
+    (271, 'SyncGroupRequestAssignment'),
+    (275, 'SyncGroupRequestAssignment.MemberId'),
+    (276, 'SyncGroupRequestAssignment.Assignment'),
+    (279, 'SyncGroupRequestAssignment'),
+    (280, 'SyncGroupRequestAssignment.MemberId'),
+    (281, 'SyncGroupRequestAssignment.Assignment'),
+    (282, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (295, 'SyncGroupRequestAssignment'),
+    (299, 'SyncGroupRequestAssignment.MemberId'),
+    (300, 'SyncGroupRequestAssignment.Assignment'),
+    (301, 'SyncGroupRequestAssignment.<tagged fields>'),
 )

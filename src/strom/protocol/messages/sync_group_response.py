@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -41,11 +42,30 @@ class SyncGroupResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_SyncGroupResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    protocol_type: Any
+    protocol_name: Any
+    assignment: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, protocol_type: Any, protocol_name: Any, assignment: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.assignment = assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = SyncGroupResponse  # type: ignore[assignment]
+
+
 def _d_SyncGroupResponse_0(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     f_assignment, pos = _p.read_bytes(buf, pos)
-    return SyncGroupResponse(0, f_error_code, None, None, f_assignment), pos
+    return _New_SyncGroupResponse(0, f_error_code, None, None, f_assignment), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupResponse_0(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -57,7 +77,7 @@ def _d_SyncGroupResponse_1(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     f_assignment, pos = _p.read_bytes(buf, pos)
-    return SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment), pos
+    return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupResponse_1(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -70,22 +90,28 @@ def _d_SyncGroupResponse_2(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     pos += 6
     f_assignment, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupResponse_2(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_bytes(out, o.assignment)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupResponse_3(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
@@ -95,16 +121,19 @@ def _d_SyncGroupResponse_3(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
     f_assignment, pos = _p.read_compact_bytes(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return SyncGroupResponse(f_throttle_time_ms, f_error_code, f_protocol_type, f_protocol_name, f_assignment, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, f_protocol_type, f_protocol_name, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
 def _e_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -112,7 +141,10 @@ def _e_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray, chunks: list[_p
     _p.write_compact_nullable_string(out, o.protocol_type)
     _p.write_compact_nullable_string(out, o.protocol_name)
     _p.write_compact_bytes(out, o.assignment)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 SyncGroupResponse._DECODERS = {
@@ -133,36 +165,36 @@ SyncGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (44, 'SyncGroupResponse'),
-    (45, 'SyncGroupResponse.ErrorCode'),
-    (47, 'SyncGroupResponse.Assignment'),
-    (48, 'SyncGroupResponse'),
-    (52, 'SyncGroupResponse.ErrorCode'),
-    (53, 'SyncGroupResponse.Assignment'),
-    (56, 'SyncGroupResponse'),
-    (57, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (59, 'SyncGroupResponse.Assignment'),
-    (60, 'SyncGroupResponse'),
-    (64, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (65, 'SyncGroupResponse.Assignment'),
+    (64, 'SyncGroupResponse'),
+    (65, 'SyncGroupResponse.ErrorCode'),
+    (67, 'SyncGroupResponse.Assignment'),
     (68, 'SyncGroupResponse'),
-    (69, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (71, 'SyncGroupResponse.Assignment'),
-    (72, 'SyncGroupResponse.<tagged fields>'),
-    (82, 'SyncGroupResponse'),
-    (86, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (87, 'SyncGroupResponse.Assignment'),
-    (88, 'SyncGroupResponse.<tagged fields>'),
-    (91, 'SyncGroupResponse'),
-    (92, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (94, 'SyncGroupResponse.ProtocolType'),
-    (95, 'SyncGroupResponse.ProtocolName'),
-    (96, 'SyncGroupResponse.Assignment'),
-    (97, 'SyncGroupResponse.<tagged fields>'),
-    (107, 'SyncGroupResponse'),
-    (111, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (112, 'SyncGroupResponse.ProtocolType'),
-    (113, 'SyncGroupResponse.ProtocolName'),
-    (114, 'SyncGroupResponse.Assignment'),
-    (115, 'SyncGroupResponse.<tagged fields>'),
+    (72, 'SyncGroupResponse.ErrorCode'),
+    (73, 'SyncGroupResponse.Assignment'),
+    (76, 'SyncGroupResponse'),
+    (77, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (79, 'SyncGroupResponse.Assignment'),
+    (80, 'SyncGroupResponse'),
+    (84, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (85, 'SyncGroupResponse.Assignment'),
+    (88, 'SyncGroupResponse'),
+    (89, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (91, 'SyncGroupResponse.Assignment'),
+    (92, 'SyncGroupResponse.<tagged fields>'),
+    (105, 'SyncGroupResponse'),
+    (109, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (110, 'SyncGroupResponse.Assignment'),
+    (111, 'SyncGroupResponse.<tagged fields>'),
+    (117, 'SyncGroupResponse'),
+    (118, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (120, 'SyncGroupResponse.ProtocolType'),
+    (121, 'SyncGroupResponse.ProtocolName'),
+    (122, 'SyncGroupResponse.Assignment'),
+    (123, 'SyncGroupResponse.<tagged fields>'),
+    (136, 'SyncGroupResponse'),
+    (140, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (141, 'SyncGroupResponse.ProtocolType'),
+    (142, 'SyncGroupResponse.ProtocolName'),
+    (143, 'SyncGroupResponse.Assignment'),
+    (144, 'SyncGroupResponse.<tagged fields>'),
 )

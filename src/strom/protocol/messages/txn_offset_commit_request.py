@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">qh")
 _S1 = Struct(">qhi")
 _S2 = Struct(">iq")
@@ -34,6 +35,23 @@ class TxnOffsetCommitRequestPartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TxnOffsetCommitRequestPartition:
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields', )
+    partition_index: Any
+    committed_offset: Any
+    committed_leader_epoch: Any
+    committed_metadata: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, committed_offset: Any, committed_leader_epoch: Any, committed_metadata: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitRequestPartition  # type: ignore[assignment]
+
+
 _DEFAULT_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition()
 
 
@@ -44,6 +62,19 @@ class TxnOffsetCommitRequestTopic:
     #: The partitions inside the topic that we want to commit offsets for.
     partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TxnOffsetCommitRequestTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitRequestTopic  # type: ignore[assignment]
 
 
 _DEFAULT_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic()
@@ -77,18 +108,46 @@ class TxnOffsetCommitRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TxnOffsetCommitRequest(_Message):
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields', )
+    transactional_id: Any
+    group_id: Any
+    producer_id: Any
+    producer_epoch: Any
+    generation_id: Any
+    member_id: Any
+    group_instance_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, transactional_id: Any, group_id: Any, producer_id: Any, producer_epoch: Any, generation_id: Any, member_id: Any, group_instance_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitRequest  # type: ignore[assignment]
+
+
 def _d_TxnOffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     f_transactional_id, pos = _p.read_string(buf, pos)
     f_group_id, pos = _p.read_string(buf, pos)
     (f_producer_id, f_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TxnOffsetCommitRequestTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos
+    return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -102,7 +161,8 @@ def _e_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray, chunk
     _p.write_string(out, o.group_id)
     out += _S0.pack(o.producer_id, o.producer_epoch)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TxnOffsetCommitRequestTopic_0(item_topics, out, chunks)
 
@@ -112,13 +172,16 @@ def _d_TxnOffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     f_group_id, pos = _p.read_string(buf, pos)
     (f_producer_id, f_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TxnOffsetCommitRequestTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos
+    return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -132,7 +195,8 @@ def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray, chunk
     _p.write_string(out, o.group_id)
     out += _S0.pack(o.producer_id, o.producer_epoch)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TxnOffsetCommitRequestTopic_1(item_topics, out, chunks)
 
@@ -144,24 +208,33 @@ def _d_TxnOffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     pos += 14
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TxnOffsetCommitRequestTopic_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id, f_member_id, f_group_instance_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id, f_member_id, f_group_instance_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -171,86 +244,117 @@ def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray, chunk
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TxnOffsetCommitRequestTopic_2(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_TxnOffsetCommitRequestPartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TxnOffsetCommitRequestTopic(f_name, f_partitions), pos
+    return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_TxnOffsetCommitRequestPartition_0(item_partitions, out, chunks)
 
 
 def _d_TxnOffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_TxnOffsetCommitRequestPartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TxnOffsetCommitRequestTopic(f_name, f_partitions), pos
+    return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_TxnOffsetCommitRequestPartition_1(item_partitions, out, chunks)
 
 
 def _d_TxnOffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_TxnOffsetCommitRequestPartition_2(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitRequestTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_TxnOffsetCommitRequestPartition_2(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:
     (f_partition_index, f_committed_offset,) = _S2.unpack_from(buf, pos)
     pos += 12
     f_committed_metadata, pos = _p.read_nullable_string(buf, pos)
-    return TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_committed_metadata), pos
+    return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestPartition_0(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -262,7 +366,7 @@ def _d_TxnOffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Txn
     (f_partition_index, f_committed_offset, f_committed_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 16
     f_committed_metadata, pos = _p.read_nullable_string(buf, pos)
-    return TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata), pos
+    return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestPartition_1(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -275,22 +379,28 @@ def _d_TxnOffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Txn
     pos += 16
     f_committed_metadata, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitRequestPartition_2(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.committed_metadata)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitRequest._DECODERS = {
@@ -309,86 +419,86 @@ TxnOffsetCommitRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (80, 'TxnOffsetCommitRequest'),
-    (81, 'TxnOffsetCommitRequest.TransactionalId'),
-    (82, 'TxnOffsetCommitRequest.GroupId'),
-    (83, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (85, 'TxnOffsetCommitRequest.Topics'),
-    (91, 'TxnOffsetCommitRequest'),
-    (95, 'TxnOffsetCommitRequest.GenerationId'),
-    (97, 'TxnOffsetCommitRequest.MemberId'),
-    (99, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (101, 'TxnOffsetCommitRequest.TransactionalId'),
-    (102, 'TxnOffsetCommitRequest.GroupId'),
-    (103, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (104, 'TxnOffsetCommitRequest.Topics'),
-    (110, 'TxnOffsetCommitRequest'),
-    (111, 'TxnOffsetCommitRequest.TransactionalId'),
-    (112, 'TxnOffsetCommitRequest.GroupId'),
-    (113, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (115, 'TxnOffsetCommitRequest.Topics'),
-    (121, 'TxnOffsetCommitRequest'),
-    (125, 'TxnOffsetCommitRequest.GenerationId'),
-    (127, 'TxnOffsetCommitRequest.MemberId'),
-    (129, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (131, 'TxnOffsetCommitRequest.TransactionalId'),
-    (132, 'TxnOffsetCommitRequest.GroupId'),
-    (133, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (134, 'TxnOffsetCommitRequest.Topics'),
-    (140, 'TxnOffsetCommitRequest'),
-    (141, 'TxnOffsetCommitRequest.TransactionalId'),
-    (142, 'TxnOffsetCommitRequest.GroupId'),
-    (143, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
-    (145, 'TxnOffsetCommitRequest.MemberId'),
-    (146, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (147, 'TxnOffsetCommitRequest.Topics'),
-    (154, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (164, 'TxnOffsetCommitRequest'),
-    (168, 'TxnOffsetCommitRequest.TransactionalId'),
-    (169, 'TxnOffsetCommitRequest.GroupId'),
-    (170, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
-    (171, 'TxnOffsetCommitRequest.MemberId'),
-    (172, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (173, 'TxnOffsetCommitRequest.Topics'),
-    (177, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (180, 'TxnOffsetCommitRequestTopic'),
-    (181, 'TxnOffsetCommitRequestTopic.Name'),
-    (182, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (188, 'TxnOffsetCommitRequestTopic'),
-    (192, 'TxnOffsetCommitRequestTopic.Name'),
-    (193, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (199, 'TxnOffsetCommitRequestTopic'),
-    (200, 'TxnOffsetCommitRequestTopic.Name'),
-    (201, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (207, 'TxnOffsetCommitRequestTopic'),
-    (211, 'TxnOffsetCommitRequestTopic.Name'),
-    (212, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (218, 'TxnOffsetCommitRequestTopic'),
-    (219, 'TxnOffsetCommitRequestTopic.Name'),
-    (220, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (227, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (237, 'TxnOffsetCommitRequestTopic'),
-    (241, 'TxnOffsetCommitRequestTopic.Name'),
-    (242, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (246, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (249, 'TxnOffsetCommitRequestPartition'),
-    (250, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (252, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (253, 'TxnOffsetCommitRequestPartition'),
-    (257, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (258, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (261, 'TxnOffsetCommitRequestPartition'),
-    (262, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (264, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (265, 'TxnOffsetCommitRequestPartition'),
-    (269, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (270, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (273, 'TxnOffsetCommitRequestPartition'),
-    (274, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (276, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (277, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
-    (287, 'TxnOffsetCommitRequestPartition'),
-    (291, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (292, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (293, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (136, 'TxnOffsetCommitRequest'),
+    (137, 'TxnOffsetCommitRequest.TransactionalId'),
+    (138, 'TxnOffsetCommitRequest.GroupId'),
+    (139, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (141, 'TxnOffsetCommitRequest.Topics'),
+    (150, 'TxnOffsetCommitRequest'),
+    (154, 'TxnOffsetCommitRequest.GenerationId'),
+    (156, 'TxnOffsetCommitRequest.MemberId'),
+    (158, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (160, 'TxnOffsetCommitRequest.TransactionalId'),
+    (161, 'TxnOffsetCommitRequest.GroupId'),
+    (162, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (163, 'TxnOffsetCommitRequest.Topics'),
+    (170, 'TxnOffsetCommitRequest'),
+    (171, 'TxnOffsetCommitRequest.TransactionalId'),
+    (172, 'TxnOffsetCommitRequest.GroupId'),
+    (173, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (175, 'TxnOffsetCommitRequest.Topics'),
+    (184, 'TxnOffsetCommitRequest'),
+    (188, 'TxnOffsetCommitRequest.GenerationId'),
+    (190, 'TxnOffsetCommitRequest.MemberId'),
+    (192, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (194, 'TxnOffsetCommitRequest.TransactionalId'),
+    (195, 'TxnOffsetCommitRequest.GroupId'),
+    (196, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (197, 'TxnOffsetCommitRequest.Topics'),
+    (204, 'TxnOffsetCommitRequest'),
+    (205, 'TxnOffsetCommitRequest.TransactionalId'),
+    (206, 'TxnOffsetCommitRequest.GroupId'),
+    (207, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
+    (209, 'TxnOffsetCommitRequest.MemberId'),
+    (210, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (211, 'TxnOffsetCommitRequest.Topics'),
+    (224, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (237, 'TxnOffsetCommitRequest'),
+    (241, 'TxnOffsetCommitRequest.TransactionalId'),
+    (242, 'TxnOffsetCommitRequest.GroupId'),
+    (243, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
+    (244, 'TxnOffsetCommitRequest.MemberId'),
+    (245, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (246, 'TxnOffsetCommitRequest.Topics'),
+    (254, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (260, 'TxnOffsetCommitRequestTopic'),
+    (261, 'TxnOffsetCommitRequestTopic.Name'),
+    (262, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (271, 'TxnOffsetCommitRequestTopic'),
+    (275, 'TxnOffsetCommitRequestTopic.Name'),
+    (276, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (283, 'TxnOffsetCommitRequestTopic'),
+    (284, 'TxnOffsetCommitRequestTopic.Name'),
+    (285, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (294, 'TxnOffsetCommitRequestTopic'),
+    (298, 'TxnOffsetCommitRequestTopic.Name'),
+    (299, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (306, 'TxnOffsetCommitRequestTopic'),
+    (307, 'TxnOffsetCommitRequestTopic.Name'),
+    (308, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (321, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (334, 'TxnOffsetCommitRequestTopic'),
+    (338, 'TxnOffsetCommitRequestTopic.Name'),
+    (339, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (347, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (353, 'TxnOffsetCommitRequestPartition'),
+    (354, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (356, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (357, 'TxnOffsetCommitRequestPartition'),
+    (361, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (362, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (365, 'TxnOffsetCommitRequestPartition'),
+    (366, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (368, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (369, 'TxnOffsetCommitRequestPartition'),
+    (373, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (374, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (377, 'TxnOffsetCommitRequestPartition'),
+    (378, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (380, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (381, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (394, 'TxnOffsetCommitRequestPartition'),
+    (398, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (399, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (400, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -28,6 +29,19 @@ class TxnOffsetCommitResponsePartition:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TxnOffsetCommitResponsePartition:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitResponsePartition  # type: ignore[assignment]
+
+
 _DEFAULT_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponsePartition()
 
 
@@ -38,6 +52,19 @@ class TxnOffsetCommitResponseTopic:
     #: The responses for each partition in the topic.
     partitions: tuple[TxnOffsetCommitResponsePartition, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TxnOffsetCommitResponseTopic:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitResponseTopic  # type: ignore[assignment]
 
 
 _DEFAULT_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic()
@@ -59,22 +86,39 @@ class TxnOffsetCommitResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_TxnOffsetCommitResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TxnOffsetCommitResponse  # type: ignore[assignment]
+
+
 def _d_TxnOffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TxnOffsetCommitResponseTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return TxnOffsetCommitResponse(f_throttle_time_ms, f_topics), pos
+    return _New_TxnOffsetCommitResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_TxnOffsetCommitResponseTopic_0(item_topics, out, chunks)
 
@@ -82,89 +126,125 @@ def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, out: bytearray, chu
 def _d_TxnOffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TxnOffsetCommitResponseTopic_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponse_1(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TxnOffsetCommitResponseTopic_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_TxnOffsetCommitResponsePartition_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return TxnOffsetCommitResponseTopic(f_name, f_partitions), pos
+    return _New_TxnOffsetCommitResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_TxnOffsetCommitResponsePartition_0(item_partitions, out, chunks)
 
 
 def _d_TxnOffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_TxnOffsetCommitResponsePartition_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitResponseTopic(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponseTopic_1(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_TxnOffsetCommitResponsePartition_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponsePartition_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponsePartition, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return TxnOffsetCommitResponsePartition(f_partition_index, f_error_code), pos
+    return _New_TxnOffsetCommitResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponsePartition_0(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -175,21 +255,27 @@ def _d_TxnOffsetCommitResponsePartition_1(buf: memoryview, pos: int) -> tuple[Tx
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TxnOffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TxnOffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TxnOffsetCommitResponsePartition_1(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitResponse._DECODERS = {
@@ -208,42 +294,42 @@ TxnOffsetCommitResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (62, 'TxnOffsetCommitResponse'),
-    (63, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (65, 'TxnOffsetCommitResponse.Topics'),
-    (71, 'TxnOffsetCommitResponse'),
-    (75, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (76, 'TxnOffsetCommitResponse.Topics'),
-    (82, 'TxnOffsetCommitResponse'),
-    (83, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (85, 'TxnOffsetCommitResponse.Topics'),
-    (92, 'TxnOffsetCommitResponse.<tagged fields>'),
     (102, 'TxnOffsetCommitResponse'),
-    (106, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (107, 'TxnOffsetCommitResponse.Topics'),
-    (111, 'TxnOffsetCommitResponse.<tagged fields>'),
-    (114, 'TxnOffsetCommitResponseTopic'),
-    (115, 'TxnOffsetCommitResponseTopic.Name'),
-    (116, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (122, 'TxnOffsetCommitResponseTopic'),
-    (126, 'TxnOffsetCommitResponseTopic.Name'),
-    (127, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (133, 'TxnOffsetCommitResponseTopic'),
-    (134, 'TxnOffsetCommitResponseTopic.Name'),
-    (135, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (142, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (152, 'TxnOffsetCommitResponseTopic'),
-    (156, 'TxnOffsetCommitResponseTopic.Name'),
-    (157, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (161, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (164, 'TxnOffsetCommitResponsePartition'),
-    (165, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (167, 'TxnOffsetCommitResponsePartition'),
-    (171, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (174, 'TxnOffsetCommitResponsePartition'),
-    (175, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (177, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
-    (187, 'TxnOffsetCommitResponsePartition'),
-    (191, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (192, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (103, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (105, 'TxnOffsetCommitResponse.Topics'),
+    (114, 'TxnOffsetCommitResponse'),
+    (118, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (119, 'TxnOffsetCommitResponse.Topics'),
+    (126, 'TxnOffsetCommitResponse'),
+    (127, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (129, 'TxnOffsetCommitResponse.Topics'),
+    (142, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (155, 'TxnOffsetCommitResponse'),
+    (159, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (160, 'TxnOffsetCommitResponse.Topics'),
+    (168, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (174, 'TxnOffsetCommitResponseTopic'),
+    (175, 'TxnOffsetCommitResponseTopic.Name'),
+    (176, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (185, 'TxnOffsetCommitResponseTopic'),
+    (189, 'TxnOffsetCommitResponseTopic.Name'),
+    (190, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (197, 'TxnOffsetCommitResponseTopic'),
+    (198, 'TxnOffsetCommitResponseTopic.Name'),
+    (199, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (212, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (225, 'TxnOffsetCommitResponseTopic'),
+    (229, 'TxnOffsetCommitResponseTopic.Name'),
+    (230, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (238, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (244, 'TxnOffsetCommitResponsePartition'),
+    (245, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (247, 'TxnOffsetCommitResponsePartition'),
+    (251, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (254, 'TxnOffsetCommitResponsePartition'),
+    (255, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (257, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (270, 'TxnOffsetCommitResponsePartition'),
+    (274, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (275, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 
 
@@ -32,25 +33,42 @@ class UnregisterBrokerRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UnregisterBrokerRequest(_Message):
+    __slots__ = ('broker_id', 'unknown_tagged_fields', )
+    broker_id: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, broker_id: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.broker_id = broker_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UnregisterBrokerRequest  # type: ignore[assignment]
+
+
 def _d_UnregisterBrokerRequest_0(buf: memoryview, pos: int) -> tuple[UnregisterBrokerRequest, int]:
     (f_broker_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UnregisterBrokerRequest(f_broker_id, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UnregisterBrokerRequest(f_broker_id, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UnregisterBrokerRequest_0(o: UnregisterBrokerRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.broker_id)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UnregisterBrokerRequest._DECODERS = {
@@ -61,10 +79,10 @@ UnregisterBrokerRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'UnregisterBrokerRequest'),
-    (36, 'UnregisterBrokerRequest.BrokerId'),
-    (38, 'UnregisterBrokerRequest.<tagged fields>'),
-    (48, 'UnregisterBrokerRequest'),
-    (52, 'UnregisterBrokerRequest.BrokerId'),
-    (53, 'UnregisterBrokerRequest.<tagged fields>'),
+    (47, 'UnregisterBrokerRequest'),
+    (48, 'UnregisterBrokerRequest.BrokerId'),
+    (50, 'UnregisterBrokerRequest.<tagged fields>'),
+    (63, 'UnregisterBrokerRequest'),
+    (67, 'UnregisterBrokerRequest.BrokerId'),
+    (68, 'UnregisterBrokerRequest.<tagged fields>'),
 )

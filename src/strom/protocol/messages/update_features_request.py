@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">h?")
@@ -33,6 +34,23 @@ class FeatureUpdateKey:
     #: Determine which type of upgrade will be performed: 1 will perform an upgrade only (default), 2 is safe downgrades only (lossless), 3 is unsafe downgrades (lossy).
     upgrade_type: int = 1
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_FeatureUpdateKey:
+    __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields', )
+    feature: Any
+    max_version_level: Any
+    allow_downgrade: Any
+    upgrade_type: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, feature: Any, max_version_level: Any, allow_downgrade: Any, upgrade_type: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.feature = feature
+        self.max_version_level = max_version_level
+        self.allow_downgrade = allow_downgrade
+        self.upgrade_type = upgrade_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = FeatureUpdateKey  # type: ignore[assignment]
 
 
 _DEFAULT_FeatureUpdateKey = FeatureUpdateKey()
@@ -56,27 +74,51 @@ class UpdateFeaturesRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateFeaturesRequest(_Message):
+    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields', )
+    timeout_ms: Any
+    feature_updates: Any
+    validate_only: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, timeout_ms: Any, feature_updates: Any, validate_only: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.feature_updates = feature_updates
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateFeaturesRequest  # type: ignore[assignment]
+
+
 def _d_UpdateFeaturesRequest_0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_feature_updates: list[Any] = []
     for _ in range(count):
         item_feature_updates, pos = _d_FeatureUpdateKey_0(buf, pos)
         items_feature_updates.append(item_feature_updates)
     f_feature_updates = tuple(items_feature_updates)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, False, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, False, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -84,17 +126,30 @@ def _e_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("ValidateOnly cannot be sent in version 0", message_name="UpdateFeaturesRequest", api_version=0, field="ValidateOnly")
     out += _S0.pack(o.timeout_ms)
     items_feature_updates = o.feature_updates
-    _p.write_uvarint(out, len(items_feature_updates) + 1)
+    count = len(items_feature_updates)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_feature_updates in items_feature_updates:
         _e_FeatureUpdateKey_0(item_feature_updates, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateFeaturesRequest_1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_feature_updates: list[Any] = []
     for _ in range(count):
         item_feature_updates, pos = _d_FeatureUpdateKey_1(buf, pos)
@@ -103,26 +158,36 @@ def _d_UpdateFeaturesRequest_1(buf: memoryview, pos: int) -> tuple[UpdateFeature
     (f_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, f_validate_only, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.timeout_ms)
     items_feature_updates = o.feature_updates
-    _p.write_uvarint(out, len(items_feature_updates) + 1)
+    count = len(items_feature_updates)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_feature_updates in items_feature_updates:
         _e_FeatureUpdateKey_1(item_feature_updates, out, chunks)
     out += _S1.pack(o.validate_only)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FeatureUpdateKey_0(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, int]:
@@ -130,16 +195,19 @@ def _d_FeatureUpdateKey_0(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, 
     (f_max_version_level, f_allow_downgrade,) = _S2.unpack_from(buf, pos)
     pos += 3
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FeatureUpdateKey(f_feature, f_max_version_level, f_allow_downgrade, 1, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FeatureUpdateKey(f_feature, f_max_version_level, f_allow_downgrade, 1, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -147,7 +215,10 @@ def _e_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("UpgradeType cannot be sent in version 0", message_name="FeatureUpdateKey", api_version=0, field="UpgradeType")
     _p.write_compact_string(out, o.feature)
     out += _S2.pack(o.max_version_level, o.allow_downgrade)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_FeatureUpdateKey_1(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, int]:
@@ -155,16 +226,19 @@ def _d_FeatureUpdateKey_1(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, 
     (f_max_version_level, f_upgrade_type,) = _S3.unpack_from(buf, pos)
     pos += 3
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return FeatureUpdateKey(f_feature, f_max_version_level, False, f_upgrade_type, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_FeatureUpdateKey(f_feature, f_max_version_level, False, f_upgrade_type, unknown), pos  # type: ignore[return-value]
 
 
 def _e_FeatureUpdateKey_1(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -172,7 +246,10 @@ def _e_FeatureUpdateKey_1(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.B
         raise _UnsupportedVersion("AllowDowngrade cannot be sent in version 1", message_name="FeatureUpdateKey", api_version=1, field="AllowDowngrade")
     _p.write_compact_string(out, o.feature)
     out += _S3.pack(o.max_version_level, o.upgrade_type)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateFeaturesRequest._DECODERS = {
@@ -187,41 +264,41 @@ UpdateFeaturesRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (59, 'UpdateFeaturesRequest'),
-    (60, 'UpdateFeaturesRequest.timeoutMs'),
-    (62, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (69, 'UpdateFeaturesRequest.<tagged fields>'),
-    (79, 'UpdateFeaturesRequest'),
-    (83, 'UpdateFeaturesRequest.ValidateOnly'),
-    (85, 'UpdateFeaturesRequest.timeoutMs'),
-    (86, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (90, 'UpdateFeaturesRequest.<tagged fields>'),
-    (93, 'UpdateFeaturesRequest'),
-    (94, 'UpdateFeaturesRequest.timeoutMs'),
-    (96, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (103, 'UpdateFeaturesRequest.ValidateOnly'),
-    (105, 'UpdateFeaturesRequest.<tagged fields>'),
-    (115, 'UpdateFeaturesRequest'),
-    (119, 'UpdateFeaturesRequest.timeoutMs'),
-    (120, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (124, 'UpdateFeaturesRequest.ValidateOnly'),
-    (125, 'UpdateFeaturesRequest.<tagged fields>'),
-    (128, 'FeatureUpdateKey'),
-    (129, 'FeatureUpdateKey.Feature'),
-    (130, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (132, 'FeatureUpdateKey.<tagged fields>'),
-    (142, 'FeatureUpdateKey'),
-    (146, 'FeatureUpdateKey.UpgradeType'),
-    (148, 'FeatureUpdateKey.Feature'),
-    (149, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (150, 'FeatureUpdateKey.<tagged fields>'),
-    (153, 'FeatureUpdateKey'),
-    (154, 'FeatureUpdateKey.Feature'),
-    (155, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (157, 'FeatureUpdateKey.<tagged fields>'),
-    (167, 'FeatureUpdateKey'),
-    (171, 'FeatureUpdateKey.AllowDowngrade'),
-    (173, 'FeatureUpdateKey.Feature'),
-    (174, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (175, 'FeatureUpdateKey.<tagged fields>'),
+    (92, 'UpdateFeaturesRequest'),
+    (93, 'UpdateFeaturesRequest.timeoutMs'),
+    (95, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (108, 'UpdateFeaturesRequest.<tagged fields>'),
+    (121, 'UpdateFeaturesRequest'),
+    (125, 'UpdateFeaturesRequest.ValidateOnly'),
+    (127, 'UpdateFeaturesRequest.timeoutMs'),
+    (128, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (136, 'UpdateFeaturesRequest.<tagged fields>'),
+    (142, 'UpdateFeaturesRequest'),
+    (143, 'UpdateFeaturesRequest.timeoutMs'),
+    (145, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (158, 'UpdateFeaturesRequest.ValidateOnly'),
+    (160, 'UpdateFeaturesRequest.<tagged fields>'),
+    (173, 'UpdateFeaturesRequest'),
+    (177, 'UpdateFeaturesRequest.timeoutMs'),
+    (178, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (186, 'UpdateFeaturesRequest.ValidateOnly'),
+    (187, 'UpdateFeaturesRequest.<tagged fields>'),
+    (193, 'FeatureUpdateKey'),
+    (194, 'FeatureUpdateKey.Feature'),
+    (195, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (197, 'FeatureUpdateKey.<tagged fields>'),
+    (210, 'FeatureUpdateKey'),
+    (214, 'FeatureUpdateKey.UpgradeType'),
+    (216, 'FeatureUpdateKey.Feature'),
+    (217, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (218, 'FeatureUpdateKey.<tagged fields>'),
+    (224, 'FeatureUpdateKey'),
+    (225, 'FeatureUpdateKey.Feature'),
+    (226, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (228, 'FeatureUpdateKey.<tagged fields>'),
+    (241, 'FeatureUpdateKey'),
+    (245, 'FeatureUpdateKey.AllowDowngrade'),
+    (247, 'FeatureUpdateKey.Feature'),
+    (248, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (249, 'FeatureUpdateKey.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">h")
 
@@ -29,6 +30,21 @@ class UpdatableFeatureResult:
     #: The feature update error, or `null` if the feature update succeeded.
     error_message: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_UpdatableFeatureResult:
+    __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    feature: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, feature: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.feature = feature
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdatableFeatureResult  # type: ignore[assignment]
 
 
 _DEFAULT_UpdatableFeatureResult = UpdatableFeatureResult()
@@ -54,38 +70,71 @@ class UpdateFeaturesResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateFeaturesResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, error_message: Any, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateFeaturesResponse  # type: ignore[assignment]
+
+
 def _d_UpdateFeaturesResponse_0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_UpdatableFeatureResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_UpdatableFeatureResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateFeaturesResponse_1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesResponse, int]:
@@ -93,22 +142,28 @@ def _d_UpdateFeaturesResponse_1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateFeaturesResponse_1(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdatableFeatureResult_0(buf: memoryview, pos: int) -> tuple[UpdatableFeatureResult, int]:
@@ -117,23 +172,29 @@ def _d_UpdatableFeatureResult_0(buf: memoryview, pos: int) -> tuple[UpdatableFea
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdatableFeatureResult(f_feature, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdatableFeatureResult(f_feature, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdatableFeatureResult_0(o: UpdatableFeatureResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.feature)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateFeaturesResponse._DECODERS = {
@@ -148,32 +209,32 @@ UpdateFeaturesResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (57, 'UpdateFeaturesResponse'),
-    (58, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (60, 'UpdateFeaturesResponse.ErrorMessage'),
-    (61, 'UpdateFeaturesResponse.Results'),
-    (68, 'UpdateFeaturesResponse.<tagged fields>'),
-    (78, 'UpdateFeaturesResponse'),
-    (82, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (83, 'UpdateFeaturesResponse.ErrorMessage'),
-    (84, 'UpdateFeaturesResponse.Results'),
-    (88, 'UpdateFeaturesResponse.<tagged fields>'),
-    (91, 'UpdateFeaturesResponse'),
-    (92, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (94, 'UpdateFeaturesResponse.ErrorMessage'),
-    (95, 'UpdateFeaturesResponse.<tagged fields>'),
-    (105, 'UpdateFeaturesResponse'),
-    (109, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (110, 'UpdateFeaturesResponse.ErrorMessage'),
-    (111, 'UpdateFeaturesResponse.<tagged fields>'),
-    (114, 'UpdatableFeatureResult'),
-    (115, 'UpdatableFeatureResult.Feature'),
-    (116, 'UpdatableFeatureResult.ErrorCode'),
-    (118, 'UpdatableFeatureResult.ErrorMessage'),
-    (119, 'UpdatableFeatureResult.<tagged fields>'),
-    (129, 'UpdatableFeatureResult'),
-    (133, 'UpdatableFeatureResult.Feature'),
-    (134, 'UpdatableFeatureResult.ErrorCode'),
-    (135, 'UpdatableFeatureResult.ErrorMessage'),
-    (136, 'UpdatableFeatureResult.<tagged fields>'),
+    (90, 'UpdateFeaturesResponse'),
+    (91, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (93, 'UpdateFeaturesResponse.ErrorMessage'),
+    (94, 'UpdateFeaturesResponse.Results'),
+    (107, 'UpdateFeaturesResponse.<tagged fields>'),
+    (120, 'UpdateFeaturesResponse'),
+    (124, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (125, 'UpdateFeaturesResponse.ErrorMessage'),
+    (126, 'UpdateFeaturesResponse.Results'),
+    (134, 'UpdateFeaturesResponse.<tagged fields>'),
+    (140, 'UpdateFeaturesResponse'),
+    (141, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (143, 'UpdateFeaturesResponse.ErrorMessage'),
+    (144, 'UpdateFeaturesResponse.<tagged fields>'),
+    (157, 'UpdateFeaturesResponse'),
+    (161, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (162, 'UpdateFeaturesResponse.ErrorMessage'),
+    (163, 'UpdateFeaturesResponse.<tagged fields>'),
+    (169, 'UpdatableFeatureResult'),
+    (170, 'UpdatableFeatureResult.Feature'),
+    (171, 'UpdatableFeatureResult.ErrorCode'),
+    (173, 'UpdatableFeatureResult.ErrorMessage'),
+    (174, 'UpdatableFeatureResult.<tagged fields>'),
+    (187, 'UpdatableFeatureResult'),
+    (191, 'UpdatableFeatureResult.Feature'),
+    (192, 'UpdatableFeatureResult.ErrorCode'),
+    (193, 'UpdatableFeatureResult.ErrorMessage'),
+    (194, 'UpdatableFeatureResult.<tagged fields>'),
 )

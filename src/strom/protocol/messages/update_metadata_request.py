@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 _S1 = Struct(">iiq")
 _S2 = Struct(">i?iq")
@@ -47,6 +48,33 @@ class UpdateMetadataPartitionState:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateMetadataPartitionState:
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields', )
+    topic_name: Any
+    partition_index: Any
+    controller_epoch: Any
+    leader: Any
+    leader_epoch: Any
+    isr: Any
+    zk_version: Any
+    replicas: Any
+    offline_replicas: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partition_index: Any, controller_epoch: Any, leader: Any, leader_epoch: Any, isr: Any, zk_version: Any, replicas: Any, offline_replicas: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.zk_version = zk_version
+        self.replicas = replicas
+        self.offline_replicas = offline_replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataPartitionState  # type: ignore[assignment]
+
+
 _DEFAULT_UpdateMetadataPartitionState = UpdateMetadataPartitionState()
 
 
@@ -59,6 +87,21 @@ class UpdateMetadataTopicState:
     #: The partition that we would like to update.
     partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_UpdateMetadataTopicState:
+    __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+    topic_name: Any
+    topic_id: Any
+    partition_states: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, topic_id: Any, partition_states: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataTopicState  # type: ignore[assignment]
 
 
 _DEFAULT_UpdateMetadataTopicState = UpdateMetadataTopicState()
@@ -77,6 +120,23 @@ class UpdateMetadataEndpoint:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateMetadataEndpoint:
+    __slots__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields', )
+    port: Any
+    host: Any
+    listener: Any
+    security_protocol: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, port: Any, host: Any, listener: Any, security_protocol: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.port = port
+        self.host = host
+        self.listener = listener
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataEndpoint  # type: ignore[assignment]
+
+
 _DEFAULT_UpdateMetadataEndpoint = UpdateMetadataEndpoint()
 
 
@@ -93,6 +153,25 @@ class UpdateMetadataBroker:
     #: The rack which this broker belongs to.
     rack: str | None = ''
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_UpdateMetadataBroker:
+    __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields', )
+    id: Any
+    v0_host: Any
+    v0_port: Any
+    endpoints: Any
+    rack: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, id: Any, v0_host: Any, v0_port: Any, endpoints: Any, rack: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.id = id
+        self.v0_host = v0_host
+        self.v0_port = v0_port
+        self.endpoints = endpoints
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataBroker  # type: ignore[assignment]
 
 
 _DEFAULT_UpdateMetadataBroker = UpdateMetadataBroker()
@@ -125,22 +204,53 @@ class UpdateMetadataRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateMetadataRequest(_Message):
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields', )
+    controller_id: Any
+    is_k_raft_controller: Any
+    type: Any
+    controller_epoch: Any
+    broker_epoch: Any
+    ungrouped_partition_states: Any
+    topic_states: Any
+    live_brokers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, controller_id: Any, is_k_raft_controller: Any, type: Any, controller_epoch: Any, broker_epoch: Any, ungrouped_partition_states: Any, topic_states: Any, live_brokers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.type = type
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.ungrouped_partition_states = ungrouped_partition_states
+        self.topic_states = topic_states
+        self.live_brokers = live_brokers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataRequest  # type: ignore[assignment]
+
+
 def _d_UpdateMetadataRequest_0(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_UpdateMetadataPartitionState_0(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_0(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -152,11 +262,13 @@ def _e_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("TopicStates cannot be sent in version 0", message_name="UpdateMetadataRequest", api_version=0, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_UpdateMetadataPartitionState_0(item_ungrouped_partition_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_0(item_live_brokers, out, chunks)
 
@@ -164,19 +276,25 @@ def _e_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_1(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_UpdateMetadataPartitionState_0(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_1(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -188,11 +306,13 @@ def _e_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("TopicStates cannot be sent in version 1", message_name="UpdateMetadataRequest", api_version=1, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_UpdateMetadataPartitionState_0(item_ungrouped_partition_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_1(item_live_brokers, out, chunks)
 
@@ -200,19 +320,25 @@ def _e_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_UpdateMetadataPartitionState_0(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_2(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -224,11 +350,13 @@ def _e_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("TopicStates cannot be sent in version 2", message_name="UpdateMetadataRequest", api_version=2, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_UpdateMetadataPartitionState_0(item_ungrouped_partition_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_2(item_live_brokers, out, chunks)
 
@@ -236,19 +364,25 @@ def _e_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_3(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_UpdateMetadataPartitionState_0(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_3(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -260,11 +394,13 @@ def _e_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("TopicStates cannot be sent in version 3", message_name="UpdateMetadataRequest", api_version=3, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_UpdateMetadataPartitionState_0(item_ungrouped_partition_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_3(item_live_brokers, out, chunks)
 
@@ -272,19 +408,25 @@ def _e_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_4(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_ungrouped_partition_states: list[Any] = []
     for _ in range(count):
         item_ungrouped_partition_states, pos = _d_UpdateMetadataPartitionState_1(buf, pos)
         items_ungrouped_partition_states.append(item_ungrouped_partition_states)
     f_ungrouped_partition_states = tuple(items_ungrouped_partition_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_3(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -296,11 +438,13 @@ def _e_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("TopicStates cannot be sent in version 4", message_name="UpdateMetadataRequest", api_version=4, field="TopicStates")
     out += _S0.pack(o.controller_id, o.controller_epoch)
     items_ungrouped_partition_states = o.ungrouped_partition_states
-    out += _p.INT32.pack(len(items_ungrouped_partition_states))
+    count = len(items_ungrouped_partition_states)
+    out += _p.INT32.pack(count)
     for item_ungrouped_partition_states in items_ungrouped_partition_states:
         _e_UpdateMetadataPartitionState_1(item_ungrouped_partition_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_3(item_live_brokers, out, chunks)
 
@@ -308,19 +452,25 @@ def _e_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_5(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_UpdateMetadataTopicState_0(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_3(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers), pos
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -332,11 +482,13 @@ def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 5", message_name="UpdateMetadataRequest", api_version=5, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    out += _p.INT32.pack(len(items_topic_states))
+    count = len(items_topic_states)
+    out += _p.INT32.pack(count)
     for item_topic_states in items_topic_states:
         _e_UpdateMetadataTopicState_0(item_topic_states, out, chunks)
     items_live_brokers = o.live_brokers
-    out += _p.INT32.pack(len(items_live_brokers))
+    count = len(items_live_brokers)
+    out += _p.INT32.pack(count)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_3(item_live_brokers, out, chunks)
 
@@ -344,31 +496,46 @@ def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_UpdateMetadataTopicState_1(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_4(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -380,44 +547,70 @@ def _e_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 6", message_name="UpdateMetadataRequest", api_version=6, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_UpdateMetadataTopicState_1(item_topic_states, out, chunks)
     items_live_brokers = o.live_brokers
-    _p.write_uvarint(out, len(items_live_brokers) + 1)
+    count = len(items_live_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_4(item_live_brokers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_UpdateMetadataTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_4(buf, pos)
         items_live_brokers.append(item_live_brokers)
     f_live_brokers = tuple(items_live_brokers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -429,28 +622,51 @@ def _e_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 7", message_name="UpdateMetadataRequest", api_version=7, field="UngroupedPartitionStates")
     out += _S1.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_UpdateMetadataTopicState_2(item_topic_states, out, chunks)
     items_live_brokers = o.live_brokers
-    _p.write_uvarint(out, len(items_live_brokers) + 1)
+    count = len(items_live_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_4(item_live_brokers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
     for _ in range(count):
         item_topic_states, pos = _d_UpdateMetadataTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
     for _ in range(count):
         item_live_brokers, pos = _d_UpdateMetadataBroker_4(buf, pos)
@@ -458,20 +674,23 @@ def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     f_live_brokers = tuple(items_live_brokers)
     f_type = 0
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            (f_type,) = _S3.unpack_from(buf, pos)
-            pos += 1
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataRequest(f_controller_id, f_is_k_raft_controller, f_type, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                (f_type,) = _S3.unpack_from(buf, pos)
+                pos += 1
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataRequest(f_controller_id, f_is_k_raft_controller, f_type, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -479,11 +698,19 @@ def _e_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray, chunks:
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 8", message_name="UpdateMetadataRequest", api_version=8, field="UngroupedPartitionStates")
     out += _S2.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
     items_topic_states = o.topic_states
-    _p.write_uvarint(out, len(items_topic_states) + 1)
+    count = len(items_topic_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topic_states in items_topic_states:
         _e_UpdateMetadataTopicState_2(item_topic_states, out, chunks)
     items_live_brokers = o.live_brokers
-    _p.write_uvarint(out, len(items_live_brokers) + 1)
+    count = len(items_live_brokers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_live_brokers in items_live_brokers:
         _e_UpdateMetadataBroker_4(item_live_brokers, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
@@ -498,27 +725,35 @@ def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Update
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_zk_version,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, ()), pos
+    return _New_UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, ()), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataPartitionState_0(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.zk_version)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
 
 
 def _d_UpdateMetadataBroker_0(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
@@ -527,7 +762,7 @@ def _d_UpdateMetadataBroker_0(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     f_v0_host, pos = _p.read_string(buf, pos)
     (f_v0_port,) = _S5.unpack_from(buf, pos)
     pos += 4
-    return UpdateMetadataBroker(f_id, f_v0_host, f_v0_port, (), ''), pos
+    return _New_UpdateMetadataBroker(f_id, f_v0_host, f_v0_port, (), ''), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataBroker_0(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -539,19 +774,23 @@ def _e_UpdateMetadataBroker_0(o: UpdateMetadataBroker, out: bytearray, chunks: l
 def _d_UpdateMetadataBroker_1(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
     (f_id,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
     for _ in range(count):
         item_endpoints, pos = _d_UpdateMetadataEndpoint_0(buf, pos)
         items_endpoints.append(item_endpoints)
     f_endpoints = tuple(items_endpoints)
-    return UpdateMetadataBroker(f_id, '', 0, f_endpoints, ''), pos
+    return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, ''), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
-    out += _p.INT32.pack(len(items_endpoints))
+    count = len(items_endpoints)
+    out += _p.INT32.pack(count)
     for item_endpoints in items_endpoints:
         _e_UpdateMetadataEndpoint_0(item_endpoints, out, chunks)
 
@@ -559,20 +798,24 @@ def _e_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray, chunks: l
 def _d_UpdateMetadataBroker_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
     (f_id,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
     for _ in range(count):
         item_endpoints, pos = _d_UpdateMetadataEndpoint_0(buf, pos)
         items_endpoints.append(item_endpoints)
     f_endpoints = tuple(items_endpoints)
     f_rack, pos = _p.read_nullable_string(buf, pos)
-    return UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos
+    return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
-    out += _p.INT32.pack(len(items_endpoints))
+    count = len(items_endpoints)
+    out += _p.INT32.pack(count)
     for item_endpoints in items_endpoints:
         _e_UpdateMetadataEndpoint_0(item_endpoints, out, chunks)
     _p.write_nullable_string(out, o.rack)
@@ -581,20 +824,24 @@ def _e_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray, chunks: l
 def _d_UpdateMetadataBroker_3(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
     (f_id,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
     for _ in range(count):
         item_endpoints, pos = _d_UpdateMetadataEndpoint_1(buf, pos)
         items_endpoints.append(item_endpoints)
     f_endpoints = tuple(items_endpoints)
     f_rack, pos = _p.read_nullable_string(buf, pos)
-    return UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos
+    return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
-    out += _p.INT32.pack(len(items_endpoints))
+    count = len(items_endpoints)
+    out += _p.INT32.pack(count)
     for item_endpoints in items_endpoints:
         _e_UpdateMetadataEndpoint_1(item_endpoints, out, chunks)
     _p.write_nullable_string(out, o.rack)
@@ -604,90 +851,128 @@ def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Update
     f_topic_name, pos = _p.read_string(buf, pos)
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_zk_version,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos
+    return _New_UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataPartitionState_1(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.zk_version)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_offline_replicas = o.offline_replicas
-    out += _p.INT32.pack(len(items_offline_replicas))
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
+    count = len(items_offline_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
 
 
 def _d_UpdateMetadataTopicState_0(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
     f_topic_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_UpdateMetadataPartitionState_2(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
-    return UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos
+    return _New_UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    out += _p.INT32.pack(len(items_partition_states))
+    count = len(items_partition_states)
+    out += _p.INT32.pack(count)
     for item_partition_states in items_partition_states:
         _e_UpdateMetadataPartitionState_2(item_partition_states, out, chunks)
 
 
 def _d_UpdateMetadataTopicState_1(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_UpdateMetadataPartitionState_3(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_UpdateMetadataPartitionState_3(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
     (f_id,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
     for _ in range(count):
         item_endpoints, pos = _d_UpdateMetadataEndpoint_2(buf, pos)
@@ -695,59 +980,85 @@ def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     f_endpoints = tuple(items_endpoints)
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
-    _p.write_uvarint(out, len(items_endpoints) + 1)
+    count = len(items_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_endpoints in items_endpoints:
         _e_UpdateMetadataEndpoint_2(item_endpoints, out, chunks)
     _p.write_compact_nullable_string(out, o.rack)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataTopicState_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
     for _ in range(count):
         item_partition_states, pos = _d_UpdateMetadataPartitionState_3(buf, pos)
         items_partition_states.append(item_partition_states)
     f_partition_states = tuple(items_partition_states)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
-    _p.write_uvarint(out, len(items_partition_states) + 1)
+    count = len(items_partition_states)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partition_states in items_partition_states:
         _e_UpdateMetadataPartitionState_3(item_partition_states, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataEndpoint_0(buf: memoryview, pos: int) -> tuple[UpdateMetadataEndpoint, int]:
@@ -756,7 +1067,7 @@ def _d_UpdateMetadataEndpoint_0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     f_host, pos = _p.read_string(buf, pos)
     (f_security_protocol,) = _S6.unpack_from(buf, pos)
     pos += 2
-    return UpdateMetadataEndpoint(f_port, f_host, '', f_security_protocol), pos
+    return _New_UpdateMetadataEndpoint(f_port, f_host, '', f_security_protocol), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataEndpoint_0(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -772,7 +1083,7 @@ def _d_UpdateMetadataEndpoint_1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     f_listener, pos = _p.read_string(buf, pos)
     (f_security_protocol,) = _S6.unpack_from(buf, pos)
     pos += 2
-    return UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol), pos
+    return _New_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataEndpoint_1(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -785,77 +1096,125 @@ def _e_UpdateMetadataEndpoint_1(o: UpdateMetadataEndpoint, out: bytearray, chunk
 def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_array_size(buf, pos)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_zk_version,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_array_size(buf, pos)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_array_size(buf, pos)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos
+    return _New_UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataPartitionState_2(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    out += _p.INT32.pack(len(items_isr))
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.zk_version)
     items_replicas = o.replicas
-    out += _p.INT32.pack(len(items_replicas))
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_offline_replicas = o.offline_replicas
-    out += _p.INT32.pack(len(items_offline_replicas))
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
+    count = len(items_offline_replicas)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
 
 
 def _d_UpdateMetadataPartitionState_3(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_isr = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_zk_version,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_offline_replicas = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataPartitionState_3(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
-    _p.write_uvarint(out, len(items_isr) + 1)
-    out += _pack(">%di" % len(items_isr), *items_isr)
+    count = len(items_isr)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_isr) if count < 64 else _pack(">%di" % count, *items_isr)
     out += _S5.pack(o.zk_version)
     items_replicas = o.replicas
-    _p.write_uvarint(out, len(items_replicas) + 1)
-    out += _pack(">%di" % len(items_replicas), *items_replicas)
+    count = len(items_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_replicas) if count < 64 else _pack(">%di" % count, *items_replicas)
     items_offline_replicas = o.offline_replicas
-    _p.write_uvarint(out, len(items_offline_replicas) + 1)
-    out += _pack(">%di" % len(items_offline_replicas), *items_offline_replicas)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_offline_replicas)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_offline_replicas) if count < 64 else _pack(">%di" % count, *items_offline_replicas)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataEndpoint_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataEndpoint, int]:
@@ -866,16 +1225,19 @@ def _d_UpdateMetadataEndpoint_2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     (f_security_protocol,) = _S6.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataEndpoint_2(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -883,7 +1245,10 @@ def _e_UpdateMetadataEndpoint_2(o: UpdateMetadataEndpoint, out: bytearray, chunk
     _p.write_compact_string(out, o.host)
     _p.write_compact_string(out, o.listener)
     out += _S6.pack(o.security_protocol)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateMetadataRequest._DECODERS = {
@@ -910,257 +1275,257 @@ UpdateMetadataRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (128, 'UpdateMetadataRequest'),
-    (129, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (131, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (137, 'UpdateMetadataRequest.LiveBrokers'),
-    (143, 'UpdateMetadataRequest'),
-    (147, 'UpdateMetadataRequest.isKRaftController'),
-    (149, 'UpdateMetadataRequest.Type'),
-    (151, 'UpdateMetadataRequest.TopicStates'),
-    (153, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (154, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (158, 'UpdateMetadataRequest.LiveBrokers'),
-    (164, 'UpdateMetadataRequest'),
-    (165, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (167, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (173, 'UpdateMetadataRequest.LiveBrokers'),
-    (179, 'UpdateMetadataRequest'),
-    (183, 'UpdateMetadataRequest.isKRaftController'),
-    (185, 'UpdateMetadataRequest.Type'),
-    (187, 'UpdateMetadataRequest.TopicStates'),
-    (189, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (190, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (194, 'UpdateMetadataRequest.LiveBrokers'),
-    (200, 'UpdateMetadataRequest'),
-    (201, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (203, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (209, 'UpdateMetadataRequest.LiveBrokers'),
-    (215, 'UpdateMetadataRequest'),
-    (219, 'UpdateMetadataRequest.isKRaftController'),
-    (221, 'UpdateMetadataRequest.Type'),
-    (223, 'UpdateMetadataRequest.TopicStates'),
-    (225, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (226, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (230, 'UpdateMetadataRequest.LiveBrokers'),
-    (236, 'UpdateMetadataRequest'),
-    (237, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (239, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (245, 'UpdateMetadataRequest.LiveBrokers'),
-    (251, 'UpdateMetadataRequest'),
-    (255, 'UpdateMetadataRequest.isKRaftController'),
-    (257, 'UpdateMetadataRequest.Type'),
-    (259, 'UpdateMetadataRequest.TopicStates'),
-    (261, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (262, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (266, 'UpdateMetadataRequest.LiveBrokers'),
-    (272, 'UpdateMetadataRequest'),
-    (273, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (275, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (281, 'UpdateMetadataRequest.LiveBrokers'),
-    (287, 'UpdateMetadataRequest'),
-    (291, 'UpdateMetadataRequest.isKRaftController'),
-    (293, 'UpdateMetadataRequest.Type'),
-    (295, 'UpdateMetadataRequest.TopicStates'),
-    (297, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (298, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (302, 'UpdateMetadataRequest.LiveBrokers'),
-    (308, 'UpdateMetadataRequest'),
-    (309, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (311, 'UpdateMetadataRequest.TopicStates'),
-    (317, 'UpdateMetadataRequest.LiveBrokers'),
-    (323, 'UpdateMetadataRequest'),
-    (327, 'UpdateMetadataRequest.isKRaftController'),
-    (329, 'UpdateMetadataRequest.Type'),
-    (331, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (333, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (334, 'UpdateMetadataRequest.TopicStates'),
-    (338, 'UpdateMetadataRequest.LiveBrokers'),
-    (344, 'UpdateMetadataRequest'),
-    (345, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (347, 'UpdateMetadataRequest.TopicStates'),
-    (354, 'UpdateMetadataRequest.LiveBrokers'),
-    (361, 'UpdateMetadataRequest.<tagged fields>'),
-    (371, 'UpdateMetadataRequest'),
-    (375, 'UpdateMetadataRequest.isKRaftController'),
-    (377, 'UpdateMetadataRequest.Type'),
-    (379, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (381, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (382, 'UpdateMetadataRequest.TopicStates'),
-    (386, 'UpdateMetadataRequest.LiveBrokers'),
-    (390, 'UpdateMetadataRequest.<tagged fields>'),
-    (393, 'UpdateMetadataRequest'),
-    (394, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (396, 'UpdateMetadataRequest.TopicStates'),
-    (403, 'UpdateMetadataRequest.LiveBrokers'),
-    (410, 'UpdateMetadataRequest.<tagged fields>'),
-    (420, 'UpdateMetadataRequest'),
-    (424, 'UpdateMetadataRequest.isKRaftController'),
-    (426, 'UpdateMetadataRequest.Type'),
-    (428, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (430, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (431, 'UpdateMetadataRequest.TopicStates'),
-    (435, 'UpdateMetadataRequest.LiveBrokers'),
-    (439, 'UpdateMetadataRequest.<tagged fields>'),
-    (442, 'UpdateMetadataRequest'),
-    (443, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (445, 'UpdateMetadataRequest.TopicStates'),
-    (452, 'UpdateMetadataRequest.LiveBrokers'),
-    (459, 'UpdateMetadataRequest.<tagged fields>'),
-    (467, 'UpdateMetadataRequest.Type'),
-    (470, 'UpdateMetadataRequest.<tagged fields>'),
-    (474, 'UpdateMetadataRequest'),
-    (478, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (480, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (481, 'UpdateMetadataRequest.TopicStates'),
-    (485, 'UpdateMetadataRequest.LiveBrokers'),
-    (489, 'UpdateMetadataRequest.<tagged fields>'),
-    (490, 'UpdateMetadataRequest.Type'),
-    (494, 'UpdateMetadataRequest.<tagged fields>'),
-    (497, 'UpdateMetadataPartitionState'),
-    (498, 'UpdateMetadataPartitionState.TopicName'),
-    (499, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (501, 'UpdateMetadataPartitionState.Isr'),
-    (504, 'UpdateMetadataPartitionState.ZkVersion'),
-    (506, 'UpdateMetadataPartitionState.Replicas'),
-    (509, 'UpdateMetadataPartitionState'),
-    (513, 'UpdateMetadataPartitionState.TopicName'),
-    (514, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (515, 'UpdateMetadataPartitionState.Isr'),
-    (518, 'UpdateMetadataPartitionState.ZkVersion'),
-    (519, 'UpdateMetadataPartitionState.Replicas'),
-    (524, 'UpdateMetadataBroker'),
-    (525, 'UpdateMetadataBroker.Id'),
-    (527, 'UpdateMetadataBroker.V0Host'),
-    (528, 'UpdateMetadataBroker.V0Port'),
-    (530, 'UpdateMetadataBroker'),
-    (534, 'UpdateMetadataBroker.Id'),
-    (535, 'UpdateMetadataBroker.V0Host'),
-    (536, 'UpdateMetadataBroker.V0Port'),
-    (539, 'UpdateMetadataBroker'),
-    (540, 'UpdateMetadataBroker.Id'),
-    (542, 'UpdateMetadataBroker.Endpoints'),
-    (548, 'UpdateMetadataBroker'),
-    (552, 'UpdateMetadataBroker.Id'),
-    (553, 'UpdateMetadataBroker.Endpoints'),
-    (559, 'UpdateMetadataBroker'),
-    (560, 'UpdateMetadataBroker.Id'),
-    (562, 'UpdateMetadataBroker.Endpoints'),
-    (568, 'UpdateMetadataBroker.Rack'),
-    (569, 'UpdateMetadataBroker'),
-    (573, 'UpdateMetadataBroker.Id'),
-    (574, 'UpdateMetadataBroker.Endpoints'),
-    (578, 'UpdateMetadataBroker.Rack'),
-    (581, 'UpdateMetadataBroker'),
-    (582, 'UpdateMetadataBroker.Id'),
-    (584, 'UpdateMetadataBroker.Endpoints'),
-    (590, 'UpdateMetadataBroker.Rack'),
-    (591, 'UpdateMetadataBroker'),
-    (595, 'UpdateMetadataBroker.Id'),
-    (596, 'UpdateMetadataBroker.Endpoints'),
-    (600, 'UpdateMetadataBroker.Rack'),
-    (603, 'UpdateMetadataPartitionState'),
-    (604, 'UpdateMetadataPartitionState.TopicName'),
-    (605, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (607, 'UpdateMetadataPartitionState.Isr'),
-    (610, 'UpdateMetadataPartitionState.ZkVersion'),
-    (612, 'UpdateMetadataPartitionState.Replicas'),
-    (615, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (618, 'UpdateMetadataPartitionState'),
-    (622, 'UpdateMetadataPartitionState.TopicName'),
-    (623, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (624, 'UpdateMetadataPartitionState.Isr'),
-    (627, 'UpdateMetadataPartitionState.ZkVersion'),
-    (628, 'UpdateMetadataPartitionState.Replicas'),
-    (631, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (636, 'UpdateMetadataTopicState'),
-    (637, 'UpdateMetadataTopicState.TopicName'),
-    (638, 'UpdateMetadataTopicState.PartitionStates'),
-    (644, 'UpdateMetadataTopicState'),
-    (648, 'UpdateMetadataTopicState.TopicName'),
-    (649, 'UpdateMetadataTopicState.PartitionStates'),
-    (655, 'UpdateMetadataTopicState'),
-    (656, 'UpdateMetadataTopicState.TopicName'),
-    (657, 'UpdateMetadataTopicState.PartitionStates'),
-    (664, 'UpdateMetadataTopicState.<tagged fields>'),
-    (674, 'UpdateMetadataTopicState'),
-    (678, 'UpdateMetadataTopicState.TopicName'),
-    (679, 'UpdateMetadataTopicState.PartitionStates'),
-    (683, 'UpdateMetadataTopicState.<tagged fields>'),
-    (686, 'UpdateMetadataBroker'),
-    (687, 'UpdateMetadataBroker.Id'),
-    (689, 'UpdateMetadataBroker.Endpoints'),
-    (696, 'UpdateMetadataBroker.Rack'),
-    (697, 'UpdateMetadataBroker.<tagged fields>'),
-    (707, 'UpdateMetadataBroker'),
-    (711, 'UpdateMetadataBroker.Id'),
-    (712, 'UpdateMetadataBroker.Endpoints'),
-    (716, 'UpdateMetadataBroker.Rack'),
-    (717, 'UpdateMetadataBroker.<tagged fields>'),
-    (720, 'UpdateMetadataTopicState'),
-    (721, 'UpdateMetadataTopicState.TopicName'),
-    (722, 'UpdateMetadataTopicState.TopicId'),
-    (723, 'UpdateMetadataTopicState.PartitionStates'),
-    (730, 'UpdateMetadataTopicState.<tagged fields>'),
-    (740, 'UpdateMetadataTopicState'),
-    (744, 'UpdateMetadataTopicState.TopicName'),
-    (745, 'UpdateMetadataTopicState.TopicId'),
-    (746, 'UpdateMetadataTopicState.PartitionStates'),
-    (750, 'UpdateMetadataTopicState.<tagged fields>'),
-    (753, 'UpdateMetadataEndpoint'),
-    (754, 'UpdateMetadataEndpoint.Port'),
-    (756, 'UpdateMetadataEndpoint.Host'),
-    (757, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (759, 'UpdateMetadataEndpoint'),
-    (763, 'UpdateMetadataEndpoint.Port'),
-    (764, 'UpdateMetadataEndpoint.Host'),
-    (765, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (768, 'UpdateMetadataEndpoint'),
-    (769, 'UpdateMetadataEndpoint.Port'),
-    (771, 'UpdateMetadataEndpoint.Host'),
-    (772, 'UpdateMetadataEndpoint.Listener'),
-    (773, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (775, 'UpdateMetadataEndpoint'),
-    (779, 'UpdateMetadataEndpoint.Port'),
-    (780, 'UpdateMetadataEndpoint.Host'),
-    (781, 'UpdateMetadataEndpoint.Listener'),
-    (782, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (785, 'UpdateMetadataPartitionState'),
-    (786, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (788, 'UpdateMetadataPartitionState.Isr'),
-    (791, 'UpdateMetadataPartitionState.ZkVersion'),
-    (793, 'UpdateMetadataPartitionState.Replicas'),
-    (796, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (799, 'UpdateMetadataPartitionState'),
-    (803, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (804, 'UpdateMetadataPartitionState.Isr'),
-    (807, 'UpdateMetadataPartitionState.ZkVersion'),
-    (808, 'UpdateMetadataPartitionState.Replicas'),
-    (811, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (816, 'UpdateMetadataPartitionState'),
-    (817, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (819, 'UpdateMetadataPartitionState.Isr'),
-    (823, 'UpdateMetadataPartitionState.ZkVersion'),
-    (825, 'UpdateMetadataPartitionState.Replicas'),
-    (829, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (833, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (843, 'UpdateMetadataPartitionState'),
-    (847, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (848, 'UpdateMetadataPartitionState.Isr'),
-    (851, 'UpdateMetadataPartitionState.ZkVersion'),
-    (852, 'UpdateMetadataPartitionState.Replicas'),
-    (855, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (858, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (861, 'UpdateMetadataEndpoint'),
-    (862, 'UpdateMetadataEndpoint.Port'),
-    (864, 'UpdateMetadataEndpoint.Host'),
-    (865, 'UpdateMetadataEndpoint.Listener'),
-    (866, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (868, 'UpdateMetadataEndpoint.<tagged fields>'),
-    (878, 'UpdateMetadataEndpoint'),
-    (882, 'UpdateMetadataEndpoint.Port'),
-    (883, 'UpdateMetadataEndpoint.Host'),
-    (884, 'UpdateMetadataEndpoint.Listener'),
-    (885, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (886, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (232, 'UpdateMetadataRequest'),
+    (233, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (235, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (244, 'UpdateMetadataRequest.LiveBrokers'),
+    (253, 'UpdateMetadataRequest'),
+    (257, 'UpdateMetadataRequest.isKRaftController'),
+    (259, 'UpdateMetadataRequest.Type'),
+    (261, 'UpdateMetadataRequest.TopicStates'),
+    (263, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (264, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (269, 'UpdateMetadataRequest.LiveBrokers'),
+    (276, 'UpdateMetadataRequest'),
+    (277, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (279, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (288, 'UpdateMetadataRequest.LiveBrokers'),
+    (297, 'UpdateMetadataRequest'),
+    (301, 'UpdateMetadataRequest.isKRaftController'),
+    (303, 'UpdateMetadataRequest.Type'),
+    (305, 'UpdateMetadataRequest.TopicStates'),
+    (307, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (308, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (313, 'UpdateMetadataRequest.LiveBrokers'),
+    (320, 'UpdateMetadataRequest'),
+    (321, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (323, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (332, 'UpdateMetadataRequest.LiveBrokers'),
+    (341, 'UpdateMetadataRequest'),
+    (345, 'UpdateMetadataRequest.isKRaftController'),
+    (347, 'UpdateMetadataRequest.Type'),
+    (349, 'UpdateMetadataRequest.TopicStates'),
+    (351, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (352, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (357, 'UpdateMetadataRequest.LiveBrokers'),
+    (364, 'UpdateMetadataRequest'),
+    (365, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (367, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (376, 'UpdateMetadataRequest.LiveBrokers'),
+    (385, 'UpdateMetadataRequest'),
+    (389, 'UpdateMetadataRequest.isKRaftController'),
+    (391, 'UpdateMetadataRequest.Type'),
+    (393, 'UpdateMetadataRequest.TopicStates'),
+    (395, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (396, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (401, 'UpdateMetadataRequest.LiveBrokers'),
+    (408, 'UpdateMetadataRequest'),
+    (409, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (411, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (420, 'UpdateMetadataRequest.LiveBrokers'),
+    (429, 'UpdateMetadataRequest'),
+    (433, 'UpdateMetadataRequest.isKRaftController'),
+    (435, 'UpdateMetadataRequest.Type'),
+    (437, 'UpdateMetadataRequest.TopicStates'),
+    (439, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (440, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (445, 'UpdateMetadataRequest.LiveBrokers'),
+    (452, 'UpdateMetadataRequest'),
+    (453, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (455, 'UpdateMetadataRequest.TopicStates'),
+    (464, 'UpdateMetadataRequest.LiveBrokers'),
+    (473, 'UpdateMetadataRequest'),
+    (477, 'UpdateMetadataRequest.isKRaftController'),
+    (479, 'UpdateMetadataRequest.Type'),
+    (481, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (483, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (484, 'UpdateMetadataRequest.TopicStates'),
+    (489, 'UpdateMetadataRequest.LiveBrokers'),
+    (496, 'UpdateMetadataRequest'),
+    (497, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (499, 'UpdateMetadataRequest.TopicStates'),
+    (512, 'UpdateMetadataRequest.LiveBrokers'),
+    (525, 'UpdateMetadataRequest.<tagged fields>'),
+    (538, 'UpdateMetadataRequest'),
+    (542, 'UpdateMetadataRequest.isKRaftController'),
+    (544, 'UpdateMetadataRequest.Type'),
+    (546, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (548, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (549, 'UpdateMetadataRequest.TopicStates'),
+    (557, 'UpdateMetadataRequest.LiveBrokers'),
+    (565, 'UpdateMetadataRequest.<tagged fields>'),
+    (571, 'UpdateMetadataRequest'),
+    (572, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (574, 'UpdateMetadataRequest.TopicStates'),
+    (587, 'UpdateMetadataRequest.LiveBrokers'),
+    (600, 'UpdateMetadataRequest.<tagged fields>'),
+    (613, 'UpdateMetadataRequest'),
+    (617, 'UpdateMetadataRequest.isKRaftController'),
+    (619, 'UpdateMetadataRequest.Type'),
+    (621, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (623, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (624, 'UpdateMetadataRequest.TopicStates'),
+    (632, 'UpdateMetadataRequest.LiveBrokers'),
+    (640, 'UpdateMetadataRequest.<tagged fields>'),
+    (646, 'UpdateMetadataRequest'),
+    (647, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (649, 'UpdateMetadataRequest.TopicStates'),
+    (662, 'UpdateMetadataRequest.LiveBrokers'),
+    (675, 'UpdateMetadataRequest.<tagged fields>'),
+    (686, 'UpdateMetadataRequest.Type'),
+    (689, 'UpdateMetadataRequest.<tagged fields>'),
+    (693, 'UpdateMetadataRequest'),
+    (697, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (699, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (700, 'UpdateMetadataRequest.TopicStates'),
+    (708, 'UpdateMetadataRequest.LiveBrokers'),
+    (716, 'UpdateMetadataRequest.<tagged fields>'),
+    (717, 'UpdateMetadataRequest.Type'),
+    (721, 'UpdateMetadataRequest.<tagged fields>'),
+    (724, 'UpdateMetadataPartitionState'),
+    (725, 'UpdateMetadataPartitionState.TopicName'),
+    (726, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (728, 'UpdateMetadataPartitionState.Isr'),
+    (734, 'UpdateMetadataPartitionState.ZkVersion'),
+    (736, 'UpdateMetadataPartitionState.Replicas'),
+    (742, 'UpdateMetadataPartitionState'),
+    (746, 'UpdateMetadataPartitionState.TopicName'),
+    (747, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (748, 'UpdateMetadataPartitionState.Isr'),
+    (752, 'UpdateMetadataPartitionState.ZkVersion'),
+    (753, 'UpdateMetadataPartitionState.Replicas'),
+    (759, 'UpdateMetadataBroker'),
+    (760, 'UpdateMetadataBroker.Id'),
+    (762, 'UpdateMetadataBroker.V0Host'),
+    (763, 'UpdateMetadataBroker.V0Port'),
+    (765, 'UpdateMetadataBroker'),
+    (769, 'UpdateMetadataBroker.Id'),
+    (770, 'UpdateMetadataBroker.V0Host'),
+    (771, 'UpdateMetadataBroker.V0Port'),
+    (774, 'UpdateMetadataBroker'),
+    (775, 'UpdateMetadataBroker.Id'),
+    (777, 'UpdateMetadataBroker.Endpoints'),
+    (786, 'UpdateMetadataBroker'),
+    (790, 'UpdateMetadataBroker.Id'),
+    (791, 'UpdateMetadataBroker.Endpoints'),
+    (798, 'UpdateMetadataBroker'),
+    (799, 'UpdateMetadataBroker.Id'),
+    (801, 'UpdateMetadataBroker.Endpoints'),
+    (810, 'UpdateMetadataBroker.Rack'),
+    (811, 'UpdateMetadataBroker'),
+    (815, 'UpdateMetadataBroker.Id'),
+    (816, 'UpdateMetadataBroker.Endpoints'),
+    (821, 'UpdateMetadataBroker.Rack'),
+    (824, 'UpdateMetadataBroker'),
+    (825, 'UpdateMetadataBroker.Id'),
+    (827, 'UpdateMetadataBroker.Endpoints'),
+    (836, 'UpdateMetadataBroker.Rack'),
+    (837, 'UpdateMetadataBroker'),
+    (841, 'UpdateMetadataBroker.Id'),
+    (842, 'UpdateMetadataBroker.Endpoints'),
+    (847, 'UpdateMetadataBroker.Rack'),
+    (850, 'UpdateMetadataPartitionState'),
+    (851, 'UpdateMetadataPartitionState.TopicName'),
+    (852, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (854, 'UpdateMetadataPartitionState.Isr'),
+    (860, 'UpdateMetadataPartitionState.ZkVersion'),
+    (862, 'UpdateMetadataPartitionState.Replicas'),
+    (868, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (874, 'UpdateMetadataPartitionState'),
+    (878, 'UpdateMetadataPartitionState.TopicName'),
+    (879, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (880, 'UpdateMetadataPartitionState.Isr'),
+    (884, 'UpdateMetadataPartitionState.ZkVersion'),
+    (885, 'UpdateMetadataPartitionState.Replicas'),
+    (889, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (895, 'UpdateMetadataTopicState'),
+    (896, 'UpdateMetadataTopicState.TopicName'),
+    (897, 'UpdateMetadataTopicState.PartitionStates'),
+    (906, 'UpdateMetadataTopicState'),
+    (910, 'UpdateMetadataTopicState.TopicName'),
+    (911, 'UpdateMetadataTopicState.PartitionStates'),
+    (918, 'UpdateMetadataTopicState'),
+    (919, 'UpdateMetadataTopicState.TopicName'),
+    (920, 'UpdateMetadataTopicState.PartitionStates'),
+    (933, 'UpdateMetadataTopicState.<tagged fields>'),
+    (946, 'UpdateMetadataTopicState'),
+    (950, 'UpdateMetadataTopicState.TopicName'),
+    (951, 'UpdateMetadataTopicState.PartitionStates'),
+    (959, 'UpdateMetadataTopicState.<tagged fields>'),
+    (965, 'UpdateMetadataBroker'),
+    (966, 'UpdateMetadataBroker.Id'),
+    (968, 'UpdateMetadataBroker.Endpoints'),
+    (981, 'UpdateMetadataBroker.Rack'),
+    (982, 'UpdateMetadataBroker.<tagged fields>'),
+    (995, 'UpdateMetadataBroker'),
+    (999, 'UpdateMetadataBroker.Id'),
+    (1000, 'UpdateMetadataBroker.Endpoints'),
+    (1008, 'UpdateMetadataBroker.Rack'),
+    (1009, 'UpdateMetadataBroker.<tagged fields>'),
+    (1015, 'UpdateMetadataTopicState'),
+    (1016, 'UpdateMetadataTopicState.TopicName'),
+    (1017, 'UpdateMetadataTopicState.TopicId'),
+    (1018, 'UpdateMetadataTopicState.PartitionStates'),
+    (1031, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1044, 'UpdateMetadataTopicState'),
+    (1048, 'UpdateMetadataTopicState.TopicName'),
+    (1049, 'UpdateMetadataTopicState.TopicId'),
+    (1050, 'UpdateMetadataTopicState.PartitionStates'),
+    (1058, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1064, 'UpdateMetadataEndpoint'),
+    (1065, 'UpdateMetadataEndpoint.Port'),
+    (1067, 'UpdateMetadataEndpoint.Host'),
+    (1068, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1070, 'UpdateMetadataEndpoint'),
+    (1074, 'UpdateMetadataEndpoint.Port'),
+    (1075, 'UpdateMetadataEndpoint.Host'),
+    (1076, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1079, 'UpdateMetadataEndpoint'),
+    (1080, 'UpdateMetadataEndpoint.Port'),
+    (1082, 'UpdateMetadataEndpoint.Host'),
+    (1083, 'UpdateMetadataEndpoint.Listener'),
+    (1084, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1086, 'UpdateMetadataEndpoint'),
+    (1090, 'UpdateMetadataEndpoint.Port'),
+    (1091, 'UpdateMetadataEndpoint.Host'),
+    (1092, 'UpdateMetadataEndpoint.Listener'),
+    (1093, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1096, 'UpdateMetadataPartitionState'),
+    (1097, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1099, 'UpdateMetadataPartitionState.Isr'),
+    (1105, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1107, 'UpdateMetadataPartitionState.Replicas'),
+    (1113, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1119, 'UpdateMetadataPartitionState'),
+    (1123, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1124, 'UpdateMetadataPartitionState.Isr'),
+    (1128, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1129, 'UpdateMetadataPartitionState.Replicas'),
+    (1133, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1139, 'UpdateMetadataPartitionState'),
+    (1140, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1142, 'UpdateMetadataPartitionState.Isr'),
+    (1152, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1154, 'UpdateMetadataPartitionState.Replicas'),
+    (1164, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1174, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1187, 'UpdateMetadataPartitionState'),
+    (1191, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1192, 'UpdateMetadataPartitionState.Isr'),
+    (1199, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1200, 'UpdateMetadataPartitionState.Replicas'),
+    (1207, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1214, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1220, 'UpdateMetadataEndpoint'),
+    (1221, 'UpdateMetadataEndpoint.Port'),
+    (1223, 'UpdateMetadataEndpoint.Host'),
+    (1224, 'UpdateMetadataEndpoint.Listener'),
+    (1225, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1227, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (1240, 'UpdateMetadataEndpoint'),
+    (1244, 'UpdateMetadataEndpoint.Port'),
+    (1245, 'UpdateMetadataEndpoint.Host'),
+    (1246, 'UpdateMetadataEndpoint.Listener'),
+    (1247, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1248, 'UpdateMetadataEndpoint.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 
 
@@ -32,10 +33,21 @@ class UpdateMetadataResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateMetadataResponse(_Message):
+    __slots__ = ('error_code', 'unknown_tagged_fields', )
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateMetadataResponse  # type: ignore[assignment]
+
+
 def _d_UpdateMetadataResponse_0(buf: memoryview, pos: int) -> tuple[UpdateMetadataResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    return UpdateMetadataResponse(f_error_code), pos
+    return _New_UpdateMetadataResponse(f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataResponse_0(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -46,21 +58,27 @@ def _d_UpdateMetadataResponse_1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateMetadataResponse(f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateMetadataResponse(f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateMetadataResponse_1(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateMetadataResponse._DECODERS = {
@@ -87,14 +105,14 @@ UpdateMetadataResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (35, 'UpdateMetadataResponse'),
-    (36, 'UpdateMetadataResponse.ErrorCode'),
-    (38, 'UpdateMetadataResponse'),
-    (42, 'UpdateMetadataResponse.ErrorCode'),
-    (45, 'UpdateMetadataResponse'),
-    (46, 'UpdateMetadataResponse.ErrorCode'),
-    (48, 'UpdateMetadataResponse.<tagged fields>'),
-    (58, 'UpdateMetadataResponse'),
-    (62, 'UpdateMetadataResponse.ErrorCode'),
-    (63, 'UpdateMetadataResponse.<tagged fields>'),
+    (47, 'UpdateMetadataResponse'),
+    (48, 'UpdateMetadataResponse.ErrorCode'),
+    (50, 'UpdateMetadataResponse'),
+    (54, 'UpdateMetadataResponse.ErrorCode'),
+    (57, 'UpdateMetadataResponse'),
+    (58, 'UpdateMetadataResponse.ErrorCode'),
+    (60, 'UpdateMetadataResponse.<tagged fields>'),
+    (73, 'UpdateMetadataResponse'),
+    (77, 'UpdateMetadataResponse.ErrorCode'),
+    (78, 'UpdateMetadataResponse.<tagged fields>'),
 )

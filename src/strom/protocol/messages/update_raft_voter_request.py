@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ii")
 _S1 = Struct(">H")
 _S2 = Struct(">hh")
@@ -32,6 +33,21 @@ class Listener:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Listener:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Listener  # type: ignore[assignment]
+
+
 _DEFAULT_Listener = Listener()
 
 
@@ -42,6 +58,19 @@ class KRaftVersionFeature:
     #: The maximum supported KRaft protocol version
     max_supported_version: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_KRaftVersionFeature:
+    __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+    min_supported_version: Any
+    max_supported_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, min_supported_version: Any, max_supported_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = KRaftVersionFeature  # type: ignore[assignment]
 
 
 _DEFAULT_KRaftVersionFeature = KRaftVersionFeature()
@@ -70,13 +99,40 @@ class UpdateRaftVoterRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateRaftVoterRequest(_Message):
+    __slots__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields', )
+    cluster_id: Any
+    current_leader_epoch: Any
+    voter_id: Any
+    voter_directory_id: Any
+    listeners: Any
+    k_raft_version_feature: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, current_leader_epoch: Any, voter_id: Any, voter_directory_id: Any, listeners: Any, k_raft_version_feature: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.current_leader_epoch = current_leader_epoch
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.listeners = listeners
+        self.k_raft_version_feature = k_raft_version_feature
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateRaftVoterRequest  # type: ignore[assignment]
+
+
 def _d_UpdateRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[UpdateRaftVoterRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_current_leader_epoch, f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 8
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
     for _ in range(count):
         item_listeners, pos = _d_Listener_0(buf, pos)
@@ -84,16 +140,19 @@ def _d_UpdateRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[UpdateRaftVo
     f_listeners = tuple(items_listeners)
     f_k_raft_version_feature, pos = _d_KRaftVersionFeature_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateRaftVoterRequest(f_cluster_id, f_current_leader_epoch, f_voter_id, f_voter_directory_id, f_listeners, f_k_raft_version_feature, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateRaftVoterRequest(f_cluster_id, f_current_leader_epoch, f_voter_id, f_voter_directory_id, f_listeners, f_k_raft_version_feature, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -101,11 +160,18 @@ def _e_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray, chunk
     out += _S0.pack(o.current_leader_epoch, o.voter_id)
     out += o.voter_directory_id.bytes
     items_listeners = o.listeners
-    _p.write_uvarint(out, len(items_listeners) + 1)
+    count = len(items_listeners)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_listeners in items_listeners:
         _e_Listener_0(item_listeners, out, chunks)
     _e_KRaftVersionFeature_0(o.k_raft_version_feature, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
@@ -114,44 +180,56 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     (f_port,) = _S1.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Listener(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[KRaftVersionFeature, int]:
     (f_min_supported_version, f_max_supported_version,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S2.pack(o.min_supported_version, o.max_supported_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateRaftVoterRequest._DECODERS = {
@@ -162,34 +240,34 @@ UpdateRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (73, 'UpdateRaftVoterRequest'),
-    (74, 'UpdateRaftVoterRequest.ClusterId'),
-    (75, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
-    (77, 'UpdateRaftVoterRequest.VoterDirectoryId'),
-    (78, 'UpdateRaftVoterRequest.Listeners'),
-    (85, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (86, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (96, 'UpdateRaftVoterRequest'),
-    (100, 'UpdateRaftVoterRequest.ClusterId'),
-    (101, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
-    (102, 'UpdateRaftVoterRequest.VoterDirectoryId'),
-    (103, 'UpdateRaftVoterRequest.Listeners'),
-    (107, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (108, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (111, 'Listener'),
-    (112, 'Listener.Name'),
-    (113, 'Listener.Host'),
-    (114, 'Listener.Port'),
-    (116, 'Listener.<tagged fields>'),
-    (126, 'Listener'),
-    (130, 'Listener.Name'),
-    (131, 'Listener.Host'),
-    (132, 'Listener.Port'),
-    (133, 'Listener.<tagged fields>'),
-    (136, 'KRaftVersionFeature'),
-    (137, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (139, 'KRaftVersionFeature.<tagged fields>'),
-    (149, 'KRaftVersionFeature'),
-    (153, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (154, 'KRaftVersionFeature.<tagged fields>'),
+    (123, 'UpdateRaftVoterRequest'),
+    (124, 'UpdateRaftVoterRequest.ClusterId'),
+    (125, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
+    (127, 'UpdateRaftVoterRequest.VoterDirectoryId'),
+    (128, 'UpdateRaftVoterRequest.Listeners'),
+    (141, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (142, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (155, 'UpdateRaftVoterRequest'),
+    (159, 'UpdateRaftVoterRequest.ClusterId'),
+    (160, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
+    (161, 'UpdateRaftVoterRequest.VoterDirectoryId'),
+    (162, 'UpdateRaftVoterRequest.Listeners'),
+    (170, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (171, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (177, 'Listener'),
+    (178, 'Listener.Name'),
+    (179, 'Listener.Host'),
+    (180, 'Listener.Port'),
+    (182, 'Listener.<tagged fields>'),
+    (195, 'Listener'),
+    (199, 'Listener.Name'),
+    (200, 'Listener.Host'),
+    (201, 'Listener.Port'),
+    (202, 'Listener.<tagged fields>'),
+    (208, 'KRaftVersionFeature'),
+    (209, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (211, 'KRaftVersionFeature.<tagged fields>'),
+    (224, 'KRaftVersionFeature'),
+    (228, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (229, 'KRaftVersionFeature.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 _S1 = Struct(">ii")
 _S2 = Struct(">i")
@@ -31,6 +32,23 @@ class CurrentLeader:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_CurrentLeader:
+    __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields', )
+    leader_id: Any
+    leader_epoch: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, leader_id: Any, leader_epoch: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = CurrentLeader  # type: ignore[assignment]
 
 
 _DEFAULT_CurrentLeader = CurrentLeader()
@@ -53,24 +71,42 @@ class UpdateRaftVoterResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_UpdateRaftVoterResponse(_Message):
+    __slots__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields', )
+    throttle_time_ms: Any
+    error_code: Any
+    current_leader: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, throttle_time_ms: Any, error_code: Any, current_leader: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.current_leader = current_leader
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = UpdateRaftVoterResponse  # type: ignore[assignment]
+
+
 def _d_UpdateRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_current_leader = _DEFAULT_CurrentLeader
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            f_current_leader, pos = _d_CurrentLeader_0(buf, pos)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return UpdateRaftVoterResponse(f_throttle_time_ms, f_error_code, f_current_leader, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                f_current_leader, pos = _d_CurrentLeader_0(buf, pos)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_UpdateRaftVoterResponse(f_throttle_time_ms, f_error_code, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
 def _e_UpdateRaftVoterResponse_0(o: UpdateRaftVoterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -90,23 +126,29 @@ def _d_CurrentLeader_0(buf: memoryview, pos: int) -> tuple[CurrentLeader, int]:
     (f_port,) = _S2.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return CurrentLeader(f_leader_id, f_leader_epoch, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_CurrentLeader(f_leader_id, f_leader_epoch, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_CurrentLeader_0(o: CurrentLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.leader_id, o.leader_epoch)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 UpdateRaftVoterResponse._DECODERS = {
@@ -117,24 +159,24 @@ UpdateRaftVoterResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'UpdateRaftVoterResponse'),
-    (57, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (59, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (67, 'UpdateRaftVoterResponse.CurrentLeader'),
-    (69, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (73, 'UpdateRaftVoterResponse'),
-    (77, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (78, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (79, 'UpdateRaftVoterResponse.CurrentLeader'),
-    (83, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (86, 'CurrentLeader'),
-    (87, 'CurrentLeader.LeaderId,LeaderEpoch'),
-    (89, 'CurrentLeader.Host'),
-    (90, 'CurrentLeader.Port'),
-    (92, 'CurrentLeader.<tagged fields>'),
-    (102, 'CurrentLeader'),
-    (106, 'CurrentLeader.LeaderId,LeaderEpoch'),
-    (107, 'CurrentLeader.Host'),
-    (108, 'CurrentLeader.Port'),
-    (109, 'CurrentLeader.<tagged fields>'),
+    (89, 'UpdateRaftVoterResponse'),
+    (90, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (92, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (103, 'UpdateRaftVoterResponse.CurrentLeader'),
+    (105, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (109, 'UpdateRaftVoterResponse'),
+    (113, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (114, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (115, 'UpdateRaftVoterResponse.CurrentLeader'),
+    (119, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (122, 'CurrentLeader'),
+    (123, 'CurrentLeader.LeaderId,LeaderEpoch'),
+    (125, 'CurrentLeader.Host'),
+    (126, 'CurrentLeader.Port'),
+    (128, 'CurrentLeader.<tagged fields>'),
+    (141, 'CurrentLeader'),
+    (145, 'CurrentLeader.LeaderId,LeaderEpoch'),
+    (146, 'CurrentLeader.Host'),
+    (147, 'CurrentLeader.Port'),
+    (148, 'CurrentLeader.<tagged fields>'),
 )

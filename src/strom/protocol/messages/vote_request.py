@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">i")
 _S1 = Struct(">iiiiq")
 _S2 = Struct(">iii")
@@ -40,6 +41,29 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields', )
+    partition_index: Any
+    candidate_epoch: Any
+    candidate_id: Any
+    candidate_directory_id: Any
+    voter_directory_id: Any
+    last_offset_epoch: Any
+    last_offset: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, candidate_epoch: Any, candidate_id: Any, candidate_directory_id: Any, voter_directory_id: Any, last_offset_epoch: Any, last_offset: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.candidate_epoch = candidate_epoch
+        self.candidate_id = candidate_id
+        self.candidate_directory_id = candidate_directory_id
+        self.voter_directory_id = voter_directory_id
+        self.last_offset_epoch = last_offset_epoch
+        self.last_offset = last_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -49,6 +73,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -70,152 +107,237 @@ class VoteRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_VoteRequest(_Message):
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields', )
+    cluster_id: Any
+    voter_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, cluster_id: Any, voter_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = VoteRequest  # type: ignore[assignment]
+
+
 def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return VoteRequest(f_cluster_id, -1, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_VoteRequest(f_cluster_id, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_VoteRequest_0(o: VoteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return VoteRequest(f_cluster_id, f_voter_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_VoteRequest(f_cluster_id, f_voter_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_VoteRequest_1(o: VoteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_candidate_epoch, f_candidate_id, f_last_offset_epoch, f_last_offset,) = _S1.unpack_from(buf, pos)
     pos += 24
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, _p.ZERO_UUID, _p.ZERO_UUID, f_last_offset_epoch, f_last_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, _p.ZERO_UUID, _p.ZERO_UUID, f_last_offset_epoch, f_last_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
@@ -226,16 +348,19 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_last_offset_epoch, f_last_offset,) = _S3.unpack_from(buf, pos)
     pos += 12
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, f_candidate_directory_id, f_voter_directory_id, f_last_offset_epoch, f_last_offset, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, f_candidate_directory_id, f_voter_directory_id, f_last_offset_epoch, f_last_offset, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -243,7 +368,10 @@ def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
     out += o.candidate_directory_id.bytes
     out += o.voter_directory_id.bytes
     out += _S3.pack(o.last_offset_epoch, o.last_offset)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 VoteRequest._DECODERS = {
@@ -256,56 +384,56 @@ VoteRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (73, 'VoteRequest'),
-    (74, 'VoteRequest.ClusterId'),
-    (75, 'VoteRequest.Topics'),
-    (82, 'VoteRequest.<tagged fields>'),
-    (92, 'VoteRequest'),
-    (96, 'VoteRequest.ClusterId'),
-    (97, 'VoteRequest.Topics'),
-    (101, 'VoteRequest.<tagged fields>'),
-    (104, 'VoteRequest'),
-    (105, 'VoteRequest.ClusterId'),
-    (106, 'VoteRequest.VoterId'),
-    (108, 'VoteRequest.Topics'),
-    (115, 'VoteRequest.<tagged fields>'),
     (125, 'VoteRequest'),
-    (129, 'VoteRequest.ClusterId'),
-    (130, 'VoteRequest.VoterId'),
-    (131, 'VoteRequest.Topics'),
-    (135, 'VoteRequest.<tagged fields>'),
-    (138, 'TopicData'),
-    (139, 'TopicData.TopicName'),
-    (140, 'TopicData.Partitions'),
-    (147, 'TopicData.<tagged fields>'),
-    (157, 'TopicData'),
-    (161, 'TopicData.TopicName'),
-    (162, 'TopicData.Partitions'),
-    (166, 'TopicData.<tagged fields>'),
-    (169, 'TopicData'),
-    (170, 'TopicData.TopicName'),
-    (171, 'TopicData.Partitions'),
-    (178, 'TopicData.<tagged fields>'),
-    (188, 'TopicData'),
-    (192, 'TopicData.TopicName'),
-    (193, 'TopicData.Partitions'),
-    (197, 'TopicData.<tagged fields>'),
-    (200, 'PartitionData'),
-    (201, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (203, 'PartitionData.<tagged fields>'),
-    (213, 'PartitionData'),
-    (217, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (218, 'PartitionData.<tagged fields>'),
-    (221, 'PartitionData'),
-    (222, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (224, 'PartitionData.CandidateDirectoryId'),
-    (225, 'PartitionData.VoterDirectoryId'),
-    (226, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (228, 'PartitionData.<tagged fields>'),
-    (238, 'PartitionData'),
-    (242, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (243, 'PartitionData.CandidateDirectoryId'),
-    (244, 'PartitionData.VoterDirectoryId'),
-    (245, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (246, 'PartitionData.<tagged fields>'),
+    (126, 'VoteRequest.ClusterId'),
+    (127, 'VoteRequest.Topics'),
+    (140, 'VoteRequest.<tagged fields>'),
+    (153, 'VoteRequest'),
+    (157, 'VoteRequest.ClusterId'),
+    (158, 'VoteRequest.Topics'),
+    (166, 'VoteRequest.<tagged fields>'),
+    (172, 'VoteRequest'),
+    (173, 'VoteRequest.ClusterId'),
+    (174, 'VoteRequest.VoterId'),
+    (176, 'VoteRequest.Topics'),
+    (189, 'VoteRequest.<tagged fields>'),
+    (202, 'VoteRequest'),
+    (206, 'VoteRequest.ClusterId'),
+    (207, 'VoteRequest.VoterId'),
+    (208, 'VoteRequest.Topics'),
+    (216, 'VoteRequest.<tagged fields>'),
+    (222, 'TopicData'),
+    (223, 'TopicData.TopicName'),
+    (224, 'TopicData.Partitions'),
+    (237, 'TopicData.<tagged fields>'),
+    (250, 'TopicData'),
+    (254, 'TopicData.TopicName'),
+    (255, 'TopicData.Partitions'),
+    (263, 'TopicData.<tagged fields>'),
+    (269, 'TopicData'),
+    (270, 'TopicData.TopicName'),
+    (271, 'TopicData.Partitions'),
+    (284, 'TopicData.<tagged fields>'),
+    (297, 'TopicData'),
+    (301, 'TopicData.TopicName'),
+    (302, 'TopicData.Partitions'),
+    (310, 'TopicData.<tagged fields>'),
+    (316, 'PartitionData'),
+    (317, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (319, 'PartitionData.<tagged fields>'),
+    (332, 'PartitionData'),
+    (336, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (337, 'PartitionData.<tagged fields>'),
+    (343, 'PartitionData'),
+    (344, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (346, 'PartitionData.CandidateDirectoryId'),
+    (347, 'PartitionData.VoterDirectoryId'),
+    (348, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (350, 'PartitionData.<tagged fields>'),
+    (363, 'PartitionData'),
+    (367, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (368, 'PartitionData.CandidateDirectoryId'),
+    (369, 'PartitionData.VoterDirectoryId'),
+    (370, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (371, 'PartitionData.<tagged fields>'),
 )

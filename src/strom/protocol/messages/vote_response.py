@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -35,6 +36,25 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    leader_id: Any
+    leader_epoch: Any
+    vote_granted: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, leader_id: Any, leader_epoch: Any, vote_granted: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.vote_granted = vote_granted
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -44,6 +64,19 @@ class TopicData:
     topic_name: str = ''
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_TopicData:
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+    topic_name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = TopicData  # type: ignore[assignment]
 
 
 _DEFAULT_TopicData = TopicData()
@@ -59,6 +92,21 @@ class NodeEndpoint:
     #: The node's port
     port: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_NodeEndpoint:
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+    node_id: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, node_id: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = NodeEndpoint  # type: ignore[assignment]
 
 
 _DEFAULT_NodeEndpoint = NodeEndpoint()
@@ -81,27 +129,51 @@ class VoteResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_VoteResponse(_Message):
+    __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+    error_code: Any
+    topics: Any
+    node_endpoints: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, error_code: Any, topics: Any, node_endpoints: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = VoteResponse  # type: ignore[assignment]
+
+
 def _d_VoteResponse_0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return VoteResponse(f_error_code, f_topics, (), unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_VoteResponse(f_error_code, f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
 def _e_VoteResponse_0(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -109,17 +181,30 @@ def _e_VoteResponse_0(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) 
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="VoteResponse", api_version=0, field="NodeEndpoints")
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_VoteResponse_1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_TopicData_0(buf, pos)
@@ -127,38 +212,55 @@ def _d_VoteResponse_1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     f_topics = tuple(items_topics)
     f_node_endpoints = ()
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        if tag == 0:
-            count, pos = _p.read_compact_array_size(buf, pos)
-            count = _p.non_null(count)
-            items_node_endpoints: list[Any] = []
-            for _ in range(count):
-                item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
-                items_node_endpoints.append(item_node_endpoints)
-            f_node_endpoints = tuple(items_node_endpoints)
-        else:
-            raw, pos = _p.read_unknown_tag(buf, pos, size)
-            unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return VoteResponse(f_error_code, f_topics, f_node_endpoints, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            if tag == 0:
+                count = buf[pos]
+                if count < 0x80:
+                    pos += 1
+                else:
+                    count, pos = _p.read_uvarint(buf, pos)
+                count -= 1
+                if count > len(buf) - pos or count < 0:
+                    _p.bad_array_size(count, len(buf) - pos, False)
+                items_node_endpoints: list[Any] = []
+                for _ in range(count):
+                    item_node_endpoints, pos = _d_NodeEndpoint_0(buf, pos)
+                    items_node_endpoints.append(item_node_endpoints)
+                f_node_endpoints = tuple(items_node_endpoints)
+            else:
+                raw, pos = _p.read_unknown_tag(buf, pos, size)
+                unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_VoteResponse(f_error_code, f_topics, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
 def _e_VoteResponse_1(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.error_code)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_TopicData_0(item_topics, out, chunks)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.node_endpoints != ():
         tmp = bytearray()
         items_node_endpoints = o.node_endpoints
-        _p.write_uvarint(tmp, len(items_node_endpoints) + 1)
+        count = len(items_node_endpoints)
+        if count < 0x7F:
+            tmp.append(count + 1)
+        else:
+            _p.write_uvarint(tmp, count + 1)
         for item_node_endpoints in items_node_endpoints:
             _e_NodeEndpoint_0(item_node_endpoints, tmp, chunks)
         tags.append((0, tmp))
@@ -167,33 +269,49 @@ def _e_VoteResponse_1(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return TopicData(f_topic_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
@@ -203,44 +321,56 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     (f_port,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return NodeEndpoint(f_node_id, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_NodeEndpoint(f_node_id, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted,) = _S3.unpack_from(buf, pos)
     pos += 15
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 VoteResponse._DECODERS = {
@@ -253,49 +383,49 @@ VoteResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (84, 'VoteResponse'),
-    (85, 'VoteResponse.ErrorCode'),
-    (87, 'VoteResponse.Topics'),
-    (94, 'VoteResponse.<tagged fields>'),
-    (104, 'VoteResponse'),
-    (108, 'VoteResponse.NodeEndpoints'),
-    (110, 'VoteResponse.ErrorCode'),
-    (111, 'VoteResponse.Topics'),
-    (115, 'VoteResponse.<tagged fields>'),
-    (118, 'VoteResponse'),
-    (119, 'VoteResponse.ErrorCode'),
-    (121, 'VoteResponse.Topics'),
-    (128, 'VoteResponse.<tagged fields>'),
-    (136, 'VoteResponse.NodeEndpoints'),
-    (144, 'VoteResponse.<tagged fields>'),
-    (148, 'VoteResponse'),
-    (152, 'VoteResponse.ErrorCode'),
-    (153, 'VoteResponse.Topics'),
-    (157, 'VoteResponse.<tagged fields>'),
-    (158, 'VoteResponse.NodeEndpoints'),
-    (165, 'VoteResponse.<tagged fields>'),
-    (168, 'TopicData'),
-    (169, 'TopicData.TopicName'),
-    (170, 'TopicData.Partitions'),
-    (177, 'TopicData.<tagged fields>'),
-    (187, 'TopicData'),
-    (191, 'TopicData.TopicName'),
-    (192, 'TopicData.Partitions'),
-    (196, 'TopicData.<tagged fields>'),
-    (199, 'NodeEndpoint'),
-    (200, 'NodeEndpoint.NodeId'),
-    (202, 'NodeEndpoint.Host'),
-    (203, 'NodeEndpoint.Port'),
-    (205, 'NodeEndpoint.<tagged fields>'),
-    (215, 'NodeEndpoint'),
-    (219, 'NodeEndpoint.NodeId'),
-    (220, 'NodeEndpoint.Host'),
-    (221, 'NodeEndpoint.Port'),
-    (222, 'NodeEndpoint.<tagged fields>'),
-    (225, 'PartitionData'),
-    (226, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (228, 'PartitionData.<tagged fields>'),
-    (238, 'PartitionData'),
-    (242, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (243, 'PartitionData.<tagged fields>'),
+    (147, 'VoteResponse'),
+    (148, 'VoteResponse.ErrorCode'),
+    (150, 'VoteResponse.Topics'),
+    (163, 'VoteResponse.<tagged fields>'),
+    (176, 'VoteResponse'),
+    (180, 'VoteResponse.NodeEndpoints'),
+    (182, 'VoteResponse.ErrorCode'),
+    (183, 'VoteResponse.Topics'),
+    (191, 'VoteResponse.<tagged fields>'),
+    (197, 'VoteResponse'),
+    (198, 'VoteResponse.ErrorCode'),
+    (200, 'VoteResponse.Topics'),
+    (213, 'VoteResponse.<tagged fields>'),
+    (224, 'VoteResponse.NodeEndpoints'),
+    (238, 'VoteResponse.<tagged fields>'),
+    (242, 'VoteResponse'),
+    (246, 'VoteResponse.ErrorCode'),
+    (247, 'VoteResponse.Topics'),
+    (255, 'VoteResponse.<tagged fields>'),
+    (256, 'VoteResponse.NodeEndpoints'),
+    (267, 'VoteResponse.<tagged fields>'),
+    (270, 'TopicData'),
+    (271, 'TopicData.TopicName'),
+    (272, 'TopicData.Partitions'),
+    (285, 'TopicData.<tagged fields>'),
+    (298, 'TopicData'),
+    (302, 'TopicData.TopicName'),
+    (303, 'TopicData.Partitions'),
+    (311, 'TopicData.<tagged fields>'),
+    (317, 'NodeEndpoint'),
+    (318, 'NodeEndpoint.NodeId'),
+    (320, 'NodeEndpoint.Host'),
+    (321, 'NodeEndpoint.Port'),
+    (323, 'NodeEndpoint.<tagged fields>'),
+    (336, 'NodeEndpoint'),
+    (340, 'NodeEndpoint.NodeId'),
+    (341, 'NodeEndpoint.Host'),
+    (342, 'NodeEndpoint.Port'),
+    (343, 'NodeEndpoint.<tagged fields>'),
+    (349, 'PartitionData'),
+    (350, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (352, 'PartitionData.<tagged fields>'),
+    (365, 'PartitionData'),
+    (369, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (370, 'PartitionData.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -33,6 +34,21 @@ class Endpoint:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_Endpoint:
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+    name: Any
+    host: Any
+    port: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, host: Any, port: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Endpoint  # type: ignore[assignment]
+
+
 _DEFAULT_Endpoint = Endpoint()
 
 
@@ -43,6 +59,19 @@ class KRaftVersionFeature:
     #: The maximum supported KRaft protocol version
     max_supported_version: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_KRaftVersionFeature:
+    __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+    min_supported_version: Any
+    max_supported_version: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, min_supported_version: Any, max_supported_version: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = KRaftVersionFeature  # type: ignore[assignment]
 
 
 _DEFAULT_KRaftVersionFeature = KRaftVersionFeature()
@@ -59,6 +88,23 @@ class Voter:
     #: The range of versions of the protocol that the replica supports
     k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_Voter:
+    __slots__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields', )
+    voter_id: Any
+    voter_directory_id: Any
+    endpoints: Any
+    k_raft_version_feature: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, voter_id: Any, voter_directory_id: Any, endpoints: Any, k_raft_version_feature: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.endpoints = endpoints
+        self.k_raft_version_feature = k_raft_version_feature
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = Voter  # type: ignore[assignment]
 
 
 _DEFAULT_Voter = Voter()
@@ -79,44 +125,79 @@ class VotersRecord(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_VotersRecord(_Message):
+    __slots__ = ('version', 'voters', 'unknown_tagged_fields', )
+    version: Any
+    voters: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, version: Any, voters: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.version = version
+        self.voters = voters
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = VotersRecord  # type: ignore[assignment]
+
+
 def _d_VotersRecord_0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
     (f_version,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
     for _ in range(count):
         item_voters, pos = _d_Voter_0(buf, pos)
         items_voters.append(item_voters)
     f_voters = tuple(items_voters)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return VotersRecord(f_version, f_voters, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_VotersRecord(f_version, f_voters, unknown), pos  # type: ignore[return-value]
 
 
 def _e_VotersRecord_0(o: VotersRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.version)
     items_voters = o.voters
-    _p.write_uvarint(out, len(items_voters) + 1)
+    count = len(items_voters)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_voters in items_voters:
         _e_Voter_0(item_voters, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     (f_voter_id,) = _S1.unpack_from(buf, pos)
     pos += 4
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
     for _ in range(count):
         item_endpoints, pos = _d_Endpoint_0(buf, pos)
@@ -124,27 +205,37 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     f_endpoints = tuple(items_endpoints)
     f_k_raft_version_feature, pos = _d_KRaftVersionFeature_0(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_k_raft_version_feature, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_k_raft_version_feature, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.voter_id)
     out += o.voter_directory_id.bytes
     items_endpoints = o.endpoints
-    _p.write_uvarint(out, len(items_endpoints) + 1)
+    count = len(items_endpoints)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_endpoints in items_endpoints:
         _e_Endpoint_0(item_endpoints, out, chunks)
     _e_KRaftVersionFeature_0(o.k_raft_version_feature, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_Endpoint_0(buf: memoryview, pos: int) -> tuple[Endpoint, int]:
@@ -153,44 +244,56 @@ def _d_Endpoint_0(buf: memoryview, pos: int) -> tuple[Endpoint, int]:
     (f_port,) = _S2.unpack_from(buf, pos)
     pos += 2
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return Endpoint(f_name, f_host, f_port, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_Endpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
 def _e_Endpoint_0(o: Endpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[KRaftVersionFeature, int]:
     (f_min_supported_version, f_max_supported_version,) = _S3.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
 def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S3.pack(o.min_supported_version, o.max_supported_version)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 VotersRecord._DECODERS = {
@@ -201,40 +304,40 @@ VotersRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'VotersRecord'),
-    (83, 'VotersRecord.Version'),
-    (85, 'VotersRecord.Voters'),
-    (92, 'VotersRecord.<tagged fields>'),
-    (102, 'VotersRecord'),
-    (106, 'VotersRecord.Version'),
-    (107, 'VotersRecord.Voters'),
-    (111, 'VotersRecord.<tagged fields>'),
-    (114, 'Voter'),
-    (115, 'Voter.VoterId'),
-    (117, 'Voter.VoterDirectoryId'),
-    (118, 'Voter.Endpoints'),
-    (125, 'Voter.KRaftVersionFeature'),
-    (126, 'Voter.<tagged fields>'),
-    (136, 'Voter'),
-    (140, 'Voter.VoterId'),
-    (141, 'Voter.VoterDirectoryId'),
-    (142, 'Voter.Endpoints'),
-    (146, 'Voter.KRaftVersionFeature'),
-    (147, 'Voter.<tagged fields>'),
-    (150, 'Endpoint'),
-    (151, 'Endpoint.Name'),
-    (152, 'Endpoint.Host'),
-    (153, 'Endpoint.Port'),
-    (155, 'Endpoint.<tagged fields>'),
-    (165, 'Endpoint'),
-    (169, 'Endpoint.Name'),
-    (170, 'Endpoint.Host'),
-    (171, 'Endpoint.Port'),
-    (172, 'Endpoint.<tagged fields>'),
-    (175, 'KRaftVersionFeature'),
-    (176, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (178, 'KRaftVersionFeature.<tagged fields>'),
-    (188, 'KRaftVersionFeature'),
-    (192, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (193, 'KRaftVersionFeature.<tagged fields>'),
+    (141, 'VotersRecord'),
+    (142, 'VotersRecord.Version'),
+    (144, 'VotersRecord.Voters'),
+    (157, 'VotersRecord.<tagged fields>'),
+    (170, 'VotersRecord'),
+    (174, 'VotersRecord.Version'),
+    (175, 'VotersRecord.Voters'),
+    (183, 'VotersRecord.<tagged fields>'),
+    (189, 'Voter'),
+    (190, 'Voter.VoterId'),
+    (192, 'Voter.VoterDirectoryId'),
+    (193, 'Voter.Endpoints'),
+    (206, 'Voter.KRaftVersionFeature'),
+    (207, 'Voter.<tagged fields>'),
+    (220, 'Voter'),
+    (224, 'Voter.VoterId'),
+    (225, 'Voter.VoterDirectoryId'),
+    (226, 'Voter.Endpoints'),
+    (234, 'Voter.KRaftVersionFeature'),
+    (235, 'Voter.<tagged fields>'),
+    (241, 'Endpoint'),
+    (242, 'Endpoint.Name'),
+    (243, 'Endpoint.Host'),
+    (244, 'Endpoint.Port'),
+    (246, 'Endpoint.<tagged fields>'),
+    (259, 'Endpoint'),
+    (263, 'Endpoint.Name'),
+    (264, 'Endpoint.Host'),
+    (265, 'Endpoint.Port'),
+    (266, 'Endpoint.<tagged fields>'),
+    (272, 'KRaftVersionFeature'),
+    (273, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (275, 'KRaftVersionFeature.<tagged fields>'),
+    (288, 'KRaftVersionFeature'),
+    (292, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (293, 'KRaftVersionFeature.<tagged fields>'),
 )

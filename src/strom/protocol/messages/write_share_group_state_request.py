@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">iiiq")
 _S1 = Struct(">qqbh")
 
@@ -30,6 +31,23 @@ class StateBatch:
     #: The delivery count.
     delivery_count: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_StateBatch:
+    __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields', )
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, first_offset: Any, last_offset: Any, delivery_state: Any, delivery_count: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.delivery_state = delivery_state
+        self.delivery_count = delivery_count
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = StateBatch  # type: ignore[assignment]
 
 
 _DEFAULT_StateBatch = StateBatch()
@@ -49,6 +67,25 @@ class PartitionData:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionData:
+    __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields', )
+    partition: Any
+    state_epoch: Any
+    leader_epoch: Any
+    start_offset: Any
+    state_batches: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, state_epoch: Any, leader_epoch: Any, start_offset: Any, state_batches: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
+        self.start_offset = start_offset
+        self.state_batches = state_batches
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionData  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionData = PartitionData()
 
 
@@ -59,6 +96,19 @@ class WriteStateData:
     #: The data for the partitions.
     partitions: tuple[PartitionData, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_WriteStateData:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteStateData  # type: ignore[assignment]
 
 
 _DEFAULT_WriteStateData = WriteStateData()
@@ -80,119 +130,186 @@ class WriteShareGroupStateRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WriteShareGroupStateRequest(_Message):
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+    group_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, group_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.group_id = group_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteShareGroupStateRequest  # type: ignore[assignment]
+
+
 def _d_WriteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_WriteStateData_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteShareGroupStateRequest(f_group_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_WriteStateData_0(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WriteStateData_0(buf: memoryview, pos: int) -> tuple[WriteStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionData_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteStateData(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteStateData_0(o: WriteStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionData_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition, f_state_epoch, f_leader_epoch, f_start_offset,) = _S0.unpack_from(buf, pos)
     pos += 20
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_state_batches: list[Any] = []
     for _ in range(count):
         item_state_batches, pos = _d_StateBatch_0(buf, pos)
         items_state_batches.append(item_state_batches)
     f_state_batches = tuple(items_state_batches)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionData(f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_state_batches, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionData(f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_state_batches, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset)
     items_state_batches = o.state_batches
-    _p.write_uvarint(out, len(items_state_batches) + 1)
+    count = len(items_state_batches)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_state_batches in items_state_batches:
         _e_StateBatch_0(item_state_batches, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
     (f_first_offset, f_last_offset, f_delivery_state, f_delivery_count,) = _S1.unpack_from(buf, pos)
     pos += 19
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
 def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 WriteShareGroupStateRequest._DECODERS = {
@@ -203,34 +320,34 @@ WriteShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (83, 'WriteShareGroupStateRequest'),
-    (84, 'WriteShareGroupStateRequest.GroupId'),
-    (85, 'WriteShareGroupStateRequest.Topics'),
-    (92, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (102, 'WriteShareGroupStateRequest'),
-    (106, 'WriteShareGroupStateRequest.GroupId'),
-    (107, 'WriteShareGroupStateRequest.Topics'),
-    (111, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (114, 'WriteStateData'),
-    (115, 'WriteStateData.TopicId'),
-    (116, 'WriteStateData.Partitions'),
-    (123, 'WriteStateData.<tagged fields>'),
-    (133, 'WriteStateData'),
-    (137, 'WriteStateData.TopicId'),
-    (138, 'WriteStateData.Partitions'),
-    (142, 'WriteStateData.<tagged fields>'),
-    (145, 'PartitionData'),
-    (146, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (148, 'PartitionData.StateBatches'),
-    (155, 'PartitionData.<tagged fields>'),
-    (165, 'PartitionData'),
-    (169, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (170, 'PartitionData.StateBatches'),
-    (174, 'PartitionData.<tagged fields>'),
-    (177, 'StateBatch'),
-    (178, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (180, 'StateBatch.<tagged fields>'),
-    (190, 'StateBatch'),
-    (194, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (195, 'StateBatch.<tagged fields>'),
+    (146, 'WriteShareGroupStateRequest'),
+    (147, 'WriteShareGroupStateRequest.GroupId'),
+    (148, 'WriteShareGroupStateRequest.Topics'),
+    (161, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (174, 'WriteShareGroupStateRequest'),
+    (178, 'WriteShareGroupStateRequest.GroupId'),
+    (179, 'WriteShareGroupStateRequest.Topics'),
+    (187, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (193, 'WriteStateData'),
+    (194, 'WriteStateData.TopicId'),
+    (195, 'WriteStateData.Partitions'),
+    (208, 'WriteStateData.<tagged fields>'),
+    (221, 'WriteStateData'),
+    (225, 'WriteStateData.TopicId'),
+    (226, 'WriteStateData.Partitions'),
+    (234, 'WriteStateData.<tagged fields>'),
+    (240, 'PartitionData'),
+    (241, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (243, 'PartitionData.StateBatches'),
+    (256, 'PartitionData.<tagged fields>'),
+    (269, 'PartitionData'),
+    (273, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (274, 'PartitionData.StateBatches'),
+    (282, 'PartitionData.<tagged fields>'),
+    (288, 'StateBatch'),
+    (289, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (291, 'StateBatch.<tagged fields>'),
+    (304, 'StateBatch'),
+    (308, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (309, 'StateBatch.<tagged fields>'),
 )

@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">ih")
 
 
@@ -29,6 +30,21 @@ class PartitionResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_PartitionResult:
+    __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields', )
+    partition: Any
+    error_code: Any
+    error_message: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition: Any, error_code: Any, error_message: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = PartitionResult  # type: ignore[assignment]
+
+
 _DEFAULT_PartitionResult = PartitionResult()
 
 
@@ -39,6 +55,19 @@ class WriteStateResult:
     #: The results for the partitions.
     partitions: tuple[PartitionResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_WriteStateResult:
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+    topic_id: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, topic_id: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteStateResult  # type: ignore[assignment]
 
 
 _DEFAULT_WriteStateResult = WriteStateResult()
@@ -58,64 +87,107 @@ class WriteShareGroupStateResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WriteShareGroupStateResponse(_Message):
+    __slots__ = ('results', 'unknown_tagged_fields', )
+    results: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, results: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.results = results
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteShareGroupStateResponse  # type: ignore[assignment]
+
+
 def _d_WriteShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
     for _ in range(count):
         item_results, pos = _d_WriteStateResult_0(buf, pos)
         items_results.append(item_results)
     f_results = tuple(items_results)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteShareGroupStateResponse(f_results, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteShareGroupStateResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_results = o.results
-    _p.write_uvarint(out, len(items_results) + 1)
+    count = len(items_results)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_results in items_results:
         _e_WriteStateResult_0(item_results, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WriteStateResult_0(buf: memoryview, pos: int) -> tuple[WriteStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_PartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteStateResult(f_topic_id, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteStateResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteStateResult_0(o: WriteStateResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_PartitionResult_0(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, int]:
@@ -123,22 +195,28 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return PartitionResult(f_partition, f_error_code, f_error_message, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_PartitionResult(f_partition, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
 def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.partition, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 WriteShareGroupStateResponse._DECODERS = {
@@ -149,26 +227,26 @@ WriteShareGroupStateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'WriteShareGroupStateResponse'),
-    (62, 'WriteShareGroupStateResponse.Results'),
-    (69, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (79, 'WriteShareGroupStateResponse'),
-    (83, 'WriteShareGroupStateResponse.Results'),
-    (87, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (90, 'WriteStateResult'),
-    (91, 'WriteStateResult.TopicId'),
-    (92, 'WriteStateResult.Partitions'),
-    (99, 'WriteStateResult.<tagged fields>'),
-    (109, 'WriteStateResult'),
-    (113, 'WriteStateResult.TopicId'),
-    (114, 'WriteStateResult.Partitions'),
-    (118, 'WriteStateResult.<tagged fields>'),
-    (121, 'PartitionResult'),
-    (122, 'PartitionResult.Partition,ErrorCode'),
-    (124, 'PartitionResult.ErrorMessage'),
-    (125, 'PartitionResult.<tagged fields>'),
-    (135, 'PartitionResult'),
-    (139, 'PartitionResult.Partition,ErrorCode'),
-    (140, 'PartitionResult.ErrorMessage'),
-    (141, 'PartitionResult.<tagged fields>'),
+    (101, 'WriteShareGroupStateResponse'),
+    (102, 'WriteShareGroupStateResponse.Results'),
+    (115, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (128, 'WriteShareGroupStateResponse'),
+    (132, 'WriteShareGroupStateResponse.Results'),
+    (140, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (146, 'WriteStateResult'),
+    (147, 'WriteStateResult.TopicId'),
+    (148, 'WriteStateResult.Partitions'),
+    (161, 'WriteStateResult.<tagged fields>'),
+    (174, 'WriteStateResult'),
+    (178, 'WriteStateResult.TopicId'),
+    (179, 'WriteStateResult.Partitions'),
+    (187, 'WriteStateResult.<tagged fields>'),
+    (193, 'PartitionResult'),
+    (194, 'PartitionResult.Partition,ErrorCode'),
+    (196, 'PartitionResult.ErrorMessage'),
+    (197, 'PartitionResult.<tagged fields>'),
+    (210, 'PartitionResult'),
+    (214, 'PartitionResult.Partition,ErrorCode'),
+    (215, 'PartitionResult.ErrorMessage'),
+    (216, 'PartitionResult.<tagged fields>'),
 )

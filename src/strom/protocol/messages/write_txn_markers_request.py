@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">qh?")
 _S1 = Struct(">i")
 
@@ -26,6 +27,19 @@ class WritableTxnMarkerTopic:
     #: The indexes of the partitions to write transaction markers for.
     partition_indexes: tuple[int, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_WritableTxnMarkerTopic:
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+    name: Any
+    partition_indexes: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partition_indexes: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partition_indexes = partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WritableTxnMarkerTopic  # type: ignore[assignment]
 
 
 _DEFAULT_WritableTxnMarkerTopic = WritableTxnMarkerTopic()
@@ -46,6 +60,25 @@ class WritableTxnMarker:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WritableTxnMarker:
+    __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields', )
+    producer_id: Any
+    producer_epoch: Any
+    transaction_result: Any
+    topics: Any
+    coordinator_epoch: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, producer_id: Any, producer_epoch: Any, transaction_result: Any, topics: Any, coordinator_epoch: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.transaction_result = transaction_result
+        self.topics = topics
+        self.coordinator_epoch = coordinator_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WritableTxnMarker  # type: ignore[assignment]
+
+
 _DEFAULT_WritableTxnMarker = WritableTxnMarker()
 
 
@@ -63,56 +96,90 @@ class WriteTxnMarkersRequest(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WriteTxnMarkersRequest(_Message):
+    __slots__ = ('markers', 'unknown_tagged_fields', )
+    markers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, markers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.markers = markers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteTxnMarkersRequest  # type: ignore[assignment]
+
+
 def _d_WriteTxnMarkersRequest_0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
     for _ in range(count):
         item_markers, pos = _d_WritableTxnMarker_0(buf, pos)
         items_markers.append(item_markers)
     f_markers = tuple(items_markers)
-    return WriteTxnMarkersRequest(f_markers), pos
+    return _New_WriteTxnMarkersRequest(f_markers), pos  # type: ignore[return-value]
 
 
 def _e_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_markers = o.markers
-    out += _p.INT32.pack(len(items_markers))
+    count = len(items_markers)
+    out += _p.INT32.pack(count)
     for item_markers in items_markers:
         _e_WritableTxnMarker_0(item_markers, out, chunks)
 
 
 def _d_WriteTxnMarkersRequest_1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
     for _ in range(count):
         item_markers, pos = _d_WritableTxnMarker_1(buf, pos)
         items_markers.append(item_markers)
     f_markers = tuple(items_markers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteTxnMarkersRequest(f_markers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteTxnMarkersRequest(f_markers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_markers = o.markers
-    _p.write_uvarint(out, len(items_markers) + 1)
+    count = len(items_markers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_markers in items_markers:
         _e_WritableTxnMarker_1(item_markers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarker_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
     (f_producer_id, f_producer_epoch, f_transaction_result,) = _S0.unpack_from(buf, pos)
     pos += 11
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_WritableTxnMarkerTopic_0(buf, pos)
@@ -120,13 +187,14 @@ def _d_WritableTxnMarker_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarker
     f_topics = tuple(items_topics)
     (f_coordinator_epoch,) = _S1.unpack_from(buf, pos)
     pos += 4
-    return WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch), pos
+    return _New_WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_WritableTxnMarkerTopic_0(item_topics, out, chunks)
     out += _S1.pack(o.coordinator_epoch)
@@ -135,8 +203,14 @@ def _e_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray, chunks: list[_p
 def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
     (f_producer_id, f_producer_epoch, f_transaction_result,) = _S0.unpack_from(buf, pos)
     pos += 11
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_WritableTxnMarkerTopic_1(buf, pos)
@@ -145,68 +219,98 @@ def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarker
     (f_coordinator_epoch,) = _S1.unpack_from(buf, pos)
     pos += 4
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_WritableTxnMarkerTopic_1(item_topics, out, chunks)
     out += _S1.pack(o.coordinator_epoch)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerTopic_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    return WritableTxnMarkerTopic(f_name, f_partition_indexes), pos
+    return _New_WritableTxnMarkerTopic(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    out += _p.INT32.pack(len(items_partition_indexes))
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
+    count = len(items_partition_indexes)
+    out += _p.INT32.pack(count)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
 
 
 def _d_WritableTxnMarkerTopic_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
-    f_partition_indexes = _unpack_from(">%di" % count, buf, pos)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
+    f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WritableTxnMarkerTopic(f_name, f_partition_indexes, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WritableTxnMarkerTopic(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerTopic_1(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
-    _p.write_uvarint(out, len(items_partition_indexes) + 1)
-    out += _pack(">%di" % len(items_partition_indexes), *items_partition_indexes)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    count = len(items_partition_indexes)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
+    out += _A_i[count].pack(*items_partition_indexes) if count < 64 else _pack(">%di" % count, *items_partition_indexes)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersRequest._DECODERS = {
@@ -219,46 +323,46 @@ WriteTxnMarkersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (66, 'WriteTxnMarkersRequest'),
-    (67, 'WriteTxnMarkersRequest.Markers'),
-    (73, 'WriteTxnMarkersRequest'),
-    (77, 'WriteTxnMarkersRequest.Markers'),
-    (83, 'WriteTxnMarkersRequest'),
-    (84, 'WriteTxnMarkersRequest.Markers'),
-    (91, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (101, 'WriteTxnMarkersRequest'),
-    (105, 'WriteTxnMarkersRequest.Markers'),
-    (109, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (112, 'WritableTxnMarker'),
-    (113, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (115, 'WritableTxnMarker.Topics'),
-    (121, 'WritableTxnMarker.CoordinatorEpoch'),
-    (123, 'WritableTxnMarker'),
-    (127, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (128, 'WritableTxnMarker.Topics'),
-    (132, 'WritableTxnMarker.CoordinatorEpoch'),
-    (135, 'WritableTxnMarker'),
-    (136, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (138, 'WritableTxnMarker.Topics'),
-    (145, 'WritableTxnMarker.CoordinatorEpoch'),
-    (147, 'WritableTxnMarker.<tagged fields>'),
-    (157, 'WritableTxnMarker'),
-    (161, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (162, 'WritableTxnMarker.Topics'),
-    (166, 'WritableTxnMarker.CoordinatorEpoch'),
-    (167, 'WritableTxnMarker.<tagged fields>'),
-    (170, 'WritableTxnMarkerTopic'),
-    (171, 'WritableTxnMarkerTopic.Name'),
-    (172, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (175, 'WritableTxnMarkerTopic'),
-    (179, 'WritableTxnMarkerTopic.Name'),
-    (180, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (185, 'WritableTxnMarkerTopic'),
-    (186, 'WritableTxnMarkerTopic.Name'),
-    (187, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (191, 'WritableTxnMarkerTopic.<tagged fields>'),
-    (201, 'WritableTxnMarkerTopic'),
-    (205, 'WritableTxnMarkerTopic.Name'),
-    (206, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (209, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (110, 'WriteTxnMarkersRequest'),
+    (111, 'WriteTxnMarkersRequest.Markers'),
+    (120, 'WriteTxnMarkersRequest'),
+    (124, 'WriteTxnMarkersRequest.Markers'),
+    (131, 'WriteTxnMarkersRequest'),
+    (132, 'WriteTxnMarkersRequest.Markers'),
+    (145, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (158, 'WriteTxnMarkersRequest'),
+    (162, 'WriteTxnMarkersRequest.Markers'),
+    (170, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (176, 'WritableTxnMarker'),
+    (177, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (179, 'WritableTxnMarker.Topics'),
+    (188, 'WritableTxnMarker.CoordinatorEpoch'),
+    (190, 'WritableTxnMarker'),
+    (194, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (195, 'WritableTxnMarker.Topics'),
+    (200, 'WritableTxnMarker.CoordinatorEpoch'),
+    (203, 'WritableTxnMarker'),
+    (204, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (206, 'WritableTxnMarker.Topics'),
+    (219, 'WritableTxnMarker.CoordinatorEpoch'),
+    (221, 'WritableTxnMarker.<tagged fields>'),
+    (234, 'WritableTxnMarker'),
+    (238, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (239, 'WritableTxnMarker.Topics'),
+    (247, 'WritableTxnMarker.CoordinatorEpoch'),
+    (248, 'WritableTxnMarker.<tagged fields>'),
+    (254, 'WritableTxnMarkerTopic'),
+    (255, 'WritableTxnMarkerTopic.Name'),
+    (256, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (262, 'WritableTxnMarkerTopic'),
+    (266, 'WritableTxnMarkerTopic.Name'),
+    (267, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (273, 'WritableTxnMarkerTopic'),
+    (274, 'WritableTxnMarkerTopic.Name'),
+    (275, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (285, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (298, 'WritableTxnMarkerTopic'),
+    (302, 'WritableTxnMarkerTopic.Name'),
+    (303, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (310, 'WritableTxnMarkerTopic.<tagged fields>'),
 )

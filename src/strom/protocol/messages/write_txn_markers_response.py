@@ -15,6 +15,7 @@ from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersio
 from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
+_A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
 _S0 = Struct(">q")
 _S1 = Struct(">ih")
 
@@ -26,6 +27,19 @@ class WritableTxnMarkerPartitionResult:
     #: The error code, or 0 if there was no error.
     error_code: int = 0
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_WritableTxnMarkerPartitionResult:
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+    partition_index: Any
+    error_code: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, partition_index: Any, error_code: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WritableTxnMarkerPartitionResult  # type: ignore[assignment]
 
 
 _DEFAULT_WritableTxnMarkerPartitionResult = WritableTxnMarkerPartitionResult()
@@ -40,6 +54,19 @@ class WritableTxnMarkerTopicResult:
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WritableTxnMarkerTopicResult:
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields', )
+    name: Any
+    partitions: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, name: Any, partitions: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WritableTxnMarkerTopicResult  # type: ignore[assignment]
+
+
 _DEFAULT_WritableTxnMarkerTopicResult = WritableTxnMarkerTopicResult()
 
 
@@ -50,6 +77,19 @@ class WritableTxnMarkerResult:
     #: The results by topic.
     topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+
+
+class _New_WritableTxnMarkerResult:
+    __slots__ = ('producer_id', 'topics', 'unknown_tagged_fields', )
+    producer_id: Any
+    topics: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, producer_id: Any, topics: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.producer_id = producer_id
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WritableTxnMarkerResult  # type: ignore[assignment]
 
 
 _DEFAULT_WritableTxnMarkerResult = WritableTxnMarkerResult()
@@ -69,68 +109,103 @@ class WriteTxnMarkersResponse(_Message):
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
+class _New_WriteTxnMarkersResponse(_Message):
+    __slots__ = ('markers', 'unknown_tagged_fields', )
+    markers: Any
+    unknown_tagged_fields: Any
+
+    def __init__(self, markers: Any, unknown_tagged_fields: Any = ()) -> None:
+        self.markers = markers
+        self.unknown_tagged_fields = unknown_tagged_fields
+        self.__class__ = WriteTxnMarkersResponse  # type: ignore[assignment]
+
+
 def _d_WriteTxnMarkersResponse_0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
     for _ in range(count):
         item_markers, pos = _d_WritableTxnMarkerResult_0(buf, pos)
         items_markers.append(item_markers)
     f_markers = tuple(items_markers)
-    return WriteTxnMarkersResponse(f_markers), pos
+    return _New_WriteTxnMarkersResponse(f_markers), pos  # type: ignore[return-value]
 
 
 def _e_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_markers = o.markers
-    out += _p.INT32.pack(len(items_markers))
+    count = len(items_markers)
+    out += _p.INT32.pack(count)
     for item_markers in items_markers:
         _e_WritableTxnMarkerResult_0(item_markers, out, chunks)
 
 
 def _d_WriteTxnMarkersResponse_1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
     for _ in range(count):
         item_markers, pos = _d_WritableTxnMarkerResult_1(buf, pos)
         items_markers.append(item_markers)
     f_markers = tuple(items_markers)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WriteTxnMarkersResponse(f_markers, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WriteTxnMarkersResponse(f_markers, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
     items_markers = o.markers
-    _p.write_uvarint(out, len(items_markers) + 1)
+    count = len(items_markers)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_markers in items_markers:
         _e_WritableTxnMarkerResult_1(item_markers, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerResult_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
     (f_producer_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_WritableTxnMarkerTopicResult_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    return WritableTxnMarkerResult(f_producer_id, f_topics), pos
+    return _New_WritableTxnMarkerResult(f_producer_id, f_topics), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.producer_id)
     items_topics = o.topics
-    out += _p.INT32.pack(len(items_topics))
+    count = len(items_topics)
+    out += _p.INT32.pack(count)
     for item_topics in items_topics:
         _e_WritableTxnMarkerTopicResult_0(item_topics, out, chunks)
 
@@ -138,89 +213,125 @@ def _e_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray, chu
 def _d_WritableTxnMarkerResult_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
     (f_producer_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
     for _ in range(count):
         item_topics, pos = _d_WritableTxnMarkerTopicResult_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WritableTxnMarkerResult(f_producer_id, f_topics, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WritableTxnMarkerResult(f_producer_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S0.pack(o.producer_id)
     items_topics = o.topics
-    _p.write_uvarint(out, len(items_topics) + 1)
+    count = len(items_topics)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_topics in items_topics:
         _e_WritableTxnMarkerTopicResult_1(item_topics, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerTopicResult_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
     f_name, pos = _p.read_string(buf, pos)
-    count, pos = _p.read_array_size(buf, pos)
+    (count,) = _p.INT32.unpack_from(buf, pos)
+    pos += 4
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_WritableTxnMarkerPartitionResult_0(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
-    return WritableTxnMarkerTopicResult(f_name, f_partitions), pos
+    return _New_WritableTxnMarkerTopicResult(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
-    out += _p.INT32.pack(len(items_partitions))
+    count = len(items_partitions)
+    out += _p.INT32.pack(count)
     for item_partitions in items_partitions:
         _e_WritableTxnMarkerPartitionResult_0(item_partitions, out, chunks)
 
 
 def _d_WritableTxnMarkerTopicResult_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count, pos = _p.read_compact_array_size(buf, pos)
-    count = _p.non_null(count)
+    count = buf[pos]
+    if count < 0x80:
+        pos += 1
+    else:
+        count, pos = _p.read_uvarint(buf, pos)
+    count -= 1
+    if count > len(buf) - pos or count < 0:
+        _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
     for _ in range(count):
         item_partitions, pos = _d_WritableTxnMarkerPartitionResult_1(buf, pos)
         items_partitions.append(item_partitions)
     f_partitions = tuple(items_partitions)
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WritableTxnMarkerTopicResult(f_name, f_partitions, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WritableTxnMarkerTopicResult(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
-    _p.write_uvarint(out, len(items_partitions) + 1)
+    count = len(items_partitions)
+    if count < 0x7F:
+        out.append(count + 1)
+    else:
+        _p.write_uvarint(out, count + 1)
     for item_partitions in items_partitions:
         _e_WritableTxnMarkerPartitionResult_1(item_partitions, out, chunks)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerPartitionResult_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerPartitionResult, int]:
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    return WritableTxnMarkerPartitionResult(f_partition_index, f_error_code), pos
+    return _New_WritableTxnMarkerPartitionResult(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerPartitionResult_0(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
@@ -231,21 +342,27 @@ def _d_WritableTxnMarkerPartitionResult_1(buf: memoryview, pos: int) -> tuple[Wr
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     unknown: _p.UnknownTaggedFields = ()
-    count, pos = _p.read_tag_count(buf, pos)
-    last_tag = -1
-    for _ in range(count):
-        tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
-        last_tag = tag
-        end = pos + size
-        raw, pos = _p.read_unknown_tag(buf, pos, size)
-        unknown += ((tag, raw),)
-        _p.check_tag_end(pos, end, tag)
-    return WritableTxnMarkerPartitionResult(f_partition_index, f_error_code, unknown), pos
+    if buf[pos] == 0:  # no tagged fields: the common case
+        pos += 1
+    else:
+        count, pos = _p.read_tag_count(buf, pos)
+        last_tag = -1
+        for _ in range(count):
+            tag, size, pos = _p.read_tag_header(buf, pos, last_tag)
+            last_tag = tag
+            end = pos + size
+            raw, pos = _p.read_unknown_tag(buf, pos, size)
+            unknown += ((tag, raw),)
+            _p.check_tag_end(pos, end, tag)
+    return _New_WritableTxnMarkerPartitionResult(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
 def _e_WritableTxnMarkerPartitionResult_1(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
-    _p.write_unknown_section(out, o.unknown_tagged_fields)
+    if o.unknown_tagged_fields:
+        _p.write_unknown_section(out, o.unknown_tagged_fields)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersResponse._DECODERS = {
@@ -258,52 +375,52 @@ WriteTxnMarkersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (72, 'WriteTxnMarkersResponse'),
-    (73, 'WriteTxnMarkersResponse.Markers'),
-    (79, 'WriteTxnMarkersResponse'),
-    (83, 'WriteTxnMarkersResponse.Markers'),
-    (89, 'WriteTxnMarkersResponse'),
-    (90, 'WriteTxnMarkersResponse.Markers'),
-    (97, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (107, 'WriteTxnMarkersResponse'),
-    (111, 'WriteTxnMarkersResponse.Markers'),
-    (115, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (118, 'WritableTxnMarkerResult'),
-    (119, 'WritableTxnMarkerResult.ProducerId'),
-    (121, 'WritableTxnMarkerResult.Topics'),
-    (127, 'WritableTxnMarkerResult'),
-    (131, 'WritableTxnMarkerResult.ProducerId'),
-    (132, 'WritableTxnMarkerResult.Topics'),
-    (138, 'WritableTxnMarkerResult'),
-    (139, 'WritableTxnMarkerResult.ProducerId'),
-    (141, 'WritableTxnMarkerResult.Topics'),
-    (148, 'WritableTxnMarkerResult.<tagged fields>'),
-    (158, 'WritableTxnMarkerResult'),
-    (162, 'WritableTxnMarkerResult.ProducerId'),
-    (163, 'WritableTxnMarkerResult.Topics'),
-    (167, 'WritableTxnMarkerResult.<tagged fields>'),
-    (170, 'WritableTxnMarkerTopicResult'),
-    (171, 'WritableTxnMarkerTopicResult.Name'),
-    (172, 'WritableTxnMarkerTopicResult.Partitions'),
-    (178, 'WritableTxnMarkerTopicResult'),
-    (182, 'WritableTxnMarkerTopicResult.Name'),
-    (183, 'WritableTxnMarkerTopicResult.Partitions'),
-    (189, 'WritableTxnMarkerTopicResult'),
-    (190, 'WritableTxnMarkerTopicResult.Name'),
-    (191, 'WritableTxnMarkerTopicResult.Partitions'),
-    (198, 'WritableTxnMarkerTopicResult.<tagged fields>'),
-    (208, 'WritableTxnMarkerTopicResult'),
-    (212, 'WritableTxnMarkerTopicResult.Name'),
-    (213, 'WritableTxnMarkerTopicResult.Partitions'),
-    (217, 'WritableTxnMarkerTopicResult.<tagged fields>'),
-    (220, 'WritableTxnMarkerPartitionResult'),
-    (221, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (223, 'WritableTxnMarkerPartitionResult'),
-    (227, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (230, 'WritableTxnMarkerPartitionResult'),
-    (231, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (233, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
-    (243, 'WritableTxnMarkerPartitionResult'),
-    (247, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (248, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (123, 'WriteTxnMarkersResponse'),
+    (124, 'WriteTxnMarkersResponse.Markers'),
+    (133, 'WriteTxnMarkersResponse'),
+    (137, 'WriteTxnMarkersResponse.Markers'),
+    (144, 'WriteTxnMarkersResponse'),
+    (145, 'WriteTxnMarkersResponse.Markers'),
+    (158, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (171, 'WriteTxnMarkersResponse'),
+    (175, 'WriteTxnMarkersResponse.Markers'),
+    (183, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (189, 'WritableTxnMarkerResult'),
+    (190, 'WritableTxnMarkerResult.ProducerId'),
+    (192, 'WritableTxnMarkerResult.Topics'),
+    (201, 'WritableTxnMarkerResult'),
+    (205, 'WritableTxnMarkerResult.ProducerId'),
+    (206, 'WritableTxnMarkerResult.Topics'),
+    (213, 'WritableTxnMarkerResult'),
+    (214, 'WritableTxnMarkerResult.ProducerId'),
+    (216, 'WritableTxnMarkerResult.Topics'),
+    (229, 'WritableTxnMarkerResult.<tagged fields>'),
+    (242, 'WritableTxnMarkerResult'),
+    (246, 'WritableTxnMarkerResult.ProducerId'),
+    (247, 'WritableTxnMarkerResult.Topics'),
+    (255, 'WritableTxnMarkerResult.<tagged fields>'),
+    (261, 'WritableTxnMarkerTopicResult'),
+    (262, 'WritableTxnMarkerTopicResult.Name'),
+    (263, 'WritableTxnMarkerTopicResult.Partitions'),
+    (272, 'WritableTxnMarkerTopicResult'),
+    (276, 'WritableTxnMarkerTopicResult.Name'),
+    (277, 'WritableTxnMarkerTopicResult.Partitions'),
+    (284, 'WritableTxnMarkerTopicResult'),
+    (285, 'WritableTxnMarkerTopicResult.Name'),
+    (286, 'WritableTxnMarkerTopicResult.Partitions'),
+    (299, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (312, 'WritableTxnMarkerTopicResult'),
+    (316, 'WritableTxnMarkerTopicResult.Name'),
+    (317, 'WritableTxnMarkerTopicResult.Partitions'),
+    (325, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (331, 'WritableTxnMarkerPartitionResult'),
+    (332, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (334, 'WritableTxnMarkerPartitionResult'),
+    (338, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (341, 'WritableTxnMarkerPartitionResult'),
+    (342, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (344, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (357, 'WritableTxnMarkerPartitionResult'),
+    (361, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (362, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
 )
