@@ -298,19 +298,26 @@ class ModuleWriter:
         self._read_single(struct, lay, var, version, indent, element=False)
 
     def _read_count(self, lay: Layout, indent: str, where: str) -> None:
-        """An array's element count, inlined: it is read once per array, millions of times."""
+        """An array's element count, inlined: it is read once per array, millions of times.
+
+        A count that cannot fit in the bytes left is refused before any allocation; for
+        fixed-width elements ``unpack_from`` itself refuses a short buffer before it
+        allocates, so only the sign needs checking there.
+        """
         lowest = -1 if lay.nullable else 0
         if lay.compact:
-            self.emit(f"{indent}count = buf[pos]", where)
-            self.emit(f"{indent}if count < 0x80:", where)
-            self.emit(f"{indent}    pos += 1", where)
-            self.emit(f"{indent}else:", where)
-            self.emit(f"{indent}    count, pos = _p.read_uvarint(buf, pos)", where)
-            self.emit(f"{indent}count -= 1", where)
+            self.emit(f"{indent}count = buf[pos] - 1", where)
+            self.emit(f"{indent}pos += 1", where)
+            self.emit(f"{indent}if count >= 0x7F:", where)
+            self.emit(f"{indent}    count, pos = _p.read_uvarint(buf, pos - 1)", where)
+            self.emit(f"{indent}    count -= 1", where)
         else:
             self.emit(f"{indent}(count,) = _p.INT32.unpack_from(buf, pos)", where)
             self.emit(f"{indent}pos += 4", where)
-        self.emit(f"{indent}if count > len(buf) - pos or count < {lowest}:", where)
+        if lay.field.element_type in FIXED_FORMATS:
+            self.emit(f"{indent}if count < {lowest}:", where)
+        else:
+            self.emit(f"{indent}if count > len(buf) - pos or count < {lowest}:", where)
         self.emit(f"{indent}    _p.bad_array_size(count, len(buf) - pos, {lay.nullable})", where)
 
     def _read_single(

@@ -42,3 +42,16 @@ def test_importing_strom_loads_no_message_module() -> None:
 def test_a_message_loads_only_its_own_module() -> None:
     loaded = _loaded_after("from strom.protocol.messages import MetadataRequest")
     assert loaded == ["strom.protocol.messages.metadata_request"]
+
+
+def test_map_key_arrays_index_by_their_key() -> None:
+    from strom.protocol.message import index_by_key
+    from strom.protocol.messages.api_versions_response import ApiVersion
+    from strom.protocol.messages.create_topics_request import CreatableTopic
+
+    assert ApiVersion.MAP_KEY == ("api_key",)
+    assert CreatableTopic.MAP_KEY == ("name",)
+    versions = (ApiVersion(0, 0, 11), ApiVersion(18, 0, 4))
+    by_key = index_by_key(versions, *ApiVersion.MAP_KEY)
+    assert by_key[18] is versions[1]
+    assert sorted(by_key) == [0, 18]

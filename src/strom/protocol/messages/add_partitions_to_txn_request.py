@@ -157,12 +157,11 @@ def _d_AddPartitionsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddPartit
     f_v3_and_below_transactional_id, pos = _p.read_compact_string(buf, pos)
     (f_v3_and_below_producer_id, f_v3_and_below_producer_epoch,) = _S0.unpack_from(buf, pos)
     pos += 10
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_v3_and_below_topics: list[Any] = []
@@ -206,12 +205,11 @@ def _e_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray,
 
 
 def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_transactions: list[Any] = []
@@ -262,7 +260,7 @@ def _d_AddPartitionsToTxnTopic_0(buf: memoryview, pos: int) -> tuple[AddPartitio
     f_name, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -279,13 +277,12 @@ def _e_AddPartitionsToTxnTopic_0(o: AddPartitionsToTxnTopic, out: bytearray, chu
 
 def _d_AddPartitionsToTxnTopic_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -324,12 +321,11 @@ def _d_AddPartitionsToTxnTransaction_0(buf: memoryview, pos: int) -> tuple[AddPa
     f_transactional_id, pos = _p.read_compact_string(buf, pos)
     (f_producer_id, f_producer_epoch, f_verify_only,) = _S1.unpack_from(buf, pos)
     pos += 11
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -401,45 +397,45 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (157, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
     (158, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
     (160, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (173, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (186, 'AddPartitionsToTxnRequest'),
-    (190, 'AddPartitionsToTxnRequest.Transactions'),
-    (192, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (193, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (194, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (202, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (208, 'AddPartitionsToTxnRequest'),
-    (209, 'AddPartitionsToTxnRequest.Transactions'),
-    (222, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (235, 'AddPartitionsToTxnRequest'),
-    (239, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (241, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
-    (243, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
-    (245, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (247, 'AddPartitionsToTxnRequest.Transactions'),
-    (255, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (261, 'AddPartitionsToTxnTopic'),
-    (262, 'AddPartitionsToTxnTopic.Name'),
-    (263, 'AddPartitionsToTxnTopic.Partitions'),
-    (269, 'AddPartitionsToTxnTopic'),
-    (273, 'AddPartitionsToTxnTopic.Name'),
-    (274, 'AddPartitionsToTxnTopic.Partitions'),
-    (280, 'AddPartitionsToTxnTopic'),
-    (281, 'AddPartitionsToTxnTopic.Name'),
-    (282, 'AddPartitionsToTxnTopic.Partitions'),
-    (292, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (305, 'AddPartitionsToTxnTopic'),
-    (309, 'AddPartitionsToTxnTopic.Name'),
-    (310, 'AddPartitionsToTxnTopic.Partitions'),
-    (317, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (323, 'AddPartitionsToTxnTransaction'),
-    (324, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (325, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (327, 'AddPartitionsToTxnTransaction.Topics'),
-    (340, 'AddPartitionsToTxnTransaction.<tagged fields>'),
-    (353, 'AddPartitionsToTxnTransaction'),
-    (357, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (358, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (359, 'AddPartitionsToTxnTransaction.Topics'),
-    (367, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (172, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (185, 'AddPartitionsToTxnRequest'),
+    (189, 'AddPartitionsToTxnRequest.Transactions'),
+    (191, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (192, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (193, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (201, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (207, 'AddPartitionsToTxnRequest'),
+    (208, 'AddPartitionsToTxnRequest.Transactions'),
+    (220, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (233, 'AddPartitionsToTxnRequest'),
+    (237, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (239, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
+    (241, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
+    (243, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (245, 'AddPartitionsToTxnRequest.Transactions'),
+    (253, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (259, 'AddPartitionsToTxnTopic'),
+    (260, 'AddPartitionsToTxnTopic.Name'),
+    (261, 'AddPartitionsToTxnTopic.Partitions'),
+    (267, 'AddPartitionsToTxnTopic'),
+    (271, 'AddPartitionsToTxnTopic.Name'),
+    (272, 'AddPartitionsToTxnTopic.Partitions'),
+    (278, 'AddPartitionsToTxnTopic'),
+    (279, 'AddPartitionsToTxnTopic.Name'),
+    (280, 'AddPartitionsToTxnTopic.Partitions'),
+    (289, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (302, 'AddPartitionsToTxnTopic'),
+    (306, 'AddPartitionsToTxnTopic.Name'),
+    (307, 'AddPartitionsToTxnTopic.Partitions'),
+    (314, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (320, 'AddPartitionsToTxnTransaction'),
+    (321, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (322, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (324, 'AddPartitionsToTxnTransaction.Topics'),
+    (336, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (349, 'AddPartitionsToTxnTransaction'),
+    (353, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (354, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (355, 'AddPartitionsToTxnTransaction.Topics'),
+    (363, 'AddPartitionsToTxnTransaction.<tagged fields>'),
 )

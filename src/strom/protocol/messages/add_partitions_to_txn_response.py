@@ -164,12 +164,11 @@ def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearra
 def _d_AddPartitionsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_topic_v3_and_below: list[Any] = []
@@ -214,12 +213,11 @@ def _e_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearra
 def _d_AddPartitionsToTxnResponse_2(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_transaction: list[Any] = []
@@ -286,12 +284,11 @@ def _e_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out: by
 
 def _d_AddPartitionsToTxnTopicResult_1(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results_by_partition: list[Any] = []
@@ -333,12 +330,11 @@ def _e_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out: by
 
 def _d_AddPartitionsToTxnResult_0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnResult, int]:
     f_transactional_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_results: list[Any] = []
@@ -443,51 +439,51 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (164, 'AddPartitionsToTxnResponse'),
     (165, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
     (167, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (180, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (193, 'AddPartitionsToTxnResponse'),
-    (197, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (199, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (200, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (208, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (214, 'AddPartitionsToTxnResponse'),
-    (215, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (217, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (230, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (243, 'AddPartitionsToTxnResponse'),
-    (247, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (249, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (250, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (258, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (264, 'AddPartitionsToTxnTopicResult'),
-    (265, 'AddPartitionsToTxnTopicResult.Name'),
-    (266, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (275, 'AddPartitionsToTxnTopicResult'),
-    (279, 'AddPartitionsToTxnTopicResult.Name'),
-    (280, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (287, 'AddPartitionsToTxnTopicResult'),
-    (288, 'AddPartitionsToTxnTopicResult.Name'),
-    (289, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (302, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (315, 'AddPartitionsToTxnTopicResult'),
-    (319, 'AddPartitionsToTxnTopicResult.Name'),
-    (320, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (328, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (334, 'AddPartitionsToTxnResult'),
-    (335, 'AddPartitionsToTxnResult.TransactionalId'),
-    (336, 'AddPartitionsToTxnResult.TopicResults'),
-    (349, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (362, 'AddPartitionsToTxnResult'),
-    (366, 'AddPartitionsToTxnResult.TransactionalId'),
-    (367, 'AddPartitionsToTxnResult.TopicResults'),
-    (375, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (381, 'AddPartitionsToTxnPartitionResult'),
-    (382, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (384, 'AddPartitionsToTxnPartitionResult'),
+    (179, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (192, 'AddPartitionsToTxnResponse'),
+    (196, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (198, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (199, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (207, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (213, 'AddPartitionsToTxnResponse'),
+    (214, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (216, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (228, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (241, 'AddPartitionsToTxnResponse'),
+    (245, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (247, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (248, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (256, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (262, 'AddPartitionsToTxnTopicResult'),
+    (263, 'AddPartitionsToTxnTopicResult.Name'),
+    (264, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (273, 'AddPartitionsToTxnTopicResult'),
+    (277, 'AddPartitionsToTxnTopicResult.Name'),
+    (278, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (285, 'AddPartitionsToTxnTopicResult'),
+    (286, 'AddPartitionsToTxnTopicResult.Name'),
+    (287, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (299, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (312, 'AddPartitionsToTxnTopicResult'),
+    (316, 'AddPartitionsToTxnTopicResult.Name'),
+    (317, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (325, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (331, 'AddPartitionsToTxnResult'),
+    (332, 'AddPartitionsToTxnResult.TransactionalId'),
+    (333, 'AddPartitionsToTxnResult.TopicResults'),
+    (345, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (358, 'AddPartitionsToTxnResult'),
+    (362, 'AddPartitionsToTxnResult.TransactionalId'),
+    (363, 'AddPartitionsToTxnResult.TopicResults'),
+    (371, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (377, 'AddPartitionsToTxnPartitionResult'),
+    (378, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (380, 'AddPartitionsToTxnPartitionResult'),
+    (384, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (387, 'AddPartitionsToTxnPartitionResult'),
     (388, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (391, 'AddPartitionsToTxnPartitionResult'),
-    (392, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (394, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
-    (407, 'AddPartitionsToTxnPartitionResult'),
-    (411, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (412, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (390, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (403, 'AddPartitionsToTxnPartitionResult'),
+    (407, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (408, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
 )

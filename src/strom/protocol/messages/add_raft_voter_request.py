@@ -94,12 +94,11 @@ def _d_AddRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[AddRaftVoterReq
     (f_timeout_ms, f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 8
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -185,21 +184,21 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (94, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
     (96, 'AddRaftVoterRequest.VoterDirectoryId'),
     (97, 'AddRaftVoterRequest.Listeners'),
-    (110, 'AddRaftVoterRequest.<tagged fields>'),
-    (123, 'AddRaftVoterRequest'),
-    (127, 'AddRaftVoterRequest.ClusterId'),
-    (128, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
-    (129, 'AddRaftVoterRequest.VoterDirectoryId'),
-    (130, 'AddRaftVoterRequest.Listeners'),
-    (138, 'AddRaftVoterRequest.<tagged fields>'),
-    (144, 'Listener'),
-    (145, 'Listener.Name'),
-    (146, 'Listener.Host'),
-    (147, 'Listener.Port'),
-    (149, 'Listener.<tagged fields>'),
-    (162, 'Listener'),
-    (166, 'Listener.Name'),
-    (167, 'Listener.Host'),
-    (168, 'Listener.Port'),
-    (169, 'Listener.<tagged fields>'),
+    (109, 'AddRaftVoterRequest.<tagged fields>'),
+    (122, 'AddRaftVoterRequest'),
+    (126, 'AddRaftVoterRequest.ClusterId'),
+    (127, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
+    (128, 'AddRaftVoterRequest.VoterDirectoryId'),
+    (129, 'AddRaftVoterRequest.Listeners'),
+    (137, 'AddRaftVoterRequest.<tagged fields>'),
+    (143, 'Listener'),
+    (144, 'Listener.Name'),
+    (145, 'Listener.Host'),
+    (146, 'Listener.Port'),
+    (148, 'Listener.<tagged fields>'),
+    (161, 'Listener'),
+    (165, 'Listener.Name'),
+    (166, 'Listener.Host'),
+    (167, 'Listener.Port'),
+    (168, 'Listener.<tagged fields>'),
 )

@@ -153,12 +153,11 @@ def _e_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearray, c
 
 
 def _d_AlterClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
@@ -236,12 +235,11 @@ def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
@@ -249,12 +247,11 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
         item_entity, pos = _d_EntityData_1(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_ops: list[Any] = []
@@ -399,52 +396,52 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (152, 'AlterClientQuotasRequest.ValidateOnly'),
     (155, 'AlterClientQuotasRequest'),
     (156, 'AlterClientQuotasRequest.Entries'),
-    (169, 'AlterClientQuotasRequest.ValidateOnly'),
-    (171, 'AlterClientQuotasRequest.<tagged fields>'),
-    (184, 'AlterClientQuotasRequest'),
-    (188, 'AlterClientQuotasRequest.Entries'),
-    (196, 'AlterClientQuotasRequest.ValidateOnly'),
-    (197, 'AlterClientQuotasRequest.<tagged fields>'),
-    (203, 'EntryData'),
-    (204, 'EntryData.Entity'),
-    (213, 'EntryData.Ops'),
-    (222, 'EntryData'),
-    (226, 'EntryData.Entity'),
-    (231, 'EntryData.Ops'),
-    (238, 'EntryData'),
-    (239, 'EntryData.Entity'),
-    (252, 'EntryData.Ops'),
-    (265, 'EntryData.<tagged fields>'),
-    (278, 'EntryData'),
-    (282, 'EntryData.Entity'),
-    (290, 'EntryData.Ops'),
-    (298, 'EntryData.<tagged fields>'),
+    (168, 'AlterClientQuotasRequest.ValidateOnly'),
+    (170, 'AlterClientQuotasRequest.<tagged fields>'),
+    (183, 'AlterClientQuotasRequest'),
+    (187, 'AlterClientQuotasRequest.Entries'),
+    (195, 'AlterClientQuotasRequest.ValidateOnly'),
+    (196, 'AlterClientQuotasRequest.<tagged fields>'),
+    (202, 'EntryData'),
+    (203, 'EntryData.Entity'),
+    (212, 'EntryData.Ops'),
+    (221, 'EntryData'),
+    (225, 'EntryData.Entity'),
+    (230, 'EntryData.Ops'),
+    (237, 'EntryData'),
+    (238, 'EntryData.Entity'),
+    (250, 'EntryData.Ops'),
+    (262, 'EntryData.<tagged fields>'),
+    (275, 'EntryData'),
+    (279, 'EntryData.Entity'),
+    (287, 'EntryData.Ops'),
+    (295, 'EntryData.<tagged fields>'),
+    (301, 'EntityData'),
+    (302, 'EntityData.EntityType'),
+    (303, 'EntityData.EntityName'),
     (304, 'EntityData'),
-    (305, 'EntityData.EntityType'),
-    (306, 'EntityData.EntityName'),
-    (307, 'EntityData'),
-    (311, 'EntityData.EntityType'),
-    (312, 'EntityData.EntityName'),
-    (315, 'OpData'),
-    (316, 'OpData.Key'),
-    (317, 'OpData.Value,Remove'),
-    (319, 'OpData'),
-    (323, 'OpData.Key'),
-    (324, 'OpData.Value,Remove'),
-    (327, 'EntityData'),
-    (328, 'EntityData.EntityType'),
-    (329, 'EntityData.EntityName'),
-    (330, 'EntityData.<tagged fields>'),
-    (343, 'EntityData'),
-    (347, 'EntityData.EntityType'),
-    (348, 'EntityData.EntityName'),
-    (349, 'EntityData.<tagged fields>'),
-    (355, 'OpData'),
-    (356, 'OpData.Key'),
-    (357, 'OpData.Value,Remove'),
-    (359, 'OpData.<tagged fields>'),
-    (372, 'OpData'),
-    (376, 'OpData.Key'),
-    (377, 'OpData.Value,Remove'),
-    (378, 'OpData.<tagged fields>'),
+    (308, 'EntityData.EntityType'),
+    (309, 'EntityData.EntityName'),
+    (312, 'OpData'),
+    (313, 'OpData.Key'),
+    (314, 'OpData.Value,Remove'),
+    (316, 'OpData'),
+    (320, 'OpData.Key'),
+    (321, 'OpData.Value,Remove'),
+    (324, 'EntityData'),
+    (325, 'EntityData.EntityType'),
+    (326, 'EntityData.EntityName'),
+    (327, 'EntityData.<tagged fields>'),
+    (340, 'EntityData'),
+    (344, 'EntityData.EntityType'),
+    (345, 'EntityData.EntityName'),
+    (346, 'EntityData.<tagged fields>'),
+    (352, 'OpData'),
+    (353, 'OpData.Key'),
+    (354, 'OpData.Value,Remove'),
+    (356, 'OpData.<tagged fields>'),
+    (369, 'OpData'),
+    (373, 'OpData.Key'),
+    (374, 'OpData.Value,Remove'),
+    (375, 'OpData.<tagged fields>'),
 )

@@ -130,12 +130,11 @@ def _e_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray,
 def _d_AlterClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_entries: list[Any] = []
@@ -205,12 +204,11 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
@@ -309,41 +307,41 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (130, 'AlterClientQuotasResponse'),
     (131, 'AlterClientQuotasResponse.ThrottleTimeMs'),
     (133, 'AlterClientQuotasResponse.Entries'),
-    (146, 'AlterClientQuotasResponse.<tagged fields>'),
-    (159, 'AlterClientQuotasResponse'),
-    (163, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (164, 'AlterClientQuotasResponse.Entries'),
-    (172, 'AlterClientQuotasResponse.<tagged fields>'),
-    (178, 'EntryData'),
-    (179, 'EntryData.ErrorCode'),
-    (181, 'EntryData.ErrorMessage'),
-    (182, 'EntryData.Entity'),
-    (191, 'EntryData'),
-    (195, 'EntryData.ErrorCode'),
-    (196, 'EntryData.ErrorMessage'),
-    (197, 'EntryData.Entity'),
-    (204, 'EntryData'),
-    (205, 'EntryData.ErrorCode'),
-    (207, 'EntryData.ErrorMessage'),
-    (208, 'EntryData.Entity'),
-    (221, 'EntryData.<tagged fields>'),
-    (234, 'EntryData'),
-    (238, 'EntryData.ErrorCode'),
-    (239, 'EntryData.ErrorMessage'),
-    (240, 'EntryData.Entity'),
-    (248, 'EntryData.<tagged fields>'),
-    (254, 'EntityData'),
-    (255, 'EntityData.EntityType'),
-    (256, 'EntityData.EntityName'),
-    (257, 'EntityData'),
-    (261, 'EntityData.EntityType'),
-    (262, 'EntityData.EntityName'),
-    (265, 'EntityData'),
-    (266, 'EntityData.EntityType'),
-    (267, 'EntityData.EntityName'),
-    (268, 'EntityData.<tagged fields>'),
-    (281, 'EntityData'),
-    (285, 'EntityData.EntityType'),
-    (286, 'EntityData.EntityName'),
-    (287, 'EntityData.<tagged fields>'),
+    (145, 'AlterClientQuotasResponse.<tagged fields>'),
+    (158, 'AlterClientQuotasResponse'),
+    (162, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (163, 'AlterClientQuotasResponse.Entries'),
+    (171, 'AlterClientQuotasResponse.<tagged fields>'),
+    (177, 'EntryData'),
+    (178, 'EntryData.ErrorCode'),
+    (180, 'EntryData.ErrorMessage'),
+    (181, 'EntryData.Entity'),
+    (190, 'EntryData'),
+    (194, 'EntryData.ErrorCode'),
+    (195, 'EntryData.ErrorMessage'),
+    (196, 'EntryData.Entity'),
+    (203, 'EntryData'),
+    (204, 'EntryData.ErrorCode'),
+    (206, 'EntryData.ErrorMessage'),
+    (207, 'EntryData.Entity'),
+    (219, 'EntryData.<tagged fields>'),
+    (232, 'EntryData'),
+    (236, 'EntryData.ErrorCode'),
+    (237, 'EntryData.ErrorMessage'),
+    (238, 'EntryData.Entity'),
+    (246, 'EntryData.<tagged fields>'),
+    (252, 'EntityData'),
+    (253, 'EntityData.EntityType'),
+    (254, 'EntityData.EntityName'),
+    (255, 'EntityData'),
+    (259, 'EntityData.EntityType'),
+    (260, 'EntityData.EntityName'),
+    (263, 'EntityData'),
+    (264, 'EntityData.EntityType'),
+    (265, 'EntityData.EntityName'),
+    (266, 'EntityData.<tagged fields>'),
+    (279, 'EntityData'),
+    (283, 'EntityData.EntityType'),
+    (284, 'EntityData.EntityName'),
+    (285, 'EntityData.<tagged fields>'),
 )

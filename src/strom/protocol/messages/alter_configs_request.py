@@ -130,12 +130,11 @@ def _e_AlterConfigsRequest_0(o: AlterConfigsRequest, out: bytearray, chunks: lis
 
 
 def _d_AlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
@@ -207,12 +206,11 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
@@ -312,42 +310,42 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (129, 'AlterConfigsRequest.ValidateOnly'),
     (132, 'AlterConfigsRequest'),
     (133, 'AlterConfigsRequest.Resources'),
-    (146, 'AlterConfigsRequest.ValidateOnly'),
-    (148, 'AlterConfigsRequest.<tagged fields>'),
-    (161, 'AlterConfigsRequest'),
-    (165, 'AlterConfigsRequest.Resources'),
-    (173, 'AlterConfigsRequest.ValidateOnly'),
-    (174, 'AlterConfigsRequest.<tagged fields>'),
-    (180, 'AlterConfigsResource'),
-    (181, 'AlterConfigsResource.ResourceType'),
-    (183, 'AlterConfigsResource.ResourceName'),
-    (184, 'AlterConfigsResource.Configs'),
-    (193, 'AlterConfigsResource'),
-    (197, 'AlterConfigsResource.ResourceType'),
-    (198, 'AlterConfigsResource.ResourceName'),
-    (199, 'AlterConfigsResource.Configs'),
-    (206, 'AlterConfigsResource'),
-    (207, 'AlterConfigsResource.ResourceType'),
-    (209, 'AlterConfigsResource.ResourceName'),
-    (210, 'AlterConfigsResource.Configs'),
-    (223, 'AlterConfigsResource.<tagged fields>'),
-    (236, 'AlterConfigsResource'),
-    (240, 'AlterConfigsResource.ResourceType'),
-    (241, 'AlterConfigsResource.ResourceName'),
-    (242, 'AlterConfigsResource.Configs'),
-    (250, 'AlterConfigsResource.<tagged fields>'),
-    (256, 'AlterableConfig'),
-    (257, 'AlterableConfig.Name'),
-    (258, 'AlterableConfig.Value'),
-    (259, 'AlterableConfig'),
-    (263, 'AlterableConfig.Name'),
-    (264, 'AlterableConfig.Value'),
-    (267, 'AlterableConfig'),
-    (268, 'AlterableConfig.Name'),
-    (269, 'AlterableConfig.Value'),
-    (270, 'AlterableConfig.<tagged fields>'),
-    (283, 'AlterableConfig'),
-    (287, 'AlterableConfig.Name'),
-    (288, 'AlterableConfig.Value'),
-    (289, 'AlterableConfig.<tagged fields>'),
+    (145, 'AlterConfigsRequest.ValidateOnly'),
+    (147, 'AlterConfigsRequest.<tagged fields>'),
+    (160, 'AlterConfigsRequest'),
+    (164, 'AlterConfigsRequest.Resources'),
+    (172, 'AlterConfigsRequest.ValidateOnly'),
+    (173, 'AlterConfigsRequest.<tagged fields>'),
+    (179, 'AlterConfigsResource'),
+    (180, 'AlterConfigsResource.ResourceType'),
+    (182, 'AlterConfigsResource.ResourceName'),
+    (183, 'AlterConfigsResource.Configs'),
+    (192, 'AlterConfigsResource'),
+    (196, 'AlterConfigsResource.ResourceType'),
+    (197, 'AlterConfigsResource.ResourceName'),
+    (198, 'AlterConfigsResource.Configs'),
+    (205, 'AlterConfigsResource'),
+    (206, 'AlterConfigsResource.ResourceType'),
+    (208, 'AlterConfigsResource.ResourceName'),
+    (209, 'AlterConfigsResource.Configs'),
+    (221, 'AlterConfigsResource.<tagged fields>'),
+    (234, 'AlterConfigsResource'),
+    (238, 'AlterConfigsResource.ResourceType'),
+    (239, 'AlterConfigsResource.ResourceName'),
+    (240, 'AlterConfigsResource.Configs'),
+    (248, 'AlterConfigsResource.<tagged fields>'),
+    (254, 'AlterableConfig'),
+    (255, 'AlterableConfig.Name'),
+    (256, 'AlterableConfig.Value'),
+    (257, 'AlterableConfig'),
+    (261, 'AlterableConfig.Name'),
+    (262, 'AlterableConfig.Value'),
+    (265, 'AlterableConfig'),
+    (266, 'AlterableConfig.Name'),
+    (267, 'AlterableConfig.Value'),
+    (268, 'AlterableConfig.<tagged fields>'),
+    (281, 'AlterableConfig'),
+    (285, 'AlterableConfig.Name'),
+    (286, 'AlterableConfig.Value'),
+    (287, 'AlterableConfig.<tagged fields>'),
 )

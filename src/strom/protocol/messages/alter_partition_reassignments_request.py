@@ -101,12 +101,11 @@ class _New_AlterPartitionReassignmentsRequest(_Message):
 def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -148,12 +147,11 @@ def _e_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsReques
 
 def _d_ReassignableTopic_0(buf: memoryview, pos: int) -> tuple[ReassignableTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -196,13 +194,12 @@ def _e_ReassignableTopic_0(o: ReassignableTopic, out: bytearray, chunks: list[_p
 def _d_ReassignablePartition_0(buf: memoryview, pos: int) -> tuple[ReassignablePartition, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < -1:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_replicas = None
@@ -254,25 +251,25 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'AlterPartitionReassignmentsRequest'),
     (102, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
     (104, 'AlterPartitionReassignmentsRequest.Topics'),
-    (117, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (130, 'AlterPartitionReassignmentsRequest'),
-    (134, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
-    (135, 'AlterPartitionReassignmentsRequest.Topics'),
-    (143, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (149, 'ReassignableTopic'),
-    (150, 'ReassignableTopic.Name'),
-    (151, 'ReassignableTopic.Partitions'),
-    (164, 'ReassignableTopic.<tagged fields>'),
-    (177, 'ReassignableTopic'),
-    (181, 'ReassignableTopic.Name'),
-    (182, 'ReassignableTopic.Partitions'),
-    (190, 'ReassignableTopic.<tagged fields>'),
-    (196, 'ReassignablePartition'),
-    (197, 'ReassignablePartition.PartitionIndex'),
-    (199, 'ReassignablePartition.Replicas'),
-    (212, 'ReassignablePartition.<tagged fields>'),
-    (225, 'ReassignablePartition'),
-    (229, 'ReassignablePartition.PartitionIndex'),
-    (230, 'ReassignablePartition.Replicas'),
-    (240, 'ReassignablePartition.<tagged fields>'),
+    (116, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (129, 'AlterPartitionReassignmentsRequest'),
+    (133, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
+    (134, 'AlterPartitionReassignmentsRequest.Topics'),
+    (142, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (148, 'ReassignableTopic'),
+    (149, 'ReassignableTopic.Name'),
+    (150, 'ReassignableTopic.Partitions'),
+    (162, 'ReassignableTopic.<tagged fields>'),
+    (175, 'ReassignableTopic'),
+    (179, 'ReassignableTopic.Name'),
+    (180, 'ReassignableTopic.Partitions'),
+    (188, 'ReassignableTopic.<tagged fields>'),
+    (194, 'ReassignablePartition'),
+    (195, 'ReassignablePartition.PartitionIndex'),
+    (197, 'ReassignablePartition.Replicas'),
+    (209, 'ReassignablePartition.<tagged fields>'),
+    (222, 'ReassignablePartition'),
+    (226, 'ReassignablePartition.PartitionIndex'),
+    (227, 'ReassignablePartition.Replicas'),
+    (237, 'ReassignablePartition.<tagged fields>'),
 )

@@ -114,12 +114,11 @@ def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -162,12 +161,11 @@ def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsRespo
 
 def _d_ReassignableTopicResponse_0(buf: memoryview, pos: int) -> tuple[ReassignableTopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -248,26 +246,26 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (114, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
     (116, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
     (117, 'AlterPartitionReassignmentsResponse.Responses'),
-    (130, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (143, 'AlterPartitionReassignmentsResponse'),
-    (147, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (148, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
-    (149, 'AlterPartitionReassignmentsResponse.Responses'),
-    (157, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (163, 'ReassignableTopicResponse'),
-    (164, 'ReassignableTopicResponse.Name'),
-    (165, 'ReassignableTopicResponse.Partitions'),
-    (178, 'ReassignableTopicResponse.<tagged fields>'),
-    (191, 'ReassignableTopicResponse'),
-    (195, 'ReassignableTopicResponse.Name'),
-    (196, 'ReassignableTopicResponse.Partitions'),
-    (204, 'ReassignableTopicResponse.<tagged fields>'),
-    (210, 'ReassignablePartitionResponse'),
-    (211, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (213, 'ReassignablePartitionResponse.ErrorMessage'),
-    (214, 'ReassignablePartitionResponse.<tagged fields>'),
-    (227, 'ReassignablePartitionResponse'),
-    (231, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (232, 'ReassignablePartitionResponse.ErrorMessage'),
-    (233, 'ReassignablePartitionResponse.<tagged fields>'),
+    (129, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (142, 'AlterPartitionReassignmentsResponse'),
+    (146, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (147, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
+    (148, 'AlterPartitionReassignmentsResponse.Responses'),
+    (156, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (162, 'ReassignableTopicResponse'),
+    (163, 'ReassignableTopicResponse.Name'),
+    (164, 'ReassignableTopicResponse.Partitions'),
+    (176, 'ReassignableTopicResponse.<tagged fields>'),
+    (189, 'ReassignableTopicResponse'),
+    (193, 'ReassignableTopicResponse.Name'),
+    (194, 'ReassignableTopicResponse.Partitions'),
+    (202, 'ReassignableTopicResponse.<tagged fields>'),
+    (208, 'ReassignablePartitionResponse'),
+    (209, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (211, 'ReassignablePartitionResponse.ErrorMessage'),
+    (212, 'ReassignablePartitionResponse.<tagged fields>'),
+    (225, 'ReassignablePartitionResponse'),
+    (229, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (230, 'ReassignablePartitionResponse.ErrorMessage'),
+    (231, 'ReassignablePartitionResponse.<tagged fields>'),
 )

@@ -150,12 +150,11 @@ class _New_AlterPartitionRequest(_Message):
 def _d_AlterPartitionRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -198,12 +197,11 @@ def _e_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray, chunks:
 def _d_AlterPartitionRequest_1(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -246,12 +244,11 @@ def _e_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray, chunks:
 def _d_AlterPartitionRequest_2(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -294,12 +291,11 @@ def _e_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray, chunks:
 def _d_AlterPartitionRequest_3(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -341,12 +337,11 @@ def _e_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray, chunks:
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -388,12 +383,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -435,12 +429,11 @@ def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -482,12 +475,11 @@ def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_3(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -530,13 +522,12 @@ def _e_TopicData_3(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_new_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -581,13 +572,12 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_new_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -630,12 +620,11 @@ def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_new_isr_with_epochs: list[Any] = []
@@ -724,105 +713,105 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (150, 'AlterPartitionRequest'),
     (151, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
     (153, 'AlterPartitionRequest.Topics'),
-    (166, 'AlterPartitionRequest.<tagged fields>'),
-    (179, 'AlterPartitionRequest'),
-    (183, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (184, 'AlterPartitionRequest.Topics'),
-    (192, 'AlterPartitionRequest.<tagged fields>'),
-    (198, 'AlterPartitionRequest'),
-    (199, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (201, 'AlterPartitionRequest.Topics'),
-    (214, 'AlterPartitionRequest.<tagged fields>'),
-    (227, 'AlterPartitionRequest'),
-    (231, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (232, 'AlterPartitionRequest.Topics'),
-    (240, 'AlterPartitionRequest.<tagged fields>'),
-    (246, 'AlterPartitionRequest'),
-    (247, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (249, 'AlterPartitionRequest.Topics'),
-    (262, 'AlterPartitionRequest.<tagged fields>'),
-    (275, 'AlterPartitionRequest'),
-    (279, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (280, 'AlterPartitionRequest.Topics'),
-    (288, 'AlterPartitionRequest.<tagged fields>'),
-    (294, 'AlterPartitionRequest'),
-    (295, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (297, 'AlterPartitionRequest.Topics'),
-    (310, 'AlterPartitionRequest.<tagged fields>'),
-    (323, 'AlterPartitionRequest'),
-    (327, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (328, 'AlterPartitionRequest.Topics'),
-    (336, 'AlterPartitionRequest.<tagged fields>'),
-    (342, 'TopicData'),
-    (343, 'TopicData.TopicName'),
-    (344, 'TopicData.Partitions'),
-    (357, 'TopicData.<tagged fields>'),
-    (370, 'TopicData'),
-    (374, 'TopicData.TopicName'),
-    (375, 'TopicData.Partitions'),
-    (383, 'TopicData.<tagged fields>'),
-    (389, 'TopicData'),
-    (390, 'TopicData.TopicName'),
-    (391, 'TopicData.Partitions'),
-    (404, 'TopicData.<tagged fields>'),
-    (417, 'TopicData'),
-    (421, 'TopicData.TopicName'),
-    (422, 'TopicData.Partitions'),
-    (430, 'TopicData.<tagged fields>'),
-    (436, 'TopicData'),
-    (437, 'TopicData.TopicId'),
-    (438, 'TopicData.Partitions'),
-    (451, 'TopicData.<tagged fields>'),
-    (464, 'TopicData'),
-    (468, 'TopicData.TopicId'),
-    (469, 'TopicData.Partitions'),
-    (477, 'TopicData.<tagged fields>'),
-    (483, 'TopicData'),
-    (484, 'TopicData.TopicId'),
-    (485, 'TopicData.Partitions'),
-    (498, 'TopicData.<tagged fields>'),
-    (511, 'TopicData'),
-    (515, 'TopicData.TopicId'),
-    (516, 'TopicData.Partitions'),
-    (524, 'TopicData.<tagged fields>'),
-    (530, 'PartitionData'),
-    (531, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (533, 'PartitionData.NewIsr'),
-    (543, 'PartitionData.PartitionEpoch'),
-    (545, 'PartitionData.<tagged fields>'),
-    (558, 'PartitionData'),
-    (562, 'PartitionData.NewIsrWithEpochs'),
-    (564, 'PartitionData.LeaderRecoveryState'),
-    (566, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (567, 'PartitionData.NewIsr'),
-    (574, 'PartitionData.PartitionEpoch'),
-    (575, 'PartitionData.<tagged fields>'),
-    (581, 'PartitionData'),
-    (582, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (584, 'PartitionData.NewIsr'),
-    (594, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (596, 'PartitionData.<tagged fields>'),
-    (609, 'PartitionData'),
-    (613, 'PartitionData.NewIsrWithEpochs'),
-    (615, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (616, 'PartitionData.NewIsr'),
-    (623, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (624, 'PartitionData.<tagged fields>'),
-    (630, 'PartitionData'),
-    (631, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (633, 'PartitionData.NewIsrWithEpochs'),
-    (646, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (648, 'PartitionData.<tagged fields>'),
-    (661, 'PartitionData'),
-    (665, 'PartitionData.NewIsr'),
-    (667, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (668, 'PartitionData.NewIsrWithEpochs'),
-    (676, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (677, 'PartitionData.<tagged fields>'),
-    (683, 'BrokerState'),
-    (684, 'BrokerState.BrokerId,BrokerEpoch'),
-    (686, 'BrokerState.<tagged fields>'),
-    (699, 'BrokerState'),
-    (703, 'BrokerState.BrokerId,BrokerEpoch'),
-    (704, 'BrokerState.<tagged fields>'),
+    (165, 'AlterPartitionRequest.<tagged fields>'),
+    (178, 'AlterPartitionRequest'),
+    (182, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (183, 'AlterPartitionRequest.Topics'),
+    (191, 'AlterPartitionRequest.<tagged fields>'),
+    (197, 'AlterPartitionRequest'),
+    (198, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (200, 'AlterPartitionRequest.Topics'),
+    (212, 'AlterPartitionRequest.<tagged fields>'),
+    (225, 'AlterPartitionRequest'),
+    (229, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (230, 'AlterPartitionRequest.Topics'),
+    (238, 'AlterPartitionRequest.<tagged fields>'),
+    (244, 'AlterPartitionRequest'),
+    (245, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (247, 'AlterPartitionRequest.Topics'),
+    (259, 'AlterPartitionRequest.<tagged fields>'),
+    (272, 'AlterPartitionRequest'),
+    (276, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (277, 'AlterPartitionRequest.Topics'),
+    (285, 'AlterPartitionRequest.<tagged fields>'),
+    (291, 'AlterPartitionRequest'),
+    (292, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (294, 'AlterPartitionRequest.Topics'),
+    (306, 'AlterPartitionRequest.<tagged fields>'),
+    (319, 'AlterPartitionRequest'),
+    (323, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (324, 'AlterPartitionRequest.Topics'),
+    (332, 'AlterPartitionRequest.<tagged fields>'),
+    (338, 'TopicData'),
+    (339, 'TopicData.TopicName'),
+    (340, 'TopicData.Partitions'),
+    (352, 'TopicData.<tagged fields>'),
+    (365, 'TopicData'),
+    (369, 'TopicData.TopicName'),
+    (370, 'TopicData.Partitions'),
+    (378, 'TopicData.<tagged fields>'),
+    (384, 'TopicData'),
+    (385, 'TopicData.TopicName'),
+    (386, 'TopicData.Partitions'),
+    (398, 'TopicData.<tagged fields>'),
+    (411, 'TopicData'),
+    (415, 'TopicData.TopicName'),
+    (416, 'TopicData.Partitions'),
+    (424, 'TopicData.<tagged fields>'),
+    (430, 'TopicData'),
+    (431, 'TopicData.TopicId'),
+    (432, 'TopicData.Partitions'),
+    (444, 'TopicData.<tagged fields>'),
+    (457, 'TopicData'),
+    (461, 'TopicData.TopicId'),
+    (462, 'TopicData.Partitions'),
+    (470, 'TopicData.<tagged fields>'),
+    (476, 'TopicData'),
+    (477, 'TopicData.TopicId'),
+    (478, 'TopicData.Partitions'),
+    (490, 'TopicData.<tagged fields>'),
+    (503, 'TopicData'),
+    (507, 'TopicData.TopicId'),
+    (508, 'TopicData.Partitions'),
+    (516, 'TopicData.<tagged fields>'),
+    (522, 'PartitionData'),
+    (523, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (525, 'PartitionData.NewIsr'),
+    (534, 'PartitionData.PartitionEpoch'),
+    (536, 'PartitionData.<tagged fields>'),
+    (549, 'PartitionData'),
+    (553, 'PartitionData.NewIsrWithEpochs'),
+    (555, 'PartitionData.LeaderRecoveryState'),
+    (557, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (558, 'PartitionData.NewIsr'),
+    (565, 'PartitionData.PartitionEpoch'),
+    (566, 'PartitionData.<tagged fields>'),
+    (572, 'PartitionData'),
+    (573, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (575, 'PartitionData.NewIsr'),
+    (584, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (586, 'PartitionData.<tagged fields>'),
+    (599, 'PartitionData'),
+    (603, 'PartitionData.NewIsrWithEpochs'),
+    (605, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (606, 'PartitionData.NewIsr'),
+    (613, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (614, 'PartitionData.<tagged fields>'),
+    (620, 'PartitionData'),
+    (621, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (623, 'PartitionData.NewIsrWithEpochs'),
+    (635, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (637, 'PartitionData.<tagged fields>'),
+    (650, 'PartitionData'),
+    (654, 'PartitionData.NewIsr'),
+    (656, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (657, 'PartitionData.NewIsrWithEpochs'),
+    (665, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (666, 'PartitionData.<tagged fields>'),
+    (672, 'BrokerState'),
+    (673, 'BrokerState.BrokerId,BrokerEpoch'),
+    (675, 'BrokerState.<tagged fields>'),
+    (688, 'BrokerState'),
+    (692, 'BrokerState.BrokerId,BrokerEpoch'),
+    (693, 'BrokerState.<tagged fields>'),
 )

@@ -130,12 +130,11 @@ class _New_AlterPartitionResponse(_Message):
 def _d_AlterPartitionResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -178,12 +177,11 @@ def _e_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray, chunk
 def _d_AlterPartitionResponse_1(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -226,12 +224,11 @@ def _e_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray, chunk
 def _d_AlterPartitionResponse_2(buf: memoryview, pos: int) -> tuple[AlterPartitionResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -273,12 +270,11 @@ def _e_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray, chunk
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -320,12 +316,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -367,12 +362,11 @@ def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -415,13 +409,12 @@ def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -462,13 +455,12 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 14
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -523,69 +515,69 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (130, 'AlterPartitionResponse'),
     (131, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
     (133, 'AlterPartitionResponse.Topics'),
-    (146, 'AlterPartitionResponse.<tagged fields>'),
-    (159, 'AlterPartitionResponse'),
-    (163, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (164, 'AlterPartitionResponse.Topics'),
-    (172, 'AlterPartitionResponse.<tagged fields>'),
-    (178, 'AlterPartitionResponse'),
-    (179, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (181, 'AlterPartitionResponse.Topics'),
-    (194, 'AlterPartitionResponse.<tagged fields>'),
-    (207, 'AlterPartitionResponse'),
-    (211, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (212, 'AlterPartitionResponse.Topics'),
-    (220, 'AlterPartitionResponse.<tagged fields>'),
-    (226, 'AlterPartitionResponse'),
-    (227, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (229, 'AlterPartitionResponse.Topics'),
-    (242, 'AlterPartitionResponse.<tagged fields>'),
-    (255, 'AlterPartitionResponse'),
-    (259, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (260, 'AlterPartitionResponse.Topics'),
-    (268, 'AlterPartitionResponse.<tagged fields>'),
-    (274, 'TopicData'),
-    (275, 'TopicData.TopicName'),
-    (276, 'TopicData.Partitions'),
-    (289, 'TopicData.<tagged fields>'),
-    (302, 'TopicData'),
-    (306, 'TopicData.TopicName'),
-    (307, 'TopicData.Partitions'),
-    (315, 'TopicData.<tagged fields>'),
-    (321, 'TopicData'),
-    (322, 'TopicData.TopicName'),
-    (323, 'TopicData.Partitions'),
-    (336, 'TopicData.<tagged fields>'),
-    (349, 'TopicData'),
-    (353, 'TopicData.TopicName'),
-    (354, 'TopicData.Partitions'),
-    (362, 'TopicData.<tagged fields>'),
-    (368, 'TopicData'),
-    (369, 'TopicData.TopicId'),
-    (370, 'TopicData.Partitions'),
-    (383, 'TopicData.<tagged fields>'),
-    (396, 'TopicData'),
-    (400, 'TopicData.TopicId'),
-    (401, 'TopicData.Partitions'),
-    (409, 'TopicData.<tagged fields>'),
-    (415, 'PartitionData'),
-    (416, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (418, 'PartitionData.Isr'),
-    (428, 'PartitionData.PartitionEpoch'),
-    (430, 'PartitionData.<tagged fields>'),
-    (443, 'PartitionData'),
-    (447, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (448, 'PartitionData.Isr'),
-    (455, 'PartitionData.PartitionEpoch'),
-    (456, 'PartitionData.<tagged fields>'),
-    (462, 'PartitionData'),
-    (463, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (465, 'PartitionData.Isr'),
-    (475, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (477, 'PartitionData.<tagged fields>'),
-    (490, 'PartitionData'),
-    (494, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (495, 'PartitionData.Isr'),
-    (502, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (503, 'PartitionData.<tagged fields>'),
+    (145, 'AlterPartitionResponse.<tagged fields>'),
+    (158, 'AlterPartitionResponse'),
+    (162, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (163, 'AlterPartitionResponse.Topics'),
+    (171, 'AlterPartitionResponse.<tagged fields>'),
+    (177, 'AlterPartitionResponse'),
+    (178, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (180, 'AlterPartitionResponse.Topics'),
+    (192, 'AlterPartitionResponse.<tagged fields>'),
+    (205, 'AlterPartitionResponse'),
+    (209, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (210, 'AlterPartitionResponse.Topics'),
+    (218, 'AlterPartitionResponse.<tagged fields>'),
+    (224, 'AlterPartitionResponse'),
+    (225, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (227, 'AlterPartitionResponse.Topics'),
+    (239, 'AlterPartitionResponse.<tagged fields>'),
+    (252, 'AlterPartitionResponse'),
+    (256, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (257, 'AlterPartitionResponse.Topics'),
+    (265, 'AlterPartitionResponse.<tagged fields>'),
+    (271, 'TopicData'),
+    (272, 'TopicData.TopicName'),
+    (273, 'TopicData.Partitions'),
+    (285, 'TopicData.<tagged fields>'),
+    (298, 'TopicData'),
+    (302, 'TopicData.TopicName'),
+    (303, 'TopicData.Partitions'),
+    (311, 'TopicData.<tagged fields>'),
+    (317, 'TopicData'),
+    (318, 'TopicData.TopicName'),
+    (319, 'TopicData.Partitions'),
+    (331, 'TopicData.<tagged fields>'),
+    (344, 'TopicData'),
+    (348, 'TopicData.TopicName'),
+    (349, 'TopicData.Partitions'),
+    (357, 'TopicData.<tagged fields>'),
+    (363, 'TopicData'),
+    (364, 'TopicData.TopicId'),
+    (365, 'TopicData.Partitions'),
+    (377, 'TopicData.<tagged fields>'),
+    (390, 'TopicData'),
+    (394, 'TopicData.TopicId'),
+    (395, 'TopicData.Partitions'),
+    (403, 'TopicData.<tagged fields>'),
+    (409, 'PartitionData'),
+    (410, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (412, 'PartitionData.Isr'),
+    (421, 'PartitionData.PartitionEpoch'),
+    (423, 'PartitionData.<tagged fields>'),
+    (436, 'PartitionData'),
+    (440, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (441, 'PartitionData.Isr'),
+    (448, 'PartitionData.PartitionEpoch'),
+    (449, 'PartitionData.<tagged fields>'),
+    (455, 'PartitionData'),
+    (456, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (458, 'PartitionData.Isr'),
+    (467, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (469, 'PartitionData.<tagged fields>'),
+    (482, 'PartitionData'),
+    (486, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (487, 'PartitionData.Isr'),
+    (494, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (495, 'PartitionData.<tagged fields>'),
 )

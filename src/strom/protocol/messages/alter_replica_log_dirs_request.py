@@ -118,12 +118,11 @@ def _e_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: bytearra
 
 
 def _d_AlterReplicaLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_dirs: list[Any] = []
@@ -187,12 +186,11 @@ def _e_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray, chunks: list[
 
 def _d_AlterReplicaLogDir_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDir, int]:
     f_path, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -236,7 +234,7 @@ def _d_AlterReplicaLogDirTopic_0(buf: memoryview, pos: int) -> tuple[AlterReplic
     f_name, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -253,13 +251,12 @@ def _e_AlterReplicaLogDirTopic_0(o: AlterReplicaLogDirTopic, out: bytearray, chu
 
 def _d_AlterReplicaLogDirTopic_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -312,36 +309,36 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (113, 'AlterReplicaLogDirsRequest.Dirs'),
     (120, 'AlterReplicaLogDirsRequest'),
     (121, 'AlterReplicaLogDirsRequest.Dirs'),
-    (134, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (147, 'AlterReplicaLogDirsRequest'),
-    (151, 'AlterReplicaLogDirsRequest.Dirs'),
-    (159, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (165, 'AlterReplicaLogDir'),
-    (166, 'AlterReplicaLogDir.Path'),
-    (167, 'AlterReplicaLogDir.Topics'),
-    (176, 'AlterReplicaLogDir'),
-    (180, 'AlterReplicaLogDir.Path'),
-    (181, 'AlterReplicaLogDir.Topics'),
-    (188, 'AlterReplicaLogDir'),
-    (189, 'AlterReplicaLogDir.Path'),
-    (190, 'AlterReplicaLogDir.Topics'),
-    (203, 'AlterReplicaLogDir.<tagged fields>'),
-    (216, 'AlterReplicaLogDir'),
-    (220, 'AlterReplicaLogDir.Path'),
-    (221, 'AlterReplicaLogDir.Topics'),
-    (229, 'AlterReplicaLogDir.<tagged fields>'),
-    (235, 'AlterReplicaLogDirTopic'),
-    (236, 'AlterReplicaLogDirTopic.Name'),
-    (237, 'AlterReplicaLogDirTopic.Partitions'),
-    (243, 'AlterReplicaLogDirTopic'),
-    (247, 'AlterReplicaLogDirTopic.Name'),
-    (248, 'AlterReplicaLogDirTopic.Partitions'),
-    (254, 'AlterReplicaLogDirTopic'),
-    (255, 'AlterReplicaLogDirTopic.Name'),
-    (256, 'AlterReplicaLogDirTopic.Partitions'),
-    (266, 'AlterReplicaLogDirTopic.<tagged fields>'),
-    (279, 'AlterReplicaLogDirTopic'),
-    (283, 'AlterReplicaLogDirTopic.Name'),
-    (284, 'AlterReplicaLogDirTopic.Partitions'),
-    (291, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (133, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (146, 'AlterReplicaLogDirsRequest'),
+    (150, 'AlterReplicaLogDirsRequest.Dirs'),
+    (158, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (164, 'AlterReplicaLogDir'),
+    (165, 'AlterReplicaLogDir.Path'),
+    (166, 'AlterReplicaLogDir.Topics'),
+    (175, 'AlterReplicaLogDir'),
+    (179, 'AlterReplicaLogDir.Path'),
+    (180, 'AlterReplicaLogDir.Topics'),
+    (187, 'AlterReplicaLogDir'),
+    (188, 'AlterReplicaLogDir.Path'),
+    (189, 'AlterReplicaLogDir.Topics'),
+    (201, 'AlterReplicaLogDir.<tagged fields>'),
+    (214, 'AlterReplicaLogDir'),
+    (218, 'AlterReplicaLogDir.Path'),
+    (219, 'AlterReplicaLogDir.Topics'),
+    (227, 'AlterReplicaLogDir.<tagged fields>'),
+    (233, 'AlterReplicaLogDirTopic'),
+    (234, 'AlterReplicaLogDirTopic.Name'),
+    (235, 'AlterReplicaLogDirTopic.Partitions'),
+    (241, 'AlterReplicaLogDirTopic'),
+    (245, 'AlterReplicaLogDirTopic.Name'),
+    (246, 'AlterReplicaLogDirTopic.Partitions'),
+    (252, 'AlterReplicaLogDirTopic'),
+    (253, 'AlterReplicaLogDirTopic.Name'),
+    (254, 'AlterReplicaLogDirTopic.Partitions'),
+    (263, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (276, 'AlterReplicaLogDirTopic'),
+    (280, 'AlterReplicaLogDirTopic.Name'),
+    (281, 'AlterReplicaLogDirTopic.Partitions'),
+    (288, 'AlterReplicaLogDirTopic.<tagged fields>'),
 )

@@ -126,12 +126,11 @@ def _e_AlterReplicaLogDirsResponse_0(o: AlterReplicaLogDirsResponse, out: bytear
 def _d_AlterReplicaLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -196,12 +195,11 @@ def _e_AlterReplicaLogDirTopicResult_0(o: AlterReplicaLogDirTopicResult, out: by
 
 def _d_AlterReplicaLogDirTopicResult_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirTopicResult, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -299,33 +297,33 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (126, 'AlterReplicaLogDirsResponse'),
     (127, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
     (129, 'AlterReplicaLogDirsResponse.Results'),
-    (142, 'AlterReplicaLogDirsResponse.<tagged fields>'),
-    (155, 'AlterReplicaLogDirsResponse'),
-    (159, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (160, 'AlterReplicaLogDirsResponse.Results'),
-    (168, 'AlterReplicaLogDirsResponse.<tagged fields>'),
-    (174, 'AlterReplicaLogDirTopicResult'),
-    (175, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (176, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (185, 'AlterReplicaLogDirTopicResult'),
-    (189, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (190, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (197, 'AlterReplicaLogDirTopicResult'),
-    (198, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (199, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (212, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (225, 'AlterReplicaLogDirTopicResult'),
-    (229, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (230, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (238, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (244, 'AlterReplicaLogDirPartitionResult'),
-    (245, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (247, 'AlterReplicaLogDirPartitionResult'),
-    (251, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (254, 'AlterReplicaLogDirPartitionResult'),
-    (255, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (257, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
-    (270, 'AlterReplicaLogDirPartitionResult'),
-    (274, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (275, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (141, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (154, 'AlterReplicaLogDirsResponse'),
+    (158, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (159, 'AlterReplicaLogDirsResponse.Results'),
+    (167, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (173, 'AlterReplicaLogDirTopicResult'),
+    (174, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (175, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (184, 'AlterReplicaLogDirTopicResult'),
+    (188, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (189, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (196, 'AlterReplicaLogDirTopicResult'),
+    (197, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (198, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (210, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (223, 'AlterReplicaLogDirTopicResult'),
+    (227, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (228, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (236, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (242, 'AlterReplicaLogDirPartitionResult'),
+    (243, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (245, 'AlterReplicaLogDirPartitionResult'),
+    (249, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (252, 'AlterReplicaLogDirPartitionResult'),
+    (253, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (255, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (268, 'AlterReplicaLogDirPartitionResult'),
+    (272, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (273, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
 )

@@ -112,12 +112,11 @@ class _New_AlterUserScramCredentialsRequest(_Message):
 
 
 def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_deletions: list[Any] = []
@@ -125,12 +124,11 @@ def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[Al
         item_deletions, pos = _d_ScramCredentialDeletion_0(buf, pos)
         items_deletions.append(item_deletions)
     f_deletions = tuple(items_deletions)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_upsertions: list[Any] = []
@@ -249,30 +247,30 @@ AlterUserScramCredentialsRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (114, 'AlterUserScramCredentialsRequest'),
     (115, 'AlterUserScramCredentialsRequest.Deletions'),
-    (128, 'AlterUserScramCredentialsRequest.Upsertions'),
-    (141, 'AlterUserScramCredentialsRequest.<tagged fields>'),
-    (154, 'AlterUserScramCredentialsRequest'),
-    (158, 'AlterUserScramCredentialsRequest.Deletions'),
-    (166, 'AlterUserScramCredentialsRequest.Upsertions'),
-    (174, 'AlterUserScramCredentialsRequest.<tagged fields>'),
-    (180, 'ScramCredentialDeletion'),
-    (181, 'ScramCredentialDeletion.Name'),
-    (182, 'ScramCredentialDeletion.Mechanism'),
-    (184, 'ScramCredentialDeletion.<tagged fields>'),
-    (197, 'ScramCredentialDeletion'),
-    (201, 'ScramCredentialDeletion.Name'),
-    (202, 'ScramCredentialDeletion.Mechanism'),
-    (203, 'ScramCredentialDeletion.<tagged fields>'),
-    (209, 'ScramCredentialUpsertion'),
-    (210, 'ScramCredentialUpsertion.Name'),
-    (211, 'ScramCredentialUpsertion.Mechanism,Iterations'),
-    (213, 'ScramCredentialUpsertion.Salt'),
-    (214, 'ScramCredentialUpsertion.SaltedPassword'),
-    (215, 'ScramCredentialUpsertion.<tagged fields>'),
-    (228, 'ScramCredentialUpsertion'),
-    (232, 'ScramCredentialUpsertion.Name'),
-    (233, 'ScramCredentialUpsertion.Mechanism,Iterations'),
-    (234, 'ScramCredentialUpsertion.Salt'),
-    (235, 'ScramCredentialUpsertion.SaltedPassword'),
-    (236, 'ScramCredentialUpsertion.<tagged fields>'),
+    (127, 'AlterUserScramCredentialsRequest.Upsertions'),
+    (139, 'AlterUserScramCredentialsRequest.<tagged fields>'),
+    (152, 'AlterUserScramCredentialsRequest'),
+    (156, 'AlterUserScramCredentialsRequest.Deletions'),
+    (164, 'AlterUserScramCredentialsRequest.Upsertions'),
+    (172, 'AlterUserScramCredentialsRequest.<tagged fields>'),
+    (178, 'ScramCredentialDeletion'),
+    (179, 'ScramCredentialDeletion.Name'),
+    (180, 'ScramCredentialDeletion.Mechanism'),
+    (182, 'ScramCredentialDeletion.<tagged fields>'),
+    (195, 'ScramCredentialDeletion'),
+    (199, 'ScramCredentialDeletion.Name'),
+    (200, 'ScramCredentialDeletion.Mechanism'),
+    (201, 'ScramCredentialDeletion.<tagged fields>'),
+    (207, 'ScramCredentialUpsertion'),
+    (208, 'ScramCredentialUpsertion.Name'),
+    (209, 'ScramCredentialUpsertion.Mechanism,Iterations'),
+    (211, 'ScramCredentialUpsertion.Salt'),
+    (212, 'ScramCredentialUpsertion.SaltedPassword'),
+    (213, 'ScramCredentialUpsertion.<tagged fields>'),
+    (226, 'ScramCredentialUpsertion'),
+    (230, 'ScramCredentialUpsertion.Name'),
+    (231, 'ScramCredentialUpsertion.Mechanism,Iterations'),
+    (232, 'ScramCredentialUpsertion.Salt'),
+    (233, 'ScramCredentialUpsertion.SaltedPassword'),
+    (234, 'ScramCredentialUpsertion.<tagged fields>'),
 )

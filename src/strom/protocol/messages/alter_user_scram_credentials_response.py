@@ -81,12 +81,11 @@ class _New_AlterUserScramCredentialsResponse(_Message):
 def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -168,19 +167,19 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (81, 'AlterUserScramCredentialsResponse'),
     (82, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
     (84, 'AlterUserScramCredentialsResponse.Results'),
-    (97, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (110, 'AlterUserScramCredentialsResponse'),
-    (114, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
-    (115, 'AlterUserScramCredentialsResponse.Results'),
-    (123, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (129, 'AlterUserScramCredentialsResult'),
-    (130, 'AlterUserScramCredentialsResult.User'),
-    (131, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (133, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (134, 'AlterUserScramCredentialsResult.<tagged fields>'),
-    (147, 'AlterUserScramCredentialsResult'),
-    (151, 'AlterUserScramCredentialsResult.User'),
-    (152, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (153, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (154, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (96, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (109, 'AlterUserScramCredentialsResponse'),
+    (113, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
+    (114, 'AlterUserScramCredentialsResponse.Results'),
+    (122, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (128, 'AlterUserScramCredentialsResult'),
+    (129, 'AlterUserScramCredentialsResult.User'),
+    (130, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (132, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (133, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (146, 'AlterUserScramCredentialsResult'),
+    (150, 'AlterUserScramCredentialsResult.User'),
+    (151, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (152, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (153, 'AlterUserScramCredentialsResult.<tagged fields>'),
 )

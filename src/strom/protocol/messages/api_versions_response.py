@@ -217,12 +217,11 @@ def _e_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray, chunks: lis
 def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_api_keys: list[Any] = []
@@ -247,12 +246,11 @@ def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_supported_features: list[Any] = []
@@ -264,12 +262,11 @@ def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
                 (f_finalized_features_epoch,) = _S2.unpack_from(buf, pos)
                 pos += 8
             elif tag == 2:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_finalized_features: list[Any] = []
@@ -460,47 +457,47 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (217, 'ApiVersionsResponse'),
     (218, 'ApiVersionsResponse.ErrorCode'),
     (220, 'ApiVersionsResponse.ApiKeys'),
-    (233, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (235, 'ApiVersionsResponse.<tagged fields>'),
-    (249, 'ApiVersionsResponse.SupportedFeatures'),
-    (263, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (266, 'ApiVersionsResponse.FinalizedFeatures'),
-    (280, 'ApiVersionsResponse.ZkMigrationReady'),
-    (283, 'ApiVersionsResponse.<tagged fields>'),
-    (287, 'ApiVersionsResponse'),
-    (291, 'ApiVersionsResponse.ErrorCode'),
-    (292, 'ApiVersionsResponse.ApiKeys'),
-    (300, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (301, 'ApiVersionsResponse.<tagged fields>'),
-    (302, 'ApiVersionsResponse.SupportedFeatures'),
-    (313, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (317, 'ApiVersionsResponse.FinalizedFeatures'),
-    (328, 'ApiVersionsResponse.ZkMigrationReady'),
-    (332, 'ApiVersionsResponse.<tagged fields>'),
+    (232, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (234, 'ApiVersionsResponse.<tagged fields>'),
+    (248, 'ApiVersionsResponse.SupportedFeatures'),
+    (261, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (264, 'ApiVersionsResponse.FinalizedFeatures'),
+    (277, 'ApiVersionsResponse.ZkMigrationReady'),
+    (280, 'ApiVersionsResponse.<tagged fields>'),
+    (284, 'ApiVersionsResponse'),
+    (288, 'ApiVersionsResponse.ErrorCode'),
+    (289, 'ApiVersionsResponse.ApiKeys'),
+    (297, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (298, 'ApiVersionsResponse.<tagged fields>'),
+    (299, 'ApiVersionsResponse.SupportedFeatures'),
+    (310, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (314, 'ApiVersionsResponse.FinalizedFeatures'),
+    (325, 'ApiVersionsResponse.ZkMigrationReady'),
+    (329, 'ApiVersionsResponse.<tagged fields>'),
+    (332, 'ApiVersion'),
+    (333, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
     (335, 'ApiVersion'),
-    (336, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (338, 'ApiVersion'),
-    (342, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (345, 'ApiVersion'),
-    (346, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (348, 'ApiVersion.<tagged fields>'),
-    (361, 'ApiVersion'),
-    (365, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (366, 'ApiVersion.<tagged fields>'),
-    (372, 'SupportedFeatureKey'),
-    (373, 'SupportedFeatureKey.Name'),
-    (374, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (376, 'SupportedFeatureKey.<tagged fields>'),
-    (389, 'SupportedFeatureKey'),
-    (393, 'SupportedFeatureKey.Name'),
-    (394, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (395, 'SupportedFeatureKey.<tagged fields>'),
-    (401, 'FinalizedFeatureKey'),
-    (402, 'FinalizedFeatureKey.Name'),
-    (403, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (405, 'FinalizedFeatureKey.<tagged fields>'),
-    (418, 'FinalizedFeatureKey'),
-    (422, 'FinalizedFeatureKey.Name'),
-    (423, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (424, 'FinalizedFeatureKey.<tagged fields>'),
+    (339, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (342, 'ApiVersion'),
+    (343, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (345, 'ApiVersion.<tagged fields>'),
+    (358, 'ApiVersion'),
+    (362, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (363, 'ApiVersion.<tagged fields>'),
+    (369, 'SupportedFeatureKey'),
+    (370, 'SupportedFeatureKey.Name'),
+    (371, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (373, 'SupportedFeatureKey.<tagged fields>'),
+    (386, 'SupportedFeatureKey'),
+    (390, 'SupportedFeatureKey.Name'),
+    (391, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (392, 'SupportedFeatureKey.<tagged fields>'),
+    (398, 'FinalizedFeatureKey'),
+    (399, 'FinalizedFeatureKey.Name'),
+    (400, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (402, 'FinalizedFeatureKey.<tagged fields>'),
+    (415, 'FinalizedFeatureKey'),
+    (419, 'FinalizedFeatureKey.Name'),
+    (420, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (421, 'FinalizedFeatureKey.<tagged fields>'),
 )

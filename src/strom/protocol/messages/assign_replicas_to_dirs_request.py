@@ -124,12 +124,11 @@ class _New_AssignReplicasToDirsRequest(_Message):
 def _d_AssignReplicasToDirsRequest_0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsRequest, int]:
     (f_broker_id, f_broker_epoch,) = _S0.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_directories: list[Any] = []
@@ -171,12 +170,11 @@ def _e_AssignReplicasToDirsRequest_0(o: AssignReplicasToDirsRequest, out: bytear
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     f_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -218,12 +216,11 @@ def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -301,31 +298,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (124, 'AssignReplicasToDirsRequest'),
     (125, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
     (127, 'AssignReplicasToDirsRequest.Directories'),
-    (140, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (153, 'AssignReplicasToDirsRequest'),
-    (157, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
-    (158, 'AssignReplicasToDirsRequest.Directories'),
-    (166, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (172, 'DirectoryData'),
-    (173, 'DirectoryData.Id'),
-    (174, 'DirectoryData.Topics'),
-    (187, 'DirectoryData.<tagged fields>'),
-    (200, 'DirectoryData'),
-    (204, 'DirectoryData.Id'),
-    (205, 'DirectoryData.Topics'),
-    (213, 'DirectoryData.<tagged fields>'),
-    (219, 'TopicData'),
-    (220, 'TopicData.TopicId'),
-    (221, 'TopicData.Partitions'),
-    (234, 'TopicData.<tagged fields>'),
-    (247, 'TopicData'),
-    (251, 'TopicData.TopicId'),
-    (252, 'TopicData.Partitions'),
-    (260, 'TopicData.<tagged fields>'),
-    (266, 'PartitionData'),
-    (267, 'PartitionData.PartitionIndex'),
-    (269, 'PartitionData.<tagged fields>'),
-    (282, 'PartitionData'),
-    (286, 'PartitionData.PartitionIndex'),
-    (287, 'PartitionData.<tagged fields>'),
+    (139, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (152, 'AssignReplicasToDirsRequest'),
+    (156, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
+    (157, 'AssignReplicasToDirsRequest.Directories'),
+    (165, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (171, 'DirectoryData'),
+    (172, 'DirectoryData.Id'),
+    (173, 'DirectoryData.Topics'),
+    (185, 'DirectoryData.<tagged fields>'),
+    (198, 'DirectoryData'),
+    (202, 'DirectoryData.Id'),
+    (203, 'DirectoryData.Topics'),
+    (211, 'DirectoryData.<tagged fields>'),
+    (217, 'TopicData'),
+    (218, 'TopicData.TopicId'),
+    (219, 'TopicData.Partitions'),
+    (231, 'TopicData.<tagged fields>'),
+    (244, 'TopicData'),
+    (248, 'TopicData.TopicId'),
+    (249, 'TopicData.Partitions'),
+    (257, 'TopicData.<tagged fields>'),
+    (263, 'PartitionData'),
+    (264, 'PartitionData.PartitionIndex'),
+    (266, 'PartitionData.<tagged fields>'),
+    (279, 'PartitionData'),
+    (283, 'PartitionData.PartitionIndex'),
+    (284, 'PartitionData.<tagged fields>'),
 )

@@ -127,12 +127,11 @@ class _New_AssignReplicasToDirsResponse(_Message):
 def _d_AssignReplicasToDirsResponse_0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_directories: list[Any] = []
@@ -174,12 +173,11 @@ def _e_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: byte
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     f_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -221,12 +219,11 @@ def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -304,31 +301,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (127, 'AssignReplicasToDirsResponse'),
     (128, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
     (130, 'AssignReplicasToDirsResponse.Directories'),
-    (143, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (156, 'AssignReplicasToDirsResponse'),
-    (160, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (161, 'AssignReplicasToDirsResponse.Directories'),
-    (169, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (175, 'DirectoryData'),
-    (176, 'DirectoryData.Id'),
-    (177, 'DirectoryData.Topics'),
-    (190, 'DirectoryData.<tagged fields>'),
-    (203, 'DirectoryData'),
-    (207, 'DirectoryData.Id'),
-    (208, 'DirectoryData.Topics'),
-    (216, 'DirectoryData.<tagged fields>'),
-    (222, 'TopicData'),
-    (223, 'TopicData.TopicId'),
-    (224, 'TopicData.Partitions'),
-    (237, 'TopicData.<tagged fields>'),
-    (250, 'TopicData'),
-    (254, 'TopicData.TopicId'),
-    (255, 'TopicData.Partitions'),
-    (263, 'TopicData.<tagged fields>'),
-    (269, 'PartitionData'),
-    (270, 'PartitionData.PartitionIndex,ErrorCode'),
-    (272, 'PartitionData.<tagged fields>'),
-    (285, 'PartitionData'),
-    (289, 'PartitionData.PartitionIndex,ErrorCode'),
-    (290, 'PartitionData.<tagged fields>'),
+    (142, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (155, 'AssignReplicasToDirsResponse'),
+    (159, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (160, 'AssignReplicasToDirsResponse.Directories'),
+    (168, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (174, 'DirectoryData'),
+    (175, 'DirectoryData.Id'),
+    (176, 'DirectoryData.Topics'),
+    (188, 'DirectoryData.<tagged fields>'),
+    (201, 'DirectoryData'),
+    (205, 'DirectoryData.Id'),
+    (206, 'DirectoryData.Topics'),
+    (214, 'DirectoryData.<tagged fields>'),
+    (220, 'TopicData'),
+    (221, 'TopicData.TopicId'),
+    (222, 'TopicData.Partitions'),
+    (234, 'TopicData.<tagged fields>'),
+    (247, 'TopicData'),
+    (251, 'TopicData.TopicId'),
+    (252, 'TopicData.Partitions'),
+    (260, 'TopicData.<tagged fields>'),
+    (266, 'PartitionData'),
+    (267, 'PartitionData.PartitionIndex,ErrorCode'),
+    (269, 'PartitionData.<tagged fields>'),
+    (282, 'PartitionData'),
+    (286, 'PartitionData.PartitionIndex,ErrorCode'),
+    (287, 'PartitionData.<tagged fields>'),
 )

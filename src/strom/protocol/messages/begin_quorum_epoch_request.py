@@ -171,12 +171,11 @@ def _d_BeginQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[BeginQuorum
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -184,12 +183,11 @@ def _d_BeginQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[BeginQuorum
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_leader_endpoints: list[Any] = []
@@ -263,12 +261,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -401,50 +398,50 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (171, 'BeginQuorumEpochRequest.ClusterId'),
     (172, 'BeginQuorumEpochRequest.VoterId'),
     (174, 'BeginQuorumEpochRequest.Topics'),
-    (187, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (200, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (213, 'BeginQuorumEpochRequest'),
-    (217, 'BeginQuorumEpochRequest.ClusterId'),
-    (218, 'BeginQuorumEpochRequest.VoterId'),
-    (219, 'BeginQuorumEpochRequest.Topics'),
-    (227, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (235, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (241, 'TopicData'),
-    (242, 'TopicData.TopicName'),
-    (243, 'TopicData.Partitions'),
-    (252, 'TopicData'),
-    (256, 'TopicData.TopicName'),
-    (257, 'TopicData.Partitions'),
-    (264, 'TopicData'),
-    (265, 'TopicData.TopicName'),
-    (266, 'TopicData.Partitions'),
-    (279, 'TopicData.<tagged fields>'),
-    (292, 'TopicData'),
-    (296, 'TopicData.TopicName'),
-    (297, 'TopicData.Partitions'),
-    (305, 'TopicData.<tagged fields>'),
-    (311, 'LeaderEndpoint'),
-    (312, 'LeaderEndpoint.Name'),
-    (313, 'LeaderEndpoint.Host'),
-    (314, 'LeaderEndpoint.Port'),
-    (316, 'LeaderEndpoint.<tagged fields>'),
-    (329, 'LeaderEndpoint'),
-    (333, 'LeaderEndpoint.Name'),
-    (334, 'LeaderEndpoint.Host'),
-    (335, 'LeaderEndpoint.Port'),
-    (336, 'LeaderEndpoint.<tagged fields>'),
+    (186, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (198, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (211, 'BeginQuorumEpochRequest'),
+    (215, 'BeginQuorumEpochRequest.ClusterId'),
+    (216, 'BeginQuorumEpochRequest.VoterId'),
+    (217, 'BeginQuorumEpochRequest.Topics'),
+    (225, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (233, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (239, 'TopicData'),
+    (240, 'TopicData.TopicName'),
+    (241, 'TopicData.Partitions'),
+    (250, 'TopicData'),
+    (254, 'TopicData.TopicName'),
+    (255, 'TopicData.Partitions'),
+    (262, 'TopicData'),
+    (263, 'TopicData.TopicName'),
+    (264, 'TopicData.Partitions'),
+    (276, 'TopicData.<tagged fields>'),
+    (289, 'TopicData'),
+    (293, 'TopicData.TopicName'),
+    (294, 'TopicData.Partitions'),
+    (302, 'TopicData.<tagged fields>'),
+    (308, 'LeaderEndpoint'),
+    (309, 'LeaderEndpoint.Name'),
+    (310, 'LeaderEndpoint.Host'),
+    (311, 'LeaderEndpoint.Port'),
+    (313, 'LeaderEndpoint.<tagged fields>'),
+    (326, 'LeaderEndpoint'),
+    (330, 'LeaderEndpoint.Name'),
+    (331, 'LeaderEndpoint.Host'),
+    (332, 'LeaderEndpoint.Port'),
+    (333, 'LeaderEndpoint.<tagged fields>'),
+    (339, 'PartitionData'),
+    (340, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
     (342, 'PartitionData'),
-    (343, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (345, 'PartitionData'),
-    (349, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (352, 'PartitionData'),
-    (353, 'PartitionData.PartitionIndex'),
-    (355, 'PartitionData.VoterDirectoryId'),
-    (356, 'PartitionData.LeaderId,LeaderEpoch'),
-    (358, 'PartitionData.<tagged fields>'),
-    (371, 'PartitionData'),
-    (375, 'PartitionData.PartitionIndex'),
-    (376, 'PartitionData.VoterDirectoryId'),
-    (377, 'PartitionData.LeaderId,LeaderEpoch'),
-    (378, 'PartitionData.<tagged fields>'),
+    (346, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (349, 'PartitionData'),
+    (350, 'PartitionData.PartitionIndex'),
+    (352, 'PartitionData.VoterDirectoryId'),
+    (353, 'PartitionData.LeaderId,LeaderEpoch'),
+    (355, 'PartitionData.<tagged fields>'),
+    (368, 'PartitionData'),
+    (372, 'PartitionData.PartitionIndex'),
+    (373, 'PartitionData.VoterDirectoryId'),
+    (374, 'PartitionData.LeaderId,LeaderEpoch'),
+    (375, 'PartitionData.<tagged fields>'),
 )

@@ -169,12 +169,11 @@ def _e_BeginQuorumEpochResponse_0(o: BeginQuorumEpochResponse, out: bytearray, c
 def _d_BeginQuorumEpochResponse_1(buf: memoryview, pos: int) -> tuple[BeginQuorumEpochResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -194,12 +193,11 @@ def _d_BeginQuorumEpochResponse_1(buf: memoryview, pos: int) -> tuple[BeginQuoru
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_node_endpoints: list[Any] = []
@@ -264,12 +262,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -398,47 +395,47 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (169, 'BeginQuorumEpochResponse'),
     (170, 'BeginQuorumEpochResponse.ErrorCode'),
     (172, 'BeginQuorumEpochResponse.Topics'),
-    (185, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (196, 'BeginQuorumEpochResponse.NodeEndpoints'),
-    (210, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (214, 'BeginQuorumEpochResponse'),
-    (218, 'BeginQuorumEpochResponse.ErrorCode'),
-    (219, 'BeginQuorumEpochResponse.Topics'),
-    (227, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (228, 'BeginQuorumEpochResponse.NodeEndpoints'),
-    (239, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (242, 'TopicData'),
-    (243, 'TopicData.TopicName'),
-    (244, 'TopicData.Partitions'),
-    (253, 'TopicData'),
-    (257, 'TopicData.TopicName'),
-    (258, 'TopicData.Partitions'),
-    (265, 'TopicData'),
-    (266, 'TopicData.TopicName'),
-    (267, 'TopicData.Partitions'),
-    (280, 'TopicData.<tagged fields>'),
-    (293, 'TopicData'),
-    (297, 'TopicData.TopicName'),
-    (298, 'TopicData.Partitions'),
-    (306, 'TopicData.<tagged fields>'),
-    (312, 'NodeEndpoint'),
-    (313, 'NodeEndpoint.NodeId'),
-    (315, 'NodeEndpoint.Host'),
-    (316, 'NodeEndpoint.Port'),
-    (318, 'NodeEndpoint.<tagged fields>'),
-    (331, 'NodeEndpoint'),
-    (335, 'NodeEndpoint.NodeId'),
-    (336, 'NodeEndpoint.Host'),
-    (337, 'NodeEndpoint.Port'),
-    (338, 'NodeEndpoint.<tagged fields>'),
+    (184, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (195, 'BeginQuorumEpochResponse.NodeEndpoints'),
+    (208, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (212, 'BeginQuorumEpochResponse'),
+    (216, 'BeginQuorumEpochResponse.ErrorCode'),
+    (217, 'BeginQuorumEpochResponse.Topics'),
+    (225, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (226, 'BeginQuorumEpochResponse.NodeEndpoints'),
+    (237, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (240, 'TopicData'),
+    (241, 'TopicData.TopicName'),
+    (242, 'TopicData.Partitions'),
+    (251, 'TopicData'),
+    (255, 'TopicData.TopicName'),
+    (256, 'TopicData.Partitions'),
+    (263, 'TopicData'),
+    (264, 'TopicData.TopicName'),
+    (265, 'TopicData.Partitions'),
+    (277, 'TopicData.<tagged fields>'),
+    (290, 'TopicData'),
+    (294, 'TopicData.TopicName'),
+    (295, 'TopicData.Partitions'),
+    (303, 'TopicData.<tagged fields>'),
+    (309, 'NodeEndpoint'),
+    (310, 'NodeEndpoint.NodeId'),
+    (312, 'NodeEndpoint.Host'),
+    (313, 'NodeEndpoint.Port'),
+    (315, 'NodeEndpoint.<tagged fields>'),
+    (328, 'NodeEndpoint'),
+    (332, 'NodeEndpoint.NodeId'),
+    (333, 'NodeEndpoint.Host'),
+    (334, 'NodeEndpoint.Port'),
+    (335, 'NodeEndpoint.<tagged fields>'),
+    (341, 'PartitionData'),
+    (342, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
     (344, 'PartitionData'),
-    (345, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (347, 'PartitionData'),
-    (351, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (354, 'PartitionData'),
-    (355, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (357, 'PartitionData.<tagged fields>'),
-    (370, 'PartitionData'),
-    (374, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (375, 'PartitionData.<tagged fields>'),
+    (348, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (351, 'PartitionData'),
+    (352, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (354, 'PartitionData.<tagged fields>'),
+    (367, 'PartitionData'),
+    (371, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (372, 'PartitionData.<tagged fields>'),
 )

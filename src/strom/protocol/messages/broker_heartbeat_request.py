@@ -108,12 +108,11 @@ def _d_BrokerHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[BrokerHeartb
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_offline_log_dirs: list[Any] = []
@@ -166,10 +165,10 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (97, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
     (99, 'BrokerHeartbeatRequest.<tagged fields>'),
     (110, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (124, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (128, 'BrokerHeartbeatRequest'),
-    (132, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (133, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (134, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (145, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (123, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (127, 'BrokerHeartbeatRequest'),
+    (131, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (132, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (133, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (144, 'BrokerHeartbeatRequest.<tagged fields>'),
 )

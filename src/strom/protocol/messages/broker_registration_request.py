@@ -149,12 +149,11 @@ def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -162,12 +161,11 @@ def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[BrokerReg
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
@@ -226,12 +224,11 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -239,12 +236,11 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerReg
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
@@ -304,12 +300,11 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -317,12 +312,11 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
@@ -333,12 +327,11 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     (f_is_migrating_zk_broker,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_log_dirs: list[Any] = []
@@ -403,12 +396,11 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     pos += 4
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -416,12 +408,11 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
@@ -432,12 +423,11 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     f_rack, pos = _p.read_compact_nullable_string(buf, pos)
     (f_is_migrating_zk_broker,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_log_dirs: list[Any] = []
@@ -581,94 +571,94 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (150, 'BrokerRegistrationRequest.ClusterId'),
     (151, 'BrokerRegistrationRequest.IncarnationId'),
     (152, 'BrokerRegistrationRequest.Listeners'),
-    (165, 'BrokerRegistrationRequest.Features'),
-    (178, 'BrokerRegistrationRequest.Rack'),
-    (179, 'BrokerRegistrationRequest.<tagged fields>'),
-    (192, 'BrokerRegistrationRequest'),
-    (196, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (198, 'BrokerRegistrationRequest.BrokerId'),
-    (199, 'BrokerRegistrationRequest.ClusterId'),
-    (200, 'BrokerRegistrationRequest.IncarnationId'),
-    (201, 'BrokerRegistrationRequest.Listeners'),
-    (209, 'BrokerRegistrationRequest.Features'),
-    (217, 'BrokerRegistrationRequest.Rack'),
-    (218, 'BrokerRegistrationRequest.<tagged fields>'),
-    (224, 'BrokerRegistrationRequest'),
-    (225, 'BrokerRegistrationRequest.BrokerId'),
-    (227, 'BrokerRegistrationRequest.ClusterId'),
-    (228, 'BrokerRegistrationRequest.IncarnationId'),
-    (229, 'BrokerRegistrationRequest.Listeners'),
-    (242, 'BrokerRegistrationRequest.Features'),
-    (255, 'BrokerRegistrationRequest.Rack'),
-    (256, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (258, 'BrokerRegistrationRequest.<tagged fields>'),
-    (271, 'BrokerRegistrationRequest'),
-    (275, 'BrokerRegistrationRequest.BrokerId'),
-    (276, 'BrokerRegistrationRequest.ClusterId'),
-    (277, 'BrokerRegistrationRequest.IncarnationId'),
-    (278, 'BrokerRegistrationRequest.Listeners'),
-    (286, 'BrokerRegistrationRequest.Features'),
-    (294, 'BrokerRegistrationRequest.Rack'),
-    (295, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (296, 'BrokerRegistrationRequest.<tagged fields>'),
-    (302, 'BrokerRegistrationRequest'),
-    (303, 'BrokerRegistrationRequest.BrokerId'),
-    (305, 'BrokerRegistrationRequest.ClusterId'),
-    (306, 'BrokerRegistrationRequest.IncarnationId'),
-    (307, 'BrokerRegistrationRequest.Listeners'),
-    (320, 'BrokerRegistrationRequest.Features'),
-    (333, 'BrokerRegistrationRequest.Rack'),
-    (334, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (336, 'BrokerRegistrationRequest.LogDirs'),
-    (349, 'BrokerRegistrationRequest.<tagged fields>'),
-    (362, 'BrokerRegistrationRequest'),
-    (366, 'BrokerRegistrationRequest.BrokerId'),
-    (367, 'BrokerRegistrationRequest.ClusterId'),
-    (368, 'BrokerRegistrationRequest.IncarnationId'),
-    (369, 'BrokerRegistrationRequest.Listeners'),
-    (377, 'BrokerRegistrationRequest.Features'),
-    (385, 'BrokerRegistrationRequest.Rack'),
-    (386, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (387, 'BrokerRegistrationRequest.LogDirs'),
-    (395, 'BrokerRegistrationRequest.<tagged fields>'),
-    (401, 'BrokerRegistrationRequest'),
-    (402, 'BrokerRegistrationRequest.BrokerId'),
-    (404, 'BrokerRegistrationRequest.ClusterId'),
-    (405, 'BrokerRegistrationRequest.IncarnationId'),
-    (406, 'BrokerRegistrationRequest.Listeners'),
-    (419, 'BrokerRegistrationRequest.Features'),
-    (432, 'BrokerRegistrationRequest.Rack'),
-    (433, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (435, 'BrokerRegistrationRequest.LogDirs'),
-    (448, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (450, 'BrokerRegistrationRequest.<tagged fields>'),
-    (463, 'BrokerRegistrationRequest'),
-    (467, 'BrokerRegistrationRequest.BrokerId'),
-    (468, 'BrokerRegistrationRequest.ClusterId'),
-    (469, 'BrokerRegistrationRequest.IncarnationId'),
-    (470, 'BrokerRegistrationRequest.Listeners'),
-    (478, 'BrokerRegistrationRequest.Features'),
-    (486, 'BrokerRegistrationRequest.Rack'),
-    (487, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (488, 'BrokerRegistrationRequest.LogDirs'),
-    (496, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (497, 'BrokerRegistrationRequest.<tagged fields>'),
-    (503, 'Listener'),
-    (504, 'Listener.Name'),
-    (505, 'Listener.Host'),
-    (506, 'Listener.Port,SecurityProtocol'),
-    (508, 'Listener.<tagged fields>'),
-    (521, 'Listener'),
-    (525, 'Listener.Name'),
-    (526, 'Listener.Host'),
-    (527, 'Listener.Port,SecurityProtocol'),
-    (528, 'Listener.<tagged fields>'),
-    (534, 'Feature'),
-    (535, 'Feature.Name'),
-    (536, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (538, 'Feature.<tagged fields>'),
-    (551, 'Feature'),
-    (555, 'Feature.Name'),
-    (556, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (557, 'Feature.<tagged fields>'),
+    (164, 'BrokerRegistrationRequest.Features'),
+    (176, 'BrokerRegistrationRequest.Rack'),
+    (177, 'BrokerRegistrationRequest.<tagged fields>'),
+    (190, 'BrokerRegistrationRequest'),
+    (194, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (196, 'BrokerRegistrationRequest.BrokerId'),
+    (197, 'BrokerRegistrationRequest.ClusterId'),
+    (198, 'BrokerRegistrationRequest.IncarnationId'),
+    (199, 'BrokerRegistrationRequest.Listeners'),
+    (207, 'BrokerRegistrationRequest.Features'),
+    (215, 'BrokerRegistrationRequest.Rack'),
+    (216, 'BrokerRegistrationRequest.<tagged fields>'),
+    (222, 'BrokerRegistrationRequest'),
+    (223, 'BrokerRegistrationRequest.BrokerId'),
+    (225, 'BrokerRegistrationRequest.ClusterId'),
+    (226, 'BrokerRegistrationRequest.IncarnationId'),
+    (227, 'BrokerRegistrationRequest.Listeners'),
+    (239, 'BrokerRegistrationRequest.Features'),
+    (251, 'BrokerRegistrationRequest.Rack'),
+    (252, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (254, 'BrokerRegistrationRequest.<tagged fields>'),
+    (267, 'BrokerRegistrationRequest'),
+    (271, 'BrokerRegistrationRequest.BrokerId'),
+    (272, 'BrokerRegistrationRequest.ClusterId'),
+    (273, 'BrokerRegistrationRequest.IncarnationId'),
+    (274, 'BrokerRegistrationRequest.Listeners'),
+    (282, 'BrokerRegistrationRequest.Features'),
+    (290, 'BrokerRegistrationRequest.Rack'),
+    (291, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (292, 'BrokerRegistrationRequest.<tagged fields>'),
+    (298, 'BrokerRegistrationRequest'),
+    (299, 'BrokerRegistrationRequest.BrokerId'),
+    (301, 'BrokerRegistrationRequest.ClusterId'),
+    (302, 'BrokerRegistrationRequest.IncarnationId'),
+    (303, 'BrokerRegistrationRequest.Listeners'),
+    (315, 'BrokerRegistrationRequest.Features'),
+    (327, 'BrokerRegistrationRequest.Rack'),
+    (328, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (330, 'BrokerRegistrationRequest.LogDirs'),
+    (342, 'BrokerRegistrationRequest.<tagged fields>'),
+    (355, 'BrokerRegistrationRequest'),
+    (359, 'BrokerRegistrationRequest.BrokerId'),
+    (360, 'BrokerRegistrationRequest.ClusterId'),
+    (361, 'BrokerRegistrationRequest.IncarnationId'),
+    (362, 'BrokerRegistrationRequest.Listeners'),
+    (370, 'BrokerRegistrationRequest.Features'),
+    (378, 'BrokerRegistrationRequest.Rack'),
+    (379, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (380, 'BrokerRegistrationRequest.LogDirs'),
+    (388, 'BrokerRegistrationRequest.<tagged fields>'),
+    (394, 'BrokerRegistrationRequest'),
+    (395, 'BrokerRegistrationRequest.BrokerId'),
+    (397, 'BrokerRegistrationRequest.ClusterId'),
+    (398, 'BrokerRegistrationRequest.IncarnationId'),
+    (399, 'BrokerRegistrationRequest.Listeners'),
+    (411, 'BrokerRegistrationRequest.Features'),
+    (423, 'BrokerRegistrationRequest.Rack'),
+    (424, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (426, 'BrokerRegistrationRequest.LogDirs'),
+    (438, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (440, 'BrokerRegistrationRequest.<tagged fields>'),
+    (453, 'BrokerRegistrationRequest'),
+    (457, 'BrokerRegistrationRequest.BrokerId'),
+    (458, 'BrokerRegistrationRequest.ClusterId'),
+    (459, 'BrokerRegistrationRequest.IncarnationId'),
+    (460, 'BrokerRegistrationRequest.Listeners'),
+    (468, 'BrokerRegistrationRequest.Features'),
+    (476, 'BrokerRegistrationRequest.Rack'),
+    (477, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (478, 'BrokerRegistrationRequest.LogDirs'),
+    (486, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (487, 'BrokerRegistrationRequest.<tagged fields>'),
+    (493, 'Listener'),
+    (494, 'Listener.Name'),
+    (495, 'Listener.Host'),
+    (496, 'Listener.Port,SecurityProtocol'),
+    (498, 'Listener.<tagged fields>'),
+    (511, 'Listener'),
+    (515, 'Listener.Name'),
+    (516, 'Listener.Host'),
+    (517, 'Listener.Port,SecurityProtocol'),
+    (518, 'Listener.<tagged fields>'),
+    (524, 'Feature'),
+    (525, 'Feature.Name'),
+    (526, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (528, 'Feature.<tagged fields>'),
+    (541, 'Feature'),
+    (545, 'Feature.Name'),
+    (546, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (547, 'Feature.<tagged fields>'),
 )

@@ -49,12 +49,11 @@ class _New_ConsumerGroupDescribeRequest(_Message):
 
 
 def _d_ConsumerGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_group_ids: list[Any] = []
@@ -106,10 +105,10 @@ ConsumerGroupDescribeRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (51, 'ConsumerGroupDescribeRequest'),
     (52, 'ConsumerGroupDescribeRequest.GroupIds'),
-    (65, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (67, 'ConsumerGroupDescribeRequest.<tagged fields>'),
-    (80, 'ConsumerGroupDescribeRequest'),
-    (84, 'ConsumerGroupDescribeRequest.GroupIds'),
-    (92, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (93, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (64, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (66, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (79, 'ConsumerGroupDescribeRequest'),
+    (83, 'ConsumerGroupDescribeRequest.GroupIds'),
+    (91, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (92, 'ConsumerGroupDescribeRequest.<tagged fields>'),
 )

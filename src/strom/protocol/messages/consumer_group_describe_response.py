@@ -213,12 +213,11 @@ class _New_ConsumerGroupDescribeResponse(_Message):
 def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -267,12 +266,11 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_group_epoch, f_assignment_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     f_assignor_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -328,12 +326,11 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     pos += 4
     f_client_id, pos = _p.read_compact_string(buf, pos)
     f_client_host, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_subscribed_topic_names: list[Any] = []
@@ -385,12 +382,11 @@ def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
@@ -432,13 +428,12 @@ def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> N
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -485,69 +480,69 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (213, 'ConsumerGroupDescribeResponse'),
     (214, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
     (216, 'ConsumerGroupDescribeResponse.Groups'),
-    (229, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (242, 'ConsumerGroupDescribeResponse'),
-    (246, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
-    (247, 'ConsumerGroupDescribeResponse.Groups'),
-    (255, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (261, 'DescribedGroup'),
-    (262, 'DescribedGroup.ErrorCode'),
-    (264, 'DescribedGroup.ErrorMessage'),
-    (265, 'DescribedGroup.GroupId'),
-    (266, 'DescribedGroup.GroupState'),
-    (267, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (269, 'DescribedGroup.AssignorName'),
-    (270, 'DescribedGroup.Members'),
-    (283, 'DescribedGroup.AuthorizedOperations'),
-    (285, 'DescribedGroup.<tagged fields>'),
-    (298, 'DescribedGroup'),
-    (302, 'DescribedGroup.ErrorCode'),
-    (303, 'DescribedGroup.ErrorMessage'),
-    (304, 'DescribedGroup.GroupId'),
-    (305, 'DescribedGroup.GroupState'),
-    (306, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (307, 'DescribedGroup.AssignorName'),
-    (308, 'DescribedGroup.Members'),
-    (316, 'DescribedGroup.AuthorizedOperations'),
-    (317, 'DescribedGroup.<tagged fields>'),
-    (323, 'Member'),
-    (324, 'Member.MemberId'),
-    (325, 'Member.InstanceId'),
-    (326, 'Member.RackId'),
-    (327, 'Member.MemberEpoch'),
-    (329, 'Member.ClientId'),
-    (330, 'Member.ClientHost'),
-    (331, 'Member.SubscribedTopicNames'),
-    (344, 'Member.SubscribedTopicRegex'),
-    (345, 'Member.Assignment'),
-    (346, 'Member.TargetAssignment'),
-    (347, 'Member.<tagged fields>'),
-    (360, 'Member'),
-    (364, 'Member.MemberId'),
-    (365, 'Member.InstanceId'),
-    (366, 'Member.RackId'),
-    (367, 'Member.MemberEpoch'),
-    (368, 'Member.ClientId'),
-    (369, 'Member.ClientHost'),
-    (370, 'Member.SubscribedTopicNames'),
-    (378, 'Member.SubscribedTopicRegex'),
-    (379, 'Member.Assignment'),
-    (380, 'Member.TargetAssignment'),
-    (381, 'Member.<tagged fields>'),
-    (387, 'Assignment'),
-    (388, 'Assignment.TopicPartitions'),
-    (401, 'Assignment.<tagged fields>'),
-    (414, 'Assignment'),
-    (418, 'Assignment.TopicPartitions'),
-    (426, 'Assignment.<tagged fields>'),
-    (432, 'TopicPartitions'),
-    (433, 'TopicPartitions.TopicId'),
-    (434, 'TopicPartitions.TopicName'),
-    (435, 'TopicPartitions.Partitions'),
-    (445, 'TopicPartitions.<tagged fields>'),
-    (458, 'TopicPartitions'),
-    (462, 'TopicPartitions.TopicId'),
-    (463, 'TopicPartitions.TopicName'),
-    (464, 'TopicPartitions.Partitions'),
-    (471, 'TopicPartitions.<tagged fields>'),
+    (228, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (241, 'ConsumerGroupDescribeResponse'),
+    (245, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
+    (246, 'ConsumerGroupDescribeResponse.Groups'),
+    (254, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (260, 'DescribedGroup'),
+    (261, 'DescribedGroup.ErrorCode'),
+    (263, 'DescribedGroup.ErrorMessage'),
+    (264, 'DescribedGroup.GroupId'),
+    (265, 'DescribedGroup.GroupState'),
+    (266, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (268, 'DescribedGroup.AssignorName'),
+    (269, 'DescribedGroup.Members'),
+    (281, 'DescribedGroup.AuthorizedOperations'),
+    (283, 'DescribedGroup.<tagged fields>'),
+    (296, 'DescribedGroup'),
+    (300, 'DescribedGroup.ErrorCode'),
+    (301, 'DescribedGroup.ErrorMessage'),
+    (302, 'DescribedGroup.GroupId'),
+    (303, 'DescribedGroup.GroupState'),
+    (304, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (305, 'DescribedGroup.AssignorName'),
+    (306, 'DescribedGroup.Members'),
+    (314, 'DescribedGroup.AuthorizedOperations'),
+    (315, 'DescribedGroup.<tagged fields>'),
+    (321, 'Member'),
+    (322, 'Member.MemberId'),
+    (323, 'Member.InstanceId'),
+    (324, 'Member.RackId'),
+    (325, 'Member.MemberEpoch'),
+    (327, 'Member.ClientId'),
+    (328, 'Member.ClientHost'),
+    (329, 'Member.SubscribedTopicNames'),
+    (341, 'Member.SubscribedTopicRegex'),
+    (342, 'Member.Assignment'),
+    (343, 'Member.TargetAssignment'),
+    (344, 'Member.<tagged fields>'),
+    (357, 'Member'),
+    (361, 'Member.MemberId'),
+    (362, 'Member.InstanceId'),
+    (363, 'Member.RackId'),
+    (364, 'Member.MemberEpoch'),
+    (365, 'Member.ClientId'),
+    (366, 'Member.ClientHost'),
+    (367, 'Member.SubscribedTopicNames'),
+    (375, 'Member.SubscribedTopicRegex'),
+    (376, 'Member.Assignment'),
+    (377, 'Member.TargetAssignment'),
+    (378, 'Member.<tagged fields>'),
+    (384, 'Assignment'),
+    (385, 'Assignment.TopicPartitions'),
+    (397, 'Assignment.<tagged fields>'),
+    (410, 'Assignment'),
+    (414, 'Assignment.TopicPartitions'),
+    (422, 'Assignment.<tagged fields>'),
+    (428, 'TopicPartitions'),
+    (429, 'TopicPartitions.TopicId'),
+    (430, 'TopicPartitions.TopicName'),
+    (431, 'TopicPartitions.Partitions'),
+    (440, 'TopicPartitions.<tagged fields>'),
+    (453, 'TopicPartitions'),
+    (457, 'TopicPartitions.TopicId'),
+    (458, 'TopicPartitions.TopicName'),
+    (459, 'TopicPartitions.Partitions'),
+    (466, 'TopicPartitions.<tagged fields>'),
 )

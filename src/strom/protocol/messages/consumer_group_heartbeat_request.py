@@ -114,12 +114,11 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -131,12 +130,11 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
             items_subscribed_topic_names.append(item_subscribed_topic_names)
         f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     f_server_assignor, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -210,12 +208,11 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_rebalance_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -228,12 +225,11 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
         f_subscribed_topic_names = tuple(items_subscribed_topic_names)
     f_subscribed_topic_regex, pos = _p.read_compact_nullable_string(buf, pos)
     f_server_assignor, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -299,13 +295,12 @@ def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: by
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -358,51 +353,51 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (114, 'ConsumerGroupHeartbeatRequest.RackId'),
     (115, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
     (117, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (133, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (134, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (150, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (163, 'ConsumerGroupHeartbeatRequest'),
-    (167, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
-    (169, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (170, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (171, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (172, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (173, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (174, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (175, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (186, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (187, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (198, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (204, 'ConsumerGroupHeartbeatRequest'),
-    (205, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (206, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (207, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (209, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (210, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (211, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (213, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (229, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
-    (230, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (231, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (247, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (260, 'ConsumerGroupHeartbeatRequest'),
-    (264, 'ConsumerGroupHeartbeatRequest.GroupId'),
-    (265, 'ConsumerGroupHeartbeatRequest.MemberId'),
-    (266, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
-    (267, 'ConsumerGroupHeartbeatRequest.InstanceId'),
-    (268, 'ConsumerGroupHeartbeatRequest.RackId'),
-    (269, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
-    (270, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
-    (281, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
-    (282, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
-    (283, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
-    (294, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
-    (300, 'TopicPartitions'),
-    (301, 'TopicPartitions.TopicId'),
-    (302, 'TopicPartitions.Partitions'),
-    (312, 'TopicPartitions.<tagged fields>'),
-    (325, 'TopicPartitions'),
-    (329, 'TopicPartitions.TopicId'),
-    (330, 'TopicPartitions.Partitions'),
-    (337, 'TopicPartitions.<tagged fields>'),
+    (132, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (133, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (148, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (161, 'ConsumerGroupHeartbeatRequest'),
+    (165, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (167, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (168, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (169, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (170, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (171, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (172, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (173, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (184, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (185, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (196, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (202, 'ConsumerGroupHeartbeatRequest'),
+    (203, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (204, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (205, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (207, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (208, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (209, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (211, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (226, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (227, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (228, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (243, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (256, 'ConsumerGroupHeartbeatRequest'),
+    (260, 'ConsumerGroupHeartbeatRequest.GroupId'),
+    (261, 'ConsumerGroupHeartbeatRequest.MemberId'),
+    (262, 'ConsumerGroupHeartbeatRequest.MemberEpoch'),
+    (263, 'ConsumerGroupHeartbeatRequest.InstanceId'),
+    (264, 'ConsumerGroupHeartbeatRequest.RackId'),
+    (265, 'ConsumerGroupHeartbeatRequest.RebalanceTimeoutMs'),
+    (266, 'ConsumerGroupHeartbeatRequest.SubscribedTopicNames'),
+    (277, 'ConsumerGroupHeartbeatRequest.SubscribedTopicRegex'),
+    (278, 'ConsumerGroupHeartbeatRequest.ServerAssignor'),
+    (279, 'ConsumerGroupHeartbeatRequest.TopicPartitions'),
+    (290, 'ConsumerGroupHeartbeatRequest.<tagged fields>'),
+    (296, 'TopicPartitions'),
+    (297, 'TopicPartitions.TopicId'),
+    (298, 'TopicPartitions.Partitions'),
+    (307, 'TopicPartitions.<tagged fields>'),
+    (320, 'TopicPartitions'),
+    (324, 'TopicPartitions.TopicId'),
+    (325, 'TopicPartitions.Partitions'),
+    (332, 'TopicPartitions.<tagged fields>'),
 )

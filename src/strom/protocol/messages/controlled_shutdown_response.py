@@ -102,12 +102,11 @@ def _e_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearra
 def _d_ControlledShutdownResponse_1(buf: memoryview, pos: int) -> tuple[ControlledShutdownResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_remaining_partitions: list[Any] = []
@@ -211,23 +210,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (102, 'ControlledShutdownResponse'),
     (103, 'ControlledShutdownResponse.ErrorCode'),
     (105, 'ControlledShutdownResponse.RemainingPartitions'),
-    (118, 'ControlledShutdownResponse.<tagged fields>'),
-    (131, 'ControlledShutdownResponse'),
-    (135, 'ControlledShutdownResponse.ErrorCode'),
-    (136, 'ControlledShutdownResponse.RemainingPartitions'),
-    (144, 'ControlledShutdownResponse.<tagged fields>'),
-    (150, 'RemainingPartition'),
-    (151, 'RemainingPartition.TopicName'),
-    (152, 'RemainingPartition.PartitionIndex'),
-    (154, 'RemainingPartition'),
-    (158, 'RemainingPartition.TopicName'),
-    (159, 'RemainingPartition.PartitionIndex'),
-    (162, 'RemainingPartition'),
-    (163, 'RemainingPartition.TopicName'),
-    (164, 'RemainingPartition.PartitionIndex'),
-    (166, 'RemainingPartition.<tagged fields>'),
-    (179, 'RemainingPartition'),
-    (183, 'RemainingPartition.TopicName'),
-    (184, 'RemainingPartition.PartitionIndex'),
-    (185, 'RemainingPartition.<tagged fields>'),
+    (117, 'ControlledShutdownResponse.<tagged fields>'),
+    (130, 'ControlledShutdownResponse'),
+    (134, 'ControlledShutdownResponse.ErrorCode'),
+    (135, 'ControlledShutdownResponse.RemainingPartitions'),
+    (143, 'ControlledShutdownResponse.<tagged fields>'),
+    (149, 'RemainingPartition'),
+    (150, 'RemainingPartition.TopicName'),
+    (151, 'RemainingPartition.PartitionIndex'),
+    (153, 'RemainingPartition'),
+    (157, 'RemainingPartition.TopicName'),
+    (158, 'RemainingPartition.PartitionIndex'),
+    (161, 'RemainingPartition'),
+    (162, 'RemainingPartition.TopicName'),
+    (163, 'RemainingPartition.PartitionIndex'),
+    (165, 'RemainingPartition.<tagged fields>'),
+    (178, 'RemainingPartition'),
+    (182, 'RemainingPartition.TopicName'),
+    (183, 'RemainingPartition.PartitionIndex'),
+    (184, 'RemainingPartition.<tagged fields>'),
 )

@@ -133,12 +133,11 @@ def _d_ControllerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[Contr
     f_incarnation_id, pos = _p.read_uuid(buf, pos)
     (f_zk_migration_ready,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -146,12 +145,11 @@ def _d_ControllerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[Contr
         item_listeners, pos = _d_Listener_0(buf, pos)
         items_listeners.append(item_listeners)
     f_listeners = tuple(items_listeners)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_features: list[Any] = []
@@ -274,31 +272,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (133, 'ControllerRegistrationRequest.IncarnationId'),
     (134, 'ControllerRegistrationRequest.ZkMigrationReady'),
     (136, 'ControllerRegistrationRequest.Listeners'),
-    (149, 'ControllerRegistrationRequest.Features'),
-    (162, 'ControllerRegistrationRequest.<tagged fields>'),
-    (175, 'ControllerRegistrationRequest'),
-    (179, 'ControllerRegistrationRequest.ControllerId'),
-    (180, 'ControllerRegistrationRequest.IncarnationId'),
-    (181, 'ControllerRegistrationRequest.ZkMigrationReady'),
-    (182, 'ControllerRegistrationRequest.Listeners'),
-    (190, 'ControllerRegistrationRequest.Features'),
-    (198, 'ControllerRegistrationRequest.<tagged fields>'),
-    (204, 'Listener'),
-    (205, 'Listener.Name'),
-    (206, 'Listener.Host'),
-    (207, 'Listener.Port,SecurityProtocol'),
-    (209, 'Listener.<tagged fields>'),
-    (222, 'Listener'),
-    (226, 'Listener.Name'),
-    (227, 'Listener.Host'),
-    (228, 'Listener.Port,SecurityProtocol'),
-    (229, 'Listener.<tagged fields>'),
-    (235, 'Feature'),
-    (236, 'Feature.Name'),
-    (237, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (239, 'Feature.<tagged fields>'),
-    (252, 'Feature'),
-    (256, 'Feature.Name'),
-    (257, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (258, 'Feature.<tagged fields>'),
+    (148, 'ControllerRegistrationRequest.Features'),
+    (160, 'ControllerRegistrationRequest.<tagged fields>'),
+    (173, 'ControllerRegistrationRequest'),
+    (177, 'ControllerRegistrationRequest.ControllerId'),
+    (178, 'ControllerRegistrationRequest.IncarnationId'),
+    (179, 'ControllerRegistrationRequest.ZkMigrationReady'),
+    (180, 'ControllerRegistrationRequest.Listeners'),
+    (188, 'ControllerRegistrationRequest.Features'),
+    (196, 'ControllerRegistrationRequest.<tagged fields>'),
+    (202, 'Listener'),
+    (203, 'Listener.Name'),
+    (204, 'Listener.Host'),
+    (205, 'Listener.Port,SecurityProtocol'),
+    (207, 'Listener.<tagged fields>'),
+    (220, 'Listener'),
+    (224, 'Listener.Name'),
+    (225, 'Listener.Host'),
+    (226, 'Listener.Port,SecurityProtocol'),
+    (227, 'Listener.<tagged fields>'),
+    (233, 'Feature'),
+    (234, 'Feature.Name'),
+    (235, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (237, 'Feature.<tagged fields>'),
+    (250, 'Feature'),
+    (254, 'Feature.Name'),
+    (255, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (256, 'Feature.<tagged fields>'),
 )

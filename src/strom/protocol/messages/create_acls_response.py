@@ -101,12 +101,11 @@ def _e_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray, chunks: list[
 def _d_CreateAclsResponse_1(buf: memoryview, pos: int) -> tuple[CreateAclsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -210,23 +209,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'CreateAclsResponse'),
     (102, 'CreateAclsResponse.ThrottleTimeMs'),
     (104, 'CreateAclsResponse.Results'),
-    (117, 'CreateAclsResponse.<tagged fields>'),
-    (130, 'CreateAclsResponse'),
-    (134, 'CreateAclsResponse.ThrottleTimeMs'),
-    (135, 'CreateAclsResponse.Results'),
-    (143, 'CreateAclsResponse.<tagged fields>'),
-    (149, 'AclCreationResult'),
-    (150, 'AclCreationResult.ErrorCode'),
-    (152, 'AclCreationResult.ErrorMessage'),
-    (153, 'AclCreationResult'),
-    (157, 'AclCreationResult.ErrorCode'),
-    (158, 'AclCreationResult.ErrorMessage'),
-    (161, 'AclCreationResult'),
-    (162, 'AclCreationResult.ErrorCode'),
-    (164, 'AclCreationResult.ErrorMessage'),
-    (165, 'AclCreationResult.<tagged fields>'),
-    (178, 'AclCreationResult'),
-    (182, 'AclCreationResult.ErrorCode'),
-    (183, 'AclCreationResult.ErrorMessage'),
-    (184, 'AclCreationResult.<tagged fields>'),
+    (116, 'CreateAclsResponse.<tagged fields>'),
+    (129, 'CreateAclsResponse'),
+    (133, 'CreateAclsResponse.ThrottleTimeMs'),
+    (134, 'CreateAclsResponse.Results'),
+    (142, 'CreateAclsResponse.<tagged fields>'),
+    (148, 'AclCreationResult'),
+    (149, 'AclCreationResult.ErrorCode'),
+    (151, 'AclCreationResult.ErrorMessage'),
+    (152, 'AclCreationResult'),
+    (156, 'AclCreationResult.ErrorCode'),
+    (157, 'AclCreationResult.ErrorMessage'),
+    (160, 'AclCreationResult'),
+    (161, 'AclCreationResult.ErrorCode'),
+    (163, 'AclCreationResult.ErrorMessage'),
+    (164, 'AclCreationResult.<tagged fields>'),
+    (177, 'AclCreationResult'),
+    (181, 'AclCreationResult.ErrorCode'),
+    (182, 'AclCreationResult.ErrorMessage'),
+    (183, 'AclCreationResult.<tagged fields>'),
 )

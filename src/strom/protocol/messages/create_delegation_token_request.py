@@ -110,12 +110,11 @@ def _e_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: byte
 
 
 def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
@@ -164,12 +163,11 @@ def _e_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: byte
 def _d_CreateDelegationTokenRequest_2(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     f_owner_principal_type, pos = _p.read_compact_nullable_string(buf, pos)
     f_owner_principal_name, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
@@ -276,38 +274,38 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (109, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
     (112, 'CreateDelegationTokenRequest'),
     (113, 'CreateDelegationTokenRequest.Renewers'),
-    (126, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (128, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (141, 'CreateDelegationTokenRequest'),
-    (145, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (147, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (149, 'CreateDelegationTokenRequest.Renewers'),
-    (157, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (158, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (164, 'CreateDelegationTokenRequest'),
-    (165, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (166, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (167, 'CreateDelegationTokenRequest.Renewers'),
-    (180, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (182, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (195, 'CreateDelegationTokenRequest'),
-    (199, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (200, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (201, 'CreateDelegationTokenRequest.Renewers'),
-    (209, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (210, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (216, 'CreatableRenewers'),
-    (217, 'CreatableRenewers.PrincipalType'),
-    (218, 'CreatableRenewers.PrincipalName'),
-    (219, 'CreatableRenewers'),
-    (223, 'CreatableRenewers.PrincipalType'),
-    (224, 'CreatableRenewers.PrincipalName'),
-    (227, 'CreatableRenewers'),
-    (228, 'CreatableRenewers.PrincipalType'),
-    (229, 'CreatableRenewers.PrincipalName'),
-    (230, 'CreatableRenewers.<tagged fields>'),
-    (243, 'CreatableRenewers'),
-    (247, 'CreatableRenewers.PrincipalType'),
-    (248, 'CreatableRenewers.PrincipalName'),
-    (249, 'CreatableRenewers.<tagged fields>'),
+    (125, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (127, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (140, 'CreateDelegationTokenRequest'),
+    (144, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (146, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (148, 'CreateDelegationTokenRequest.Renewers'),
+    (156, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (157, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (163, 'CreateDelegationTokenRequest'),
+    (164, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (165, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (166, 'CreateDelegationTokenRequest.Renewers'),
+    (178, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (180, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (193, 'CreateDelegationTokenRequest'),
+    (197, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (198, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (199, 'CreateDelegationTokenRequest.Renewers'),
+    (207, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (208, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (214, 'CreatableRenewers'),
+    (215, 'CreatableRenewers.PrincipalType'),
+    (216, 'CreatableRenewers.PrincipalName'),
+    (217, 'CreatableRenewers'),
+    (221, 'CreatableRenewers.PrincipalType'),
+    (222, 'CreatableRenewers.PrincipalName'),
+    (225, 'CreatableRenewers'),
+    (226, 'CreatableRenewers.PrincipalType'),
+    (227, 'CreatableRenewers.PrincipalName'),
+    (228, 'CreatableRenewers.<tagged fields>'),
+    (241, 'CreatableRenewers'),
+    (245, 'CreatableRenewers.PrincipalType'),
+    (246, 'CreatableRenewers.PrincipalName'),
+    (247, 'CreatableRenewers.<tagged fields>'),
 )

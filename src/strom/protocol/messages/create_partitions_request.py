@@ -129,12 +129,11 @@ def _e_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray, chu
 
 
 def _d_CreatePartitionsRequest_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -212,12 +211,11 @@ def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[CreatePartiti
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_count,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -267,7 +265,7 @@ def _e_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray, chunks:
 def _d_CreatePartitionsAssignment_0(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -282,13 +280,12 @@ def _e_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: bytearra
 
 
 def _d_CreatePartitionsAssignment_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -344,38 +341,38 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (128, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
     (131, 'CreatePartitionsRequest'),
     (132, 'CreatePartitionsRequest.Topics'),
-    (145, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (147, 'CreatePartitionsRequest.<tagged fields>'),
-    (160, 'CreatePartitionsRequest'),
-    (164, 'CreatePartitionsRequest.Topics'),
-    (172, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (173, 'CreatePartitionsRequest.<tagged fields>'),
-    (179, 'CreatePartitionsTopic'),
-    (180, 'CreatePartitionsTopic.Name'),
-    (181, 'CreatePartitionsTopic.Count'),
-    (183, 'CreatePartitionsTopic.Assignments'),
-    (195, 'CreatePartitionsTopic'),
-    (199, 'CreatePartitionsTopic.Name'),
-    (200, 'CreatePartitionsTopic.Count'),
-    (201, 'CreatePartitionsTopic.Assignments'),
-    (211, 'CreatePartitionsTopic'),
-    (212, 'CreatePartitionsTopic.Name'),
-    (213, 'CreatePartitionsTopic.Count'),
-    (215, 'CreatePartitionsTopic.Assignments'),
-    (231, 'CreatePartitionsTopic.<tagged fields>'),
-    (244, 'CreatePartitionsTopic'),
-    (248, 'CreatePartitionsTopic.Name'),
-    (249, 'CreatePartitionsTopic.Count'),
-    (250, 'CreatePartitionsTopic.Assignments'),
-    (261, 'CreatePartitionsTopic.<tagged fields>'),
-    (267, 'CreatePartitionsAssignment'),
-    (268, 'CreatePartitionsAssignment.BrokerIds'),
-    (274, 'CreatePartitionsAssignment'),
-    (278, 'CreatePartitionsAssignment.BrokerIds'),
-    (284, 'CreatePartitionsAssignment'),
-    (285, 'CreatePartitionsAssignment.BrokerIds'),
-    (295, 'CreatePartitionsAssignment.<tagged fields>'),
-    (308, 'CreatePartitionsAssignment'),
-    (312, 'CreatePartitionsAssignment.BrokerIds'),
-    (319, 'CreatePartitionsAssignment.<tagged fields>'),
+    (144, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (146, 'CreatePartitionsRequest.<tagged fields>'),
+    (159, 'CreatePartitionsRequest'),
+    (163, 'CreatePartitionsRequest.Topics'),
+    (171, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (172, 'CreatePartitionsRequest.<tagged fields>'),
+    (178, 'CreatePartitionsTopic'),
+    (179, 'CreatePartitionsTopic.Name'),
+    (180, 'CreatePartitionsTopic.Count'),
+    (182, 'CreatePartitionsTopic.Assignments'),
+    (194, 'CreatePartitionsTopic'),
+    (198, 'CreatePartitionsTopic.Name'),
+    (199, 'CreatePartitionsTopic.Count'),
+    (200, 'CreatePartitionsTopic.Assignments'),
+    (210, 'CreatePartitionsTopic'),
+    (211, 'CreatePartitionsTopic.Name'),
+    (212, 'CreatePartitionsTopic.Count'),
+    (214, 'CreatePartitionsTopic.Assignments'),
+    (229, 'CreatePartitionsTopic.<tagged fields>'),
+    (242, 'CreatePartitionsTopic'),
+    (246, 'CreatePartitionsTopic.Name'),
+    (247, 'CreatePartitionsTopic.Count'),
+    (248, 'CreatePartitionsTopic.Assignments'),
+    (259, 'CreatePartitionsTopic.<tagged fields>'),
+    (265, 'CreatePartitionsAssignment'),
+    (266, 'CreatePartitionsAssignment.BrokerIds'),
+    (272, 'CreatePartitionsAssignment'),
+    (276, 'CreatePartitionsAssignment.BrokerIds'),
+    (282, 'CreatePartitionsAssignment'),
+    (283, 'CreatePartitionsAssignment.BrokerIds'),
+    (292, 'CreatePartitionsAssignment.<tagged fields>'),
+    (305, 'CreatePartitionsAssignment'),
+    (309, 'CreatePartitionsAssignment.BrokerIds'),
+    (316, 'CreatePartitionsAssignment.<tagged fields>'),
 )

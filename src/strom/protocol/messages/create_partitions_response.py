@@ -105,12 +105,11 @@ def _e_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearray, c
 def _d_CreatePartitionsResponse_1(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -218,27 +217,27 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (105, 'CreatePartitionsResponse'),
     (106, 'CreatePartitionsResponse.ThrottleTimeMs'),
     (108, 'CreatePartitionsResponse.Results'),
-    (121, 'CreatePartitionsResponse.<tagged fields>'),
-    (134, 'CreatePartitionsResponse'),
-    (138, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (139, 'CreatePartitionsResponse.Results'),
-    (147, 'CreatePartitionsResponse.<tagged fields>'),
-    (153, 'CreatePartitionsTopicResult'),
-    (154, 'CreatePartitionsTopicResult.Name'),
-    (155, 'CreatePartitionsTopicResult.ErrorCode'),
-    (157, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (158, 'CreatePartitionsTopicResult'),
-    (162, 'CreatePartitionsTopicResult.Name'),
-    (163, 'CreatePartitionsTopicResult.ErrorCode'),
-    (164, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (167, 'CreatePartitionsTopicResult'),
-    (168, 'CreatePartitionsTopicResult.Name'),
-    (169, 'CreatePartitionsTopicResult.ErrorCode'),
-    (171, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (172, 'CreatePartitionsTopicResult.<tagged fields>'),
-    (185, 'CreatePartitionsTopicResult'),
-    (189, 'CreatePartitionsTopicResult.Name'),
-    (190, 'CreatePartitionsTopicResult.ErrorCode'),
-    (191, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (192, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (120, 'CreatePartitionsResponse.<tagged fields>'),
+    (133, 'CreatePartitionsResponse'),
+    (137, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (138, 'CreatePartitionsResponse.Results'),
+    (146, 'CreatePartitionsResponse.<tagged fields>'),
+    (152, 'CreatePartitionsTopicResult'),
+    (153, 'CreatePartitionsTopicResult.Name'),
+    (154, 'CreatePartitionsTopicResult.ErrorCode'),
+    (156, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (157, 'CreatePartitionsTopicResult'),
+    (161, 'CreatePartitionsTopicResult.Name'),
+    (162, 'CreatePartitionsTopicResult.ErrorCode'),
+    (163, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (166, 'CreatePartitionsTopicResult'),
+    (167, 'CreatePartitionsTopicResult.Name'),
+    (168, 'CreatePartitionsTopicResult.ErrorCode'),
+    (170, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (171, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (184, 'CreatePartitionsTopicResult'),
+    (188, 'CreatePartitionsTopicResult.Name'),
+    (189, 'CreatePartitionsTopicResult.ErrorCode'),
+    (190, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (191, 'CreatePartitionsTopicResult.<tagged fields>'),
 )

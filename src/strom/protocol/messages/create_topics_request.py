@@ -195,12 +195,11 @@ def _e_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray, chunks: lis
 
 
 def _d_CreateTopicsRequest_2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -286,12 +285,11 @@ def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
@@ -299,12 +297,11 @@ def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]
         item_assignments, pos = _d_CreatableReplicaAssignment_1(buf, pos)
         items_assignments.append(item_assignments)
     f_assignments = tuple(items_assignments)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
@@ -358,7 +355,7 @@ def _d_CreatableReplicaAssignment_0(buf: memoryview, pos: int) -> tuple[Creatabl
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -387,13 +384,12 @@ def _e_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray, chunks: l
 def _d_CreatableReplicaAssignment_1(buf: memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_broker_ids = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -493,60 +489,60 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (194, 'CreateTopicsRequest.timeoutMs,validateOnly'),
     (197, 'CreateTopicsRequest'),
     (198, 'CreateTopicsRequest.Topics'),
-    (211, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (213, 'CreateTopicsRequest.<tagged fields>'),
-    (226, 'CreateTopicsRequest'),
-    (230, 'CreateTopicsRequest.Topics'),
-    (238, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (239, 'CreateTopicsRequest.<tagged fields>'),
-    (245, 'CreatableTopic'),
-    (246, 'CreatableTopic.Name'),
-    (247, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (249, 'CreatableTopic.Assignments'),
-    (258, 'CreatableTopic.Configs'),
-    (267, 'CreatableTopic'),
-    (271, 'CreatableTopic.Name'),
-    (272, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (273, 'CreatableTopic.Assignments'),
-    (278, 'CreatableTopic.Configs'),
-    (285, 'CreatableTopic'),
-    (286, 'CreatableTopic.Name'),
-    (287, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (289, 'CreatableTopic.Assignments'),
-    (302, 'CreatableTopic.Configs'),
-    (315, 'CreatableTopic.<tagged fields>'),
-    (328, 'CreatableTopic'),
-    (332, 'CreatableTopic.Name'),
-    (333, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (334, 'CreatableTopic.Assignments'),
-    (342, 'CreatableTopic.Configs'),
-    (350, 'CreatableTopic.<tagged fields>'),
-    (356, 'CreatableReplicaAssignment'),
-    (357, 'CreatableReplicaAssignment.PartitionIndex'),
-    (359, 'CreatableReplicaAssignment.BrokerIds'),
-    (365, 'CreatableReplicaAssignment'),
-    (369, 'CreatableReplicaAssignment.PartitionIndex'),
-    (370, 'CreatableReplicaAssignment.BrokerIds'),
+    (210, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (212, 'CreateTopicsRequest.<tagged fields>'),
+    (225, 'CreateTopicsRequest'),
+    (229, 'CreateTopicsRequest.Topics'),
+    (237, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (238, 'CreateTopicsRequest.<tagged fields>'),
+    (244, 'CreatableTopic'),
+    (245, 'CreatableTopic.Name'),
+    (246, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (248, 'CreatableTopic.Assignments'),
+    (257, 'CreatableTopic.Configs'),
+    (266, 'CreatableTopic'),
+    (270, 'CreatableTopic.Name'),
+    (271, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (272, 'CreatableTopic.Assignments'),
+    (277, 'CreatableTopic.Configs'),
+    (284, 'CreatableTopic'),
+    (285, 'CreatableTopic.Name'),
+    (286, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (288, 'CreatableTopic.Assignments'),
+    (300, 'CreatableTopic.Configs'),
+    (312, 'CreatableTopic.<tagged fields>'),
+    (325, 'CreatableTopic'),
+    (329, 'CreatableTopic.Name'),
+    (330, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (331, 'CreatableTopic.Assignments'),
+    (339, 'CreatableTopic.Configs'),
+    (347, 'CreatableTopic.<tagged fields>'),
+    (353, 'CreatableReplicaAssignment'),
+    (354, 'CreatableReplicaAssignment.PartitionIndex'),
+    (356, 'CreatableReplicaAssignment.BrokerIds'),
+    (362, 'CreatableReplicaAssignment'),
+    (366, 'CreatableReplicaAssignment.PartitionIndex'),
+    (367, 'CreatableReplicaAssignment.BrokerIds'),
+    (373, 'CreatableTopicConfig'),
+    (374, 'CreatableTopicConfig.Name'),
+    (375, 'CreatableTopicConfig.Value'),
     (376, 'CreatableTopicConfig'),
-    (377, 'CreatableTopicConfig.Name'),
-    (378, 'CreatableTopicConfig.Value'),
-    (379, 'CreatableTopicConfig'),
-    (383, 'CreatableTopicConfig.Name'),
-    (384, 'CreatableTopicConfig.Value'),
-    (387, 'CreatableReplicaAssignment'),
-    (388, 'CreatableReplicaAssignment.PartitionIndex'),
-    (390, 'CreatableReplicaAssignment.BrokerIds'),
-    (400, 'CreatableReplicaAssignment.<tagged fields>'),
-    (413, 'CreatableReplicaAssignment'),
-    (417, 'CreatableReplicaAssignment.PartitionIndex'),
-    (418, 'CreatableReplicaAssignment.BrokerIds'),
-    (425, 'CreatableReplicaAssignment.<tagged fields>'),
-    (431, 'CreatableTopicConfig'),
-    (432, 'CreatableTopicConfig.Name'),
-    (433, 'CreatableTopicConfig.Value'),
-    (434, 'CreatableTopicConfig.<tagged fields>'),
-    (447, 'CreatableTopicConfig'),
-    (451, 'CreatableTopicConfig.Name'),
-    (452, 'CreatableTopicConfig.Value'),
-    (453, 'CreatableTopicConfig.<tagged fields>'),
+    (380, 'CreatableTopicConfig.Name'),
+    (381, 'CreatableTopicConfig.Value'),
+    (384, 'CreatableReplicaAssignment'),
+    (385, 'CreatableReplicaAssignment.PartitionIndex'),
+    (387, 'CreatableReplicaAssignment.BrokerIds'),
+    (396, 'CreatableReplicaAssignment.<tagged fields>'),
+    (409, 'CreatableReplicaAssignment'),
+    (413, 'CreatableReplicaAssignment.PartitionIndex'),
+    (414, 'CreatableReplicaAssignment.BrokerIds'),
+    (421, 'CreatableReplicaAssignment.<tagged fields>'),
+    (427, 'CreatableTopicConfig'),
+    (428, 'CreatableTopicConfig.Name'),
+    (429, 'CreatableTopicConfig.Value'),
+    (430, 'CreatableTopicConfig.<tagged fields>'),
+    (443, 'CreatableTopicConfig'),
+    (447, 'CreatableTopicConfig.Name'),
+    (448, 'CreatableTopicConfig.Value'),
+    (449, 'CreatableTopicConfig.<tagged fields>'),
 )

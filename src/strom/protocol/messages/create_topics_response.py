@@ -207,12 +207,11 @@ def _e_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray, chunks: l
 def _d_CreateTopicsResponse_3(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -255,12 +254,11 @@ def _e_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray, chunks: l
 def _d_CreateTopicsResponse_4(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -333,12 +331,11 @@ def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[CreatableTopic
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -402,12 +399,11 @@ def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[CreatableTopic
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_num_partitions, f_replication_factor,) = _S2.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -534,79 +530,79 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (207, 'CreateTopicsResponse'),
     (208, 'CreateTopicsResponse.ThrottleTimeMs'),
     (210, 'CreateTopicsResponse.Topics'),
-    (223, 'CreateTopicsResponse.<tagged fields>'),
-    (236, 'CreateTopicsResponse'),
-    (240, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (241, 'CreateTopicsResponse.Topics'),
-    (249, 'CreateTopicsResponse.<tagged fields>'),
-    (255, 'CreateTopicsResponse'),
-    (256, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (258, 'CreateTopicsResponse.Topics'),
-    (271, 'CreateTopicsResponse.<tagged fields>'),
-    (284, 'CreateTopicsResponse'),
-    (288, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (289, 'CreateTopicsResponse.Topics'),
-    (297, 'CreateTopicsResponse.<tagged fields>'),
-    (303, 'CreatableTopicResult'),
-    (304, 'CreatableTopicResult.Name'),
-    (305, 'CreatableTopicResult.ErrorCode'),
-    (307, 'CreatableTopicResult'),
-    (311, 'CreatableTopicResult.Name'),
-    (312, 'CreatableTopicResult.ErrorCode'),
-    (315, 'CreatableTopicResult'),
-    (316, 'CreatableTopicResult.Name'),
-    (317, 'CreatableTopicResult.ErrorCode'),
-    (319, 'CreatableTopicResult.ErrorMessage'),
-    (320, 'CreatableTopicResult'),
-    (324, 'CreatableTopicResult.Name'),
-    (325, 'CreatableTopicResult.ErrorCode'),
-    (326, 'CreatableTopicResult.ErrorMessage'),
-    (329, 'CreatableTopicResult'),
-    (330, 'CreatableTopicResult.Name'),
-    (331, 'CreatableTopicResult.ErrorCode'),
-    (333, 'CreatableTopicResult.ErrorMessage'),
-    (334, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (336, 'CreatableTopicResult.Configs'),
-    (352, 'CreatableTopicResult.<tagged fields>'),
-    (363, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (366, 'CreatableTopicResult.<tagged fields>'),
-    (370, 'CreatableTopicResult'),
-    (374, 'CreatableTopicResult.Name'),
-    (375, 'CreatableTopicResult.ErrorCode'),
-    (376, 'CreatableTopicResult.ErrorMessage'),
-    (377, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (378, 'CreatableTopicResult.Configs'),
-    (389, 'CreatableTopicResult.<tagged fields>'),
-    (390, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (394, 'CreatableTopicResult.<tagged fields>'),
-    (397, 'CreatableTopicResult'),
-    (398, 'CreatableTopicResult.Name'),
-    (399, 'CreatableTopicResult.TopicId'),
-    (400, 'CreatableTopicResult.ErrorCode'),
-    (402, 'CreatableTopicResult.ErrorMessage'),
-    (403, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (405, 'CreatableTopicResult.Configs'),
-    (421, 'CreatableTopicResult.<tagged fields>'),
-    (432, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (435, 'CreatableTopicResult.<tagged fields>'),
-    (439, 'CreatableTopicResult'),
-    (443, 'CreatableTopicResult.Name'),
-    (444, 'CreatableTopicResult.TopicId'),
-    (445, 'CreatableTopicResult.ErrorCode'),
-    (446, 'CreatableTopicResult.ErrorMessage'),
-    (447, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (448, 'CreatableTopicResult.Configs'),
-    (459, 'CreatableTopicResult.<tagged fields>'),
-    (460, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (464, 'CreatableTopicResult.<tagged fields>'),
-    (467, 'CreatableTopicConfigs'),
-    (468, 'CreatableTopicConfigs.Name'),
-    (469, 'CreatableTopicConfigs.Value'),
-    (470, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (472, 'CreatableTopicConfigs.<tagged fields>'),
-    (485, 'CreatableTopicConfigs'),
-    (489, 'CreatableTopicConfigs.Name'),
-    (490, 'CreatableTopicConfigs.Value'),
-    (491, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (492, 'CreatableTopicConfigs.<tagged fields>'),
+    (222, 'CreateTopicsResponse.<tagged fields>'),
+    (235, 'CreateTopicsResponse'),
+    (239, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (240, 'CreateTopicsResponse.Topics'),
+    (248, 'CreateTopicsResponse.<tagged fields>'),
+    (254, 'CreateTopicsResponse'),
+    (255, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (257, 'CreateTopicsResponse.Topics'),
+    (269, 'CreateTopicsResponse.<tagged fields>'),
+    (282, 'CreateTopicsResponse'),
+    (286, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (287, 'CreateTopicsResponse.Topics'),
+    (295, 'CreateTopicsResponse.<tagged fields>'),
+    (301, 'CreatableTopicResult'),
+    (302, 'CreatableTopicResult.Name'),
+    (303, 'CreatableTopicResult.ErrorCode'),
+    (305, 'CreatableTopicResult'),
+    (309, 'CreatableTopicResult.Name'),
+    (310, 'CreatableTopicResult.ErrorCode'),
+    (313, 'CreatableTopicResult'),
+    (314, 'CreatableTopicResult.Name'),
+    (315, 'CreatableTopicResult.ErrorCode'),
+    (317, 'CreatableTopicResult.ErrorMessage'),
+    (318, 'CreatableTopicResult'),
+    (322, 'CreatableTopicResult.Name'),
+    (323, 'CreatableTopicResult.ErrorCode'),
+    (324, 'CreatableTopicResult.ErrorMessage'),
+    (327, 'CreatableTopicResult'),
+    (328, 'CreatableTopicResult.Name'),
+    (329, 'CreatableTopicResult.ErrorCode'),
+    (331, 'CreatableTopicResult.ErrorMessage'),
+    (332, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (334, 'CreatableTopicResult.Configs'),
+    (349, 'CreatableTopicResult.<tagged fields>'),
+    (360, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (363, 'CreatableTopicResult.<tagged fields>'),
+    (367, 'CreatableTopicResult'),
+    (371, 'CreatableTopicResult.Name'),
+    (372, 'CreatableTopicResult.ErrorCode'),
+    (373, 'CreatableTopicResult.ErrorMessage'),
+    (374, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (375, 'CreatableTopicResult.Configs'),
+    (386, 'CreatableTopicResult.<tagged fields>'),
+    (387, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (391, 'CreatableTopicResult.<tagged fields>'),
+    (394, 'CreatableTopicResult'),
+    (395, 'CreatableTopicResult.Name'),
+    (396, 'CreatableTopicResult.TopicId'),
+    (397, 'CreatableTopicResult.ErrorCode'),
+    (399, 'CreatableTopicResult.ErrorMessage'),
+    (400, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (402, 'CreatableTopicResult.Configs'),
+    (417, 'CreatableTopicResult.<tagged fields>'),
+    (428, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (431, 'CreatableTopicResult.<tagged fields>'),
+    (435, 'CreatableTopicResult'),
+    (439, 'CreatableTopicResult.Name'),
+    (440, 'CreatableTopicResult.TopicId'),
+    (441, 'CreatableTopicResult.ErrorCode'),
+    (442, 'CreatableTopicResult.ErrorMessage'),
+    (443, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (444, 'CreatableTopicResult.Configs'),
+    (455, 'CreatableTopicResult.<tagged fields>'),
+    (456, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (460, 'CreatableTopicResult.<tagged fields>'),
+    (463, 'CreatableTopicConfigs'),
+    (464, 'CreatableTopicConfigs.Name'),
+    (465, 'CreatableTopicConfigs.Value'),
+    (466, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (468, 'CreatableTopicConfigs.<tagged fields>'),
+    (481, 'CreatableTopicConfigs'),
+    (485, 'CreatableTopicConfigs.Name'),
+    (486, 'CreatableTopicConfigs.Value'),
+    (487, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (488, 'CreatableTopicConfigs.<tagged fields>'),
 )

@@ -66,12 +66,11 @@ def _e_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray, chunks: lis
 
 
 def _d_DeleteGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups_names: list[Any] = []
@@ -128,8 +127,8 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (61, 'DeleteGroupsRequest.GroupsNames'),
     (68, 'DeleteGroupsRequest'),
     (69, 'DeleteGroupsRequest.GroupsNames'),
-    (82, 'DeleteGroupsRequest.<tagged fields>'),
-    (95, 'DeleteGroupsRequest'),
-    (99, 'DeleteGroupsRequest.GroupsNames'),
-    (107, 'DeleteGroupsRequest.<tagged fields>'),
+    (81, 'DeleteGroupsRequest.<tagged fields>'),
+    (94, 'DeleteGroupsRequest'),
+    (98, 'DeleteGroupsRequest.GroupsNames'),
+    (106, 'DeleteGroupsRequest.<tagged fields>'),
 )

@@ -102,12 +102,11 @@ def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray, chunks: l
 def _d_DeleteGroupsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -209,23 +208,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (102, 'DeleteGroupsResponse'),
     (103, 'DeleteGroupsResponse.ThrottleTimeMs'),
     (105, 'DeleteGroupsResponse.Results'),
-    (118, 'DeleteGroupsResponse.<tagged fields>'),
-    (131, 'DeleteGroupsResponse'),
-    (135, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (136, 'DeleteGroupsResponse.Results'),
-    (144, 'DeleteGroupsResponse.<tagged fields>'),
-    (150, 'DeletableGroupResult'),
-    (151, 'DeletableGroupResult.GroupId'),
-    (152, 'DeletableGroupResult.ErrorCode'),
-    (154, 'DeletableGroupResult'),
-    (158, 'DeletableGroupResult.GroupId'),
-    (159, 'DeletableGroupResult.ErrorCode'),
-    (162, 'DeletableGroupResult'),
-    (163, 'DeletableGroupResult.GroupId'),
-    (164, 'DeletableGroupResult.ErrorCode'),
-    (166, 'DeletableGroupResult.<tagged fields>'),
-    (179, 'DeletableGroupResult'),
-    (183, 'DeletableGroupResult.GroupId'),
-    (184, 'DeletableGroupResult.ErrorCode'),
-    (185, 'DeletableGroupResult.<tagged fields>'),
+    (117, 'DeleteGroupsResponse.<tagged fields>'),
+    (130, 'DeleteGroupsResponse'),
+    (134, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (135, 'DeleteGroupsResponse.Results'),
+    (143, 'DeleteGroupsResponse.<tagged fields>'),
+    (149, 'DeletableGroupResult'),
+    (150, 'DeletableGroupResult.GroupId'),
+    (151, 'DeletableGroupResult.ErrorCode'),
+    (153, 'DeletableGroupResult'),
+    (157, 'DeletableGroupResult.GroupId'),
+    (158, 'DeletableGroupResult.ErrorCode'),
+    (161, 'DeletableGroupResult'),
+    (162, 'DeletableGroupResult.GroupId'),
+    (163, 'DeletableGroupResult.ErrorCode'),
+    (165, 'DeletableGroupResult.<tagged fields>'),
+    (178, 'DeletableGroupResult'),
+    (182, 'DeletableGroupResult.GroupId'),
+    (183, 'DeletableGroupResult.ErrorCode'),
+    (184, 'DeletableGroupResult.<tagged fields>'),
 )

@@ -124,12 +124,11 @@ def _e_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray, chunks: l
 
 
 def _d_DeleteRecordsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -196,12 +195,11 @@ def _e_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray, chunks: list[
 
 def _d_DeleteRecordsTopic_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -298,34 +296,34 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (123, 'DeleteRecordsRequest.TimeoutMs'),
     (126, 'DeleteRecordsRequest'),
     (127, 'DeleteRecordsRequest.Topics'),
-    (140, 'DeleteRecordsRequest.TimeoutMs'),
-    (142, 'DeleteRecordsRequest.<tagged fields>'),
-    (155, 'DeleteRecordsRequest'),
-    (159, 'DeleteRecordsRequest.Topics'),
-    (167, 'DeleteRecordsRequest.TimeoutMs'),
-    (168, 'DeleteRecordsRequest.<tagged fields>'),
-    (174, 'DeleteRecordsTopic'),
-    (175, 'DeleteRecordsTopic.Name'),
-    (176, 'DeleteRecordsTopic.Partitions'),
-    (185, 'DeleteRecordsTopic'),
-    (189, 'DeleteRecordsTopic.Name'),
-    (190, 'DeleteRecordsTopic.Partitions'),
-    (197, 'DeleteRecordsTopic'),
-    (198, 'DeleteRecordsTopic.Name'),
-    (199, 'DeleteRecordsTopic.Partitions'),
-    (212, 'DeleteRecordsTopic.<tagged fields>'),
-    (225, 'DeleteRecordsTopic'),
-    (229, 'DeleteRecordsTopic.Name'),
-    (230, 'DeleteRecordsTopic.Partitions'),
-    (238, 'DeleteRecordsTopic.<tagged fields>'),
-    (244, 'DeleteRecordsPartition'),
-    (245, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (247, 'DeleteRecordsPartition'),
-    (251, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (254, 'DeleteRecordsPartition'),
-    (255, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (257, 'DeleteRecordsPartition.<tagged fields>'),
-    (270, 'DeleteRecordsPartition'),
-    (274, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (275, 'DeleteRecordsPartition.<tagged fields>'),
+    (139, 'DeleteRecordsRequest.TimeoutMs'),
+    (141, 'DeleteRecordsRequest.<tagged fields>'),
+    (154, 'DeleteRecordsRequest'),
+    (158, 'DeleteRecordsRequest.Topics'),
+    (166, 'DeleteRecordsRequest.TimeoutMs'),
+    (167, 'DeleteRecordsRequest.<tagged fields>'),
+    (173, 'DeleteRecordsTopic'),
+    (174, 'DeleteRecordsTopic.Name'),
+    (175, 'DeleteRecordsTopic.Partitions'),
+    (184, 'DeleteRecordsTopic'),
+    (188, 'DeleteRecordsTopic.Name'),
+    (189, 'DeleteRecordsTopic.Partitions'),
+    (196, 'DeleteRecordsTopic'),
+    (197, 'DeleteRecordsTopic.Name'),
+    (198, 'DeleteRecordsTopic.Partitions'),
+    (210, 'DeleteRecordsTopic.<tagged fields>'),
+    (223, 'DeleteRecordsTopic'),
+    (227, 'DeleteRecordsTopic.Name'),
+    (228, 'DeleteRecordsTopic.Partitions'),
+    (236, 'DeleteRecordsTopic.<tagged fields>'),
+    (242, 'DeleteRecordsPartition'),
+    (243, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (245, 'DeleteRecordsPartition'),
+    (249, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (252, 'DeleteRecordsPartition'),
+    (253, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (255, 'DeleteRecordsPartition.<tagged fields>'),
+    (268, 'DeleteRecordsPartition'),
+    (272, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (273, 'DeleteRecordsPartition.<tagged fields>'),
 )

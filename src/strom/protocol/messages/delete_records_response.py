@@ -132,12 +132,11 @@ def _e_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray, chunks:
 def _d_DeleteRecordsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -202,12 +201,11 @@ def _e_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearray, c
 
 def _d_DeleteRecordsTopicResult_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -305,33 +303,33 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (132, 'DeleteRecordsResponse'),
     (133, 'DeleteRecordsResponse.ThrottleTimeMs'),
     (135, 'DeleteRecordsResponse.Topics'),
-    (148, 'DeleteRecordsResponse.<tagged fields>'),
-    (161, 'DeleteRecordsResponse'),
-    (165, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (166, 'DeleteRecordsResponse.Topics'),
-    (174, 'DeleteRecordsResponse.<tagged fields>'),
-    (180, 'DeleteRecordsTopicResult'),
-    (181, 'DeleteRecordsTopicResult.Name'),
-    (182, 'DeleteRecordsTopicResult.Partitions'),
-    (191, 'DeleteRecordsTopicResult'),
-    (195, 'DeleteRecordsTopicResult.Name'),
-    (196, 'DeleteRecordsTopicResult.Partitions'),
-    (203, 'DeleteRecordsTopicResult'),
-    (204, 'DeleteRecordsTopicResult.Name'),
-    (205, 'DeleteRecordsTopicResult.Partitions'),
-    (218, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (231, 'DeleteRecordsTopicResult'),
-    (235, 'DeleteRecordsTopicResult.Name'),
-    (236, 'DeleteRecordsTopicResult.Partitions'),
-    (244, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (250, 'DeleteRecordsPartitionResult'),
-    (251, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (253, 'DeleteRecordsPartitionResult'),
-    (257, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (260, 'DeleteRecordsPartitionResult'),
-    (261, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (263, 'DeleteRecordsPartitionResult.<tagged fields>'),
-    (276, 'DeleteRecordsPartitionResult'),
-    (280, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (281, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (147, 'DeleteRecordsResponse.<tagged fields>'),
+    (160, 'DeleteRecordsResponse'),
+    (164, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (165, 'DeleteRecordsResponse.Topics'),
+    (173, 'DeleteRecordsResponse.<tagged fields>'),
+    (179, 'DeleteRecordsTopicResult'),
+    (180, 'DeleteRecordsTopicResult.Name'),
+    (181, 'DeleteRecordsTopicResult.Partitions'),
+    (190, 'DeleteRecordsTopicResult'),
+    (194, 'DeleteRecordsTopicResult.Name'),
+    (195, 'DeleteRecordsTopicResult.Partitions'),
+    (202, 'DeleteRecordsTopicResult'),
+    (203, 'DeleteRecordsTopicResult.Name'),
+    (204, 'DeleteRecordsTopicResult.Partitions'),
+    (216, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (229, 'DeleteRecordsTopicResult'),
+    (233, 'DeleteRecordsTopicResult.Name'),
+    (234, 'DeleteRecordsTopicResult.Partitions'),
+    (242, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (248, 'DeleteRecordsPartitionResult'),
+    (249, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (251, 'DeleteRecordsPartitionResult'),
+    (255, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (258, 'DeleteRecordsPartitionResult'),
+    (259, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (261, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (274, 'DeleteRecordsPartitionResult'),
+    (278, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (279, 'DeleteRecordsPartitionResult.<tagged fields>'),
 )

@@ -96,12 +96,11 @@ class _New_DeleteShareGroupStateRequest(_Message):
 
 def _d_DeleteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -143,12 +142,11 @@ def _e_DeleteShareGroupStateRequest_0(o: DeleteShareGroupStateRequest, out: byte
 
 def _d_DeleteStateData_0(buf: memoryview, pos: int) -> tuple[DeleteStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -226,23 +224,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (97, 'DeleteShareGroupStateRequest'),
     (98, 'DeleteShareGroupStateRequest.GroupId'),
     (99, 'DeleteShareGroupStateRequest.Topics'),
-    (112, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (125, 'DeleteShareGroupStateRequest'),
-    (129, 'DeleteShareGroupStateRequest.GroupId'),
-    (130, 'DeleteShareGroupStateRequest.Topics'),
-    (138, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (144, 'DeleteStateData'),
-    (145, 'DeleteStateData.TopicId'),
-    (146, 'DeleteStateData.Partitions'),
-    (159, 'DeleteStateData.<tagged fields>'),
-    (172, 'DeleteStateData'),
-    (176, 'DeleteStateData.TopicId'),
-    (177, 'DeleteStateData.Partitions'),
-    (185, 'DeleteStateData.<tagged fields>'),
-    (191, 'PartitionData'),
-    (192, 'PartitionData.Partition'),
-    (194, 'PartitionData.<tagged fields>'),
-    (207, 'PartitionData'),
-    (211, 'PartitionData.Partition'),
-    (212, 'PartitionData.<tagged fields>'),
+    (111, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (124, 'DeleteShareGroupStateRequest'),
+    (128, 'DeleteShareGroupStateRequest.GroupId'),
+    (129, 'DeleteShareGroupStateRequest.Topics'),
+    (137, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (143, 'DeleteStateData'),
+    (144, 'DeleteStateData.TopicId'),
+    (145, 'DeleteStateData.Partitions'),
+    (157, 'DeleteStateData.<tagged fields>'),
+    (170, 'DeleteStateData'),
+    (174, 'DeleteStateData.TopicId'),
+    (175, 'DeleteStateData.Partitions'),
+    (183, 'DeleteStateData.<tagged fields>'),
+    (189, 'PartitionData'),
+    (190, 'PartitionData.Partition'),
+    (192, 'PartitionData.<tagged fields>'),
+    (205, 'PartitionData'),
+    (209, 'PartitionData.Partition'),
+    (210, 'PartitionData.<tagged fields>'),
 )

@@ -99,12 +99,11 @@ class _New_DeleteShareGroupStateResponse(_Message):
 
 
 def _d_DeleteShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -145,12 +144,11 @@ def _e_DeleteShareGroupStateResponse_0(o: DeleteShareGroupStateResponse, out: by
 
 def _d_DeleteStateResult_0(buf: memoryview, pos: int) -> tuple[DeleteStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -229,24 +227,24 @@ DeleteShareGroupStateResponse._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'DeleteShareGroupStateResponse'),
     (102, 'DeleteShareGroupStateResponse.Results'),
-    (115, 'DeleteShareGroupStateResponse.<tagged fields>'),
-    (128, 'DeleteShareGroupStateResponse'),
-    (132, 'DeleteShareGroupStateResponse.Results'),
-    (140, 'DeleteShareGroupStateResponse.<tagged fields>'),
-    (146, 'DeleteStateResult'),
-    (147, 'DeleteStateResult.TopicId'),
-    (148, 'DeleteStateResult.Partitions'),
-    (161, 'DeleteStateResult.<tagged fields>'),
-    (174, 'DeleteStateResult'),
-    (178, 'DeleteStateResult.TopicId'),
-    (179, 'DeleteStateResult.Partitions'),
-    (187, 'DeleteStateResult.<tagged fields>'),
-    (193, 'PartitionResult'),
-    (194, 'PartitionResult.Partition,ErrorCode'),
-    (196, 'PartitionResult.ErrorMessage'),
-    (197, 'PartitionResult.<tagged fields>'),
-    (210, 'PartitionResult'),
-    (214, 'PartitionResult.Partition,ErrorCode'),
-    (215, 'PartitionResult.ErrorMessage'),
-    (216, 'PartitionResult.<tagged fields>'),
+    (114, 'DeleteShareGroupStateResponse.<tagged fields>'),
+    (127, 'DeleteShareGroupStateResponse'),
+    (131, 'DeleteShareGroupStateResponse.Results'),
+    (139, 'DeleteShareGroupStateResponse.<tagged fields>'),
+    (145, 'DeleteStateResult'),
+    (146, 'DeleteStateResult.TopicId'),
+    (147, 'DeleteStateResult.Partitions'),
+    (159, 'DeleteStateResult.<tagged fields>'),
+    (172, 'DeleteStateResult'),
+    (176, 'DeleteStateResult.TopicId'),
+    (177, 'DeleteStateResult.Partitions'),
+    (185, 'DeleteStateResult.<tagged fields>'),
+    (191, 'PartitionResult'),
+    (192, 'PartitionResult.Partition,ErrorCode'),
+    (194, 'PartitionResult.ErrorMessage'),
+    (195, 'PartitionResult.<tagged fields>'),
+    (208, 'PartitionResult'),
+    (212, 'PartitionResult.Partition,ErrorCode'),
+    (213, 'PartitionResult.ErrorMessage'),
+    (214, 'PartitionResult.<tagged fields>'),
 )

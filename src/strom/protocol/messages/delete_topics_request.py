@@ -104,12 +104,11 @@ def _e_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray, chunks: lis
 
 
 def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_names: list[Any] = []
@@ -154,12 +153,11 @@ def _e_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray, chunks: lis
 
 
 def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -258,27 +256,27 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (103, 'DeleteTopicsRequest.TimeoutMs'),
     (106, 'DeleteTopicsRequest'),
     (107, 'DeleteTopicsRequest.TopicNames'),
-    (120, 'DeleteTopicsRequest.TimeoutMs'),
-    (122, 'DeleteTopicsRequest.<tagged fields>'),
-    (135, 'DeleteTopicsRequest'),
-    (139, 'DeleteTopicsRequest.Topics'),
-    (141, 'DeleteTopicsRequest.TopicNames'),
-    (149, 'DeleteTopicsRequest.TimeoutMs'),
-    (150, 'DeleteTopicsRequest.<tagged fields>'),
-    (156, 'DeleteTopicsRequest'),
-    (157, 'DeleteTopicsRequest.Topics'),
-    (170, 'DeleteTopicsRequest.TimeoutMs'),
-    (172, 'DeleteTopicsRequest.<tagged fields>'),
-    (185, 'DeleteTopicsRequest'),
-    (189, 'DeleteTopicsRequest.Topics'),
-    (197, 'DeleteTopicsRequest.TimeoutMs'),
-    (198, 'DeleteTopicsRequest.<tagged fields>'),
-    (204, 'DeleteTopicState'),
-    (205, 'DeleteTopicState.Name'),
-    (206, 'DeleteTopicState.TopicId'),
-    (207, 'DeleteTopicState.<tagged fields>'),
-    (220, 'DeleteTopicState'),
-    (224, 'DeleteTopicState.Name'),
-    (225, 'DeleteTopicState.TopicId'),
-    (226, 'DeleteTopicState.<tagged fields>'),
+    (119, 'DeleteTopicsRequest.TimeoutMs'),
+    (121, 'DeleteTopicsRequest.<tagged fields>'),
+    (134, 'DeleteTopicsRequest'),
+    (138, 'DeleteTopicsRequest.Topics'),
+    (140, 'DeleteTopicsRequest.TopicNames'),
+    (148, 'DeleteTopicsRequest.TimeoutMs'),
+    (149, 'DeleteTopicsRequest.<tagged fields>'),
+    (155, 'DeleteTopicsRequest'),
+    (156, 'DeleteTopicsRequest.Topics'),
+    (168, 'DeleteTopicsRequest.TimeoutMs'),
+    (170, 'DeleteTopicsRequest.<tagged fields>'),
+    (183, 'DeleteTopicsRequest'),
+    (187, 'DeleteTopicsRequest.Topics'),
+    (195, 'DeleteTopicsRequest.TimeoutMs'),
+    (196, 'DeleteTopicsRequest.<tagged fields>'),
+    (202, 'DeleteTopicState'),
+    (203, 'DeleteTopicState.Name'),
+    (204, 'DeleteTopicState.TopicId'),
+    (205, 'DeleteTopicState.<tagged fields>'),
+    (218, 'DeleteTopicState'),
+    (222, 'DeleteTopicState.Name'),
+    (223, 'DeleteTopicState.TopicId'),
+    (224, 'DeleteTopicState.<tagged fields>'),
 )

@@ -131,12 +131,11 @@ def _e_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray, chunks: l
 def _d_DeleteTopicsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -179,12 +178,11 @@ def _e_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray, chunks: l
 def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -227,12 +225,11 @@ def _e_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray, chunks: l
 def _d_DeleteTopicsResponse_4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -410,61 +407,61 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (131, 'DeleteTopicsResponse'),
     (132, 'DeleteTopicsResponse.ThrottleTimeMs'),
     (134, 'DeleteTopicsResponse.Responses'),
-    (147, 'DeleteTopicsResponse.<tagged fields>'),
-    (160, 'DeleteTopicsResponse'),
-    (164, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (165, 'DeleteTopicsResponse.Responses'),
-    (173, 'DeleteTopicsResponse.<tagged fields>'),
-    (179, 'DeleteTopicsResponse'),
-    (180, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (182, 'DeleteTopicsResponse.Responses'),
-    (195, 'DeleteTopicsResponse.<tagged fields>'),
-    (208, 'DeleteTopicsResponse'),
-    (212, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (213, 'DeleteTopicsResponse.Responses'),
-    (221, 'DeleteTopicsResponse.<tagged fields>'),
-    (227, 'DeleteTopicsResponse'),
-    (228, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (230, 'DeleteTopicsResponse.Responses'),
-    (243, 'DeleteTopicsResponse.<tagged fields>'),
-    (256, 'DeleteTopicsResponse'),
-    (260, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (261, 'DeleteTopicsResponse.Responses'),
-    (269, 'DeleteTopicsResponse.<tagged fields>'),
-    (275, 'DeletableTopicResult'),
-    (276, 'DeletableTopicResult.Name'),
-    (277, 'DeletableTopicResult.ErrorCode'),
-    (279, 'DeletableTopicResult'),
-    (283, 'DeletableTopicResult.Name'),
-    (284, 'DeletableTopicResult.ErrorCode'),
-    (287, 'DeletableTopicResult'),
-    (288, 'DeletableTopicResult.Name'),
-    (289, 'DeletableTopicResult.ErrorCode'),
-    (291, 'DeletableTopicResult.<tagged fields>'),
-    (304, 'DeletableTopicResult'),
-    (308, 'DeletableTopicResult.Name'),
-    (309, 'DeletableTopicResult.ErrorCode'),
-    (310, 'DeletableTopicResult.<tagged fields>'),
-    (316, 'DeletableTopicResult'),
-    (317, 'DeletableTopicResult.Name'),
-    (318, 'DeletableTopicResult.ErrorCode'),
-    (320, 'DeletableTopicResult.ErrorMessage'),
-    (321, 'DeletableTopicResult.<tagged fields>'),
-    (334, 'DeletableTopicResult'),
-    (338, 'DeletableTopicResult.Name'),
-    (339, 'DeletableTopicResult.ErrorCode'),
-    (340, 'DeletableTopicResult.ErrorMessage'),
-    (341, 'DeletableTopicResult.<tagged fields>'),
-    (347, 'DeletableTopicResult'),
-    (348, 'DeletableTopicResult.Name'),
-    (349, 'DeletableTopicResult.TopicId'),
-    (350, 'DeletableTopicResult.ErrorCode'),
-    (352, 'DeletableTopicResult.ErrorMessage'),
-    (353, 'DeletableTopicResult.<tagged fields>'),
-    (366, 'DeletableTopicResult'),
-    (370, 'DeletableTopicResult.Name'),
-    (371, 'DeletableTopicResult.TopicId'),
-    (372, 'DeletableTopicResult.ErrorCode'),
-    (373, 'DeletableTopicResult.ErrorMessage'),
-    (374, 'DeletableTopicResult.<tagged fields>'),
+    (146, 'DeleteTopicsResponse.<tagged fields>'),
+    (159, 'DeleteTopicsResponse'),
+    (163, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (164, 'DeleteTopicsResponse.Responses'),
+    (172, 'DeleteTopicsResponse.<tagged fields>'),
+    (178, 'DeleteTopicsResponse'),
+    (179, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (181, 'DeleteTopicsResponse.Responses'),
+    (193, 'DeleteTopicsResponse.<tagged fields>'),
+    (206, 'DeleteTopicsResponse'),
+    (210, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (211, 'DeleteTopicsResponse.Responses'),
+    (219, 'DeleteTopicsResponse.<tagged fields>'),
+    (225, 'DeleteTopicsResponse'),
+    (226, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (228, 'DeleteTopicsResponse.Responses'),
+    (240, 'DeleteTopicsResponse.<tagged fields>'),
+    (253, 'DeleteTopicsResponse'),
+    (257, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (258, 'DeleteTopicsResponse.Responses'),
+    (266, 'DeleteTopicsResponse.<tagged fields>'),
+    (272, 'DeletableTopicResult'),
+    (273, 'DeletableTopicResult.Name'),
+    (274, 'DeletableTopicResult.ErrorCode'),
+    (276, 'DeletableTopicResult'),
+    (280, 'DeletableTopicResult.Name'),
+    (281, 'DeletableTopicResult.ErrorCode'),
+    (284, 'DeletableTopicResult'),
+    (285, 'DeletableTopicResult.Name'),
+    (286, 'DeletableTopicResult.ErrorCode'),
+    (288, 'DeletableTopicResult.<tagged fields>'),
+    (301, 'DeletableTopicResult'),
+    (305, 'DeletableTopicResult.Name'),
+    (306, 'DeletableTopicResult.ErrorCode'),
+    (307, 'DeletableTopicResult.<tagged fields>'),
+    (313, 'DeletableTopicResult'),
+    (314, 'DeletableTopicResult.Name'),
+    (315, 'DeletableTopicResult.ErrorCode'),
+    (317, 'DeletableTopicResult.ErrorMessage'),
+    (318, 'DeletableTopicResult.<tagged fields>'),
+    (331, 'DeletableTopicResult'),
+    (335, 'DeletableTopicResult.Name'),
+    (336, 'DeletableTopicResult.ErrorCode'),
+    (337, 'DeletableTopicResult.ErrorMessage'),
+    (338, 'DeletableTopicResult.<tagged fields>'),
+    (344, 'DeletableTopicResult'),
+    (345, 'DeletableTopicResult.Name'),
+    (346, 'DeletableTopicResult.TopicId'),
+    (347, 'DeletableTopicResult.ErrorCode'),
+    (349, 'DeletableTopicResult.ErrorMessage'),
+    (350, 'DeletableTopicResult.<tagged fields>'),
+    (363, 'DeletableTopicResult'),
+    (367, 'DeletableTopicResult.Name'),
+    (368, 'DeletableTopicResult.TopicId'),
+    (369, 'DeletableTopicResult.ErrorCode'),
+    (370, 'DeletableTopicResult.ErrorMessage'),
+    (371, 'DeletableTopicResult.<tagged fields>'),
 )

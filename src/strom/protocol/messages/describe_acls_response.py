@@ -180,12 +180,11 @@ def _d_DescribeAclsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
@@ -289,12 +288,11 @@ def _d_DescribeAclsResource_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     f_resource_name, pos = _p.read_compact_string(buf, pos)
     (f_pattern_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_acls: list[Any] = []
@@ -415,59 +413,59 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (180, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
     (182, 'DescribeAclsResponse.ErrorMessage'),
     (183, 'DescribeAclsResponse.Resources'),
-    (196, 'DescribeAclsResponse.<tagged fields>'),
-    (209, 'DescribeAclsResponse'),
-    (213, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (214, 'DescribeAclsResponse.ErrorMessage'),
-    (215, 'DescribeAclsResponse.Resources'),
-    (223, 'DescribeAclsResponse.<tagged fields>'),
-    (229, 'DescribeAclsResource'),
-    (230, 'DescribeAclsResource.ResourceType'),
-    (232, 'DescribeAclsResource.ResourceName'),
-    (233, 'DescribeAclsResource.Acls'),
-    (242, 'DescribeAclsResource'),
-    (246, 'DescribeAclsResource.PatternType'),
-    (248, 'DescribeAclsResource.ResourceType'),
-    (249, 'DescribeAclsResource.ResourceName'),
-    (250, 'DescribeAclsResource.Acls'),
-    (257, 'DescribeAclsResource'),
-    (258, 'DescribeAclsResource.ResourceType'),
-    (260, 'DescribeAclsResource.ResourceName'),
-    (261, 'DescribeAclsResource.PatternType'),
-    (263, 'DescribeAclsResource.Acls'),
-    (272, 'DescribeAclsResource'),
-    (276, 'DescribeAclsResource.ResourceType'),
-    (277, 'DescribeAclsResource.ResourceName'),
-    (278, 'DescribeAclsResource.PatternType'),
-    (279, 'DescribeAclsResource.Acls'),
-    (286, 'DescribeAclsResource'),
-    (287, 'DescribeAclsResource.ResourceType'),
-    (289, 'DescribeAclsResource.ResourceName'),
-    (290, 'DescribeAclsResource.PatternType'),
-    (292, 'DescribeAclsResource.Acls'),
-    (305, 'DescribeAclsResource.<tagged fields>'),
-    (318, 'DescribeAclsResource'),
-    (322, 'DescribeAclsResource.ResourceType'),
-    (323, 'DescribeAclsResource.ResourceName'),
-    (324, 'DescribeAclsResource.PatternType'),
-    (325, 'DescribeAclsResource.Acls'),
-    (333, 'DescribeAclsResource.<tagged fields>'),
-    (339, 'AclDescription'),
-    (340, 'AclDescription.Principal'),
-    (341, 'AclDescription.Host'),
-    (342, 'AclDescription.Operation,PermissionType'),
-    (344, 'AclDescription'),
-    (348, 'AclDescription.Principal'),
-    (349, 'AclDescription.Host'),
-    (350, 'AclDescription.Operation,PermissionType'),
-    (353, 'AclDescription'),
-    (354, 'AclDescription.Principal'),
-    (355, 'AclDescription.Host'),
-    (356, 'AclDescription.Operation,PermissionType'),
-    (358, 'AclDescription.<tagged fields>'),
-    (371, 'AclDescription'),
-    (375, 'AclDescription.Principal'),
-    (376, 'AclDescription.Host'),
-    (377, 'AclDescription.Operation,PermissionType'),
-    (378, 'AclDescription.<tagged fields>'),
+    (195, 'DescribeAclsResponse.<tagged fields>'),
+    (208, 'DescribeAclsResponse'),
+    (212, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (213, 'DescribeAclsResponse.ErrorMessage'),
+    (214, 'DescribeAclsResponse.Resources'),
+    (222, 'DescribeAclsResponse.<tagged fields>'),
+    (228, 'DescribeAclsResource'),
+    (229, 'DescribeAclsResource.ResourceType'),
+    (231, 'DescribeAclsResource.ResourceName'),
+    (232, 'DescribeAclsResource.Acls'),
+    (241, 'DescribeAclsResource'),
+    (245, 'DescribeAclsResource.PatternType'),
+    (247, 'DescribeAclsResource.ResourceType'),
+    (248, 'DescribeAclsResource.ResourceName'),
+    (249, 'DescribeAclsResource.Acls'),
+    (256, 'DescribeAclsResource'),
+    (257, 'DescribeAclsResource.ResourceType'),
+    (259, 'DescribeAclsResource.ResourceName'),
+    (260, 'DescribeAclsResource.PatternType'),
+    (262, 'DescribeAclsResource.Acls'),
+    (271, 'DescribeAclsResource'),
+    (275, 'DescribeAclsResource.ResourceType'),
+    (276, 'DescribeAclsResource.ResourceName'),
+    (277, 'DescribeAclsResource.PatternType'),
+    (278, 'DescribeAclsResource.Acls'),
+    (285, 'DescribeAclsResource'),
+    (286, 'DescribeAclsResource.ResourceType'),
+    (288, 'DescribeAclsResource.ResourceName'),
+    (289, 'DescribeAclsResource.PatternType'),
+    (291, 'DescribeAclsResource.Acls'),
+    (303, 'DescribeAclsResource.<tagged fields>'),
+    (316, 'DescribeAclsResource'),
+    (320, 'DescribeAclsResource.ResourceType'),
+    (321, 'DescribeAclsResource.ResourceName'),
+    (322, 'DescribeAclsResource.PatternType'),
+    (323, 'DescribeAclsResource.Acls'),
+    (331, 'DescribeAclsResource.<tagged fields>'),
+    (337, 'AclDescription'),
+    (338, 'AclDescription.Principal'),
+    (339, 'AclDescription.Host'),
+    (340, 'AclDescription.Operation,PermissionType'),
+    (342, 'AclDescription'),
+    (346, 'AclDescription.Principal'),
+    (347, 'AclDescription.Host'),
+    (348, 'AclDescription.Operation,PermissionType'),
+    (351, 'AclDescription'),
+    (352, 'AclDescription.Principal'),
+    (353, 'AclDescription.Host'),
+    (354, 'AclDescription.Operation,PermissionType'),
+    (356, 'AclDescription.<tagged fields>'),
+    (369, 'AclDescription'),
+    (373, 'AclDescription.Principal'),
+    (374, 'AclDescription.Host'),
+    (375, 'AclDescription.Operation,PermissionType'),
+    (376, 'AclDescription.<tagged fields>'),
 )

@@ -103,12 +103,11 @@ def _e_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: bytear
 
 
 def _d_DescribeClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_components: list[Any] = []
@@ -213,28 +212,28 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (102, 'DescribeClientQuotasRequest.Strict'),
     (105, 'DescribeClientQuotasRequest'),
     (106, 'DescribeClientQuotasRequest.Components'),
-    (119, 'DescribeClientQuotasRequest.Strict'),
-    (121, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (134, 'DescribeClientQuotasRequest'),
-    (138, 'DescribeClientQuotasRequest.Components'),
-    (146, 'DescribeClientQuotasRequest.Strict'),
-    (147, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (153, 'ComponentData'),
-    (154, 'ComponentData.EntityType'),
-    (155, 'ComponentData.MatchType'),
-    (157, 'ComponentData.Match'),
-    (158, 'ComponentData'),
-    (162, 'ComponentData.EntityType'),
-    (163, 'ComponentData.MatchType'),
-    (164, 'ComponentData.Match'),
-    (167, 'ComponentData'),
-    (168, 'ComponentData.EntityType'),
-    (169, 'ComponentData.MatchType'),
-    (171, 'ComponentData.Match'),
-    (172, 'ComponentData.<tagged fields>'),
-    (185, 'ComponentData'),
-    (189, 'ComponentData.EntityType'),
-    (190, 'ComponentData.MatchType'),
-    (191, 'ComponentData.Match'),
-    (192, 'ComponentData.<tagged fields>'),
+    (118, 'DescribeClientQuotasRequest.Strict'),
+    (120, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (133, 'DescribeClientQuotasRequest'),
+    (137, 'DescribeClientQuotasRequest.Components'),
+    (145, 'DescribeClientQuotasRequest.Strict'),
+    (146, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (152, 'ComponentData'),
+    (153, 'ComponentData.EntityType'),
+    (154, 'ComponentData.MatchType'),
+    (156, 'ComponentData.Match'),
+    (157, 'ComponentData'),
+    (161, 'ComponentData.EntityType'),
+    (162, 'ComponentData.MatchType'),
+    (163, 'ComponentData.Match'),
+    (166, 'ComponentData'),
+    (167, 'ComponentData.EntityType'),
+    (168, 'ComponentData.MatchType'),
+    (170, 'ComponentData.Match'),
+    (171, 'ComponentData.<tagged fields>'),
+    (184, 'ComponentData'),
+    (188, 'ComponentData.EntityType'),
+    (189, 'ComponentData.MatchType'),
+    (190, 'ComponentData.Match'),
+    (191, 'ComponentData.<tagged fields>'),
 )

@@ -168,12 +168,11 @@ def _d_DescribeClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Descri
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -256,12 +255,11 @@ def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_entity: list[Any] = []
@@ -269,12 +267,11 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
         item_entity, pos = _d_EntityData_1(buf, pos)
         items_entity.append(item_entity)
     f_entity = tuple(items_entity)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_values: list[Any] = []
@@ -423,52 +420,52 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (168, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
     (170, 'DescribeClientQuotasResponse.ErrorMessage'),
     (171, 'DescribeClientQuotasResponse.Entries'),
-    (187, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (200, 'DescribeClientQuotasResponse'),
-    (204, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (205, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (206, 'DescribeClientQuotasResponse.Entries'),
-    (217, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (223, 'EntryData'),
-    (224, 'EntryData.Entity'),
-    (233, 'EntryData.Values'),
-    (242, 'EntryData'),
-    (246, 'EntryData.Entity'),
-    (251, 'EntryData.Values'),
-    (258, 'EntryData'),
-    (259, 'EntryData.Entity'),
-    (272, 'EntryData.Values'),
-    (285, 'EntryData.<tagged fields>'),
-    (298, 'EntryData'),
-    (302, 'EntryData.Entity'),
-    (310, 'EntryData.Values'),
-    (318, 'EntryData.<tagged fields>'),
+    (186, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (199, 'DescribeClientQuotasResponse'),
+    (203, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (204, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (205, 'DescribeClientQuotasResponse.Entries'),
+    (216, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (222, 'EntryData'),
+    (223, 'EntryData.Entity'),
+    (232, 'EntryData.Values'),
+    (241, 'EntryData'),
+    (245, 'EntryData.Entity'),
+    (250, 'EntryData.Values'),
+    (257, 'EntryData'),
+    (258, 'EntryData.Entity'),
+    (270, 'EntryData.Values'),
+    (282, 'EntryData.<tagged fields>'),
+    (295, 'EntryData'),
+    (299, 'EntryData.Entity'),
+    (307, 'EntryData.Values'),
+    (315, 'EntryData.<tagged fields>'),
+    (321, 'EntityData'),
+    (322, 'EntityData.EntityType'),
+    (323, 'EntityData.EntityName'),
     (324, 'EntityData'),
-    (325, 'EntityData.EntityType'),
-    (326, 'EntityData.EntityName'),
-    (327, 'EntityData'),
-    (331, 'EntityData.EntityType'),
-    (332, 'EntityData.EntityName'),
-    (335, 'ValueData'),
-    (336, 'ValueData.Key'),
-    (337, 'ValueData.Value'),
-    (339, 'ValueData'),
-    (343, 'ValueData.Key'),
-    (344, 'ValueData.Value'),
-    (347, 'EntityData'),
-    (348, 'EntityData.EntityType'),
-    (349, 'EntityData.EntityName'),
-    (350, 'EntityData.<tagged fields>'),
-    (363, 'EntityData'),
-    (367, 'EntityData.EntityType'),
-    (368, 'EntityData.EntityName'),
-    (369, 'EntityData.<tagged fields>'),
-    (375, 'ValueData'),
-    (376, 'ValueData.Key'),
-    (377, 'ValueData.Value'),
-    (379, 'ValueData.<tagged fields>'),
-    (392, 'ValueData'),
-    (396, 'ValueData.Key'),
-    (397, 'ValueData.Value'),
-    (398, 'ValueData.<tagged fields>'),
+    (328, 'EntityData.EntityType'),
+    (329, 'EntityData.EntityName'),
+    (332, 'ValueData'),
+    (333, 'ValueData.Key'),
+    (334, 'ValueData.Value'),
+    (336, 'ValueData'),
+    (340, 'ValueData.Key'),
+    (341, 'ValueData.Value'),
+    (344, 'EntityData'),
+    (345, 'EntityData.EntityType'),
+    (346, 'EntityData.EntityName'),
+    (347, 'EntityData.<tagged fields>'),
+    (360, 'EntityData'),
+    (364, 'EntityData.EntityType'),
+    (365, 'EntityData.EntityName'),
+    (366, 'EntityData.<tagged fields>'),
+    (372, 'ValueData'),
+    (373, 'ValueData.Key'),
+    (374, 'ValueData.Value'),
+    (376, 'ValueData.<tagged fields>'),
+    (389, 'ValueData'),
+    (393, 'ValueData.Key'),
+    (394, 'ValueData.Value'),
+    (395, 'ValueData.<tagged fields>'),
 )

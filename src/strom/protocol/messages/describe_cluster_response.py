@@ -115,12 +115,11 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClu
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     (f_controller_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -177,12 +176,11 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[DescribeClu
     f_cluster_id, pos = _p.read_compact_string(buf, pos)
     (f_controller_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -279,45 +277,45 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (115, 'DescribeClusterResponse.ClusterId'),
     (116, 'DescribeClusterResponse.ControllerId'),
     (118, 'DescribeClusterResponse.Brokers'),
-    (131, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (133, 'DescribeClusterResponse.<tagged fields>'),
-    (146, 'DescribeClusterResponse'),
-    (150, 'DescribeClusterResponse.EndpointType'),
-    (152, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'DescribeClusterResponse.ErrorMessage'),
-    (154, 'DescribeClusterResponse.ClusterId'),
-    (155, 'DescribeClusterResponse.ControllerId'),
-    (156, 'DescribeClusterResponse.Brokers'),
-    (164, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (165, 'DescribeClusterResponse.<tagged fields>'),
-    (171, 'DescribeClusterResponse'),
-    (172, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (174, 'DescribeClusterResponse.ErrorMessage'),
-    (175, 'DescribeClusterResponse.EndpointType'),
-    (177, 'DescribeClusterResponse.ClusterId'),
-    (178, 'DescribeClusterResponse.ControllerId'),
-    (180, 'DescribeClusterResponse.Brokers'),
-    (193, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (195, 'DescribeClusterResponse.<tagged fields>'),
-    (208, 'DescribeClusterResponse'),
-    (212, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (213, 'DescribeClusterResponse.ErrorMessage'),
-    (214, 'DescribeClusterResponse.EndpointType'),
-    (215, 'DescribeClusterResponse.ClusterId'),
-    (216, 'DescribeClusterResponse.ControllerId'),
-    (217, 'DescribeClusterResponse.Brokers'),
-    (225, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (226, 'DescribeClusterResponse.<tagged fields>'),
-    (232, 'DescribeClusterBroker'),
-    (233, 'DescribeClusterBroker.BrokerId'),
-    (235, 'DescribeClusterBroker.Host'),
-    (236, 'DescribeClusterBroker.Port'),
-    (238, 'DescribeClusterBroker.Rack'),
-    (239, 'DescribeClusterBroker.<tagged fields>'),
-    (252, 'DescribeClusterBroker'),
-    (256, 'DescribeClusterBroker.BrokerId'),
-    (257, 'DescribeClusterBroker.Host'),
-    (258, 'DescribeClusterBroker.Port'),
-    (259, 'DescribeClusterBroker.Rack'),
-    (260, 'DescribeClusterBroker.<tagged fields>'),
+    (130, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (132, 'DescribeClusterResponse.<tagged fields>'),
+    (145, 'DescribeClusterResponse'),
+    (149, 'DescribeClusterResponse.EndpointType'),
+    (151, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (152, 'DescribeClusterResponse.ErrorMessage'),
+    (153, 'DescribeClusterResponse.ClusterId'),
+    (154, 'DescribeClusterResponse.ControllerId'),
+    (155, 'DescribeClusterResponse.Brokers'),
+    (163, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (164, 'DescribeClusterResponse.<tagged fields>'),
+    (170, 'DescribeClusterResponse'),
+    (171, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (173, 'DescribeClusterResponse.ErrorMessage'),
+    (174, 'DescribeClusterResponse.EndpointType'),
+    (176, 'DescribeClusterResponse.ClusterId'),
+    (177, 'DescribeClusterResponse.ControllerId'),
+    (179, 'DescribeClusterResponse.Brokers'),
+    (191, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (193, 'DescribeClusterResponse.<tagged fields>'),
+    (206, 'DescribeClusterResponse'),
+    (210, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (211, 'DescribeClusterResponse.ErrorMessage'),
+    (212, 'DescribeClusterResponse.EndpointType'),
+    (213, 'DescribeClusterResponse.ClusterId'),
+    (214, 'DescribeClusterResponse.ControllerId'),
+    (215, 'DescribeClusterResponse.Brokers'),
+    (223, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (224, 'DescribeClusterResponse.<tagged fields>'),
+    (230, 'DescribeClusterBroker'),
+    (231, 'DescribeClusterBroker.BrokerId'),
+    (233, 'DescribeClusterBroker.Host'),
+    (234, 'DescribeClusterBroker.Port'),
+    (236, 'DescribeClusterBroker.Rack'),
+    (237, 'DescribeClusterBroker.<tagged fields>'),
+    (250, 'DescribeClusterBroker'),
+    (254, 'DescribeClusterBroker.BrokerId'),
+    (255, 'DescribeClusterBroker.Host'),
+    (256, 'DescribeClusterBroker.Port'),
+    (257, 'DescribeClusterBroker.Rack'),
+    (258, 'DescribeClusterBroker.<tagged fields>'),
 )

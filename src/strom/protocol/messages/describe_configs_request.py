@@ -159,12 +159,11 @@ def _e_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray, chunk
 
 
 def _d_DescribeConfigsRequest_3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
@@ -242,12 +241,11 @@ def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[DescribeCon
     (f_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -331,28 +329,28 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (158, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
     (161, 'DescribeConfigsRequest'),
     (162, 'DescribeConfigsRequest.Resources'),
-    (175, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (177, 'DescribeConfigsRequest.<tagged fields>'),
-    (190, 'DescribeConfigsRequest'),
-    (194, 'DescribeConfigsRequest.Resources'),
-    (202, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (203, 'DescribeConfigsRequest.<tagged fields>'),
-    (209, 'DescribeConfigsResource'),
-    (210, 'DescribeConfigsResource.ResourceType'),
-    (212, 'DescribeConfigsResource.ResourceName'),
-    (213, 'DescribeConfigsResource.ConfigurationKeys'),
-    (225, 'DescribeConfigsResource'),
-    (229, 'DescribeConfigsResource.ResourceType'),
-    (230, 'DescribeConfigsResource.ResourceName'),
-    (231, 'DescribeConfigsResource.ConfigurationKeys'),
-    (241, 'DescribeConfigsResource'),
-    (242, 'DescribeConfigsResource.ResourceType'),
-    (244, 'DescribeConfigsResource.ResourceName'),
-    (245, 'DescribeConfigsResource.ConfigurationKeys'),
-    (261, 'DescribeConfigsResource.<tagged fields>'),
-    (274, 'DescribeConfigsResource'),
-    (278, 'DescribeConfigsResource.ResourceType'),
-    (279, 'DescribeConfigsResource.ResourceName'),
-    (280, 'DescribeConfigsResource.ConfigurationKeys'),
-    (291, 'DescribeConfigsResource.<tagged fields>'),
+    (174, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (176, 'DescribeConfigsRequest.<tagged fields>'),
+    (189, 'DescribeConfigsRequest'),
+    (193, 'DescribeConfigsRequest.Resources'),
+    (201, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (202, 'DescribeConfigsRequest.<tagged fields>'),
+    (208, 'DescribeConfigsResource'),
+    (209, 'DescribeConfigsResource.ResourceType'),
+    (211, 'DescribeConfigsResource.ResourceName'),
+    (212, 'DescribeConfigsResource.ConfigurationKeys'),
+    (224, 'DescribeConfigsResource'),
+    (228, 'DescribeConfigsResource.ResourceType'),
+    (229, 'DescribeConfigsResource.ResourceName'),
+    (230, 'DescribeConfigsResource.ConfigurationKeys'),
+    (240, 'DescribeConfigsResource'),
+    (241, 'DescribeConfigsResource.ResourceType'),
+    (243, 'DescribeConfigsResource.ResourceName'),
+    (244, 'DescribeConfigsResource.ConfigurationKeys'),
+    (259, 'DescribeConfigsResource.<tagged fields>'),
+    (272, 'DescribeConfigsResource'),
+    (276, 'DescribeConfigsResource.ResourceType'),
+    (277, 'DescribeConfigsResource.ResourceName'),
+    (278, 'DescribeConfigsResource.ConfigurationKeys'),
+    (289, 'DescribeConfigsResource.<tagged fields>'),
 )

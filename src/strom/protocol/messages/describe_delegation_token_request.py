@@ -97,12 +97,11 @@ def _e_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: 
 
 
 def _d_DescribeDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -206,22 +205,22 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (89, 'DescribeDelegationTokenRequest.Owners'),
     (99, 'DescribeDelegationTokenRequest'),
     (100, 'DescribeDelegationTokenRequest.Owners'),
-    (116, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (129, 'DescribeDelegationTokenRequest'),
-    (133, 'DescribeDelegationTokenRequest.Owners'),
-    (144, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (150, 'DescribeDelegationTokenOwner'),
-    (151, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (152, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (153, 'DescribeDelegationTokenOwner'),
-    (157, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (158, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (161, 'DescribeDelegationTokenOwner'),
-    (162, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (163, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (164, 'DescribeDelegationTokenOwner.<tagged fields>'),
-    (177, 'DescribeDelegationTokenOwner'),
-    (181, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (182, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (183, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (115, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (128, 'DescribeDelegationTokenRequest'),
+    (132, 'DescribeDelegationTokenRequest.Owners'),
+    (143, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (149, 'DescribeDelegationTokenOwner'),
+    (150, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (151, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (152, 'DescribeDelegationTokenOwner'),
+    (156, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (157, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (160, 'DescribeDelegationTokenOwner'),
+    (161, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (162, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (163, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (176, 'DescribeDelegationTokenOwner'),
+    (180, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (181, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (182, 'DescribeDelegationTokenOwner.<tagged fields>'),
 )

@@ -166,12 +166,11 @@ def _e_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out
 def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_tokens: list[Any] = []
@@ -217,12 +216,11 @@ def _e_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse, out
 def _d_DescribeDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_tokens: list[Any] = []
@@ -308,12 +306,11 @@ def _d_DescribedDelegationToken_1(buf: memoryview, pos: int) -> tuple[DescribedD
     pos += 24
     f_token_id, pos = _p.read_compact_string(buf, pos)
     f_hmac, pos = _p.read_compact_bytes(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
@@ -370,12 +367,11 @@ def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[DescribedD
     pos += 24
     f_token_id, pos = _p.read_compact_string(buf, pos)
     f_hmac, pos = _p.read_compact_bytes(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_renewers: list[Any] = []
@@ -485,89 +481,89 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (166, 'DescribeDelegationTokenResponse'),
     (167, 'DescribeDelegationTokenResponse.ErrorCode'),
     (169, 'DescribeDelegationTokenResponse.Tokens'),
-    (182, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (184, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (197, 'DescribeDelegationTokenResponse'),
-    (201, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (202, 'DescribeDelegationTokenResponse.Tokens'),
-    (210, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (211, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (217, 'DescribeDelegationTokenResponse'),
-    (218, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (220, 'DescribeDelegationTokenResponse.Tokens'),
-    (233, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (235, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (248, 'DescribeDelegationTokenResponse'),
-    (252, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (253, 'DescribeDelegationTokenResponse.Tokens'),
-    (261, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (262, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (268, 'DescribedDelegationToken'),
-    (269, 'DescribedDelegationToken.PrincipalType'),
-    (270, 'DescribedDelegationToken.PrincipalName'),
-    (271, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (273, 'DescribedDelegationToken.TokenId'),
-    (274, 'DescribedDelegationToken.Hmac'),
-    (275, 'DescribedDelegationToken.Renewers'),
-    (284, 'DescribedDelegationToken'),
-    (288, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (290, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (292, 'DescribedDelegationToken.PrincipalType'),
-    (293, 'DescribedDelegationToken.PrincipalName'),
-    (294, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (295, 'DescribedDelegationToken.TokenId'),
-    (296, 'DescribedDelegationToken.Hmac'),
-    (297, 'DescribedDelegationToken.Renewers'),
-    (304, 'DescribedDelegationToken'),
-    (305, 'DescribedDelegationToken.PrincipalType'),
-    (306, 'DescribedDelegationToken.PrincipalName'),
-    (307, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (309, 'DescribedDelegationToken.TokenId'),
-    (310, 'DescribedDelegationToken.Hmac'),
-    (311, 'DescribedDelegationToken.Renewers'),
-    (324, 'DescribedDelegationToken.<tagged fields>'),
-    (337, 'DescribedDelegationToken'),
-    (341, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (343, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (345, 'DescribedDelegationToken.PrincipalType'),
-    (346, 'DescribedDelegationToken.PrincipalName'),
-    (347, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (348, 'DescribedDelegationToken.TokenId'),
-    (349, 'DescribedDelegationToken.Hmac'),
-    (350, 'DescribedDelegationToken.Renewers'),
-    (358, 'DescribedDelegationToken.<tagged fields>'),
-    (364, 'DescribedDelegationToken'),
-    (365, 'DescribedDelegationToken.PrincipalType'),
-    (366, 'DescribedDelegationToken.PrincipalName'),
-    (367, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (368, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (369, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (371, 'DescribedDelegationToken.TokenId'),
-    (372, 'DescribedDelegationToken.Hmac'),
-    (373, 'DescribedDelegationToken.Renewers'),
-    (386, 'DescribedDelegationToken.<tagged fields>'),
-    (399, 'DescribedDelegationToken'),
-    (403, 'DescribedDelegationToken.PrincipalType'),
-    (404, 'DescribedDelegationToken.PrincipalName'),
-    (405, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (406, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (407, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (408, 'DescribedDelegationToken.TokenId'),
-    (409, 'DescribedDelegationToken.Hmac'),
-    (410, 'DescribedDelegationToken.Renewers'),
-    (418, 'DescribedDelegationToken.<tagged fields>'),
-    (424, 'DescribedDelegationTokenRenewer'),
-    (425, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (426, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (427, 'DescribedDelegationTokenRenewer'),
-    (431, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (432, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (435, 'DescribedDelegationTokenRenewer'),
-    (436, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (437, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (438, 'DescribedDelegationTokenRenewer.<tagged fields>'),
-    (451, 'DescribedDelegationTokenRenewer'),
-    (455, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (456, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (457, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (181, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (183, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (196, 'DescribeDelegationTokenResponse'),
+    (200, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (201, 'DescribeDelegationTokenResponse.Tokens'),
+    (209, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (210, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (216, 'DescribeDelegationTokenResponse'),
+    (217, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (219, 'DescribeDelegationTokenResponse.Tokens'),
+    (231, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (233, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (246, 'DescribeDelegationTokenResponse'),
+    (250, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (251, 'DescribeDelegationTokenResponse.Tokens'),
+    (259, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (260, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (266, 'DescribedDelegationToken'),
+    (267, 'DescribedDelegationToken.PrincipalType'),
+    (268, 'DescribedDelegationToken.PrincipalName'),
+    (269, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (271, 'DescribedDelegationToken.TokenId'),
+    (272, 'DescribedDelegationToken.Hmac'),
+    (273, 'DescribedDelegationToken.Renewers'),
+    (282, 'DescribedDelegationToken'),
+    (286, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (288, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (290, 'DescribedDelegationToken.PrincipalType'),
+    (291, 'DescribedDelegationToken.PrincipalName'),
+    (292, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (293, 'DescribedDelegationToken.TokenId'),
+    (294, 'DescribedDelegationToken.Hmac'),
+    (295, 'DescribedDelegationToken.Renewers'),
+    (302, 'DescribedDelegationToken'),
+    (303, 'DescribedDelegationToken.PrincipalType'),
+    (304, 'DescribedDelegationToken.PrincipalName'),
+    (305, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (307, 'DescribedDelegationToken.TokenId'),
+    (308, 'DescribedDelegationToken.Hmac'),
+    (309, 'DescribedDelegationToken.Renewers'),
+    (321, 'DescribedDelegationToken.<tagged fields>'),
+    (334, 'DescribedDelegationToken'),
+    (338, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (340, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (342, 'DescribedDelegationToken.PrincipalType'),
+    (343, 'DescribedDelegationToken.PrincipalName'),
+    (344, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (345, 'DescribedDelegationToken.TokenId'),
+    (346, 'DescribedDelegationToken.Hmac'),
+    (347, 'DescribedDelegationToken.Renewers'),
+    (355, 'DescribedDelegationToken.<tagged fields>'),
+    (361, 'DescribedDelegationToken'),
+    (362, 'DescribedDelegationToken.PrincipalType'),
+    (363, 'DescribedDelegationToken.PrincipalName'),
+    (364, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (365, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (366, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (368, 'DescribedDelegationToken.TokenId'),
+    (369, 'DescribedDelegationToken.Hmac'),
+    (370, 'DescribedDelegationToken.Renewers'),
+    (382, 'DescribedDelegationToken.<tagged fields>'),
+    (395, 'DescribedDelegationToken'),
+    (399, 'DescribedDelegationToken.PrincipalType'),
+    (400, 'DescribedDelegationToken.PrincipalName'),
+    (401, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (402, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (403, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (404, 'DescribedDelegationToken.TokenId'),
+    (405, 'DescribedDelegationToken.Hmac'),
+    (406, 'DescribedDelegationToken.Renewers'),
+    (414, 'DescribedDelegationToken.<tagged fields>'),
+    (420, 'DescribedDelegationTokenRenewer'),
+    (421, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (422, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (423, 'DescribedDelegationTokenRenewer'),
+    (427, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (428, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (431, 'DescribedDelegationTokenRenewer'),
+    (432, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (433, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (434, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (447, 'DescribedDelegationTokenRenewer'),
+    (451, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (452, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (453, 'DescribedDelegationTokenRenewer.<tagged fields>'),
 )

@@ -96,12 +96,11 @@ def _e_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray, chunks:
 
 
 def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -174,10 +173,10 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (95, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
     (98, 'DescribeGroupsRequest'),
     (99, 'DescribeGroupsRequest.Groups'),
-    (112, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (114, 'DescribeGroupsRequest.<tagged fields>'),
-    (127, 'DescribeGroupsRequest'),
-    (131, 'DescribeGroupsRequest.Groups'),
-    (139, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (140, 'DescribeGroupsRequest.<tagged fields>'),
+    (111, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (113, 'DescribeGroupsRequest.<tagged fields>'),
+    (126, 'DescribeGroupsRequest'),
+    (130, 'DescribeGroupsRequest.Groups'),
+    (138, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (139, 'DescribeGroupsRequest.<tagged fields>'),
 )

@@ -98,12 +98,11 @@ def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray, chunk
 
 
 def _d_DescribeLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -152,7 +151,7 @@ def _d_DescribableLogDirTopic_0(buf: memoryview, pos: int) -> tuple[DescribableL
     f_topic, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -169,13 +168,12 @@ def _e_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray, chunk
 
 def _d_DescribableLogDirTopic_1(buf: memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -232,22 +230,22 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (90, 'DescribeLogDirsRequest.Topics'),
     (100, 'DescribeLogDirsRequest'),
     (101, 'DescribeLogDirsRequest.Topics'),
-    (117, 'DescribeLogDirsRequest.<tagged fields>'),
-    (130, 'DescribeLogDirsRequest'),
-    (134, 'DescribeLogDirsRequest.Topics'),
-    (145, 'DescribeLogDirsRequest.<tagged fields>'),
-    (151, 'DescribableLogDirTopic'),
-    (152, 'DescribableLogDirTopic.Topic'),
-    (153, 'DescribableLogDirTopic.Partitions'),
-    (159, 'DescribableLogDirTopic'),
-    (163, 'DescribableLogDirTopic.Topic'),
-    (164, 'DescribableLogDirTopic.Partitions'),
-    (170, 'DescribableLogDirTopic'),
-    (171, 'DescribableLogDirTopic.Topic'),
-    (172, 'DescribableLogDirTopic.Partitions'),
-    (182, 'DescribableLogDirTopic.<tagged fields>'),
-    (195, 'DescribableLogDirTopic'),
-    (199, 'DescribableLogDirTopic.Topic'),
-    (200, 'DescribableLogDirTopic.Partitions'),
-    (207, 'DescribableLogDirTopic.<tagged fields>'),
+    (116, 'DescribeLogDirsRequest.<tagged fields>'),
+    (129, 'DescribeLogDirsRequest'),
+    (133, 'DescribeLogDirsRequest.Topics'),
+    (144, 'DescribeLogDirsRequest.<tagged fields>'),
+    (150, 'DescribableLogDirTopic'),
+    (151, 'DescribableLogDirTopic.Topic'),
+    (152, 'DescribableLogDirTopic.Partitions'),
+    (158, 'DescribableLogDirTopic'),
+    (162, 'DescribableLogDirTopic.Topic'),
+    (163, 'DescribableLogDirTopic.Partitions'),
+    (169, 'DescribableLogDirTopic'),
+    (170, 'DescribableLogDirTopic.Topic'),
+    (171, 'DescribableLogDirTopic.Partitions'),
+    (180, 'DescribableLogDirTopic.<tagged fields>'),
+    (193, 'DescribableLogDirTopic'),
+    (197, 'DescribableLogDirTopic.Topic'),
+    (198, 'DescribableLogDirTopic.Partitions'),
+    (205, 'DescribableLogDirTopic.<tagged fields>'),
 )

@@ -177,12 +177,11 @@ def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray, chu
 def _d_DescribeLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -225,12 +224,11 @@ def _e_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray, chu
 def _d_DescribeLogDirsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -273,12 +271,11 @@ def _e_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray, chu
 def _d_DescribeLogDirsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -348,12 +345,11 @@ def _d_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     (f_error_code,) = _S2.unpack_from(buf, pos)
     pos += 2
     f_log_dir, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -398,12 +394,11 @@ def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     (f_error_code,) = _S2.unpack_from(buf, pos)
     pos += 2
     f_log_dir, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -472,12 +467,11 @@ def _e_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray, chunks: l
 
 def _d_DescribeLogDirsTopic_1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -579,79 +573,79 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (177, 'DescribeLogDirsResponse'),
     (178, 'DescribeLogDirsResponse.ThrottleTimeMs'),
     (180, 'DescribeLogDirsResponse.Results'),
-    (193, 'DescribeLogDirsResponse.<tagged fields>'),
-    (206, 'DescribeLogDirsResponse'),
-    (210, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (211, 'DescribeLogDirsResponse.Results'),
-    (219, 'DescribeLogDirsResponse.<tagged fields>'),
-    (225, 'DescribeLogDirsResponse'),
-    (226, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (228, 'DescribeLogDirsResponse.Results'),
-    (241, 'DescribeLogDirsResponse.<tagged fields>'),
-    (254, 'DescribeLogDirsResponse'),
-    (258, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (259, 'DescribeLogDirsResponse.Results'),
-    (267, 'DescribeLogDirsResponse.<tagged fields>'),
-    (273, 'DescribeLogDirsResponse'),
-    (274, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (276, 'DescribeLogDirsResponse.Results'),
-    (289, 'DescribeLogDirsResponse.<tagged fields>'),
-    (302, 'DescribeLogDirsResponse'),
-    (306, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (307, 'DescribeLogDirsResponse.Results'),
-    (315, 'DescribeLogDirsResponse.<tagged fields>'),
-    (321, 'DescribeLogDirsResult'),
-    (322, 'DescribeLogDirsResult.ErrorCode'),
-    (324, 'DescribeLogDirsResult.LogDir'),
-    (325, 'DescribeLogDirsResult.Topics'),
-    (334, 'DescribeLogDirsResult'),
-    (338, 'DescribeLogDirsResult.ErrorCode'),
-    (339, 'DescribeLogDirsResult.LogDir'),
-    (340, 'DescribeLogDirsResult.Topics'),
-    (347, 'DescribeLogDirsResult'),
-    (348, 'DescribeLogDirsResult.ErrorCode'),
-    (350, 'DescribeLogDirsResult.LogDir'),
-    (351, 'DescribeLogDirsResult.Topics'),
-    (364, 'DescribeLogDirsResult.<tagged fields>'),
-    (377, 'DescribeLogDirsResult'),
-    (381, 'DescribeLogDirsResult.ErrorCode'),
-    (382, 'DescribeLogDirsResult.LogDir'),
-    (383, 'DescribeLogDirsResult.Topics'),
-    (391, 'DescribeLogDirsResult.<tagged fields>'),
-    (397, 'DescribeLogDirsResult'),
-    (398, 'DescribeLogDirsResult.ErrorCode'),
-    (400, 'DescribeLogDirsResult.LogDir'),
-    (401, 'DescribeLogDirsResult.Topics'),
-    (414, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (416, 'DescribeLogDirsResult.<tagged fields>'),
-    (429, 'DescribeLogDirsResult'),
-    (433, 'DescribeLogDirsResult.ErrorCode'),
-    (434, 'DescribeLogDirsResult.LogDir'),
-    (435, 'DescribeLogDirsResult.Topics'),
-    (443, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (444, 'DescribeLogDirsResult.<tagged fields>'),
-    (450, 'DescribeLogDirsTopic'),
-    (451, 'DescribeLogDirsTopic.Name'),
-    (452, 'DescribeLogDirsTopic.Partitions'),
-    (461, 'DescribeLogDirsTopic'),
-    (465, 'DescribeLogDirsTopic.Name'),
-    (466, 'DescribeLogDirsTopic.Partitions'),
-    (473, 'DescribeLogDirsTopic'),
-    (474, 'DescribeLogDirsTopic.Name'),
-    (475, 'DescribeLogDirsTopic.Partitions'),
-    (488, 'DescribeLogDirsTopic.<tagged fields>'),
-    (501, 'DescribeLogDirsTopic'),
-    (505, 'DescribeLogDirsTopic.Name'),
-    (506, 'DescribeLogDirsTopic.Partitions'),
-    (514, 'DescribeLogDirsTopic.<tagged fields>'),
-    (520, 'DescribeLogDirsPartition'),
+    (192, 'DescribeLogDirsResponse.<tagged fields>'),
+    (205, 'DescribeLogDirsResponse'),
+    (209, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (210, 'DescribeLogDirsResponse.Results'),
+    (218, 'DescribeLogDirsResponse.<tagged fields>'),
+    (224, 'DescribeLogDirsResponse'),
+    (225, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (227, 'DescribeLogDirsResponse.Results'),
+    (239, 'DescribeLogDirsResponse.<tagged fields>'),
+    (252, 'DescribeLogDirsResponse'),
+    (256, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (257, 'DescribeLogDirsResponse.Results'),
+    (265, 'DescribeLogDirsResponse.<tagged fields>'),
+    (271, 'DescribeLogDirsResponse'),
+    (272, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (274, 'DescribeLogDirsResponse.Results'),
+    (286, 'DescribeLogDirsResponse.<tagged fields>'),
+    (299, 'DescribeLogDirsResponse'),
+    (303, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (304, 'DescribeLogDirsResponse.Results'),
+    (312, 'DescribeLogDirsResponse.<tagged fields>'),
+    (318, 'DescribeLogDirsResult'),
+    (319, 'DescribeLogDirsResult.ErrorCode'),
+    (321, 'DescribeLogDirsResult.LogDir'),
+    (322, 'DescribeLogDirsResult.Topics'),
+    (331, 'DescribeLogDirsResult'),
+    (335, 'DescribeLogDirsResult.ErrorCode'),
+    (336, 'DescribeLogDirsResult.LogDir'),
+    (337, 'DescribeLogDirsResult.Topics'),
+    (344, 'DescribeLogDirsResult'),
+    (345, 'DescribeLogDirsResult.ErrorCode'),
+    (347, 'DescribeLogDirsResult.LogDir'),
+    (348, 'DescribeLogDirsResult.Topics'),
+    (360, 'DescribeLogDirsResult.<tagged fields>'),
+    (373, 'DescribeLogDirsResult'),
+    (377, 'DescribeLogDirsResult.ErrorCode'),
+    (378, 'DescribeLogDirsResult.LogDir'),
+    (379, 'DescribeLogDirsResult.Topics'),
+    (387, 'DescribeLogDirsResult.<tagged fields>'),
+    (393, 'DescribeLogDirsResult'),
+    (394, 'DescribeLogDirsResult.ErrorCode'),
+    (396, 'DescribeLogDirsResult.LogDir'),
+    (397, 'DescribeLogDirsResult.Topics'),
+    (409, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (411, 'DescribeLogDirsResult.<tagged fields>'),
+    (424, 'DescribeLogDirsResult'),
+    (428, 'DescribeLogDirsResult.ErrorCode'),
+    (429, 'DescribeLogDirsResult.LogDir'),
+    (430, 'DescribeLogDirsResult.Topics'),
+    (438, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (439, 'DescribeLogDirsResult.<tagged fields>'),
+    (445, 'DescribeLogDirsTopic'),
+    (446, 'DescribeLogDirsTopic.Name'),
+    (447, 'DescribeLogDirsTopic.Partitions'),
+    (456, 'DescribeLogDirsTopic'),
+    (460, 'DescribeLogDirsTopic.Name'),
+    (461, 'DescribeLogDirsTopic.Partitions'),
+    (468, 'DescribeLogDirsTopic'),
+    (469, 'DescribeLogDirsTopic.Name'),
+    (470, 'DescribeLogDirsTopic.Partitions'),
+    (482, 'DescribeLogDirsTopic.<tagged fields>'),
+    (495, 'DescribeLogDirsTopic'),
+    (499, 'DescribeLogDirsTopic.Name'),
+    (500, 'DescribeLogDirsTopic.Partitions'),
+    (508, 'DescribeLogDirsTopic.<tagged fields>'),
+    (514, 'DescribeLogDirsPartition'),
+    (515, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (517, 'DescribeLogDirsPartition'),
     (521, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (523, 'DescribeLogDirsPartition'),
-    (527, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (530, 'DescribeLogDirsPartition'),
-    (531, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (533, 'DescribeLogDirsPartition.<tagged fields>'),
-    (546, 'DescribeLogDirsPartition'),
-    (550, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (551, 'DescribeLogDirsPartition.<tagged fields>'),
+    (524, 'DescribeLogDirsPartition'),
+    (525, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (527, 'DescribeLogDirsPartition.<tagged fields>'),
+    (540, 'DescribeLogDirsPartition'),
+    (544, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (545, 'DescribeLogDirsPartition.<tagged fields>'),
 )

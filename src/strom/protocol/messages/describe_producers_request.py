@@ -69,12 +69,11 @@ class _New_DescribeProducersRequest(_Message):
 
 
 def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -115,13 +114,12 @@ def _e_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray, c
 
 def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -166,16 +164,16 @@ DescribeProducersRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (71, 'DescribeProducersRequest'),
     (72, 'DescribeProducersRequest.Topics'),
-    (85, 'DescribeProducersRequest.<tagged fields>'),
-    (98, 'DescribeProducersRequest'),
-    (102, 'DescribeProducersRequest.Topics'),
-    (110, 'DescribeProducersRequest.<tagged fields>'),
-    (116, 'TopicRequest'),
-    (117, 'TopicRequest.Name'),
-    (118, 'TopicRequest.PartitionIndexes'),
-    (128, 'TopicRequest.<tagged fields>'),
-    (141, 'TopicRequest'),
-    (145, 'TopicRequest.Name'),
-    (146, 'TopicRequest.PartitionIndexes'),
-    (153, 'TopicRequest.<tagged fields>'),
+    (84, 'DescribeProducersRequest.<tagged fields>'),
+    (97, 'DescribeProducersRequest'),
+    (101, 'DescribeProducersRequest.Topics'),
+    (109, 'DescribeProducersRequest.<tagged fields>'),
+    (115, 'TopicRequest'),
+    (116, 'TopicRequest.Name'),
+    (117, 'TopicRequest.PartitionIndexes'),
+    (126, 'TopicRequest.<tagged fields>'),
+    (139, 'TopicRequest'),
+    (143, 'TopicRequest.Name'),
+    (144, 'TopicRequest.PartitionIndexes'),
+    (151, 'TopicRequest.<tagged fields>'),
 )

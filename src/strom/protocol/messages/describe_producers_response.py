@@ -145,12 +145,11 @@ class _New_DescribeProducersResponse(_Message):
 def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeProducersResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -192,12 +191,11 @@ def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray,
 
 def _d_TopicResponse_0(buf: memoryview, pos: int) -> tuple[TopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -241,12 +239,11 @@ def _d_PartitionResponse_0(buf: memoryview, pos: int) -> tuple[PartitionResponse
     (f_partition_index, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_active_producers: list[Any] = []
@@ -325,33 +322,33 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (145, 'DescribeProducersResponse'),
     (146, 'DescribeProducersResponse.ThrottleTimeMs'),
     (148, 'DescribeProducersResponse.Topics'),
-    (161, 'DescribeProducersResponse.<tagged fields>'),
-    (174, 'DescribeProducersResponse'),
-    (178, 'DescribeProducersResponse.ThrottleTimeMs'),
-    (179, 'DescribeProducersResponse.Topics'),
-    (187, 'DescribeProducersResponse.<tagged fields>'),
-    (193, 'TopicResponse'),
-    (194, 'TopicResponse.Name'),
-    (195, 'TopicResponse.Partitions'),
-    (208, 'TopicResponse.<tagged fields>'),
-    (221, 'TopicResponse'),
-    (225, 'TopicResponse.Name'),
-    (226, 'TopicResponse.Partitions'),
-    (234, 'TopicResponse.<tagged fields>'),
-    (240, 'PartitionResponse'),
-    (241, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (243, 'PartitionResponse.ErrorMessage'),
-    (244, 'PartitionResponse.ActiveProducers'),
-    (257, 'PartitionResponse.<tagged fields>'),
-    (270, 'PartitionResponse'),
-    (274, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (275, 'PartitionResponse.ErrorMessage'),
-    (276, 'PartitionResponse.ActiveProducers'),
-    (284, 'PartitionResponse.<tagged fields>'),
-    (290, 'ProducerState'),
-    (291, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (293, 'ProducerState.<tagged fields>'),
-    (306, 'ProducerState'),
-    (310, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (311, 'ProducerState.<tagged fields>'),
+    (160, 'DescribeProducersResponse.<tagged fields>'),
+    (173, 'DescribeProducersResponse'),
+    (177, 'DescribeProducersResponse.ThrottleTimeMs'),
+    (178, 'DescribeProducersResponse.Topics'),
+    (186, 'DescribeProducersResponse.<tagged fields>'),
+    (192, 'TopicResponse'),
+    (193, 'TopicResponse.Name'),
+    (194, 'TopicResponse.Partitions'),
+    (206, 'TopicResponse.<tagged fields>'),
+    (219, 'TopicResponse'),
+    (223, 'TopicResponse.Name'),
+    (224, 'TopicResponse.Partitions'),
+    (232, 'TopicResponse.<tagged fields>'),
+    (238, 'PartitionResponse'),
+    (239, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (241, 'PartitionResponse.ErrorMessage'),
+    (242, 'PartitionResponse.ActiveProducers'),
+    (254, 'PartitionResponse.<tagged fields>'),
+    (267, 'PartitionResponse'),
+    (271, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (272, 'PartitionResponse.ErrorMessage'),
+    (273, 'PartitionResponse.ActiveProducers'),
+    (281, 'PartitionResponse.<tagged fields>'),
+    (287, 'ProducerState'),
+    (288, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (290, 'ProducerState.<tagged fields>'),
+    (303, 'ProducerState'),
+    (307, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (308, 'ProducerState.<tagged fields>'),
 )

@@ -89,12 +89,11 @@ class _New_DescribeQuorumRequest(_Message):
 
 
 def _d_DescribeQuorumRequest_0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -135,12 +134,11 @@ def _e_DescribeQuorumRequest_0(o: DescribeQuorumRequest, out: bytearray, chunks:
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -221,22 +219,22 @@ DescribeQuorumRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (91, 'DescribeQuorumRequest'),
     (92, 'DescribeQuorumRequest.Topics'),
-    (105, 'DescribeQuorumRequest.<tagged fields>'),
-    (118, 'DescribeQuorumRequest'),
-    (122, 'DescribeQuorumRequest.Topics'),
-    (130, 'DescribeQuorumRequest.<tagged fields>'),
-    (136, 'TopicData'),
-    (137, 'TopicData.TopicName'),
-    (138, 'TopicData.Partitions'),
-    (151, 'TopicData.<tagged fields>'),
-    (164, 'TopicData'),
-    (168, 'TopicData.TopicName'),
-    (169, 'TopicData.Partitions'),
-    (177, 'TopicData.<tagged fields>'),
-    (183, 'PartitionData'),
-    (184, 'PartitionData.PartitionIndex'),
-    (186, 'PartitionData.<tagged fields>'),
-    (199, 'PartitionData'),
-    (203, 'PartitionData.PartitionIndex'),
-    (204, 'PartitionData.<tagged fields>'),
+    (104, 'DescribeQuorumRequest.<tagged fields>'),
+    (117, 'DescribeQuorumRequest'),
+    (121, 'DescribeQuorumRequest.Topics'),
+    (129, 'DescribeQuorumRequest.<tagged fields>'),
+    (135, 'TopicData'),
+    (136, 'TopicData.TopicName'),
+    (137, 'TopicData.Partitions'),
+    (149, 'TopicData.<tagged fields>'),
+    (162, 'TopicData'),
+    (166, 'TopicData.TopicName'),
+    (167, 'TopicData.Partitions'),
+    (175, 'TopicData.<tagged fields>'),
+    (181, 'PartitionData'),
+    (182, 'PartitionData.PartitionIndex'),
+    (184, 'PartitionData.<tagged fields>'),
+    (197, 'PartitionData'),
+    (201, 'PartitionData.PartitionIndex'),
+    (202, 'PartitionData.<tagged fields>'),
 )

@@ -225,12 +225,11 @@ class _New_DescribeQuorumResponse(_Message):
 def _d_DescribeQuorumResponse_0(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -275,12 +274,11 @@ def _e_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray, chunk
 def _d_DescribeQuorumResponse_1(buf: memoryview, pos: int) -> tuple[DescribeQuorumResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -326,12 +324,11 @@ def _d_DescribeQuorumResponse_2(buf: memoryview, pos: int) -> tuple[DescribeQuor
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -339,12 +336,11 @@ def _d_DescribeQuorumResponse_2(buf: memoryview, pos: int) -> tuple[DescribeQuor
         item_topics, pos = _d_TopicData_2(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_nodes: list[Any] = []
@@ -395,12 +391,11 @@ def _e_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray, chunk
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -442,12 +437,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -489,12 +483,11 @@ def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -537,12 +530,11 @@ def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 def _d_Node_0(buf: memoryview, pos: int) -> tuple[Node, int]:
     (f_node_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -585,12 +577,11 @@ def _e_Node_0(o: Node, out: bytearray, chunks: list[_p.Buffer]) -> None:
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
@@ -598,12 +589,11 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
         item_current_voters, pos = _d_ReplicaState_0(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
@@ -654,12 +644,11 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
@@ -667,12 +656,11 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
         item_current_voters, pos = _d_ReplicaState_1(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
@@ -726,12 +714,11 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_leader_id, f_leader_epoch, f_high_watermark,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_current_voters: list[Any] = []
@@ -739,12 +726,11 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
         item_current_voters, pos = _d_ReplicaState_2(buf, pos)
         items_current_voters.append(item_current_voters)
     f_current_voters = tuple(items_current_voters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_observers: list[Any] = []
@@ -930,131 +916,131 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (225, 'DescribeQuorumResponse'),
     (226, 'DescribeQuorumResponse.ErrorCode'),
     (228, 'DescribeQuorumResponse.Topics'),
-    (241, 'DescribeQuorumResponse.<tagged fields>'),
-    (254, 'DescribeQuorumResponse'),
-    (258, 'DescribeQuorumResponse.Nodes'),
-    (260, 'DescribeQuorumResponse.ErrorCode'),
-    (261, 'DescribeQuorumResponse.Topics'),
-    (269, 'DescribeQuorumResponse.<tagged fields>'),
-    (275, 'DescribeQuorumResponse'),
-    (276, 'DescribeQuorumResponse.ErrorCode'),
-    (278, 'DescribeQuorumResponse.Topics'),
-    (291, 'DescribeQuorumResponse.<tagged fields>'),
-    (304, 'DescribeQuorumResponse'),
-    (308, 'DescribeQuorumResponse.Nodes'),
-    (310, 'DescribeQuorumResponse.ErrorCode'),
-    (311, 'DescribeQuorumResponse.Topics'),
-    (319, 'DescribeQuorumResponse.<tagged fields>'),
-    (325, 'DescribeQuorumResponse'),
-    (326, 'DescribeQuorumResponse.ErrorCode'),
-    (328, 'DescribeQuorumResponse.ErrorMessage'),
-    (329, 'DescribeQuorumResponse.Topics'),
-    (342, 'DescribeQuorumResponse.Nodes'),
-    (355, 'DescribeQuorumResponse.<tagged fields>'),
-    (368, 'DescribeQuorumResponse'),
-    (372, 'DescribeQuorumResponse.ErrorCode'),
-    (373, 'DescribeQuorumResponse.ErrorMessage'),
-    (374, 'DescribeQuorumResponse.Topics'),
-    (382, 'DescribeQuorumResponse.Nodes'),
-    (390, 'DescribeQuorumResponse.<tagged fields>'),
-    (396, 'TopicData'),
-    (397, 'TopicData.TopicName'),
-    (398, 'TopicData.Partitions'),
-    (411, 'TopicData.<tagged fields>'),
-    (424, 'TopicData'),
-    (428, 'TopicData.TopicName'),
-    (429, 'TopicData.Partitions'),
-    (437, 'TopicData.<tagged fields>'),
-    (443, 'TopicData'),
-    (444, 'TopicData.TopicName'),
-    (445, 'TopicData.Partitions'),
-    (458, 'TopicData.<tagged fields>'),
-    (471, 'TopicData'),
-    (475, 'TopicData.TopicName'),
-    (476, 'TopicData.Partitions'),
-    (484, 'TopicData.<tagged fields>'),
-    (490, 'TopicData'),
-    (491, 'TopicData.TopicName'),
-    (492, 'TopicData.Partitions'),
-    (505, 'TopicData.<tagged fields>'),
-    (518, 'TopicData'),
-    (522, 'TopicData.TopicName'),
-    (523, 'TopicData.Partitions'),
-    (531, 'TopicData.<tagged fields>'),
-    (537, 'Node'),
-    (538, 'Node.NodeId'),
-    (540, 'Node.Listeners'),
-    (553, 'Node.<tagged fields>'),
-    (566, 'Node'),
-    (570, 'Node.NodeId'),
-    (571, 'Node.Listeners'),
-    (579, 'Node.<tagged fields>'),
-    (585, 'PartitionData'),
-    (586, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (588, 'PartitionData.CurrentVoters'),
-    (601, 'PartitionData.Observers'),
-    (614, 'PartitionData.<tagged fields>'),
-    (627, 'PartitionData'),
-    (631, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (632, 'PartitionData.CurrentVoters'),
-    (640, 'PartitionData.Observers'),
-    (648, 'PartitionData.<tagged fields>'),
-    (654, 'PartitionData'),
-    (655, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (657, 'PartitionData.CurrentVoters'),
-    (670, 'PartitionData.Observers'),
-    (683, 'PartitionData.<tagged fields>'),
-    (696, 'PartitionData'),
-    (700, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (701, 'PartitionData.CurrentVoters'),
-    (709, 'PartitionData.Observers'),
-    (717, 'PartitionData.<tagged fields>'),
-    (723, 'PartitionData'),
-    (724, 'PartitionData.PartitionIndex,ErrorCode'),
-    (726, 'PartitionData.ErrorMessage'),
-    (727, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (729, 'PartitionData.CurrentVoters'),
-    (742, 'PartitionData.Observers'),
-    (755, 'PartitionData.<tagged fields>'),
-    (768, 'PartitionData'),
-    (772, 'PartitionData.PartitionIndex,ErrorCode'),
-    (773, 'PartitionData.ErrorMessage'),
-    (774, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (775, 'PartitionData.CurrentVoters'),
-    (783, 'PartitionData.Observers'),
-    (791, 'PartitionData.<tagged fields>'),
-    (797, 'Listener'),
-    (798, 'Listener.Name'),
-    (799, 'Listener.Host'),
-    (800, 'Listener.Port'),
-    (802, 'Listener.<tagged fields>'),
-    (815, 'Listener'),
-    (819, 'Listener.Name'),
-    (820, 'Listener.Host'),
-    (821, 'Listener.Port'),
-    (822, 'Listener.<tagged fields>'),
-    (828, 'ReplicaState'),
-    (829, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (831, 'ReplicaState.<tagged fields>'),
-    (844, 'ReplicaState'),
-    (848, 'ReplicaState.ReplicaDirectoryId'),
-    (850, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (851, 'ReplicaState.<tagged fields>'),
-    (857, 'ReplicaState'),
-    (858, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (860, 'ReplicaState.<tagged fields>'),
-    (873, 'ReplicaState'),
-    (877, 'ReplicaState.ReplicaDirectoryId'),
-    (879, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (880, 'ReplicaState.<tagged fields>'),
-    (886, 'ReplicaState'),
-    (887, 'ReplicaState.ReplicaId'),
-    (889, 'ReplicaState.ReplicaDirectoryId'),
-    (890, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (892, 'ReplicaState.<tagged fields>'),
-    (905, 'ReplicaState'),
-    (909, 'ReplicaState.ReplicaId'),
-    (910, 'ReplicaState.ReplicaDirectoryId'),
-    (911, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (912, 'ReplicaState.<tagged fields>'),
+    (240, 'DescribeQuorumResponse.<tagged fields>'),
+    (253, 'DescribeQuorumResponse'),
+    (257, 'DescribeQuorumResponse.Nodes'),
+    (259, 'DescribeQuorumResponse.ErrorCode'),
+    (260, 'DescribeQuorumResponse.Topics'),
+    (268, 'DescribeQuorumResponse.<tagged fields>'),
+    (274, 'DescribeQuorumResponse'),
+    (275, 'DescribeQuorumResponse.ErrorCode'),
+    (277, 'DescribeQuorumResponse.Topics'),
+    (289, 'DescribeQuorumResponse.<tagged fields>'),
+    (302, 'DescribeQuorumResponse'),
+    (306, 'DescribeQuorumResponse.Nodes'),
+    (308, 'DescribeQuorumResponse.ErrorCode'),
+    (309, 'DescribeQuorumResponse.Topics'),
+    (317, 'DescribeQuorumResponse.<tagged fields>'),
+    (323, 'DescribeQuorumResponse'),
+    (324, 'DescribeQuorumResponse.ErrorCode'),
+    (326, 'DescribeQuorumResponse.ErrorMessage'),
+    (327, 'DescribeQuorumResponse.Topics'),
+    (339, 'DescribeQuorumResponse.Nodes'),
+    (351, 'DescribeQuorumResponse.<tagged fields>'),
+    (364, 'DescribeQuorumResponse'),
+    (368, 'DescribeQuorumResponse.ErrorCode'),
+    (369, 'DescribeQuorumResponse.ErrorMessage'),
+    (370, 'DescribeQuorumResponse.Topics'),
+    (378, 'DescribeQuorumResponse.Nodes'),
+    (386, 'DescribeQuorumResponse.<tagged fields>'),
+    (392, 'TopicData'),
+    (393, 'TopicData.TopicName'),
+    (394, 'TopicData.Partitions'),
+    (406, 'TopicData.<tagged fields>'),
+    (419, 'TopicData'),
+    (423, 'TopicData.TopicName'),
+    (424, 'TopicData.Partitions'),
+    (432, 'TopicData.<tagged fields>'),
+    (438, 'TopicData'),
+    (439, 'TopicData.TopicName'),
+    (440, 'TopicData.Partitions'),
+    (452, 'TopicData.<tagged fields>'),
+    (465, 'TopicData'),
+    (469, 'TopicData.TopicName'),
+    (470, 'TopicData.Partitions'),
+    (478, 'TopicData.<tagged fields>'),
+    (484, 'TopicData'),
+    (485, 'TopicData.TopicName'),
+    (486, 'TopicData.Partitions'),
+    (498, 'TopicData.<tagged fields>'),
+    (511, 'TopicData'),
+    (515, 'TopicData.TopicName'),
+    (516, 'TopicData.Partitions'),
+    (524, 'TopicData.<tagged fields>'),
+    (530, 'Node'),
+    (531, 'Node.NodeId'),
+    (533, 'Node.Listeners'),
+    (545, 'Node.<tagged fields>'),
+    (558, 'Node'),
+    (562, 'Node.NodeId'),
+    (563, 'Node.Listeners'),
+    (571, 'Node.<tagged fields>'),
+    (577, 'PartitionData'),
+    (578, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (580, 'PartitionData.CurrentVoters'),
+    (592, 'PartitionData.Observers'),
+    (604, 'PartitionData.<tagged fields>'),
+    (617, 'PartitionData'),
+    (621, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (622, 'PartitionData.CurrentVoters'),
+    (630, 'PartitionData.Observers'),
+    (638, 'PartitionData.<tagged fields>'),
+    (644, 'PartitionData'),
+    (645, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (647, 'PartitionData.CurrentVoters'),
+    (659, 'PartitionData.Observers'),
+    (671, 'PartitionData.<tagged fields>'),
+    (684, 'PartitionData'),
+    (688, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (689, 'PartitionData.CurrentVoters'),
+    (697, 'PartitionData.Observers'),
+    (705, 'PartitionData.<tagged fields>'),
+    (711, 'PartitionData'),
+    (712, 'PartitionData.PartitionIndex,ErrorCode'),
+    (714, 'PartitionData.ErrorMessage'),
+    (715, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (717, 'PartitionData.CurrentVoters'),
+    (729, 'PartitionData.Observers'),
+    (741, 'PartitionData.<tagged fields>'),
+    (754, 'PartitionData'),
+    (758, 'PartitionData.PartitionIndex,ErrorCode'),
+    (759, 'PartitionData.ErrorMessage'),
+    (760, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (761, 'PartitionData.CurrentVoters'),
+    (769, 'PartitionData.Observers'),
+    (777, 'PartitionData.<tagged fields>'),
+    (783, 'Listener'),
+    (784, 'Listener.Name'),
+    (785, 'Listener.Host'),
+    (786, 'Listener.Port'),
+    (788, 'Listener.<tagged fields>'),
+    (801, 'Listener'),
+    (805, 'Listener.Name'),
+    (806, 'Listener.Host'),
+    (807, 'Listener.Port'),
+    (808, 'Listener.<tagged fields>'),
+    (814, 'ReplicaState'),
+    (815, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (817, 'ReplicaState.<tagged fields>'),
+    (830, 'ReplicaState'),
+    (834, 'ReplicaState.ReplicaDirectoryId'),
+    (836, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (837, 'ReplicaState.<tagged fields>'),
+    (843, 'ReplicaState'),
+    (844, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (846, 'ReplicaState.<tagged fields>'),
+    (859, 'ReplicaState'),
+    (863, 'ReplicaState.ReplicaDirectoryId'),
+    (865, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (866, 'ReplicaState.<tagged fields>'),
+    (872, 'ReplicaState'),
+    (873, 'ReplicaState.ReplicaId'),
+    (875, 'ReplicaState.ReplicaDirectoryId'),
+    (876, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (878, 'ReplicaState.<tagged fields>'),
+    (891, 'ReplicaState'),
+    (895, 'ReplicaState.ReplicaId'),
+    (896, 'ReplicaState.ReplicaDirectoryId'),
+    (897, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (898, 'ReplicaState.<tagged fields>'),
 )

@@ -99,12 +99,11 @@ class _New_DescribeTopicPartitionsRequest(_Message):
 
 
 def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -220,26 +219,26 @@ DescribeTopicPartitionsRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'DescribeTopicPartitionsRequest'),
     (102, 'DescribeTopicPartitionsRequest.Topics'),
-    (115, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (117, 'DescribeTopicPartitionsRequest.Cursor'),
-    (121, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (134, 'DescribeTopicPartitionsRequest'),
-    (138, 'DescribeTopicPartitionsRequest.Topics'),
-    (146, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (147, 'DescribeTopicPartitionsRequest.Cursor'),
-    (152, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (158, 'TopicRequest'),
-    (159, 'TopicRequest.Name'),
-    (160, 'TopicRequest.<tagged fields>'),
-    (173, 'TopicRequest'),
-    (177, 'TopicRequest.Name'),
-    (178, 'TopicRequest.<tagged fields>'),
-    (184, 'Cursor'),
-    (185, 'Cursor.TopicName'),
-    (186, 'Cursor.PartitionIndex'),
-    (188, 'Cursor.<tagged fields>'),
-    (201, 'Cursor'),
-    (205, 'Cursor.TopicName'),
-    (206, 'Cursor.PartitionIndex'),
-    (207, 'Cursor.<tagged fields>'),
+    (114, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (116, 'DescribeTopicPartitionsRequest.Cursor'),
+    (120, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (133, 'DescribeTopicPartitionsRequest'),
+    (137, 'DescribeTopicPartitionsRequest.Topics'),
+    (145, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (146, 'DescribeTopicPartitionsRequest.Cursor'),
+    (151, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (157, 'TopicRequest'),
+    (158, 'TopicRequest.Name'),
+    (159, 'TopicRequest.<tagged fields>'),
+    (172, 'TopicRequest'),
+    (176, 'TopicRequest.Name'),
+    (177, 'TopicRequest.<tagged fields>'),
+    (183, 'Cursor'),
+    (184, 'Cursor.TopicName'),
+    (185, 'Cursor.PartitionIndex'),
+    (187, 'Cursor.<tagged fields>'),
+    (200, 'Cursor'),
+    (204, 'Cursor.TopicName'),
+    (205, 'Cursor.PartitionIndex'),
+    (206, 'Cursor.<tagged fields>'),
 )

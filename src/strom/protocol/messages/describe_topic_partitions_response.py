@@ -178,12 +178,11 @@ class _New_DescribeTopicPartitionsResponse(_Message):
 def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -239,12 +238,11 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tupl
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -322,59 +320,54 @@ def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Buffer]) -> None:
 def _d_DescribeTopicPartitionsResponsePartition_0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id, f_leader_epoch,) = _S3.unpack_from(buf, pos)
     pos += 14
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < -1:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_eligible_leader_replicas = None
     else:
         f_eligible_leader_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
         pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < -1:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
         f_last_known_elr = None
     else:
         f_last_known_elr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
         pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -454,51 +447,51 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (178, 'DescribeTopicPartitionsResponse'),
     (179, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
     (181, 'DescribeTopicPartitionsResponse.Topics'),
-    (194, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (198, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (211, 'DescribeTopicPartitionsResponse'),
-    (215, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
-    (216, 'DescribeTopicPartitionsResponse.Topics'),
-    (224, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (229, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (235, 'DescribeTopicPartitionsResponseTopic'),
-    (236, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (238, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (239, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (240, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (242, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (255, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (257, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (270, 'DescribeTopicPartitionsResponseTopic'),
-    (274, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (275, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (276, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (277, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (278, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (286, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (287, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (293, 'Cursor'),
-    (294, 'Cursor.TopicName'),
-    (295, 'Cursor.PartitionIndex'),
-    (297, 'Cursor.<tagged fields>'),
-    (310, 'Cursor'),
-    (314, 'Cursor.TopicName'),
-    (315, 'Cursor.PartitionIndex'),
-    (316, 'Cursor.<tagged fields>'),
-    (322, 'DescribeTopicPartitionsResponsePartition'),
-    (323, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (325, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (335, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (345, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (358, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (371, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (381, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
-    (394, 'DescribeTopicPartitionsResponsePartition'),
-    (398, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (399, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (406, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (413, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (423, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (433, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (440, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (193, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (197, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (210, 'DescribeTopicPartitionsResponse'),
+    (214, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
+    (215, 'DescribeTopicPartitionsResponse.Topics'),
+    (223, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (228, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (234, 'DescribeTopicPartitionsResponseTopic'),
+    (235, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (237, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (238, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (239, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (241, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (253, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (255, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (268, 'DescribeTopicPartitionsResponseTopic'),
+    (272, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (273, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (274, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (275, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (276, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (284, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (285, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (291, 'Cursor'),
+    (292, 'Cursor.TopicName'),
+    (293, 'Cursor.PartitionIndex'),
+    (295, 'Cursor.<tagged fields>'),
+    (308, 'Cursor'),
+    (312, 'Cursor.TopicName'),
+    (313, 'Cursor.PartitionIndex'),
+    (314, 'Cursor.<tagged fields>'),
+    (320, 'DescribeTopicPartitionsResponsePartition'),
+    (321, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (323, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (332, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (341, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (353, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (365, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (374, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (387, 'DescribeTopicPartitionsResponsePartition'),
+    (391, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (392, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (399, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (406, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (416, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (426, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (433, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
 )

@@ -45,12 +45,11 @@ class _New_DescribeTransactionsRequest(_Message):
 
 
 def _d_DescribeTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_transactional_ids: list[Any] = []
@@ -99,8 +98,8 @@ DescribeTransactionsRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (47, 'DescribeTransactionsRequest'),
     (48, 'DescribeTransactionsRequest.TransactionalIds'),
-    (61, 'DescribeTransactionsRequest.<tagged fields>'),
-    (74, 'DescribeTransactionsRequest'),
-    (78, 'DescribeTransactionsRequest.TransactionalIds'),
-    (86, 'DescribeTransactionsRequest.<tagged fields>'),
+    (60, 'DescribeTransactionsRequest.<tagged fields>'),
+    (73, 'DescribeTransactionsRequest'),
+    (77, 'DescribeTransactionsRequest.TransactionalIds'),
+    (85, 'DescribeTransactionsRequest.<tagged fields>'),
 )

@@ -118,12 +118,11 @@ class _New_DescribeTransactionsResponse(_Message):
 def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_transaction_states: list[Any] = []
@@ -170,12 +169,11 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, 
     f_transaction_state, pos = _p.read_compact_string(buf, pos)
     (f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch,) = _S2.unpack_from(buf, pos)
     pos += 22
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -220,13 +218,12 @@ def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.B
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -272,31 +269,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (118, 'DescribeTransactionsResponse'),
     (119, 'DescribeTransactionsResponse.ThrottleTimeMs'),
     (121, 'DescribeTransactionsResponse.TransactionStates'),
-    (134, 'DescribeTransactionsResponse.<tagged fields>'),
-    (147, 'DescribeTransactionsResponse'),
-    (151, 'DescribeTransactionsResponse.ThrottleTimeMs'),
-    (152, 'DescribeTransactionsResponse.TransactionStates'),
-    (160, 'DescribeTransactionsResponse.<tagged fields>'),
-    (166, 'TransactionState'),
-    (167, 'TransactionState.ErrorCode'),
-    (169, 'TransactionState.TransactionalId'),
-    (170, 'TransactionState.TransactionState'),
-    (171, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (173, 'TransactionState.Topics'),
-    (186, 'TransactionState.<tagged fields>'),
-    (199, 'TransactionState'),
-    (203, 'TransactionState.ErrorCode'),
-    (204, 'TransactionState.TransactionalId'),
-    (205, 'TransactionState.TransactionState'),
-    (206, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (207, 'TransactionState.Topics'),
-    (215, 'TransactionState.<tagged fields>'),
-    (221, 'TopicData'),
-    (222, 'TopicData.Topic'),
-    (223, 'TopicData.Partitions'),
-    (233, 'TopicData.<tagged fields>'),
-    (246, 'TopicData'),
-    (250, 'TopicData.Topic'),
-    (251, 'TopicData.Partitions'),
-    (258, 'TopicData.<tagged fields>'),
+    (133, 'DescribeTransactionsResponse.<tagged fields>'),
+    (146, 'DescribeTransactionsResponse'),
+    (150, 'DescribeTransactionsResponse.ThrottleTimeMs'),
+    (151, 'DescribeTransactionsResponse.TransactionStates'),
+    (159, 'DescribeTransactionsResponse.<tagged fields>'),
+    (165, 'TransactionState'),
+    (166, 'TransactionState.ErrorCode'),
+    (168, 'TransactionState.TransactionalId'),
+    (169, 'TransactionState.TransactionState'),
+    (170, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (172, 'TransactionState.Topics'),
+    (184, 'TransactionState.<tagged fields>'),
+    (197, 'TransactionState'),
+    (201, 'TransactionState.ErrorCode'),
+    (202, 'TransactionState.TransactionalId'),
+    (203, 'TransactionState.TransactionState'),
+    (204, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (205, 'TransactionState.Topics'),
+    (213, 'TransactionState.<tagged fields>'),
+    (219, 'TopicData'),
+    (220, 'TopicData.Topic'),
+    (221, 'TopicData.Partitions'),
+    (230, 'TopicData.<tagged fields>'),
+    (243, 'TopicData'),
+    (247, 'TopicData.Topic'),
+    (248, 'TopicData.Partitions'),
+    (255, 'TopicData.<tagged fields>'),
 )

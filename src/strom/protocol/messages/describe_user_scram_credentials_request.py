@@ -66,12 +66,11 @@ class _New_DescribeUserScramCredentialsRequest(_Message):
 
 
 def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -152,14 +151,14 @@ DescribeUserScramCredentialsRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (68, 'DescribeUserScramCredentialsRequest'),
     (69, 'DescribeUserScramCredentialsRequest.Users'),
-    (85, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (98, 'DescribeUserScramCredentialsRequest'),
-    (102, 'DescribeUserScramCredentialsRequest.Users'),
-    (113, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (119, 'UserName'),
-    (120, 'UserName.Name'),
-    (121, 'UserName.<tagged fields>'),
-    (134, 'UserName'),
-    (138, 'UserName.Name'),
-    (139, 'UserName.<tagged fields>'),
+    (84, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (97, 'DescribeUserScramCredentialsRequest'),
+    (101, 'DescribeUserScramCredentialsRequest.Users'),
+    (112, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (118, 'UserName'),
+    (119, 'UserName.Name'),
+    (120, 'UserName.<tagged fields>'),
+    (133, 'UserName'),
+    (137, 'UserName.Name'),
+    (138, 'UserName.<tagged fields>'),
 )

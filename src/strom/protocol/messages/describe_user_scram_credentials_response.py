@@ -120,12 +120,11 @@ def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tupl
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -171,12 +170,11 @@ def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[
     (f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_credential_infos: list[Any] = []
@@ -257,28 +255,28 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (120, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
     (122, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
     (123, 'DescribeUserScramCredentialsResponse.Results'),
-    (136, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (149, 'DescribeUserScramCredentialsResponse'),
-    (153, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
-    (154, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
-    (155, 'DescribeUserScramCredentialsResponse.Results'),
-    (163, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (169, 'DescribeUserScramCredentialsResult'),
-    (170, 'DescribeUserScramCredentialsResult.User'),
-    (171, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (173, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (174, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (187, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (200, 'DescribeUserScramCredentialsResult'),
-    (204, 'DescribeUserScramCredentialsResult.User'),
-    (205, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (206, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (207, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (215, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (221, 'CredentialInfo'),
-    (222, 'CredentialInfo.Mechanism,Iterations'),
-    (224, 'CredentialInfo.<tagged fields>'),
-    (237, 'CredentialInfo'),
-    (241, 'CredentialInfo.Mechanism,Iterations'),
-    (242, 'CredentialInfo.<tagged fields>'),
+    (135, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (148, 'DescribeUserScramCredentialsResponse'),
+    (152, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
+    (153, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
+    (154, 'DescribeUserScramCredentialsResponse.Results'),
+    (162, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (168, 'DescribeUserScramCredentialsResult'),
+    (169, 'DescribeUserScramCredentialsResult.User'),
+    (170, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (172, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (173, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (185, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (198, 'DescribeUserScramCredentialsResult'),
+    (202, 'DescribeUserScramCredentialsResult.User'),
+    (203, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (204, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (205, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (213, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (219, 'CredentialInfo'),
+    (220, 'CredentialInfo.Mechanism,Iterations'),
+    (222, 'CredentialInfo.<tagged fields>'),
+    (235, 'CredentialInfo'),
+    (239, 'CredentialInfo.Mechanism,Iterations'),
+    (240, 'CredentialInfo.<tagged fields>'),
 )

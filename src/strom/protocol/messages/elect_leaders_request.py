@@ -147,12 +147,11 @@ def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: lis
 def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     (f_election_type,) = _S1.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -205,7 +204,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     f_topic, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -222,13 +221,12 @@ def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buf
 
 def _d_TopicPartitions_1(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -293,25 +291,25 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (147, 'ElectLeadersRequest'),
     (148, 'ElectLeadersRequest.ElectionType'),
     (150, 'ElectLeadersRequest.TopicPartitions'),
-    (166, 'ElectLeadersRequest.TimeoutMs'),
-    (168, 'ElectLeadersRequest.<tagged fields>'),
-    (181, 'ElectLeadersRequest'),
-    (185, 'ElectLeadersRequest.ElectionType'),
-    (186, 'ElectLeadersRequest.TopicPartitions'),
-    (197, 'ElectLeadersRequest.TimeoutMs'),
-    (198, 'ElectLeadersRequest.<tagged fields>'),
-    (204, 'TopicPartitions'),
-    (205, 'TopicPartitions.Topic'),
-    (206, 'TopicPartitions.Partitions'),
-    (212, 'TopicPartitions'),
-    (216, 'TopicPartitions.Topic'),
-    (217, 'TopicPartitions.Partitions'),
-    (223, 'TopicPartitions'),
-    (224, 'TopicPartitions.Topic'),
-    (225, 'TopicPartitions.Partitions'),
-    (235, 'TopicPartitions.<tagged fields>'),
-    (248, 'TopicPartitions'),
-    (252, 'TopicPartitions.Topic'),
-    (253, 'TopicPartitions.Partitions'),
-    (260, 'TopicPartitions.<tagged fields>'),
+    (165, 'ElectLeadersRequest.TimeoutMs'),
+    (167, 'ElectLeadersRequest.<tagged fields>'),
+    (180, 'ElectLeadersRequest'),
+    (184, 'ElectLeadersRequest.ElectionType'),
+    (185, 'ElectLeadersRequest.TopicPartitions'),
+    (196, 'ElectLeadersRequest.TimeoutMs'),
+    (197, 'ElectLeadersRequest.<tagged fields>'),
+    (203, 'TopicPartitions'),
+    (204, 'TopicPartitions.Topic'),
+    (205, 'TopicPartitions.Partitions'),
+    (211, 'TopicPartitions'),
+    (215, 'TopicPartitions.Topic'),
+    (216, 'TopicPartitions.Partitions'),
+    (222, 'TopicPartitions'),
+    (223, 'TopicPartitions.Topic'),
+    (224, 'TopicPartitions.Partitions'),
+    (233, 'TopicPartitions.<tagged fields>'),
+    (246, 'TopicPartitions'),
+    (250, 'TopicPartitions.Topic'),
+    (251, 'TopicPartitions.Partitions'),
+    (258, 'TopicPartitions.<tagged fields>'),
 )

@@ -160,12 +160,11 @@ def _e_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray, chunks: l
 def _d_ElectLeadersResponse_2(buf: memoryview, pos: int) -> tuple[ElectLeadersResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_replica_election_results: list[Any] = []
@@ -230,12 +229,11 @@ def _e_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray, chunks:
 
 def _d_ReplicaElectionResult_1(buf: memoryview, pos: int) -> tuple[ReplicaElectionResult, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_result: list[Any] = []
@@ -344,37 +342,37 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (160, 'ElectLeadersResponse'),
     (161, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
     (163, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (176, 'ElectLeadersResponse.<tagged fields>'),
-    (189, 'ElectLeadersResponse'),
-    (193, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (194, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (202, 'ElectLeadersResponse.<tagged fields>'),
-    (208, 'ReplicaElectionResult'),
-    (209, 'ReplicaElectionResult.Topic'),
-    (210, 'ReplicaElectionResult.PartitionResult'),
-    (219, 'ReplicaElectionResult'),
-    (223, 'ReplicaElectionResult.Topic'),
-    (224, 'ReplicaElectionResult.PartitionResult'),
-    (231, 'ReplicaElectionResult'),
-    (232, 'ReplicaElectionResult.Topic'),
-    (233, 'ReplicaElectionResult.PartitionResult'),
-    (246, 'ReplicaElectionResult.<tagged fields>'),
-    (259, 'ReplicaElectionResult'),
-    (263, 'ReplicaElectionResult.Topic'),
-    (264, 'ReplicaElectionResult.PartitionResult'),
-    (272, 'ReplicaElectionResult.<tagged fields>'),
-    (278, 'PartitionResult'),
-    (279, 'PartitionResult.PartitionId,ErrorCode'),
-    (281, 'PartitionResult.ErrorMessage'),
-    (282, 'PartitionResult'),
-    (286, 'PartitionResult.PartitionId,ErrorCode'),
-    (287, 'PartitionResult.ErrorMessage'),
-    (290, 'PartitionResult'),
-    (291, 'PartitionResult.PartitionId,ErrorCode'),
-    (293, 'PartitionResult.ErrorMessage'),
-    (294, 'PartitionResult.<tagged fields>'),
-    (307, 'PartitionResult'),
-    (311, 'PartitionResult.PartitionId,ErrorCode'),
-    (312, 'PartitionResult.ErrorMessage'),
-    (313, 'PartitionResult.<tagged fields>'),
+    (175, 'ElectLeadersResponse.<tagged fields>'),
+    (188, 'ElectLeadersResponse'),
+    (192, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (193, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (201, 'ElectLeadersResponse.<tagged fields>'),
+    (207, 'ReplicaElectionResult'),
+    (208, 'ReplicaElectionResult.Topic'),
+    (209, 'ReplicaElectionResult.PartitionResult'),
+    (218, 'ReplicaElectionResult'),
+    (222, 'ReplicaElectionResult.Topic'),
+    (223, 'ReplicaElectionResult.PartitionResult'),
+    (230, 'ReplicaElectionResult'),
+    (231, 'ReplicaElectionResult.Topic'),
+    (232, 'ReplicaElectionResult.PartitionResult'),
+    (244, 'ReplicaElectionResult.<tagged fields>'),
+    (257, 'ReplicaElectionResult'),
+    (261, 'ReplicaElectionResult.Topic'),
+    (262, 'ReplicaElectionResult.PartitionResult'),
+    (270, 'ReplicaElectionResult.<tagged fields>'),
+    (276, 'PartitionResult'),
+    (277, 'PartitionResult.PartitionId,ErrorCode'),
+    (279, 'PartitionResult.ErrorMessage'),
+    (280, 'PartitionResult'),
+    (284, 'PartitionResult.PartitionId,ErrorCode'),
+    (285, 'PartitionResult.ErrorMessage'),
+    (288, 'PartitionResult'),
+    (289, 'PartitionResult.PartitionId,ErrorCode'),
+    (291, 'PartitionResult.ErrorMessage'),
+    (292, 'PartitionResult.<tagged fields>'),
+    (305, 'PartitionResult'),
+    (309, 'PartitionResult.PartitionId,ErrorCode'),
+    (310, 'PartitionResult.ErrorMessage'),
+    (311, 'PartitionResult.<tagged fields>'),
 )

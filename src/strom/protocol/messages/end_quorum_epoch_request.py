@@ -191,12 +191,11 @@ def _e_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray, chunks:
 
 def _d_EndQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -204,12 +203,11 @@ def _d_EndQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpoc
         item_topics, pos = _d_TopicData_1(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_leader_endpoints: list[Any] = []
@@ -282,12 +280,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -363,7 +360,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     pos += 12
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_preferred_successors = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -381,12 +378,11 @@ def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_leader_id, f_leader_epoch,) = _S1.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_preferred_candidates: list[Any] = []
@@ -474,57 +470,57 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (192, 'EndQuorumEpochRequest'),
     (193, 'EndQuorumEpochRequest.ClusterId'),
     (194, 'EndQuorumEpochRequest.Topics'),
-    (207, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (220, 'EndQuorumEpochRequest.<tagged fields>'),
-    (233, 'EndQuorumEpochRequest'),
-    (237, 'EndQuorumEpochRequest.ClusterId'),
-    (238, 'EndQuorumEpochRequest.Topics'),
-    (246, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (254, 'EndQuorumEpochRequest.<tagged fields>'),
-    (260, 'TopicData'),
-    (261, 'TopicData.TopicName'),
-    (262, 'TopicData.Partitions'),
-    (271, 'TopicData'),
-    (275, 'TopicData.TopicName'),
-    (276, 'TopicData.Partitions'),
-    (283, 'TopicData'),
-    (284, 'TopicData.TopicName'),
-    (285, 'TopicData.Partitions'),
-    (298, 'TopicData.<tagged fields>'),
-    (311, 'TopicData'),
-    (315, 'TopicData.TopicName'),
-    (316, 'TopicData.Partitions'),
-    (324, 'TopicData.<tagged fields>'),
-    (330, 'LeaderEndpoint'),
-    (331, 'LeaderEndpoint.Name'),
-    (332, 'LeaderEndpoint.Host'),
-    (333, 'LeaderEndpoint.Port'),
-    (335, 'LeaderEndpoint.<tagged fields>'),
-    (348, 'LeaderEndpoint'),
-    (352, 'LeaderEndpoint.Name'),
-    (353, 'LeaderEndpoint.Host'),
-    (354, 'LeaderEndpoint.Port'),
-    (355, 'LeaderEndpoint.<tagged fields>'),
-    (361, 'PartitionData'),
-    (362, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (364, 'PartitionData.PreferredSuccessors'),
-    (370, 'PartitionData'),
-    (374, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (375, 'PartitionData.PreferredSuccessors'),
-    (381, 'PartitionData'),
-    (382, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (384, 'PartitionData.PreferredCandidates'),
-    (397, 'PartitionData.<tagged fields>'),
-    (410, 'PartitionData'),
-    (414, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (415, 'PartitionData.PreferredCandidates'),
-    (423, 'PartitionData.<tagged fields>'),
-    (429, 'ReplicaInfo'),
-    (430, 'ReplicaInfo.CandidateId'),
-    (432, 'ReplicaInfo.CandidateDirectoryId'),
-    (433, 'ReplicaInfo.<tagged fields>'),
-    (446, 'ReplicaInfo'),
-    (450, 'ReplicaInfo.CandidateId'),
-    (451, 'ReplicaInfo.CandidateDirectoryId'),
-    (452, 'ReplicaInfo.<tagged fields>'),
+    (206, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (218, 'EndQuorumEpochRequest.<tagged fields>'),
+    (231, 'EndQuorumEpochRequest'),
+    (235, 'EndQuorumEpochRequest.ClusterId'),
+    (236, 'EndQuorumEpochRequest.Topics'),
+    (244, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (252, 'EndQuorumEpochRequest.<tagged fields>'),
+    (258, 'TopicData'),
+    (259, 'TopicData.TopicName'),
+    (260, 'TopicData.Partitions'),
+    (269, 'TopicData'),
+    (273, 'TopicData.TopicName'),
+    (274, 'TopicData.Partitions'),
+    (281, 'TopicData'),
+    (282, 'TopicData.TopicName'),
+    (283, 'TopicData.Partitions'),
+    (295, 'TopicData.<tagged fields>'),
+    (308, 'TopicData'),
+    (312, 'TopicData.TopicName'),
+    (313, 'TopicData.Partitions'),
+    (321, 'TopicData.<tagged fields>'),
+    (327, 'LeaderEndpoint'),
+    (328, 'LeaderEndpoint.Name'),
+    (329, 'LeaderEndpoint.Host'),
+    (330, 'LeaderEndpoint.Port'),
+    (332, 'LeaderEndpoint.<tagged fields>'),
+    (345, 'LeaderEndpoint'),
+    (349, 'LeaderEndpoint.Name'),
+    (350, 'LeaderEndpoint.Host'),
+    (351, 'LeaderEndpoint.Port'),
+    (352, 'LeaderEndpoint.<tagged fields>'),
+    (358, 'PartitionData'),
+    (359, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (361, 'PartitionData.PreferredSuccessors'),
+    (367, 'PartitionData'),
+    (371, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (372, 'PartitionData.PreferredSuccessors'),
+    (378, 'PartitionData'),
+    (379, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (381, 'PartitionData.PreferredCandidates'),
+    (393, 'PartitionData.<tagged fields>'),
+    (406, 'PartitionData'),
+    (410, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (411, 'PartitionData.PreferredCandidates'),
+    (419, 'PartitionData.<tagged fields>'),
+    (425, 'ReplicaInfo'),
+    (426, 'ReplicaInfo.CandidateId'),
+    (428, 'ReplicaInfo.CandidateDirectoryId'),
+    (429, 'ReplicaInfo.<tagged fields>'),
+    (442, 'ReplicaInfo'),
+    (446, 'ReplicaInfo.CandidateId'),
+    (447, 'ReplicaInfo.CandidateDirectoryId'),
+    (448, 'ReplicaInfo.<tagged fields>'),
 )

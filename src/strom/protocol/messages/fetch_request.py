@@ -461,12 +461,11 @@ def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -474,12 +473,11 @@ def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         item_topics, pos = _d_FetchTopic_3(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
@@ -540,12 +538,11 @@ def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S3.unpack_from(buf, pos)
     pos += 25
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -553,12 +550,11 @@ def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         item_topics, pos = _d_FetchTopic_4(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
@@ -619,12 +615,11 @@ def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S4.unpack_from(buf, pos)
     pos += 21
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -632,12 +627,11 @@ def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         item_topics, pos = _d_FetchTopic_4(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
@@ -705,12 +699,11 @@ def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     (f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch,) = _S4.unpack_from(buf, pos)
     pos += 21
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -718,12 +711,11 @@ def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         item_topics, pos = _d_FetchTopic_5(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
@@ -838,7 +830,7 @@ def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]
     f_topic, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -878,12 +870,11 @@ def _e_FetchTopic_2(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> N
 
 def _d_FetchTopic_3(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -925,13 +916,12 @@ def _e_FetchTopic_3(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> N
 
 def _d_ForgottenTopic_1(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -968,12 +958,11 @@ def _e_ForgottenTopic_1(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffe
 
 def _d_FetchTopic_4(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -1015,13 +1004,12 @@ def _e_FetchTopic_4(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> N
 
 def _d_ForgottenTopic_2(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1085,12 +1073,11 @@ def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) 
 
 def _d_FetchTopic_5(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -1332,174 +1319,174 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (461, 'FetchRequest'),
     (462, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
     (464, 'FetchRequest.Topics'),
-    (477, 'FetchRequest.ForgottenTopicsData'),
-    (490, 'FetchRequest.RackId'),
-    (491, 'FetchRequest.<tagged fields>'),
-    (502, 'FetchRequest.ClusterId'),
-    (504, 'FetchRequest.<tagged fields>'),
-    (508, 'FetchRequest'),
-    (512, 'FetchRequest.ReplicaState'),
-    (514, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (515, 'FetchRequest.Topics'),
-    (523, 'FetchRequest.ForgottenTopicsData'),
-    (531, 'FetchRequest.RackId'),
-    (532, 'FetchRequest.<tagged fields>'),
-    (533, 'FetchRequest.ClusterId'),
-    (537, 'FetchRequest.<tagged fields>'),
-    (540, 'FetchRequest'),
-    (541, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (543, 'FetchRequest.Topics'),
-    (556, 'FetchRequest.ForgottenTopicsData'),
-    (569, 'FetchRequest.RackId'),
-    (570, 'FetchRequest.<tagged fields>'),
-    (581, 'FetchRequest.ClusterId'),
-    (583, 'FetchRequest.<tagged fields>'),
-    (587, 'FetchRequest'),
-    (591, 'FetchRequest.ReplicaState'),
-    (593, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (594, 'FetchRequest.Topics'),
-    (602, 'FetchRequest.ForgottenTopicsData'),
-    (610, 'FetchRequest.RackId'),
-    (611, 'FetchRequest.<tagged fields>'),
-    (612, 'FetchRequest.ClusterId'),
-    (616, 'FetchRequest.<tagged fields>'),
-    (619, 'FetchRequest'),
-    (620, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (622, 'FetchRequest.Topics'),
-    (635, 'FetchRequest.ForgottenTopicsData'),
-    (648, 'FetchRequest.RackId'),
-    (649, 'FetchRequest.<tagged fields>'),
-    (661, 'FetchRequest.ClusterId'),
-    (663, 'FetchRequest.ReplicaState'),
-    (665, 'FetchRequest.<tagged fields>'),
-    (669, 'FetchRequest'),
-    (673, 'FetchRequest.ReplicaId'),
-    (675, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (676, 'FetchRequest.Topics'),
-    (684, 'FetchRequest.ForgottenTopicsData'),
-    (692, 'FetchRequest.RackId'),
-    (693, 'FetchRequest.<tagged fields>'),
-    (694, 'FetchRequest.ClusterId'),
-    (698, 'FetchRequest.ReplicaState'),
-    (702, 'FetchRequest.<tagged fields>'),
-    (705, 'FetchRequest'),
-    (706, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (708, 'FetchRequest.Topics'),
-    (721, 'FetchRequest.ForgottenTopicsData'),
-    (734, 'FetchRequest.RackId'),
-    (735, 'FetchRequest.<tagged fields>'),
-    (747, 'FetchRequest.ClusterId'),
-    (749, 'FetchRequest.ReplicaState'),
-    (751, 'FetchRequest.<tagged fields>'),
-    (755, 'FetchRequest'),
-    (759, 'FetchRequest.ReplicaId'),
-    (761, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (762, 'FetchRequest.Topics'),
-    (770, 'FetchRequest.ForgottenTopicsData'),
-    (778, 'FetchRequest.RackId'),
-    (779, 'FetchRequest.<tagged fields>'),
-    (780, 'FetchRequest.ClusterId'),
-    (784, 'FetchRequest.ReplicaState'),
-    (788, 'FetchRequest.<tagged fields>'),
-    (791, 'FetchTopic'),
-    (792, 'FetchTopic.Topic'),
-    (793, 'FetchTopic.Partitions'),
-    (802, 'FetchTopic'),
-    (806, 'FetchTopic.Topic'),
-    (807, 'FetchTopic.Partitions'),
-    (814, 'FetchTopic'),
-    (815, 'FetchTopic.Topic'),
-    (816, 'FetchTopic.Partitions'),
-    (825, 'FetchTopic'),
-    (829, 'FetchTopic.Topic'),
-    (830, 'FetchTopic.Partitions'),
+    (476, 'FetchRequest.ForgottenTopicsData'),
+    (488, 'FetchRequest.RackId'),
+    (489, 'FetchRequest.<tagged fields>'),
+    (500, 'FetchRequest.ClusterId'),
+    (502, 'FetchRequest.<tagged fields>'),
+    (506, 'FetchRequest'),
+    (510, 'FetchRequest.ReplicaState'),
+    (512, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (513, 'FetchRequest.Topics'),
+    (521, 'FetchRequest.ForgottenTopicsData'),
+    (529, 'FetchRequest.RackId'),
+    (530, 'FetchRequest.<tagged fields>'),
+    (531, 'FetchRequest.ClusterId'),
+    (535, 'FetchRequest.<tagged fields>'),
+    (538, 'FetchRequest'),
+    (539, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (541, 'FetchRequest.Topics'),
+    (553, 'FetchRequest.ForgottenTopicsData'),
+    (565, 'FetchRequest.RackId'),
+    (566, 'FetchRequest.<tagged fields>'),
+    (577, 'FetchRequest.ClusterId'),
+    (579, 'FetchRequest.<tagged fields>'),
+    (583, 'FetchRequest'),
+    (587, 'FetchRequest.ReplicaState'),
+    (589, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (590, 'FetchRequest.Topics'),
+    (598, 'FetchRequest.ForgottenTopicsData'),
+    (606, 'FetchRequest.RackId'),
+    (607, 'FetchRequest.<tagged fields>'),
+    (608, 'FetchRequest.ClusterId'),
+    (612, 'FetchRequest.<tagged fields>'),
+    (615, 'FetchRequest'),
+    (616, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (618, 'FetchRequest.Topics'),
+    (630, 'FetchRequest.ForgottenTopicsData'),
+    (642, 'FetchRequest.RackId'),
+    (643, 'FetchRequest.<tagged fields>'),
+    (655, 'FetchRequest.ClusterId'),
+    (657, 'FetchRequest.ReplicaState'),
+    (659, 'FetchRequest.<tagged fields>'),
+    (663, 'FetchRequest'),
+    (667, 'FetchRequest.ReplicaId'),
+    (669, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (670, 'FetchRequest.Topics'),
+    (678, 'FetchRequest.ForgottenTopicsData'),
+    (686, 'FetchRequest.RackId'),
+    (687, 'FetchRequest.<tagged fields>'),
+    (688, 'FetchRequest.ClusterId'),
+    (692, 'FetchRequest.ReplicaState'),
+    (696, 'FetchRequest.<tagged fields>'),
+    (699, 'FetchRequest'),
+    (700, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (702, 'FetchRequest.Topics'),
+    (714, 'FetchRequest.ForgottenTopicsData'),
+    (726, 'FetchRequest.RackId'),
+    (727, 'FetchRequest.<tagged fields>'),
+    (739, 'FetchRequest.ClusterId'),
+    (741, 'FetchRequest.ReplicaState'),
+    (743, 'FetchRequest.<tagged fields>'),
+    (747, 'FetchRequest'),
+    (751, 'FetchRequest.ReplicaId'),
+    (753, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (754, 'FetchRequest.Topics'),
+    (762, 'FetchRequest.ForgottenTopicsData'),
+    (770, 'FetchRequest.RackId'),
+    (771, 'FetchRequest.<tagged fields>'),
+    (772, 'FetchRequest.ClusterId'),
+    (776, 'FetchRequest.ReplicaState'),
+    (780, 'FetchRequest.<tagged fields>'),
+    (783, 'FetchTopic'),
+    (784, 'FetchTopic.Topic'),
+    (785, 'FetchTopic.Partitions'),
+    (794, 'FetchTopic'),
+    (798, 'FetchTopic.Topic'),
+    (799, 'FetchTopic.Partitions'),
+    (806, 'FetchTopic'),
+    (807, 'FetchTopic.Topic'),
+    (808, 'FetchTopic.Partitions'),
+    (817, 'FetchTopic'),
+    (821, 'FetchTopic.Topic'),
+    (822, 'FetchTopic.Partitions'),
+    (829, 'ForgottenTopic'),
+    (830, 'ForgottenTopic.Topic'),
+    (831, 'ForgottenTopic.Partitions'),
     (837, 'ForgottenTopic'),
-    (838, 'ForgottenTopic.Topic'),
-    (839, 'ForgottenTopic.Partitions'),
-    (845, 'ForgottenTopic'),
-    (849, 'ForgottenTopic.Topic'),
-    (850, 'ForgottenTopic.Partitions'),
-    (856, 'FetchTopic'),
-    (857, 'FetchTopic.Topic'),
-    (858, 'FetchTopic.Partitions'),
-    (867, 'FetchTopic'),
-    (871, 'FetchTopic.Topic'),
-    (872, 'FetchTopic.Partitions'),
-    (879, 'FetchTopic'),
-    (880, 'FetchTopic.Topic'),
-    (881, 'FetchTopic.Partitions'),
-    (894, 'FetchTopic.<tagged fields>'),
-    (907, 'FetchTopic'),
-    (911, 'FetchTopic.Topic'),
-    (912, 'FetchTopic.Partitions'),
-    (920, 'FetchTopic.<tagged fields>'),
-    (926, 'ForgottenTopic'),
-    (927, 'ForgottenTopic.Topic'),
-    (928, 'ForgottenTopic.Partitions'),
-    (938, 'ForgottenTopic.<tagged fields>'),
-    (951, 'ForgottenTopic'),
-    (955, 'ForgottenTopic.Topic'),
-    (956, 'ForgottenTopic.Partitions'),
-    (963, 'ForgottenTopic.<tagged fields>'),
-    (969, 'FetchTopic'),
-    (970, 'FetchTopic.TopicId'),
-    (971, 'FetchTopic.Partitions'),
-    (984, 'FetchTopic.<tagged fields>'),
-    (997, 'FetchTopic'),
-    (1001, 'FetchTopic.TopicId'),
-    (1002, 'FetchTopic.Partitions'),
-    (1010, 'FetchTopic.<tagged fields>'),
-    (1016, 'ForgottenTopic'),
-    (1017, 'ForgottenTopic.TopicId'),
-    (1018, 'ForgottenTopic.Partitions'),
-    (1028, 'ForgottenTopic.<tagged fields>'),
-    (1041, 'ForgottenTopic'),
-    (1045, 'ForgottenTopic.TopicId'),
-    (1046, 'ForgottenTopic.Partitions'),
-    (1053, 'ForgottenTopic.<tagged fields>'),
-    (1059, 'ReplicaState'),
-    (1060, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (1062, 'ReplicaState.<tagged fields>'),
-    (1075, 'ReplicaState'),
-    (1079, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (1080, 'ReplicaState.<tagged fields>'),
-    (1086, 'FetchTopic'),
-    (1087, 'FetchTopic.TopicId'),
-    (1088, 'FetchTopic.Partitions'),
-    (1101, 'FetchTopic.<tagged fields>'),
-    (1114, 'FetchTopic'),
-    (1118, 'FetchTopic.TopicId'),
-    (1119, 'FetchTopic.Partitions'),
-    (1127, 'FetchTopic.<tagged fields>'),
-    (1133, 'FetchPartition'),
-    (1134, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (1136, 'FetchPartition'),
-    (1140, 'FetchPartition.LastFetchedEpoch'),
-    (1142, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (1145, 'FetchPartition'),
-    (1146, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1148, 'FetchPartition'),
-    (1152, 'FetchPartition.LastFetchedEpoch'),
-    (1154, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1157, 'FetchPartition'),
-    (1158, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1160, 'FetchPartition'),
-    (1164, 'FetchPartition.LastFetchedEpoch'),
-    (1166, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1169, 'FetchPartition'),
-    (1170, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1172, 'FetchPartition.<tagged fields>'),
-    (1185, 'FetchPartition'),
-    (1189, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1190, 'FetchPartition.<tagged fields>'),
-    (1196, 'FetchPartition'),
-    (1197, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (841, 'ForgottenTopic.Topic'),
+    (842, 'ForgottenTopic.Partitions'),
+    (848, 'FetchTopic'),
+    (849, 'FetchTopic.Topic'),
+    (850, 'FetchTopic.Partitions'),
+    (859, 'FetchTopic'),
+    (863, 'FetchTopic.Topic'),
+    (864, 'FetchTopic.Partitions'),
+    (871, 'FetchTopic'),
+    (872, 'FetchTopic.Topic'),
+    (873, 'FetchTopic.Partitions'),
+    (885, 'FetchTopic.<tagged fields>'),
+    (898, 'FetchTopic'),
+    (902, 'FetchTopic.Topic'),
+    (903, 'FetchTopic.Partitions'),
+    (911, 'FetchTopic.<tagged fields>'),
+    (917, 'ForgottenTopic'),
+    (918, 'ForgottenTopic.Topic'),
+    (919, 'ForgottenTopic.Partitions'),
+    (928, 'ForgottenTopic.<tagged fields>'),
+    (941, 'ForgottenTopic'),
+    (945, 'ForgottenTopic.Topic'),
+    (946, 'ForgottenTopic.Partitions'),
+    (953, 'ForgottenTopic.<tagged fields>'),
+    (959, 'FetchTopic'),
+    (960, 'FetchTopic.TopicId'),
+    (961, 'FetchTopic.Partitions'),
+    (973, 'FetchTopic.<tagged fields>'),
+    (986, 'FetchTopic'),
+    (990, 'FetchTopic.TopicId'),
+    (991, 'FetchTopic.Partitions'),
+    (999, 'FetchTopic.<tagged fields>'),
+    (1005, 'ForgottenTopic'),
+    (1006, 'ForgottenTopic.TopicId'),
+    (1007, 'ForgottenTopic.Partitions'),
+    (1016, 'ForgottenTopic.<tagged fields>'),
+    (1029, 'ForgottenTopic'),
+    (1033, 'ForgottenTopic.TopicId'),
+    (1034, 'ForgottenTopic.Partitions'),
+    (1041, 'ForgottenTopic.<tagged fields>'),
+    (1047, 'ReplicaState'),
+    (1048, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1050, 'ReplicaState.<tagged fields>'),
+    (1063, 'ReplicaState'),
+    (1067, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1068, 'ReplicaState.<tagged fields>'),
+    (1074, 'FetchTopic'),
+    (1075, 'FetchTopic.TopicId'),
+    (1076, 'FetchTopic.Partitions'),
+    (1088, 'FetchTopic.<tagged fields>'),
+    (1101, 'FetchTopic'),
+    (1105, 'FetchTopic.TopicId'),
+    (1106, 'FetchTopic.Partitions'),
+    (1114, 'FetchTopic.<tagged fields>'),
+    (1120, 'FetchPartition'),
+    (1121, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1123, 'FetchPartition'),
+    (1127, 'FetchPartition.LastFetchedEpoch'),
+    (1129, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1132, 'FetchPartition'),
+    (1133, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1135, 'FetchPartition'),
+    (1139, 'FetchPartition.LastFetchedEpoch'),
+    (1141, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1144, 'FetchPartition'),
+    (1145, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1147, 'FetchPartition'),
+    (1151, 'FetchPartition.LastFetchedEpoch'),
+    (1153, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1156, 'FetchPartition'),
+    (1157, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1159, 'FetchPartition.<tagged fields>'),
+    (1172, 'FetchPartition'),
+    (1176, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1177, 'FetchPartition.<tagged fields>'),
+    (1183, 'FetchPartition'),
+    (1184, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1186, 'FetchPartition.<tagged fields>'),
+    (1197, 'FetchPartition.ReplicaDirectoryId'),
     (1199, 'FetchPartition.<tagged fields>'),
-    (1210, 'FetchPartition.ReplicaDirectoryId'),
-    (1212, 'FetchPartition.<tagged fields>'),
-    (1216, 'FetchPartition'),
-    (1220, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1221, 'FetchPartition.<tagged fields>'),
-    (1222, 'FetchPartition.ReplicaDirectoryId'),
-    (1226, 'FetchPartition.<tagged fields>'),
+    (1203, 'FetchPartition'),
+    (1207, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1208, 'FetchPartition.<tagged fields>'),
+    (1209, 'FetchPartition.ReplicaDirectoryId'),
+    (1213, 'FetchPartition.<tagged fields>'),
 )

@@ -451,12 +451,11 @@ def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_6(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -501,12 +500,11 @@ def _e_FetchResponse_6(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -551,12 +549,11 @@ def _e_FetchResponse_7(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]
 def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     (f_throttle_time_ms, f_error_code, f_session_id,) = _S1.unpack_from(buf, pos)
     pos += 10
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -576,12 +573,11 @@ def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_node_endpoints: list[Any] = []
@@ -715,12 +711,11 @@ def _e_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray, chunk
 
 def _d_FetchableTopicResponse_4(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -762,12 +757,11 @@ def _e_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray, chunk
 
 def _d_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -985,12 +979,11 @@ def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]
 def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset,) = _S4.unpack_from(buf, pos)
     pos += 30
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -1268,178 +1261,178 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (451, 'FetchResponse'),
     (452, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
     (454, 'FetchResponse.Responses'),
-    (467, 'FetchResponse.<tagged fields>'),
-    (480, 'FetchResponse'),
-    (484, 'FetchResponse.NodeEndpoints'),
-    (486, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (487, 'FetchResponse.Responses'),
-    (495, 'FetchResponse.<tagged fields>'),
-    (501, 'FetchResponse'),
-    (502, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (504, 'FetchResponse.Responses'),
-    (517, 'FetchResponse.<tagged fields>'),
-    (530, 'FetchResponse'),
-    (534, 'FetchResponse.NodeEndpoints'),
-    (536, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (537, 'FetchResponse.Responses'),
-    (545, 'FetchResponse.<tagged fields>'),
-    (551, 'FetchResponse'),
-    (552, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (554, 'FetchResponse.Responses'),
-    (567, 'FetchResponse.<tagged fields>'),
-    (578, 'FetchResponse.NodeEndpoints'),
-    (592, 'FetchResponse.<tagged fields>'),
-    (596, 'FetchResponse'),
-    (600, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (601, 'FetchResponse.Responses'),
-    (609, 'FetchResponse.<tagged fields>'),
-    (610, 'FetchResponse.NodeEndpoints'),
-    (621, 'FetchResponse.<tagged fields>'),
-    (624, 'FetchableTopicResponse'),
-    (625, 'FetchableTopicResponse.Topic'),
-    (626, 'FetchableTopicResponse.Partitions'),
-    (635, 'FetchableTopicResponse'),
-    (639, 'FetchableTopicResponse.Topic'),
-    (640, 'FetchableTopicResponse.Partitions'),
-    (647, 'FetchableTopicResponse'),
-    (648, 'FetchableTopicResponse.Topic'),
-    (649, 'FetchableTopicResponse.Partitions'),
-    (658, 'FetchableTopicResponse'),
-    (662, 'FetchableTopicResponse.Topic'),
-    (663, 'FetchableTopicResponse.Partitions'),
-    (670, 'FetchableTopicResponse'),
-    (671, 'FetchableTopicResponse.Topic'),
-    (672, 'FetchableTopicResponse.Partitions'),
-    (681, 'FetchableTopicResponse'),
-    (685, 'FetchableTopicResponse.Topic'),
-    (686, 'FetchableTopicResponse.Partitions'),
-    (693, 'FetchableTopicResponse'),
-    (694, 'FetchableTopicResponse.Topic'),
-    (695, 'FetchableTopicResponse.Partitions'),
-    (704, 'FetchableTopicResponse'),
-    (708, 'FetchableTopicResponse.Topic'),
-    (709, 'FetchableTopicResponse.Partitions'),
-    (716, 'FetchableTopicResponse'),
-    (717, 'FetchableTopicResponse.Topic'),
-    (718, 'FetchableTopicResponse.Partitions'),
-    (731, 'FetchableTopicResponse.<tagged fields>'),
-    (744, 'FetchableTopicResponse'),
-    (748, 'FetchableTopicResponse.Topic'),
-    (749, 'FetchableTopicResponse.Partitions'),
-    (757, 'FetchableTopicResponse.<tagged fields>'),
-    (763, 'FetchableTopicResponse'),
-    (764, 'FetchableTopicResponse.TopicId'),
-    (765, 'FetchableTopicResponse.Partitions'),
-    (778, 'FetchableTopicResponse.<tagged fields>'),
-    (791, 'FetchableTopicResponse'),
-    (795, 'FetchableTopicResponse.TopicId'),
-    (796, 'FetchableTopicResponse.Partitions'),
-    (804, 'FetchableTopicResponse.<tagged fields>'),
-    (810, 'NodeEndpoint'),
-    (811, 'NodeEndpoint.NodeId'),
-    (813, 'NodeEndpoint.Host'),
-    (814, 'NodeEndpoint.Port'),
-    (816, 'NodeEndpoint.Rack'),
-    (817, 'NodeEndpoint.<tagged fields>'),
-    (830, 'NodeEndpoint'),
-    (834, 'NodeEndpoint.NodeId'),
-    (835, 'NodeEndpoint.Host'),
-    (836, 'NodeEndpoint.Port'),
-    (837, 'NodeEndpoint.Rack'),
-    (838, 'NodeEndpoint.<tagged fields>'),
-    (844, 'PartitionData'),
-    (845, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (847, 'PartitionData.Records'),
-    (848, 'PartitionData'),
-    (852, 'PartitionData.DivergingEpoch'),
-    (854, 'PartitionData.CurrentLeader'),
-    (856, 'PartitionData.SnapshotId'),
-    (858, 'PartitionData.PreferredReadReplica'),
-    (860, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (861, 'PartitionData.Records'),
-    (864, 'PartitionData'),
-    (865, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (867, 'PartitionData.AbortedTransactions'),
-    (879, 'PartitionData.Records'),
-    (880, 'PartitionData'),
-    (884, 'PartitionData.DivergingEpoch'),
-    (886, 'PartitionData.CurrentLeader'),
-    (888, 'PartitionData.SnapshotId'),
-    (890, 'PartitionData.PreferredReadReplica'),
-    (892, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (893, 'PartitionData.AbortedTransactions'),
-    (901, 'PartitionData.Records'),
-    (904, 'PartitionData'),
-    (905, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (907, 'PartitionData.AbortedTransactions'),
-    (919, 'PartitionData.Records'),
-    (920, 'PartitionData'),
-    (924, 'PartitionData.DivergingEpoch'),
-    (926, 'PartitionData.CurrentLeader'),
-    (928, 'PartitionData.SnapshotId'),
-    (930, 'PartitionData.PreferredReadReplica'),
-    (932, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (933, 'PartitionData.AbortedTransactions'),
-    (941, 'PartitionData.Records'),
-    (944, 'PartitionData'),
-    (945, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (947, 'PartitionData.AbortedTransactions'),
-    (959, 'PartitionData.PreferredReadReplica'),
-    (961, 'PartitionData.Records'),
-    (962, 'PartitionData'),
-    (966, 'PartitionData.DivergingEpoch'),
-    (968, 'PartitionData.CurrentLeader'),
-    (970, 'PartitionData.SnapshotId'),
-    (972, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (973, 'PartitionData.AbortedTransactions'),
-    (981, 'PartitionData.PreferredReadReplica'),
-    (982, 'PartitionData.Records'),
-    (985, 'PartitionData'),
-    (986, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (988, 'PartitionData.AbortedTransactions'),
-    (1004, 'PartitionData.PreferredReadReplica'),
-    (1006, 'PartitionData.Records'),
-    (1007, 'PartitionData.<tagged fields>'),
-    (1020, 'PartitionData.DivergingEpoch'),
-    (1022, 'PartitionData.CurrentLeader'),
-    (1024, 'PartitionData.SnapshotId'),
-    (1026, 'PartitionData.<tagged fields>'),
-    (1030, 'PartitionData'),
-    (1034, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (1035, 'PartitionData.AbortedTransactions'),
-    (1046, 'PartitionData.PreferredReadReplica'),
-    (1047, 'PartitionData.Records'),
-    (1048, 'PartitionData.<tagged fields>'),
-    (1049, 'PartitionData.DivergingEpoch'),
-    (1053, 'PartitionData.CurrentLeader'),
-    (1057, 'PartitionData.SnapshotId'),
-    (1061, 'PartitionData.<tagged fields>'),
-    (1064, 'AbortedTransaction'),
-    (1065, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (466, 'FetchResponse.<tagged fields>'),
+    (479, 'FetchResponse'),
+    (483, 'FetchResponse.NodeEndpoints'),
+    (485, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (486, 'FetchResponse.Responses'),
+    (494, 'FetchResponse.<tagged fields>'),
+    (500, 'FetchResponse'),
+    (501, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (503, 'FetchResponse.Responses'),
+    (515, 'FetchResponse.<tagged fields>'),
+    (528, 'FetchResponse'),
+    (532, 'FetchResponse.NodeEndpoints'),
+    (534, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (535, 'FetchResponse.Responses'),
+    (543, 'FetchResponse.<tagged fields>'),
+    (549, 'FetchResponse'),
+    (550, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (552, 'FetchResponse.Responses'),
+    (564, 'FetchResponse.<tagged fields>'),
+    (575, 'FetchResponse.NodeEndpoints'),
+    (588, 'FetchResponse.<tagged fields>'),
+    (592, 'FetchResponse'),
+    (596, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (597, 'FetchResponse.Responses'),
+    (605, 'FetchResponse.<tagged fields>'),
+    (606, 'FetchResponse.NodeEndpoints'),
+    (617, 'FetchResponse.<tagged fields>'),
+    (620, 'FetchableTopicResponse'),
+    (621, 'FetchableTopicResponse.Topic'),
+    (622, 'FetchableTopicResponse.Partitions'),
+    (631, 'FetchableTopicResponse'),
+    (635, 'FetchableTopicResponse.Topic'),
+    (636, 'FetchableTopicResponse.Partitions'),
+    (643, 'FetchableTopicResponse'),
+    (644, 'FetchableTopicResponse.Topic'),
+    (645, 'FetchableTopicResponse.Partitions'),
+    (654, 'FetchableTopicResponse'),
+    (658, 'FetchableTopicResponse.Topic'),
+    (659, 'FetchableTopicResponse.Partitions'),
+    (666, 'FetchableTopicResponse'),
+    (667, 'FetchableTopicResponse.Topic'),
+    (668, 'FetchableTopicResponse.Partitions'),
+    (677, 'FetchableTopicResponse'),
+    (681, 'FetchableTopicResponse.Topic'),
+    (682, 'FetchableTopicResponse.Partitions'),
+    (689, 'FetchableTopicResponse'),
+    (690, 'FetchableTopicResponse.Topic'),
+    (691, 'FetchableTopicResponse.Partitions'),
+    (700, 'FetchableTopicResponse'),
+    (704, 'FetchableTopicResponse.Topic'),
+    (705, 'FetchableTopicResponse.Partitions'),
+    (712, 'FetchableTopicResponse'),
+    (713, 'FetchableTopicResponse.Topic'),
+    (714, 'FetchableTopicResponse.Partitions'),
+    (726, 'FetchableTopicResponse.<tagged fields>'),
+    (739, 'FetchableTopicResponse'),
+    (743, 'FetchableTopicResponse.Topic'),
+    (744, 'FetchableTopicResponse.Partitions'),
+    (752, 'FetchableTopicResponse.<tagged fields>'),
+    (758, 'FetchableTopicResponse'),
+    (759, 'FetchableTopicResponse.TopicId'),
+    (760, 'FetchableTopicResponse.Partitions'),
+    (772, 'FetchableTopicResponse.<tagged fields>'),
+    (785, 'FetchableTopicResponse'),
+    (789, 'FetchableTopicResponse.TopicId'),
+    (790, 'FetchableTopicResponse.Partitions'),
+    (798, 'FetchableTopicResponse.<tagged fields>'),
+    (804, 'NodeEndpoint'),
+    (805, 'NodeEndpoint.NodeId'),
+    (807, 'NodeEndpoint.Host'),
+    (808, 'NodeEndpoint.Port'),
+    (810, 'NodeEndpoint.Rack'),
+    (811, 'NodeEndpoint.<tagged fields>'),
+    (824, 'NodeEndpoint'),
+    (828, 'NodeEndpoint.NodeId'),
+    (829, 'NodeEndpoint.Host'),
+    (830, 'NodeEndpoint.Port'),
+    (831, 'NodeEndpoint.Rack'),
+    (832, 'NodeEndpoint.<tagged fields>'),
+    (838, 'PartitionData'),
+    (839, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (841, 'PartitionData.Records'),
+    (842, 'PartitionData'),
+    (846, 'PartitionData.DivergingEpoch'),
+    (848, 'PartitionData.CurrentLeader'),
+    (850, 'PartitionData.SnapshotId'),
+    (852, 'PartitionData.PreferredReadReplica'),
+    (854, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (855, 'PartitionData.Records'),
+    (858, 'PartitionData'),
+    (859, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (861, 'PartitionData.AbortedTransactions'),
+    (873, 'PartitionData.Records'),
+    (874, 'PartitionData'),
+    (878, 'PartitionData.DivergingEpoch'),
+    (880, 'PartitionData.CurrentLeader'),
+    (882, 'PartitionData.SnapshotId'),
+    (884, 'PartitionData.PreferredReadReplica'),
+    (886, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (887, 'PartitionData.AbortedTransactions'),
+    (895, 'PartitionData.Records'),
+    (898, 'PartitionData'),
+    (899, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (901, 'PartitionData.AbortedTransactions'),
+    (913, 'PartitionData.Records'),
+    (914, 'PartitionData'),
+    (918, 'PartitionData.DivergingEpoch'),
+    (920, 'PartitionData.CurrentLeader'),
+    (922, 'PartitionData.SnapshotId'),
+    (924, 'PartitionData.PreferredReadReplica'),
+    (926, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (927, 'PartitionData.AbortedTransactions'),
+    (935, 'PartitionData.Records'),
+    (938, 'PartitionData'),
+    (939, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (941, 'PartitionData.AbortedTransactions'),
+    (953, 'PartitionData.PreferredReadReplica'),
+    (955, 'PartitionData.Records'),
+    (956, 'PartitionData'),
+    (960, 'PartitionData.DivergingEpoch'),
+    (962, 'PartitionData.CurrentLeader'),
+    (964, 'PartitionData.SnapshotId'),
+    (966, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (967, 'PartitionData.AbortedTransactions'),
+    (975, 'PartitionData.PreferredReadReplica'),
+    (976, 'PartitionData.Records'),
+    (979, 'PartitionData'),
+    (980, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (982, 'PartitionData.AbortedTransactions'),
+    (997, 'PartitionData.PreferredReadReplica'),
+    (999, 'PartitionData.Records'),
+    (1000, 'PartitionData.<tagged fields>'),
+    (1013, 'PartitionData.DivergingEpoch'),
+    (1015, 'PartitionData.CurrentLeader'),
+    (1017, 'PartitionData.SnapshotId'),
+    (1019, 'PartitionData.<tagged fields>'),
+    (1023, 'PartitionData'),
+    (1027, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1028, 'PartitionData.AbortedTransactions'),
+    (1039, 'PartitionData.PreferredReadReplica'),
+    (1040, 'PartitionData.Records'),
+    (1041, 'PartitionData.<tagged fields>'),
+    (1042, 'PartitionData.DivergingEpoch'),
+    (1046, 'PartitionData.CurrentLeader'),
+    (1050, 'PartitionData.SnapshotId'),
+    (1054, 'PartitionData.<tagged fields>'),
+    (1057, 'AbortedTransaction'),
+    (1058, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1060, 'AbortedTransaction'),
+    (1064, 'AbortedTransaction.ProducerId,FirstOffset'),
     (1067, 'AbortedTransaction'),
-    (1071, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1074, 'AbortedTransaction'),
-    (1075, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1077, 'AbortedTransaction.<tagged fields>'),
-    (1090, 'AbortedTransaction'),
-    (1094, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1095, 'AbortedTransaction.<tagged fields>'),
-    (1101, 'EpochEndOffset'),
-    (1102, 'EpochEndOffset.Epoch,EndOffset'),
-    (1104, 'EpochEndOffset.<tagged fields>'),
-    (1117, 'EpochEndOffset'),
-    (1121, 'EpochEndOffset.Epoch,EndOffset'),
-    (1122, 'EpochEndOffset.<tagged fields>'),
-    (1128, 'LeaderIdAndEpoch'),
-    (1129, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (1131, 'LeaderIdAndEpoch.<tagged fields>'),
-    (1144, 'LeaderIdAndEpoch'),
-    (1148, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (1149, 'LeaderIdAndEpoch.<tagged fields>'),
-    (1155, 'SnapshotId'),
-    (1156, 'SnapshotId.EndOffset,Epoch'),
-    (1158, 'SnapshotId.<tagged fields>'),
-    (1171, 'SnapshotId'),
-    (1175, 'SnapshotId.EndOffset,Epoch'),
-    (1176, 'SnapshotId.<tagged fields>'),
+    (1068, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1070, 'AbortedTransaction.<tagged fields>'),
+    (1083, 'AbortedTransaction'),
+    (1087, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1088, 'AbortedTransaction.<tagged fields>'),
+    (1094, 'EpochEndOffset'),
+    (1095, 'EpochEndOffset.Epoch,EndOffset'),
+    (1097, 'EpochEndOffset.<tagged fields>'),
+    (1110, 'EpochEndOffset'),
+    (1114, 'EpochEndOffset.Epoch,EndOffset'),
+    (1115, 'EpochEndOffset.<tagged fields>'),
+    (1121, 'LeaderIdAndEpoch'),
+    (1122, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1124, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1137, 'LeaderIdAndEpoch'),
+    (1141, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1142, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1148, 'SnapshotId'),
+    (1149, 'SnapshotId.EndOffset,Epoch'),
+    (1151, 'SnapshotId.<tagged fields>'),
+    (1164, 'SnapshotId'),
+    (1168, 'SnapshotId.EndOffset,Epoch'),
+    (1169, 'SnapshotId.<tagged fields>'),
 )

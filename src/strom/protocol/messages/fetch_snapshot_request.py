@@ -146,12 +146,11 @@ class _New_FetchSnapshotRequest(_Message):
 def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     (f_replica_id, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -200,12 +199,11 @@ def _e_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray, chunks: l
 def _d_FetchSnapshotRequest_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
     (f_replica_id, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -253,12 +251,11 @@ def _e_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray, chunks: l
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -300,12 +297,11 @@ def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]
 
 def _d_TopicSnapshot_1(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -455,71 +451,71 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (146, 'FetchSnapshotRequest'),
     (147, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
     (149, 'FetchSnapshotRequest.Topics'),
-    (162, 'FetchSnapshotRequest.<tagged fields>'),
-    (173, 'FetchSnapshotRequest.ClusterId'),
-    (175, 'FetchSnapshotRequest.<tagged fields>'),
-    (179, 'FetchSnapshotRequest'),
-    (183, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (184, 'FetchSnapshotRequest.Topics'),
-    (192, 'FetchSnapshotRequest.<tagged fields>'),
-    (193, 'FetchSnapshotRequest.ClusterId'),
-    (197, 'FetchSnapshotRequest.<tagged fields>'),
-    (200, 'FetchSnapshotRequest'),
-    (201, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (203, 'FetchSnapshotRequest.Topics'),
-    (216, 'FetchSnapshotRequest.<tagged fields>'),
-    (227, 'FetchSnapshotRequest.ClusterId'),
-    (229, 'FetchSnapshotRequest.<tagged fields>'),
-    (233, 'FetchSnapshotRequest'),
-    (237, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (238, 'FetchSnapshotRequest.Topics'),
-    (246, 'FetchSnapshotRequest.<tagged fields>'),
-    (247, 'FetchSnapshotRequest.ClusterId'),
-    (251, 'FetchSnapshotRequest.<tagged fields>'),
-    (254, 'TopicSnapshot'),
-    (255, 'TopicSnapshot.Name'),
-    (256, 'TopicSnapshot.Partitions'),
-    (269, 'TopicSnapshot.<tagged fields>'),
-    (282, 'TopicSnapshot'),
-    (286, 'TopicSnapshot.Name'),
-    (287, 'TopicSnapshot.Partitions'),
-    (295, 'TopicSnapshot.<tagged fields>'),
-    (301, 'TopicSnapshot'),
-    (302, 'TopicSnapshot.Name'),
-    (303, 'TopicSnapshot.Partitions'),
-    (316, 'TopicSnapshot.<tagged fields>'),
-    (329, 'TopicSnapshot'),
-    (333, 'TopicSnapshot.Name'),
-    (334, 'TopicSnapshot.Partitions'),
-    (342, 'TopicSnapshot.<tagged fields>'),
-    (348, 'PartitionSnapshot'),
-    (349, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (351, 'PartitionSnapshot.SnapshotId'),
-    (352, 'PartitionSnapshot.Position'),
-    (354, 'PartitionSnapshot.<tagged fields>'),
-    (367, 'PartitionSnapshot'),
-    (371, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (372, 'PartitionSnapshot.SnapshotId'),
-    (373, 'PartitionSnapshot.Position'),
-    (374, 'PartitionSnapshot.<tagged fields>'),
-    (380, 'PartitionSnapshot'),
-    (381, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (383, 'PartitionSnapshot.SnapshotId'),
-    (384, 'PartitionSnapshot.Position'),
-    (386, 'PartitionSnapshot.<tagged fields>'),
-    (397, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (399, 'PartitionSnapshot.<tagged fields>'),
-    (403, 'PartitionSnapshot'),
-    (407, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (408, 'PartitionSnapshot.SnapshotId'),
-    (409, 'PartitionSnapshot.Position'),
-    (410, 'PartitionSnapshot.<tagged fields>'),
-    (411, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (415, 'PartitionSnapshot.<tagged fields>'),
-    (418, 'SnapshotId'),
-    (419, 'SnapshotId.EndOffset,Epoch'),
-    (421, 'SnapshotId.<tagged fields>'),
-    (434, 'SnapshotId'),
-    (438, 'SnapshotId.EndOffset,Epoch'),
-    (439, 'SnapshotId.<tagged fields>'),
+    (161, 'FetchSnapshotRequest.<tagged fields>'),
+    (172, 'FetchSnapshotRequest.ClusterId'),
+    (174, 'FetchSnapshotRequest.<tagged fields>'),
+    (178, 'FetchSnapshotRequest'),
+    (182, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (183, 'FetchSnapshotRequest.Topics'),
+    (191, 'FetchSnapshotRequest.<tagged fields>'),
+    (192, 'FetchSnapshotRequest.ClusterId'),
+    (196, 'FetchSnapshotRequest.<tagged fields>'),
+    (199, 'FetchSnapshotRequest'),
+    (200, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (202, 'FetchSnapshotRequest.Topics'),
+    (214, 'FetchSnapshotRequest.<tagged fields>'),
+    (225, 'FetchSnapshotRequest.ClusterId'),
+    (227, 'FetchSnapshotRequest.<tagged fields>'),
+    (231, 'FetchSnapshotRequest'),
+    (235, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (236, 'FetchSnapshotRequest.Topics'),
+    (244, 'FetchSnapshotRequest.<tagged fields>'),
+    (245, 'FetchSnapshotRequest.ClusterId'),
+    (249, 'FetchSnapshotRequest.<tagged fields>'),
+    (252, 'TopicSnapshot'),
+    (253, 'TopicSnapshot.Name'),
+    (254, 'TopicSnapshot.Partitions'),
+    (266, 'TopicSnapshot.<tagged fields>'),
+    (279, 'TopicSnapshot'),
+    (283, 'TopicSnapshot.Name'),
+    (284, 'TopicSnapshot.Partitions'),
+    (292, 'TopicSnapshot.<tagged fields>'),
+    (298, 'TopicSnapshot'),
+    (299, 'TopicSnapshot.Name'),
+    (300, 'TopicSnapshot.Partitions'),
+    (312, 'TopicSnapshot.<tagged fields>'),
+    (325, 'TopicSnapshot'),
+    (329, 'TopicSnapshot.Name'),
+    (330, 'TopicSnapshot.Partitions'),
+    (338, 'TopicSnapshot.<tagged fields>'),
+    (344, 'PartitionSnapshot'),
+    (345, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (347, 'PartitionSnapshot.SnapshotId'),
+    (348, 'PartitionSnapshot.Position'),
+    (350, 'PartitionSnapshot.<tagged fields>'),
+    (363, 'PartitionSnapshot'),
+    (367, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (368, 'PartitionSnapshot.SnapshotId'),
+    (369, 'PartitionSnapshot.Position'),
+    (370, 'PartitionSnapshot.<tagged fields>'),
+    (376, 'PartitionSnapshot'),
+    (377, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (379, 'PartitionSnapshot.SnapshotId'),
+    (380, 'PartitionSnapshot.Position'),
+    (382, 'PartitionSnapshot.<tagged fields>'),
+    (393, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (395, 'PartitionSnapshot.<tagged fields>'),
+    (399, 'PartitionSnapshot'),
+    (403, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (404, 'PartitionSnapshot.SnapshotId'),
+    (405, 'PartitionSnapshot.Position'),
+    (406, 'PartitionSnapshot.<tagged fields>'),
+    (407, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (411, 'PartitionSnapshot.<tagged fields>'),
+    (414, 'SnapshotId'),
+    (415, 'SnapshotId.EndOffset,Epoch'),
+    (417, 'SnapshotId.<tagged fields>'),
+    (430, 'SnapshotId'),
+    (434, 'SnapshotId.EndOffset,Epoch'),
+    (435, 'SnapshotId.<tagged fields>'),
 )

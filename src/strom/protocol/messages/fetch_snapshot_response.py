@@ -211,12 +211,11 @@ class _New_FetchSnapshotResponse(_Message):
 def _d_FetchSnapshotResponse_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -261,12 +260,11 @@ def _e_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray, chunks:
 def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -286,12 +284,11 @@ def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_node_endpoints: list[Any] = []
@@ -333,12 +330,11 @@ def _e_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray, chunks:
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -517,68 +513,68 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (211, 'FetchSnapshotResponse'),
     (212, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
     (214, 'FetchSnapshotResponse.Topics'),
-    (227, 'FetchSnapshotResponse.<tagged fields>'),
-    (240, 'FetchSnapshotResponse'),
-    (244, 'FetchSnapshotResponse.NodeEndpoints'),
-    (246, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (247, 'FetchSnapshotResponse.Topics'),
-    (255, 'FetchSnapshotResponse.<tagged fields>'),
-    (261, 'FetchSnapshotResponse'),
-    (262, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (264, 'FetchSnapshotResponse.Topics'),
-    (277, 'FetchSnapshotResponse.<tagged fields>'),
-    (288, 'FetchSnapshotResponse.NodeEndpoints'),
-    (302, 'FetchSnapshotResponse.<tagged fields>'),
-    (306, 'FetchSnapshotResponse'),
-    (310, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (311, 'FetchSnapshotResponse.Topics'),
-    (319, 'FetchSnapshotResponse.<tagged fields>'),
-    (320, 'FetchSnapshotResponse.NodeEndpoints'),
-    (331, 'FetchSnapshotResponse.<tagged fields>'),
-    (334, 'TopicSnapshot'),
-    (335, 'TopicSnapshot.Name'),
-    (336, 'TopicSnapshot.Partitions'),
-    (349, 'TopicSnapshot.<tagged fields>'),
-    (362, 'TopicSnapshot'),
-    (366, 'TopicSnapshot.Name'),
-    (367, 'TopicSnapshot.Partitions'),
-    (375, 'TopicSnapshot.<tagged fields>'),
-    (381, 'NodeEndpoint'),
-    (382, 'NodeEndpoint.NodeId'),
-    (384, 'NodeEndpoint.Host'),
-    (385, 'NodeEndpoint.Port'),
-    (387, 'NodeEndpoint.<tagged fields>'),
-    (400, 'NodeEndpoint'),
-    (404, 'NodeEndpoint.NodeId'),
-    (405, 'NodeEndpoint.Host'),
-    (406, 'NodeEndpoint.Port'),
-    (407, 'NodeEndpoint.<tagged fields>'),
-    (413, 'PartitionSnapshot'),
-    (414, 'PartitionSnapshot.Index,ErrorCode'),
-    (416, 'PartitionSnapshot.SnapshotId'),
-    (417, 'PartitionSnapshot.Size,Position'),
-    (419, 'PartitionSnapshot.UnalignedRecords'),
-    (420, 'PartitionSnapshot.<tagged fields>'),
-    (431, 'PartitionSnapshot.CurrentLeader'),
-    (433, 'PartitionSnapshot.<tagged fields>'),
-    (437, 'PartitionSnapshot'),
-    (441, 'PartitionSnapshot.Index,ErrorCode'),
-    (442, 'PartitionSnapshot.SnapshotId'),
-    (443, 'PartitionSnapshot.Size,Position'),
-    (444, 'PartitionSnapshot.UnalignedRecords'),
-    (445, 'PartitionSnapshot.<tagged fields>'),
-    (446, 'PartitionSnapshot.CurrentLeader'),
-    (450, 'PartitionSnapshot.<tagged fields>'),
-    (453, 'SnapshotId'),
-    (454, 'SnapshotId.EndOffset,Epoch'),
-    (456, 'SnapshotId.<tagged fields>'),
-    (469, 'SnapshotId'),
-    (473, 'SnapshotId.EndOffset,Epoch'),
-    (474, 'SnapshotId.<tagged fields>'),
-    (480, 'LeaderIdAndEpoch'),
-    (481, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (483, 'LeaderIdAndEpoch.<tagged fields>'),
-    (496, 'LeaderIdAndEpoch'),
-    (500, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (501, 'LeaderIdAndEpoch.<tagged fields>'),
+    (226, 'FetchSnapshotResponse.<tagged fields>'),
+    (239, 'FetchSnapshotResponse'),
+    (243, 'FetchSnapshotResponse.NodeEndpoints'),
+    (245, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (246, 'FetchSnapshotResponse.Topics'),
+    (254, 'FetchSnapshotResponse.<tagged fields>'),
+    (260, 'FetchSnapshotResponse'),
+    (261, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (263, 'FetchSnapshotResponse.Topics'),
+    (275, 'FetchSnapshotResponse.<tagged fields>'),
+    (286, 'FetchSnapshotResponse.NodeEndpoints'),
+    (299, 'FetchSnapshotResponse.<tagged fields>'),
+    (303, 'FetchSnapshotResponse'),
+    (307, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (308, 'FetchSnapshotResponse.Topics'),
+    (316, 'FetchSnapshotResponse.<tagged fields>'),
+    (317, 'FetchSnapshotResponse.NodeEndpoints'),
+    (328, 'FetchSnapshotResponse.<tagged fields>'),
+    (331, 'TopicSnapshot'),
+    (332, 'TopicSnapshot.Name'),
+    (333, 'TopicSnapshot.Partitions'),
+    (345, 'TopicSnapshot.<tagged fields>'),
+    (358, 'TopicSnapshot'),
+    (362, 'TopicSnapshot.Name'),
+    (363, 'TopicSnapshot.Partitions'),
+    (371, 'TopicSnapshot.<tagged fields>'),
+    (377, 'NodeEndpoint'),
+    (378, 'NodeEndpoint.NodeId'),
+    (380, 'NodeEndpoint.Host'),
+    (381, 'NodeEndpoint.Port'),
+    (383, 'NodeEndpoint.<tagged fields>'),
+    (396, 'NodeEndpoint'),
+    (400, 'NodeEndpoint.NodeId'),
+    (401, 'NodeEndpoint.Host'),
+    (402, 'NodeEndpoint.Port'),
+    (403, 'NodeEndpoint.<tagged fields>'),
+    (409, 'PartitionSnapshot'),
+    (410, 'PartitionSnapshot.Index,ErrorCode'),
+    (412, 'PartitionSnapshot.SnapshotId'),
+    (413, 'PartitionSnapshot.Size,Position'),
+    (415, 'PartitionSnapshot.UnalignedRecords'),
+    (416, 'PartitionSnapshot.<tagged fields>'),
+    (427, 'PartitionSnapshot.CurrentLeader'),
+    (429, 'PartitionSnapshot.<tagged fields>'),
+    (433, 'PartitionSnapshot'),
+    (437, 'PartitionSnapshot.Index,ErrorCode'),
+    (438, 'PartitionSnapshot.SnapshotId'),
+    (439, 'PartitionSnapshot.Size,Position'),
+    (440, 'PartitionSnapshot.UnalignedRecords'),
+    (441, 'PartitionSnapshot.<tagged fields>'),
+    (442, 'PartitionSnapshot.CurrentLeader'),
+    (446, 'PartitionSnapshot.<tagged fields>'),
+    (449, 'SnapshotId'),
+    (450, 'SnapshotId.EndOffset,Epoch'),
+    (452, 'SnapshotId.<tagged fields>'),
+    (465, 'SnapshotId'),
+    (469, 'SnapshotId.EndOffset,Epoch'),
+    (470, 'SnapshotId.<tagged fields>'),
+    (476, 'LeaderIdAndEpoch'),
+    (477, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (479, 'LeaderIdAndEpoch.<tagged fields>'),
+    (492, 'LeaderIdAndEpoch'),
+    (496, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (497, 'LeaderIdAndEpoch.<tagged fields>'),
 )

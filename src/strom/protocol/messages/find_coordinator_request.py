@@ -113,12 +113,11 @@ def _e_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray, chunk
 def _d_FindCoordinatorRequest_3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     (f_key_type,) = _S0.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_coordinator_keys: list[Any] = []
@@ -205,10 +204,10 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (113, 'FindCoordinatorRequest'),
     (114, 'FindCoordinatorRequest.KeyType'),
     (116, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (129, 'FindCoordinatorRequest.<tagged fields>'),
-    (142, 'FindCoordinatorRequest'),
-    (146, 'FindCoordinatorRequest.Key'),
-    (148, 'FindCoordinatorRequest.KeyType'),
-    (149, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (157, 'FindCoordinatorRequest.<tagged fields>'),
+    (128, 'FindCoordinatorRequest.<tagged fields>'),
+    (141, 'FindCoordinatorRequest'),
+    (145, 'FindCoordinatorRequest.Key'),
+    (147, 'FindCoordinatorRequest.KeyType'),
+    (148, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (156, 'FindCoordinatorRequest.<tagged fields>'),
 )

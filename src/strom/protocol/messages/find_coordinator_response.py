@@ -192,12 +192,11 @@ def _e_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray, chu
 def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_coordinators: list[Any] = []
@@ -341,27 +340,27 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (192, 'FindCoordinatorResponse'),
     (193, 'FindCoordinatorResponse.ThrottleTimeMs'),
     (195, 'FindCoordinatorResponse.Coordinators'),
-    (208, 'FindCoordinatorResponse.<tagged fields>'),
-    (221, 'FindCoordinatorResponse'),
-    (225, 'FindCoordinatorResponse.ErrorCode'),
-    (227, 'FindCoordinatorResponse.NodeId'),
-    (229, 'FindCoordinatorResponse.Host'),
-    (231, 'FindCoordinatorResponse.Port'),
-    (233, 'FindCoordinatorResponse.ThrottleTimeMs'),
-    (234, 'FindCoordinatorResponse.Coordinators'),
-    (242, 'FindCoordinatorResponse.<tagged fields>'),
-    (248, 'Coordinator'),
-    (249, 'Coordinator.Key'),
-    (250, 'Coordinator.NodeId'),
-    (252, 'Coordinator.Host'),
-    (253, 'Coordinator.Port,ErrorCode'),
-    (255, 'Coordinator.ErrorMessage'),
-    (256, 'Coordinator.<tagged fields>'),
-    (269, 'Coordinator'),
-    (273, 'Coordinator.Key'),
-    (274, 'Coordinator.NodeId'),
-    (275, 'Coordinator.Host'),
-    (276, 'Coordinator.Port,ErrorCode'),
-    (277, 'Coordinator.ErrorMessage'),
-    (278, 'Coordinator.<tagged fields>'),
+    (207, 'FindCoordinatorResponse.<tagged fields>'),
+    (220, 'FindCoordinatorResponse'),
+    (224, 'FindCoordinatorResponse.ErrorCode'),
+    (226, 'FindCoordinatorResponse.NodeId'),
+    (228, 'FindCoordinatorResponse.Host'),
+    (230, 'FindCoordinatorResponse.Port'),
+    (232, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (233, 'FindCoordinatorResponse.Coordinators'),
+    (241, 'FindCoordinatorResponse.<tagged fields>'),
+    (247, 'Coordinator'),
+    (248, 'Coordinator.Key'),
+    (249, 'Coordinator.NodeId'),
+    (251, 'Coordinator.Host'),
+    (252, 'Coordinator.Port,ErrorCode'),
+    (254, 'Coordinator.ErrorMessage'),
+    (255, 'Coordinator.<tagged fields>'),
+    (268, 'Coordinator'),
+    (272, 'Coordinator.Key'),
+    (273, 'Coordinator.NodeId'),
+    (274, 'Coordinator.Host'),
+    (275, 'Coordinator.Port,ErrorCode'),
+    (276, 'Coordinator.ErrorMessage'),
+    (277, 'Coordinator.<tagged fields>'),
 )

@@ -84,24 +84,22 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[G
     f_client_instance_id, pos = _p.read_uuid(buf, pos)
     (f_subscription_id,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_accepted_compression_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
     (f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality,) = _S2.unpack_from(buf, pos)
     pos += 9
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_requested_metrics: list[Any] = []
@@ -164,15 +162,15 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (84, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
     (85, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
     (87, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (97, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (99, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (112, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
-    (125, 'GetTelemetrySubscriptionsResponse'),
-    (129, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
-    (130, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
-    (131, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
-    (132, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (139, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (140, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (148, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (96, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (98, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (110, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (123, 'GetTelemetrySubscriptionsResponse'),
+    (127, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
+    (128, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
+    (129, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
+    (130, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
+    (137, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (138, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (146, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
 )

@@ -134,12 +134,11 @@ def _e_IncrementalAlterConfigsRequest_0(o: IncrementalAlterConfigsRequest, out: 
 
 
 def _d_IncrementalAlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_resources: list[Any] = []
@@ -211,12 +210,11 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     (f_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     f_resource_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_configs: list[Any] = []
@@ -320,46 +318,46 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (133, 'IncrementalAlterConfigsRequest.ValidateOnly'),
     (136, 'IncrementalAlterConfigsRequest'),
     (137, 'IncrementalAlterConfigsRequest.Resources'),
-    (150, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (152, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (165, 'IncrementalAlterConfigsRequest'),
-    (169, 'IncrementalAlterConfigsRequest.Resources'),
-    (177, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (178, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (184, 'AlterConfigsResource'),
-    (185, 'AlterConfigsResource.ResourceType'),
-    (187, 'AlterConfigsResource.ResourceName'),
-    (188, 'AlterConfigsResource.Configs'),
-    (197, 'AlterConfigsResource'),
-    (201, 'AlterConfigsResource.ResourceType'),
-    (202, 'AlterConfigsResource.ResourceName'),
-    (203, 'AlterConfigsResource.Configs'),
-    (210, 'AlterConfigsResource'),
-    (211, 'AlterConfigsResource.ResourceType'),
-    (213, 'AlterConfigsResource.ResourceName'),
-    (214, 'AlterConfigsResource.Configs'),
-    (227, 'AlterConfigsResource.<tagged fields>'),
-    (240, 'AlterConfigsResource'),
-    (244, 'AlterConfigsResource.ResourceType'),
-    (245, 'AlterConfigsResource.ResourceName'),
-    (246, 'AlterConfigsResource.Configs'),
-    (254, 'AlterConfigsResource.<tagged fields>'),
-    (260, 'AlterableConfig'),
-    (261, 'AlterableConfig.Name'),
-    (262, 'AlterableConfig.ConfigOperation'),
-    (264, 'AlterableConfig.Value'),
-    (265, 'AlterableConfig'),
-    (269, 'AlterableConfig.Name'),
-    (270, 'AlterableConfig.ConfigOperation'),
-    (271, 'AlterableConfig.Value'),
-    (274, 'AlterableConfig'),
-    (275, 'AlterableConfig.Name'),
-    (276, 'AlterableConfig.ConfigOperation'),
-    (278, 'AlterableConfig.Value'),
-    (279, 'AlterableConfig.<tagged fields>'),
-    (292, 'AlterableConfig'),
-    (296, 'AlterableConfig.Name'),
-    (297, 'AlterableConfig.ConfigOperation'),
-    (298, 'AlterableConfig.Value'),
-    (299, 'AlterableConfig.<tagged fields>'),
+    (149, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (151, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (164, 'IncrementalAlterConfigsRequest'),
+    (168, 'IncrementalAlterConfigsRequest.Resources'),
+    (176, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (177, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (183, 'AlterConfigsResource'),
+    (184, 'AlterConfigsResource.ResourceType'),
+    (186, 'AlterConfigsResource.ResourceName'),
+    (187, 'AlterConfigsResource.Configs'),
+    (196, 'AlterConfigsResource'),
+    (200, 'AlterConfigsResource.ResourceType'),
+    (201, 'AlterConfigsResource.ResourceName'),
+    (202, 'AlterConfigsResource.Configs'),
+    (209, 'AlterConfigsResource'),
+    (210, 'AlterConfigsResource.ResourceType'),
+    (212, 'AlterConfigsResource.ResourceName'),
+    (213, 'AlterConfigsResource.Configs'),
+    (225, 'AlterConfigsResource.<tagged fields>'),
+    (238, 'AlterConfigsResource'),
+    (242, 'AlterConfigsResource.ResourceType'),
+    (243, 'AlterConfigsResource.ResourceName'),
+    (244, 'AlterConfigsResource.Configs'),
+    (252, 'AlterConfigsResource.<tagged fields>'),
+    (258, 'AlterableConfig'),
+    (259, 'AlterableConfig.Name'),
+    (260, 'AlterableConfig.ConfigOperation'),
+    (262, 'AlterableConfig.Value'),
+    (263, 'AlterableConfig'),
+    (267, 'AlterableConfig.Name'),
+    (268, 'AlterableConfig.ConfigOperation'),
+    (269, 'AlterableConfig.Value'),
+    (272, 'AlterableConfig'),
+    (273, 'AlterableConfig.Name'),
+    (274, 'AlterableConfig.ConfigOperation'),
+    (276, 'AlterableConfig.Value'),
+    (277, 'AlterableConfig.<tagged fields>'),
+    (290, 'AlterableConfig'),
+    (294, 'AlterableConfig.Name'),
+    (295, 'AlterableConfig.ConfigOperation'),
+    (296, 'AlterableConfig.Value'),
+    (297, 'AlterableConfig.<tagged fields>'),
 )

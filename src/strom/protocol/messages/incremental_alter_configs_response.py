@@ -110,12 +110,11 @@ def _e_IncrementalAlterConfigsResponse_0(o: IncrementalAlterConfigsResponse, out
 def _d_IncrementalAlterConfigsResponse_1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -225,31 +224,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (110, 'IncrementalAlterConfigsResponse'),
     (111, 'IncrementalAlterConfigsResponse.ThrottleTimeMs'),
     (113, 'IncrementalAlterConfigsResponse.Responses'),
-    (126, 'IncrementalAlterConfigsResponse.<tagged fields>'),
-    (139, 'IncrementalAlterConfigsResponse'),
-    (143, 'IncrementalAlterConfigsResponse.ThrottleTimeMs'),
-    (144, 'IncrementalAlterConfigsResponse.Responses'),
-    (152, 'IncrementalAlterConfigsResponse.<tagged fields>'),
-    (158, 'AlterConfigsResourceResponse'),
-    (159, 'AlterConfigsResourceResponse.ErrorCode'),
-    (161, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (162, 'AlterConfigsResourceResponse.ResourceType'),
-    (164, 'AlterConfigsResourceResponse.ResourceName'),
-    (165, 'AlterConfigsResourceResponse'),
-    (169, 'AlterConfigsResourceResponse.ErrorCode'),
-    (170, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (171, 'AlterConfigsResourceResponse.ResourceType'),
-    (172, 'AlterConfigsResourceResponse.ResourceName'),
-    (175, 'AlterConfigsResourceResponse'),
-    (176, 'AlterConfigsResourceResponse.ErrorCode'),
-    (178, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (179, 'AlterConfigsResourceResponse.ResourceType'),
-    (181, 'AlterConfigsResourceResponse.ResourceName'),
-    (182, 'AlterConfigsResourceResponse.<tagged fields>'),
-    (195, 'AlterConfigsResourceResponse'),
-    (199, 'AlterConfigsResourceResponse.ErrorCode'),
-    (200, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (201, 'AlterConfigsResourceResponse.ResourceType'),
-    (202, 'AlterConfigsResourceResponse.ResourceName'),
-    (203, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (125, 'IncrementalAlterConfigsResponse.<tagged fields>'),
+    (138, 'IncrementalAlterConfigsResponse'),
+    (142, 'IncrementalAlterConfigsResponse.ThrottleTimeMs'),
+    (143, 'IncrementalAlterConfigsResponse.Responses'),
+    (151, 'IncrementalAlterConfigsResponse.<tagged fields>'),
+    (157, 'AlterConfigsResourceResponse'),
+    (158, 'AlterConfigsResourceResponse.ErrorCode'),
+    (160, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (161, 'AlterConfigsResourceResponse.ResourceType'),
+    (163, 'AlterConfigsResourceResponse.ResourceName'),
+    (164, 'AlterConfigsResourceResponse'),
+    (168, 'AlterConfigsResourceResponse.ErrorCode'),
+    (169, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (170, 'AlterConfigsResourceResponse.ResourceType'),
+    (171, 'AlterConfigsResourceResponse.ResourceName'),
+    (174, 'AlterConfigsResourceResponse'),
+    (175, 'AlterConfigsResourceResponse.ErrorCode'),
+    (177, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (178, 'AlterConfigsResourceResponse.ResourceType'),
+    (180, 'AlterConfigsResourceResponse.ResourceName'),
+    (181, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (194, 'AlterConfigsResourceResponse'),
+    (198, 'AlterConfigsResourceResponse.ErrorCode'),
+    (199, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (200, 'AlterConfigsResourceResponse.ResourceType'),
+    (201, 'AlterConfigsResourceResponse.ResourceName'),
+    (202, 'AlterConfigsResourceResponse.<tagged fields>'),
 )

@@ -104,12 +104,11 @@ class _New_InitializeShareGroupStateRequest(_Message):
 
 def _d_InitializeShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[InitializeShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -151,12 +150,11 @@ def _e_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateRequest, o
 
 def _d_InitializeStateData_0(buf: memoryview, pos: int) -> tuple[InitializeStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -234,23 +232,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (105, 'InitializeShareGroupStateRequest'),
     (106, 'InitializeShareGroupStateRequest.GroupId'),
     (107, 'InitializeShareGroupStateRequest.Topics'),
-    (120, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (133, 'InitializeShareGroupStateRequest'),
-    (137, 'InitializeShareGroupStateRequest.GroupId'),
-    (138, 'InitializeShareGroupStateRequest.Topics'),
-    (146, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (152, 'InitializeStateData'),
-    (153, 'InitializeStateData.TopicId'),
-    (154, 'InitializeStateData.Partitions'),
-    (167, 'InitializeStateData.<tagged fields>'),
-    (180, 'InitializeStateData'),
-    (184, 'InitializeStateData.TopicId'),
-    (185, 'InitializeStateData.Partitions'),
-    (193, 'InitializeStateData.<tagged fields>'),
-    (199, 'PartitionData'),
-    (200, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (202, 'PartitionData.<tagged fields>'),
-    (215, 'PartitionData'),
-    (219, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (220, 'PartitionData.<tagged fields>'),
+    (119, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (132, 'InitializeShareGroupStateRequest'),
+    (136, 'InitializeShareGroupStateRequest.GroupId'),
+    (137, 'InitializeShareGroupStateRequest.Topics'),
+    (145, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (151, 'InitializeStateData'),
+    (152, 'InitializeStateData.TopicId'),
+    (153, 'InitializeStateData.Partitions'),
+    (165, 'InitializeStateData.<tagged fields>'),
+    (178, 'InitializeStateData'),
+    (182, 'InitializeStateData.TopicId'),
+    (183, 'InitializeStateData.Partitions'),
+    (191, 'InitializeStateData.<tagged fields>'),
+    (197, 'PartitionData'),
+    (198, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (200, 'PartitionData.<tagged fields>'),
+    (213, 'PartitionData'),
+    (217, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (218, 'PartitionData.<tagged fields>'),
 )

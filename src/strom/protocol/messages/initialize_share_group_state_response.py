@@ -99,12 +99,11 @@ class _New_InitializeShareGroupStateResponse(_Message):
 
 
 def _d_InitializeShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[InitializeShareGroupStateResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -145,12 +144,11 @@ def _e_InitializeShareGroupStateResponse_0(o: InitializeShareGroupStateResponse,
 
 def _d_InitializeStateResult_0(buf: memoryview, pos: int) -> tuple[InitializeStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -229,24 +227,24 @@ InitializeShareGroupStateResponse._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'InitializeShareGroupStateResponse'),
     (102, 'InitializeShareGroupStateResponse.Results'),
-    (115, 'InitializeShareGroupStateResponse.<tagged fields>'),
-    (128, 'InitializeShareGroupStateResponse'),
-    (132, 'InitializeShareGroupStateResponse.Results'),
-    (140, 'InitializeShareGroupStateResponse.<tagged fields>'),
-    (146, 'InitializeStateResult'),
-    (147, 'InitializeStateResult.TopicId'),
-    (148, 'InitializeStateResult.Partitions'),
-    (161, 'InitializeStateResult.<tagged fields>'),
-    (174, 'InitializeStateResult'),
-    (178, 'InitializeStateResult.TopicId'),
-    (179, 'InitializeStateResult.Partitions'),
-    (187, 'InitializeStateResult.<tagged fields>'),
-    (193, 'PartitionResult'),
-    (194, 'PartitionResult.Partition,ErrorCode'),
-    (196, 'PartitionResult.ErrorMessage'),
-    (197, 'PartitionResult.<tagged fields>'),
-    (210, 'PartitionResult'),
-    (214, 'PartitionResult.Partition,ErrorCode'),
-    (215, 'PartitionResult.ErrorMessage'),
-    (216, 'PartitionResult.<tagged fields>'),
+    (114, 'InitializeShareGroupStateResponse.<tagged fields>'),
+    (127, 'InitializeShareGroupStateResponse'),
+    (131, 'InitializeShareGroupStateResponse.Results'),
+    (139, 'InitializeShareGroupStateResponse.<tagged fields>'),
+    (145, 'InitializeStateResult'),
+    (146, 'InitializeStateResult.TopicId'),
+    (147, 'InitializeStateResult.Partitions'),
+    (159, 'InitializeStateResult.<tagged fields>'),
+    (172, 'InitializeStateResult'),
+    (176, 'InitializeStateResult.TopicId'),
+    (177, 'InitializeStateResult.Partitions'),
+    (185, 'InitializeStateResult.<tagged fields>'),
+    (191, 'PartitionResult'),
+    (192, 'PartitionResult.Partition,ErrorCode'),
+    (194, 'PartitionResult.ErrorMessage'),
+    (195, 'PartitionResult.<tagged fields>'),
+    (208, 'PartitionResult'),
+    (212, 'PartitionResult.Partition,ErrorCode'),
+    (213, 'PartitionResult.ErrorMessage'),
+    (214, 'PartitionResult.<tagged fields>'),
 )

@@ -202,12 +202,11 @@ def _d_JoinGroupRequest_3(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
@@ -258,12 +257,11 @@ def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_protocols: list[Any] = []
@@ -421,45 +419,45 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (203, 'JoinGroupRequest.GroupInstanceId'),
     (204, 'JoinGroupRequest.ProtocolType'),
     (205, 'JoinGroupRequest.Protocols'),
-    (218, 'JoinGroupRequest.<tagged fields>'),
-    (231, 'JoinGroupRequest'),
-    (235, 'JoinGroupRequest.GroupId'),
-    (236, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (237, 'JoinGroupRequest.MemberId'),
-    (238, 'JoinGroupRequest.GroupInstanceId'),
-    (239, 'JoinGroupRequest.ProtocolType'),
-    (240, 'JoinGroupRequest.Protocols'),
-    (248, 'JoinGroupRequest.<tagged fields>'),
-    (254, 'JoinGroupRequest'),
-    (255, 'JoinGroupRequest.GroupId'),
-    (256, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (258, 'JoinGroupRequest.MemberId'),
-    (259, 'JoinGroupRequest.GroupInstanceId'),
-    (260, 'JoinGroupRequest.ProtocolType'),
-    (261, 'JoinGroupRequest.Protocols'),
-    (274, 'JoinGroupRequest.Reason'),
-    (275, 'JoinGroupRequest.<tagged fields>'),
-    (288, 'JoinGroupRequest'),
-    (292, 'JoinGroupRequest.GroupId'),
-    (293, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (294, 'JoinGroupRequest.MemberId'),
-    (295, 'JoinGroupRequest.GroupInstanceId'),
-    (296, 'JoinGroupRequest.ProtocolType'),
-    (297, 'JoinGroupRequest.Protocols'),
-    (305, 'JoinGroupRequest.Reason'),
-    (306, 'JoinGroupRequest.<tagged fields>'),
-    (312, 'JoinGroupRequestProtocol'),
-    (313, 'JoinGroupRequestProtocol.Name'),
-    (314, 'JoinGroupRequestProtocol.Metadata'),
-    (315, 'JoinGroupRequestProtocol'),
-    (319, 'JoinGroupRequestProtocol.Name'),
-    (320, 'JoinGroupRequestProtocol.Metadata'),
-    (323, 'JoinGroupRequestProtocol'),
-    (324, 'JoinGroupRequestProtocol.Name'),
-    (325, 'JoinGroupRequestProtocol.Metadata'),
-    (326, 'JoinGroupRequestProtocol.<tagged fields>'),
-    (339, 'JoinGroupRequestProtocol'),
-    (343, 'JoinGroupRequestProtocol.Name'),
-    (344, 'JoinGroupRequestProtocol.Metadata'),
-    (345, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (217, 'JoinGroupRequest.<tagged fields>'),
+    (230, 'JoinGroupRequest'),
+    (234, 'JoinGroupRequest.GroupId'),
+    (235, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (236, 'JoinGroupRequest.MemberId'),
+    (237, 'JoinGroupRequest.GroupInstanceId'),
+    (238, 'JoinGroupRequest.ProtocolType'),
+    (239, 'JoinGroupRequest.Protocols'),
+    (247, 'JoinGroupRequest.<tagged fields>'),
+    (253, 'JoinGroupRequest'),
+    (254, 'JoinGroupRequest.GroupId'),
+    (255, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (257, 'JoinGroupRequest.MemberId'),
+    (258, 'JoinGroupRequest.GroupInstanceId'),
+    (259, 'JoinGroupRequest.ProtocolType'),
+    (260, 'JoinGroupRequest.Protocols'),
+    (272, 'JoinGroupRequest.Reason'),
+    (273, 'JoinGroupRequest.<tagged fields>'),
+    (286, 'JoinGroupRequest'),
+    (290, 'JoinGroupRequest.GroupId'),
+    (291, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (292, 'JoinGroupRequest.MemberId'),
+    (293, 'JoinGroupRequest.GroupInstanceId'),
+    (294, 'JoinGroupRequest.ProtocolType'),
+    (295, 'JoinGroupRequest.Protocols'),
+    (303, 'JoinGroupRequest.Reason'),
+    (304, 'JoinGroupRequest.<tagged fields>'),
+    (310, 'JoinGroupRequestProtocol'),
+    (311, 'JoinGroupRequestProtocol.Name'),
+    (312, 'JoinGroupRequestProtocol.Metadata'),
+    (313, 'JoinGroupRequestProtocol'),
+    (317, 'JoinGroupRequestProtocol.Name'),
+    (318, 'JoinGroupRequestProtocol.Metadata'),
+    (321, 'JoinGroupRequestProtocol'),
+    (322, 'JoinGroupRequestProtocol.Name'),
+    (323, 'JoinGroupRequestProtocol.Metadata'),
+    (324, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (337, 'JoinGroupRequestProtocol'),
+    (341, 'JoinGroupRequestProtocol.Name'),
+    (342, 'JoinGroupRequestProtocol.Metadata'),
+    (343, 'JoinGroupRequestProtocol.<tagged fields>'),
 )

@@ -208,12 +208,11 @@ def _d_JoinGroupResponse_3(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_compact_string(buf, pos)
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -265,12 +264,11 @@ def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
     f_leader, pos = _p.read_compact_string(buf, pos)
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -325,12 +323,11 @@ def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     (f_skip_assignment,) = _S2.unpack_from(buf, pos)
     pos += 1
     f_member_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -500,72 +497,72 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (209, 'JoinGroupResponse.Leader'),
     (210, 'JoinGroupResponse.MemberId'),
     (211, 'JoinGroupResponse.Members'),
-    (224, 'JoinGroupResponse.<tagged fields>'),
-    (237, 'JoinGroupResponse'),
-    (241, 'JoinGroupResponse.SkipAssignment'),
-    (243, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (244, 'JoinGroupResponse.ProtocolName'),
-    (245, 'JoinGroupResponse.Leader'),
-    (246, 'JoinGroupResponse.MemberId'),
-    (247, 'JoinGroupResponse.Members'),
-    (255, 'JoinGroupResponse.<tagged fields>'),
-    (261, 'JoinGroupResponse'),
-    (262, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (264, 'JoinGroupResponse.ProtocolType'),
-    (265, 'JoinGroupResponse.ProtocolName'),
-    (266, 'JoinGroupResponse.Leader'),
-    (267, 'JoinGroupResponse.MemberId'),
-    (268, 'JoinGroupResponse.Members'),
-    (281, 'JoinGroupResponse.<tagged fields>'),
-    (294, 'JoinGroupResponse'),
-    (298, 'JoinGroupResponse.SkipAssignment'),
-    (300, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (301, 'JoinGroupResponse.ProtocolType'),
-    (302, 'JoinGroupResponse.ProtocolName'),
-    (303, 'JoinGroupResponse.Leader'),
-    (304, 'JoinGroupResponse.MemberId'),
-    (305, 'JoinGroupResponse.Members'),
-    (313, 'JoinGroupResponse.<tagged fields>'),
-    (319, 'JoinGroupResponse'),
-    (320, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (322, 'JoinGroupResponse.ProtocolType'),
-    (323, 'JoinGroupResponse.ProtocolName'),
-    (324, 'JoinGroupResponse.Leader'),
-    (325, 'JoinGroupResponse.SkipAssignment'),
-    (327, 'JoinGroupResponse.MemberId'),
-    (328, 'JoinGroupResponse.Members'),
-    (341, 'JoinGroupResponse.<tagged fields>'),
-    (354, 'JoinGroupResponse'),
-    (358, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (359, 'JoinGroupResponse.ProtocolType'),
-    (360, 'JoinGroupResponse.ProtocolName'),
-    (361, 'JoinGroupResponse.Leader'),
-    (362, 'JoinGroupResponse.SkipAssignment'),
-    (363, 'JoinGroupResponse.MemberId'),
-    (364, 'JoinGroupResponse.Members'),
-    (372, 'JoinGroupResponse.<tagged fields>'),
+    (223, 'JoinGroupResponse.<tagged fields>'),
+    (236, 'JoinGroupResponse'),
+    (240, 'JoinGroupResponse.SkipAssignment'),
+    (242, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (243, 'JoinGroupResponse.ProtocolName'),
+    (244, 'JoinGroupResponse.Leader'),
+    (245, 'JoinGroupResponse.MemberId'),
+    (246, 'JoinGroupResponse.Members'),
+    (254, 'JoinGroupResponse.<tagged fields>'),
+    (260, 'JoinGroupResponse'),
+    (261, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (263, 'JoinGroupResponse.ProtocolType'),
+    (264, 'JoinGroupResponse.ProtocolName'),
+    (265, 'JoinGroupResponse.Leader'),
+    (266, 'JoinGroupResponse.MemberId'),
+    (267, 'JoinGroupResponse.Members'),
+    (279, 'JoinGroupResponse.<tagged fields>'),
+    (292, 'JoinGroupResponse'),
+    (296, 'JoinGroupResponse.SkipAssignment'),
+    (298, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (299, 'JoinGroupResponse.ProtocolType'),
+    (300, 'JoinGroupResponse.ProtocolName'),
+    (301, 'JoinGroupResponse.Leader'),
+    (302, 'JoinGroupResponse.MemberId'),
+    (303, 'JoinGroupResponse.Members'),
+    (311, 'JoinGroupResponse.<tagged fields>'),
+    (317, 'JoinGroupResponse'),
+    (318, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (320, 'JoinGroupResponse.ProtocolType'),
+    (321, 'JoinGroupResponse.ProtocolName'),
+    (322, 'JoinGroupResponse.Leader'),
+    (323, 'JoinGroupResponse.SkipAssignment'),
+    (325, 'JoinGroupResponse.MemberId'),
+    (326, 'JoinGroupResponse.Members'),
+    (338, 'JoinGroupResponse.<tagged fields>'),
+    (351, 'JoinGroupResponse'),
+    (355, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (356, 'JoinGroupResponse.ProtocolType'),
+    (357, 'JoinGroupResponse.ProtocolName'),
+    (358, 'JoinGroupResponse.Leader'),
+    (359, 'JoinGroupResponse.SkipAssignment'),
+    (360, 'JoinGroupResponse.MemberId'),
+    (361, 'JoinGroupResponse.Members'),
+    (369, 'JoinGroupResponse.<tagged fields>'),
+    (375, 'JoinGroupResponseMember'),
+    (376, 'JoinGroupResponseMember.MemberId'),
+    (377, 'JoinGroupResponseMember.Metadata'),
     (378, 'JoinGroupResponseMember'),
-    (379, 'JoinGroupResponseMember.MemberId'),
-    (380, 'JoinGroupResponseMember.Metadata'),
-    (381, 'JoinGroupResponseMember'),
-    (385, 'JoinGroupResponseMember.MemberId'),
-    (386, 'JoinGroupResponseMember.Metadata'),
-    (389, 'JoinGroupResponseMember'),
-    (390, 'JoinGroupResponseMember.MemberId'),
-    (391, 'JoinGroupResponseMember.GroupInstanceId'),
-    (392, 'JoinGroupResponseMember.Metadata'),
-    (393, 'JoinGroupResponseMember'),
-    (397, 'JoinGroupResponseMember.MemberId'),
-    (398, 'JoinGroupResponseMember.GroupInstanceId'),
-    (399, 'JoinGroupResponseMember.Metadata'),
-    (402, 'JoinGroupResponseMember'),
-    (403, 'JoinGroupResponseMember.MemberId'),
-    (404, 'JoinGroupResponseMember.GroupInstanceId'),
-    (405, 'JoinGroupResponseMember.Metadata'),
-    (406, 'JoinGroupResponseMember.<tagged fields>'),
-    (419, 'JoinGroupResponseMember'),
-    (423, 'JoinGroupResponseMember.MemberId'),
-    (424, 'JoinGroupResponseMember.GroupInstanceId'),
-    (425, 'JoinGroupResponseMember.Metadata'),
-    (426, 'JoinGroupResponseMember.<tagged fields>'),
+    (382, 'JoinGroupResponseMember.MemberId'),
+    (383, 'JoinGroupResponseMember.Metadata'),
+    (386, 'JoinGroupResponseMember'),
+    (387, 'JoinGroupResponseMember.MemberId'),
+    (388, 'JoinGroupResponseMember.GroupInstanceId'),
+    (389, 'JoinGroupResponseMember.Metadata'),
+    (390, 'JoinGroupResponseMember'),
+    (394, 'JoinGroupResponseMember.MemberId'),
+    (395, 'JoinGroupResponseMember.GroupInstanceId'),
+    (396, 'JoinGroupResponseMember.Metadata'),
+    (399, 'JoinGroupResponseMember'),
+    (400, 'JoinGroupResponseMember.MemberId'),
+    (401, 'JoinGroupResponseMember.GroupInstanceId'),
+    (402, 'JoinGroupResponseMember.Metadata'),
+    (403, 'JoinGroupResponseMember.<tagged fields>'),
+    (416, 'JoinGroupResponseMember'),
+    (420, 'JoinGroupResponseMember.MemberId'),
+    (421, 'JoinGroupResponseMember.GroupInstanceId'),
+    (422, 'JoinGroupResponseMember.Metadata'),
+    (423, 'JoinGroupResponseMember.<tagged fields>'),
 )

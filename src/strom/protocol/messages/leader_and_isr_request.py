@@ -381,12 +381,11 @@ def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -394,12 +393,11 @@ def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
         item_topic_states, pos = _d_LeaderAndIsrTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
@@ -456,12 +454,11 @@ def _e_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -469,12 +466,11 @@ def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
         item_topic_states, pos = _d_LeaderAndIsrTopicState_3(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
@@ -529,12 +525,11 @@ def _e_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_type,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -542,12 +537,11 @@ def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
         item_topic_states, pos = _d_LeaderAndIsrTopicState_4(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
@@ -602,12 +596,11 @@ def _e_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray, chunks: lis
 def _d_LeaderAndIsrRequest_7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type,) = _S3.unpack_from(buf, pos)
     pos += 18
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -615,12 +608,11 @@ def _d_LeaderAndIsrRequest_7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
         item_topic_states, pos = _d_LeaderAndIsrTopicState_4(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_leaders: list[Any] = []
@@ -676,7 +668,7 @@ def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -684,7 +676,7 @@ def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -728,7 +720,7 @@ def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -736,7 +728,7 @@ def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -810,12 +802,11 @@ def _e_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray, chunk
 
 def _d_LeaderAndIsrTopicState_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -890,12 +881,11 @@ def _e_LeaderAndIsrLiveLeader_1(o: LeaderAndIsrLiveLeader, out: bytearray, chunk
 def _d_LeaderAndIsrTopicState_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -939,12 +929,11 @@ def _e_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray, chunk
 def _d_LeaderAndIsrTopicState_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -990,7 +979,7 @@ def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -998,7 +987,7 @@ def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1028,7 +1017,7 @@ def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1036,19 +1025,19 @@ def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[LeaderAn
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1084,45 +1073,41 @@ def _e_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearra
 def _d_LeaderAndIsrPartitionState_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1187,45 +1172,41 @@ def _e_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearra
 def _d_LeaderAndIsrPartitionState_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_partition_epoch,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1354,202 +1335,202 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (381, 'LeaderAndIsrRequest'),
     (382, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
     (384, 'LeaderAndIsrRequest.TopicStates'),
-    (397, 'LeaderAndIsrRequest.LiveLeaders'),
-    (410, 'LeaderAndIsrRequest.<tagged fields>'),
-    (423, 'LeaderAndIsrRequest'),
-    (427, 'LeaderAndIsrRequest.isKRaftController'),
-    (429, 'LeaderAndIsrRequest.Type'),
-    (431, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (433, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (434, 'LeaderAndIsrRequest.TopicStates'),
-    (442, 'LeaderAndIsrRequest.LiveLeaders'),
-    (450, 'LeaderAndIsrRequest.<tagged fields>'),
-    (456, 'LeaderAndIsrRequest'),
-    (457, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (459, 'LeaderAndIsrRequest.TopicStates'),
-    (472, 'LeaderAndIsrRequest.LiveLeaders'),
-    (485, 'LeaderAndIsrRequest.<tagged fields>'),
-    (498, 'LeaderAndIsrRequest'),
-    (502, 'LeaderAndIsrRequest.isKRaftController'),
-    (504, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (506, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (507, 'LeaderAndIsrRequest.TopicStates'),
-    (515, 'LeaderAndIsrRequest.LiveLeaders'),
-    (523, 'LeaderAndIsrRequest.<tagged fields>'),
-    (529, 'LeaderAndIsrRequest'),
-    (530, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (532, 'LeaderAndIsrRequest.TopicStates'),
-    (545, 'LeaderAndIsrRequest.LiveLeaders'),
-    (558, 'LeaderAndIsrRequest.<tagged fields>'),
-    (571, 'LeaderAndIsrRequest'),
-    (575, 'LeaderAndIsrRequest.isKRaftController'),
-    (577, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (579, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (580, 'LeaderAndIsrRequest.TopicStates'),
-    (588, 'LeaderAndIsrRequest.LiveLeaders'),
-    (596, 'LeaderAndIsrRequest.<tagged fields>'),
-    (602, 'LeaderAndIsrRequest'),
-    (603, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (605, 'LeaderAndIsrRequest.TopicStates'),
-    (618, 'LeaderAndIsrRequest.LiveLeaders'),
-    (631, 'LeaderAndIsrRequest.<tagged fields>'),
-    (644, 'LeaderAndIsrRequest'),
-    (648, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (650, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (651, 'LeaderAndIsrRequest.TopicStates'),
-    (659, 'LeaderAndIsrRequest.LiveLeaders'),
-    (667, 'LeaderAndIsrRequest.<tagged fields>'),
-    (673, 'LeaderAndIsrPartitionState'),
-    (674, 'LeaderAndIsrPartitionState.TopicName'),
-    (675, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (677, 'LeaderAndIsrPartitionState.Isr'),
-    (683, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (685, 'LeaderAndIsrPartitionState.Replicas'),
-    (691, 'LeaderAndIsrPartitionState'),
-    (695, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (697, 'LeaderAndIsrPartitionState.TopicName'),
-    (698, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (699, 'LeaderAndIsrPartitionState.Isr'),
-    (703, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (704, 'LeaderAndIsrPartitionState.Replicas'),
-    (710, 'LeaderAndIsrLiveLeader'),
-    (711, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (396, 'LeaderAndIsrRequest.LiveLeaders'),
+    (408, 'LeaderAndIsrRequest.<tagged fields>'),
+    (421, 'LeaderAndIsrRequest'),
+    (425, 'LeaderAndIsrRequest.isKRaftController'),
+    (427, 'LeaderAndIsrRequest.Type'),
+    (429, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (431, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (432, 'LeaderAndIsrRequest.TopicStates'),
+    (440, 'LeaderAndIsrRequest.LiveLeaders'),
+    (448, 'LeaderAndIsrRequest.<tagged fields>'),
+    (454, 'LeaderAndIsrRequest'),
+    (455, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (457, 'LeaderAndIsrRequest.TopicStates'),
+    (469, 'LeaderAndIsrRequest.LiveLeaders'),
+    (481, 'LeaderAndIsrRequest.<tagged fields>'),
+    (494, 'LeaderAndIsrRequest'),
+    (498, 'LeaderAndIsrRequest.isKRaftController'),
+    (500, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (502, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (503, 'LeaderAndIsrRequest.TopicStates'),
+    (511, 'LeaderAndIsrRequest.LiveLeaders'),
+    (519, 'LeaderAndIsrRequest.<tagged fields>'),
+    (525, 'LeaderAndIsrRequest'),
+    (526, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (528, 'LeaderAndIsrRequest.TopicStates'),
+    (540, 'LeaderAndIsrRequest.LiveLeaders'),
+    (552, 'LeaderAndIsrRequest.<tagged fields>'),
+    (565, 'LeaderAndIsrRequest'),
+    (569, 'LeaderAndIsrRequest.isKRaftController'),
+    (571, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (573, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (574, 'LeaderAndIsrRequest.TopicStates'),
+    (582, 'LeaderAndIsrRequest.LiveLeaders'),
+    (590, 'LeaderAndIsrRequest.<tagged fields>'),
+    (596, 'LeaderAndIsrRequest'),
+    (597, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (599, 'LeaderAndIsrRequest.TopicStates'),
+    (611, 'LeaderAndIsrRequest.LiveLeaders'),
+    (623, 'LeaderAndIsrRequest.<tagged fields>'),
+    (636, 'LeaderAndIsrRequest'),
+    (640, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (642, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (643, 'LeaderAndIsrRequest.TopicStates'),
+    (651, 'LeaderAndIsrRequest.LiveLeaders'),
+    (659, 'LeaderAndIsrRequest.<tagged fields>'),
+    (665, 'LeaderAndIsrPartitionState'),
+    (666, 'LeaderAndIsrPartitionState.TopicName'),
+    (667, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (669, 'LeaderAndIsrPartitionState.Isr'),
+    (675, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (677, 'LeaderAndIsrPartitionState.Replicas'),
+    (683, 'LeaderAndIsrPartitionState'),
+    (687, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (689, 'LeaderAndIsrPartitionState.TopicName'),
+    (690, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (691, 'LeaderAndIsrPartitionState.Isr'),
+    (695, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (696, 'LeaderAndIsrPartitionState.Replicas'),
+    (702, 'LeaderAndIsrLiveLeader'),
+    (703, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (705, 'LeaderAndIsrLiveLeader.HostName'),
+    (706, 'LeaderAndIsrLiveLeader.Port'),
+    (708, 'LeaderAndIsrLiveLeader'),
+    (712, 'LeaderAndIsrLiveLeader.BrokerId'),
     (713, 'LeaderAndIsrLiveLeader.HostName'),
     (714, 'LeaderAndIsrLiveLeader.Port'),
-    (716, 'LeaderAndIsrLiveLeader'),
-    (720, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (721, 'LeaderAndIsrLiveLeader.HostName'),
-    (722, 'LeaderAndIsrLiveLeader.Port'),
-    (725, 'LeaderAndIsrPartitionState'),
-    (726, 'LeaderAndIsrPartitionState.TopicName'),
-    (727, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (729, 'LeaderAndIsrPartitionState.Isr'),
-    (735, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (737, 'LeaderAndIsrPartitionState.Replicas'),
-    (743, 'LeaderAndIsrPartitionState.IsNew'),
-    (745, 'LeaderAndIsrPartitionState'),
-    (749, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (751, 'LeaderAndIsrPartitionState.TopicName'),
-    (752, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (753, 'LeaderAndIsrPartitionState.Isr'),
-    (757, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (758, 'LeaderAndIsrPartitionState.Replicas'),
-    (762, 'LeaderAndIsrPartitionState.IsNew'),
-    (765, 'LeaderAndIsrTopicState'),
-    (766, 'LeaderAndIsrTopicState.TopicName'),
-    (767, 'LeaderAndIsrTopicState.PartitionStates'),
-    (776, 'LeaderAndIsrTopicState'),
-    (780, 'LeaderAndIsrTopicState.TopicName'),
-    (781, 'LeaderAndIsrTopicState.PartitionStates'),
-    (788, 'LeaderAndIsrTopicState'),
-    (789, 'LeaderAndIsrTopicState.TopicName'),
-    (790, 'LeaderAndIsrTopicState.PartitionStates'),
-    (799, 'LeaderAndIsrTopicState'),
-    (803, 'LeaderAndIsrTopicState.TopicName'),
-    (804, 'LeaderAndIsrTopicState.PartitionStates'),
-    (811, 'LeaderAndIsrTopicState'),
-    (812, 'LeaderAndIsrTopicState.TopicName'),
-    (813, 'LeaderAndIsrTopicState.PartitionStates'),
-    (826, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (839, 'LeaderAndIsrTopicState'),
-    (843, 'LeaderAndIsrTopicState.TopicName'),
-    (844, 'LeaderAndIsrTopicState.PartitionStates'),
-    (852, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (858, 'LeaderAndIsrLiveLeader'),
-    (859, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (861, 'LeaderAndIsrLiveLeader.HostName'),
-    (862, 'LeaderAndIsrLiveLeader.Port'),
-    (864, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (877, 'LeaderAndIsrLiveLeader'),
-    (881, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (882, 'LeaderAndIsrLiveLeader.HostName'),
-    (883, 'LeaderAndIsrLiveLeader.Port'),
-    (884, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (890, 'LeaderAndIsrTopicState'),
-    (891, 'LeaderAndIsrTopicState.TopicName'),
-    (892, 'LeaderAndIsrTopicState.TopicId'),
-    (893, 'LeaderAndIsrTopicState.PartitionStates'),
-    (906, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (919, 'LeaderAndIsrTopicState'),
-    (923, 'LeaderAndIsrTopicState.TopicName'),
-    (924, 'LeaderAndIsrTopicState.TopicId'),
-    (925, 'LeaderAndIsrTopicState.PartitionStates'),
-    (933, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (939, 'LeaderAndIsrTopicState'),
-    (940, 'LeaderAndIsrTopicState.TopicName'),
-    (941, 'LeaderAndIsrTopicState.TopicId'),
-    (942, 'LeaderAndIsrTopicState.PartitionStates'),
-    (955, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (968, 'LeaderAndIsrTopicState'),
-    (972, 'LeaderAndIsrTopicState.TopicName'),
-    (973, 'LeaderAndIsrTopicState.TopicId'),
-    (974, 'LeaderAndIsrTopicState.PartitionStates'),
-    (982, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (988, 'LeaderAndIsrPartitionState'),
-    (989, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (991, 'LeaderAndIsrPartitionState.Isr'),
-    (997, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (999, 'LeaderAndIsrPartitionState.Replicas'),
-    (1005, 'LeaderAndIsrPartitionState.IsNew'),
-    (1007, 'LeaderAndIsrPartitionState'),
-    (1011, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1013, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1014, 'LeaderAndIsrPartitionState.Isr'),
-    (1018, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1019, 'LeaderAndIsrPartitionState.Replicas'),
-    (1023, 'LeaderAndIsrPartitionState.IsNew'),
-    (1026, 'LeaderAndIsrPartitionState'),
-    (1027, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1029, 'LeaderAndIsrPartitionState.Isr'),
-    (1035, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1037, 'LeaderAndIsrPartitionState.Replicas'),
-    (1043, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1049, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1055, 'LeaderAndIsrPartitionState.IsNew'),
-    (1057, 'LeaderAndIsrPartitionState'),
-    (1061, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1063, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1064, 'LeaderAndIsrPartitionState.Isr'),
-    (1068, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1069, 'LeaderAndIsrPartitionState.Replicas'),
-    (1073, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1077, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1081, 'LeaderAndIsrPartitionState.IsNew'),
-    (1084, 'LeaderAndIsrPartitionState'),
-    (1085, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1087, 'LeaderAndIsrPartitionState.Isr'),
-    (1097, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1099, 'LeaderAndIsrPartitionState.Replicas'),
-    (1109, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1119, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1129, 'LeaderAndIsrPartitionState.IsNew'),
-    (1131, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1144, 'LeaderAndIsrPartitionState'),
-    (1148, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1150, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1151, 'LeaderAndIsrPartitionState.Isr'),
-    (1158, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1159, 'LeaderAndIsrPartitionState.Replicas'),
-    (1166, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1173, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1180, 'LeaderAndIsrPartitionState.IsNew'),
-    (1181, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1187, 'LeaderAndIsrPartitionState'),
-    (1188, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1190, 'LeaderAndIsrPartitionState.Isr'),
-    (1200, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1202, 'LeaderAndIsrPartitionState.Replicas'),
-    (1212, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1222, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1232, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (1234, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1247, 'LeaderAndIsrPartitionState'),
-    (1251, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1252, 'LeaderAndIsrPartitionState.Isr'),
-    (1259, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1260, 'LeaderAndIsrPartitionState.Replicas'),
-    (1267, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1274, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1281, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (1282, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (717, 'LeaderAndIsrPartitionState'),
+    (718, 'LeaderAndIsrPartitionState.TopicName'),
+    (719, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (721, 'LeaderAndIsrPartitionState.Isr'),
+    (727, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (729, 'LeaderAndIsrPartitionState.Replicas'),
+    (735, 'LeaderAndIsrPartitionState.IsNew'),
+    (737, 'LeaderAndIsrPartitionState'),
+    (741, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (743, 'LeaderAndIsrPartitionState.TopicName'),
+    (744, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (745, 'LeaderAndIsrPartitionState.Isr'),
+    (749, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (750, 'LeaderAndIsrPartitionState.Replicas'),
+    (754, 'LeaderAndIsrPartitionState.IsNew'),
+    (757, 'LeaderAndIsrTopicState'),
+    (758, 'LeaderAndIsrTopicState.TopicName'),
+    (759, 'LeaderAndIsrTopicState.PartitionStates'),
+    (768, 'LeaderAndIsrTopicState'),
+    (772, 'LeaderAndIsrTopicState.TopicName'),
+    (773, 'LeaderAndIsrTopicState.PartitionStates'),
+    (780, 'LeaderAndIsrTopicState'),
+    (781, 'LeaderAndIsrTopicState.TopicName'),
+    (782, 'LeaderAndIsrTopicState.PartitionStates'),
+    (791, 'LeaderAndIsrTopicState'),
+    (795, 'LeaderAndIsrTopicState.TopicName'),
+    (796, 'LeaderAndIsrTopicState.PartitionStates'),
+    (803, 'LeaderAndIsrTopicState'),
+    (804, 'LeaderAndIsrTopicState.TopicName'),
+    (805, 'LeaderAndIsrTopicState.PartitionStates'),
+    (817, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (830, 'LeaderAndIsrTopicState'),
+    (834, 'LeaderAndIsrTopicState.TopicName'),
+    (835, 'LeaderAndIsrTopicState.PartitionStates'),
+    (843, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (849, 'LeaderAndIsrLiveLeader'),
+    (850, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (852, 'LeaderAndIsrLiveLeader.HostName'),
+    (853, 'LeaderAndIsrLiveLeader.Port'),
+    (855, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (868, 'LeaderAndIsrLiveLeader'),
+    (872, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (873, 'LeaderAndIsrLiveLeader.HostName'),
+    (874, 'LeaderAndIsrLiveLeader.Port'),
+    (875, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (881, 'LeaderAndIsrTopicState'),
+    (882, 'LeaderAndIsrTopicState.TopicName'),
+    (883, 'LeaderAndIsrTopicState.TopicId'),
+    (884, 'LeaderAndIsrTopicState.PartitionStates'),
+    (896, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (909, 'LeaderAndIsrTopicState'),
+    (913, 'LeaderAndIsrTopicState.TopicName'),
+    (914, 'LeaderAndIsrTopicState.TopicId'),
+    (915, 'LeaderAndIsrTopicState.PartitionStates'),
+    (923, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (929, 'LeaderAndIsrTopicState'),
+    (930, 'LeaderAndIsrTopicState.TopicName'),
+    (931, 'LeaderAndIsrTopicState.TopicId'),
+    (932, 'LeaderAndIsrTopicState.PartitionStates'),
+    (944, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (957, 'LeaderAndIsrTopicState'),
+    (961, 'LeaderAndIsrTopicState.TopicName'),
+    (962, 'LeaderAndIsrTopicState.TopicId'),
+    (963, 'LeaderAndIsrTopicState.PartitionStates'),
+    (971, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (977, 'LeaderAndIsrPartitionState'),
+    (978, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (980, 'LeaderAndIsrPartitionState.Isr'),
+    (986, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (988, 'LeaderAndIsrPartitionState.Replicas'),
+    (994, 'LeaderAndIsrPartitionState.IsNew'),
+    (996, 'LeaderAndIsrPartitionState'),
+    (1000, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1002, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1003, 'LeaderAndIsrPartitionState.Isr'),
+    (1007, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1008, 'LeaderAndIsrPartitionState.Replicas'),
+    (1012, 'LeaderAndIsrPartitionState.IsNew'),
+    (1015, 'LeaderAndIsrPartitionState'),
+    (1016, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1018, 'LeaderAndIsrPartitionState.Isr'),
+    (1024, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1026, 'LeaderAndIsrPartitionState.Replicas'),
+    (1032, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1038, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1044, 'LeaderAndIsrPartitionState.IsNew'),
+    (1046, 'LeaderAndIsrPartitionState'),
+    (1050, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1052, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1053, 'LeaderAndIsrPartitionState.Isr'),
+    (1057, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1058, 'LeaderAndIsrPartitionState.Replicas'),
+    (1062, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1066, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1070, 'LeaderAndIsrPartitionState.IsNew'),
+    (1073, 'LeaderAndIsrPartitionState'),
+    (1074, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1076, 'LeaderAndIsrPartitionState.Isr'),
+    (1085, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1087, 'LeaderAndIsrPartitionState.Replicas'),
+    (1096, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1105, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1114, 'LeaderAndIsrPartitionState.IsNew'),
+    (1116, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1129, 'LeaderAndIsrPartitionState'),
+    (1133, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1135, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1136, 'LeaderAndIsrPartitionState.Isr'),
+    (1143, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1144, 'LeaderAndIsrPartitionState.Replicas'),
+    (1151, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1158, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1165, 'LeaderAndIsrPartitionState.IsNew'),
+    (1166, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1172, 'LeaderAndIsrPartitionState'),
+    (1173, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1175, 'LeaderAndIsrPartitionState.Isr'),
+    (1184, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1186, 'LeaderAndIsrPartitionState.Replicas'),
+    (1195, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1204, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1213, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1215, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1228, 'LeaderAndIsrPartitionState'),
+    (1232, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1233, 'LeaderAndIsrPartitionState.Isr'),
+    (1240, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1241, 'LeaderAndIsrPartitionState.Replicas'),
+    (1248, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1255, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1262, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1263, 'LeaderAndIsrPartitionState.<tagged fields>'),
 )

@@ -137,12 +137,11 @@ def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: l
 def _d_LeaderAndIsrResponse_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
@@ -187,12 +186,11 @@ def _e_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray, chunks: l
 def _d_LeaderAndIsrResponse_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -277,12 +275,11 @@ def _e_LeaderAndIsrPartitionError_1(o: LeaderAndIsrPartitionError, out: bytearra
 
 def _d_LeaderAndIsrTopicError_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrTopicError, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
@@ -381,47 +378,47 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (137, 'LeaderAndIsrResponse'),
     (138, 'LeaderAndIsrResponse.ErrorCode'),
     (140, 'LeaderAndIsrResponse.PartitionErrors'),
-    (153, 'LeaderAndIsrResponse.<tagged fields>'),
-    (166, 'LeaderAndIsrResponse'),
-    (170, 'LeaderAndIsrResponse.Topics'),
-    (172, 'LeaderAndIsrResponse.ErrorCode'),
-    (173, 'LeaderAndIsrResponse.PartitionErrors'),
-    (181, 'LeaderAndIsrResponse.<tagged fields>'),
-    (187, 'LeaderAndIsrResponse'),
-    (188, 'LeaderAndIsrResponse.ErrorCode'),
-    (190, 'LeaderAndIsrResponse.Topics'),
-    (203, 'LeaderAndIsrResponse.<tagged fields>'),
-    (216, 'LeaderAndIsrResponse'),
-    (220, 'LeaderAndIsrResponse.PartitionErrors'),
-    (222, 'LeaderAndIsrResponse.ErrorCode'),
-    (223, 'LeaderAndIsrResponse.Topics'),
-    (231, 'LeaderAndIsrResponse.<tagged fields>'),
-    (237, 'LeaderAndIsrPartitionError'),
-    (238, 'LeaderAndIsrPartitionError.TopicName'),
-    (239, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (241, 'LeaderAndIsrPartitionError'),
-    (245, 'LeaderAndIsrPartitionError.TopicName'),
-    (246, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (249, 'LeaderAndIsrPartitionError'),
-    (250, 'LeaderAndIsrPartitionError.TopicName'),
-    (251, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (253, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (266, 'LeaderAndIsrPartitionError'),
-    (270, 'LeaderAndIsrPartitionError.TopicName'),
-    (271, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (272, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (278, 'LeaderAndIsrTopicError'),
-    (279, 'LeaderAndIsrTopicError.TopicId'),
-    (280, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (293, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (306, 'LeaderAndIsrTopicError'),
-    (310, 'LeaderAndIsrTopicError.TopicId'),
-    (311, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (319, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (325, 'LeaderAndIsrPartitionError'),
-    (326, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (328, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (341, 'LeaderAndIsrPartitionError'),
-    (345, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (346, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (152, 'LeaderAndIsrResponse.<tagged fields>'),
+    (165, 'LeaderAndIsrResponse'),
+    (169, 'LeaderAndIsrResponse.Topics'),
+    (171, 'LeaderAndIsrResponse.ErrorCode'),
+    (172, 'LeaderAndIsrResponse.PartitionErrors'),
+    (180, 'LeaderAndIsrResponse.<tagged fields>'),
+    (186, 'LeaderAndIsrResponse'),
+    (187, 'LeaderAndIsrResponse.ErrorCode'),
+    (189, 'LeaderAndIsrResponse.Topics'),
+    (201, 'LeaderAndIsrResponse.<tagged fields>'),
+    (214, 'LeaderAndIsrResponse'),
+    (218, 'LeaderAndIsrResponse.PartitionErrors'),
+    (220, 'LeaderAndIsrResponse.ErrorCode'),
+    (221, 'LeaderAndIsrResponse.Topics'),
+    (229, 'LeaderAndIsrResponse.<tagged fields>'),
+    (235, 'LeaderAndIsrPartitionError'),
+    (236, 'LeaderAndIsrPartitionError.TopicName'),
+    (237, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (239, 'LeaderAndIsrPartitionError'),
+    (243, 'LeaderAndIsrPartitionError.TopicName'),
+    (244, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (247, 'LeaderAndIsrPartitionError'),
+    (248, 'LeaderAndIsrPartitionError.TopicName'),
+    (249, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (251, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (264, 'LeaderAndIsrPartitionError'),
+    (268, 'LeaderAndIsrPartitionError.TopicName'),
+    (269, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (270, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (276, 'LeaderAndIsrTopicError'),
+    (277, 'LeaderAndIsrTopicError.TopicId'),
+    (278, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (290, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (303, 'LeaderAndIsrTopicError'),
+    (307, 'LeaderAndIsrTopicError.TopicId'),
+    (308, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (316, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (322, 'LeaderAndIsrPartitionError'),
+    (323, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (325, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (338, 'LeaderAndIsrPartitionError'),
+    (342, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (343, 'LeaderAndIsrPartitionError.<tagged fields>'),
 )

@@ -84,12 +84,11 @@ class _New_LeaderChangeMessage(_Message):
 def _d_LeaderChangeMessage_0(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     (f_version, f_leader_id,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
@@ -97,12 +96,11 @@ def _d_LeaderChangeMessage_0(buf: memoryview, pos: int) -> tuple[LeaderChangeMes
         item_voters, pos = _d_Voter_0(buf, pos)
         items_voters.append(item_voters)
     f_voters = tuple(items_voters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_granting_voters: list[Any] = []
@@ -153,12 +151,11 @@ def _e_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray, chunks: lis
 def _d_LeaderChangeMessage_1(buf: memoryview, pos: int) -> tuple[LeaderChangeMessage, int]:
     (f_version, f_leader_id,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
@@ -166,12 +163,11 @@ def _d_LeaderChangeMessage_1(buf: memoryview, pos: int) -> tuple[LeaderChangeMes
         item_voters, pos = _d_Voter_1(buf, pos)
         items_voters.append(item_voters)
     f_voters = tuple(items_voters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_granting_voters: list[Any] = []
@@ -290,36 +286,36 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (84, 'LeaderChangeMessage'),
     (85, 'LeaderChangeMessage.Version,LeaderId'),
     (87, 'LeaderChangeMessage.Voters'),
-    (100, 'LeaderChangeMessage.GrantingVoters'),
-    (113, 'LeaderChangeMessage.<tagged fields>'),
-    (126, 'LeaderChangeMessage'),
-    (130, 'LeaderChangeMessage.Version,LeaderId'),
-    (131, 'LeaderChangeMessage.Voters'),
-    (139, 'LeaderChangeMessage.GrantingVoters'),
-    (147, 'LeaderChangeMessage.<tagged fields>'),
-    (153, 'LeaderChangeMessage'),
-    (154, 'LeaderChangeMessage.Version,LeaderId'),
-    (156, 'LeaderChangeMessage.Voters'),
-    (169, 'LeaderChangeMessage.GrantingVoters'),
-    (182, 'LeaderChangeMessage.<tagged fields>'),
-    (195, 'LeaderChangeMessage'),
-    (199, 'LeaderChangeMessage.Version,LeaderId'),
-    (200, 'LeaderChangeMessage.Voters'),
-    (208, 'LeaderChangeMessage.GrantingVoters'),
-    (216, 'LeaderChangeMessage.<tagged fields>'),
-    (222, 'Voter'),
-    (223, 'Voter.VoterId'),
-    (225, 'Voter.<tagged fields>'),
-    (238, 'Voter'),
-    (242, 'Voter.VoterDirectoryId'),
-    (244, 'Voter.VoterId'),
-    (245, 'Voter.<tagged fields>'),
-    (251, 'Voter'),
-    (252, 'Voter.VoterId'),
-    (254, 'Voter.VoterDirectoryId'),
-    (255, 'Voter.<tagged fields>'),
-    (268, 'Voter'),
-    (272, 'Voter.VoterId'),
-    (273, 'Voter.VoterDirectoryId'),
-    (274, 'Voter.<tagged fields>'),
+    (99, 'LeaderChangeMessage.GrantingVoters'),
+    (111, 'LeaderChangeMessage.<tagged fields>'),
+    (124, 'LeaderChangeMessage'),
+    (128, 'LeaderChangeMessage.Version,LeaderId'),
+    (129, 'LeaderChangeMessage.Voters'),
+    (137, 'LeaderChangeMessage.GrantingVoters'),
+    (145, 'LeaderChangeMessage.<tagged fields>'),
+    (151, 'LeaderChangeMessage'),
+    (152, 'LeaderChangeMessage.Version,LeaderId'),
+    (154, 'LeaderChangeMessage.Voters'),
+    (166, 'LeaderChangeMessage.GrantingVoters'),
+    (178, 'LeaderChangeMessage.<tagged fields>'),
+    (191, 'LeaderChangeMessage'),
+    (195, 'LeaderChangeMessage.Version,LeaderId'),
+    (196, 'LeaderChangeMessage.Voters'),
+    (204, 'LeaderChangeMessage.GrantingVoters'),
+    (212, 'LeaderChangeMessage.<tagged fields>'),
+    (218, 'Voter'),
+    (219, 'Voter.VoterId'),
+    (221, 'Voter.<tagged fields>'),
+    (234, 'Voter'),
+    (238, 'Voter.VoterDirectoryId'),
+    (240, 'Voter.VoterId'),
+    (241, 'Voter.<tagged fields>'),
+    (247, 'Voter'),
+    (248, 'Voter.VoterId'),
+    (250, 'Voter.VoterDirectoryId'),
+    (251, 'Voter.<tagged fields>'),
+    (264, 'Voter'),
+    (268, 'Voter.VoterId'),
+    (269, 'Voter.VoterDirectoryId'),
+    (270, 'Voter.<tagged fields>'),
 )

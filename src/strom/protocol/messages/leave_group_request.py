@@ -121,12 +121,11 @@ def _e_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
 
 def _d_LeaveGroupRequest_2(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -170,12 +169,11 @@ def _e_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray, chunks: list[_p
 
 def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -321,43 +319,43 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (122, 'LeaveGroupRequest'),
     (123, 'LeaveGroupRequest.GroupId'),
     (124, 'LeaveGroupRequest.Members'),
-    (137, 'LeaveGroupRequest.<tagged fields>'),
-    (150, 'LeaveGroupRequest'),
-    (154, 'LeaveGroupRequest.MemberId'),
-    (156, 'LeaveGroupRequest.GroupId'),
-    (157, 'LeaveGroupRequest.Members'),
-    (165, 'LeaveGroupRequest.<tagged fields>'),
-    (171, 'LeaveGroupRequest'),
-    (172, 'LeaveGroupRequest.GroupId'),
-    (173, 'LeaveGroupRequest.Members'),
-    (186, 'LeaveGroupRequest.<tagged fields>'),
-    (199, 'LeaveGroupRequest'),
-    (203, 'LeaveGroupRequest.MemberId'),
-    (205, 'LeaveGroupRequest.GroupId'),
-    (206, 'LeaveGroupRequest.Members'),
-    (214, 'LeaveGroupRequest.<tagged fields>'),
-    (220, 'MemberIdentity'),
-    (221, 'MemberIdentity.MemberId'),
-    (222, 'MemberIdentity.GroupInstanceId'),
-    (223, 'MemberIdentity'),
-    (227, 'MemberIdentity.MemberId'),
-    (228, 'MemberIdentity.GroupInstanceId'),
-    (231, 'MemberIdentity'),
-    (232, 'MemberIdentity.MemberId'),
-    (233, 'MemberIdentity.GroupInstanceId'),
-    (234, 'MemberIdentity.<tagged fields>'),
-    (247, 'MemberIdentity'),
-    (251, 'MemberIdentity.MemberId'),
-    (252, 'MemberIdentity.GroupInstanceId'),
-    (253, 'MemberIdentity.<tagged fields>'),
-    (259, 'MemberIdentity'),
-    (260, 'MemberIdentity.MemberId'),
-    (261, 'MemberIdentity.GroupInstanceId'),
-    (262, 'MemberIdentity.Reason'),
-    (263, 'MemberIdentity.<tagged fields>'),
-    (276, 'MemberIdentity'),
-    (280, 'MemberIdentity.MemberId'),
-    (281, 'MemberIdentity.GroupInstanceId'),
-    (282, 'MemberIdentity.Reason'),
-    (283, 'MemberIdentity.<tagged fields>'),
+    (136, 'LeaveGroupRequest.<tagged fields>'),
+    (149, 'LeaveGroupRequest'),
+    (153, 'LeaveGroupRequest.MemberId'),
+    (155, 'LeaveGroupRequest.GroupId'),
+    (156, 'LeaveGroupRequest.Members'),
+    (164, 'LeaveGroupRequest.<tagged fields>'),
+    (170, 'LeaveGroupRequest'),
+    (171, 'LeaveGroupRequest.GroupId'),
+    (172, 'LeaveGroupRequest.Members'),
+    (184, 'LeaveGroupRequest.<tagged fields>'),
+    (197, 'LeaveGroupRequest'),
+    (201, 'LeaveGroupRequest.MemberId'),
+    (203, 'LeaveGroupRequest.GroupId'),
+    (204, 'LeaveGroupRequest.Members'),
+    (212, 'LeaveGroupRequest.<tagged fields>'),
+    (218, 'MemberIdentity'),
+    (219, 'MemberIdentity.MemberId'),
+    (220, 'MemberIdentity.GroupInstanceId'),
+    (221, 'MemberIdentity'),
+    (225, 'MemberIdentity.MemberId'),
+    (226, 'MemberIdentity.GroupInstanceId'),
+    (229, 'MemberIdentity'),
+    (230, 'MemberIdentity.MemberId'),
+    (231, 'MemberIdentity.GroupInstanceId'),
+    (232, 'MemberIdentity.<tagged fields>'),
+    (245, 'MemberIdentity'),
+    (249, 'MemberIdentity.MemberId'),
+    (250, 'MemberIdentity.GroupInstanceId'),
+    (251, 'MemberIdentity.<tagged fields>'),
+    (257, 'MemberIdentity'),
+    (258, 'MemberIdentity.MemberId'),
+    (259, 'MemberIdentity.GroupInstanceId'),
+    (260, 'MemberIdentity.Reason'),
+    (261, 'MemberIdentity.<tagged fields>'),
+    (274, 'MemberIdentity'),
+    (278, 'MemberIdentity.MemberId'),
+    (279, 'MemberIdentity.GroupInstanceId'),
+    (280, 'MemberIdentity.Reason'),
+    (281, 'MemberIdentity.<tagged fields>'),
 )

@@ -133,12 +133,11 @@ def _e_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray, chunks: list[
 def _d_LeaveGroupResponse_3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -260,27 +259,27 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (133, 'LeaveGroupResponse'),
     (134, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
     (136, 'LeaveGroupResponse.Members'),
-    (149, 'LeaveGroupResponse.<tagged fields>'),
-    (162, 'LeaveGroupResponse'),
-    (166, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (167, 'LeaveGroupResponse.Members'),
-    (175, 'LeaveGroupResponse.<tagged fields>'),
-    (181, 'MemberResponse'),
-    (182, 'MemberResponse.MemberId'),
-    (183, 'MemberResponse.GroupInstanceId'),
-    (184, 'MemberResponse.ErrorCode'),
-    (186, 'MemberResponse'),
-    (190, 'MemberResponse.MemberId'),
-    (191, 'MemberResponse.GroupInstanceId'),
-    (192, 'MemberResponse.ErrorCode'),
-    (195, 'MemberResponse'),
-    (196, 'MemberResponse.MemberId'),
-    (197, 'MemberResponse.GroupInstanceId'),
-    (198, 'MemberResponse.ErrorCode'),
-    (200, 'MemberResponse.<tagged fields>'),
-    (213, 'MemberResponse'),
-    (217, 'MemberResponse.MemberId'),
-    (218, 'MemberResponse.GroupInstanceId'),
-    (219, 'MemberResponse.ErrorCode'),
-    (220, 'MemberResponse.<tagged fields>'),
+    (148, 'LeaveGroupResponse.<tagged fields>'),
+    (161, 'LeaveGroupResponse'),
+    (165, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (166, 'LeaveGroupResponse.Members'),
+    (174, 'LeaveGroupResponse.<tagged fields>'),
+    (180, 'MemberResponse'),
+    (181, 'MemberResponse.MemberId'),
+    (182, 'MemberResponse.GroupInstanceId'),
+    (183, 'MemberResponse.ErrorCode'),
+    (185, 'MemberResponse'),
+    (189, 'MemberResponse.MemberId'),
+    (190, 'MemberResponse.GroupInstanceId'),
+    (191, 'MemberResponse.ErrorCode'),
+    (194, 'MemberResponse'),
+    (195, 'MemberResponse.MemberId'),
+    (196, 'MemberResponse.GroupInstanceId'),
+    (197, 'MemberResponse.ErrorCode'),
+    (199, 'MemberResponse.<tagged fields>'),
+    (212, 'MemberResponse'),
+    (216, 'MemberResponse.MemberId'),
+    (217, 'MemberResponse.GroupInstanceId'),
+    (218, 'MemberResponse.ErrorCode'),
+    (219, 'MemberResponse.<tagged fields>'),
 )

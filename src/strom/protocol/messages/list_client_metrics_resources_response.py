@@ -76,12 +76,11 @@ class _New_ListClientMetricsResourcesResponse(_Message):
 def _d_ListClientMetricsResourcesResponse_0(buf: memoryview, pos: int) -> tuple[ListClientMetricsResourcesResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_client_metrics_resources: list[Any] = []
@@ -158,15 +157,15 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (76, 'ListClientMetricsResourcesResponse'),
     (77, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
     (79, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (92, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (105, 'ListClientMetricsResourcesResponse'),
-    (109, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
-    (110, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (118, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (124, 'ClientMetricsResource'),
-    (125, 'ClientMetricsResource.Name'),
-    (126, 'ClientMetricsResource.<tagged fields>'),
-    (139, 'ClientMetricsResource'),
-    (143, 'ClientMetricsResource.Name'),
-    (144, 'ClientMetricsResource.<tagged fields>'),
+    (91, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (104, 'ListClientMetricsResourcesResponse'),
+    (108, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
+    (109, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
+    (117, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (123, 'ClientMetricsResource'),
+    (124, 'ClientMetricsResource.Name'),
+    (125, 'ClientMetricsResource.<tagged fields>'),
+    (138, 'ClientMetricsResource'),
+    (142, 'ClientMetricsResource.Name'),
+    (143, 'ClientMetricsResource.<tagged fields>'),
 )

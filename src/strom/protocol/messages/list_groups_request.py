@@ -88,12 +88,11 @@ def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray, chunks: list[_p
 
 
 def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_states_filter: list[Any] = []
@@ -135,12 +134,11 @@ def _e_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray, chunks: list[_p
 
 
 def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_states_filter: list[Any] = []
@@ -148,12 +146,11 @@ def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
         item_states_filter, pos = _p.read_compact_string(buf, pos)
         items_states_filter.append(item_states_filter)
     f_states_filter = tuple(items_states_filter)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_types_filter: list[Any] = []
@@ -229,17 +226,17 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (84, 'ListGroupsRequest.<tagged fields>'),
     (90, 'ListGroupsRequest'),
     (91, 'ListGroupsRequest.StatesFilter'),
-    (104, 'ListGroupsRequest.<tagged fields>'),
-    (117, 'ListGroupsRequest'),
-    (121, 'ListGroupsRequest.TypesFilter'),
-    (123, 'ListGroupsRequest.StatesFilter'),
-    (131, 'ListGroupsRequest.<tagged fields>'),
-    (137, 'ListGroupsRequest'),
-    (138, 'ListGroupsRequest.StatesFilter'),
-    (151, 'ListGroupsRequest.TypesFilter'),
-    (164, 'ListGroupsRequest.<tagged fields>'),
-    (177, 'ListGroupsRequest'),
-    (181, 'ListGroupsRequest.StatesFilter'),
-    (189, 'ListGroupsRequest.TypesFilter'),
-    (197, 'ListGroupsRequest.<tagged fields>'),
+    (103, 'ListGroupsRequest.<tagged fields>'),
+    (116, 'ListGroupsRequest'),
+    (120, 'ListGroupsRequest.TypesFilter'),
+    (122, 'ListGroupsRequest.StatesFilter'),
+    (130, 'ListGroupsRequest.<tagged fields>'),
+    (136, 'ListGroupsRequest'),
+    (137, 'ListGroupsRequest.StatesFilter'),
+    (149, 'ListGroupsRequest.TypesFilter'),
+    (161, 'ListGroupsRequest.<tagged fields>'),
+    (174, 'ListGroupsRequest'),
+    (178, 'ListGroupsRequest.StatesFilter'),
+    (186, 'ListGroupsRequest.TypesFilter'),
+    (194, 'ListGroupsRequest.<tagged fields>'),
 )

@@ -137,12 +137,11 @@ def _e_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray, chunks: list[
 def _d_ListGroupsResponse_2(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -185,12 +184,11 @@ def _e_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray, chunks: list[
 def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -233,12 +231,11 @@ def _e_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray, chunks: list[
 def _d_ListGroupsResponse_4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S1.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -412,61 +409,61 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (137, 'ListGroupsResponse'),
     (138, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
     (140, 'ListGroupsResponse.Groups'),
-    (153, 'ListGroupsResponse.<tagged fields>'),
-    (166, 'ListGroupsResponse'),
-    (170, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (171, 'ListGroupsResponse.Groups'),
-    (179, 'ListGroupsResponse.<tagged fields>'),
-    (185, 'ListGroupsResponse'),
-    (186, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (188, 'ListGroupsResponse.Groups'),
-    (201, 'ListGroupsResponse.<tagged fields>'),
-    (214, 'ListGroupsResponse'),
-    (218, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (219, 'ListGroupsResponse.Groups'),
-    (227, 'ListGroupsResponse.<tagged fields>'),
-    (233, 'ListGroupsResponse'),
-    (234, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (236, 'ListGroupsResponse.Groups'),
-    (249, 'ListGroupsResponse.<tagged fields>'),
-    (262, 'ListGroupsResponse'),
-    (266, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (267, 'ListGroupsResponse.Groups'),
-    (275, 'ListGroupsResponse.<tagged fields>'),
+    (152, 'ListGroupsResponse.<tagged fields>'),
+    (165, 'ListGroupsResponse'),
+    (169, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (170, 'ListGroupsResponse.Groups'),
+    (178, 'ListGroupsResponse.<tagged fields>'),
+    (184, 'ListGroupsResponse'),
+    (185, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (187, 'ListGroupsResponse.Groups'),
+    (199, 'ListGroupsResponse.<tagged fields>'),
+    (212, 'ListGroupsResponse'),
+    (216, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (217, 'ListGroupsResponse.Groups'),
+    (225, 'ListGroupsResponse.<tagged fields>'),
+    (231, 'ListGroupsResponse'),
+    (232, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (234, 'ListGroupsResponse.Groups'),
+    (246, 'ListGroupsResponse.<tagged fields>'),
+    (259, 'ListGroupsResponse'),
+    (263, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (264, 'ListGroupsResponse.Groups'),
+    (272, 'ListGroupsResponse.<tagged fields>'),
+    (278, 'ListedGroup'),
+    (279, 'ListedGroup.GroupId'),
+    (280, 'ListedGroup.ProtocolType'),
     (281, 'ListedGroup'),
-    (282, 'ListedGroup.GroupId'),
-    (283, 'ListedGroup.ProtocolType'),
-    (284, 'ListedGroup'),
-    (288, 'ListedGroup.GroupId'),
-    (289, 'ListedGroup.ProtocolType'),
-    (292, 'ListedGroup'),
-    (293, 'ListedGroup.GroupId'),
-    (294, 'ListedGroup.ProtocolType'),
-    (295, 'ListedGroup.<tagged fields>'),
-    (308, 'ListedGroup'),
-    (312, 'ListedGroup.GroupId'),
-    (313, 'ListedGroup.ProtocolType'),
-    (314, 'ListedGroup.<tagged fields>'),
-    (320, 'ListedGroup'),
-    (321, 'ListedGroup.GroupId'),
-    (322, 'ListedGroup.ProtocolType'),
-    (323, 'ListedGroup.GroupState'),
-    (324, 'ListedGroup.<tagged fields>'),
-    (337, 'ListedGroup'),
-    (341, 'ListedGroup.GroupId'),
-    (342, 'ListedGroup.ProtocolType'),
-    (343, 'ListedGroup.GroupState'),
-    (344, 'ListedGroup.<tagged fields>'),
-    (350, 'ListedGroup'),
-    (351, 'ListedGroup.GroupId'),
-    (352, 'ListedGroup.ProtocolType'),
-    (353, 'ListedGroup.GroupState'),
-    (354, 'ListedGroup.GroupType'),
-    (355, 'ListedGroup.<tagged fields>'),
-    (368, 'ListedGroup'),
-    (372, 'ListedGroup.GroupId'),
-    (373, 'ListedGroup.ProtocolType'),
-    (374, 'ListedGroup.GroupState'),
-    (375, 'ListedGroup.GroupType'),
-    (376, 'ListedGroup.<tagged fields>'),
+    (285, 'ListedGroup.GroupId'),
+    (286, 'ListedGroup.ProtocolType'),
+    (289, 'ListedGroup'),
+    (290, 'ListedGroup.GroupId'),
+    (291, 'ListedGroup.ProtocolType'),
+    (292, 'ListedGroup.<tagged fields>'),
+    (305, 'ListedGroup'),
+    (309, 'ListedGroup.GroupId'),
+    (310, 'ListedGroup.ProtocolType'),
+    (311, 'ListedGroup.<tagged fields>'),
+    (317, 'ListedGroup'),
+    (318, 'ListedGroup.GroupId'),
+    (319, 'ListedGroup.ProtocolType'),
+    (320, 'ListedGroup.GroupState'),
+    (321, 'ListedGroup.<tagged fields>'),
+    (334, 'ListedGroup'),
+    (338, 'ListedGroup.GroupId'),
+    (339, 'ListedGroup.ProtocolType'),
+    (340, 'ListedGroup.GroupState'),
+    (341, 'ListedGroup.<tagged fields>'),
+    (347, 'ListedGroup'),
+    (348, 'ListedGroup.GroupId'),
+    (349, 'ListedGroup.ProtocolType'),
+    (350, 'ListedGroup.GroupState'),
+    (351, 'ListedGroup.GroupType'),
+    (352, 'ListedGroup.<tagged fields>'),
+    (365, 'ListedGroup'),
+    (369, 'ListedGroup.GroupId'),
+    (370, 'ListedGroup.ProtocolType'),
+    (371, 'ListedGroup.GroupState'),
+    (372, 'ListedGroup.GroupType'),
+    (373, 'ListedGroup.<tagged fields>'),
 )

@@ -221,12 +221,11 @@ def _e_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -269,12 +268,11 @@ def _e_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray, chunks: list[
 def _d_ListOffsetsRequest_5(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     (f_replica_id, f_isolation_level,) = _S1.unpack_from(buf, pos)
     pos += 5
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -388,12 +386,11 @@ def _e_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.B
 
 def _d_ListOffsetsTopic_3(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -553,66 +550,66 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (221, 'ListOffsetsRequest'),
     (222, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
     (224, 'ListOffsetsRequest.Topics'),
-    (237, 'ListOffsetsRequest.<tagged fields>'),
-    (250, 'ListOffsetsRequest'),
-    (254, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (255, 'ListOffsetsRequest.Topics'),
-    (263, 'ListOffsetsRequest.<tagged fields>'),
-    (269, 'ListOffsetsRequest'),
-    (270, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (272, 'ListOffsetsRequest.Topics'),
-    (285, 'ListOffsetsRequest.TimeoutMs'),
-    (287, 'ListOffsetsRequest.<tagged fields>'),
-    (300, 'ListOffsetsRequest'),
-    (304, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (305, 'ListOffsetsRequest.Topics'),
-    (313, 'ListOffsetsRequest.TimeoutMs'),
-    (314, 'ListOffsetsRequest.<tagged fields>'),
-    (320, 'ListOffsetsTopic'),
-    (321, 'ListOffsetsTopic.Name'),
-    (322, 'ListOffsetsTopic.Partitions'),
-    (331, 'ListOffsetsTopic'),
-    (335, 'ListOffsetsTopic.Name'),
-    (336, 'ListOffsetsTopic.Partitions'),
-    (343, 'ListOffsetsTopic'),
-    (344, 'ListOffsetsTopic.Name'),
-    (345, 'ListOffsetsTopic.Partitions'),
-    (354, 'ListOffsetsTopic'),
-    (358, 'ListOffsetsTopic.Name'),
-    (359, 'ListOffsetsTopic.Partitions'),
-    (366, 'ListOffsetsTopic'),
-    (367, 'ListOffsetsTopic.Name'),
-    (368, 'ListOffsetsTopic.Partitions'),
-    (377, 'ListOffsetsTopic'),
-    (381, 'ListOffsetsTopic.Name'),
-    (382, 'ListOffsetsTopic.Partitions'),
-    (389, 'ListOffsetsTopic'),
-    (390, 'ListOffsetsTopic.Name'),
-    (391, 'ListOffsetsTopic.Partitions'),
-    (404, 'ListOffsetsTopic.<tagged fields>'),
-    (417, 'ListOffsetsTopic'),
-    (421, 'ListOffsetsTopic.Name'),
-    (422, 'ListOffsetsTopic.Partitions'),
-    (430, 'ListOffsetsTopic.<tagged fields>'),
+    (236, 'ListOffsetsRequest.<tagged fields>'),
+    (249, 'ListOffsetsRequest'),
+    (253, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (254, 'ListOffsetsRequest.Topics'),
+    (262, 'ListOffsetsRequest.<tagged fields>'),
+    (268, 'ListOffsetsRequest'),
+    (269, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (271, 'ListOffsetsRequest.Topics'),
+    (283, 'ListOffsetsRequest.TimeoutMs'),
+    (285, 'ListOffsetsRequest.<tagged fields>'),
+    (298, 'ListOffsetsRequest'),
+    (302, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (303, 'ListOffsetsRequest.Topics'),
+    (311, 'ListOffsetsRequest.TimeoutMs'),
+    (312, 'ListOffsetsRequest.<tagged fields>'),
+    (318, 'ListOffsetsTopic'),
+    (319, 'ListOffsetsTopic.Name'),
+    (320, 'ListOffsetsTopic.Partitions'),
+    (329, 'ListOffsetsTopic'),
+    (333, 'ListOffsetsTopic.Name'),
+    (334, 'ListOffsetsTopic.Partitions'),
+    (341, 'ListOffsetsTopic'),
+    (342, 'ListOffsetsTopic.Name'),
+    (343, 'ListOffsetsTopic.Partitions'),
+    (352, 'ListOffsetsTopic'),
+    (356, 'ListOffsetsTopic.Name'),
+    (357, 'ListOffsetsTopic.Partitions'),
+    (364, 'ListOffsetsTopic'),
+    (365, 'ListOffsetsTopic.Name'),
+    (366, 'ListOffsetsTopic.Partitions'),
+    (375, 'ListOffsetsTopic'),
+    (379, 'ListOffsetsTopic.Name'),
+    (380, 'ListOffsetsTopic.Partitions'),
+    (387, 'ListOffsetsTopic'),
+    (388, 'ListOffsetsTopic.Name'),
+    (389, 'ListOffsetsTopic.Partitions'),
+    (401, 'ListOffsetsTopic.<tagged fields>'),
+    (414, 'ListOffsetsTopic'),
+    (418, 'ListOffsetsTopic.Name'),
+    (419, 'ListOffsetsTopic.Partitions'),
+    (427, 'ListOffsetsTopic.<tagged fields>'),
+    (433, 'ListOffsetsPartition'),
+    (434, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
     (436, 'ListOffsetsPartition'),
-    (437, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
-    (439, 'ListOffsetsPartition'),
-    (443, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (440, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (443, 'ListOffsetsPartition'),
+    (444, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
     (446, 'ListOffsetsPartition'),
-    (447, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
-    (449, 'ListOffsetsPartition'),
-    (453, 'ListOffsetsPartition.MaxNumOffsets'),
-    (455, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (450, 'ListOffsetsPartition.MaxNumOffsets'),
+    (452, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (455, 'ListOffsetsPartition'),
+    (456, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
     (458, 'ListOffsetsPartition'),
-    (459, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (461, 'ListOffsetsPartition'),
-    (465, 'ListOffsetsPartition.MaxNumOffsets'),
-    (467, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (470, 'ListOffsetsPartition'),
-    (471, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (473, 'ListOffsetsPartition.<tagged fields>'),
-    (486, 'ListOffsetsPartition'),
-    (490, 'ListOffsetsPartition.MaxNumOffsets'),
-    (492, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (493, 'ListOffsetsPartition.<tagged fields>'),
+    (462, 'ListOffsetsPartition.MaxNumOffsets'),
+    (464, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (467, 'ListOffsetsPartition'),
+    (468, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (470, 'ListOffsetsPartition.<tagged fields>'),
+    (483, 'ListOffsetsPartition'),
+    (487, 'ListOffsetsPartition.MaxNumOffsets'),
+    (489, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (490, 'ListOffsetsPartition.<tagged fields>'),
 )

@@ -209,12 +209,11 @@ def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray, chunks: lis
 def _d_ListOffsetsResponse_4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -325,12 +324,11 @@ def _e_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearray, c
 
 def _d_ListOffsetsTopicResponse_3(buf: memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -375,7 +373,7 @@ def _d_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int) -> tuple[ListOf
     pos += 6
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_old_style_offsets = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
@@ -502,62 +500,62 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (209, 'ListOffsetsResponse'),
     (210, 'ListOffsetsResponse.ThrottleTimeMs'),
     (212, 'ListOffsetsResponse.Topics'),
-    (225, 'ListOffsetsResponse.<tagged fields>'),
-    (238, 'ListOffsetsResponse'),
-    (242, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (243, 'ListOffsetsResponse.Topics'),
-    (251, 'ListOffsetsResponse.<tagged fields>'),
-    (257, 'ListOffsetsTopicResponse'),
-    (258, 'ListOffsetsTopicResponse.Name'),
-    (259, 'ListOffsetsTopicResponse.Partitions'),
-    (268, 'ListOffsetsTopicResponse'),
-    (272, 'ListOffsetsTopicResponse.Name'),
-    (273, 'ListOffsetsTopicResponse.Partitions'),
-    (280, 'ListOffsetsTopicResponse'),
-    (281, 'ListOffsetsTopicResponse.Name'),
-    (282, 'ListOffsetsTopicResponse.Partitions'),
-    (291, 'ListOffsetsTopicResponse'),
-    (295, 'ListOffsetsTopicResponse.Name'),
-    (296, 'ListOffsetsTopicResponse.Partitions'),
-    (303, 'ListOffsetsTopicResponse'),
-    (304, 'ListOffsetsTopicResponse.Name'),
-    (305, 'ListOffsetsTopicResponse.Partitions'),
-    (314, 'ListOffsetsTopicResponse'),
-    (318, 'ListOffsetsTopicResponse.Name'),
-    (319, 'ListOffsetsTopicResponse.Partitions'),
-    (326, 'ListOffsetsTopicResponse'),
-    (327, 'ListOffsetsTopicResponse.Name'),
-    (328, 'ListOffsetsTopicResponse.Partitions'),
-    (341, 'ListOffsetsTopicResponse.<tagged fields>'),
-    (354, 'ListOffsetsTopicResponse'),
-    (358, 'ListOffsetsTopicResponse.Name'),
-    (359, 'ListOffsetsTopicResponse.Partitions'),
-    (367, 'ListOffsetsTopicResponse.<tagged fields>'),
-    (373, 'ListOffsetsPartitionResponse'),
-    (374, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (376, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (382, 'ListOffsetsPartitionResponse'),
-    (386, 'ListOffsetsPartitionResponse.Timestamp'),
-    (388, 'ListOffsetsPartitionResponse.Offset'),
-    (390, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (392, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (393, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (399, 'ListOffsetsPartitionResponse'),
-    (400, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (402, 'ListOffsetsPartitionResponse'),
-    (406, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (408, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (410, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (413, 'ListOffsetsPartitionResponse'),
-    (414, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (416, 'ListOffsetsPartitionResponse'),
-    (420, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (422, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (425, 'ListOffsetsPartitionResponse'),
-    (426, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (428, 'ListOffsetsPartitionResponse.<tagged fields>'),
-    (441, 'ListOffsetsPartitionResponse'),
-    (445, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (447, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (448, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (224, 'ListOffsetsResponse.<tagged fields>'),
+    (237, 'ListOffsetsResponse'),
+    (241, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (242, 'ListOffsetsResponse.Topics'),
+    (250, 'ListOffsetsResponse.<tagged fields>'),
+    (256, 'ListOffsetsTopicResponse'),
+    (257, 'ListOffsetsTopicResponse.Name'),
+    (258, 'ListOffsetsTopicResponse.Partitions'),
+    (267, 'ListOffsetsTopicResponse'),
+    (271, 'ListOffsetsTopicResponse.Name'),
+    (272, 'ListOffsetsTopicResponse.Partitions'),
+    (279, 'ListOffsetsTopicResponse'),
+    (280, 'ListOffsetsTopicResponse.Name'),
+    (281, 'ListOffsetsTopicResponse.Partitions'),
+    (290, 'ListOffsetsTopicResponse'),
+    (294, 'ListOffsetsTopicResponse.Name'),
+    (295, 'ListOffsetsTopicResponse.Partitions'),
+    (302, 'ListOffsetsTopicResponse'),
+    (303, 'ListOffsetsTopicResponse.Name'),
+    (304, 'ListOffsetsTopicResponse.Partitions'),
+    (313, 'ListOffsetsTopicResponse'),
+    (317, 'ListOffsetsTopicResponse.Name'),
+    (318, 'ListOffsetsTopicResponse.Partitions'),
+    (325, 'ListOffsetsTopicResponse'),
+    (326, 'ListOffsetsTopicResponse.Name'),
+    (327, 'ListOffsetsTopicResponse.Partitions'),
+    (339, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (352, 'ListOffsetsTopicResponse'),
+    (356, 'ListOffsetsTopicResponse.Name'),
+    (357, 'ListOffsetsTopicResponse.Partitions'),
+    (365, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (371, 'ListOffsetsPartitionResponse'),
+    (372, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (374, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (380, 'ListOffsetsPartitionResponse'),
+    (384, 'ListOffsetsPartitionResponse.Timestamp'),
+    (386, 'ListOffsetsPartitionResponse.Offset'),
+    (388, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (390, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (391, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (397, 'ListOffsetsPartitionResponse'),
+    (398, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (400, 'ListOffsetsPartitionResponse'),
+    (404, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (406, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (408, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (411, 'ListOffsetsPartitionResponse'),
+    (412, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (414, 'ListOffsetsPartitionResponse'),
+    (418, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (420, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (423, 'ListOffsetsPartitionResponse'),
+    (424, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (426, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (439, 'ListOffsetsPartitionResponse'),
+    (443, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (445, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (446, 'ListOffsetsPartitionResponse.<tagged fields>'),
 )

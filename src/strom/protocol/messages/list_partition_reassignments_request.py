@@ -76,12 +76,11 @@ class _New_ListPartitionReassignmentsRequest(_Message):
 def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -129,13 +128,12 @@ def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest,
 
 def _d_ListPartitionReassignmentsTopics_0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -181,17 +179,17 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (76, 'ListPartitionReassignmentsRequest'),
     (77, 'ListPartitionReassignmentsRequest.TimeoutMs'),
     (79, 'ListPartitionReassignmentsRequest.Topics'),
-    (95, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (108, 'ListPartitionReassignmentsRequest'),
-    (112, 'ListPartitionReassignmentsRequest.TimeoutMs'),
-    (113, 'ListPartitionReassignmentsRequest.Topics'),
-    (124, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (130, 'ListPartitionReassignmentsTopics'),
-    (131, 'ListPartitionReassignmentsTopics.Name'),
-    (132, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (142, 'ListPartitionReassignmentsTopics.<tagged fields>'),
-    (155, 'ListPartitionReassignmentsTopics'),
-    (159, 'ListPartitionReassignmentsTopics.Name'),
-    (160, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (167, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (94, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (107, 'ListPartitionReassignmentsRequest'),
+    (111, 'ListPartitionReassignmentsRequest.TimeoutMs'),
+    (112, 'ListPartitionReassignmentsRequest.Topics'),
+    (123, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (129, 'ListPartitionReassignmentsTopics'),
+    (130, 'ListPartitionReassignmentsTopics.Name'),
+    (131, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (140, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (153, 'ListPartitionReassignmentsTopics'),
+    (157, 'ListPartitionReassignmentsTopics.Name'),
+    (158, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (165, 'ListPartitionReassignmentsTopics.<tagged fields>'),
 )

@@ -119,12 +119,11 @@ def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -167,12 +166,11 @@ def _e_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsRespons
 
 def _d_OngoingTopicReassignment_0(buf: memoryview, pos: int) -> tuple[OngoingTopicReassignment, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -215,33 +213,30 @@ def _e_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearray, c
 def _d_OngoingPartitionReassignment_0(buf: memoryview, pos: int) -> tuple[OngoingPartitionReassignment, int]:
     (f_partition_index,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_adding_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_removing_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -302,30 +297,30 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (119, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
     (121, 'ListPartitionReassignmentsResponse.ErrorMessage'),
     (122, 'ListPartitionReassignmentsResponse.Topics'),
-    (135, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (148, 'ListPartitionReassignmentsResponse'),
-    (152, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'ListPartitionReassignmentsResponse.ErrorMessage'),
-    (154, 'ListPartitionReassignmentsResponse.Topics'),
-    (162, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (168, 'OngoingTopicReassignment'),
-    (169, 'OngoingTopicReassignment.Name'),
-    (170, 'OngoingTopicReassignment.Partitions'),
-    (183, 'OngoingTopicReassignment.<tagged fields>'),
-    (196, 'OngoingTopicReassignment'),
-    (200, 'OngoingTopicReassignment.Name'),
-    (201, 'OngoingTopicReassignment.Partitions'),
-    (209, 'OngoingTopicReassignment.<tagged fields>'),
-    (215, 'OngoingPartitionReassignment'),
-    (216, 'OngoingPartitionReassignment.PartitionIndex'),
-    (218, 'OngoingPartitionReassignment.Replicas'),
-    (228, 'OngoingPartitionReassignment.AddingReplicas'),
-    (238, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (248, 'OngoingPartitionReassignment.<tagged fields>'),
-    (261, 'OngoingPartitionReassignment'),
-    (265, 'OngoingPartitionReassignment.PartitionIndex'),
-    (266, 'OngoingPartitionReassignment.Replicas'),
-    (273, 'OngoingPartitionReassignment.AddingReplicas'),
-    (280, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (287, 'OngoingPartitionReassignment.<tagged fields>'),
+    (134, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (147, 'ListPartitionReassignmentsResponse'),
+    (151, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (152, 'ListPartitionReassignmentsResponse.ErrorMessage'),
+    (153, 'ListPartitionReassignmentsResponse.Topics'),
+    (161, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (167, 'OngoingTopicReassignment'),
+    (168, 'OngoingTopicReassignment.Name'),
+    (169, 'OngoingTopicReassignment.Partitions'),
+    (181, 'OngoingTopicReassignment.<tagged fields>'),
+    (194, 'OngoingTopicReassignment'),
+    (198, 'OngoingTopicReassignment.Name'),
+    (199, 'OngoingTopicReassignment.Partitions'),
+    (207, 'OngoingTopicReassignment.<tagged fields>'),
+    (213, 'OngoingPartitionReassignment'),
+    (214, 'OngoingPartitionReassignment.PartitionIndex'),
+    (216, 'OngoingPartitionReassignment.Replicas'),
+    (225, 'OngoingPartitionReassignment.AddingReplicas'),
+    (234, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (243, 'OngoingPartitionReassignment.<tagged fields>'),
+    (256, 'OngoingPartitionReassignment'),
+    (260, 'OngoingPartitionReassignment.PartitionIndex'),
+    (261, 'OngoingPartitionReassignment.Replicas'),
+    (268, 'OngoingPartitionReassignment.AddingReplicas'),
+    (275, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (282, 'OngoingPartitionReassignment.<tagged fields>'),
 )

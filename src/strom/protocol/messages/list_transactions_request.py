@@ -53,12 +53,11 @@ class _New_ListTransactionsRequest(_Message):
 
 
 def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_state_filters: list[Any] = []
@@ -66,13 +65,12 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransac
         item_state_filters, pos = _p.read_compact_string(buf, pos)
         items_state_filters.append(item_state_filters)
     f_state_filters = tuple(items_state_filters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_producer_id_filters = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
@@ -117,12 +115,11 @@ def _e_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray, chu
 
 
 def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_state_filters: list[Any] = []
@@ -130,13 +127,12 @@ def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransac
         item_state_filters, pos = _p.read_compact_string(buf, pos)
         items_state_filters.append(item_state_filters)
     f_state_filters = tuple(items_state_filters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_producer_id_filters = _A_q[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%dq" % count, buf, pos)
     pos += 8 * count
@@ -193,21 +189,21 @@ ListTransactionsRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (55, 'ListTransactionsRequest'),
     (56, 'ListTransactionsRequest.StateFilters'),
-    (69, 'ListTransactionsRequest.ProducerIdFilters'),
-    (79, 'ListTransactionsRequest.<tagged fields>'),
-    (92, 'ListTransactionsRequest'),
-    (96, 'ListTransactionsRequest.DurationFilter'),
-    (98, 'ListTransactionsRequest.StateFilters'),
-    (106, 'ListTransactionsRequest.ProducerIdFilters'),
-    (113, 'ListTransactionsRequest.<tagged fields>'),
-    (119, 'ListTransactionsRequest'),
-    (120, 'ListTransactionsRequest.StateFilters'),
-    (133, 'ListTransactionsRequest.ProducerIdFilters'),
-    (143, 'ListTransactionsRequest.DurationFilter'),
-    (145, 'ListTransactionsRequest.<tagged fields>'),
-    (158, 'ListTransactionsRequest'),
-    (162, 'ListTransactionsRequest.StateFilters'),
-    (170, 'ListTransactionsRequest.ProducerIdFilters'),
-    (177, 'ListTransactionsRequest.DurationFilter'),
-    (178, 'ListTransactionsRequest.<tagged fields>'),
+    (68, 'ListTransactionsRequest.ProducerIdFilters'),
+    (77, 'ListTransactionsRequest.<tagged fields>'),
+    (90, 'ListTransactionsRequest'),
+    (94, 'ListTransactionsRequest.DurationFilter'),
+    (96, 'ListTransactionsRequest.StateFilters'),
+    (104, 'ListTransactionsRequest.ProducerIdFilters'),
+    (111, 'ListTransactionsRequest.<tagged fields>'),
+    (117, 'ListTransactionsRequest'),
+    (118, 'ListTransactionsRequest.StateFilters'),
+    (130, 'ListTransactionsRequest.ProducerIdFilters'),
+    (139, 'ListTransactionsRequest.DurationFilter'),
+    (141, 'ListTransactionsRequest.<tagged fields>'),
+    (154, 'ListTransactionsRequest'),
+    (158, 'ListTransactionsRequest.StateFilters'),
+    (166, 'ListTransactionsRequest.ProducerIdFilters'),
+    (173, 'ListTransactionsRequest.DurationFilter'),
+    (174, 'ListTransactionsRequest.<tagged fields>'),
 )

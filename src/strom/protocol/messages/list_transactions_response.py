@@ -85,12 +85,11 @@ class _New_ListTransactionsResponse(_Message):
 def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_unknown_state_filters: list[Any] = []
@@ -98,12 +97,11 @@ def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransa
         item_unknown_state_filters, pos = _p.read_compact_string(buf, pos)
         items_unknown_state_filters.append(item_unknown_state_filters)
     f_unknown_state_filters = tuple(items_unknown_state_filters)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_transaction_states: list[Any] = []
@@ -195,21 +193,21 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (85, 'ListTransactionsResponse'),
     (86, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
     (88, 'ListTransactionsResponse.UnknownStateFilters'),
-    (101, 'ListTransactionsResponse.TransactionStates'),
-    (114, 'ListTransactionsResponse.<tagged fields>'),
-    (127, 'ListTransactionsResponse'),
-    (131, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
-    (132, 'ListTransactionsResponse.UnknownStateFilters'),
-    (140, 'ListTransactionsResponse.TransactionStates'),
-    (148, 'ListTransactionsResponse.<tagged fields>'),
-    (154, 'TransactionState'),
-    (155, 'TransactionState.TransactionalId'),
-    (156, 'TransactionState.ProducerId'),
-    (158, 'TransactionState.TransactionState'),
-    (159, 'TransactionState.<tagged fields>'),
-    (172, 'TransactionState'),
-    (176, 'TransactionState.TransactionalId'),
-    (177, 'TransactionState.ProducerId'),
-    (178, 'TransactionState.TransactionState'),
-    (179, 'TransactionState.<tagged fields>'),
+    (100, 'ListTransactionsResponse.TransactionStates'),
+    (112, 'ListTransactionsResponse.<tagged fields>'),
+    (125, 'ListTransactionsResponse'),
+    (129, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'ListTransactionsResponse.UnknownStateFilters'),
+    (138, 'ListTransactionsResponse.TransactionStates'),
+    (146, 'ListTransactionsResponse.<tagged fields>'),
+    (152, 'TransactionState'),
+    (153, 'TransactionState.TransactionalId'),
+    (154, 'TransactionState.ProducerId'),
+    (156, 'TransactionState.TransactionState'),
+    (157, 'TransactionState.<tagged fields>'),
+    (170, 'TransactionState'),
+    (174, 'TransactionState.TransactionalId'),
+    (175, 'TransactionState.ProducerId'),
+    (176, 'TransactionState.TransactionState'),
+    (177, 'TransactionState.<tagged fields>'),
 )

@@ -208,12 +208,11 @@ def _e_MetadataRequest_3(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
 
 
 def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -262,12 +261,11 @@ def _e_MetadataRequest_4(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
 
 
 def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -316,12 +314,11 @@ def _e_MetadataRequest_5(o: MetadataRequest, out: bytearray, chunks: list[_p.Buf
 
 
 def _d_MetadataRequest_6(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -496,45 +493,45 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (207, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
     (210, 'MetadataRequest'),
     (211, 'MetadataRequest.Topics'),
-    (227, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (229, 'MetadataRequest.<tagged fields>'),
-    (242, 'MetadataRequest'),
-    (246, 'MetadataRequest.Topics'),
-    (257, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (258, 'MetadataRequest.<tagged fields>'),
-    (264, 'MetadataRequest'),
-    (265, 'MetadataRequest.Topics'),
-    (281, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (283, 'MetadataRequest.<tagged fields>'),
-    (296, 'MetadataRequest'),
-    (300, 'MetadataRequest.Topics'),
-    (311, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (312, 'MetadataRequest.<tagged fields>'),
-    (318, 'MetadataRequest'),
-    (319, 'MetadataRequest.Topics'),
-    (335, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (337, 'MetadataRequest.<tagged fields>'),
-    (350, 'MetadataRequest'),
-    (354, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (356, 'MetadataRequest.Topics'),
-    (367, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (368, 'MetadataRequest.<tagged fields>'),
-    (374, 'MetadataRequestTopic'),
-    (375, 'MetadataRequestTopic.Name'),
-    (376, 'MetadataRequestTopic'),
-    (380, 'MetadataRequestTopic.Name'),
-    (383, 'MetadataRequestTopic'),
-    (384, 'MetadataRequestTopic.Name'),
-    (385, 'MetadataRequestTopic.<tagged fields>'),
-    (398, 'MetadataRequestTopic'),
-    (402, 'MetadataRequestTopic.Name'),
-    (403, 'MetadataRequestTopic.<tagged fields>'),
-    (409, 'MetadataRequestTopic'),
-    (410, 'MetadataRequestTopic.TopicId'),
-    (411, 'MetadataRequestTopic.Name'),
-    (412, 'MetadataRequestTopic.<tagged fields>'),
-    (425, 'MetadataRequestTopic'),
-    (429, 'MetadataRequestTopic.TopicId'),
-    (430, 'MetadataRequestTopic.Name'),
-    (431, 'MetadataRequestTopic.<tagged fields>'),
+    (226, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (228, 'MetadataRequest.<tagged fields>'),
+    (241, 'MetadataRequest'),
+    (245, 'MetadataRequest.Topics'),
+    (256, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (257, 'MetadataRequest.<tagged fields>'),
+    (263, 'MetadataRequest'),
+    (264, 'MetadataRequest.Topics'),
+    (279, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (281, 'MetadataRequest.<tagged fields>'),
+    (294, 'MetadataRequest'),
+    (298, 'MetadataRequest.Topics'),
+    (309, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (310, 'MetadataRequest.<tagged fields>'),
+    (316, 'MetadataRequest'),
+    (317, 'MetadataRequest.Topics'),
+    (332, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (334, 'MetadataRequest.<tagged fields>'),
+    (347, 'MetadataRequest'),
+    (351, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (353, 'MetadataRequest.Topics'),
+    (364, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (365, 'MetadataRequest.<tagged fields>'),
+    (371, 'MetadataRequestTopic'),
+    (372, 'MetadataRequestTopic.Name'),
+    (373, 'MetadataRequestTopic'),
+    (377, 'MetadataRequestTopic.Name'),
+    (380, 'MetadataRequestTopic'),
+    (381, 'MetadataRequestTopic.Name'),
+    (382, 'MetadataRequestTopic.<tagged fields>'),
+    (395, 'MetadataRequestTopic'),
+    (399, 'MetadataRequestTopic.Name'),
+    (400, 'MetadataRequestTopic.<tagged fields>'),
+    (406, 'MetadataRequestTopic'),
+    (407, 'MetadataRequestTopic.TopicId'),
+    (408, 'MetadataRequestTopic.Name'),
+    (409, 'MetadataRequestTopic.<tagged fields>'),
+    (422, 'MetadataRequestTopic'),
+    (426, 'MetadataRequestTopic.TopicId'),
+    (427, 'MetadataRequestTopic.Name'),
+    (428, 'MetadataRequestTopic.<tagged fields>'),
 )

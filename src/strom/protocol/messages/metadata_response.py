@@ -492,12 +492,11 @@ def _e_MetadataResponse_6(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -508,12 +507,11 @@ def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -569,12 +567,11 @@ def _e_MetadataResponse_7(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -585,12 +582,11 @@ def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -646,12 +642,11 @@ def _e_MetadataResponse_8(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -662,12 +657,11 @@ def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -722,12 +716,11 @@ def _e_MetadataResponse_9(o: MetadataResponse, out: bytearray, chunks: list[_p.B
 def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_brokers: list[Any] = []
@@ -738,12 +731,11 @@ def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -1020,12 +1012,11 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_name, pos = _p.read_compact_string(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -1077,12 +1068,11 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -1135,12 +1125,11 @@ def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[MetadataRespo
     f_topic_id, pos = _p.read_uuid(buf, pos)
     (f_is_internal,) = _S2.unpack_from(buf, pos)
     pos += 1
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -1191,13 +1180,13 @@ def _d_MetadataResponsePartition_0(buf: memoryview, pos: int) -> tuple[MetadataR
     pos += 10
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1221,19 +1210,19 @@ def _d_MetadataResponsePartition_1(buf: memoryview, pos: int) -> tuple[MetadataR
     pos += 10
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1261,19 +1250,19 @@ def _d_MetadataResponsePartition_2(buf: memoryview, pos: int) -> tuple[MetadataR
     pos += 14
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1299,33 +1288,30 @@ def _e_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytearray,
 def _d_MetadataResponsePartition_3(buf: memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
     (f_error_code, f_partition_index, f_leader_id, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 14
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replica_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr_nodes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1489,233 +1475,233 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (492, 'MetadataResponse'),
     (493, 'MetadataResponse.ThrottleTimeMs'),
     (495, 'MetadataResponse.Brokers'),
-    (508, 'MetadataResponse.ClusterId'),
-    (509, 'MetadataResponse.ControllerId'),
-    (511, 'MetadataResponse.Topics'),
-    (524, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (526, 'MetadataResponse.<tagged fields>'),
-    (539, 'MetadataResponse'),
-    (543, 'MetadataResponse.ThrottleTimeMs'),
-    (544, 'MetadataResponse.Brokers'),
-    (552, 'MetadataResponse.ClusterId'),
-    (553, 'MetadataResponse.ControllerId'),
-    (554, 'MetadataResponse.Topics'),
-    (562, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (563, 'MetadataResponse.<tagged fields>'),
-    (569, 'MetadataResponse'),
-    (570, 'MetadataResponse.ThrottleTimeMs'),
-    (572, 'MetadataResponse.Brokers'),
-    (585, 'MetadataResponse.ClusterId'),
-    (586, 'MetadataResponse.ControllerId'),
-    (588, 'MetadataResponse.Topics'),
-    (601, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (603, 'MetadataResponse.<tagged fields>'),
-    (616, 'MetadataResponse'),
-    (620, 'MetadataResponse.ThrottleTimeMs'),
-    (621, 'MetadataResponse.Brokers'),
-    (629, 'MetadataResponse.ClusterId'),
-    (630, 'MetadataResponse.ControllerId'),
-    (631, 'MetadataResponse.Topics'),
-    (639, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (640, 'MetadataResponse.<tagged fields>'),
-    (646, 'MetadataResponse'),
-    (647, 'MetadataResponse.ThrottleTimeMs'),
-    (649, 'MetadataResponse.Brokers'),
-    (662, 'MetadataResponse.ClusterId'),
-    (663, 'MetadataResponse.ControllerId'),
-    (665, 'MetadataResponse.Topics'),
-    (678, 'MetadataResponse.<tagged fields>'),
-    (691, 'MetadataResponse'),
-    (695, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (697, 'MetadataResponse.ThrottleTimeMs'),
-    (698, 'MetadataResponse.Brokers'),
-    (706, 'MetadataResponse.ClusterId'),
-    (707, 'MetadataResponse.ControllerId'),
-    (708, 'MetadataResponse.Topics'),
-    (716, 'MetadataResponse.<tagged fields>'),
-    (722, 'MetadataResponse'),
-    (723, 'MetadataResponse.ThrottleTimeMs'),
-    (725, 'MetadataResponse.Brokers'),
-    (738, 'MetadataResponse.ClusterId'),
-    (739, 'MetadataResponse.ControllerId'),
-    (741, 'MetadataResponse.Topics'),
-    (754, 'MetadataResponse.<tagged fields>'),
-    (767, 'MetadataResponse'),
-    (771, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (773, 'MetadataResponse.ThrottleTimeMs'),
-    (774, 'MetadataResponse.Brokers'),
-    (782, 'MetadataResponse.ClusterId'),
-    (783, 'MetadataResponse.ControllerId'),
-    (784, 'MetadataResponse.Topics'),
-    (792, 'MetadataResponse.<tagged fields>'),
-    (798, 'MetadataResponseBroker'),
-    (799, 'MetadataResponseBroker.NodeId'),
+    (507, 'MetadataResponse.ClusterId'),
+    (508, 'MetadataResponse.ControllerId'),
+    (510, 'MetadataResponse.Topics'),
+    (522, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (524, 'MetadataResponse.<tagged fields>'),
+    (537, 'MetadataResponse'),
+    (541, 'MetadataResponse.ThrottleTimeMs'),
+    (542, 'MetadataResponse.Brokers'),
+    (550, 'MetadataResponse.ClusterId'),
+    (551, 'MetadataResponse.ControllerId'),
+    (552, 'MetadataResponse.Topics'),
+    (560, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (561, 'MetadataResponse.<tagged fields>'),
+    (567, 'MetadataResponse'),
+    (568, 'MetadataResponse.ThrottleTimeMs'),
+    (570, 'MetadataResponse.Brokers'),
+    (582, 'MetadataResponse.ClusterId'),
+    (583, 'MetadataResponse.ControllerId'),
+    (585, 'MetadataResponse.Topics'),
+    (597, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (599, 'MetadataResponse.<tagged fields>'),
+    (612, 'MetadataResponse'),
+    (616, 'MetadataResponse.ThrottleTimeMs'),
+    (617, 'MetadataResponse.Brokers'),
+    (625, 'MetadataResponse.ClusterId'),
+    (626, 'MetadataResponse.ControllerId'),
+    (627, 'MetadataResponse.Topics'),
+    (635, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (636, 'MetadataResponse.<tagged fields>'),
+    (642, 'MetadataResponse'),
+    (643, 'MetadataResponse.ThrottleTimeMs'),
+    (645, 'MetadataResponse.Brokers'),
+    (657, 'MetadataResponse.ClusterId'),
+    (658, 'MetadataResponse.ControllerId'),
+    (660, 'MetadataResponse.Topics'),
+    (672, 'MetadataResponse.<tagged fields>'),
+    (685, 'MetadataResponse'),
+    (689, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (691, 'MetadataResponse.ThrottleTimeMs'),
+    (692, 'MetadataResponse.Brokers'),
+    (700, 'MetadataResponse.ClusterId'),
+    (701, 'MetadataResponse.ControllerId'),
+    (702, 'MetadataResponse.Topics'),
+    (710, 'MetadataResponse.<tagged fields>'),
+    (716, 'MetadataResponse'),
+    (717, 'MetadataResponse.ThrottleTimeMs'),
+    (719, 'MetadataResponse.Brokers'),
+    (731, 'MetadataResponse.ClusterId'),
+    (732, 'MetadataResponse.ControllerId'),
+    (734, 'MetadataResponse.Topics'),
+    (746, 'MetadataResponse.<tagged fields>'),
+    (759, 'MetadataResponse'),
+    (763, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (765, 'MetadataResponse.ThrottleTimeMs'),
+    (766, 'MetadataResponse.Brokers'),
+    (774, 'MetadataResponse.ClusterId'),
+    (775, 'MetadataResponse.ControllerId'),
+    (776, 'MetadataResponse.Topics'),
+    (784, 'MetadataResponse.<tagged fields>'),
+    (790, 'MetadataResponseBroker'),
+    (791, 'MetadataResponseBroker.NodeId'),
+    (793, 'MetadataResponseBroker.Host'),
+    (794, 'MetadataResponseBroker.Port'),
+    (796, 'MetadataResponseBroker'),
+    (800, 'MetadataResponseBroker.NodeId'),
     (801, 'MetadataResponseBroker.Host'),
     (802, 'MetadataResponseBroker.Port'),
-    (804, 'MetadataResponseBroker'),
-    (808, 'MetadataResponseBroker.NodeId'),
-    (809, 'MetadataResponseBroker.Host'),
-    (810, 'MetadataResponseBroker.Port'),
-    (813, 'MetadataResponseTopic'),
-    (814, 'MetadataResponseTopic.ErrorCode'),
-    (816, 'MetadataResponseTopic.Name'),
-    (817, 'MetadataResponseTopic.Partitions'),
-    (826, 'MetadataResponseTopic'),
-    (830, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (832, 'MetadataResponseTopic.ErrorCode'),
-    (833, 'MetadataResponseTopic.Name'),
-    (834, 'MetadataResponseTopic.Partitions'),
-    (841, 'MetadataResponseBroker'),
-    (842, 'MetadataResponseBroker.NodeId'),
-    (844, 'MetadataResponseBroker.Host'),
-    (845, 'MetadataResponseBroker.Port'),
+    (805, 'MetadataResponseTopic'),
+    (806, 'MetadataResponseTopic.ErrorCode'),
+    (808, 'MetadataResponseTopic.Name'),
+    (809, 'MetadataResponseTopic.Partitions'),
+    (818, 'MetadataResponseTopic'),
+    (822, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (824, 'MetadataResponseTopic.ErrorCode'),
+    (825, 'MetadataResponseTopic.Name'),
+    (826, 'MetadataResponseTopic.Partitions'),
+    (833, 'MetadataResponseBroker'),
+    (834, 'MetadataResponseBroker.NodeId'),
+    (836, 'MetadataResponseBroker.Host'),
+    (837, 'MetadataResponseBroker.Port'),
+    (839, 'MetadataResponseBroker.Rack'),
+    (840, 'MetadataResponseBroker'),
+    (844, 'MetadataResponseBroker.NodeId'),
+    (845, 'MetadataResponseBroker.Host'),
+    (846, 'MetadataResponseBroker.Port'),
     (847, 'MetadataResponseBroker.Rack'),
-    (848, 'MetadataResponseBroker'),
-    (852, 'MetadataResponseBroker.NodeId'),
-    (853, 'MetadataResponseBroker.Host'),
-    (854, 'MetadataResponseBroker.Port'),
-    (855, 'MetadataResponseBroker.Rack'),
-    (858, 'MetadataResponseTopic'),
-    (859, 'MetadataResponseTopic.ErrorCode'),
-    (861, 'MetadataResponseTopic.Name'),
-    (862, 'MetadataResponseTopic.IsInternal'),
-    (864, 'MetadataResponseTopic.Partitions'),
-    (873, 'MetadataResponseTopic'),
-    (877, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (879, 'MetadataResponseTopic.ErrorCode'),
-    (880, 'MetadataResponseTopic.Name'),
-    (881, 'MetadataResponseTopic.IsInternal'),
-    (882, 'MetadataResponseTopic.Partitions'),
-    (889, 'MetadataResponseTopic'),
-    (890, 'MetadataResponseTopic.ErrorCode'),
-    (892, 'MetadataResponseTopic.Name'),
-    (893, 'MetadataResponseTopic.IsInternal'),
-    (895, 'MetadataResponseTopic.Partitions'),
-    (904, 'MetadataResponseTopic'),
-    (908, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (910, 'MetadataResponseTopic.ErrorCode'),
-    (911, 'MetadataResponseTopic.Name'),
-    (912, 'MetadataResponseTopic.IsInternal'),
-    (913, 'MetadataResponseTopic.Partitions'),
-    (920, 'MetadataResponseTopic'),
-    (921, 'MetadataResponseTopic.ErrorCode'),
-    (923, 'MetadataResponseTopic.Name'),
-    (924, 'MetadataResponseTopic.IsInternal'),
-    (926, 'MetadataResponseTopic.Partitions'),
-    (935, 'MetadataResponseTopic'),
-    (939, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (941, 'MetadataResponseTopic.ErrorCode'),
-    (942, 'MetadataResponseTopic.Name'),
-    (943, 'MetadataResponseTopic.IsInternal'),
-    (944, 'MetadataResponseTopic.Partitions'),
-    (951, 'MetadataResponseTopic'),
-    (952, 'MetadataResponseTopic.ErrorCode'),
-    (954, 'MetadataResponseTopic.Name'),
-    (955, 'MetadataResponseTopic.IsInternal'),
-    (957, 'MetadataResponseTopic.Partitions'),
-    (966, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (968, 'MetadataResponseTopic'),
-    (972, 'MetadataResponseTopic.ErrorCode'),
-    (973, 'MetadataResponseTopic.Name'),
-    (974, 'MetadataResponseTopic.IsInternal'),
-    (975, 'MetadataResponseTopic.Partitions'),
-    (980, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (983, 'MetadataResponseBroker'),
-    (984, 'MetadataResponseBroker.NodeId'),
-    (986, 'MetadataResponseBroker.Host'),
-    (987, 'MetadataResponseBroker.Port'),
-    (989, 'MetadataResponseBroker.Rack'),
-    (990, 'MetadataResponseBroker.<tagged fields>'),
-    (1003, 'MetadataResponseBroker'),
-    (1007, 'MetadataResponseBroker.NodeId'),
-    (1008, 'MetadataResponseBroker.Host'),
-    (1009, 'MetadataResponseBroker.Port'),
-    (1010, 'MetadataResponseBroker.Rack'),
-    (1011, 'MetadataResponseBroker.<tagged fields>'),
-    (1017, 'MetadataResponseTopic'),
-    (1018, 'MetadataResponseTopic.ErrorCode'),
-    (1020, 'MetadataResponseTopic.Name'),
-    (1021, 'MetadataResponseTopic.IsInternal'),
-    (1023, 'MetadataResponseTopic.Partitions'),
-    (1036, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1038, 'MetadataResponseTopic.<tagged fields>'),
-    (1051, 'MetadataResponseTopic'),
-    (1055, 'MetadataResponseTopic.ErrorCode'),
-    (1056, 'MetadataResponseTopic.Name'),
-    (1057, 'MetadataResponseTopic.IsInternal'),
-    (1058, 'MetadataResponseTopic.Partitions'),
-    (1066, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1067, 'MetadataResponseTopic.<tagged fields>'),
-    (1073, 'MetadataResponseTopic'),
-    (1074, 'MetadataResponseTopic.ErrorCode'),
-    (1076, 'MetadataResponseTopic.Name'),
-    (1077, 'MetadataResponseTopic.TopicId'),
-    (1078, 'MetadataResponseTopic.IsInternal'),
-    (1080, 'MetadataResponseTopic.Partitions'),
-    (1093, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1095, 'MetadataResponseTopic.<tagged fields>'),
-    (1108, 'MetadataResponseTopic'),
-    (1112, 'MetadataResponseTopic.ErrorCode'),
-    (1113, 'MetadataResponseTopic.Name'),
-    (1114, 'MetadataResponseTopic.TopicId'),
-    (1115, 'MetadataResponseTopic.IsInternal'),
-    (1116, 'MetadataResponseTopic.Partitions'),
-    (1124, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1125, 'MetadataResponseTopic.<tagged fields>'),
-    (1131, 'MetadataResponseTopic'),
-    (1132, 'MetadataResponseTopic.ErrorCode'),
-    (1134, 'MetadataResponseTopic.Name'),
-    (1135, 'MetadataResponseTopic.TopicId'),
-    (1136, 'MetadataResponseTopic.IsInternal'),
-    (1138, 'MetadataResponseTopic.Partitions'),
-    (1151, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1153, 'MetadataResponseTopic.<tagged fields>'),
-    (1166, 'MetadataResponseTopic'),
-    (1170, 'MetadataResponseTopic.ErrorCode'),
-    (1171, 'MetadataResponseTopic.Name'),
-    (1172, 'MetadataResponseTopic.TopicId'),
-    (1173, 'MetadataResponseTopic.IsInternal'),
-    (1174, 'MetadataResponseTopic.Partitions'),
-    (1182, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1183, 'MetadataResponseTopic.<tagged fields>'),
-    (1189, 'MetadataResponsePartition'),
-    (1190, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1192, 'MetadataResponsePartition.ReplicaNodes'),
-    (1198, 'MetadataResponsePartition.IsrNodes'),
-    (1204, 'MetadataResponsePartition'),
-    (1208, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1209, 'MetadataResponsePartition.ReplicaNodes'),
-    (1213, 'MetadataResponsePartition.IsrNodes'),
-    (1219, 'MetadataResponsePartition'),
-    (1220, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1222, 'MetadataResponsePartition.ReplicaNodes'),
-    (1228, 'MetadataResponsePartition.IsrNodes'),
-    (1234, 'MetadataResponsePartition.OfflineReplicas'),
-    (1240, 'MetadataResponsePartition'),
-    (1244, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1245, 'MetadataResponsePartition.ReplicaNodes'),
-    (1249, 'MetadataResponsePartition.IsrNodes'),
-    (1253, 'MetadataResponsePartition.OfflineReplicas'),
-    (1259, 'MetadataResponsePartition'),
-    (1260, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1262, 'MetadataResponsePartition.ReplicaNodes'),
-    (1268, 'MetadataResponsePartition.IsrNodes'),
-    (1274, 'MetadataResponsePartition.OfflineReplicas'),
-    (1280, 'MetadataResponsePartition'),
-    (1284, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1285, 'MetadataResponsePartition.ReplicaNodes'),
-    (1289, 'MetadataResponsePartition.IsrNodes'),
-    (1293, 'MetadataResponsePartition.OfflineReplicas'),
-    (1299, 'MetadataResponsePartition'),
-    (1300, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1302, 'MetadataResponsePartition.ReplicaNodes'),
-    (1312, 'MetadataResponsePartition.IsrNodes'),
-    (1322, 'MetadataResponsePartition.OfflineReplicas'),
-    (1332, 'MetadataResponsePartition.<tagged fields>'),
-    (1345, 'MetadataResponsePartition'),
-    (1349, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1350, 'MetadataResponsePartition.ReplicaNodes'),
-    (1357, 'MetadataResponsePartition.IsrNodes'),
-    (1364, 'MetadataResponsePartition.OfflineReplicas'),
-    (1371, 'MetadataResponsePartition.<tagged fields>'),
+    (850, 'MetadataResponseTopic'),
+    (851, 'MetadataResponseTopic.ErrorCode'),
+    (853, 'MetadataResponseTopic.Name'),
+    (854, 'MetadataResponseTopic.IsInternal'),
+    (856, 'MetadataResponseTopic.Partitions'),
+    (865, 'MetadataResponseTopic'),
+    (869, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (871, 'MetadataResponseTopic.ErrorCode'),
+    (872, 'MetadataResponseTopic.Name'),
+    (873, 'MetadataResponseTopic.IsInternal'),
+    (874, 'MetadataResponseTopic.Partitions'),
+    (881, 'MetadataResponseTopic'),
+    (882, 'MetadataResponseTopic.ErrorCode'),
+    (884, 'MetadataResponseTopic.Name'),
+    (885, 'MetadataResponseTopic.IsInternal'),
+    (887, 'MetadataResponseTopic.Partitions'),
+    (896, 'MetadataResponseTopic'),
+    (900, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (902, 'MetadataResponseTopic.ErrorCode'),
+    (903, 'MetadataResponseTopic.Name'),
+    (904, 'MetadataResponseTopic.IsInternal'),
+    (905, 'MetadataResponseTopic.Partitions'),
+    (912, 'MetadataResponseTopic'),
+    (913, 'MetadataResponseTopic.ErrorCode'),
+    (915, 'MetadataResponseTopic.Name'),
+    (916, 'MetadataResponseTopic.IsInternal'),
+    (918, 'MetadataResponseTopic.Partitions'),
+    (927, 'MetadataResponseTopic'),
+    (931, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (933, 'MetadataResponseTopic.ErrorCode'),
+    (934, 'MetadataResponseTopic.Name'),
+    (935, 'MetadataResponseTopic.IsInternal'),
+    (936, 'MetadataResponseTopic.Partitions'),
+    (943, 'MetadataResponseTopic'),
+    (944, 'MetadataResponseTopic.ErrorCode'),
+    (946, 'MetadataResponseTopic.Name'),
+    (947, 'MetadataResponseTopic.IsInternal'),
+    (949, 'MetadataResponseTopic.Partitions'),
+    (958, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (960, 'MetadataResponseTopic'),
+    (964, 'MetadataResponseTopic.ErrorCode'),
+    (965, 'MetadataResponseTopic.Name'),
+    (966, 'MetadataResponseTopic.IsInternal'),
+    (967, 'MetadataResponseTopic.Partitions'),
+    (972, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (975, 'MetadataResponseBroker'),
+    (976, 'MetadataResponseBroker.NodeId'),
+    (978, 'MetadataResponseBroker.Host'),
+    (979, 'MetadataResponseBroker.Port'),
+    (981, 'MetadataResponseBroker.Rack'),
+    (982, 'MetadataResponseBroker.<tagged fields>'),
+    (995, 'MetadataResponseBroker'),
+    (999, 'MetadataResponseBroker.NodeId'),
+    (1000, 'MetadataResponseBroker.Host'),
+    (1001, 'MetadataResponseBroker.Port'),
+    (1002, 'MetadataResponseBroker.Rack'),
+    (1003, 'MetadataResponseBroker.<tagged fields>'),
+    (1009, 'MetadataResponseTopic'),
+    (1010, 'MetadataResponseTopic.ErrorCode'),
+    (1012, 'MetadataResponseTopic.Name'),
+    (1013, 'MetadataResponseTopic.IsInternal'),
+    (1015, 'MetadataResponseTopic.Partitions'),
+    (1027, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1029, 'MetadataResponseTopic.<tagged fields>'),
+    (1042, 'MetadataResponseTopic'),
+    (1046, 'MetadataResponseTopic.ErrorCode'),
+    (1047, 'MetadataResponseTopic.Name'),
+    (1048, 'MetadataResponseTopic.IsInternal'),
+    (1049, 'MetadataResponseTopic.Partitions'),
+    (1057, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1058, 'MetadataResponseTopic.<tagged fields>'),
+    (1064, 'MetadataResponseTopic'),
+    (1065, 'MetadataResponseTopic.ErrorCode'),
+    (1067, 'MetadataResponseTopic.Name'),
+    (1068, 'MetadataResponseTopic.TopicId'),
+    (1069, 'MetadataResponseTopic.IsInternal'),
+    (1071, 'MetadataResponseTopic.Partitions'),
+    (1083, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1085, 'MetadataResponseTopic.<tagged fields>'),
+    (1098, 'MetadataResponseTopic'),
+    (1102, 'MetadataResponseTopic.ErrorCode'),
+    (1103, 'MetadataResponseTopic.Name'),
+    (1104, 'MetadataResponseTopic.TopicId'),
+    (1105, 'MetadataResponseTopic.IsInternal'),
+    (1106, 'MetadataResponseTopic.Partitions'),
+    (1114, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1115, 'MetadataResponseTopic.<tagged fields>'),
+    (1121, 'MetadataResponseTopic'),
+    (1122, 'MetadataResponseTopic.ErrorCode'),
+    (1124, 'MetadataResponseTopic.Name'),
+    (1125, 'MetadataResponseTopic.TopicId'),
+    (1126, 'MetadataResponseTopic.IsInternal'),
+    (1128, 'MetadataResponseTopic.Partitions'),
+    (1140, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1142, 'MetadataResponseTopic.<tagged fields>'),
+    (1155, 'MetadataResponseTopic'),
+    (1159, 'MetadataResponseTopic.ErrorCode'),
+    (1160, 'MetadataResponseTopic.Name'),
+    (1161, 'MetadataResponseTopic.TopicId'),
+    (1162, 'MetadataResponseTopic.IsInternal'),
+    (1163, 'MetadataResponseTopic.Partitions'),
+    (1171, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1172, 'MetadataResponseTopic.<tagged fields>'),
+    (1178, 'MetadataResponsePartition'),
+    (1179, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1181, 'MetadataResponsePartition.ReplicaNodes'),
+    (1187, 'MetadataResponsePartition.IsrNodes'),
+    (1193, 'MetadataResponsePartition'),
+    (1197, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1198, 'MetadataResponsePartition.ReplicaNodes'),
+    (1202, 'MetadataResponsePartition.IsrNodes'),
+    (1208, 'MetadataResponsePartition'),
+    (1209, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1211, 'MetadataResponsePartition.ReplicaNodes'),
+    (1217, 'MetadataResponsePartition.IsrNodes'),
+    (1223, 'MetadataResponsePartition.OfflineReplicas'),
+    (1229, 'MetadataResponsePartition'),
+    (1233, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1234, 'MetadataResponsePartition.ReplicaNodes'),
+    (1238, 'MetadataResponsePartition.IsrNodes'),
+    (1242, 'MetadataResponsePartition.OfflineReplicas'),
+    (1248, 'MetadataResponsePartition'),
+    (1249, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1251, 'MetadataResponsePartition.ReplicaNodes'),
+    (1257, 'MetadataResponsePartition.IsrNodes'),
+    (1263, 'MetadataResponsePartition.OfflineReplicas'),
+    (1269, 'MetadataResponsePartition'),
+    (1273, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1274, 'MetadataResponsePartition.ReplicaNodes'),
+    (1278, 'MetadataResponsePartition.IsrNodes'),
+    (1282, 'MetadataResponsePartition.OfflineReplicas'),
+    (1288, 'MetadataResponsePartition'),
+    (1289, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1291, 'MetadataResponsePartition.ReplicaNodes'),
+    (1300, 'MetadataResponsePartition.IsrNodes'),
+    (1309, 'MetadataResponsePartition.OfflineReplicas'),
+    (1318, 'MetadataResponsePartition.<tagged fields>'),
+    (1331, 'MetadataResponsePartition'),
+    (1335, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1336, 'MetadataResponsePartition.ReplicaNodes'),
+    (1343, 'MetadataResponsePartition.IsrNodes'),
+    (1350, 'MetadataResponsePartition.OfflineReplicas'),
+    (1357, 'MetadataResponsePartition.<tagged fields>'),
 )

@@ -314,12 +314,11 @@ def _d_OffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     pos += 4
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -433,12 +432,11 @@ def _e_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearray, c
 
 def _d_OffsetCommitRequestTopic_3(buf: memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -646,67 +644,67 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (315, 'OffsetCommitRequest.MemberId'),
     (316, 'OffsetCommitRequest.GroupInstanceId'),
     (317, 'OffsetCommitRequest.Topics'),
-    (330, 'OffsetCommitRequest.<tagged fields>'),
-    (343, 'OffsetCommitRequest'),
-    (347, 'OffsetCommitRequest.GroupId'),
-    (348, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (349, 'OffsetCommitRequest.MemberId'),
-    (350, 'OffsetCommitRequest.GroupInstanceId'),
-    (351, 'OffsetCommitRequest.Topics'),
-    (359, 'OffsetCommitRequest.<tagged fields>'),
-    (365, 'OffsetCommitRequestTopic'),
-    (366, 'OffsetCommitRequestTopic.Name'),
-    (367, 'OffsetCommitRequestTopic.Partitions'),
-    (376, 'OffsetCommitRequestTopic'),
-    (380, 'OffsetCommitRequestTopic.Name'),
-    (381, 'OffsetCommitRequestTopic.Partitions'),
-    (388, 'OffsetCommitRequestTopic'),
-    (389, 'OffsetCommitRequestTopic.Name'),
-    (390, 'OffsetCommitRequestTopic.Partitions'),
-    (399, 'OffsetCommitRequestTopic'),
-    (403, 'OffsetCommitRequestTopic.Name'),
-    (404, 'OffsetCommitRequestTopic.Partitions'),
-    (411, 'OffsetCommitRequestTopic'),
-    (412, 'OffsetCommitRequestTopic.Name'),
-    (413, 'OffsetCommitRequestTopic.Partitions'),
-    (422, 'OffsetCommitRequestTopic'),
-    (426, 'OffsetCommitRequestTopic.Name'),
-    (427, 'OffsetCommitRequestTopic.Partitions'),
-    (434, 'OffsetCommitRequestTopic'),
-    (435, 'OffsetCommitRequestTopic.Name'),
-    (436, 'OffsetCommitRequestTopic.Partitions'),
-    (449, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (462, 'OffsetCommitRequestTopic'),
-    (466, 'OffsetCommitRequestTopic.Name'),
-    (467, 'OffsetCommitRequestTopic.Partitions'),
-    (475, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (481, 'OffsetCommitRequestPartition'),
-    (482, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (484, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (485, 'OffsetCommitRequestPartition'),
-    (489, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (491, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (492, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (495, 'OffsetCommitRequestPartition'),
-    (496, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (498, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (499, 'OffsetCommitRequestPartition'),
-    (503, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (504, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (507, 'OffsetCommitRequestPartition'),
-    (508, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (510, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (511, 'OffsetCommitRequestPartition'),
-    (515, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (517, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (518, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (521, 'OffsetCommitRequestPartition'),
-    (522, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (524, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (525, 'OffsetCommitRequestPartition.<tagged fields>'),
-    (538, 'OffsetCommitRequestPartition'),
-    (542, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (544, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (545, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (546, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (329, 'OffsetCommitRequest.<tagged fields>'),
+    (342, 'OffsetCommitRequest'),
+    (346, 'OffsetCommitRequest.GroupId'),
+    (347, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (348, 'OffsetCommitRequest.MemberId'),
+    (349, 'OffsetCommitRequest.GroupInstanceId'),
+    (350, 'OffsetCommitRequest.Topics'),
+    (358, 'OffsetCommitRequest.<tagged fields>'),
+    (364, 'OffsetCommitRequestTopic'),
+    (365, 'OffsetCommitRequestTopic.Name'),
+    (366, 'OffsetCommitRequestTopic.Partitions'),
+    (375, 'OffsetCommitRequestTopic'),
+    (379, 'OffsetCommitRequestTopic.Name'),
+    (380, 'OffsetCommitRequestTopic.Partitions'),
+    (387, 'OffsetCommitRequestTopic'),
+    (388, 'OffsetCommitRequestTopic.Name'),
+    (389, 'OffsetCommitRequestTopic.Partitions'),
+    (398, 'OffsetCommitRequestTopic'),
+    (402, 'OffsetCommitRequestTopic.Name'),
+    (403, 'OffsetCommitRequestTopic.Partitions'),
+    (410, 'OffsetCommitRequestTopic'),
+    (411, 'OffsetCommitRequestTopic.Name'),
+    (412, 'OffsetCommitRequestTopic.Partitions'),
+    (421, 'OffsetCommitRequestTopic'),
+    (425, 'OffsetCommitRequestTopic.Name'),
+    (426, 'OffsetCommitRequestTopic.Partitions'),
+    (433, 'OffsetCommitRequestTopic'),
+    (434, 'OffsetCommitRequestTopic.Name'),
+    (435, 'OffsetCommitRequestTopic.Partitions'),
+    (447, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (460, 'OffsetCommitRequestTopic'),
+    (464, 'OffsetCommitRequestTopic.Name'),
+    (465, 'OffsetCommitRequestTopic.Partitions'),
+    (473, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (479, 'OffsetCommitRequestPartition'),
+    (480, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (482, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (483, 'OffsetCommitRequestPartition'),
+    (487, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (489, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (490, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (493, 'OffsetCommitRequestPartition'),
+    (494, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (496, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (497, 'OffsetCommitRequestPartition'),
+    (501, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (502, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (505, 'OffsetCommitRequestPartition'),
+    (506, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (508, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (509, 'OffsetCommitRequestPartition'),
+    (513, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (515, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (516, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (519, 'OffsetCommitRequestPartition'),
+    (520, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (522, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (523, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (536, 'OffsetCommitRequestPartition'),
+    (540, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (542, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (543, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (544, 'OffsetCommitRequestPartition.<tagged fields>'),
 )

@@ -147,12 +147,11 @@ def _e_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray, chunks: l
 def _d_OffsetCommitResponse_2(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -217,12 +216,11 @@ def _e_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytearray,
 
 def _d_OffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -338,33 +336,33 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (147, 'OffsetCommitResponse'),
     (148, 'OffsetCommitResponse.ThrottleTimeMs'),
     (150, 'OffsetCommitResponse.Topics'),
-    (163, 'OffsetCommitResponse.<tagged fields>'),
-    (176, 'OffsetCommitResponse'),
-    (180, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (181, 'OffsetCommitResponse.Topics'),
-    (189, 'OffsetCommitResponse.<tagged fields>'),
-    (195, 'OffsetCommitResponseTopic'),
-    (196, 'OffsetCommitResponseTopic.Name'),
-    (197, 'OffsetCommitResponseTopic.Partitions'),
-    (206, 'OffsetCommitResponseTopic'),
-    (210, 'OffsetCommitResponseTopic.Name'),
-    (211, 'OffsetCommitResponseTopic.Partitions'),
-    (218, 'OffsetCommitResponseTopic'),
-    (219, 'OffsetCommitResponseTopic.Name'),
-    (220, 'OffsetCommitResponseTopic.Partitions'),
-    (233, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (246, 'OffsetCommitResponseTopic'),
-    (250, 'OffsetCommitResponseTopic.Name'),
-    (251, 'OffsetCommitResponseTopic.Partitions'),
-    (259, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (265, 'OffsetCommitResponsePartition'),
-    (266, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (268, 'OffsetCommitResponsePartition'),
-    (272, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (275, 'OffsetCommitResponsePartition'),
-    (276, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (278, 'OffsetCommitResponsePartition.<tagged fields>'),
-    (291, 'OffsetCommitResponsePartition'),
-    (295, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (296, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (162, 'OffsetCommitResponse.<tagged fields>'),
+    (175, 'OffsetCommitResponse'),
+    (179, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (180, 'OffsetCommitResponse.Topics'),
+    (188, 'OffsetCommitResponse.<tagged fields>'),
+    (194, 'OffsetCommitResponseTopic'),
+    (195, 'OffsetCommitResponseTopic.Name'),
+    (196, 'OffsetCommitResponseTopic.Partitions'),
+    (205, 'OffsetCommitResponseTopic'),
+    (209, 'OffsetCommitResponseTopic.Name'),
+    (210, 'OffsetCommitResponseTopic.Partitions'),
+    (217, 'OffsetCommitResponseTopic'),
+    (218, 'OffsetCommitResponseTopic.Name'),
+    (219, 'OffsetCommitResponseTopic.Partitions'),
+    (231, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (244, 'OffsetCommitResponseTopic'),
+    (248, 'OffsetCommitResponseTopic.Name'),
+    (249, 'OffsetCommitResponseTopic.Partitions'),
+    (257, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (263, 'OffsetCommitResponsePartition'),
+    (264, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (266, 'OffsetCommitResponsePartition'),
+    (270, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (273, 'OffsetCommitResponsePartition'),
+    (274, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (276, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (289, 'OffsetCommitResponsePartition'),
+    (293, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (294, 'OffsetCommitResponsePartition.<tagged fields>'),
 )

@@ -202,12 +202,11 @@ def _e_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray, chunks: list[
 
 def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -259,12 +258,11 @@ def _e_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray, chunks: list[
 
 def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -316,12 +314,11 @@ def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray, chunks: list[
 
 
 def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -368,12 +365,11 @@ def _e_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray, chunks: list[
 
 
 def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -423,7 +419,7 @@ def _d_OffsetFetchRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetFetch
     f_name, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -440,13 +436,12 @@ def _e_OffsetFetchRequestTopic_0(o: OffsetFetchRequestTopic, out: bytearray, chu
 
 def _d_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -483,12 +478,11 @@ def _e_OffsetFetchRequestTopic_1(o: OffsetFetchRequestTopic, out: bytearray, chu
 
 def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -539,12 +533,11 @@ def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[OffsetFetch
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_member_epoch,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -594,13 +587,12 @@ def _e_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray, chu
 
 def _d_OffsetFetchRequestTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequestTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -680,84 +672,84 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (203, 'OffsetFetchRequest'),
     (204, 'OffsetFetchRequest.GroupId'),
     (205, 'OffsetFetchRequest.Topics'),
-    (221, 'OffsetFetchRequest.<tagged fields>'),
-    (234, 'OffsetFetchRequest'),
-    (238, 'OffsetFetchRequest.Groups'),
-    (240, 'OffsetFetchRequest.RequireStable'),
-    (242, 'OffsetFetchRequest.GroupId'),
-    (243, 'OffsetFetchRequest.Topics'),
-    (254, 'OffsetFetchRequest.<tagged fields>'),
-    (260, 'OffsetFetchRequest'),
-    (261, 'OffsetFetchRequest.GroupId'),
-    (262, 'OffsetFetchRequest.Topics'),
-    (278, 'OffsetFetchRequest.RequireStable'),
-    (280, 'OffsetFetchRequest.<tagged fields>'),
-    (293, 'OffsetFetchRequest'),
-    (297, 'OffsetFetchRequest.Groups'),
-    (299, 'OffsetFetchRequest.GroupId'),
-    (300, 'OffsetFetchRequest.Topics'),
-    (311, 'OffsetFetchRequest.RequireStable'),
-    (312, 'OffsetFetchRequest.<tagged fields>'),
-    (318, 'OffsetFetchRequest'),
-    (319, 'OffsetFetchRequest.Groups'),
-    (332, 'OffsetFetchRequest.RequireStable'),
-    (334, 'OffsetFetchRequest.<tagged fields>'),
-    (347, 'OffsetFetchRequest'),
-    (351, 'OffsetFetchRequest.GroupId'),
-    (353, 'OffsetFetchRequest.Topics'),
-    (355, 'OffsetFetchRequest.Groups'),
-    (363, 'OffsetFetchRequest.RequireStable'),
-    (364, 'OffsetFetchRequest.<tagged fields>'),
-    (370, 'OffsetFetchRequest'),
-    (371, 'OffsetFetchRequest.Groups'),
-    (384, 'OffsetFetchRequest.RequireStable'),
-    (386, 'OffsetFetchRequest.<tagged fields>'),
-    (399, 'OffsetFetchRequest'),
-    (403, 'OffsetFetchRequest.GroupId'),
-    (405, 'OffsetFetchRequest.Topics'),
-    (407, 'OffsetFetchRequest.Groups'),
-    (415, 'OffsetFetchRequest.RequireStable'),
-    (416, 'OffsetFetchRequest.<tagged fields>'),
-    (422, 'OffsetFetchRequestTopic'),
-    (423, 'OffsetFetchRequestTopic.Name'),
-    (424, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (430, 'OffsetFetchRequestTopic'),
-    (434, 'OffsetFetchRequestTopic.Name'),
-    (435, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (441, 'OffsetFetchRequestTopic'),
-    (442, 'OffsetFetchRequestTopic.Name'),
-    (443, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (453, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (466, 'OffsetFetchRequestTopic'),
-    (470, 'OffsetFetchRequestTopic.Name'),
-    (471, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (478, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (484, 'OffsetFetchRequestGroup'),
-    (485, 'OffsetFetchRequestGroup.GroupId'),
-    (486, 'OffsetFetchRequestGroup.Topics'),
-    (502, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (515, 'OffsetFetchRequestGroup'),
-    (519, 'OffsetFetchRequestGroup.GroupId'),
-    (520, 'OffsetFetchRequestGroup.Topics'),
-    (531, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (537, 'OffsetFetchRequestGroup'),
-    (538, 'OffsetFetchRequestGroup.GroupId'),
-    (539, 'OffsetFetchRequestGroup.MemberId'),
-    (540, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (542, 'OffsetFetchRequestGroup.Topics'),
-    (558, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (571, 'OffsetFetchRequestGroup'),
-    (575, 'OffsetFetchRequestGroup.GroupId'),
-    (576, 'OffsetFetchRequestGroup.MemberId'),
-    (577, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (578, 'OffsetFetchRequestGroup.Topics'),
-    (589, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (595, 'OffsetFetchRequestTopics'),
-    (596, 'OffsetFetchRequestTopics.Name'),
-    (597, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (607, 'OffsetFetchRequestTopics.<tagged fields>'),
-    (620, 'OffsetFetchRequestTopics'),
-    (624, 'OffsetFetchRequestTopics.Name'),
-    (625, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (632, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (220, 'OffsetFetchRequest.<tagged fields>'),
+    (233, 'OffsetFetchRequest'),
+    (237, 'OffsetFetchRequest.Groups'),
+    (239, 'OffsetFetchRequest.RequireStable'),
+    (241, 'OffsetFetchRequest.GroupId'),
+    (242, 'OffsetFetchRequest.Topics'),
+    (253, 'OffsetFetchRequest.<tagged fields>'),
+    (259, 'OffsetFetchRequest'),
+    (260, 'OffsetFetchRequest.GroupId'),
+    (261, 'OffsetFetchRequest.Topics'),
+    (276, 'OffsetFetchRequest.RequireStable'),
+    (278, 'OffsetFetchRequest.<tagged fields>'),
+    (291, 'OffsetFetchRequest'),
+    (295, 'OffsetFetchRequest.Groups'),
+    (297, 'OffsetFetchRequest.GroupId'),
+    (298, 'OffsetFetchRequest.Topics'),
+    (309, 'OffsetFetchRequest.RequireStable'),
+    (310, 'OffsetFetchRequest.<tagged fields>'),
+    (316, 'OffsetFetchRequest'),
+    (317, 'OffsetFetchRequest.Groups'),
+    (329, 'OffsetFetchRequest.RequireStable'),
+    (331, 'OffsetFetchRequest.<tagged fields>'),
+    (344, 'OffsetFetchRequest'),
+    (348, 'OffsetFetchRequest.GroupId'),
+    (350, 'OffsetFetchRequest.Topics'),
+    (352, 'OffsetFetchRequest.Groups'),
+    (360, 'OffsetFetchRequest.RequireStable'),
+    (361, 'OffsetFetchRequest.<tagged fields>'),
+    (367, 'OffsetFetchRequest'),
+    (368, 'OffsetFetchRequest.Groups'),
+    (380, 'OffsetFetchRequest.RequireStable'),
+    (382, 'OffsetFetchRequest.<tagged fields>'),
+    (395, 'OffsetFetchRequest'),
+    (399, 'OffsetFetchRequest.GroupId'),
+    (401, 'OffsetFetchRequest.Topics'),
+    (403, 'OffsetFetchRequest.Groups'),
+    (411, 'OffsetFetchRequest.RequireStable'),
+    (412, 'OffsetFetchRequest.<tagged fields>'),
+    (418, 'OffsetFetchRequestTopic'),
+    (419, 'OffsetFetchRequestTopic.Name'),
+    (420, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (426, 'OffsetFetchRequestTopic'),
+    (430, 'OffsetFetchRequestTopic.Name'),
+    (431, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (437, 'OffsetFetchRequestTopic'),
+    (438, 'OffsetFetchRequestTopic.Name'),
+    (439, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (448, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (461, 'OffsetFetchRequestTopic'),
+    (465, 'OffsetFetchRequestTopic.Name'),
+    (466, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (473, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (479, 'OffsetFetchRequestGroup'),
+    (480, 'OffsetFetchRequestGroup.GroupId'),
+    (481, 'OffsetFetchRequestGroup.Topics'),
+    (496, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (509, 'OffsetFetchRequestGroup'),
+    (513, 'OffsetFetchRequestGroup.GroupId'),
+    (514, 'OffsetFetchRequestGroup.Topics'),
+    (525, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (531, 'OffsetFetchRequestGroup'),
+    (532, 'OffsetFetchRequestGroup.GroupId'),
+    (533, 'OffsetFetchRequestGroup.MemberId'),
+    (534, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (536, 'OffsetFetchRequestGroup.Topics'),
+    (551, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (564, 'OffsetFetchRequestGroup'),
+    (568, 'OffsetFetchRequestGroup.GroupId'),
+    (569, 'OffsetFetchRequestGroup.MemberId'),
+    (570, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (571, 'OffsetFetchRequestGroup.Topics'),
+    (582, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (588, 'OffsetFetchRequestTopics'),
+    (589, 'OffsetFetchRequestTopics.Name'),
+    (590, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (599, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (612, 'OffsetFetchRequestTopics'),
+    (616, 'OffsetFetchRequestTopics.Name'),
+    (617, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (624, 'OffsetFetchRequestTopics.<tagged fields>'),
 )

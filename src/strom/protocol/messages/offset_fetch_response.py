@@ -322,12 +322,11 @@ def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: lis
 def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -375,12 +374,11 @@ def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray, chunks: lis
 def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     (f_throttle_time_ms,) = _S1.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -470,12 +468,11 @@ def _e_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearray, c
 
 def _d_OffsetFetchResponseTopic_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -517,12 +514,11 @@ def _e_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearray, c
 
 def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseGroup, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -629,12 +625,11 @@ def _e_OffsetFetchResponsePartition_2(o: OffsetFetchResponsePartition, out: byte
 
 def _d_OffsetFetchResponseTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponseTopics, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -765,95 +760,95 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (322, 'OffsetFetchResponse'),
     (323, 'OffsetFetchResponse.ThrottleTimeMs'),
     (325, 'OffsetFetchResponse.Topics'),
-    (338, 'OffsetFetchResponse.ErrorCode'),
-    (340, 'OffsetFetchResponse.<tagged fields>'),
-    (353, 'OffsetFetchResponse'),
-    (357, 'OffsetFetchResponse.Groups'),
-    (359, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (360, 'OffsetFetchResponse.Topics'),
-    (368, 'OffsetFetchResponse.ErrorCode'),
-    (369, 'OffsetFetchResponse.<tagged fields>'),
-    (375, 'OffsetFetchResponse'),
-    (376, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (378, 'OffsetFetchResponse.Groups'),
-    (391, 'OffsetFetchResponse.<tagged fields>'),
-    (404, 'OffsetFetchResponse'),
-    (408, 'OffsetFetchResponse.Topics'),
-    (410, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (411, 'OffsetFetchResponse.Groups'),
-    (419, 'OffsetFetchResponse.<tagged fields>'),
-    (425, 'OffsetFetchResponseTopic'),
-    (426, 'OffsetFetchResponseTopic.Name'),
-    (427, 'OffsetFetchResponseTopic.Partitions'),
-    (436, 'OffsetFetchResponseTopic'),
-    (440, 'OffsetFetchResponseTopic.Name'),
-    (441, 'OffsetFetchResponseTopic.Partitions'),
-    (448, 'OffsetFetchResponseTopic'),
-    (449, 'OffsetFetchResponseTopic.Name'),
-    (450, 'OffsetFetchResponseTopic.Partitions'),
-    (459, 'OffsetFetchResponseTopic'),
-    (463, 'OffsetFetchResponseTopic.Name'),
-    (464, 'OffsetFetchResponseTopic.Partitions'),
-    (471, 'OffsetFetchResponseTopic'),
-    (472, 'OffsetFetchResponseTopic.Name'),
-    (473, 'OffsetFetchResponseTopic.Partitions'),
-    (486, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (499, 'OffsetFetchResponseTopic'),
-    (503, 'OffsetFetchResponseTopic.Name'),
-    (504, 'OffsetFetchResponseTopic.Partitions'),
-    (512, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (518, 'OffsetFetchResponseGroup'),
-    (519, 'OffsetFetchResponseGroup.GroupId'),
-    (520, 'OffsetFetchResponseGroup.Topics'),
-    (533, 'OffsetFetchResponseGroup.ErrorCode'),
-    (535, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (548, 'OffsetFetchResponseGroup'),
-    (552, 'OffsetFetchResponseGroup.GroupId'),
-    (553, 'OffsetFetchResponseGroup.Topics'),
-    (561, 'OffsetFetchResponseGroup.ErrorCode'),
-    (562, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (568, 'OffsetFetchResponsePartition'),
-    (569, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (571, 'OffsetFetchResponsePartition.Metadata'),
-    (572, 'OffsetFetchResponsePartition.ErrorCode'),
-    (574, 'OffsetFetchResponsePartition'),
-    (578, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (579, 'OffsetFetchResponsePartition.Metadata'),
-    (580, 'OffsetFetchResponsePartition.ErrorCode'),
-    (583, 'OffsetFetchResponsePartition'),
-    (584, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (586, 'OffsetFetchResponsePartition.Metadata'),
-    (587, 'OffsetFetchResponsePartition.ErrorCode'),
-    (589, 'OffsetFetchResponsePartition'),
-    (593, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (594, 'OffsetFetchResponsePartition.Metadata'),
-    (595, 'OffsetFetchResponsePartition.ErrorCode'),
-    (598, 'OffsetFetchResponsePartition'),
-    (599, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (601, 'OffsetFetchResponsePartition.Metadata'),
-    (602, 'OffsetFetchResponsePartition.ErrorCode'),
-    (604, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (617, 'OffsetFetchResponsePartition'),
-    (621, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (622, 'OffsetFetchResponsePartition.Metadata'),
-    (623, 'OffsetFetchResponsePartition.ErrorCode'),
-    (624, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (630, 'OffsetFetchResponseTopics'),
-    (631, 'OffsetFetchResponseTopics.Name'),
-    (632, 'OffsetFetchResponseTopics.Partitions'),
-    (645, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (658, 'OffsetFetchResponseTopics'),
-    (662, 'OffsetFetchResponseTopics.Name'),
-    (663, 'OffsetFetchResponseTopics.Partitions'),
-    (671, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (677, 'OffsetFetchResponsePartitions'),
-    (678, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (680, 'OffsetFetchResponsePartitions.Metadata'),
-    (681, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (683, 'OffsetFetchResponsePartitions.<tagged fields>'),
-    (696, 'OffsetFetchResponsePartitions'),
-    (700, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (701, 'OffsetFetchResponsePartitions.Metadata'),
-    (702, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (703, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (337, 'OffsetFetchResponse.ErrorCode'),
+    (339, 'OffsetFetchResponse.<tagged fields>'),
+    (352, 'OffsetFetchResponse'),
+    (356, 'OffsetFetchResponse.Groups'),
+    (358, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (359, 'OffsetFetchResponse.Topics'),
+    (367, 'OffsetFetchResponse.ErrorCode'),
+    (368, 'OffsetFetchResponse.<tagged fields>'),
+    (374, 'OffsetFetchResponse'),
+    (375, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (377, 'OffsetFetchResponse.Groups'),
+    (389, 'OffsetFetchResponse.<tagged fields>'),
+    (402, 'OffsetFetchResponse'),
+    (406, 'OffsetFetchResponse.Topics'),
+    (408, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (409, 'OffsetFetchResponse.Groups'),
+    (417, 'OffsetFetchResponse.<tagged fields>'),
+    (423, 'OffsetFetchResponseTopic'),
+    (424, 'OffsetFetchResponseTopic.Name'),
+    (425, 'OffsetFetchResponseTopic.Partitions'),
+    (434, 'OffsetFetchResponseTopic'),
+    (438, 'OffsetFetchResponseTopic.Name'),
+    (439, 'OffsetFetchResponseTopic.Partitions'),
+    (446, 'OffsetFetchResponseTopic'),
+    (447, 'OffsetFetchResponseTopic.Name'),
+    (448, 'OffsetFetchResponseTopic.Partitions'),
+    (457, 'OffsetFetchResponseTopic'),
+    (461, 'OffsetFetchResponseTopic.Name'),
+    (462, 'OffsetFetchResponseTopic.Partitions'),
+    (469, 'OffsetFetchResponseTopic'),
+    (470, 'OffsetFetchResponseTopic.Name'),
+    (471, 'OffsetFetchResponseTopic.Partitions'),
+    (483, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (496, 'OffsetFetchResponseTopic'),
+    (500, 'OffsetFetchResponseTopic.Name'),
+    (501, 'OffsetFetchResponseTopic.Partitions'),
+    (509, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (515, 'OffsetFetchResponseGroup'),
+    (516, 'OffsetFetchResponseGroup.GroupId'),
+    (517, 'OffsetFetchResponseGroup.Topics'),
+    (529, 'OffsetFetchResponseGroup.ErrorCode'),
+    (531, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (544, 'OffsetFetchResponseGroup'),
+    (548, 'OffsetFetchResponseGroup.GroupId'),
+    (549, 'OffsetFetchResponseGroup.Topics'),
+    (557, 'OffsetFetchResponseGroup.ErrorCode'),
+    (558, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (564, 'OffsetFetchResponsePartition'),
+    (565, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (567, 'OffsetFetchResponsePartition.Metadata'),
+    (568, 'OffsetFetchResponsePartition.ErrorCode'),
+    (570, 'OffsetFetchResponsePartition'),
+    (574, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (575, 'OffsetFetchResponsePartition.Metadata'),
+    (576, 'OffsetFetchResponsePartition.ErrorCode'),
+    (579, 'OffsetFetchResponsePartition'),
+    (580, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (582, 'OffsetFetchResponsePartition.Metadata'),
+    (583, 'OffsetFetchResponsePartition.ErrorCode'),
+    (585, 'OffsetFetchResponsePartition'),
+    (589, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (590, 'OffsetFetchResponsePartition.Metadata'),
+    (591, 'OffsetFetchResponsePartition.ErrorCode'),
+    (594, 'OffsetFetchResponsePartition'),
+    (595, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (597, 'OffsetFetchResponsePartition.Metadata'),
+    (598, 'OffsetFetchResponsePartition.ErrorCode'),
+    (600, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (613, 'OffsetFetchResponsePartition'),
+    (617, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (618, 'OffsetFetchResponsePartition.Metadata'),
+    (619, 'OffsetFetchResponsePartition.ErrorCode'),
+    (620, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (626, 'OffsetFetchResponseTopics'),
+    (627, 'OffsetFetchResponseTopics.Name'),
+    (628, 'OffsetFetchResponseTopics.Partitions'),
+    (640, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (653, 'OffsetFetchResponseTopics'),
+    (657, 'OffsetFetchResponseTopics.Name'),
+    (658, 'OffsetFetchResponseTopics.Partitions'),
+    (666, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (672, 'OffsetFetchResponsePartitions'),
+    (673, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (675, 'OffsetFetchResponsePartitions.Metadata'),
+    (676, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (678, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (691, 'OffsetFetchResponsePartitions'),
+    (695, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (696, 'OffsetFetchResponsePartitions.Metadata'),
+    (697, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (698, 'OffsetFetchResponsePartitions.<tagged fields>'),
 )

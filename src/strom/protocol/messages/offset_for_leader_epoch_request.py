@@ -174,12 +174,11 @@ def _e_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytear
 def _d_OffsetForLeaderEpochRequest_3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     (f_replica_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -267,12 +266,11 @@ def _e_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray, chunks: l
 
 def _d_OffsetForLeaderTopic_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopic, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -392,43 +390,43 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (174, 'OffsetForLeaderEpochRequest'),
     (175, 'OffsetForLeaderEpochRequest.ReplicaId'),
     (177, 'OffsetForLeaderEpochRequest.Topics'),
-    (190, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (203, 'OffsetForLeaderEpochRequest'),
-    (207, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (208, 'OffsetForLeaderEpochRequest.Topics'),
-    (216, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (222, 'OffsetForLeaderTopic'),
-    (223, 'OffsetForLeaderTopic.Topic'),
-    (224, 'OffsetForLeaderTopic.Partitions'),
-    (233, 'OffsetForLeaderTopic'),
-    (237, 'OffsetForLeaderTopic.Topic'),
-    (238, 'OffsetForLeaderTopic.Partitions'),
-    (245, 'OffsetForLeaderTopic'),
-    (246, 'OffsetForLeaderTopic.Topic'),
-    (247, 'OffsetForLeaderTopic.Partitions'),
-    (256, 'OffsetForLeaderTopic'),
-    (260, 'OffsetForLeaderTopic.Topic'),
-    (261, 'OffsetForLeaderTopic.Partitions'),
-    (268, 'OffsetForLeaderTopic'),
-    (269, 'OffsetForLeaderTopic.Topic'),
-    (270, 'OffsetForLeaderTopic.Partitions'),
-    (283, 'OffsetForLeaderTopic.<tagged fields>'),
-    (296, 'OffsetForLeaderTopic'),
-    (300, 'OffsetForLeaderTopic.Topic'),
-    (301, 'OffsetForLeaderTopic.Partitions'),
-    (309, 'OffsetForLeaderTopic.<tagged fields>'),
-    (315, 'OffsetForLeaderPartition'),
-    (316, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (318, 'OffsetForLeaderPartition'),
-    (322, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (325, 'OffsetForLeaderPartition'),
-    (326, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (328, 'OffsetForLeaderPartition'),
-    (332, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (335, 'OffsetForLeaderPartition'),
-    (336, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (338, 'OffsetForLeaderPartition.<tagged fields>'),
-    (351, 'OffsetForLeaderPartition'),
-    (355, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (356, 'OffsetForLeaderPartition.<tagged fields>'),
+    (189, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (202, 'OffsetForLeaderEpochRequest'),
+    (206, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (207, 'OffsetForLeaderEpochRequest.Topics'),
+    (215, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (221, 'OffsetForLeaderTopic'),
+    (222, 'OffsetForLeaderTopic.Topic'),
+    (223, 'OffsetForLeaderTopic.Partitions'),
+    (232, 'OffsetForLeaderTopic'),
+    (236, 'OffsetForLeaderTopic.Topic'),
+    (237, 'OffsetForLeaderTopic.Partitions'),
+    (244, 'OffsetForLeaderTopic'),
+    (245, 'OffsetForLeaderTopic.Topic'),
+    (246, 'OffsetForLeaderTopic.Partitions'),
+    (255, 'OffsetForLeaderTopic'),
+    (259, 'OffsetForLeaderTopic.Topic'),
+    (260, 'OffsetForLeaderTopic.Partitions'),
+    (267, 'OffsetForLeaderTopic'),
+    (268, 'OffsetForLeaderTopic.Topic'),
+    (269, 'OffsetForLeaderTopic.Partitions'),
+    (281, 'OffsetForLeaderTopic.<tagged fields>'),
+    (294, 'OffsetForLeaderTopic'),
+    (298, 'OffsetForLeaderTopic.Topic'),
+    (299, 'OffsetForLeaderTopic.Partitions'),
+    (307, 'OffsetForLeaderTopic.<tagged fields>'),
+    (313, 'OffsetForLeaderPartition'),
+    (314, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (316, 'OffsetForLeaderPartition'),
+    (320, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (323, 'OffsetForLeaderPartition'),
+    (324, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (326, 'OffsetForLeaderPartition'),
+    (330, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (333, 'OffsetForLeaderPartition'),
+    (334, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (336, 'OffsetForLeaderPartition.<tagged fields>'),
+    (349, 'OffsetForLeaderPartition'),
+    (353, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (354, 'OffsetForLeaderPartition.<tagged fields>'),
 )

@@ -178,12 +178,11 @@ def _e_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: byte
 def _d_OffsetForLeaderEpochResponse_3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -271,12 +270,11 @@ def _e_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: bytearra
 
 def _d_OffsetForLeaderTopicResult_2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderTopicResult, int]:
     f_topic, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -396,43 +394,43 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (178, 'OffsetForLeaderEpochResponse'),
     (179, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
     (181, 'OffsetForLeaderEpochResponse.Topics'),
-    (194, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (207, 'OffsetForLeaderEpochResponse'),
-    (211, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (212, 'OffsetForLeaderEpochResponse.Topics'),
-    (220, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (226, 'OffsetForLeaderTopicResult'),
-    (227, 'OffsetForLeaderTopicResult.Topic'),
-    (228, 'OffsetForLeaderTopicResult.Partitions'),
-    (237, 'OffsetForLeaderTopicResult'),
-    (241, 'OffsetForLeaderTopicResult.Topic'),
-    (242, 'OffsetForLeaderTopicResult.Partitions'),
-    (249, 'OffsetForLeaderTopicResult'),
-    (250, 'OffsetForLeaderTopicResult.Topic'),
-    (251, 'OffsetForLeaderTopicResult.Partitions'),
-    (260, 'OffsetForLeaderTopicResult'),
-    (264, 'OffsetForLeaderTopicResult.Topic'),
-    (265, 'OffsetForLeaderTopicResult.Partitions'),
-    (272, 'OffsetForLeaderTopicResult'),
-    (273, 'OffsetForLeaderTopicResult.Topic'),
-    (274, 'OffsetForLeaderTopicResult.Partitions'),
-    (287, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (300, 'OffsetForLeaderTopicResult'),
-    (304, 'OffsetForLeaderTopicResult.Topic'),
-    (305, 'OffsetForLeaderTopicResult.Partitions'),
-    (313, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (319, 'EpochEndOffset'),
-    (320, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (322, 'EpochEndOffset'),
-    (326, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (329, 'EpochEndOffset'),
-    (330, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (332, 'EpochEndOffset'),
-    (336, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (339, 'EpochEndOffset'),
-    (340, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (342, 'EpochEndOffset.<tagged fields>'),
-    (355, 'EpochEndOffset'),
-    (359, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (360, 'EpochEndOffset.<tagged fields>'),
+    (193, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (206, 'OffsetForLeaderEpochResponse'),
+    (210, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (211, 'OffsetForLeaderEpochResponse.Topics'),
+    (219, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (225, 'OffsetForLeaderTopicResult'),
+    (226, 'OffsetForLeaderTopicResult.Topic'),
+    (227, 'OffsetForLeaderTopicResult.Partitions'),
+    (236, 'OffsetForLeaderTopicResult'),
+    (240, 'OffsetForLeaderTopicResult.Topic'),
+    (241, 'OffsetForLeaderTopicResult.Partitions'),
+    (248, 'OffsetForLeaderTopicResult'),
+    (249, 'OffsetForLeaderTopicResult.Topic'),
+    (250, 'OffsetForLeaderTopicResult.Partitions'),
+    (259, 'OffsetForLeaderTopicResult'),
+    (263, 'OffsetForLeaderTopicResult.Topic'),
+    (264, 'OffsetForLeaderTopicResult.Partitions'),
+    (271, 'OffsetForLeaderTopicResult'),
+    (272, 'OffsetForLeaderTopicResult.Topic'),
+    (273, 'OffsetForLeaderTopicResult.Partitions'),
+    (285, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (298, 'OffsetForLeaderTopicResult'),
+    (302, 'OffsetForLeaderTopicResult.Topic'),
+    (303, 'OffsetForLeaderTopicResult.Partitions'),
+    (311, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (317, 'EpochEndOffset'),
+    (318, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (320, 'EpochEndOffset'),
+    (324, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (327, 'EpochEndOffset'),
+    (328, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (330, 'EpochEndOffset'),
+    (334, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (337, 'EpochEndOffset'),
+    (338, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (340, 'EpochEndOffset.<tagged fields>'),
+    (353, 'EpochEndOffset'),
+    (357, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (358, 'EpochEndOffset.<tagged fields>'),
 )

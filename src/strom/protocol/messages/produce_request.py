@@ -164,12 +164,11 @@ def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     f_transactional_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_acks, f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 6
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_data: list[Any] = []
@@ -235,12 +234,11 @@ def _e_TopicProduceData_0(o: TopicProduceData, out: bytearray, chunks: list[_p.B
 
 def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[TopicProduceData, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_data: list[Any] = []
@@ -370,38 +368,38 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (164, 'ProduceRequest.TransactionalId'),
     (165, 'ProduceRequest.Acks,TimeoutMs'),
     (167, 'ProduceRequest.TopicData'),
-    (180, 'ProduceRequest.<tagged fields>'),
-    (193, 'ProduceRequest'),
-    (197, 'ProduceRequest.TransactionalId'),
-    (198, 'ProduceRequest.Acks,TimeoutMs'),
-    (199, 'ProduceRequest.TopicData'),
-    (207, 'ProduceRequest.<tagged fields>'),
-    (213, 'TopicProduceData'),
-    (214, 'TopicProduceData.Name'),
-    (215, 'TopicProduceData.PartitionData'),
-    (224, 'TopicProduceData'),
-    (228, 'TopicProduceData.Name'),
-    (229, 'TopicProduceData.PartitionData'),
-    (236, 'TopicProduceData'),
-    (237, 'TopicProduceData.Name'),
-    (238, 'TopicProduceData.PartitionData'),
-    (251, 'TopicProduceData.<tagged fields>'),
-    (264, 'TopicProduceData'),
-    (268, 'TopicProduceData.Name'),
-    (269, 'TopicProduceData.PartitionData'),
-    (277, 'TopicProduceData.<tagged fields>'),
-    (283, 'PartitionProduceData'),
-    (284, 'PartitionProduceData.Index'),
-    (286, 'PartitionProduceData.Records'),
-    (287, 'PartitionProduceData'),
-    (291, 'PartitionProduceData.Index'),
-    (292, 'PartitionProduceData.Records'),
-    (295, 'PartitionProduceData'),
-    (296, 'PartitionProduceData.Index'),
-    (298, 'PartitionProduceData.Records'),
-    (299, 'PartitionProduceData.<tagged fields>'),
-    (312, 'PartitionProduceData'),
-    (316, 'PartitionProduceData.Index'),
-    (317, 'PartitionProduceData.Records'),
-    (318, 'PartitionProduceData.<tagged fields>'),
+    (179, 'ProduceRequest.<tagged fields>'),
+    (192, 'ProduceRequest'),
+    (196, 'ProduceRequest.TransactionalId'),
+    (197, 'ProduceRequest.Acks,TimeoutMs'),
+    (198, 'ProduceRequest.TopicData'),
+    (206, 'ProduceRequest.<tagged fields>'),
+    (212, 'TopicProduceData'),
+    (213, 'TopicProduceData.Name'),
+    (214, 'TopicProduceData.PartitionData'),
+    (223, 'TopicProduceData'),
+    (227, 'TopicProduceData.Name'),
+    (228, 'TopicProduceData.PartitionData'),
+    (235, 'TopicProduceData'),
+    (236, 'TopicProduceData.Name'),
+    (237, 'TopicProduceData.PartitionData'),
+    (249, 'TopicProduceData.<tagged fields>'),
+    (262, 'TopicProduceData'),
+    (266, 'TopicProduceData.Name'),
+    (267, 'TopicProduceData.PartitionData'),
+    (275, 'TopicProduceData.<tagged fields>'),
+    (281, 'PartitionProduceData'),
+    (282, 'PartitionProduceData.Index'),
+    (284, 'PartitionProduceData.Records'),
+    (285, 'PartitionProduceData'),
+    (289, 'PartitionProduceData.Index'),
+    (290, 'PartitionProduceData.Records'),
+    (293, 'PartitionProduceData'),
+    (294, 'PartitionProduceData.Index'),
+    (296, 'PartitionProduceData.Records'),
+    (297, 'PartitionProduceData.<tagged fields>'),
+    (310, 'PartitionProduceData'),
+    (314, 'PartitionProduceData.Index'),
+    (315, 'PartitionProduceData.Records'),
+    (316, 'PartitionProduceData.<tagged fields>'),
 )

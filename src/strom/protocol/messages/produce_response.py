@@ -342,12 +342,11 @@ def _e_ProduceResponse_4(o: ProduceResponse, out: bytearray, chunks: list[_p.Buf
 
 
 def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -392,12 +391,11 @@ def _e_ProduceResponse_5(o: ProduceResponse, out: bytearray, chunks: list[_p.Buf
 
 
 def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -419,12 +417,11 @@ def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_node_endpoints: list[Any] = []
@@ -558,12 +555,11 @@ def _e_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray, chunks: l
 
 def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
@@ -605,12 +601,11 @@ def _e_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray, chunks: l
 
 def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_responses: list[Any] = []
@@ -751,12 +746,11 @@ def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_record_errors: list[Any] = []
@@ -803,12 +797,11 @@ def _e_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray, c
 def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
     (f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset,) = _S3.unpack_from(buf, pos)
     pos += 30
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_record_errors: list[Any] = []
@@ -989,144 +982,144 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (341, 'ProduceResponse.ThrottleTimeMs'),
     (344, 'ProduceResponse'),
     (345, 'ProduceResponse.Responses'),
-    (358, 'ProduceResponse.ThrottleTimeMs'),
-    (360, 'ProduceResponse.<tagged fields>'),
-    (373, 'ProduceResponse'),
-    (377, 'ProduceResponse.NodeEndpoints'),
-    (379, 'ProduceResponse.Responses'),
-    (387, 'ProduceResponse.ThrottleTimeMs'),
-    (388, 'ProduceResponse.<tagged fields>'),
-    (394, 'ProduceResponse'),
-    (395, 'ProduceResponse.Responses'),
-    (408, 'ProduceResponse.ThrottleTimeMs'),
-    (410, 'ProduceResponse.<tagged fields>'),
-    (421, 'ProduceResponse.NodeEndpoints'),
-    (435, 'ProduceResponse.<tagged fields>'),
-    (439, 'ProduceResponse'),
-    (443, 'ProduceResponse.Responses'),
-    (451, 'ProduceResponse.ThrottleTimeMs'),
-    (452, 'ProduceResponse.<tagged fields>'),
-    (453, 'ProduceResponse.NodeEndpoints'),
-    (464, 'ProduceResponse.<tagged fields>'),
-    (467, 'TopicProduceResponse'),
-    (468, 'TopicProduceResponse.Name'),
-    (469, 'TopicProduceResponse.PartitionResponses'),
-    (478, 'TopicProduceResponse'),
-    (482, 'TopicProduceResponse.Name'),
-    (483, 'TopicProduceResponse.PartitionResponses'),
-    (490, 'TopicProduceResponse'),
-    (491, 'TopicProduceResponse.Name'),
-    (492, 'TopicProduceResponse.PartitionResponses'),
-    (501, 'TopicProduceResponse'),
-    (505, 'TopicProduceResponse.Name'),
-    (506, 'TopicProduceResponse.PartitionResponses'),
-    (513, 'TopicProduceResponse'),
-    (514, 'TopicProduceResponse.Name'),
-    (515, 'TopicProduceResponse.PartitionResponses'),
-    (524, 'TopicProduceResponse'),
-    (528, 'TopicProduceResponse.Name'),
-    (529, 'TopicProduceResponse.PartitionResponses'),
-    (536, 'TopicProduceResponse'),
-    (537, 'TopicProduceResponse.Name'),
-    (538, 'TopicProduceResponse.PartitionResponses'),
-    (547, 'TopicProduceResponse'),
-    (551, 'TopicProduceResponse.Name'),
-    (552, 'TopicProduceResponse.PartitionResponses'),
-    (559, 'TopicProduceResponse'),
-    (560, 'TopicProduceResponse.Name'),
-    (561, 'TopicProduceResponse.PartitionResponses'),
-    (574, 'TopicProduceResponse.<tagged fields>'),
-    (587, 'TopicProduceResponse'),
-    (591, 'TopicProduceResponse.Name'),
-    (592, 'TopicProduceResponse.PartitionResponses'),
-    (600, 'TopicProduceResponse.<tagged fields>'),
-    (606, 'TopicProduceResponse'),
-    (607, 'TopicProduceResponse.Name'),
-    (608, 'TopicProduceResponse.PartitionResponses'),
-    (621, 'TopicProduceResponse.<tagged fields>'),
-    (634, 'TopicProduceResponse'),
-    (638, 'TopicProduceResponse.Name'),
-    (639, 'TopicProduceResponse.PartitionResponses'),
-    (647, 'TopicProduceResponse.<tagged fields>'),
-    (653, 'NodeEndpoint'),
-    (654, 'NodeEndpoint.NodeId'),
-    (656, 'NodeEndpoint.Host'),
-    (657, 'NodeEndpoint.Port'),
-    (659, 'NodeEndpoint.Rack'),
-    (660, 'NodeEndpoint.<tagged fields>'),
-    (673, 'NodeEndpoint'),
-    (677, 'NodeEndpoint.NodeId'),
-    (678, 'NodeEndpoint.Host'),
-    (679, 'NodeEndpoint.Port'),
-    (680, 'NodeEndpoint.Rack'),
-    (681, 'NodeEndpoint.<tagged fields>'),
-    (687, 'PartitionProduceResponse'),
-    (688, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (690, 'PartitionProduceResponse'),
-    (694, 'PartitionProduceResponse.CurrentLeader'),
-    (696, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (699, 'PartitionProduceResponse'),
-    (700, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (702, 'PartitionProduceResponse'),
-    (706, 'PartitionProduceResponse.CurrentLeader'),
-    (708, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (711, 'PartitionProduceResponse'),
-    (712, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (714, 'PartitionProduceResponse'),
-    (718, 'PartitionProduceResponse.CurrentLeader'),
-    (720, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (723, 'PartitionProduceResponse'),
-    (724, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (726, 'PartitionProduceResponse.RecordErrors'),
-    (735, 'PartitionProduceResponse.ErrorMessage'),
-    (736, 'PartitionProduceResponse'),
-    (740, 'PartitionProduceResponse.CurrentLeader'),
-    (742, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (743, 'PartitionProduceResponse.RecordErrors'),
-    (748, 'PartitionProduceResponse.ErrorMessage'),
-    (751, 'PartitionProduceResponse'),
-    (752, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (754, 'PartitionProduceResponse.RecordErrors'),
-    (767, 'PartitionProduceResponse.ErrorMessage'),
-    (768, 'PartitionProduceResponse.<tagged fields>'),
-    (781, 'PartitionProduceResponse'),
-    (785, 'PartitionProduceResponse.CurrentLeader'),
-    (787, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (788, 'PartitionProduceResponse.RecordErrors'),
-    (796, 'PartitionProduceResponse.ErrorMessage'),
-    (797, 'PartitionProduceResponse.<tagged fields>'),
-    (803, 'PartitionProduceResponse'),
-    (804, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (806, 'PartitionProduceResponse.RecordErrors'),
-    (819, 'PartitionProduceResponse.ErrorMessage'),
-    (820, 'PartitionProduceResponse.<tagged fields>'),
-    (831, 'PartitionProduceResponse.CurrentLeader'),
-    (833, 'PartitionProduceResponse.<tagged fields>'),
-    (837, 'PartitionProduceResponse'),
-    (841, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (842, 'PartitionProduceResponse.RecordErrors'),
-    (850, 'PartitionProduceResponse.ErrorMessage'),
-    (851, 'PartitionProduceResponse.<tagged fields>'),
-    (852, 'PartitionProduceResponse.CurrentLeader'),
-    (856, 'PartitionProduceResponse.<tagged fields>'),
-    (859, 'BatchIndexAndErrorMessage'),
+    (357, 'ProduceResponse.ThrottleTimeMs'),
+    (359, 'ProduceResponse.<tagged fields>'),
+    (372, 'ProduceResponse'),
+    (376, 'ProduceResponse.NodeEndpoints'),
+    (378, 'ProduceResponse.Responses'),
+    (386, 'ProduceResponse.ThrottleTimeMs'),
+    (387, 'ProduceResponse.<tagged fields>'),
+    (393, 'ProduceResponse'),
+    (394, 'ProduceResponse.Responses'),
+    (406, 'ProduceResponse.ThrottleTimeMs'),
+    (408, 'ProduceResponse.<tagged fields>'),
+    (419, 'ProduceResponse.NodeEndpoints'),
+    (432, 'ProduceResponse.<tagged fields>'),
+    (436, 'ProduceResponse'),
+    (440, 'ProduceResponse.Responses'),
+    (448, 'ProduceResponse.ThrottleTimeMs'),
+    (449, 'ProduceResponse.<tagged fields>'),
+    (450, 'ProduceResponse.NodeEndpoints'),
+    (461, 'ProduceResponse.<tagged fields>'),
+    (464, 'TopicProduceResponse'),
+    (465, 'TopicProduceResponse.Name'),
+    (466, 'TopicProduceResponse.PartitionResponses'),
+    (475, 'TopicProduceResponse'),
+    (479, 'TopicProduceResponse.Name'),
+    (480, 'TopicProduceResponse.PartitionResponses'),
+    (487, 'TopicProduceResponse'),
+    (488, 'TopicProduceResponse.Name'),
+    (489, 'TopicProduceResponse.PartitionResponses'),
+    (498, 'TopicProduceResponse'),
+    (502, 'TopicProduceResponse.Name'),
+    (503, 'TopicProduceResponse.PartitionResponses'),
+    (510, 'TopicProduceResponse'),
+    (511, 'TopicProduceResponse.Name'),
+    (512, 'TopicProduceResponse.PartitionResponses'),
+    (521, 'TopicProduceResponse'),
+    (525, 'TopicProduceResponse.Name'),
+    (526, 'TopicProduceResponse.PartitionResponses'),
+    (533, 'TopicProduceResponse'),
+    (534, 'TopicProduceResponse.Name'),
+    (535, 'TopicProduceResponse.PartitionResponses'),
+    (544, 'TopicProduceResponse'),
+    (548, 'TopicProduceResponse.Name'),
+    (549, 'TopicProduceResponse.PartitionResponses'),
+    (556, 'TopicProduceResponse'),
+    (557, 'TopicProduceResponse.Name'),
+    (558, 'TopicProduceResponse.PartitionResponses'),
+    (570, 'TopicProduceResponse.<tagged fields>'),
+    (583, 'TopicProduceResponse'),
+    (587, 'TopicProduceResponse.Name'),
+    (588, 'TopicProduceResponse.PartitionResponses'),
+    (596, 'TopicProduceResponse.<tagged fields>'),
+    (602, 'TopicProduceResponse'),
+    (603, 'TopicProduceResponse.Name'),
+    (604, 'TopicProduceResponse.PartitionResponses'),
+    (616, 'TopicProduceResponse.<tagged fields>'),
+    (629, 'TopicProduceResponse'),
+    (633, 'TopicProduceResponse.Name'),
+    (634, 'TopicProduceResponse.PartitionResponses'),
+    (642, 'TopicProduceResponse.<tagged fields>'),
+    (648, 'NodeEndpoint'),
+    (649, 'NodeEndpoint.NodeId'),
+    (651, 'NodeEndpoint.Host'),
+    (652, 'NodeEndpoint.Port'),
+    (654, 'NodeEndpoint.Rack'),
+    (655, 'NodeEndpoint.<tagged fields>'),
+    (668, 'NodeEndpoint'),
+    (672, 'NodeEndpoint.NodeId'),
+    (673, 'NodeEndpoint.Host'),
+    (674, 'NodeEndpoint.Port'),
+    (675, 'NodeEndpoint.Rack'),
+    (676, 'NodeEndpoint.<tagged fields>'),
+    (682, 'PartitionProduceResponse'),
+    (683, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (685, 'PartitionProduceResponse'),
+    (689, 'PartitionProduceResponse.CurrentLeader'),
+    (691, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (694, 'PartitionProduceResponse'),
+    (695, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (697, 'PartitionProduceResponse'),
+    (701, 'PartitionProduceResponse.CurrentLeader'),
+    (703, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (706, 'PartitionProduceResponse'),
+    (707, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (709, 'PartitionProduceResponse'),
+    (713, 'PartitionProduceResponse.CurrentLeader'),
+    (715, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (718, 'PartitionProduceResponse'),
+    (719, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (721, 'PartitionProduceResponse.RecordErrors'),
+    (730, 'PartitionProduceResponse.ErrorMessage'),
+    (731, 'PartitionProduceResponse'),
+    (735, 'PartitionProduceResponse.CurrentLeader'),
+    (737, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (738, 'PartitionProduceResponse.RecordErrors'),
+    (743, 'PartitionProduceResponse.ErrorMessage'),
+    (746, 'PartitionProduceResponse'),
+    (747, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (749, 'PartitionProduceResponse.RecordErrors'),
+    (761, 'PartitionProduceResponse.ErrorMessage'),
+    (762, 'PartitionProduceResponse.<tagged fields>'),
+    (775, 'PartitionProduceResponse'),
+    (779, 'PartitionProduceResponse.CurrentLeader'),
+    (781, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (782, 'PartitionProduceResponse.RecordErrors'),
+    (790, 'PartitionProduceResponse.ErrorMessage'),
+    (791, 'PartitionProduceResponse.<tagged fields>'),
+    (797, 'PartitionProduceResponse'),
+    (798, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (800, 'PartitionProduceResponse.RecordErrors'),
+    (812, 'PartitionProduceResponse.ErrorMessage'),
+    (813, 'PartitionProduceResponse.<tagged fields>'),
+    (824, 'PartitionProduceResponse.CurrentLeader'),
+    (826, 'PartitionProduceResponse.<tagged fields>'),
+    (830, 'PartitionProduceResponse'),
+    (834, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (835, 'PartitionProduceResponse.RecordErrors'),
+    (843, 'PartitionProduceResponse.ErrorMessage'),
+    (844, 'PartitionProduceResponse.<tagged fields>'),
+    (845, 'PartitionProduceResponse.CurrentLeader'),
+    (849, 'PartitionProduceResponse.<tagged fields>'),
+    (852, 'BatchIndexAndErrorMessage'),
+    (853, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (855, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (856, 'BatchIndexAndErrorMessage'),
     (860, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (862, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (863, 'BatchIndexAndErrorMessage'),
-    (867, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (868, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (871, 'BatchIndexAndErrorMessage'),
-    (872, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (874, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (875, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (888, 'BatchIndexAndErrorMessage'),
-    (892, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (893, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (894, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (900, 'LeaderIdAndEpoch'),
-    (901, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (903, 'LeaderIdAndEpoch.<tagged fields>'),
-    (916, 'LeaderIdAndEpoch'),
-    (920, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (921, 'LeaderIdAndEpoch.<tagged fields>'),
+    (861, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (864, 'BatchIndexAndErrorMessage'),
+    (865, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (867, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (868, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (881, 'BatchIndexAndErrorMessage'),
+    (885, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (886, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (887, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (893, 'LeaderIdAndEpoch'),
+    (894, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (896, 'LeaderIdAndEpoch.<tagged fields>'),
+    (909, 'LeaderIdAndEpoch'),
+    (913, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (914, 'LeaderIdAndEpoch.<tagged fields>'),
 )

@@ -100,12 +100,11 @@ class _New_ReadShareGroupStateRequest(_Message):
 
 def _d_ReadShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -147,12 +146,11 @@ def _e_ReadShareGroupStateRequest_0(o: ReadShareGroupStateRequest, out: bytearra
 
 def _d_ReadStateData_0(buf: memoryview, pos: int) -> tuple[ReadStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -230,23 +228,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'ReadShareGroupStateRequest'),
     (102, 'ReadShareGroupStateRequest.GroupId'),
     (103, 'ReadShareGroupStateRequest.Topics'),
-    (116, 'ReadShareGroupStateRequest.<tagged fields>'),
-    (129, 'ReadShareGroupStateRequest'),
-    (133, 'ReadShareGroupStateRequest.GroupId'),
-    (134, 'ReadShareGroupStateRequest.Topics'),
-    (142, 'ReadShareGroupStateRequest.<tagged fields>'),
-    (148, 'ReadStateData'),
-    (149, 'ReadStateData.TopicId'),
-    (150, 'ReadStateData.Partitions'),
-    (163, 'ReadStateData.<tagged fields>'),
-    (176, 'ReadStateData'),
-    (180, 'ReadStateData.TopicId'),
-    (181, 'ReadStateData.Partitions'),
-    (189, 'ReadStateData.<tagged fields>'),
-    (195, 'PartitionData'),
-    (196, 'PartitionData.Partition,LeaderEpoch'),
-    (198, 'PartitionData.<tagged fields>'),
-    (211, 'PartitionData'),
-    (215, 'PartitionData.Partition,LeaderEpoch'),
-    (216, 'PartitionData.<tagged fields>'),
+    (115, 'ReadShareGroupStateRequest.<tagged fields>'),
+    (128, 'ReadShareGroupStateRequest'),
+    (132, 'ReadShareGroupStateRequest.GroupId'),
+    (133, 'ReadShareGroupStateRequest.Topics'),
+    (141, 'ReadShareGroupStateRequest.<tagged fields>'),
+    (147, 'ReadStateData'),
+    (148, 'ReadStateData.TopicId'),
+    (149, 'ReadStateData.Partitions'),
+    (161, 'ReadStateData.<tagged fields>'),
+    (174, 'ReadStateData'),
+    (178, 'ReadStateData.TopicId'),
+    (179, 'ReadStateData.Partitions'),
+    (187, 'ReadStateData.<tagged fields>'),
+    (193, 'PartitionData'),
+    (194, 'PartitionData.Partition,LeaderEpoch'),
+    (196, 'PartitionData.<tagged fields>'),
+    (209, 'PartitionData'),
+    (213, 'PartitionData.Partition,LeaderEpoch'),
+    (214, 'PartitionData.<tagged fields>'),
 )

@@ -145,12 +145,11 @@ class _New_ReadShareGroupStateResponse(_Message):
 
 
 def _d_ReadShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -191,12 +190,11 @@ def _e_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: bytear
 
 def _d_ReadStateResult_0(buf: memoryview, pos: int) -> tuple[ReadStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -242,12 +240,11 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     (f_state_epoch, f_start_offset,) = _S1.unpack_from(buf, pos)
     pos += 12
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_state_batches: list[Any] = []
@@ -326,34 +323,34 @@ ReadShareGroupStateResponse._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (147, 'ReadShareGroupStateResponse'),
     (148, 'ReadShareGroupStateResponse.Results'),
-    (161, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (174, 'ReadShareGroupStateResponse'),
-    (178, 'ReadShareGroupStateResponse.Results'),
-    (186, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (192, 'ReadStateResult'),
-    (193, 'ReadStateResult.TopicId'),
-    (194, 'ReadStateResult.Partitions'),
-    (207, 'ReadStateResult.<tagged fields>'),
-    (220, 'ReadStateResult'),
-    (224, 'ReadStateResult.TopicId'),
-    (225, 'ReadStateResult.Partitions'),
-    (233, 'ReadStateResult.<tagged fields>'),
-    (239, 'PartitionResult'),
-    (240, 'PartitionResult.Partition,ErrorCode'),
-    (242, 'PartitionResult.ErrorMessage'),
-    (243, 'PartitionResult.StateEpoch,StartOffset'),
-    (245, 'PartitionResult.StateBatches'),
-    (258, 'PartitionResult.<tagged fields>'),
-    (271, 'PartitionResult'),
-    (275, 'PartitionResult.Partition,ErrorCode'),
-    (276, 'PartitionResult.ErrorMessage'),
-    (277, 'PartitionResult.StateEpoch,StartOffset'),
-    (278, 'PartitionResult.StateBatches'),
-    (286, 'PartitionResult.<tagged fields>'),
-    (292, 'StateBatch'),
-    (293, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (295, 'StateBatch.<tagged fields>'),
-    (308, 'StateBatch'),
-    (312, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (313, 'StateBatch.<tagged fields>'),
+    (160, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (173, 'ReadShareGroupStateResponse'),
+    (177, 'ReadShareGroupStateResponse.Results'),
+    (185, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (191, 'ReadStateResult'),
+    (192, 'ReadStateResult.TopicId'),
+    (193, 'ReadStateResult.Partitions'),
+    (205, 'ReadStateResult.<tagged fields>'),
+    (218, 'ReadStateResult'),
+    (222, 'ReadStateResult.TopicId'),
+    (223, 'ReadStateResult.Partitions'),
+    (231, 'ReadStateResult.<tagged fields>'),
+    (237, 'PartitionResult'),
+    (238, 'PartitionResult.Partition,ErrorCode'),
+    (240, 'PartitionResult.ErrorMessage'),
+    (241, 'PartitionResult.StateEpoch,StartOffset'),
+    (243, 'PartitionResult.StateBatches'),
+    (255, 'PartitionResult.<tagged fields>'),
+    (268, 'PartitionResult'),
+    (272, 'PartitionResult.Partition,ErrorCode'),
+    (273, 'PartitionResult.ErrorMessage'),
+    (274, 'PartitionResult.StateEpoch,StartOffset'),
+    (275, 'PartitionResult.StateBatches'),
+    (283, 'PartitionResult.<tagged fields>'),
+    (289, 'StateBatch'),
+    (290, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (292, 'StateBatch.<tagged fields>'),
+    (305, 'StateBatch'),
+    (309, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (310, 'StateBatch.<tagged fields>'),
 )

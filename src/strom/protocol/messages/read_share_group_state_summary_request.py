@@ -100,12 +100,11 @@ class _New_ReadShareGroupStateSummaryRequest(_Message):
 
 def _d_ReadShareGroupStateSummaryRequest_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -147,12 +146,11 @@ def _e_ReadShareGroupStateSummaryRequest_0(o: ReadShareGroupStateSummaryRequest,
 
 def _d_ReadStateSummaryData_0(buf: memoryview, pos: int) -> tuple[ReadStateSummaryData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -230,23 +228,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'ReadShareGroupStateSummaryRequest'),
     (102, 'ReadShareGroupStateSummaryRequest.GroupId'),
     (103, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (116, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (129, 'ReadShareGroupStateSummaryRequest'),
-    (133, 'ReadShareGroupStateSummaryRequest.GroupId'),
-    (134, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (142, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (148, 'ReadStateSummaryData'),
-    (149, 'ReadStateSummaryData.TopicId'),
-    (150, 'ReadStateSummaryData.Partitions'),
-    (163, 'ReadStateSummaryData.<tagged fields>'),
-    (176, 'ReadStateSummaryData'),
-    (180, 'ReadStateSummaryData.TopicId'),
-    (181, 'ReadStateSummaryData.Partitions'),
-    (189, 'ReadStateSummaryData.<tagged fields>'),
-    (195, 'PartitionData'),
-    (196, 'PartitionData.Partition,LeaderEpoch'),
-    (198, 'PartitionData.<tagged fields>'),
-    (211, 'PartitionData'),
-    (215, 'PartitionData.Partition,LeaderEpoch'),
-    (216, 'PartitionData.<tagged fields>'),
+    (115, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (128, 'ReadShareGroupStateSummaryRequest'),
+    (132, 'ReadShareGroupStateSummaryRequest.GroupId'),
+    (133, 'ReadShareGroupStateSummaryRequest.Topics'),
+    (141, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (147, 'ReadStateSummaryData'),
+    (148, 'ReadStateSummaryData.TopicId'),
+    (149, 'ReadStateSummaryData.Partitions'),
+    (161, 'ReadStateSummaryData.<tagged fields>'),
+    (174, 'ReadStateSummaryData'),
+    (178, 'ReadStateSummaryData.TopicId'),
+    (179, 'ReadStateSummaryData.Partitions'),
+    (187, 'ReadStateSummaryData.<tagged fields>'),
+    (193, 'PartitionData'),
+    (194, 'PartitionData.Partition,LeaderEpoch'),
+    (196, 'PartitionData.<tagged fields>'),
+    (209, 'PartitionData'),
+    (213, 'PartitionData.Partition,LeaderEpoch'),
+    (214, 'PartitionData.<tagged fields>'),
 )

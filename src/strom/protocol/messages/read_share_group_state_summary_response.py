@@ -108,12 +108,11 @@ class _New_ReadShareGroupStateSummaryResponse(_Message):
 
 
 def _d_ReadShareGroupStateSummaryResponse_0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -154,12 +153,11 @@ def _e_ReadShareGroupStateSummaryResponse_0(o: ReadShareGroupStateSummaryRespons
 
 def _d_ReadStateSummaryResult_0(buf: memoryview, pos: int) -> tuple[ReadStateSummaryResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -241,26 +239,26 @@ ReadShareGroupStateSummaryResponse._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (110, 'ReadShareGroupStateSummaryResponse'),
     (111, 'ReadShareGroupStateSummaryResponse.Results'),
-    (124, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (137, 'ReadShareGroupStateSummaryResponse'),
-    (141, 'ReadShareGroupStateSummaryResponse.Results'),
-    (149, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (155, 'ReadStateSummaryResult'),
-    (156, 'ReadStateSummaryResult.TopicId'),
-    (157, 'ReadStateSummaryResult.Partitions'),
-    (170, 'ReadStateSummaryResult.<tagged fields>'),
-    (183, 'ReadStateSummaryResult'),
-    (187, 'ReadStateSummaryResult.TopicId'),
-    (188, 'ReadStateSummaryResult.Partitions'),
-    (196, 'ReadStateSummaryResult.<tagged fields>'),
-    (202, 'PartitionResult'),
-    (203, 'PartitionResult.Partition,ErrorCode'),
-    (205, 'PartitionResult.ErrorMessage'),
-    (206, 'PartitionResult.StateEpoch,StartOffset'),
-    (208, 'PartitionResult.<tagged fields>'),
-    (221, 'PartitionResult'),
-    (225, 'PartitionResult.Partition,ErrorCode'),
-    (226, 'PartitionResult.ErrorMessage'),
-    (227, 'PartitionResult.StateEpoch,StartOffset'),
-    (228, 'PartitionResult.<tagged fields>'),
+    (123, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (136, 'ReadShareGroupStateSummaryResponse'),
+    (140, 'ReadShareGroupStateSummaryResponse.Results'),
+    (148, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (154, 'ReadStateSummaryResult'),
+    (155, 'ReadStateSummaryResult.TopicId'),
+    (156, 'ReadStateSummaryResult.Partitions'),
+    (168, 'ReadStateSummaryResult.<tagged fields>'),
+    (181, 'ReadStateSummaryResult'),
+    (185, 'ReadStateSummaryResult.TopicId'),
+    (186, 'ReadStateSummaryResult.Partitions'),
+    (194, 'ReadStateSummaryResult.<tagged fields>'),
+    (200, 'PartitionResult'),
+    (201, 'PartitionResult.Partition,ErrorCode'),
+    (203, 'PartitionResult.ErrorMessage'),
+    (204, 'PartitionResult.StateEpoch,StartOffset'),
+    (206, 'PartitionResult.<tagged fields>'),
+    (219, 'PartitionResult'),
+    (223, 'PartitionResult.Partition,ErrorCode'),
+    (224, 'PartitionResult.ErrorMessage'),
+    (225, 'PartitionResult.StateEpoch,StartOffset'),
+    (226, 'PartitionResult.<tagged fields>'),
 )

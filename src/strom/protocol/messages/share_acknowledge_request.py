@@ -141,12 +141,11 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknow
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_share_session_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -190,12 +189,11 @@ def _e_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray, chu
 
 def _d_AcknowledgeTopic_0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -238,12 +236,11 @@ def _e_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray, chunks: list[_p.B
 def _d_AcknowledgePartition_0(buf: memoryview, pos: int) -> tuple[AcknowledgePartition, int]:
     (f_partition_index,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_acknowledgement_batches: list[Any] = []
@@ -286,13 +283,12 @@ def _e_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray, chunks: l
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
     (f_first_offset, f_last_offset,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_acknowledge_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
@@ -340,35 +336,35 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (141, 'ShareAcknowledgeRequest.MemberId'),
     (142, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
     (144, 'ShareAcknowledgeRequest.Topics'),
-    (157, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (170, 'ShareAcknowledgeRequest'),
-    (174, 'ShareAcknowledgeRequest.GroupId'),
-    (175, 'ShareAcknowledgeRequest.MemberId'),
-    (176, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
-    (177, 'ShareAcknowledgeRequest.Topics'),
-    (185, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (191, 'AcknowledgeTopic'),
-    (192, 'AcknowledgeTopic.TopicId'),
-    (193, 'AcknowledgeTopic.Partitions'),
-    (206, 'AcknowledgeTopic.<tagged fields>'),
-    (219, 'AcknowledgeTopic'),
-    (223, 'AcknowledgeTopic.TopicId'),
-    (224, 'AcknowledgeTopic.Partitions'),
-    (232, 'AcknowledgeTopic.<tagged fields>'),
-    (238, 'AcknowledgePartition'),
-    (239, 'AcknowledgePartition.PartitionIndex'),
-    (241, 'AcknowledgePartition.AcknowledgementBatches'),
-    (254, 'AcknowledgePartition.<tagged fields>'),
-    (267, 'AcknowledgePartition'),
-    (271, 'AcknowledgePartition.PartitionIndex'),
-    (272, 'AcknowledgePartition.AcknowledgementBatches'),
-    (280, 'AcknowledgePartition.<tagged fields>'),
-    (286, 'AcknowledgementBatch'),
-    (287, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (289, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (299, 'AcknowledgementBatch.<tagged fields>'),
-    (312, 'AcknowledgementBatch'),
-    (316, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (317, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (324, 'AcknowledgementBatch.<tagged fields>'),
+    (156, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (169, 'ShareAcknowledgeRequest'),
+    (173, 'ShareAcknowledgeRequest.GroupId'),
+    (174, 'ShareAcknowledgeRequest.MemberId'),
+    (175, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
+    (176, 'ShareAcknowledgeRequest.Topics'),
+    (184, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (190, 'AcknowledgeTopic'),
+    (191, 'AcknowledgeTopic.TopicId'),
+    (192, 'AcknowledgeTopic.Partitions'),
+    (204, 'AcknowledgeTopic.<tagged fields>'),
+    (217, 'AcknowledgeTopic'),
+    (221, 'AcknowledgeTopic.TopicId'),
+    (222, 'AcknowledgeTopic.Partitions'),
+    (230, 'AcknowledgeTopic.<tagged fields>'),
+    (236, 'AcknowledgePartition'),
+    (237, 'AcknowledgePartition.PartitionIndex'),
+    (239, 'AcknowledgePartition.AcknowledgementBatches'),
+    (251, 'AcknowledgePartition.<tagged fields>'),
+    (264, 'AcknowledgePartition'),
+    (268, 'AcknowledgePartition.PartitionIndex'),
+    (269, 'AcknowledgePartition.AcknowledgementBatches'),
+    (277, 'AcknowledgePartition.<tagged fields>'),
+    (283, 'AcknowledgementBatch'),
+    (284, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (286, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (295, 'AcknowledgementBatch.<tagged fields>'),
+    (308, 'AcknowledgementBatch'),
+    (312, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (313, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (320, 'AcknowledgementBatch.<tagged fields>'),
 )

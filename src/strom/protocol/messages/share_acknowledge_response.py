@@ -182,12 +182,11 @@ def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAckno
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -195,12 +194,11 @@ def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAckno
         item_responses, pos = _d_ShareAcknowledgeTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_node_endpoints: list[Any] = []
@@ -251,12 +249,11 @@ def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray, c
 
 def _d_ShareAcknowledgeTopicResponse_0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -400,48 +397,48 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (182, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
     (184, 'ShareAcknowledgeResponse.ErrorMessage'),
     (185, 'ShareAcknowledgeResponse.Responses'),
-    (198, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (211, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (224, 'ShareAcknowledgeResponse'),
-    (228, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
-    (229, 'ShareAcknowledgeResponse.ErrorMessage'),
-    (230, 'ShareAcknowledgeResponse.Responses'),
-    (238, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (246, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (252, 'ShareAcknowledgeTopicResponse'),
-    (253, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (254, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (267, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (280, 'ShareAcknowledgeTopicResponse'),
-    (284, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (285, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (293, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (299, 'NodeEndpoint'),
-    (300, 'NodeEndpoint.NodeId'),
-    (302, 'NodeEndpoint.Host'),
-    (303, 'NodeEndpoint.Port'),
-    (305, 'NodeEndpoint.Rack'),
-    (306, 'NodeEndpoint.<tagged fields>'),
-    (319, 'NodeEndpoint'),
-    (323, 'NodeEndpoint.NodeId'),
-    (324, 'NodeEndpoint.Host'),
-    (325, 'NodeEndpoint.Port'),
-    (326, 'NodeEndpoint.Rack'),
-    (327, 'NodeEndpoint.<tagged fields>'),
-    (333, 'PartitionData'),
-    (334, 'PartitionData.PartitionIndex,ErrorCode'),
-    (336, 'PartitionData.ErrorMessage'),
-    (337, 'PartitionData.CurrentLeader'),
-    (338, 'PartitionData.<tagged fields>'),
-    (351, 'PartitionData'),
-    (355, 'PartitionData.PartitionIndex,ErrorCode'),
-    (356, 'PartitionData.ErrorMessage'),
-    (357, 'PartitionData.CurrentLeader'),
-    (358, 'PartitionData.<tagged fields>'),
-    (364, 'LeaderIdAndEpoch'),
-    (365, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (367, 'LeaderIdAndEpoch.<tagged fields>'),
-    (380, 'LeaderIdAndEpoch'),
-    (384, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (385, 'LeaderIdAndEpoch.<tagged fields>'),
+    (197, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (209, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (222, 'ShareAcknowledgeResponse'),
+    (226, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
+    (227, 'ShareAcknowledgeResponse.ErrorMessage'),
+    (228, 'ShareAcknowledgeResponse.Responses'),
+    (236, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (244, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (250, 'ShareAcknowledgeTopicResponse'),
+    (251, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (252, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (264, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (277, 'ShareAcknowledgeTopicResponse'),
+    (281, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (282, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (290, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (296, 'NodeEndpoint'),
+    (297, 'NodeEndpoint.NodeId'),
+    (299, 'NodeEndpoint.Host'),
+    (300, 'NodeEndpoint.Port'),
+    (302, 'NodeEndpoint.Rack'),
+    (303, 'NodeEndpoint.<tagged fields>'),
+    (316, 'NodeEndpoint'),
+    (320, 'NodeEndpoint.NodeId'),
+    (321, 'NodeEndpoint.Host'),
+    (322, 'NodeEndpoint.Port'),
+    (323, 'NodeEndpoint.Rack'),
+    (324, 'NodeEndpoint.<tagged fields>'),
+    (330, 'PartitionData'),
+    (331, 'PartitionData.PartitionIndex,ErrorCode'),
+    (333, 'PartitionData.ErrorMessage'),
+    (334, 'PartitionData.CurrentLeader'),
+    (335, 'PartitionData.<tagged fields>'),
+    (348, 'PartitionData'),
+    (352, 'PartitionData.PartitionIndex,ErrorCode'),
+    (353, 'PartitionData.ErrorMessage'),
+    (354, 'PartitionData.CurrentLeader'),
+    (355, 'PartitionData.<tagged fields>'),
+    (361, 'LeaderIdAndEpoch'),
+    (362, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (364, 'LeaderIdAndEpoch.<tagged fields>'),
+    (377, 'LeaderIdAndEpoch'),
+    (381, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (382, 'LeaderIdAndEpoch.<tagged fields>'),
 )

@@ -187,12 +187,11 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest
     f_member_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes,) = _S0.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -200,12 +199,11 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest
         item_topics, pos = _d_FetchTopic_0(buf, pos)
         items_topics.append(item_topics)
     f_topics = tuple(items_topics)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_forgotten_topics_data: list[Any] = []
@@ -257,12 +255,11 @@ def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray, chunks: list[_p
 
 def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -304,13 +301,12 @@ def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> N
 
 def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -348,12 +344,11 @@ def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffe
 def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]:
     (f_partition_index, f_partition_max_bytes,) = _S1.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_acknowledgement_batches: list[Any] = []
@@ -396,13 +391,12 @@ def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffe
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
     (f_first_offset, f_last_offset,) = _S2.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_acknowledge_types = _A_b[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%db" % count, buf, pos)
     pos += 1 * count
@@ -450,45 +444,45 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (187, 'ShareFetchRequest.MemberId'),
     (188, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
     (190, 'ShareFetchRequest.Topics'),
-    (203, 'ShareFetchRequest.ForgottenTopicsData'),
-    (216, 'ShareFetchRequest.<tagged fields>'),
-    (229, 'ShareFetchRequest'),
-    (233, 'ShareFetchRequest.GroupId'),
-    (234, 'ShareFetchRequest.MemberId'),
-    (235, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
-    (236, 'ShareFetchRequest.Topics'),
-    (244, 'ShareFetchRequest.ForgottenTopicsData'),
-    (252, 'ShareFetchRequest.<tagged fields>'),
-    (258, 'FetchTopic'),
-    (259, 'FetchTopic.TopicId'),
-    (260, 'FetchTopic.Partitions'),
-    (273, 'FetchTopic.<tagged fields>'),
-    (286, 'FetchTopic'),
-    (290, 'FetchTopic.TopicId'),
-    (291, 'FetchTopic.Partitions'),
-    (299, 'FetchTopic.<tagged fields>'),
-    (305, 'ForgottenTopic'),
-    (306, 'ForgottenTopic.TopicId'),
-    (307, 'ForgottenTopic.Partitions'),
-    (317, 'ForgottenTopic.<tagged fields>'),
-    (330, 'ForgottenTopic'),
-    (334, 'ForgottenTopic.TopicId'),
-    (335, 'ForgottenTopic.Partitions'),
-    (342, 'ForgottenTopic.<tagged fields>'),
-    (348, 'FetchPartition'),
-    (349, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (351, 'FetchPartition.AcknowledgementBatches'),
-    (364, 'FetchPartition.<tagged fields>'),
-    (377, 'FetchPartition'),
-    (381, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (382, 'FetchPartition.AcknowledgementBatches'),
-    (390, 'FetchPartition.<tagged fields>'),
-    (396, 'AcknowledgementBatch'),
-    (397, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (399, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (409, 'AcknowledgementBatch.<tagged fields>'),
-    (422, 'AcknowledgementBatch'),
-    (426, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (427, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (434, 'AcknowledgementBatch.<tagged fields>'),
+    (202, 'ShareFetchRequest.ForgottenTopicsData'),
+    (214, 'ShareFetchRequest.<tagged fields>'),
+    (227, 'ShareFetchRequest'),
+    (231, 'ShareFetchRequest.GroupId'),
+    (232, 'ShareFetchRequest.MemberId'),
+    (233, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
+    (234, 'ShareFetchRequest.Topics'),
+    (242, 'ShareFetchRequest.ForgottenTopicsData'),
+    (250, 'ShareFetchRequest.<tagged fields>'),
+    (256, 'FetchTopic'),
+    (257, 'FetchTopic.TopicId'),
+    (258, 'FetchTopic.Partitions'),
+    (270, 'FetchTopic.<tagged fields>'),
+    (283, 'FetchTopic'),
+    (287, 'FetchTopic.TopicId'),
+    (288, 'FetchTopic.Partitions'),
+    (296, 'FetchTopic.<tagged fields>'),
+    (302, 'ForgottenTopic'),
+    (303, 'ForgottenTopic.TopicId'),
+    (304, 'ForgottenTopic.Partitions'),
+    (313, 'ForgottenTopic.<tagged fields>'),
+    (326, 'ForgottenTopic'),
+    (330, 'ForgottenTopic.TopicId'),
+    (331, 'ForgottenTopic.Partitions'),
+    (338, 'ForgottenTopic.<tagged fields>'),
+    (344, 'FetchPartition'),
+    (345, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (347, 'FetchPartition.AcknowledgementBatches'),
+    (359, 'FetchPartition.<tagged fields>'),
+    (372, 'FetchPartition'),
+    (376, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (377, 'FetchPartition.AcknowledgementBatches'),
+    (385, 'FetchPartition.<tagged fields>'),
+    (391, 'AcknowledgementBatch'),
+    (392, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (394, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (403, 'AcknowledgementBatch.<tagged fields>'),
+    (416, 'AcknowledgementBatch'),
+    (420, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (421, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (428, 'AcknowledgementBatch.<tagged fields>'),
 )

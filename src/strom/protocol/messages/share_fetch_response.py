@@ -229,12 +229,11 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchRespon
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_responses: list[Any] = []
@@ -242,12 +241,11 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchRespon
         item_responses, pos = _d_ShareFetchableTopicResponse_0(buf, pos)
         items_responses.append(item_responses)
     f_responses = tuple(items_responses)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_node_endpoints: list[Any] = []
@@ -298,12 +296,11 @@ def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray, chunks: list[
 
 def _d_ShareFetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchableTopicResponse, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -386,12 +383,11 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     f_acknowledge_error_message, pos = _p.read_compact_nullable_string(buf, pos)
     f_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
     f_records, pos = _p.read_compact_nullable_view(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_acquired_records: list[Any] = []
@@ -502,62 +498,62 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (229, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
     (231, 'ShareFetchResponse.ErrorMessage'),
     (232, 'ShareFetchResponse.Responses'),
-    (245, 'ShareFetchResponse.NodeEndpoints'),
-    (258, 'ShareFetchResponse.<tagged fields>'),
-    (271, 'ShareFetchResponse'),
-    (275, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
-    (276, 'ShareFetchResponse.ErrorMessage'),
-    (277, 'ShareFetchResponse.Responses'),
-    (285, 'ShareFetchResponse.NodeEndpoints'),
-    (293, 'ShareFetchResponse.<tagged fields>'),
-    (299, 'ShareFetchableTopicResponse'),
-    (300, 'ShareFetchableTopicResponse.TopicId'),
-    (301, 'ShareFetchableTopicResponse.Partitions'),
-    (314, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (327, 'ShareFetchableTopicResponse'),
-    (331, 'ShareFetchableTopicResponse.TopicId'),
-    (332, 'ShareFetchableTopicResponse.Partitions'),
-    (340, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (346, 'NodeEndpoint'),
-    (347, 'NodeEndpoint.NodeId'),
-    (349, 'NodeEndpoint.Host'),
-    (350, 'NodeEndpoint.Port'),
-    (352, 'NodeEndpoint.Rack'),
-    (353, 'NodeEndpoint.<tagged fields>'),
-    (366, 'NodeEndpoint'),
-    (370, 'NodeEndpoint.NodeId'),
-    (371, 'NodeEndpoint.Host'),
-    (372, 'NodeEndpoint.Port'),
-    (373, 'NodeEndpoint.Rack'),
-    (374, 'NodeEndpoint.<tagged fields>'),
-    (380, 'PartitionData'),
-    (381, 'PartitionData.PartitionIndex,ErrorCode'),
-    (383, 'PartitionData.ErrorMessage'),
-    (384, 'PartitionData.AcknowledgeErrorCode'),
-    (386, 'PartitionData.AcknowledgeErrorMessage'),
-    (387, 'PartitionData.CurrentLeader'),
-    (388, 'PartitionData.Records'),
-    (389, 'PartitionData.AcquiredRecords'),
-    (402, 'PartitionData.<tagged fields>'),
-    (415, 'PartitionData'),
-    (419, 'PartitionData.PartitionIndex,ErrorCode'),
-    (420, 'PartitionData.ErrorMessage'),
-    (421, 'PartitionData.AcknowledgeErrorCode'),
-    (422, 'PartitionData.AcknowledgeErrorMessage'),
-    (423, 'PartitionData.CurrentLeader'),
-    (424, 'PartitionData.Records'),
-    (425, 'PartitionData.AcquiredRecords'),
-    (433, 'PartitionData.<tagged fields>'),
-    (439, 'LeaderIdAndEpoch'),
-    (440, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (442, 'LeaderIdAndEpoch.<tagged fields>'),
-    (455, 'LeaderIdAndEpoch'),
-    (459, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (460, 'LeaderIdAndEpoch.<tagged fields>'),
-    (466, 'AcquiredRecords'),
-    (467, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (469, 'AcquiredRecords.<tagged fields>'),
-    (482, 'AcquiredRecords'),
-    (486, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (487, 'AcquiredRecords.<tagged fields>'),
+    (244, 'ShareFetchResponse.NodeEndpoints'),
+    (256, 'ShareFetchResponse.<tagged fields>'),
+    (269, 'ShareFetchResponse'),
+    (273, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
+    (274, 'ShareFetchResponse.ErrorMessage'),
+    (275, 'ShareFetchResponse.Responses'),
+    (283, 'ShareFetchResponse.NodeEndpoints'),
+    (291, 'ShareFetchResponse.<tagged fields>'),
+    (297, 'ShareFetchableTopicResponse'),
+    (298, 'ShareFetchableTopicResponse.TopicId'),
+    (299, 'ShareFetchableTopicResponse.Partitions'),
+    (311, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (324, 'ShareFetchableTopicResponse'),
+    (328, 'ShareFetchableTopicResponse.TopicId'),
+    (329, 'ShareFetchableTopicResponse.Partitions'),
+    (337, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (343, 'NodeEndpoint'),
+    (344, 'NodeEndpoint.NodeId'),
+    (346, 'NodeEndpoint.Host'),
+    (347, 'NodeEndpoint.Port'),
+    (349, 'NodeEndpoint.Rack'),
+    (350, 'NodeEndpoint.<tagged fields>'),
+    (363, 'NodeEndpoint'),
+    (367, 'NodeEndpoint.NodeId'),
+    (368, 'NodeEndpoint.Host'),
+    (369, 'NodeEndpoint.Port'),
+    (370, 'NodeEndpoint.Rack'),
+    (371, 'NodeEndpoint.<tagged fields>'),
+    (377, 'PartitionData'),
+    (378, 'PartitionData.PartitionIndex,ErrorCode'),
+    (380, 'PartitionData.ErrorMessage'),
+    (381, 'PartitionData.AcknowledgeErrorCode'),
+    (383, 'PartitionData.AcknowledgeErrorMessage'),
+    (384, 'PartitionData.CurrentLeader'),
+    (385, 'PartitionData.Records'),
+    (386, 'PartitionData.AcquiredRecords'),
+    (398, 'PartitionData.<tagged fields>'),
+    (411, 'PartitionData'),
+    (415, 'PartitionData.PartitionIndex,ErrorCode'),
+    (416, 'PartitionData.ErrorMessage'),
+    (417, 'PartitionData.AcknowledgeErrorCode'),
+    (418, 'PartitionData.AcknowledgeErrorMessage'),
+    (419, 'PartitionData.CurrentLeader'),
+    (420, 'PartitionData.Records'),
+    (421, 'PartitionData.AcquiredRecords'),
+    (429, 'PartitionData.<tagged fields>'),
+    (435, 'LeaderIdAndEpoch'),
+    (436, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (438, 'LeaderIdAndEpoch.<tagged fields>'),
+    (451, 'LeaderIdAndEpoch'),
+    (455, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (456, 'LeaderIdAndEpoch.<tagged fields>'),
+    (462, 'AcquiredRecords'),
+    (463, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (465, 'AcquiredRecords.<tagged fields>'),
+    (478, 'AcquiredRecords'),
+    (482, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (483, 'AcquiredRecords.<tagged fields>'),
 )

@@ -49,12 +49,11 @@ class _New_ShareGroupDescribeRequest(_Message):
 
 
 def _d_ShareGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_group_ids: list[Any] = []
@@ -106,10 +105,10 @@ ShareGroupDescribeRequest._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (51, 'ShareGroupDescribeRequest'),
     (52, 'ShareGroupDescribeRequest.GroupIds'),
-    (65, 'ShareGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (67, 'ShareGroupDescribeRequest.<tagged fields>'),
-    (80, 'ShareGroupDescribeRequest'),
-    (84, 'ShareGroupDescribeRequest.GroupIds'),
-    (92, 'ShareGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (93, 'ShareGroupDescribeRequest.<tagged fields>'),
+    (64, 'ShareGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (66, 'ShareGroupDescribeRequest.<tagged fields>'),
+    (79, 'ShareGroupDescribeRequest'),
+    (83, 'ShareGroupDescribeRequest.GroupIds'),
+    (91, 'ShareGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (92, 'ShareGroupDescribeRequest.<tagged fields>'),
 )

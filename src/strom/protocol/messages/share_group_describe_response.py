@@ -201,12 +201,11 @@ class _New_ShareGroupDescribeResponse(_Message):
 def _d_ShareGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_groups: list[Any] = []
@@ -255,12 +254,11 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     (f_group_epoch, f_assignment_epoch,) = _S2.unpack_from(buf, pos)
     pos += 8
     f_assignor_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_members: list[Any] = []
@@ -315,12 +313,11 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     pos += 4
     f_client_id, pos = _p.read_compact_string(buf, pos)
     f_client_host, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_subscribed_topic_names: list[Any] = []
@@ -367,12 +364,11 @@ def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
@@ -414,13 +410,12 @@ def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> N
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -467,63 +462,63 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (201, 'ShareGroupDescribeResponse'),
     (202, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
     (204, 'ShareGroupDescribeResponse.Groups'),
-    (217, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (230, 'ShareGroupDescribeResponse'),
-    (234, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
-    (235, 'ShareGroupDescribeResponse.Groups'),
-    (243, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (249, 'DescribedGroup'),
-    (250, 'DescribedGroup.ErrorCode'),
-    (252, 'DescribedGroup.ErrorMessage'),
-    (253, 'DescribedGroup.GroupId'),
-    (254, 'DescribedGroup.GroupState'),
-    (255, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (257, 'DescribedGroup.AssignorName'),
-    (258, 'DescribedGroup.Members'),
-    (271, 'DescribedGroup.AuthorizedOperations'),
-    (273, 'DescribedGroup.<tagged fields>'),
-    (286, 'DescribedGroup'),
-    (290, 'DescribedGroup.ErrorCode'),
-    (291, 'DescribedGroup.ErrorMessage'),
-    (292, 'DescribedGroup.GroupId'),
-    (293, 'DescribedGroup.GroupState'),
-    (294, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (295, 'DescribedGroup.AssignorName'),
-    (296, 'DescribedGroup.Members'),
-    (304, 'DescribedGroup.AuthorizedOperations'),
-    (305, 'DescribedGroup.<tagged fields>'),
-    (311, 'Member'),
-    (312, 'Member.MemberId'),
-    (313, 'Member.RackId'),
-    (314, 'Member.MemberEpoch'),
-    (316, 'Member.ClientId'),
-    (317, 'Member.ClientHost'),
-    (318, 'Member.SubscribedTopicNames'),
-    (331, 'Member.Assignment'),
-    (332, 'Member.<tagged fields>'),
-    (345, 'Member'),
-    (349, 'Member.MemberId'),
-    (350, 'Member.RackId'),
-    (351, 'Member.MemberEpoch'),
-    (352, 'Member.ClientId'),
-    (353, 'Member.ClientHost'),
-    (354, 'Member.SubscribedTopicNames'),
-    (362, 'Member.Assignment'),
-    (363, 'Member.<tagged fields>'),
-    (369, 'Assignment'),
-    (370, 'Assignment.TopicPartitions'),
-    (383, 'Assignment.<tagged fields>'),
-    (396, 'Assignment'),
-    (400, 'Assignment.TopicPartitions'),
-    (408, 'Assignment.<tagged fields>'),
-    (414, 'TopicPartitions'),
-    (415, 'TopicPartitions.TopicId'),
-    (416, 'TopicPartitions.TopicName'),
-    (417, 'TopicPartitions.Partitions'),
-    (427, 'TopicPartitions.<tagged fields>'),
-    (440, 'TopicPartitions'),
-    (444, 'TopicPartitions.TopicId'),
-    (445, 'TopicPartitions.TopicName'),
-    (446, 'TopicPartitions.Partitions'),
-    (453, 'TopicPartitions.<tagged fields>'),
+    (216, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (229, 'ShareGroupDescribeResponse'),
+    (233, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
+    (234, 'ShareGroupDescribeResponse.Groups'),
+    (242, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (248, 'DescribedGroup'),
+    (249, 'DescribedGroup.ErrorCode'),
+    (251, 'DescribedGroup.ErrorMessage'),
+    (252, 'DescribedGroup.GroupId'),
+    (253, 'DescribedGroup.GroupState'),
+    (254, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (256, 'DescribedGroup.AssignorName'),
+    (257, 'DescribedGroup.Members'),
+    (269, 'DescribedGroup.AuthorizedOperations'),
+    (271, 'DescribedGroup.<tagged fields>'),
+    (284, 'DescribedGroup'),
+    (288, 'DescribedGroup.ErrorCode'),
+    (289, 'DescribedGroup.ErrorMessage'),
+    (290, 'DescribedGroup.GroupId'),
+    (291, 'DescribedGroup.GroupState'),
+    (292, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (293, 'DescribedGroup.AssignorName'),
+    (294, 'DescribedGroup.Members'),
+    (302, 'DescribedGroup.AuthorizedOperations'),
+    (303, 'DescribedGroup.<tagged fields>'),
+    (309, 'Member'),
+    (310, 'Member.MemberId'),
+    (311, 'Member.RackId'),
+    (312, 'Member.MemberEpoch'),
+    (314, 'Member.ClientId'),
+    (315, 'Member.ClientHost'),
+    (316, 'Member.SubscribedTopicNames'),
+    (328, 'Member.Assignment'),
+    (329, 'Member.<tagged fields>'),
+    (342, 'Member'),
+    (346, 'Member.MemberId'),
+    (347, 'Member.RackId'),
+    (348, 'Member.MemberEpoch'),
+    (349, 'Member.ClientId'),
+    (350, 'Member.ClientHost'),
+    (351, 'Member.SubscribedTopicNames'),
+    (359, 'Member.Assignment'),
+    (360, 'Member.<tagged fields>'),
+    (366, 'Assignment'),
+    (367, 'Assignment.TopicPartitions'),
+    (379, 'Assignment.<tagged fields>'),
+    (392, 'Assignment'),
+    (396, 'Assignment.TopicPartitions'),
+    (404, 'Assignment.<tagged fields>'),
+    (410, 'TopicPartitions'),
+    (411, 'TopicPartitions.TopicId'),
+    (412, 'TopicPartitions.TopicName'),
+    (413, 'TopicPartitions.Partitions'),
+    (422, 'TopicPartitions.<tagged fields>'),
+    (435, 'TopicPartitions'),
+    (439, 'TopicPartitions.TopicId'),
+    (440, 'TopicPartitions.TopicName'),
+    (441, 'TopicPartitions.Partitions'),
+    (448, 'TopicPartitions.<tagged fields>'),
 )

@@ -66,12 +66,11 @@ def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ShareGro
     (f_member_epoch,) = _S0.unpack_from(buf, pos)
     pos += 4
     f_rack_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < -1:
         _p.bad_array_size(count, len(buf) - pos, True)
     if count < 0:
@@ -134,12 +133,12 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (66, 'ShareGroupHeartbeatRequest.MemberEpoch'),
     (68, 'ShareGroupHeartbeatRequest.RackId'),
     (69, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
-    (85, 'ShareGroupHeartbeatRequest.<tagged fields>'),
-    (98, 'ShareGroupHeartbeatRequest'),
-    (102, 'ShareGroupHeartbeatRequest.GroupId'),
-    (103, 'ShareGroupHeartbeatRequest.MemberId'),
-    (104, 'ShareGroupHeartbeatRequest.MemberEpoch'),
-    (105, 'ShareGroupHeartbeatRequest.RackId'),
-    (106, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
-    (117, 'ShareGroupHeartbeatRequest.<tagged fields>'),
+    (84, 'ShareGroupHeartbeatRequest.<tagged fields>'),
+    (97, 'ShareGroupHeartbeatRequest'),
+    (101, 'ShareGroupHeartbeatRequest.GroupId'),
+    (102, 'ShareGroupHeartbeatRequest.MemberId'),
+    (103, 'ShareGroupHeartbeatRequest.MemberEpoch'),
+    (104, 'ShareGroupHeartbeatRequest.RackId'),
+    (105, 'ShareGroupHeartbeatRequest.SubscribedTopicNames'),
+    (116, 'ShareGroupHeartbeatRequest.<tagged fields>'),
 )

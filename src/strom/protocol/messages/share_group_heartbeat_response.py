@@ -159,12 +159,11 @@ def _e_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytear
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_partitions: list[Any] = []
@@ -205,13 +204,12 @@ def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> N
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partitions = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -270,16 +268,16 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (155, 'ShareGroupHeartbeatResponse.<tagged fields>'),
     (161, 'Assignment'),
     (162, 'Assignment.TopicPartitions'),
-    (175, 'Assignment.<tagged fields>'),
-    (188, 'Assignment'),
-    (192, 'Assignment.TopicPartitions'),
-    (200, 'Assignment.<tagged fields>'),
-    (206, 'TopicPartitions'),
-    (207, 'TopicPartitions.TopicId'),
-    (208, 'TopicPartitions.Partitions'),
-    (218, 'TopicPartitions.<tagged fields>'),
-    (231, 'TopicPartitions'),
-    (235, 'TopicPartitions.TopicId'),
-    (236, 'TopicPartitions.Partitions'),
-    (243, 'TopicPartitions.<tagged fields>'),
+    (174, 'Assignment.<tagged fields>'),
+    (187, 'Assignment'),
+    (191, 'Assignment.TopicPartitions'),
+    (199, 'Assignment.<tagged fields>'),
+    (205, 'TopicPartitions'),
+    (206, 'TopicPartitions.TopicId'),
+    (207, 'TopicPartitions.Partitions'),
+    (216, 'TopicPartitions.<tagged fields>'),
+    (229, 'TopicPartitions'),
+    (233, 'TopicPartitions.TopicId'),
+    (234, 'TopicPartitions.Partitions'),
+    (241, 'TopicPartitions.<tagged fields>'),
 )

@@ -243,12 +243,11 @@ def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[
 def _d_StopReplicaRequest_2(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions,) = _S1.unpack_from(buf, pos)
     pos += 17
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -297,12 +296,11 @@ def _e_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray, chunks: list[
 def _d_StopReplicaRequest_3(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S2.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -353,12 +351,11 @@ def _e_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray, chunks: list[
 def _d_StopReplicaRequest_4(buf: memoryview, pos: int) -> tuple[StopReplicaRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S3.unpack_from(buf, pos)
     pos += 17
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -420,7 +417,7 @@ def _d_StopReplicaTopicV1_0(buf: memoryview, pos: int) -> tuple[StopReplicaTopic
     f_name, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -437,13 +434,12 @@ def _e_StopReplicaTopicV1_0(o: StopReplicaTopicV1, out: bytearray, chunks: list[
 
 def _d_StopReplicaTopicV1_1(buf: memoryview, pos: int) -> tuple[StopReplicaTopicV1, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -480,12 +476,11 @@ def _e_StopReplicaTopicV1_1(o: StopReplicaTopicV1, out: bytearray, chunks: list[
 
 def _d_StopReplicaTopicState_0(buf: memoryview, pos: int) -> tuple[StopReplicaTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -589,69 +584,69 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (243, 'StopReplicaRequest'),
     (244, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
     (246, 'StopReplicaRequest.Topics'),
-    (259, 'StopReplicaRequest.<tagged fields>'),
-    (272, 'StopReplicaRequest'),
-    (276, 'StopReplicaRequest.isKRaftController'),
-    (278, 'StopReplicaRequest.UngroupedPartitions'),
-    (280, 'StopReplicaRequest.TopicStates'),
-    (282, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (283, 'StopReplicaRequest.Topics'),
-    (291, 'StopReplicaRequest.<tagged fields>'),
-    (297, 'StopReplicaRequest'),
-    (298, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (300, 'StopReplicaRequest.TopicStates'),
-    (313, 'StopReplicaRequest.<tagged fields>'),
-    (326, 'StopReplicaRequest'),
-    (330, 'StopReplicaRequest.isKRaftController'),
-    (332, 'StopReplicaRequest.DeletePartitions'),
-    (334, 'StopReplicaRequest.UngroupedPartitions'),
-    (336, 'StopReplicaRequest.Topics'),
-    (338, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (339, 'StopReplicaRequest.TopicStates'),
-    (347, 'StopReplicaRequest.<tagged fields>'),
-    (353, 'StopReplicaRequest'),
-    (354, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (356, 'StopReplicaRequest.TopicStates'),
-    (369, 'StopReplicaRequest.<tagged fields>'),
-    (382, 'StopReplicaRequest'),
-    (386, 'StopReplicaRequest.DeletePartitions'),
-    (388, 'StopReplicaRequest.UngroupedPartitions'),
-    (390, 'StopReplicaRequest.Topics'),
-    (392, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (393, 'StopReplicaRequest.TopicStates'),
-    (401, 'StopReplicaRequest.<tagged fields>'),
-    (407, 'StopReplicaPartitionV0'),
-    (408, 'StopReplicaPartitionV0.TopicName'),
-    (409, 'StopReplicaPartitionV0.PartitionIndex'),
-    (411, 'StopReplicaPartitionV0'),
-    (415, 'StopReplicaPartitionV0.TopicName'),
-    (416, 'StopReplicaPartitionV0.PartitionIndex'),
-    (419, 'StopReplicaTopicV1'),
-    (420, 'StopReplicaTopicV1.Name'),
-    (421, 'StopReplicaTopicV1.PartitionIndexes'),
-    (427, 'StopReplicaTopicV1'),
-    (431, 'StopReplicaTopicV1.Name'),
-    (432, 'StopReplicaTopicV1.PartitionIndexes'),
-    (438, 'StopReplicaTopicV1'),
-    (439, 'StopReplicaTopicV1.Name'),
-    (440, 'StopReplicaTopicV1.PartitionIndexes'),
-    (450, 'StopReplicaTopicV1.<tagged fields>'),
-    (463, 'StopReplicaTopicV1'),
-    (467, 'StopReplicaTopicV1.Name'),
-    (468, 'StopReplicaTopicV1.PartitionIndexes'),
-    (475, 'StopReplicaTopicV1.<tagged fields>'),
-    (481, 'StopReplicaTopicState'),
-    (482, 'StopReplicaTopicState.TopicName'),
-    (483, 'StopReplicaTopicState.PartitionStates'),
-    (496, 'StopReplicaTopicState.<tagged fields>'),
-    (509, 'StopReplicaTopicState'),
-    (513, 'StopReplicaTopicState.TopicName'),
-    (514, 'StopReplicaTopicState.PartitionStates'),
-    (522, 'StopReplicaTopicState.<tagged fields>'),
-    (528, 'StopReplicaPartitionState'),
-    (529, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (531, 'StopReplicaPartitionState.<tagged fields>'),
-    (544, 'StopReplicaPartitionState'),
-    (548, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (549, 'StopReplicaPartitionState.<tagged fields>'),
+    (258, 'StopReplicaRequest.<tagged fields>'),
+    (271, 'StopReplicaRequest'),
+    (275, 'StopReplicaRequest.isKRaftController'),
+    (277, 'StopReplicaRequest.UngroupedPartitions'),
+    (279, 'StopReplicaRequest.TopicStates'),
+    (281, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (282, 'StopReplicaRequest.Topics'),
+    (290, 'StopReplicaRequest.<tagged fields>'),
+    (296, 'StopReplicaRequest'),
+    (297, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (299, 'StopReplicaRequest.TopicStates'),
+    (311, 'StopReplicaRequest.<tagged fields>'),
+    (324, 'StopReplicaRequest'),
+    (328, 'StopReplicaRequest.isKRaftController'),
+    (330, 'StopReplicaRequest.DeletePartitions'),
+    (332, 'StopReplicaRequest.UngroupedPartitions'),
+    (334, 'StopReplicaRequest.Topics'),
+    (336, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (337, 'StopReplicaRequest.TopicStates'),
+    (345, 'StopReplicaRequest.<tagged fields>'),
+    (351, 'StopReplicaRequest'),
+    (352, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (354, 'StopReplicaRequest.TopicStates'),
+    (366, 'StopReplicaRequest.<tagged fields>'),
+    (379, 'StopReplicaRequest'),
+    (383, 'StopReplicaRequest.DeletePartitions'),
+    (385, 'StopReplicaRequest.UngroupedPartitions'),
+    (387, 'StopReplicaRequest.Topics'),
+    (389, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (390, 'StopReplicaRequest.TopicStates'),
+    (398, 'StopReplicaRequest.<tagged fields>'),
+    (404, 'StopReplicaPartitionV0'),
+    (405, 'StopReplicaPartitionV0.TopicName'),
+    (406, 'StopReplicaPartitionV0.PartitionIndex'),
+    (408, 'StopReplicaPartitionV0'),
+    (412, 'StopReplicaPartitionV0.TopicName'),
+    (413, 'StopReplicaPartitionV0.PartitionIndex'),
+    (416, 'StopReplicaTopicV1'),
+    (417, 'StopReplicaTopicV1.Name'),
+    (418, 'StopReplicaTopicV1.PartitionIndexes'),
+    (424, 'StopReplicaTopicV1'),
+    (428, 'StopReplicaTopicV1.Name'),
+    (429, 'StopReplicaTopicV1.PartitionIndexes'),
+    (435, 'StopReplicaTopicV1'),
+    (436, 'StopReplicaTopicV1.Name'),
+    (437, 'StopReplicaTopicV1.PartitionIndexes'),
+    (446, 'StopReplicaTopicV1.<tagged fields>'),
+    (459, 'StopReplicaTopicV1'),
+    (463, 'StopReplicaTopicV1.Name'),
+    (464, 'StopReplicaTopicV1.PartitionIndexes'),
+    (471, 'StopReplicaTopicV1.<tagged fields>'),
+    (477, 'StopReplicaTopicState'),
+    (478, 'StopReplicaTopicState.TopicName'),
+    (479, 'StopReplicaTopicState.PartitionStates'),
+    (491, 'StopReplicaTopicState.<tagged fields>'),
+    (504, 'StopReplicaTopicState'),
+    (508, 'StopReplicaTopicState.TopicName'),
+    (509, 'StopReplicaTopicState.PartitionStates'),
+    (517, 'StopReplicaTopicState.<tagged fields>'),
+    (523, 'StopReplicaPartitionState'),
+    (524, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (526, 'StopReplicaPartitionState.<tagged fields>'),
+    (539, 'StopReplicaPartitionState'),
+    (543, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (544, 'StopReplicaPartitionState.<tagged fields>'),
 )

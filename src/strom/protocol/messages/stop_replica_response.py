@@ -105,12 +105,11 @@ def _e_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray, chunks: lis
 def _d_StopReplicaResponse_1(buf: memoryview, pos: int) -> tuple[StopReplicaResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_errors: list[Any] = []
@@ -216,23 +215,23 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (105, 'StopReplicaResponse'),
     (106, 'StopReplicaResponse.ErrorCode'),
     (108, 'StopReplicaResponse.PartitionErrors'),
-    (121, 'StopReplicaResponse.<tagged fields>'),
-    (134, 'StopReplicaResponse'),
-    (138, 'StopReplicaResponse.ErrorCode'),
-    (139, 'StopReplicaResponse.PartitionErrors'),
-    (147, 'StopReplicaResponse.<tagged fields>'),
-    (153, 'StopReplicaPartitionError'),
-    (154, 'StopReplicaPartitionError.TopicName'),
-    (155, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (157, 'StopReplicaPartitionError'),
-    (161, 'StopReplicaPartitionError.TopicName'),
-    (162, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (165, 'StopReplicaPartitionError'),
-    (166, 'StopReplicaPartitionError.TopicName'),
-    (167, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (169, 'StopReplicaPartitionError.<tagged fields>'),
-    (182, 'StopReplicaPartitionError'),
-    (186, 'StopReplicaPartitionError.TopicName'),
-    (187, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (188, 'StopReplicaPartitionError.<tagged fields>'),
+    (120, 'StopReplicaResponse.<tagged fields>'),
+    (133, 'StopReplicaResponse'),
+    (137, 'StopReplicaResponse.ErrorCode'),
+    (138, 'StopReplicaResponse.PartitionErrors'),
+    (146, 'StopReplicaResponse.<tagged fields>'),
+    (152, 'StopReplicaPartitionError'),
+    (153, 'StopReplicaPartitionError.TopicName'),
+    (154, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (156, 'StopReplicaPartitionError'),
+    (160, 'StopReplicaPartitionError.TopicName'),
+    (161, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (164, 'StopReplicaPartitionError'),
+    (165, 'StopReplicaPartitionError.TopicName'),
+    (166, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (168, 'StopReplicaPartitionError.<tagged fields>'),
+    (181, 'StopReplicaPartitionError'),
+    (185, 'StopReplicaPartitionError.TopicName'),
+    (186, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (187, 'StopReplicaPartitionError.<tagged fields>'),
 )

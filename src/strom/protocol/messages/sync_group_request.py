@@ -159,12 +159,11 @@ def _d_SyncGroupRequest_2(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     pos += 4
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
@@ -215,12 +214,11 @@ def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_type, pos = _p.read_compact_nullable_string(buf, pos)
     f_protocol_name, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_assignments: list[Any] = []
@@ -351,44 +349,44 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (160, 'SyncGroupRequest.MemberId'),
     (161, 'SyncGroupRequest.GroupInstanceId'),
     (162, 'SyncGroupRequest.Assignments'),
-    (175, 'SyncGroupRequest.<tagged fields>'),
-    (188, 'SyncGroupRequest'),
-    (192, 'SyncGroupRequest.GroupId'),
-    (193, 'SyncGroupRequest.GenerationId'),
-    (194, 'SyncGroupRequest.MemberId'),
-    (195, 'SyncGroupRequest.GroupInstanceId'),
-    (196, 'SyncGroupRequest.Assignments'),
-    (204, 'SyncGroupRequest.<tagged fields>'),
-    (210, 'SyncGroupRequest'),
-    (211, 'SyncGroupRequest.GroupId'),
-    (212, 'SyncGroupRequest.GenerationId'),
-    (214, 'SyncGroupRequest.MemberId'),
-    (215, 'SyncGroupRequest.GroupInstanceId'),
-    (216, 'SyncGroupRequest.ProtocolType'),
-    (217, 'SyncGroupRequest.ProtocolName'),
-    (218, 'SyncGroupRequest.Assignments'),
-    (231, 'SyncGroupRequest.<tagged fields>'),
-    (244, 'SyncGroupRequest'),
-    (248, 'SyncGroupRequest.GroupId'),
-    (249, 'SyncGroupRequest.GenerationId'),
-    (250, 'SyncGroupRequest.MemberId'),
-    (251, 'SyncGroupRequest.GroupInstanceId'),
-    (252, 'SyncGroupRequest.ProtocolType'),
-    (253, 'SyncGroupRequest.ProtocolName'),
-    (254, 'SyncGroupRequest.Assignments'),
-    (262, 'SyncGroupRequest.<tagged fields>'),
-    (268, 'SyncGroupRequestAssignment'),
-    (269, 'SyncGroupRequestAssignment.MemberId'),
-    (270, 'SyncGroupRequestAssignment.Assignment'),
-    (271, 'SyncGroupRequestAssignment'),
-    (275, 'SyncGroupRequestAssignment.MemberId'),
-    (276, 'SyncGroupRequestAssignment.Assignment'),
-    (279, 'SyncGroupRequestAssignment'),
-    (280, 'SyncGroupRequestAssignment.MemberId'),
-    (281, 'SyncGroupRequestAssignment.Assignment'),
-    (282, 'SyncGroupRequestAssignment.<tagged fields>'),
-    (295, 'SyncGroupRequestAssignment'),
-    (299, 'SyncGroupRequestAssignment.MemberId'),
-    (300, 'SyncGroupRequestAssignment.Assignment'),
-    (301, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (174, 'SyncGroupRequest.<tagged fields>'),
+    (187, 'SyncGroupRequest'),
+    (191, 'SyncGroupRequest.GroupId'),
+    (192, 'SyncGroupRequest.GenerationId'),
+    (193, 'SyncGroupRequest.MemberId'),
+    (194, 'SyncGroupRequest.GroupInstanceId'),
+    (195, 'SyncGroupRequest.Assignments'),
+    (203, 'SyncGroupRequest.<tagged fields>'),
+    (209, 'SyncGroupRequest'),
+    (210, 'SyncGroupRequest.GroupId'),
+    (211, 'SyncGroupRequest.GenerationId'),
+    (213, 'SyncGroupRequest.MemberId'),
+    (214, 'SyncGroupRequest.GroupInstanceId'),
+    (215, 'SyncGroupRequest.ProtocolType'),
+    (216, 'SyncGroupRequest.ProtocolName'),
+    (217, 'SyncGroupRequest.Assignments'),
+    (229, 'SyncGroupRequest.<tagged fields>'),
+    (242, 'SyncGroupRequest'),
+    (246, 'SyncGroupRequest.GroupId'),
+    (247, 'SyncGroupRequest.GenerationId'),
+    (248, 'SyncGroupRequest.MemberId'),
+    (249, 'SyncGroupRequest.GroupInstanceId'),
+    (250, 'SyncGroupRequest.ProtocolType'),
+    (251, 'SyncGroupRequest.ProtocolName'),
+    (252, 'SyncGroupRequest.Assignments'),
+    (260, 'SyncGroupRequest.<tagged fields>'),
+    (266, 'SyncGroupRequestAssignment'),
+    (267, 'SyncGroupRequestAssignment.MemberId'),
+    (268, 'SyncGroupRequestAssignment.Assignment'),
+    (269, 'SyncGroupRequestAssignment'),
+    (273, 'SyncGroupRequestAssignment.MemberId'),
+    (274, 'SyncGroupRequestAssignment.Assignment'),
+    (277, 'SyncGroupRequestAssignment'),
+    (278, 'SyncGroupRequestAssignment.MemberId'),
+    (279, 'SyncGroupRequestAssignment.Assignment'),
+    (280, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (293, 'SyncGroupRequestAssignment'),
+    (297, 'SyncGroupRequestAssignment.MemberId'),
+    (298, 'SyncGroupRequestAssignment.Assignment'),
+    (299, 'SyncGroupRequestAssignment.<tagged fields>'),
 )

@@ -208,12 +208,11 @@ def _d_TxnOffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     pos += 14
     f_member_id, pos = _p.read_compact_string(buf, pos)
     f_group_instance_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -305,12 +304,11 @@ def _e_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: bytear
 
 def _d_TxnOffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -452,53 +450,53 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (209, 'TxnOffsetCommitRequest.MemberId'),
     (210, 'TxnOffsetCommitRequest.GroupInstanceId'),
     (211, 'TxnOffsetCommitRequest.Topics'),
-    (224, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (237, 'TxnOffsetCommitRequest'),
-    (241, 'TxnOffsetCommitRequest.TransactionalId'),
-    (242, 'TxnOffsetCommitRequest.GroupId'),
-    (243, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
-    (244, 'TxnOffsetCommitRequest.MemberId'),
-    (245, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (246, 'TxnOffsetCommitRequest.Topics'),
-    (254, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (260, 'TxnOffsetCommitRequestTopic'),
-    (261, 'TxnOffsetCommitRequestTopic.Name'),
-    (262, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (271, 'TxnOffsetCommitRequestTopic'),
-    (275, 'TxnOffsetCommitRequestTopic.Name'),
-    (276, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (283, 'TxnOffsetCommitRequestTopic'),
-    (284, 'TxnOffsetCommitRequestTopic.Name'),
-    (285, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (294, 'TxnOffsetCommitRequestTopic'),
-    (298, 'TxnOffsetCommitRequestTopic.Name'),
-    (299, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (306, 'TxnOffsetCommitRequestTopic'),
-    (307, 'TxnOffsetCommitRequestTopic.Name'),
-    (308, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (321, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (334, 'TxnOffsetCommitRequestTopic'),
-    (338, 'TxnOffsetCommitRequestTopic.Name'),
-    (339, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (347, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (353, 'TxnOffsetCommitRequestPartition'),
-    (354, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (356, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (357, 'TxnOffsetCommitRequestPartition'),
-    (361, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (362, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (365, 'TxnOffsetCommitRequestPartition'),
-    (366, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (368, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (369, 'TxnOffsetCommitRequestPartition'),
-    (373, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (374, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (377, 'TxnOffsetCommitRequestPartition'),
-    (378, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (380, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (381, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
-    (394, 'TxnOffsetCommitRequestPartition'),
-    (398, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (399, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (400, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (223, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (236, 'TxnOffsetCommitRequest'),
+    (240, 'TxnOffsetCommitRequest.TransactionalId'),
+    (241, 'TxnOffsetCommitRequest.GroupId'),
+    (242, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
+    (243, 'TxnOffsetCommitRequest.MemberId'),
+    (244, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (245, 'TxnOffsetCommitRequest.Topics'),
+    (253, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (259, 'TxnOffsetCommitRequestTopic'),
+    (260, 'TxnOffsetCommitRequestTopic.Name'),
+    (261, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (270, 'TxnOffsetCommitRequestTopic'),
+    (274, 'TxnOffsetCommitRequestTopic.Name'),
+    (275, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (282, 'TxnOffsetCommitRequestTopic'),
+    (283, 'TxnOffsetCommitRequestTopic.Name'),
+    (284, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (293, 'TxnOffsetCommitRequestTopic'),
+    (297, 'TxnOffsetCommitRequestTopic.Name'),
+    (298, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (305, 'TxnOffsetCommitRequestTopic'),
+    (306, 'TxnOffsetCommitRequestTopic.Name'),
+    (307, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (319, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (332, 'TxnOffsetCommitRequestTopic'),
+    (336, 'TxnOffsetCommitRequestTopic.Name'),
+    (337, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (345, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (351, 'TxnOffsetCommitRequestPartition'),
+    (352, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (354, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (355, 'TxnOffsetCommitRequestPartition'),
+    (359, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (360, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (363, 'TxnOffsetCommitRequestPartition'),
+    (364, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (366, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (367, 'TxnOffsetCommitRequestPartition'),
+    (371, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (372, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (375, 'TxnOffsetCommitRequestPartition'),
+    (376, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (378, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (379, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (392, 'TxnOffsetCommitRequestPartition'),
+    (396, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (397, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (398, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
 )

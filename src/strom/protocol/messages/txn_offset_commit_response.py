@@ -126,12 +126,11 @@ def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, out: bytearray, chu
 def _d_TxnOffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     (f_throttle_time_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -196,12 +195,11 @@ def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, out: byte
 
 def _d_TxnOffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponseTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -303,33 +301,33 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (126, 'TxnOffsetCommitResponse'),
     (127, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
     (129, 'TxnOffsetCommitResponse.Topics'),
-    (142, 'TxnOffsetCommitResponse.<tagged fields>'),
-    (155, 'TxnOffsetCommitResponse'),
-    (159, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (160, 'TxnOffsetCommitResponse.Topics'),
-    (168, 'TxnOffsetCommitResponse.<tagged fields>'),
-    (174, 'TxnOffsetCommitResponseTopic'),
-    (175, 'TxnOffsetCommitResponseTopic.Name'),
-    (176, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (185, 'TxnOffsetCommitResponseTopic'),
-    (189, 'TxnOffsetCommitResponseTopic.Name'),
-    (190, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (197, 'TxnOffsetCommitResponseTopic'),
-    (198, 'TxnOffsetCommitResponseTopic.Name'),
-    (199, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (212, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (225, 'TxnOffsetCommitResponseTopic'),
-    (229, 'TxnOffsetCommitResponseTopic.Name'),
-    (230, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (238, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (244, 'TxnOffsetCommitResponsePartition'),
-    (245, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (247, 'TxnOffsetCommitResponsePartition'),
-    (251, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (254, 'TxnOffsetCommitResponsePartition'),
-    (255, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (257, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
-    (270, 'TxnOffsetCommitResponsePartition'),
-    (274, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (275, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (141, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (154, 'TxnOffsetCommitResponse'),
+    (158, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (159, 'TxnOffsetCommitResponse.Topics'),
+    (167, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (173, 'TxnOffsetCommitResponseTopic'),
+    (174, 'TxnOffsetCommitResponseTopic.Name'),
+    (175, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (184, 'TxnOffsetCommitResponseTopic'),
+    (188, 'TxnOffsetCommitResponseTopic.Name'),
+    (189, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (196, 'TxnOffsetCommitResponseTopic'),
+    (197, 'TxnOffsetCommitResponseTopic.Name'),
+    (198, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (210, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (223, 'TxnOffsetCommitResponseTopic'),
+    (227, 'TxnOffsetCommitResponseTopic.Name'),
+    (228, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (236, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (242, 'TxnOffsetCommitResponsePartition'),
+    (243, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (245, 'TxnOffsetCommitResponsePartition'),
+    (249, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (252, 'TxnOffsetCommitResponsePartition'),
+    (253, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (255, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (268, 'TxnOffsetCommitResponsePartition'),
+    (272, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (273, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
 )

@@ -92,12 +92,11 @@ class _New_UpdateFeaturesRequest(_Message):
 def _d_UpdateFeaturesRequest_0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_feature_updates: list[Any] = []
@@ -142,12 +141,11 @@ def _e_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray, chunks:
 def _d_UpdateFeaturesRequest_1(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     (f_timeout_ms,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_feature_updates: list[Any] = []
@@ -267,38 +265,38 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (92, 'UpdateFeaturesRequest'),
     (93, 'UpdateFeaturesRequest.timeoutMs'),
     (95, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (108, 'UpdateFeaturesRequest.<tagged fields>'),
-    (121, 'UpdateFeaturesRequest'),
-    (125, 'UpdateFeaturesRequest.ValidateOnly'),
-    (127, 'UpdateFeaturesRequest.timeoutMs'),
-    (128, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (136, 'UpdateFeaturesRequest.<tagged fields>'),
-    (142, 'UpdateFeaturesRequest'),
-    (143, 'UpdateFeaturesRequest.timeoutMs'),
-    (145, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (158, 'UpdateFeaturesRequest.ValidateOnly'),
-    (160, 'UpdateFeaturesRequest.<tagged fields>'),
-    (173, 'UpdateFeaturesRequest'),
-    (177, 'UpdateFeaturesRequest.timeoutMs'),
-    (178, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (186, 'UpdateFeaturesRequest.ValidateOnly'),
-    (187, 'UpdateFeaturesRequest.<tagged fields>'),
-    (193, 'FeatureUpdateKey'),
-    (194, 'FeatureUpdateKey.Feature'),
-    (195, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (197, 'FeatureUpdateKey.<tagged fields>'),
-    (210, 'FeatureUpdateKey'),
-    (214, 'FeatureUpdateKey.UpgradeType'),
-    (216, 'FeatureUpdateKey.Feature'),
-    (217, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (218, 'FeatureUpdateKey.<tagged fields>'),
-    (224, 'FeatureUpdateKey'),
-    (225, 'FeatureUpdateKey.Feature'),
-    (226, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (228, 'FeatureUpdateKey.<tagged fields>'),
-    (241, 'FeatureUpdateKey'),
-    (245, 'FeatureUpdateKey.AllowDowngrade'),
-    (247, 'FeatureUpdateKey.Feature'),
-    (248, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (249, 'FeatureUpdateKey.<tagged fields>'),
+    (107, 'UpdateFeaturesRequest.<tagged fields>'),
+    (120, 'UpdateFeaturesRequest'),
+    (124, 'UpdateFeaturesRequest.ValidateOnly'),
+    (126, 'UpdateFeaturesRequest.timeoutMs'),
+    (127, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (135, 'UpdateFeaturesRequest.<tagged fields>'),
+    (141, 'UpdateFeaturesRequest'),
+    (142, 'UpdateFeaturesRequest.timeoutMs'),
+    (144, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (156, 'UpdateFeaturesRequest.ValidateOnly'),
+    (158, 'UpdateFeaturesRequest.<tagged fields>'),
+    (171, 'UpdateFeaturesRequest'),
+    (175, 'UpdateFeaturesRequest.timeoutMs'),
+    (176, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (184, 'UpdateFeaturesRequest.ValidateOnly'),
+    (185, 'UpdateFeaturesRequest.<tagged fields>'),
+    (191, 'FeatureUpdateKey'),
+    (192, 'FeatureUpdateKey.Feature'),
+    (193, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (195, 'FeatureUpdateKey.<tagged fields>'),
+    (208, 'FeatureUpdateKey'),
+    (212, 'FeatureUpdateKey.UpgradeType'),
+    (214, 'FeatureUpdateKey.Feature'),
+    (215, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (216, 'FeatureUpdateKey.<tagged fields>'),
+    (222, 'FeatureUpdateKey'),
+    (223, 'FeatureUpdateKey.Feature'),
+    (224, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (226, 'FeatureUpdateKey.<tagged fields>'),
+    (239, 'FeatureUpdateKey'),
+    (243, 'FeatureUpdateKey.AllowDowngrade'),
+    (245, 'FeatureUpdateKey.Feature'),
+    (246, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (247, 'FeatureUpdateKey.<tagged fields>'),
 )

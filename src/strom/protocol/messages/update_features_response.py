@@ -91,12 +91,11 @@ def _d_UpdateFeaturesResponse_0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     (f_throttle_time_ms, f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 6
     f_error_message, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -213,28 +212,28 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (91, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
     (93, 'UpdateFeaturesResponse.ErrorMessage'),
     (94, 'UpdateFeaturesResponse.Results'),
-    (107, 'UpdateFeaturesResponse.<tagged fields>'),
-    (120, 'UpdateFeaturesResponse'),
-    (124, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (125, 'UpdateFeaturesResponse.ErrorMessage'),
-    (126, 'UpdateFeaturesResponse.Results'),
-    (134, 'UpdateFeaturesResponse.<tagged fields>'),
-    (140, 'UpdateFeaturesResponse'),
-    (141, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (143, 'UpdateFeaturesResponse.ErrorMessage'),
-    (144, 'UpdateFeaturesResponse.<tagged fields>'),
-    (157, 'UpdateFeaturesResponse'),
-    (161, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (162, 'UpdateFeaturesResponse.ErrorMessage'),
-    (163, 'UpdateFeaturesResponse.<tagged fields>'),
-    (169, 'UpdatableFeatureResult'),
-    (170, 'UpdatableFeatureResult.Feature'),
-    (171, 'UpdatableFeatureResult.ErrorCode'),
-    (173, 'UpdatableFeatureResult.ErrorMessage'),
-    (174, 'UpdatableFeatureResult.<tagged fields>'),
-    (187, 'UpdatableFeatureResult'),
-    (191, 'UpdatableFeatureResult.Feature'),
-    (192, 'UpdatableFeatureResult.ErrorCode'),
-    (193, 'UpdatableFeatureResult.ErrorMessage'),
-    (194, 'UpdatableFeatureResult.<tagged fields>'),
+    (106, 'UpdateFeaturesResponse.<tagged fields>'),
+    (119, 'UpdateFeaturesResponse'),
+    (123, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (124, 'UpdateFeaturesResponse.ErrorMessage'),
+    (125, 'UpdateFeaturesResponse.Results'),
+    (133, 'UpdateFeaturesResponse.<tagged fields>'),
+    (139, 'UpdateFeaturesResponse'),
+    (140, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (142, 'UpdateFeaturesResponse.ErrorMessage'),
+    (143, 'UpdateFeaturesResponse.<tagged fields>'),
+    (156, 'UpdateFeaturesResponse'),
+    (160, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (161, 'UpdateFeaturesResponse.ErrorMessage'),
+    (162, 'UpdateFeaturesResponse.<tagged fields>'),
+    (168, 'UpdatableFeatureResult'),
+    (169, 'UpdatableFeatureResult.Feature'),
+    (170, 'UpdatableFeatureResult.ErrorCode'),
+    (172, 'UpdatableFeatureResult.ErrorMessage'),
+    (173, 'UpdatableFeatureResult.<tagged fields>'),
+    (186, 'UpdatableFeatureResult'),
+    (190, 'UpdatableFeatureResult.Feature'),
+    (191, 'UpdatableFeatureResult.ErrorCode'),
+    (192, 'UpdatableFeatureResult.ErrorMessage'),
+    (193, 'UpdatableFeatureResult.<tagged fields>'),
 )

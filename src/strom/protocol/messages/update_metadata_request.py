@@ -496,12 +496,11 @@ def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -509,12 +508,11 @@ def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[UpdateMetadat
         item_topic_states, pos = _d_UpdateMetadataTopicState_1(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
@@ -571,12 +569,11 @@ def _e_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_controller_epoch, f_broker_epoch,) = _S1.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -584,12 +581,11 @@ def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[UpdateMetadat
         item_topic_states, pos = _d_UpdateMetadataTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
@@ -646,12 +642,11 @@ def _e_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray, chunks:
 def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[UpdateMetadataRequest, int]:
     (f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch,) = _S2.unpack_from(buf, pos)
     pos += 17
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topic_states: list[Any] = []
@@ -659,12 +654,11 @@ def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[UpdateMetadat
         item_topic_states, pos = _d_UpdateMetadataTopicState_2(buf, pos)
         items_topic_states.append(item_topic_states)
     f_topic_states = tuple(items_topic_states)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_live_brokers: list[Any] = []
@@ -727,7 +721,7 @@ def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Update
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -735,7 +729,7 @@ def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Update
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -853,7 +847,7 @@ def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Update
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -861,13 +855,13 @@ def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Update
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -917,12 +911,11 @@ def _e_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearray, c
 
 def _d_UpdateMetadataTopicState_1(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -965,12 +958,11 @@ def _e_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearray, c
 def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[UpdateMetadataBroker, int]:
     (f_id,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
@@ -1015,12 +1007,11 @@ def _e_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray, chunks: l
 def _d_UpdateMetadataTopicState_2(buf: memoryview, pos: int) -> tuple[UpdateMetadataTopicState, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partition_states: list[Any] = []
@@ -1098,7 +1089,7 @@ def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[Update
     pos += 16
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1106,13 +1097,13 @@ def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[Update
     pos += 4
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1139,35 +1130,32 @@ def _e_UpdateMetadataPartitionState_2(o: UpdateMetadataPartitionState, out: byte
 def _d_UpdateMetadataPartitionState_3(buf: memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:
     (f_partition_index, f_controller_epoch, f_leader, f_leader_epoch,) = _S4.unpack_from(buf, pos)
     pos += 16
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_isr = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
     (f_zk_version,) = _S5.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_offline_replicas = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -1344,188 +1332,188 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (496, 'UpdateMetadataRequest'),
     (497, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
     (499, 'UpdateMetadataRequest.TopicStates'),
-    (512, 'UpdateMetadataRequest.LiveBrokers'),
-    (525, 'UpdateMetadataRequest.<tagged fields>'),
-    (538, 'UpdateMetadataRequest'),
-    (542, 'UpdateMetadataRequest.isKRaftController'),
-    (544, 'UpdateMetadataRequest.Type'),
-    (546, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (548, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (549, 'UpdateMetadataRequest.TopicStates'),
-    (557, 'UpdateMetadataRequest.LiveBrokers'),
-    (565, 'UpdateMetadataRequest.<tagged fields>'),
-    (571, 'UpdateMetadataRequest'),
-    (572, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (574, 'UpdateMetadataRequest.TopicStates'),
-    (587, 'UpdateMetadataRequest.LiveBrokers'),
-    (600, 'UpdateMetadataRequest.<tagged fields>'),
-    (613, 'UpdateMetadataRequest'),
-    (617, 'UpdateMetadataRequest.isKRaftController'),
-    (619, 'UpdateMetadataRequest.Type'),
-    (621, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (623, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (624, 'UpdateMetadataRequest.TopicStates'),
-    (632, 'UpdateMetadataRequest.LiveBrokers'),
-    (640, 'UpdateMetadataRequest.<tagged fields>'),
-    (646, 'UpdateMetadataRequest'),
-    (647, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (649, 'UpdateMetadataRequest.TopicStates'),
-    (662, 'UpdateMetadataRequest.LiveBrokers'),
-    (675, 'UpdateMetadataRequest.<tagged fields>'),
-    (686, 'UpdateMetadataRequest.Type'),
-    (689, 'UpdateMetadataRequest.<tagged fields>'),
-    (693, 'UpdateMetadataRequest'),
-    (697, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (699, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (700, 'UpdateMetadataRequest.TopicStates'),
-    (708, 'UpdateMetadataRequest.LiveBrokers'),
-    (716, 'UpdateMetadataRequest.<tagged fields>'),
-    (717, 'UpdateMetadataRequest.Type'),
-    (721, 'UpdateMetadataRequest.<tagged fields>'),
-    (724, 'UpdateMetadataPartitionState'),
-    (725, 'UpdateMetadataPartitionState.TopicName'),
-    (726, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (728, 'UpdateMetadataPartitionState.Isr'),
-    (734, 'UpdateMetadataPartitionState.ZkVersion'),
-    (736, 'UpdateMetadataPartitionState.Replicas'),
-    (742, 'UpdateMetadataPartitionState'),
-    (746, 'UpdateMetadataPartitionState.TopicName'),
-    (747, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (748, 'UpdateMetadataPartitionState.Isr'),
-    (752, 'UpdateMetadataPartitionState.ZkVersion'),
-    (753, 'UpdateMetadataPartitionState.Replicas'),
+    (511, 'UpdateMetadataRequest.LiveBrokers'),
+    (523, 'UpdateMetadataRequest.<tagged fields>'),
+    (536, 'UpdateMetadataRequest'),
+    (540, 'UpdateMetadataRequest.isKRaftController'),
+    (542, 'UpdateMetadataRequest.Type'),
+    (544, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (546, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (547, 'UpdateMetadataRequest.TopicStates'),
+    (555, 'UpdateMetadataRequest.LiveBrokers'),
+    (563, 'UpdateMetadataRequest.<tagged fields>'),
+    (569, 'UpdateMetadataRequest'),
+    (570, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (572, 'UpdateMetadataRequest.TopicStates'),
+    (584, 'UpdateMetadataRequest.LiveBrokers'),
+    (596, 'UpdateMetadataRequest.<tagged fields>'),
+    (609, 'UpdateMetadataRequest'),
+    (613, 'UpdateMetadataRequest.isKRaftController'),
+    (615, 'UpdateMetadataRequest.Type'),
+    (617, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (619, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (620, 'UpdateMetadataRequest.TopicStates'),
+    (628, 'UpdateMetadataRequest.LiveBrokers'),
+    (636, 'UpdateMetadataRequest.<tagged fields>'),
+    (642, 'UpdateMetadataRequest'),
+    (643, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (645, 'UpdateMetadataRequest.TopicStates'),
+    (657, 'UpdateMetadataRequest.LiveBrokers'),
+    (669, 'UpdateMetadataRequest.<tagged fields>'),
+    (680, 'UpdateMetadataRequest.Type'),
+    (683, 'UpdateMetadataRequest.<tagged fields>'),
+    (687, 'UpdateMetadataRequest'),
+    (691, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (693, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (694, 'UpdateMetadataRequest.TopicStates'),
+    (702, 'UpdateMetadataRequest.LiveBrokers'),
+    (710, 'UpdateMetadataRequest.<tagged fields>'),
+    (711, 'UpdateMetadataRequest.Type'),
+    (715, 'UpdateMetadataRequest.<tagged fields>'),
+    (718, 'UpdateMetadataPartitionState'),
+    (719, 'UpdateMetadataPartitionState.TopicName'),
+    (720, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (722, 'UpdateMetadataPartitionState.Isr'),
+    (728, 'UpdateMetadataPartitionState.ZkVersion'),
+    (730, 'UpdateMetadataPartitionState.Replicas'),
+    (736, 'UpdateMetadataPartitionState'),
+    (740, 'UpdateMetadataPartitionState.TopicName'),
+    (741, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (742, 'UpdateMetadataPartitionState.Isr'),
+    (746, 'UpdateMetadataPartitionState.ZkVersion'),
+    (747, 'UpdateMetadataPartitionState.Replicas'),
+    (753, 'UpdateMetadataBroker'),
+    (754, 'UpdateMetadataBroker.Id'),
+    (756, 'UpdateMetadataBroker.V0Host'),
+    (757, 'UpdateMetadataBroker.V0Port'),
     (759, 'UpdateMetadataBroker'),
-    (760, 'UpdateMetadataBroker.Id'),
-    (762, 'UpdateMetadataBroker.V0Host'),
-    (763, 'UpdateMetadataBroker.V0Port'),
-    (765, 'UpdateMetadataBroker'),
+    (763, 'UpdateMetadataBroker.Id'),
+    (764, 'UpdateMetadataBroker.V0Host'),
+    (765, 'UpdateMetadataBroker.V0Port'),
+    (768, 'UpdateMetadataBroker'),
     (769, 'UpdateMetadataBroker.Id'),
-    (770, 'UpdateMetadataBroker.V0Host'),
-    (771, 'UpdateMetadataBroker.V0Port'),
-    (774, 'UpdateMetadataBroker'),
-    (775, 'UpdateMetadataBroker.Id'),
-    (777, 'UpdateMetadataBroker.Endpoints'),
-    (786, 'UpdateMetadataBroker'),
-    (790, 'UpdateMetadataBroker.Id'),
-    (791, 'UpdateMetadataBroker.Endpoints'),
-    (798, 'UpdateMetadataBroker'),
-    (799, 'UpdateMetadataBroker.Id'),
-    (801, 'UpdateMetadataBroker.Endpoints'),
-    (810, 'UpdateMetadataBroker.Rack'),
-    (811, 'UpdateMetadataBroker'),
-    (815, 'UpdateMetadataBroker.Id'),
-    (816, 'UpdateMetadataBroker.Endpoints'),
-    (821, 'UpdateMetadataBroker.Rack'),
-    (824, 'UpdateMetadataBroker'),
-    (825, 'UpdateMetadataBroker.Id'),
-    (827, 'UpdateMetadataBroker.Endpoints'),
-    (836, 'UpdateMetadataBroker.Rack'),
-    (837, 'UpdateMetadataBroker'),
-    (841, 'UpdateMetadataBroker.Id'),
-    (842, 'UpdateMetadataBroker.Endpoints'),
-    (847, 'UpdateMetadataBroker.Rack'),
-    (850, 'UpdateMetadataPartitionState'),
-    (851, 'UpdateMetadataPartitionState.TopicName'),
-    (852, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (854, 'UpdateMetadataPartitionState.Isr'),
-    (860, 'UpdateMetadataPartitionState.ZkVersion'),
-    (862, 'UpdateMetadataPartitionState.Replicas'),
-    (868, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (874, 'UpdateMetadataPartitionState'),
-    (878, 'UpdateMetadataPartitionState.TopicName'),
-    (879, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (880, 'UpdateMetadataPartitionState.Isr'),
-    (884, 'UpdateMetadataPartitionState.ZkVersion'),
-    (885, 'UpdateMetadataPartitionState.Replicas'),
-    (889, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (895, 'UpdateMetadataTopicState'),
-    (896, 'UpdateMetadataTopicState.TopicName'),
-    (897, 'UpdateMetadataTopicState.PartitionStates'),
-    (906, 'UpdateMetadataTopicState'),
-    (910, 'UpdateMetadataTopicState.TopicName'),
-    (911, 'UpdateMetadataTopicState.PartitionStates'),
-    (918, 'UpdateMetadataTopicState'),
-    (919, 'UpdateMetadataTopicState.TopicName'),
-    (920, 'UpdateMetadataTopicState.PartitionStates'),
-    (933, 'UpdateMetadataTopicState.<tagged fields>'),
-    (946, 'UpdateMetadataTopicState'),
-    (950, 'UpdateMetadataTopicState.TopicName'),
-    (951, 'UpdateMetadataTopicState.PartitionStates'),
-    (959, 'UpdateMetadataTopicState.<tagged fields>'),
-    (965, 'UpdateMetadataBroker'),
-    (966, 'UpdateMetadataBroker.Id'),
-    (968, 'UpdateMetadataBroker.Endpoints'),
-    (981, 'UpdateMetadataBroker.Rack'),
-    (982, 'UpdateMetadataBroker.<tagged fields>'),
-    (995, 'UpdateMetadataBroker'),
-    (999, 'UpdateMetadataBroker.Id'),
-    (1000, 'UpdateMetadataBroker.Endpoints'),
-    (1008, 'UpdateMetadataBroker.Rack'),
-    (1009, 'UpdateMetadataBroker.<tagged fields>'),
-    (1015, 'UpdateMetadataTopicState'),
-    (1016, 'UpdateMetadataTopicState.TopicName'),
-    (1017, 'UpdateMetadataTopicState.TopicId'),
-    (1018, 'UpdateMetadataTopicState.PartitionStates'),
-    (1031, 'UpdateMetadataTopicState.<tagged fields>'),
-    (1044, 'UpdateMetadataTopicState'),
-    (1048, 'UpdateMetadataTopicState.TopicName'),
-    (1049, 'UpdateMetadataTopicState.TopicId'),
-    (1050, 'UpdateMetadataTopicState.PartitionStates'),
-    (1058, 'UpdateMetadataTopicState.<tagged fields>'),
-    (1064, 'UpdateMetadataEndpoint'),
+    (771, 'UpdateMetadataBroker.Endpoints'),
+    (780, 'UpdateMetadataBroker'),
+    (784, 'UpdateMetadataBroker.Id'),
+    (785, 'UpdateMetadataBroker.Endpoints'),
+    (792, 'UpdateMetadataBroker'),
+    (793, 'UpdateMetadataBroker.Id'),
+    (795, 'UpdateMetadataBroker.Endpoints'),
+    (804, 'UpdateMetadataBroker.Rack'),
+    (805, 'UpdateMetadataBroker'),
+    (809, 'UpdateMetadataBroker.Id'),
+    (810, 'UpdateMetadataBroker.Endpoints'),
+    (815, 'UpdateMetadataBroker.Rack'),
+    (818, 'UpdateMetadataBroker'),
+    (819, 'UpdateMetadataBroker.Id'),
+    (821, 'UpdateMetadataBroker.Endpoints'),
+    (830, 'UpdateMetadataBroker.Rack'),
+    (831, 'UpdateMetadataBroker'),
+    (835, 'UpdateMetadataBroker.Id'),
+    (836, 'UpdateMetadataBroker.Endpoints'),
+    (841, 'UpdateMetadataBroker.Rack'),
+    (844, 'UpdateMetadataPartitionState'),
+    (845, 'UpdateMetadataPartitionState.TopicName'),
+    (846, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (848, 'UpdateMetadataPartitionState.Isr'),
+    (854, 'UpdateMetadataPartitionState.ZkVersion'),
+    (856, 'UpdateMetadataPartitionState.Replicas'),
+    (862, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (868, 'UpdateMetadataPartitionState'),
+    (872, 'UpdateMetadataPartitionState.TopicName'),
+    (873, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (874, 'UpdateMetadataPartitionState.Isr'),
+    (878, 'UpdateMetadataPartitionState.ZkVersion'),
+    (879, 'UpdateMetadataPartitionState.Replicas'),
+    (883, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (889, 'UpdateMetadataTopicState'),
+    (890, 'UpdateMetadataTopicState.TopicName'),
+    (891, 'UpdateMetadataTopicState.PartitionStates'),
+    (900, 'UpdateMetadataTopicState'),
+    (904, 'UpdateMetadataTopicState.TopicName'),
+    (905, 'UpdateMetadataTopicState.PartitionStates'),
+    (912, 'UpdateMetadataTopicState'),
+    (913, 'UpdateMetadataTopicState.TopicName'),
+    (914, 'UpdateMetadataTopicState.PartitionStates'),
+    (926, 'UpdateMetadataTopicState.<tagged fields>'),
+    (939, 'UpdateMetadataTopicState'),
+    (943, 'UpdateMetadataTopicState.TopicName'),
+    (944, 'UpdateMetadataTopicState.PartitionStates'),
+    (952, 'UpdateMetadataTopicState.<tagged fields>'),
+    (958, 'UpdateMetadataBroker'),
+    (959, 'UpdateMetadataBroker.Id'),
+    (961, 'UpdateMetadataBroker.Endpoints'),
+    (973, 'UpdateMetadataBroker.Rack'),
+    (974, 'UpdateMetadataBroker.<tagged fields>'),
+    (987, 'UpdateMetadataBroker'),
+    (991, 'UpdateMetadataBroker.Id'),
+    (992, 'UpdateMetadataBroker.Endpoints'),
+    (1000, 'UpdateMetadataBroker.Rack'),
+    (1001, 'UpdateMetadataBroker.<tagged fields>'),
+    (1007, 'UpdateMetadataTopicState'),
+    (1008, 'UpdateMetadataTopicState.TopicName'),
+    (1009, 'UpdateMetadataTopicState.TopicId'),
+    (1010, 'UpdateMetadataTopicState.PartitionStates'),
+    (1022, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1035, 'UpdateMetadataTopicState'),
+    (1039, 'UpdateMetadataTopicState.TopicName'),
+    (1040, 'UpdateMetadataTopicState.TopicId'),
+    (1041, 'UpdateMetadataTopicState.PartitionStates'),
+    (1049, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1055, 'UpdateMetadataEndpoint'),
+    (1056, 'UpdateMetadataEndpoint.Port'),
+    (1058, 'UpdateMetadataEndpoint.Host'),
+    (1059, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1061, 'UpdateMetadataEndpoint'),
     (1065, 'UpdateMetadataEndpoint.Port'),
-    (1067, 'UpdateMetadataEndpoint.Host'),
-    (1068, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1066, 'UpdateMetadataEndpoint.Host'),
+    (1067, 'UpdateMetadataEndpoint.SecurityProtocol'),
     (1070, 'UpdateMetadataEndpoint'),
-    (1074, 'UpdateMetadataEndpoint.Port'),
-    (1075, 'UpdateMetadataEndpoint.Host'),
-    (1076, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1079, 'UpdateMetadataEndpoint'),
-    (1080, 'UpdateMetadataEndpoint.Port'),
+    (1071, 'UpdateMetadataEndpoint.Port'),
+    (1073, 'UpdateMetadataEndpoint.Host'),
+    (1074, 'UpdateMetadataEndpoint.Listener'),
+    (1075, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1077, 'UpdateMetadataEndpoint'),
+    (1081, 'UpdateMetadataEndpoint.Port'),
     (1082, 'UpdateMetadataEndpoint.Host'),
     (1083, 'UpdateMetadataEndpoint.Listener'),
     (1084, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1086, 'UpdateMetadataEndpoint'),
-    (1090, 'UpdateMetadataEndpoint.Port'),
-    (1091, 'UpdateMetadataEndpoint.Host'),
-    (1092, 'UpdateMetadataEndpoint.Listener'),
-    (1093, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1096, 'UpdateMetadataPartitionState'),
-    (1097, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1099, 'UpdateMetadataPartitionState.Isr'),
-    (1105, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1107, 'UpdateMetadataPartitionState.Replicas'),
-    (1113, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1119, 'UpdateMetadataPartitionState'),
-    (1123, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1124, 'UpdateMetadataPartitionState.Isr'),
-    (1128, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1129, 'UpdateMetadataPartitionState.Replicas'),
-    (1133, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1139, 'UpdateMetadataPartitionState'),
-    (1140, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1142, 'UpdateMetadataPartitionState.Isr'),
-    (1152, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1154, 'UpdateMetadataPartitionState.Replicas'),
-    (1164, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1174, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (1187, 'UpdateMetadataPartitionState'),
-    (1191, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1192, 'UpdateMetadataPartitionState.Isr'),
-    (1199, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1200, 'UpdateMetadataPartitionState.Replicas'),
-    (1207, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1214, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (1220, 'UpdateMetadataEndpoint'),
-    (1221, 'UpdateMetadataEndpoint.Port'),
-    (1223, 'UpdateMetadataEndpoint.Host'),
-    (1224, 'UpdateMetadataEndpoint.Listener'),
-    (1225, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1227, 'UpdateMetadataEndpoint.<tagged fields>'),
-    (1240, 'UpdateMetadataEndpoint'),
-    (1244, 'UpdateMetadataEndpoint.Port'),
-    (1245, 'UpdateMetadataEndpoint.Host'),
-    (1246, 'UpdateMetadataEndpoint.Listener'),
-    (1247, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1248, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (1087, 'UpdateMetadataPartitionState'),
+    (1088, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1090, 'UpdateMetadataPartitionState.Isr'),
+    (1096, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1098, 'UpdateMetadataPartitionState.Replicas'),
+    (1104, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1110, 'UpdateMetadataPartitionState'),
+    (1114, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1115, 'UpdateMetadataPartitionState.Isr'),
+    (1119, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1120, 'UpdateMetadataPartitionState.Replicas'),
+    (1124, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1130, 'UpdateMetadataPartitionState'),
+    (1131, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1133, 'UpdateMetadataPartitionState.Isr'),
+    (1142, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1144, 'UpdateMetadataPartitionState.Replicas'),
+    (1153, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1162, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1175, 'UpdateMetadataPartitionState'),
+    (1179, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1180, 'UpdateMetadataPartitionState.Isr'),
+    (1187, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1188, 'UpdateMetadataPartitionState.Replicas'),
+    (1195, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1202, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1208, 'UpdateMetadataEndpoint'),
+    (1209, 'UpdateMetadataEndpoint.Port'),
+    (1211, 'UpdateMetadataEndpoint.Host'),
+    (1212, 'UpdateMetadataEndpoint.Listener'),
+    (1213, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1215, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (1228, 'UpdateMetadataEndpoint'),
+    (1232, 'UpdateMetadataEndpoint.Port'),
+    (1233, 'UpdateMetadataEndpoint.Host'),
+    (1234, 'UpdateMetadataEndpoint.Listener'),
+    (1235, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1236, 'UpdateMetadataEndpoint.<tagged fields>'),
 )

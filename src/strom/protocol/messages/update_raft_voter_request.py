@@ -125,12 +125,11 @@ def _d_UpdateRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[UpdateRaftVo
     (f_current_leader_epoch, f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 8
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_listeners: list[Any] = []
@@ -245,29 +244,29 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (125, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
     (127, 'UpdateRaftVoterRequest.VoterDirectoryId'),
     (128, 'UpdateRaftVoterRequest.Listeners'),
-    (141, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (142, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (155, 'UpdateRaftVoterRequest'),
-    (159, 'UpdateRaftVoterRequest.ClusterId'),
-    (160, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
-    (161, 'UpdateRaftVoterRequest.VoterDirectoryId'),
-    (162, 'UpdateRaftVoterRequest.Listeners'),
-    (170, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (171, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (177, 'Listener'),
-    (178, 'Listener.Name'),
-    (179, 'Listener.Host'),
-    (180, 'Listener.Port'),
-    (182, 'Listener.<tagged fields>'),
-    (195, 'Listener'),
-    (199, 'Listener.Name'),
-    (200, 'Listener.Host'),
-    (201, 'Listener.Port'),
-    (202, 'Listener.<tagged fields>'),
-    (208, 'KRaftVersionFeature'),
-    (209, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (211, 'KRaftVersionFeature.<tagged fields>'),
-    (224, 'KRaftVersionFeature'),
-    (228, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (229, 'KRaftVersionFeature.<tagged fields>'),
+    (140, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (141, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (154, 'UpdateRaftVoterRequest'),
+    (158, 'UpdateRaftVoterRequest.ClusterId'),
+    (159, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
+    (160, 'UpdateRaftVoterRequest.VoterDirectoryId'),
+    (161, 'UpdateRaftVoterRequest.Listeners'),
+    (169, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (170, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (176, 'Listener'),
+    (177, 'Listener.Name'),
+    (178, 'Listener.Host'),
+    (179, 'Listener.Port'),
+    (181, 'Listener.<tagged fields>'),
+    (194, 'Listener'),
+    (198, 'Listener.Name'),
+    (199, 'Listener.Host'),
+    (200, 'Listener.Port'),
+    (201, 'Listener.<tagged fields>'),
+    (207, 'KRaftVersionFeature'),
+    (208, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (210, 'KRaftVersionFeature.<tagged fields>'),
+    (223, 'KRaftVersionFeature'),
+    (227, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (228, 'KRaftVersionFeature.<tagged fields>'),
 )

@@ -124,12 +124,11 @@ class _New_VoteRequest(_Message):
 
 def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -173,12 +172,11 @@ def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     f_cluster_id, pos = _p.read_compact_nullable_string(buf, pos)
     (f_voter_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -221,12 +219,11 @@ def _e_VoteRequest_1(o: VoteRequest, out: bytearray, chunks: list[_p.Buffer]) ->
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -268,12 +265,11 @@ def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> Non
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -387,53 +383,53 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (125, 'VoteRequest'),
     (126, 'VoteRequest.ClusterId'),
     (127, 'VoteRequest.Topics'),
-    (140, 'VoteRequest.<tagged fields>'),
-    (153, 'VoteRequest'),
-    (157, 'VoteRequest.ClusterId'),
-    (158, 'VoteRequest.Topics'),
-    (166, 'VoteRequest.<tagged fields>'),
-    (172, 'VoteRequest'),
-    (173, 'VoteRequest.ClusterId'),
-    (174, 'VoteRequest.VoterId'),
-    (176, 'VoteRequest.Topics'),
-    (189, 'VoteRequest.<tagged fields>'),
-    (202, 'VoteRequest'),
-    (206, 'VoteRequest.ClusterId'),
-    (207, 'VoteRequest.VoterId'),
-    (208, 'VoteRequest.Topics'),
-    (216, 'VoteRequest.<tagged fields>'),
-    (222, 'TopicData'),
-    (223, 'TopicData.TopicName'),
-    (224, 'TopicData.Partitions'),
-    (237, 'TopicData.<tagged fields>'),
-    (250, 'TopicData'),
-    (254, 'TopicData.TopicName'),
-    (255, 'TopicData.Partitions'),
-    (263, 'TopicData.<tagged fields>'),
-    (269, 'TopicData'),
-    (270, 'TopicData.TopicName'),
-    (271, 'TopicData.Partitions'),
-    (284, 'TopicData.<tagged fields>'),
-    (297, 'TopicData'),
-    (301, 'TopicData.TopicName'),
-    (302, 'TopicData.Partitions'),
-    (310, 'TopicData.<tagged fields>'),
-    (316, 'PartitionData'),
-    (317, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (319, 'PartitionData.<tagged fields>'),
-    (332, 'PartitionData'),
-    (336, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (337, 'PartitionData.<tagged fields>'),
-    (343, 'PartitionData'),
-    (344, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (346, 'PartitionData.CandidateDirectoryId'),
-    (347, 'PartitionData.VoterDirectoryId'),
-    (348, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (350, 'PartitionData.<tagged fields>'),
-    (363, 'PartitionData'),
-    (367, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (368, 'PartitionData.CandidateDirectoryId'),
-    (369, 'PartitionData.VoterDirectoryId'),
-    (370, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (371, 'PartitionData.<tagged fields>'),
+    (139, 'VoteRequest.<tagged fields>'),
+    (152, 'VoteRequest'),
+    (156, 'VoteRequest.ClusterId'),
+    (157, 'VoteRequest.Topics'),
+    (165, 'VoteRequest.<tagged fields>'),
+    (171, 'VoteRequest'),
+    (172, 'VoteRequest.ClusterId'),
+    (173, 'VoteRequest.VoterId'),
+    (175, 'VoteRequest.Topics'),
+    (187, 'VoteRequest.<tagged fields>'),
+    (200, 'VoteRequest'),
+    (204, 'VoteRequest.ClusterId'),
+    (205, 'VoteRequest.VoterId'),
+    (206, 'VoteRequest.Topics'),
+    (214, 'VoteRequest.<tagged fields>'),
+    (220, 'TopicData'),
+    (221, 'TopicData.TopicName'),
+    (222, 'TopicData.Partitions'),
+    (234, 'TopicData.<tagged fields>'),
+    (247, 'TopicData'),
+    (251, 'TopicData.TopicName'),
+    (252, 'TopicData.Partitions'),
+    (260, 'TopicData.<tagged fields>'),
+    (266, 'TopicData'),
+    (267, 'TopicData.TopicName'),
+    (268, 'TopicData.Partitions'),
+    (280, 'TopicData.<tagged fields>'),
+    (293, 'TopicData'),
+    (297, 'TopicData.TopicName'),
+    (298, 'TopicData.Partitions'),
+    (306, 'TopicData.<tagged fields>'),
+    (312, 'PartitionData'),
+    (313, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (315, 'PartitionData.<tagged fields>'),
+    (328, 'PartitionData'),
+    (332, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (333, 'PartitionData.<tagged fields>'),
+    (339, 'PartitionData'),
+    (340, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (342, 'PartitionData.CandidateDirectoryId'),
+    (343, 'PartitionData.VoterDirectoryId'),
+    (344, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (346, 'PartitionData.<tagged fields>'),
+    (359, 'PartitionData'),
+    (363, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (364, 'PartitionData.CandidateDirectoryId'),
+    (365, 'PartitionData.VoterDirectoryId'),
+    (366, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (367, 'PartitionData.<tagged fields>'),
 )

@@ -147,12 +147,11 @@ class _New_VoteResponse(_Message):
 def _d_VoteResponse_0(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -197,12 +196,11 @@ def _e_VoteResponse_0(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) 
 def _d_VoteResponse_1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
     (f_error_code,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -222,12 +220,11 @@ def _d_VoteResponse_1(buf: memoryview, pos: int) -> tuple[VoteResponse, int]:
             last_tag = tag
             end = pos + size
             if tag == 0:
-                count = buf[pos]
-                if count < 0x80:
-                    pos += 1
-                else:
-                    count, pos = _p.read_uvarint(buf, pos)
-                count -= 1
+                count = buf[pos] - 1
+                pos += 1
+                if count >= 0x7F:
+                    count, pos = _p.read_uvarint(buf, pos - 1)
+                    count -= 1
                 if count > len(buf) - pos or count < 0:
                     _p.bad_array_size(count, len(buf) - pos, False)
                 items_node_endpoints: list[Any] = []
@@ -269,12 +266,11 @@ def _e_VoteResponse_1(o: VoteResponse, out: bytearray, chunks: list[_p.Buffer]) 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     f_topic_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -386,46 +382,46 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (147, 'VoteResponse'),
     (148, 'VoteResponse.ErrorCode'),
     (150, 'VoteResponse.Topics'),
-    (163, 'VoteResponse.<tagged fields>'),
-    (176, 'VoteResponse'),
-    (180, 'VoteResponse.NodeEndpoints'),
-    (182, 'VoteResponse.ErrorCode'),
-    (183, 'VoteResponse.Topics'),
-    (191, 'VoteResponse.<tagged fields>'),
-    (197, 'VoteResponse'),
-    (198, 'VoteResponse.ErrorCode'),
-    (200, 'VoteResponse.Topics'),
-    (213, 'VoteResponse.<tagged fields>'),
-    (224, 'VoteResponse.NodeEndpoints'),
-    (238, 'VoteResponse.<tagged fields>'),
-    (242, 'VoteResponse'),
-    (246, 'VoteResponse.ErrorCode'),
-    (247, 'VoteResponse.Topics'),
-    (255, 'VoteResponse.<tagged fields>'),
-    (256, 'VoteResponse.NodeEndpoints'),
-    (267, 'VoteResponse.<tagged fields>'),
-    (270, 'TopicData'),
-    (271, 'TopicData.TopicName'),
-    (272, 'TopicData.Partitions'),
-    (285, 'TopicData.<tagged fields>'),
-    (298, 'TopicData'),
-    (302, 'TopicData.TopicName'),
-    (303, 'TopicData.Partitions'),
-    (311, 'TopicData.<tagged fields>'),
-    (317, 'NodeEndpoint'),
-    (318, 'NodeEndpoint.NodeId'),
-    (320, 'NodeEndpoint.Host'),
-    (321, 'NodeEndpoint.Port'),
-    (323, 'NodeEndpoint.<tagged fields>'),
-    (336, 'NodeEndpoint'),
-    (340, 'NodeEndpoint.NodeId'),
-    (341, 'NodeEndpoint.Host'),
-    (342, 'NodeEndpoint.Port'),
-    (343, 'NodeEndpoint.<tagged fields>'),
-    (349, 'PartitionData'),
-    (350, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (352, 'PartitionData.<tagged fields>'),
-    (365, 'PartitionData'),
-    (369, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (370, 'PartitionData.<tagged fields>'),
+    (162, 'VoteResponse.<tagged fields>'),
+    (175, 'VoteResponse'),
+    (179, 'VoteResponse.NodeEndpoints'),
+    (181, 'VoteResponse.ErrorCode'),
+    (182, 'VoteResponse.Topics'),
+    (190, 'VoteResponse.<tagged fields>'),
+    (196, 'VoteResponse'),
+    (197, 'VoteResponse.ErrorCode'),
+    (199, 'VoteResponse.Topics'),
+    (211, 'VoteResponse.<tagged fields>'),
+    (222, 'VoteResponse.NodeEndpoints'),
+    (235, 'VoteResponse.<tagged fields>'),
+    (239, 'VoteResponse'),
+    (243, 'VoteResponse.ErrorCode'),
+    (244, 'VoteResponse.Topics'),
+    (252, 'VoteResponse.<tagged fields>'),
+    (253, 'VoteResponse.NodeEndpoints'),
+    (264, 'VoteResponse.<tagged fields>'),
+    (267, 'TopicData'),
+    (268, 'TopicData.TopicName'),
+    (269, 'TopicData.Partitions'),
+    (281, 'TopicData.<tagged fields>'),
+    (294, 'TopicData'),
+    (298, 'TopicData.TopicName'),
+    (299, 'TopicData.Partitions'),
+    (307, 'TopicData.<tagged fields>'),
+    (313, 'NodeEndpoint'),
+    (314, 'NodeEndpoint.NodeId'),
+    (316, 'NodeEndpoint.Host'),
+    (317, 'NodeEndpoint.Port'),
+    (319, 'NodeEndpoint.<tagged fields>'),
+    (332, 'NodeEndpoint'),
+    (336, 'NodeEndpoint.NodeId'),
+    (337, 'NodeEndpoint.Host'),
+    (338, 'NodeEndpoint.Port'),
+    (339, 'NodeEndpoint.<tagged fields>'),
+    (345, 'PartitionData'),
+    (346, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (348, 'PartitionData.<tagged fields>'),
+    (361, 'PartitionData'),
+    (365, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (366, 'PartitionData.<tagged fields>'),
 )

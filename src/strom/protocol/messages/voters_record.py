@@ -141,12 +141,11 @@ class _New_VotersRecord(_Message):
 def _d_VotersRecord_0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
     (f_version,) = _S0.unpack_from(buf, pos)
     pos += 2
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_voters: list[Any] = []
@@ -190,12 +189,11 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     (f_voter_id,) = _S1.unpack_from(buf, pos)
     pos += 4
     f_voter_directory_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_endpoints: list[Any] = []
@@ -307,37 +305,37 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (141, 'VotersRecord'),
     (142, 'VotersRecord.Version'),
     (144, 'VotersRecord.Voters'),
-    (157, 'VotersRecord.<tagged fields>'),
-    (170, 'VotersRecord'),
-    (174, 'VotersRecord.Version'),
-    (175, 'VotersRecord.Voters'),
-    (183, 'VotersRecord.<tagged fields>'),
-    (189, 'Voter'),
-    (190, 'Voter.VoterId'),
-    (192, 'Voter.VoterDirectoryId'),
-    (193, 'Voter.Endpoints'),
-    (206, 'Voter.KRaftVersionFeature'),
-    (207, 'Voter.<tagged fields>'),
-    (220, 'Voter'),
-    (224, 'Voter.VoterId'),
-    (225, 'Voter.VoterDirectoryId'),
-    (226, 'Voter.Endpoints'),
-    (234, 'Voter.KRaftVersionFeature'),
-    (235, 'Voter.<tagged fields>'),
-    (241, 'Endpoint'),
-    (242, 'Endpoint.Name'),
-    (243, 'Endpoint.Host'),
-    (244, 'Endpoint.Port'),
-    (246, 'Endpoint.<tagged fields>'),
-    (259, 'Endpoint'),
-    (263, 'Endpoint.Name'),
-    (264, 'Endpoint.Host'),
-    (265, 'Endpoint.Port'),
-    (266, 'Endpoint.<tagged fields>'),
-    (272, 'KRaftVersionFeature'),
-    (273, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (275, 'KRaftVersionFeature.<tagged fields>'),
-    (288, 'KRaftVersionFeature'),
-    (292, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (293, 'KRaftVersionFeature.<tagged fields>'),
+    (156, 'VotersRecord.<tagged fields>'),
+    (169, 'VotersRecord'),
+    (173, 'VotersRecord.Version'),
+    (174, 'VotersRecord.Voters'),
+    (182, 'VotersRecord.<tagged fields>'),
+    (188, 'Voter'),
+    (189, 'Voter.VoterId'),
+    (191, 'Voter.VoterDirectoryId'),
+    (192, 'Voter.Endpoints'),
+    (204, 'Voter.KRaftVersionFeature'),
+    (205, 'Voter.<tagged fields>'),
+    (218, 'Voter'),
+    (222, 'Voter.VoterId'),
+    (223, 'Voter.VoterDirectoryId'),
+    (224, 'Voter.Endpoints'),
+    (232, 'Voter.KRaftVersionFeature'),
+    (233, 'Voter.<tagged fields>'),
+    (239, 'Endpoint'),
+    (240, 'Endpoint.Name'),
+    (241, 'Endpoint.Host'),
+    (242, 'Endpoint.Port'),
+    (244, 'Endpoint.<tagged fields>'),
+    (257, 'Endpoint'),
+    (261, 'Endpoint.Name'),
+    (262, 'Endpoint.Host'),
+    (263, 'Endpoint.Port'),
+    (264, 'Endpoint.<tagged fields>'),
+    (270, 'KRaftVersionFeature'),
+    (271, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (273, 'KRaftVersionFeature.<tagged fields>'),
+    (286, 'KRaftVersionFeature'),
+    (290, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (291, 'KRaftVersionFeature.<tagged fields>'),
 )

@@ -145,12 +145,11 @@ class _New_WriteShareGroupStateRequest(_Message):
 
 def _d_WriteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
     f_group_id, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -192,12 +191,11 @@ def _e_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: bytear
 
 def _d_WriteStateData_0(buf: memoryview, pos: int) -> tuple[WriteStateData, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -240,12 +238,11 @@ def _e_WriteStateData_0(o: WriteStateData, out: bytearray, chunks: list[_p.Buffe
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     (f_partition, f_state_epoch, f_leader_epoch, f_start_offset,) = _S0.unpack_from(buf, pos)
     pos += 20
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_state_batches: list[Any] = []
@@ -323,31 +320,31 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (146, 'WriteShareGroupStateRequest'),
     (147, 'WriteShareGroupStateRequest.GroupId'),
     (148, 'WriteShareGroupStateRequest.Topics'),
-    (161, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (174, 'WriteShareGroupStateRequest'),
-    (178, 'WriteShareGroupStateRequest.GroupId'),
-    (179, 'WriteShareGroupStateRequest.Topics'),
-    (187, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (193, 'WriteStateData'),
-    (194, 'WriteStateData.TopicId'),
-    (195, 'WriteStateData.Partitions'),
-    (208, 'WriteStateData.<tagged fields>'),
-    (221, 'WriteStateData'),
-    (225, 'WriteStateData.TopicId'),
-    (226, 'WriteStateData.Partitions'),
-    (234, 'WriteStateData.<tagged fields>'),
-    (240, 'PartitionData'),
-    (241, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (243, 'PartitionData.StateBatches'),
-    (256, 'PartitionData.<tagged fields>'),
-    (269, 'PartitionData'),
-    (273, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (274, 'PartitionData.StateBatches'),
-    (282, 'PartitionData.<tagged fields>'),
-    (288, 'StateBatch'),
-    (289, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (291, 'StateBatch.<tagged fields>'),
-    (304, 'StateBatch'),
-    (308, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (309, 'StateBatch.<tagged fields>'),
+    (160, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (173, 'WriteShareGroupStateRequest'),
+    (177, 'WriteShareGroupStateRequest.GroupId'),
+    (178, 'WriteShareGroupStateRequest.Topics'),
+    (186, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (192, 'WriteStateData'),
+    (193, 'WriteStateData.TopicId'),
+    (194, 'WriteStateData.Partitions'),
+    (206, 'WriteStateData.<tagged fields>'),
+    (219, 'WriteStateData'),
+    (223, 'WriteStateData.TopicId'),
+    (224, 'WriteStateData.Partitions'),
+    (232, 'WriteStateData.<tagged fields>'),
+    (238, 'PartitionData'),
+    (239, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (241, 'PartitionData.StateBatches'),
+    (253, 'PartitionData.<tagged fields>'),
+    (266, 'PartitionData'),
+    (270, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (271, 'PartitionData.StateBatches'),
+    (279, 'PartitionData.<tagged fields>'),
+    (285, 'StateBatch'),
+    (286, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (288, 'StateBatch.<tagged fields>'),
+    (301, 'StateBatch'),
+    (305, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (306, 'StateBatch.<tagged fields>'),
 )

@@ -99,12 +99,11 @@ class _New_WriteShareGroupStateResponse(_Message):
 
 
 def _d_WriteShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_results: list[Any] = []
@@ -145,12 +144,11 @@ def _e_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: byte
 
 def _d_WriteStateResult_0(buf: memoryview, pos: int) -> tuple[WriteStateResult, int]:
     f_topic_id, pos = _p.read_uuid(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -229,24 +227,24 @@ WriteShareGroupStateResponse._ENCODERS = {
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (101, 'WriteShareGroupStateResponse'),
     (102, 'WriteShareGroupStateResponse.Results'),
-    (115, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (128, 'WriteShareGroupStateResponse'),
-    (132, 'WriteShareGroupStateResponse.Results'),
-    (140, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (146, 'WriteStateResult'),
-    (147, 'WriteStateResult.TopicId'),
-    (148, 'WriteStateResult.Partitions'),
-    (161, 'WriteStateResult.<tagged fields>'),
-    (174, 'WriteStateResult'),
-    (178, 'WriteStateResult.TopicId'),
-    (179, 'WriteStateResult.Partitions'),
-    (187, 'WriteStateResult.<tagged fields>'),
-    (193, 'PartitionResult'),
-    (194, 'PartitionResult.Partition,ErrorCode'),
-    (196, 'PartitionResult.ErrorMessage'),
-    (197, 'PartitionResult.<tagged fields>'),
-    (210, 'PartitionResult'),
-    (214, 'PartitionResult.Partition,ErrorCode'),
-    (215, 'PartitionResult.ErrorMessage'),
-    (216, 'PartitionResult.<tagged fields>'),
+    (114, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (127, 'WriteShareGroupStateResponse'),
+    (131, 'WriteShareGroupStateResponse.Results'),
+    (139, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (145, 'WriteStateResult'),
+    (146, 'WriteStateResult.TopicId'),
+    (147, 'WriteStateResult.Partitions'),
+    (159, 'WriteStateResult.<tagged fields>'),
+    (172, 'WriteStateResult'),
+    (176, 'WriteStateResult.TopicId'),
+    (177, 'WriteStateResult.Partitions'),
+    (185, 'WriteStateResult.<tagged fields>'),
+    (191, 'PartitionResult'),
+    (192, 'PartitionResult.Partition,ErrorCode'),
+    (194, 'PartitionResult.ErrorMessage'),
+    (195, 'PartitionResult.<tagged fields>'),
+    (208, 'PartitionResult'),
+    (212, 'PartitionResult.Partition,ErrorCode'),
+    (213, 'PartitionResult.ErrorMessage'),
+    (214, 'PartitionResult.<tagged fields>'),
 )

@@ -129,12 +129,11 @@ def _e_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray, chunk
 
 
 def _d_WriteTxnMarkersRequest_1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
@@ -203,12 +202,11 @@ def _e_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray, chunks: list[_p
 def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
     (f_producer_id, f_producer_epoch, f_transaction_result,) = _S0.unpack_from(buf, pos)
     pos += 11
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -255,7 +253,7 @@ def _d_WritableTxnMarkerTopic_0(buf: memoryview, pos: int) -> tuple[WritableTxnM
     f_name, pos = _p.read_string(buf, pos)
     (count,) = _p.INT32.unpack_from(buf, pos)
     pos += 4
-    if count > len(buf) - pos or count < 0:
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -272,13 +270,12 @@ def _e_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray, chunk
 
 def _d_WritableTxnMarkerTopic_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos or count < 0:
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
+    if count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     f_partition_indexes = _A_i[count].unpack_from(buf, pos) if count < 64 else _unpack_from(">%di" % count, buf, pos)
     pos += 4 * count
@@ -329,40 +326,40 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (124, 'WriteTxnMarkersRequest.Markers'),
     (131, 'WriteTxnMarkersRequest'),
     (132, 'WriteTxnMarkersRequest.Markers'),
-    (145, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (158, 'WriteTxnMarkersRequest'),
-    (162, 'WriteTxnMarkersRequest.Markers'),
-    (170, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (176, 'WritableTxnMarker'),
-    (177, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (179, 'WritableTxnMarker.Topics'),
-    (188, 'WritableTxnMarker.CoordinatorEpoch'),
-    (190, 'WritableTxnMarker'),
-    (194, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (195, 'WritableTxnMarker.Topics'),
-    (200, 'WritableTxnMarker.CoordinatorEpoch'),
-    (203, 'WritableTxnMarker'),
-    (204, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (206, 'WritableTxnMarker.Topics'),
-    (219, 'WritableTxnMarker.CoordinatorEpoch'),
-    (221, 'WritableTxnMarker.<tagged fields>'),
-    (234, 'WritableTxnMarker'),
-    (238, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (239, 'WritableTxnMarker.Topics'),
-    (247, 'WritableTxnMarker.CoordinatorEpoch'),
-    (248, 'WritableTxnMarker.<tagged fields>'),
-    (254, 'WritableTxnMarkerTopic'),
-    (255, 'WritableTxnMarkerTopic.Name'),
-    (256, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (262, 'WritableTxnMarkerTopic'),
-    (266, 'WritableTxnMarkerTopic.Name'),
-    (267, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (273, 'WritableTxnMarkerTopic'),
-    (274, 'WritableTxnMarkerTopic.Name'),
-    (275, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (285, 'WritableTxnMarkerTopic.<tagged fields>'),
-    (298, 'WritableTxnMarkerTopic'),
-    (302, 'WritableTxnMarkerTopic.Name'),
-    (303, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (310, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (144, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (157, 'WriteTxnMarkersRequest'),
+    (161, 'WriteTxnMarkersRequest.Markers'),
+    (169, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (175, 'WritableTxnMarker'),
+    (176, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (178, 'WritableTxnMarker.Topics'),
+    (187, 'WritableTxnMarker.CoordinatorEpoch'),
+    (189, 'WritableTxnMarker'),
+    (193, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (194, 'WritableTxnMarker.Topics'),
+    (199, 'WritableTxnMarker.CoordinatorEpoch'),
+    (202, 'WritableTxnMarker'),
+    (203, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (205, 'WritableTxnMarker.Topics'),
+    (217, 'WritableTxnMarker.CoordinatorEpoch'),
+    (219, 'WritableTxnMarker.<tagged fields>'),
+    (232, 'WritableTxnMarker'),
+    (236, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (237, 'WritableTxnMarker.Topics'),
+    (245, 'WritableTxnMarker.CoordinatorEpoch'),
+    (246, 'WritableTxnMarker.<tagged fields>'),
+    (252, 'WritableTxnMarkerTopic'),
+    (253, 'WritableTxnMarkerTopic.Name'),
+    (254, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (260, 'WritableTxnMarkerTopic'),
+    (264, 'WritableTxnMarkerTopic.Name'),
+    (265, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (271, 'WritableTxnMarkerTopic'),
+    (272, 'WritableTxnMarkerTopic.Name'),
+    (273, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (282, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (295, 'WritableTxnMarkerTopic'),
+    (299, 'WritableTxnMarkerTopic.Name'),
+    (300, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (307, 'WritableTxnMarkerTopic.<tagged fields>'),
 )

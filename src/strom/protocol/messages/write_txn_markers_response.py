@@ -142,12 +142,11 @@ def _e_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray, chu
 
 
 def _d_WriteTxnMarkersResponse_1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_markers: list[Any] = []
@@ -213,12 +212,11 @@ def _e_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray, chu
 def _d_WritableTxnMarkerResult_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
     (f_producer_id,) = _S0.unpack_from(buf, pos)
     pos += 8
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_topics: list[Any] = []
@@ -283,12 +281,11 @@ def _e_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: byte
 
 def _d_WritableTxnMarkerTopicResult_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
     f_name, pos = _p.read_compact_string(buf, pos)
-    count = buf[pos]
-    if count < 0x80:
-        pos += 1
-    else:
-        count, pos = _p.read_uvarint(buf, pos)
-    count -= 1
+    count = buf[pos] - 1
+    pos += 1
+    if count >= 0x7F:
+        count, pos = _p.read_uvarint(buf, pos - 1)
+        count -= 1
     if count > len(buf) - pos or count < 0:
         _p.bad_array_size(count, len(buf) - pos, False)
     items_partitions: list[Any] = []
@@ -381,46 +378,46 @@ _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
     (137, 'WriteTxnMarkersResponse.Markers'),
     (144, 'WriteTxnMarkersResponse'),
     (145, 'WriteTxnMarkersResponse.Markers'),
-    (158, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (171, 'WriteTxnMarkersResponse'),
-    (175, 'WriteTxnMarkersResponse.Markers'),
-    (183, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (189, 'WritableTxnMarkerResult'),
-    (190, 'WritableTxnMarkerResult.ProducerId'),
-    (192, 'WritableTxnMarkerResult.Topics'),
-    (201, 'WritableTxnMarkerResult'),
-    (205, 'WritableTxnMarkerResult.ProducerId'),
-    (206, 'WritableTxnMarkerResult.Topics'),
-    (213, 'WritableTxnMarkerResult'),
-    (214, 'WritableTxnMarkerResult.ProducerId'),
-    (216, 'WritableTxnMarkerResult.Topics'),
-    (229, 'WritableTxnMarkerResult.<tagged fields>'),
-    (242, 'WritableTxnMarkerResult'),
-    (246, 'WritableTxnMarkerResult.ProducerId'),
-    (247, 'WritableTxnMarkerResult.Topics'),
-    (255, 'WritableTxnMarkerResult.<tagged fields>'),
-    (261, 'WritableTxnMarkerTopicResult'),
-    (262, 'WritableTxnMarkerTopicResult.Name'),
-    (263, 'WritableTxnMarkerTopicResult.Partitions'),
-    (272, 'WritableTxnMarkerTopicResult'),
-    (276, 'WritableTxnMarkerTopicResult.Name'),
-    (277, 'WritableTxnMarkerTopicResult.Partitions'),
-    (284, 'WritableTxnMarkerTopicResult'),
-    (285, 'WritableTxnMarkerTopicResult.Name'),
-    (286, 'WritableTxnMarkerTopicResult.Partitions'),
-    (299, 'WritableTxnMarkerTopicResult.<tagged fields>'),
-    (312, 'WritableTxnMarkerTopicResult'),
-    (316, 'WritableTxnMarkerTopicResult.Name'),
-    (317, 'WritableTxnMarkerTopicResult.Partitions'),
-    (325, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (157, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (170, 'WriteTxnMarkersResponse'),
+    (174, 'WriteTxnMarkersResponse.Markers'),
+    (182, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (188, 'WritableTxnMarkerResult'),
+    (189, 'WritableTxnMarkerResult.ProducerId'),
+    (191, 'WritableTxnMarkerResult.Topics'),
+    (200, 'WritableTxnMarkerResult'),
+    (204, 'WritableTxnMarkerResult.ProducerId'),
+    (205, 'WritableTxnMarkerResult.Topics'),
+    (212, 'WritableTxnMarkerResult'),
+    (213, 'WritableTxnMarkerResult.ProducerId'),
+    (215, 'WritableTxnMarkerResult.Topics'),
+    (227, 'WritableTxnMarkerResult.<tagged fields>'),
+    (240, 'WritableTxnMarkerResult'),
+    (244, 'WritableTxnMarkerResult.ProducerId'),
+    (245, 'WritableTxnMarkerResult.Topics'),
+    (253, 'WritableTxnMarkerResult.<tagged fields>'),
+    (259, 'WritableTxnMarkerTopicResult'),
+    (260, 'WritableTxnMarkerTopicResult.Name'),
+    (261, 'WritableTxnMarkerTopicResult.Partitions'),
+    (270, 'WritableTxnMarkerTopicResult'),
+    (274, 'WritableTxnMarkerTopicResult.Name'),
+    (275, 'WritableTxnMarkerTopicResult.Partitions'),
+    (282, 'WritableTxnMarkerTopicResult'),
+    (283, 'WritableTxnMarkerTopicResult.Name'),
+    (284, 'WritableTxnMarkerTopicResult.Partitions'),
+    (296, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (309, 'WritableTxnMarkerTopicResult'),
+    (313, 'WritableTxnMarkerTopicResult.Name'),
+    (314, 'WritableTxnMarkerTopicResult.Partitions'),
+    (322, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (328, 'WritableTxnMarkerPartitionResult'),
+    (329, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
     (331, 'WritableTxnMarkerPartitionResult'),
-    (332, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (334, 'WritableTxnMarkerPartitionResult'),
-    (338, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (341, 'WritableTxnMarkerPartitionResult'),
-    (342, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (344, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
-    (357, 'WritableTxnMarkerPartitionResult'),
-    (361, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (362, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (335, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (338, 'WritableTxnMarkerPartitionResult'),
+    (339, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (341, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (354, 'WritableTxnMarkerPartitionResult'),
+    (358, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (359, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
 )
