@@ -13,14 +13,49 @@ from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    print(
-        f"strom serve: data directory {data_dir.resolve()} is ready, but the broker is "
-        "not yet built (it lands with the broker issue); exiting cleanly.",
-        flush=True,
+    import asyncio
+    import logging
+    import signal
+
+    from strom.broker.broker import Broker
+    from strom.broker.config import BrokerConfig
+    from strom.broker.server import serve
+
+    overrides = dict(_property(text) for text in args.override)
+    for flag, name in (
+        ("data_dir", "log.dirs"),
+        ("listeners", "listeners"),
+        ("advertised_listeners", "advertised.listeners"),
+        ("node_id", "node.id"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[name] = str(value)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    config = BrokerConfig.load(args.config, overrides)
+    Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+    broker = Broker(config)
+    broker.startup()
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(broker, stop)
+
+    asyncio.run(run())
     return 0
+
+
+def _property(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--override needs name=value, got {text!r}")
+    return name.strip(), value.strip()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,11 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run a broker on a local data directory")
-    serve.add_argument("--data-dir", default="./strom-data", help="where the log lives")
+    serve.add_argument("--data-dir", help="where the log lives (log.dirs; default ./strom-data)")
     serve.add_argument("--config", help="a server.properties file (Kafka property names)")
-    serve.add_argument("--listeners", default="PLAINTEXT://127.0.0.1:9092")
-    serve.add_argument("--advertised-listeners")
-    serve.add_argument("--node-id", type=int, default=1)
+    serve.add_argument("--listeners", help="listeners (default PLAINTEXT://127.0.0.1:9092)")
+    serve.add_argument("--advertised-listeners", help="advertised.listeners")
+    serve.add_argument("--node-id", type=int, help="node.id (default 1)")
+    serve.add_argument(
+        "--override", action="append", default=[], metavar="NAME=VALUE",
+        help="any broker property, e.g. --override log.retention.ms=3600000",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(run=_serve)
     return parser
 

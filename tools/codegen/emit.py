@@ -95,7 +95,7 @@ def python_type(fld: Field) -> str:
         "uuid": "UUID",
         "string": "str",
         "bytes": "_p.Buffer" if fld.zero_copy else "bytes",
-        "records": "_p.Buffer",
+        "records": "_p.Records",
     }.get(fld.element_type, fld.element_type)
     text = f"tuple[{element}, ...]" if fld.is_array else element
     nullable = not fld.nullable.intersect(fld.versions).empty or fld.element_type == "records"
@@ -389,7 +389,7 @@ class ModuleWriter:
         self.emit("")
         self.emit("")
         self.emit(
-            f"def _e_{struct.name}_{index}(o: {struct.name}, out: bytearray, chunks: list[_p.Buffer]) -> None:",
+            f"def _e_{struct.name}_{index}(o: {struct.name}, out: bytearray, chunks: list[_p.Records]) -> None:",
             where,
         )
         start = len(self.lines)

@@ -18,7 +18,7 @@ from strom.protocol.message import Message, UnsupportedVersionError
 from strom.protocol.messages import APIS, ApiInfo
 from strom.protocol.messages.request_header import RequestHeader
 from strom.protocol.messages.response_header import ResponseHeader
-from strom.protocol.primitives import Buffer
+from strom.protocol.primitives import Buffer, Records
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
@@ -128,11 +128,12 @@ def encode_request(
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
     out = bytearray(4)
     header.encode_into(request_header_version(api_key, api_version), out)
-    return b"".join(_with_size_prefix(body.encode_into(api_version, out)))
+    return b"".join(_with_size_prefix(body.encode_into(api_version, out)))  # type: ignore[arg-type]
 
 
-def encode_response(body: Message, api_version: int, correlation_id: int) -> list[Buffer]:
-    """A whole response frame as buffers for ``sendmsg``: record sets are not copied."""
+def encode_response(body: Message, api_version: int, correlation_id: int) -> list[Records]:
+    """A whole response frame as buffers for ``sendmsg``: record sets are not copied,
+    and file regions stay regions for ``sendfile``."""
     api_key = body.API_KEY
     if api_key is None or body.KIND != "response":
         raise TypeError(f"{type(body).__name__} is not a response")
@@ -141,14 +142,15 @@ def encode_response(body: Message, api_version: int, correlation_id: int) -> lis
     return _with_size_prefix(body.encode_into(api_version, out))
 
 
-def _with_size_prefix(chunks: list[Buffer]) -> list[Buffer]:
+def _with_size_prefix(chunks: list[Records]) -> list[Records]:
     """Fill in the 4 bytes reserved at the start of the first chunk with the frame size."""
     size = sum(c.nbytes if isinstance(c, memoryview) else len(c) for c in chunks) - 4
     first = chunks[0]
     if isinstance(first, bytearray):
         first[:4] = size_prefix(size)
     else:  # the header was flushed (as bytes) ahead of a large record set
-        chunks[0] = size_prefix(size) + bytes(first)[4:]
+        assert isinstance(first, bytes)
+        chunks[0] = size_prefix(size) + first[4:]
     return chunks
 
 

@@ -21,10 +21,10 @@ from types import TracebackType
 from typing import Any, ClassVar, Self
 
 from strom.protocol.errors import ProtocolError
-from strom.protocol.primitives import INT32, Buffer, write_uvarint
+from strom.protocol.primitives import INT32, Buffer, Records, write_uvarint
 
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
-Encoder = Callable[[Any, bytearray, list[Buffer]], None]
+Encoder = Callable[[Any, bytearray, list[Records]], None]
 
 # Records larger than this travel as their own buffer (zero copy); smaller ones are
 # copied into the encoded frame, where one ``sendmsg`` buffer is cheaper than two.
@@ -92,20 +92,22 @@ class Message:
     def encode(self, version: int) -> bytes:
         """The message as one ``bytes``, record sets copied in."""
         out = bytearray()
-        chunks: list[Buffer] = []
+        chunks: list[Records] = []
         self._encoder(version)(self, out, chunks)
         if not chunks:
             return bytes(out)
         chunks.append(out)
-        return b"".join(chunks)
+        if not all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
+            raise TypeError("a message holding a file region can only be sent with encode_into")
+        return b"".join(chunks)  # type: ignore[arg-type]
 
-    def encode_into(self, version: int, out: bytearray) -> list[Buffer]:
+    def encode_into(self, version: int, out: bytearray) -> list[Records]:
         """Append the message to ``out``; return the buffers to send, in order.
 
         Large record sets are not copied: they appear in the list as the very objects
         the message holds, between slices of ``out``, ready for ``socket.sendmsg``.
         """
-        chunks: list[Buffer] = []
+        chunks: list[Records] = []
         self._encoder(version)(self, out, chunks)
         chunks.append(out)
         return chunks
@@ -166,9 +168,9 @@ def field_at(module_name: str, tb: TracebackType | None) -> str | None:
 
 
 def write_records(
-    out: bytearray, chunks: list[Buffer], records: Buffer | None, compact: bool, nullable: bool
+    out: bytearray, chunks: list[Records], records: Records | None, compact: bool, nullable: bool
 ) -> None:
-    """A record set (or zero-copy bytes): large ones are handed over, not copied."""
+    """A record set (or zero-copy bytes): large ones and file regions are handed over."""
     if records is None:
         if not nullable:
             raise ValueError("a non-nullable record set is None")
@@ -182,7 +184,7 @@ def write_records(
         write_uvarint(out, size + 1)
     else:
         out += INT32.pack(size)
-    if size < ZERO_COPY_THRESHOLD:
+    if size < ZERO_COPY_THRESHOLD and isinstance(records, bytes | bytearray | memoryview):
         out += records
         return
     chunks.append(bytes(out))

@@ -11,13 +11,27 @@ a collection may not claim more elements than there are bytes left).
 from __future__ import annotations
 
 from struct import Struct
-from typing import NoReturn, TypeAlias, TypeVar
+from typing import NoReturn, Protocol, TypeAlias, TypeVar
 from uuid import UUID
 
 from strom.protocol.errors import ProtocolError
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 """What a byte field may hold: decoded record sets are zero-copy memoryviews."""
+
+
+
+class Region(Protocol):
+    """Record bytes that are not in memory: a range of a segment file for ``sendfile``.
+
+    The codec only needs its length; whoever sends the encoded buffers writes it.
+    """
+
+    def __len__(self) -> int: ...
+
+
+Records: TypeAlias = Buffer | Region
+"""What a ``records`` field may hold: bytes in memory, or a region sent by ``sendfile``."""
 
 UnknownTaggedFields: TypeAlias = tuple[tuple[int, bytes], ...]
 

@@ -64,7 +64,7 @@ def _d_AddOffsetsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[AddOffsetsTo
     return _New_AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id), pos  # type: ignore[return-value]
 
 
-def _e_AddOffsetsToTxnRequest_0(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddOffsetsToTxnRequest_0(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch)
     _p.write_string(out, o.group_id)
@@ -91,7 +91,7 @@ def _d_AddOffsetsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddOffsetsTo
     return _New_AddOffsetsToTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_group_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddOffsetsToTxnRequest_1(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddOffsetsToTxnRequest_1(o: AddOffsetsToTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch)
     _p.write_compact_string(out, o.group_id)

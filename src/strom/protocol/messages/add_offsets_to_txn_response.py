@@ -54,7 +54,7 @@ def _d_AddOffsetsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddOffsetsT
     return _New_AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_AddOffsetsToTxnResponse_0(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddOffsetsToTxnResponse_0(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
 
 
@@ -77,7 +77,7 @@ def _d_AddOffsetsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddOffsetsT
     return _New_AddOffsetsToTxnResponse(f_throttle_time_ms, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddOffsetsToTxnResponse_1(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddOffsetsToTxnResponse_1(o: AddOffsetsToTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

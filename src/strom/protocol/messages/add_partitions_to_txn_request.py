@@ -141,7 +141,7 @@ def _d_AddPartitionsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[AddPartit
     return _New_AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.transactions != ():
         raise _UnsupportedVersion("Transactions cannot be sent in version 0", message_name="AddPartitionsToTxnRequest", api_version=0, field="Transactions")
     _p.write_string(out, o.v3_and_below_transactional_id)
@@ -185,7 +185,7 @@ def _d_AddPartitionsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[AddPartit
     return _New_AddPartitionsToTxnRequest((), f_v3_and_below_transactional_id, f_v3_and_below_producer_id, f_v3_and_below_producer_epoch, f_v3_and_below_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.transactions != ():
         raise _UnsupportedVersion("Transactions cannot be sent in version 3", message_name="AddPartitionsToTxnRequest", api_version=3, field="Transactions")
     _p.write_compact_string(out, o.v3_and_below_transactional_id)
@@ -233,7 +233,7 @@ def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[AddPartit
     return _New_AddPartitionsToTxnRequest(f_transactions, '', 0, 0, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.v3_and_below_transactional_id != '':
         raise _UnsupportedVersion("V3AndBelowTransactionalId cannot be sent in version 4", message_name="AddPartitionsToTxnRequest", api_version=4, field="V3AndBelowTransactionalId")
     if o.v3_and_below_producer_id != 0:
@@ -267,7 +267,7 @@ def _d_AddPartitionsToTxnTopic_0(buf: memoryview, pos: int) -> tuple[AddPartitio
     return _New_AddPartitionsToTxnTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnTopic_0(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnTopic_0(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -302,7 +302,7 @@ def _d_AddPartitionsToTxnTopic_1(buf: memoryview, pos: int) -> tuple[AddPartitio
     return _New_AddPartitionsToTxnTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnTopic_1(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnTopic_1(o: AddPartitionsToTxnTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -349,7 +349,7 @@ def _d_AddPartitionsToTxnTransaction_0(buf: memoryview, pos: int) -> tuple[AddPa
     return _New_AddPartitionsToTxnTransaction(f_transactional_id, f_producer_id, f_producer_epoch, f_verify_only, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S1.pack(o.producer_id, o.producer_epoch, o.verify_only)
     items_topics = o.topics

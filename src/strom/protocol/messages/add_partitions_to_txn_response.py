@@ -150,7 +150,7 @@ def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[AddParti
     return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.results_by_transaction != ():
         raise _UnsupportedVersion("ResultsByTransaction cannot be sent in version 0", message_name="AddPartitionsToTxnResponse", api_version=0, field="ResultsByTransaction")
     out += _S0.pack(o.throttle_time_ms)
@@ -192,7 +192,7 @@ def _d_AddPartitionsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[AddParti
     return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, 0, (), f_results_by_topic_v3_and_below, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.results_by_transaction != ():
         raise _UnsupportedVersion("ResultsByTransaction cannot be sent in version 3", message_name="AddPartitionsToTxnResponse", api_version=3, field="ResultsByTransaction")
     out += _S0.pack(o.throttle_time_ms)
@@ -241,7 +241,7 @@ def _d_AddPartitionsToTxnResponse_2(buf: memoryview, pos: int) -> tuple[AddParti
     return _New_AddPartitionsToTxnResponse(f_throttle_time_ms, f_error_code, f_results_by_transaction, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.results_by_topic_v3_and_below != ():
         raise _UnsupportedVersion("ResultsByTopicV3AndBelow cannot be sent in version 4", message_name="AddPartitionsToTxnResponse", api_version=4, field="ResultsByTopicV3AndBelow")
     out += _S1.pack(o.throttle_time_ms, o.error_code)
@@ -273,7 +273,7 @@ def _d_AddPartitionsToTxnTopicResult_0(buf: memoryview, pos: int) -> tuple[AddPa
     return _New_AddPartitionsToTxnTopicResult(f_name, f_results_by_partition), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_results_by_partition = o.results_by_partition
     count = len(items_results_by_partition)
@@ -312,7 +312,7 @@ def _d_AddPartitionsToTxnTopicResult_1(buf: memoryview, pos: int) -> tuple[AddPa
     return _New_AddPartitionsToTxnTopicResult(f_name, f_results_by_partition, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_results_by_partition = o.results_by_partition
     count = len(items_results_by_partition)
@@ -358,7 +358,7 @@ def _d_AddPartitionsToTxnResult_0(buf: memoryview, pos: int) -> tuple[AddPartiti
     return _New_AddPartitionsToTxnResult(f_transactional_id, f_topic_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnResult_0(o: AddPartitionsToTxnResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnResult_0(o: AddPartitionsToTxnResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     items_topic_results = o.topic_results
     count = len(items_topic_results)
@@ -380,7 +380,7 @@ def _d_AddPartitionsToTxnPartitionResult_0(buf: memoryview, pos: int) -> tuple[A
     return _New_AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnPartitionResult_0(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnPartitionResult_0(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.partition_error_code)
 
 
@@ -403,7 +403,7 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
     return _New_AddPartitionsToTxnPartitionResult(f_partition_index, f_partition_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddPartitionsToTxnPartitionResult_1(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddPartitionsToTxnPartitionResult_1(o: AddPartitionsToTxnPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.partition_error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

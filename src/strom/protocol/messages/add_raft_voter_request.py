@@ -122,7 +122,7 @@ def _d_AddRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[AddRaftVoterReq
     return _New_AddRaftVoterRequest(f_cluster_id, f_timeout_ms, f_voter_id, f_voter_directory_id, f_listeners, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.timeout_ms, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -161,7 +161,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)

@@ -67,7 +67,7 @@ def _d_AllocateProducerIdsRequest_0(buf: memoryview, pos: int) -> tuple[Allocate
     return _New_AllocateProducerIdsRequest(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AllocateProducerIdsRequest_0(o: AllocateProducerIdsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AllocateProducerIdsRequest_0(o: AllocateProducerIdsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

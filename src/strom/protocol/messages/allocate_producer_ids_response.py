@@ -75,7 +75,7 @@ def _d_AllocateProducerIdsResponse_0(buf: memoryview, pos: int) -> tuple[Allocat
     return _New_AllocateProducerIdsResponse(f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AllocateProducerIdsResponse_0(o: AllocateProducerIdsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AllocateProducerIdsResponse_0(o: AllocateProducerIdsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -143,7 +143,7 @@ def _d_AlterClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[AlterClien
     return _New_AlterClientQuotasRequest(f_entries, f_validate_only), pos  # type: ignore[return-value]
 
 
-def _e_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entries = o.entries
     count = len(items_entries)
     out += _p.INT32.pack(count)
@@ -183,7 +183,7 @@ def _d_AlterClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[AlterClien
     return _New_AlterClientQuotasRequest(f_entries, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterClientQuotasRequest_1(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterClientQuotasRequest_1(o: AlterClientQuotasRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entries = o.entries
     count = len(items_entries)
     if count < 0x7F:
@@ -221,7 +221,7 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_entity, f_ops), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entity = o.entity
     count = len(items_entity)
     out += _p.INT32.pack(count)
@@ -275,7 +275,7 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_entity, f_ops, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entity = o.entity
     count = len(items_entity)
     if count < 0x7F:
@@ -304,7 +304,7 @@ def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.entity_type)
     _p.write_nullable_string(out, o.entity_name)
 
@@ -316,7 +316,7 @@ def _d_OpData_0(buf: memoryview, pos: int) -> tuple[OpData, int]:
     return _New_OpData(f_key, f_value, f_remove), pos  # type: ignore[return-value]
 
 
-def _e_OpData_0(o: OpData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OpData_0(o: OpData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.key)
     out += _S1.pack(o.value, o.remove)
 
@@ -340,7 +340,7 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
     if o.unknown_tagged_fields:
@@ -369,7 +369,7 @@ def _d_OpData_1(buf: memoryview, pos: int) -> tuple[OpData, int]:
     return _New_OpData(f_key, f_value, f_remove, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OpData_1(o: OpData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OpData_1(o: OpData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.key)
     out += _S1.pack(o.value, o.remove)
     if o.unknown_tagged_fields:

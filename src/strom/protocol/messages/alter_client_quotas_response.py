@@ -118,7 +118,7 @@ def _d_AlterClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[AlterClie
     return _New_AlterClientQuotasResponse(f_throttle_time_ms, f_entries), pos  # type: ignore[return-value]
 
 
-def _e_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_entries = o.entries
     count = len(items_entries)
@@ -158,7 +158,7 @@ def _d_AlterClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[AlterClie
     return _New_AlterClientQuotasResponse(f_throttle_time_ms, f_entries, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterClientQuotasResponse_1(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterClientQuotasResponse_1(o: AlterClientQuotasResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_entries = o.entries
     count = len(items_entries)
@@ -190,7 +190,7 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_error_code, f_error_message, f_entity), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_entity = o.entity
@@ -232,7 +232,7 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_error_code, f_error_message, f_entity, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_entity = o.entity
@@ -255,7 +255,7 @@ def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.entity_type)
     _p.write_nullable_string(out, o.entity_name)
 
@@ -279,7 +279,7 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
     if o.unknown_tagged_fields:

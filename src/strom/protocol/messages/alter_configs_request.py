@@ -120,7 +120,7 @@ def _d_AlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[AlterConfigsReq
     return _New_AlterConfigsRequest(f_resources, f_validate_only), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsRequest_0(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsRequest_0(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_resources = o.resources
     count = len(items_resources)
     out += _p.INT32.pack(count)
@@ -160,7 +160,7 @@ def _d_AlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[AlterConfigsReq
     return _New_AlterConfigsRequest(f_resources, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsRequest_1(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsRequest_1(o: AlterConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_resources = o.resources
     count = len(items_resources)
     if count < 0x7F:
@@ -192,7 +192,7 @@ def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configs = o.configs
@@ -234,7 +234,7 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     return _New_AlterConfigsResource(f_resource_type, f_resource_name, f_configs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     items_configs = o.configs
@@ -257,7 +257,7 @@ def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[AlterableConfig, in
     return _New_AlterableConfig(f_name, f_value), pos  # type: ignore[return-value]
 
 
-def _e_AlterableConfig_0(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterableConfig_0(o: AlterableConfig, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     _p.write_nullable_string(out, o.value)
 
@@ -281,7 +281,7 @@ def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[AlterableConfig, in
     return _New_AlterableConfig(f_name, f_value, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterableConfig_1(o: AlterableConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterableConfig_1(o: AlterableConfig, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     if o.unknown_tagged_fields:

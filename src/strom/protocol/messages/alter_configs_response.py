@@ -98,7 +98,7 @@ def _d_AlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     return _New_AlterConfigsResponse(f_throttle_time_ms, f_responses), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -138,7 +138,7 @@ def _d_AlterConfigsResponse_1(buf: memoryview, pos: int) -> tuple[AlterConfigsRe
     return _New_AlterConfigsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResponse_1(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResponse_1(o: AlterConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -164,7 +164,7 @@ def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[AlterC
     return _New_AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResourceResponse_0(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResourceResponse_0(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -194,7 +194,7 @@ def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[AlterC
     return _New_AlterConfigsResourceResponse(f_error_code, f_error_message, f_resource_type, f_resource_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterConfigsResourceResponse_1(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterConfigsResourceResponse_1(o: AlterConfigsResourceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)

@@ -129,7 +129,7 @@ def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[
     return _New_AlterPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.timeout_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -175,7 +175,7 @@ def _d_ReassignableTopic_0(buf: memoryview, pos: int) -> tuple[ReassignableTopic
     return _New_ReassignableTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReassignableTopic_0(o: ReassignableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReassignableTopic_0(o: ReassignableTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -222,7 +222,7 @@ def _d_ReassignablePartition_0(buf: memoryview, pos: int) -> tuple[ReassignableP
     return _New_ReassignablePartition(f_partition_index, f_replicas, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReassignablePartition_0(o: ReassignablePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReassignablePartition_0(o: ReassignablePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     items_replicas = o.replicas
     if items_replicas is None:

@@ -142,7 +142,7 @@ def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple
     return _New_AlterPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
@@ -189,7 +189,7 @@ def _d_ReassignableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Reassigna
     return _New_ReassignableTopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -225,7 +225,7 @@ def _d_ReassignablePartitionResponse_0(buf: memoryview, pos: int) -> tuple[Reass
     return _New_ReassignablePartitionResponse(f_partition_index, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:

@@ -178,7 +178,7 @@ def _d_AlterPartitionRequest_0(buf: memoryview, pos: int) -> tuple[AlterPartitio
     return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
     count = len(items_topics)
@@ -225,7 +225,7 @@ def _d_AlterPartitionRequest_1(buf: memoryview, pos: int) -> tuple[AlterPartitio
     return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
     count = len(items_topics)
@@ -272,7 +272,7 @@ def _d_AlterPartitionRequest_2(buf: memoryview, pos: int) -> tuple[AlterPartitio
     return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
     count = len(items_topics)
@@ -319,7 +319,7 @@ def _d_AlterPartitionRequest_3(buf: memoryview, pos: int) -> tuple[AlterPartitio
     return _New_AlterPartitionRequest(f_broker_id, f_broker_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_topics = o.topics
     count = len(items_topics)
@@ -365,7 +365,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -411,7 +411,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -457,7 +457,7 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -503,7 +503,7 @@ def _d_TopicData_3(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_3(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_3(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -549,7 +549,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), 0, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.new_isr_with_epochs != ():
         raise _UnsupportedVersion("NewIsrWithEpochs cannot be sent in version 0", message_name="PartitionData", api_version=0, field="NewIsrWithEpochs")
     if o.leader_recovery_state != 0:
@@ -599,7 +599,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_leader_epoch, f_new_isr, (), f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.new_isr_with_epochs != ():
         raise _UnsupportedVersion("NewIsrWithEpochs cannot be sent in version 1", message_name="PartitionData", api_version=1, field="NewIsrWithEpochs")
     out += _S1.pack(o.partition_index, o.leader_epoch)
@@ -650,7 +650,7 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_leader_epoch, (), f_new_isr_with_epochs, f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.new_isr != ():
         raise _UnsupportedVersion("NewIsr cannot be sent in version 3", message_name="PartitionData", api_version=3, field="NewIsr")
     out += _S1.pack(o.partition_index, o.leader_epoch)
@@ -688,7 +688,7 @@ def _d_BrokerState_0(buf: memoryview, pos: int) -> tuple[BrokerState, int]:
     return _New_BrokerState(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerState_0(o: BrokerState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerState_0(o: BrokerState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -158,7 +158,7 @@ def _d_AlterPartitionResponse_0(buf: memoryview, pos: int) -> tuple[AlterPartiti
     return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
     count = len(items_topics)
@@ -205,7 +205,7 @@ def _d_AlterPartitionResponse_1(buf: memoryview, pos: int) -> tuple[AlterPartiti
     return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
     count = len(items_topics)
@@ -252,7 +252,7 @@ def _d_AlterPartitionResponse_2(buf: memoryview, pos: int) -> tuple[AlterPartiti
     return _New_AlterPartitionResponse(f_throttle_time_ms, f_error_code, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
     count = len(items_topics)
@@ -298,7 +298,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -344,7 +344,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -390,7 +390,7 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -436,7 +436,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, 0, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     items_isr = o.isr
     count = len(items_isr)
@@ -482,7 +482,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_isr, f_leader_recovery_state, f_partition_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     items_isr = o.isr
     count = len(items_isr)

@@ -109,7 +109,7 @@ def _d_AlterReplicaLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[AlterRep
     return _New_AlterReplicaLogDirsRequest(f_dirs), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_dirs = o.dirs
     count = len(items_dirs)
     out += _p.INT32.pack(count)
@@ -146,7 +146,7 @@ def _d_AlterReplicaLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[AlterRep
     return _New_AlterReplicaLogDirsRequest(f_dirs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirsRequest_1(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirsRequest_1(o: AlterReplicaLogDirsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_dirs = o.dirs
     count = len(items_dirs)
     if count < 0x7F:
@@ -175,7 +175,7 @@ def _d_AlterReplicaLogDir_0(buf: memoryview, pos: int) -> tuple[AlterReplicaLogD
     return _New_AlterReplicaLogDir(f_path, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.path)
     items_topics = o.topics
     count = len(items_topics)
@@ -214,7 +214,7 @@ def _d_AlterReplicaLogDir_1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogD
     return _New_AlterReplicaLogDir(f_path, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.path)
     items_topics = o.topics
     count = len(items_topics)
@@ -241,7 +241,7 @@ def _d_AlterReplicaLogDirTopic_0(buf: memoryview, pos: int) -> tuple[AlterReplic
     return _New_AlterReplicaLogDirTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirTopic_0(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirTopic_0(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -276,7 +276,7 @@ def _d_AlterReplicaLogDirTopic_1(buf: memoryview, pos: int) -> tuple[AlterReplic
     return _New_AlterReplicaLogDirTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirTopic_1(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirTopic_1(o: AlterReplicaLogDirTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)

@@ -114,7 +114,7 @@ def _d_AlterReplicaLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[AlterRe
     return _New_AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirsResponse_0(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirsResponse_0(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -154,7 +154,7 @@ def _d_AlterReplicaLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[AlterRe
     return _New_AlterReplicaLogDirsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirsResponse_1(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirsResponse_1(o: AlterReplicaLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -184,7 +184,7 @@ def _d_AlterReplicaLogDirTopicResult_0(buf: memoryview, pos: int) -> tuple[Alter
     return _New_AlterReplicaLogDirTopicResult(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirTopicResult_0(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirTopicResult_0(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -223,7 +223,7 @@ def _d_AlterReplicaLogDirTopicResult_1(buf: memoryview, pos: int) -> tuple[Alter
     return _New_AlterReplicaLogDirTopicResult(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirTopicResult_1(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirTopicResult_1(o: AlterReplicaLogDirTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -245,7 +245,7 @@ def _d_AlterReplicaLogDirPartitionResult_0(buf: memoryview, pos: int) -> tuple[A
     return _New_AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirPartitionResult_0(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirPartitionResult_0(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
 
 
@@ -268,7 +268,7 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
     return _New_AlterReplicaLogDirPartitionResult(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterReplicaLogDirPartitionResult_1(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterReplicaLogDirPartitionResult_1(o: AlterReplicaLogDirPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

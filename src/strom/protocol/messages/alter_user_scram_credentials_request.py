@@ -152,7 +152,7 @@ def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[Al
     return _New_AlterUserScramCredentialsRequest(f_deletions, f_upsertions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_deletions = o.deletions
     count = len(items_deletions)
     if count < 0x7F:
@@ -195,7 +195,7 @@ def _d_ScramCredentialDeletion_0(buf: memoryview, pos: int) -> tuple[ScramCreden
     return _New_ScramCredentialDeletion(f_name, f_mechanism, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ScramCredentialDeletion_0(o: ScramCredentialDeletion, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ScramCredentialDeletion_0(o: ScramCredentialDeletion, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S0.pack(o.mechanism)
     if o.unknown_tagged_fields:
@@ -226,7 +226,7 @@ def _d_ScramCredentialUpsertion_0(buf: memoryview, pos: int) -> tuple[ScramCrede
     return _New_ScramCredentialUpsertion(f_name, f_mechanism, f_iterations, f_salt, f_salted_password, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.mechanism, o.iterations)
     _p.write_compact_bytes(out, o.salt)

@@ -109,7 +109,7 @@ def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[A
     return _New_AlterUserScramCredentialsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterUserScramCredentialsResponse_0(o: AlterUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterUserScramCredentialsResponse_0(o: AlterUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -146,7 +146,7 @@ def _d_AlterUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[Alt
     return _New_AlterUserScramCredentialsResult(f_user, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AlterUserScramCredentialsResult_0(o: AlterUserScramCredentialsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AlterUserScramCredentialsResult_0(o: AlterUserScramCredentialsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.user)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)

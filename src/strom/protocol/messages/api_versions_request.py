@@ -52,7 +52,7 @@ def _d_ApiVersionsRequest_0(buf: memoryview, pos: int) -> tuple[ApiVersionsReque
     return _New_ApiVersionsRequest('', ''), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersionsRequest_0(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersionsRequest_0(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     pass
 
 
@@ -75,7 +75,7 @@ def _d_ApiVersionsRequest_1(buf: memoryview, pos: int) -> tuple[ApiVersionsReque
     return _New_ApiVersionsRequest(f_client_software_name, f_client_software_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersionsRequest_1(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersionsRequest_1(o: ApiVersionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.client_software_name)
     _p.write_compact_string(out, o.client_software_version)
     if o.unknown_tagged_fields:

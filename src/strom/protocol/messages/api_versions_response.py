@@ -178,7 +178,7 @@ def _d_ApiVersionsResponse_0(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
     return _New_ApiVersionsResponse(f_error_code, f_api_keys, 0, (), -1, (), False), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
     count = len(items_api_keys)
@@ -204,7 +204,7 @@ def _d_ApiVersionsResponse_1(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
     return _New_ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, (), -1, (), False), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
     count = len(items_api_keys)
@@ -284,7 +284,7 @@ def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[ApiVersionsResp
     return _New_ApiVersionsResponse(f_error_code, f_api_keys, f_throttle_time_ms, f_supported_features, f_finalized_features_epoch, f_finalized_features, f_zk_migration_ready, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_api_keys = o.api_keys
     count = len(items_api_keys)
@@ -335,7 +335,7 @@ def _d_ApiVersion_0(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
     return _New_ApiVersion(f_api_key, f_min_version, f_max_version), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersion_0(o: ApiVersion, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersion_0(o: ApiVersion, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.api_key, o.min_version, o.max_version)
 
 
@@ -358,7 +358,7 @@ def _d_ApiVersion_1(buf: memoryview, pos: int) -> tuple[ApiVersion, int]:
     return _New_ApiVersion(f_api_key, f_min_version, f_max_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ApiVersion_1(o: ApiVersion, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ApiVersion_1(o: ApiVersion, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.api_key, o.min_version, o.max_version)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -386,7 +386,7 @@ def _d_SupportedFeatureKey_0(buf: memoryview, pos: int) -> tuple[SupportedFeatur
     return _New_SupportedFeatureKey(f_name, f_min_version, f_max_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S5.pack(o.min_version, o.max_version)
     if o.unknown_tagged_fields:
@@ -415,7 +415,7 @@ def _d_FinalizedFeatureKey_0(buf: memoryview, pos: int) -> tuple[FinalizedFeatur
     return _New_FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S5.pack(o.max_version_level, o.min_version_level)
     if o.unknown_tagged_fields:

@@ -152,7 +152,7 @@ def _d_AssignReplicasToDirsRequest_0(buf: memoryview, pos: int) -> tuple[AssignR
     return _New_AssignReplicasToDirsRequest(f_broker_id, f_broker_epoch, f_directories, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AssignReplicasToDirsRequest_0(o: AssignReplicasToDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AssignReplicasToDirsRequest_0(o: AssignReplicasToDirsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch)
     items_directories = o.directories
     count = len(items_directories)
@@ -198,7 +198,7 @@ def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     return _New_DirectoryData(f_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.id.bytes
     items_topics = o.topics
     count = len(items_topics)
@@ -244,7 +244,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -279,7 +279,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

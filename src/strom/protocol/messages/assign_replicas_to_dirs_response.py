@@ -155,7 +155,7 @@ def _d_AssignReplicasToDirsResponse_0(buf: memoryview, pos: int) -> tuple[Assign
     return _New_AssignReplicasToDirsResponse(f_throttle_time_ms, f_error_code, f_directories, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_directories = o.directories
     count = len(items_directories)
@@ -201,7 +201,7 @@ def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[DirectoryData, int]:
     return _New_DirectoryData(f_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DirectoryData_0(o: DirectoryData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.id.bytes
     items_topics = o.topics
     count = len(items_topics)
@@ -247,7 +247,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -282,7 +282,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -158,7 +158,7 @@ def _d_BeginQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[BeginQuorum
     return _New_BeginQuorumEpochRequest(f_cluster_id, -1, f_topics, ()), pos  # type: ignore[return-value]
 
 
-def _e_BeginQuorumEpochRequest_0(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BeginQuorumEpochRequest_0(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_nullable_string(out, o.cluster_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -211,7 +211,7 @@ def _d_BeginQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[BeginQuorum
     return _New_BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BeginQuorumEpochRequest_1(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BeginQuorumEpochRequest_1(o: BeginQuorumEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     items_topics = o.topics
@@ -250,7 +250,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -289,7 +289,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -326,7 +326,7 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]
     return _New_LeaderEndpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
@@ -342,7 +342,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, _p.ZERO_UUID, f_leader_id, f_leader_epoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.leader_id, o.leader_epoch)
 
 
@@ -368,7 +368,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     out += o.voter_directory_id.bytes
     out += _S3.pack(o.leader_id, o.leader_epoch)

@@ -155,7 +155,7 @@ def _d_BeginQuorumEpochResponse_0(buf: memoryview, pos: int) -> tuple[BeginQuoru
     return _New_BeginQuorumEpochResponse(f_error_code, f_topics, ()), pos  # type: ignore[return-value]
 
 
-def _e_BeginQuorumEpochResponse_0(o: BeginQuorumEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BeginQuorumEpochResponse_0(o: BeginQuorumEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="BeginQuorumEpochResponse", api_version=0, field="NodeEndpoints")
     out += _S0.pack(o.error_code)
@@ -212,7 +212,7 @@ def _d_BeginQuorumEpochResponse_1(buf: memoryview, pos: int) -> tuple[BeginQuoru
     return _New_BeginQuorumEpochResponse(f_error_code, f_topics, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BeginQuorumEpochResponse_1(o: BeginQuorumEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BeginQuorumEpochResponse_1(o: BeginQuorumEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_topics = o.topics
     count = len(items_topics)
@@ -251,7 +251,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -290,7 +290,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -328,7 +328,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
@@ -344,7 +344,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
 
 
@@ -367,7 +367,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

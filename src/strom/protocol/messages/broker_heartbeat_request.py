@@ -83,7 +83,7 @@ def _d_BrokerHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[BrokerHeartb
     return _New_BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerHeartbeatRequest_0(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerHeartbeatRequest_0(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.offline_log_dirs != ():
         raise _UnsupportedVersion("OfflineLogDirs cannot be sent in version 0", message_name="BrokerHeartbeatRequest", api_version=0, field="OfflineLogDirs")
     out += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
@@ -127,7 +127,7 @@ def _d_BrokerHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[BrokerHeartb
     return _New_BrokerHeartbeatRequest(f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down, f_offline_log_dirs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.offline_log_dirs != ():

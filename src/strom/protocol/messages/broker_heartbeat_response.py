@@ -79,7 +79,7 @@ def _d_BrokerHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[BrokerHeart
     return _New_BrokerHeartbeatResponse(f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

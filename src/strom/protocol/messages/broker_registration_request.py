@@ -190,7 +190,7 @@ def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[BrokerReg
     return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, False, (), -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_migrating_zk_broker != False:
         raise _UnsupportedVersion("IsMigratingZkBroker cannot be sent in version 0", message_name="BrokerRegistrationRequest", api_version=0, field="IsMigratingZkBroker")
     out += _S0.pack(o.broker_id)
@@ -267,7 +267,7 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[BrokerReg
     return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, (), -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id)
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -355,7 +355,7 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[BrokerReg
     return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id)
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -453,7 +453,7 @@ def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[BrokerReg
     return _New_BrokerRegistrationRequest(f_broker_id, f_cluster_id, f_incarnation_id, f_listeners, f_features, f_rack, f_is_migrating_zk_broker, f_log_dirs, f_previous_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id)
     _p.write_compact_string(out, o.cluster_id)
     out += o.incarnation_id.bytes
@@ -511,7 +511,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     return _New_Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S3.pack(o.port, o.security_protocol)
@@ -541,7 +541,7 @@ def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
     return _New_Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S4.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:

@@ -71,7 +71,7 @@ def _d_BrokerRegistrationResponse_0(buf: memoryview, pos: int) -> tuple[BrokerRe
     return _New_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BrokerRegistrationResponse_0(o: BrokerRegistrationResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BrokerRegistrationResponse_0(o: BrokerRegistrationResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.broker_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

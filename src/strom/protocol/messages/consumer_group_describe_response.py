@@ -241,7 +241,7 @@ def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[Consu
     return _New_ConsumerGroupDescribeResponse(f_throttle_time_ms, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
     count = len(items_groups)
@@ -296,7 +296,7 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     return _New_DescribedGroup(f_error_code, f_error_message, f_group_id, f_group_state, f_group_epoch, f_assignment_epoch, f_assignor_name, f_members, f_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _p.write_compact_string(out, o.group_id)
@@ -357,7 +357,7 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Member, int]:
     return _New_Member(f_member_id, f_instance_id, f_rack_id, f_member_epoch, f_client_id, f_client_host, f_subscribed_topic_names, f_subscribed_topic_regex, f_assignment, f_target_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Member_0(o: Member, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.instance_id)
     _p.write_compact_nullable_string(out, o.rack_id)
@@ -410,7 +410,7 @@ def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     return _New_Assignment(f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topic_partitions = o.topic_partitions
     count = len(items_topic_partitions)
     if count < 0x7F:
@@ -453,7 +453,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     return _New_TopicPartitions(f_topic_id, f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions

@@ -161,7 +161,7 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Consu
     return _New_ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, None, f_server_assignor, f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.subscribed_topic_regex is not None:
         raise _UnsupportedVersion("SubscribedTopicRegex cannot be sent in version 0", message_name="ConsumerGroupHeartbeatRequest", api_version=0, field="SubscribedTopicRegex")
     _p.write_compact_string(out, o.group_id)
@@ -256,7 +256,7 @@ def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Consu
     return _New_ConsumerGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_instance_id, f_rack_id, f_rebalance_timeout_ms, f_subscribed_topic_names, f_subscribed_topic_regex, f_server_assignor, f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.member_id)
     out += _S0.pack(o.member_epoch)
@@ -320,7 +320,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     return _New_TopicPartitions(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)

@@ -84,7 +84,7 @@ def _d_ConsumerProtocolAssignment_0(buf: memoryview, pos: int) -> tuple[Consumer
     return _New_ConsumerProtocolAssignment(f_assigned_partitions, f_user_data), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     items_assigned_partitions = o.assigned_partitions
     count = len(items_assigned_partitions)
     out += _p.INT32.pack(count)
@@ -104,7 +104,7 @@ def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[TopicPartition, int]
     return _New_TopicPartition(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)

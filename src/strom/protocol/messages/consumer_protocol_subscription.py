@@ -93,7 +93,7 @@ def _d_ConsumerProtocolSubscription_0(buf: memoryview, pos: int) -> tuple[Consum
     return _New_ConsumerProtocolSubscription(f_topics, f_user_data, (), -1, None), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -125,7 +125,7 @@ def _d_ConsumerProtocolSubscription_1(buf: memoryview, pos: int) -> tuple[Consum
     return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, -1, None), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -164,7 +164,7 @@ def _d_ConsumerProtocolSubscription_2(buf: memoryview, pos: int) -> tuple[Consum
     return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, None), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -205,7 +205,7 @@ def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[Consum
     return _New_ConsumerProtocolSubscription(f_topics, f_user_data, f_owned_partitions, f_generation_id, f_rack_id), pos  # type: ignore[return-value]
 
 
-def _e_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -232,7 +232,7 @@ def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[TopicPartition, int]
     return _New_TopicPartition(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartition_0(o: TopicPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)

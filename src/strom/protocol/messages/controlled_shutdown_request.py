@@ -55,7 +55,7 @@ def _d_ControlledShutdownRequest_0(buf: memoryview, pos: int) -> tuple[Controlle
     return _New_ControlledShutdownRequest(f_broker_id, -1), pos  # type: ignore[return-value]
 
 
-def _e_ControlledShutdownRequest_0(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControlledShutdownRequest_0(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id)
 
 
@@ -65,7 +65,7 @@ def _d_ControlledShutdownRequest_1(buf: memoryview, pos: int) -> tuple[Controlle
     return _New_ControlledShutdownRequest(f_broker_id, f_broker_epoch), pos  # type: ignore[return-value]
 
 
-def _e_ControlledShutdownRequest_1(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControlledShutdownRequest_1(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.broker_id, o.broker_epoch)
 
 
@@ -88,7 +88,7 @@ def _d_ControlledShutdownRequest_2(buf: memoryview, pos: int) -> tuple[Controlle
     return _New_ControlledShutdownRequest(f_broker_id, f_broker_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ControlledShutdownRequest_2(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControlledShutdownRequest_2(o: ControlledShutdownRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.broker_id, o.broker_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -90,7 +90,7 @@ def _d_ControlledShutdownResponse_0(buf: memoryview, pos: int) -> tuple[Controll
     return _New_ControlledShutdownResponse(f_error_code, f_remaining_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_remaining_partitions = o.remaining_partitions
     count = len(items_remaining_partitions)
@@ -130,7 +130,7 @@ def _d_ControlledShutdownResponse_1(buf: memoryview, pos: int) -> tuple[Controll
     return _New_ControlledShutdownResponse(f_error_code, f_remaining_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_remaining_partitions = o.remaining_partitions
     count = len(items_remaining_partitions)
@@ -153,7 +153,7 @@ def _d_RemainingPartition_0(buf: memoryview, pos: int) -> tuple[RemainingPartiti
     return _New_RemainingPartition(f_topic_name, f_partition_index), pos  # type: ignore[return-value]
 
 
-def _e_RemainingPartition_0(o: RemainingPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RemainingPartition_0(o: RemainingPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S1.pack(o.partition_index)
 
@@ -178,7 +178,7 @@ def _d_RemainingPartition_1(buf: memoryview, pos: int) -> tuple[RemainingPartiti
     return _New_RemainingPartition(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RemainingPartition_1(o: RemainingPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RemainingPartition_1(o: RemainingPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index)
     if o.unknown_tagged_fields:

@@ -173,7 +173,7 @@ def _d_ControllerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[Contr
     return _New_ControllerRegistrationRequest(f_controller_id, f_incarnation_id, f_zk_migration_ready, f_listeners, f_features, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.controller_id)
     out += o.incarnation_id.bytes
     out += _S1.pack(o.zk_migration_ready)
@@ -220,7 +220,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     return _New_Listener(f_name, f_host, f_port, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port, o.security_protocol)
@@ -250,7 +250,7 @@ def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Feature, int]:
     return _New_Feature(f_name, f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Feature_0(o: Feature, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S3.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:

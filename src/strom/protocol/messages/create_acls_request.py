@@ -103,7 +103,7 @@ def _d_CreateAclsRequest_0(buf: memoryview, pos: int) -> tuple[CreateAclsRequest
     return _New_CreateAclsRequest(f_creations), pos  # type: ignore[return-value]
 
 
-def _e_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_creations = o.creations
     count = len(items_creations)
     out += _p.INT32.pack(count)
@@ -124,7 +124,7 @@ def _d_CreateAclsRequest_1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest
     return _New_CreateAclsRequest(f_creations), pos  # type: ignore[return-value]
 
 
-def _e_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_creations = o.creations
     count = len(items_creations)
     out += _p.INT32.pack(count)
@@ -161,7 +161,7 @@ def _d_CreateAclsRequest_2(buf: memoryview, pos: int) -> tuple[CreateAclsRequest
     return _New_CreateAclsRequest(f_creations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_creations = o.creations
     count = len(items_creations)
     if count < 0x7F:
@@ -187,7 +187,7 @@ def _d_AclCreation_0(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     return _New_AclCreation(f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_AclCreation_0(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclCreation_0(o: AclCreation, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.resource_pattern_type != 3:
         raise _UnsupportedVersion("ResourcePatternType cannot be sent in version 0", message_name="AclCreation", api_version=0, field="ResourcePatternType")
     out += _S0.pack(o.resource_type)
@@ -210,7 +210,7 @@ def _d_AclCreation_1(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     return _New_AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_AclCreation_1(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclCreation_1(o: AclCreation, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     out += _S0.pack(o.resource_pattern_type)
@@ -245,7 +245,7 @@ def _d_AclCreation_2(buf: memoryview, pos: int) -> tuple[AclCreation, int]:
     return _New_AclCreation(f_resource_type, f_resource_name, f_resource_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AclCreation_2(o: AclCreation, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclCreation_2(o: AclCreation, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     out += _S0.pack(o.resource_pattern_type)

@@ -89,7 +89,7 @@ def _d_CreateAclsResponse_0(buf: memoryview, pos: int) -> tuple[CreateAclsRespon
     return _New_CreateAclsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -129,7 +129,7 @@ def _d_CreateAclsResponse_1(buf: memoryview, pos: int) -> tuple[CreateAclsRespon
     return _New_CreateAclsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateAclsResponse_1(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateAclsResponse_1(o: CreateAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -152,7 +152,7 @@ def _d_AclCreationResult_0(buf: memoryview, pos: int) -> tuple[AclCreationResult
     return _New_AclCreationResult(f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
-def _e_AclCreationResult_0(o: AclCreationResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclCreationResult_0(o: AclCreationResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
 
@@ -177,7 +177,7 @@ def _d_AclCreationResult_1(buf: memoryview, pos: int) -> tuple[AclCreationResult
     return _New_AclCreationResult(f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AclCreationResult_1(o: AclCreationResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclCreationResult_1(o: AclCreationResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:

@@ -96,7 +96,7 @@ def _d_CreateDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Create
     return _New_CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.owner_principal_type != '':
         raise _UnsupportedVersion("OwnerPrincipalType cannot be sent in version 0", message_name="CreateDelegationTokenRequest", api_version=0, field="OwnerPrincipalType")
     if o.owner_principal_name != '':
@@ -140,7 +140,7 @@ def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Create
     return _New_CreateDelegationTokenRequest('', '', f_renewers, f_max_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.owner_principal_type != '':
         raise _UnsupportedVersion("OwnerPrincipalType cannot be sent in version 2", message_name="CreateDelegationTokenRequest", api_version=2, field="OwnerPrincipalType")
     if o.owner_principal_name != '':
@@ -193,7 +193,7 @@ def _d_CreateDelegationTokenRequest_2(buf: memoryview, pos: int) -> tuple[Create
     return _New_CreateDelegationTokenRequest(f_owner_principal_type, f_owner_principal_name, f_renewers, f_max_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.owner_principal_type)
     _p.write_compact_nullable_string(out, o.owner_principal_name)
     items_renewers = o.renewers
@@ -217,7 +217,7 @@ def _d_CreatableRenewers_0(buf: memoryview, pos: int) -> tuple[CreatableRenewers
     return _New_CreatableRenewers(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
-def _e_CreatableRenewers_0(o: CreatableRenewers, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableRenewers_0(o: CreatableRenewers, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.principal_type)
     _p.write_string(out, o.principal_name)
 
@@ -241,7 +241,7 @@ def _d_CreatableRenewers_1(buf: memoryview, pos: int) -> tuple[CreatableRenewers
     return _New_CreatableRenewers(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableRenewers_1(o: CreatableRenewers, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableRenewers_1(o: CreatableRenewers, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
     if o.unknown_tagged_fields:

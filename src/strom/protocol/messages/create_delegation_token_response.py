@@ -100,7 +100,7 @@ def _d_CreateDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Creat
     return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenResponse_0(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenResponse_0(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.token_requester_principal_type != '':
         raise _UnsupportedVersion("TokenRequesterPrincipalType cannot be sent in version 0", message_name="CreateDelegationTokenResponse", api_version=0, field="TokenRequesterPrincipalType")
     if o.token_requester_principal_name != '':
@@ -141,7 +141,7 @@ def _d_CreateDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Creat
     return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, '', '', f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenResponse_1(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenResponse_1(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.token_requester_principal_type != '':
         raise _UnsupportedVersion("TokenRequesterPrincipalType cannot be sent in version 2", message_name="CreateDelegationTokenResponse", api_version=2, field="TokenRequesterPrincipalType")
     if o.token_requester_principal_name != '':
@@ -188,7 +188,7 @@ def _d_CreateDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Creat
     return _New_CreateDelegationTokenResponse(f_error_code, f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, f_token_id, f_hmac, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateDelegationTokenResponse_2(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateDelegationTokenResponse_2(o: CreateDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)

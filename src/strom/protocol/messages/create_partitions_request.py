@@ -119,7 +119,7 @@ def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[CreateParti
     return _New_CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -159,7 +159,7 @@ def _d_CreatePartitionsRequest_1(buf: memoryview, pos: int) -> tuple[CreateParti
     return _New_CreatePartitionsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsRequest_1(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsRequest_1(o: CreatePartitionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -194,7 +194,7 @@ def _d_CreatePartitionsTopic_0(buf: memoryview, pos: int) -> tuple[CreatePartiti
     return _New_CreatePartitionsTopic(f_name, f_count, f_assignments), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     out += _S1.pack(o.count)
     items_assignments = o.assignments
@@ -242,7 +242,7 @@ def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[CreatePartiti
     return _New_CreatePartitionsTopic(f_name, f_count, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.count)
     items_assignments = o.assignments
@@ -272,7 +272,7 @@ def _d_CreatePartitionsAssignment_0(buf: memoryview, pos: int) -> tuple[CreatePa
     return _New_CreatePartitionsAssignment(f_broker_ids), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     items_broker_ids = o.broker_ids
     count = len(items_broker_ids)
     out += _p.INT32.pack(count)
@@ -305,7 +305,7 @@ def _d_CreatePartitionsAssignment_1(buf: memoryview, pos: int) -> tuple[CreatePa
     return _New_CreatePartitionsAssignment(f_broker_ids, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsAssignment_1(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsAssignment_1(o: CreatePartitionsAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     items_broker_ids = o.broker_ids
     count = len(items_broker_ids)
     if count < 0x7F:

@@ -93,7 +93,7 @@ def _d_CreatePartitionsResponse_0(buf: memoryview, pos: int) -> tuple[CreatePart
     return _New_CreatePartitionsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -133,7 +133,7 @@ def _d_CreatePartitionsResponse_1(buf: memoryview, pos: int) -> tuple[CreatePart
     return _New_CreatePartitionsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsResponse_1(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsResponse_1(o: CreatePartitionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -157,7 +157,7 @@ def _d_CreatePartitionsTopicResult_0(buf: memoryview, pos: int) -> tuple[CreateP
     return _New_CreatePartitionsTopicResult(f_name, f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsTopicResult_0(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsTopicResult_0(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
@@ -184,7 +184,7 @@ def _d_CreatePartitionsTopicResult_1(buf: memoryview, pos: int) -> tuple[CreateP
     return _New_CreatePartitionsTopicResult(f_name, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatePartitionsTopicResult_1(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatePartitionsTopicResult_1(o: CreatePartitionsTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)

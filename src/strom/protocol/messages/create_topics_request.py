@@ -159,7 +159,7 @@ def _d_CreateTopicsRequest_0(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     return _New_CreateTopicsRequest(f_topics, f_timeout_ms, False), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.validate_only != False:
         raise _UnsupportedVersion("validateOnly cannot be sent in version 0", message_name="CreateTopicsRequest", api_version=0, field="validateOnly")
     items_topics = o.topics
@@ -185,7 +185,7 @@ def _d_CreateTopicsRequest_1(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     return _New_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -225,7 +225,7 @@ def _d_CreateTopicsRequest_2(buf: memoryview, pos: int) -> tuple[CreateTopicsReq
     return _New_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsRequest_2(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsRequest_2(o: CreateTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -266,7 +266,7 @@ def _d_CreatableTopic_0(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]
     return _New_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopic_0(o: CreatableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopic_0(o: CreatableTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     out += _S2.pack(o.num_partitions, o.replication_factor)
     items_assignments = o.assignments
@@ -325,7 +325,7 @@ def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[CreatableTopic, int]
     return _New_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopic_1(o: CreatableTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopic_1(o: CreatableTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S2.pack(o.num_partitions, o.replication_factor)
     items_assignments = o.assignments
@@ -362,7 +362,7 @@ def _d_CreatableReplicaAssignment_0(buf: memoryview, pos: int) -> tuple[Creatabl
     return _New_CreatableReplicaAssignment(f_partition_index, f_broker_ids), pos  # type: ignore[return-value]
 
 
-def _e_CreatableReplicaAssignment_0(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableReplicaAssignment_0(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     items_broker_ids = o.broker_ids
     count = len(items_broker_ids)
@@ -376,7 +376,7 @@ def _d_CreatableTopicConfig_0(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicConfig(f_name, f_value), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     _p.write_nullable_string(out, o.value)
 
@@ -409,7 +409,7 @@ def _d_CreatableReplicaAssignment_1(buf: memoryview, pos: int) -> tuple[Creatabl
     return _New_CreatableReplicaAssignment(f_partition_index, f_broker_ids, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableReplicaAssignment_1(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableReplicaAssignment_1(o: CreatableReplicaAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     items_broker_ids = o.broker_ids
     count = len(items_broker_ids)
@@ -443,7 +443,7 @@ def _d_CreatableTopicConfig_1(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicConfig(f_name, f_value, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicConfig_1(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicConfig_1(o: CreatableTopicConfig, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     if o.unknown_tagged_fields:

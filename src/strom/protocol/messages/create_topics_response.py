@@ -151,7 +151,7 @@ def _d_CreateTopicsResponse_0(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     return _New_CreateTopicsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -172,7 +172,7 @@ def _d_CreateTopicsResponse_1(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     return _New_CreateTopicsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -195,7 +195,7 @@ def _d_CreateTopicsResponse_2(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -235,7 +235,7 @@ def _d_CreateTopicsResponse_3(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -282,7 +282,7 @@ def _d_CreateTopicsResponse_4(buf: memoryview, pos: int) -> tuple[CreateTopicsRe
     return _New_CreateTopicsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreateTopicsResponse_4(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreateTopicsResponse_4(o: CreateTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -305,7 +305,7 @@ def _d_CreatableTopicResult_0(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, '', 0, -1, -1, ()), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicResult_0(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicResult_0(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     out += _S1.pack(o.error_code)
 
@@ -318,7 +318,7 @@ def _d_CreatableTopicResult_1(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, 0, -1, -1, ()), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicResult_1(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicResult_1(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
@@ -367,7 +367,7 @@ def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
@@ -435,7 +435,7 @@ def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[CreatableTopic
     return _New_CreatableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, f_topic_config_error_code, f_num_partitions, f_replication_factor, f_configs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     out += o.topic_id.bytes
     out += _S1.pack(o.error_code)
@@ -481,7 +481,7 @@ def _d_CreatableTopicConfigs_0(buf: memoryview, pos: int) -> tuple[CreatableTopi
     return _New_CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CreatableTopicConfigs_0(o: CreatableTopicConfigs, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CreatableTopicConfigs_0(o: CreatableTopicConfigs, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     out += _S3.pack(o.read_only, o.config_source, o.is_sensitive)

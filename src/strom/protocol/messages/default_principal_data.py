@@ -73,7 +73,7 @@ def _d_DefaultPrincipalData_0(buf: memoryview, pos: int) -> tuple[DefaultPrincip
     return _New_DefaultPrincipalData(f_type, f_name, f_token_authenticated, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DefaultPrincipalData_0(o: DefaultPrincipalData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DefaultPrincipalData_0(o: DefaultPrincipalData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.type)
     _p.write_compact_string(out, o.name)
     out += _S0.pack(o.token_authenticated)

@@ -103,7 +103,7 @@ def _d_DeleteAclsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest
     return _New_DeleteAclsRequest(f_filters), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_filters = o.filters
     count = len(items_filters)
     out += _p.INT32.pack(count)
@@ -124,7 +124,7 @@ def _d_DeleteAclsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest
     return _New_DeleteAclsRequest(f_filters), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_filters = o.filters
     count = len(items_filters)
     out += _p.INT32.pack(count)
@@ -161,7 +161,7 @@ def _d_DeleteAclsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest
     return _New_DeleteAclsRequest(f_filters, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_filters = o.filters
     count = len(items_filters)
     if count < 0x7F:
@@ -187,7 +187,7 @@ def _d_DeleteAclsFilter_0(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilter_0(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilter_0(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.pattern_type_filter != 3:
         raise _UnsupportedVersion("PatternTypeFilter cannot be sent in version 0", message_name="DeleteAclsFilter", api_version=0, field="PatternTypeFilter")
     out += _S0.pack(o.resource_type_filter)
@@ -210,7 +210,7 @@ def _d_DeleteAclsFilter_1(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilter_1(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilter_1(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type_filter)
     _p.write_nullable_string(out, o.resource_name_filter)
     out += _S0.pack(o.pattern_type_filter)
@@ -245,7 +245,7 @@ def _d_DeleteAclsFilter_2(buf: memoryview, pos: int) -> tuple[DeleteAclsFilter, 
     return _New_DeleteAclsFilter(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type_filter)
     _p.write_compact_nullable_string(out, o.resource_name_filter)
     out += _S0.pack(o.pattern_type_filter)

@@ -148,7 +148,7 @@ def _d_DeleteAclsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteAclsRespon
     return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
     count = len(items_filter_results)
@@ -172,7 +172,7 @@ def _d_DeleteAclsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteAclsRespon
     return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
     count = len(items_filter_results)
@@ -212,7 +212,7 @@ def _d_DeleteAclsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteAclsRespon
     return _New_DeleteAclsResponse(f_throttle_time_ms, f_filter_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsResponse_2(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsResponse_2(o: DeleteAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_filter_results = o.filter_results
     count = len(items_filter_results)
@@ -244,7 +244,7 @@ def _d_DeleteAclsFilterResult_0(buf: memoryview, pos: int) -> tuple[DeleteAclsFi
     return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
@@ -270,7 +270,7 @@ def _d_DeleteAclsFilterResult_1(buf: memoryview, pos: int) -> tuple[DeleteAclsFi
     return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
@@ -312,7 +312,7 @@ def _d_DeleteAclsFilterResult_2(buf: memoryview, pos: int) -> tuple[DeleteAclsFi
     return _New_DeleteAclsFilterResult(f_error_code, f_error_message, f_matching_acls, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_matching_acls = o.matching_acls
@@ -343,7 +343,7 @@ def _d_DeleteAclsMatchingAcl_0(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, 3, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsMatchingAcl_0(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsMatchingAcl_0(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.pattern_type != 3:
         raise _UnsupportedVersion("PatternType cannot be sent in version 0", message_name="DeleteAclsMatchingAcl", api_version=0, field="PatternType")
     out += _S1.pack(o.error_code)
@@ -371,7 +371,7 @@ def _d_DeleteAclsMatchingAcl_1(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsMatchingAcl_1(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsMatchingAcl_1(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -411,7 +411,7 @@ def _d_DeleteAclsMatchingAcl_2(buf: memoryview, pos: int) -> tuple[DeleteAclsMat
     return _New_DeleteAclsMatchingAcl(f_error_code, f_error_message, f_resource_type, f_resource_name, f_pattern_type, f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteAclsMatchingAcl_2(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteAclsMatchingAcl_2(o: DeleteAclsMatchingAcl, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)

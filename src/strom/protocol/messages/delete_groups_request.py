@@ -57,7 +57,7 @@ def _d_DeleteGroupsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteGroupsReq
     return _New_DeleteGroupsRequest(f_groups_names), pos  # type: ignore[return-value]
 
 
-def _e_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_groups_names = o.groups_names
     count = len(items_groups_names)
     out += _p.INT32.pack(count)
@@ -94,7 +94,7 @@ def _d_DeleteGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsReq
     return _New_DeleteGroupsRequest(f_groups_names, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_groups_names = o.groups_names
     count = len(items_groups_names)
     if count < 0x7F:

@@ -90,7 +90,7 @@ def _d_DeleteGroupsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
     return _New_DeleteGroupsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -130,7 +130,7 @@ def _d_DeleteGroupsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteGroupsRe
     return _New_DeleteGroupsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -153,7 +153,7 @@ def _d_DeletableGroupResult_0(buf: memoryview, pos: int) -> tuple[DeletableGroup
     return _New_DeletableGroupResult(f_group_id, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_DeletableGroupResult_0(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableGroupResult_0(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     out += _S1.pack(o.error_code)
 
@@ -178,7 +178,7 @@ def _d_DeletableGroupResult_1(buf: memoryview, pos: int) -> tuple[DeletableGroup
     return _New_DeletableGroupResult(f_group_id, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeletableGroupResult_1(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableGroupResult_1(o: DeletableGroupResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S1.pack(o.error_code)
     if o.unknown_tagged_fields:

@@ -114,7 +114,7 @@ def _d_DeleteRecordsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsR
     return _New_DeleteRecordsRequest(f_topics, f_timeout_ms), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -154,7 +154,7 @@ def _d_DeleteRecordsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsR
     return _New_DeleteRecordsRequest(f_topics, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsRequest_1(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsRequest_1(o: DeleteRecordsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -184,7 +184,7 @@ def _d_DeleteRecordsTopic_0(buf: memoryview, pos: int) -> tuple[DeleteRecordsTop
     return _New_DeleteRecordsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -223,7 +223,7 @@ def _d_DeleteRecordsTopic_1(buf: memoryview, pos: int) -> tuple[DeleteRecordsTop
     return _New_DeleteRecordsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -245,7 +245,7 @@ def _d_DeleteRecordsPartition_0(buf: memoryview, pos: int) -> tuple[DeleteRecord
     return _New_DeleteRecordsPartition(f_partition_index, f_offset), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsPartition_0(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsPartition_0(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.offset)
 
 
@@ -268,7 +268,7 @@ def _d_DeleteRecordsPartition_1(buf: memoryview, pos: int) -> tuple[DeleteRecord
     return _New_DeleteRecordsPartition(f_partition_index, f_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsPartition_1(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsPartition_1(o: DeleteRecordsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -120,7 +120,7 @@ def _d_DeleteRecordsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteRecords
     return _New_DeleteRecordsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -160,7 +160,7 @@ def _d_DeleteRecordsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteRecords
     return _New_DeleteRecordsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsResponse_1(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsResponse_1(o: DeleteRecordsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -190,7 +190,7 @@ def _d_DeleteRecordsTopicResult_0(buf: memoryview, pos: int) -> tuple[DeleteReco
     return _New_DeleteRecordsTopicResult(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -229,7 +229,7 @@ def _d_DeleteRecordsTopicResult_1(buf: memoryview, pos: int) -> tuple[DeleteReco
     return _New_DeleteRecordsTopicResult(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -251,7 +251,7 @@ def _d_DeleteRecordsPartitionResult_0(buf: memoryview, pos: int) -> tuple[Delete
     return _New_DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsPartitionResult_0(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsPartitionResult_0(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.low_watermark, o.error_code)
 
 
@@ -274,7 +274,7 @@ def _d_DeleteRecordsPartitionResult_1(buf: memoryview, pos: int) -> tuple[Delete
     return _New_DeleteRecordsPartitionResult(f_partition_index, f_low_watermark, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteRecordsPartitionResult_1(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteRecordsPartitionResult_1(o: DeleteRecordsPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.low_watermark, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -124,7 +124,7 @@ def _d_DeleteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[Delete
     return _New_DeleteShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteShareGroupStateRequest_0(o: DeleteShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteShareGroupStateRequest_0(o: DeleteShareGroupStateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -170,7 +170,7 @@ def _d_DeleteStateData_0(buf: memoryview, pos: int) -> tuple[DeleteStateData, in
     return _New_DeleteStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteStateData_0(o: DeleteStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteStateData_0(o: DeleteStateData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -205,7 +205,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

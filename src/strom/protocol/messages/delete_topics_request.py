@@ -92,7 +92,7 @@ def _d_DeleteTopicsRequest_0(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     return _New_DeleteTopicsRequest((), f_topic_names, f_timeout_ms), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 0", message_name="DeleteTopicsRequest", api_version=0, field="Topics")
     items_topic_names = o.topic_names
@@ -134,7 +134,7 @@ def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     return _New_DeleteTopicsRequest((), f_topic_names, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 4", message_name="DeleteTopicsRequest", api_version=4, field="Topics")
     items_topic_names = o.topic_names
@@ -183,7 +183,7 @@ def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsReq
     return _New_DeleteTopicsRequest(f_topics, (), f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -218,7 +218,7 @@ def _d_DeleteTopicState_0(buf: memoryview, pos: int) -> tuple[DeleteTopicState, 
     return _New_DeleteTopicState(f_name, f_topic_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicState_0(o: DeleteTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicState_0(o: DeleteTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.name)
     out += o.topic_id.bytes
     if o.unknown_tagged_fields:

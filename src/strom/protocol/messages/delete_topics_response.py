@@ -96,7 +96,7 @@ def _d_DeleteTopicsResponse_0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     return _New_DeleteTopicsResponse(0, f_responses), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_responses = o.responses
     count = len(items_responses)
     out += _p.INT32.pack(count)
@@ -119,7 +119,7 @@ def _d_DeleteTopicsResponse_1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -159,7 +159,7 @@ def _d_DeleteTopicsResponse_2(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -206,7 +206,7 @@ def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -253,7 +253,7 @@ def _d_DeleteTopicsResponse_4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRe
     return _New_DeleteTopicsResponse(f_throttle_time_ms, f_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_responses = o.responses
     count = len(items_responses)
@@ -276,7 +276,7 @@ def _d_DeletableTopicResult_0(buf: memoryview, pos: int) -> tuple[DeletableTopic
     return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None), pos  # type: ignore[return-value]
 
 
-def _e_DeletableTopicResult_0(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableTopicResult_0(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, _p.not_null(o.name, "Name", 0))
     out += _S1.pack(o.error_code)
 
@@ -301,7 +301,7 @@ def _d_DeletableTopicResult_1(buf: memoryview, pos: int) -> tuple[DeletableTopic
     return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, None, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeletableTopicResult_1(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableTopicResult_1(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 4))
     out += _S1.pack(o.error_code)
     if o.unknown_tagged_fields:
@@ -331,7 +331,7 @@ def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[DeletableTopic
     return _New_DeletableTopicResult(f_name, _p.ZERO_UUID, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeletableTopicResult_2(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableTopicResult_2(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 5))
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
@@ -363,7 +363,7 @@ def _d_DeletableTopicResult_3(buf: memoryview, pos: int) -> tuple[DeletableTopic
     return _New_DeletableTopicResult(f_name, f_topic_id, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.name)
     out += o.topic_id.bytes
     out += _S1.pack(o.error_code)

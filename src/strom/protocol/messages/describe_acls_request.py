@@ -80,7 +80,7 @@ def _d_DescribeAclsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, 3, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsRequest_0(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsRequest_0(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.pattern_type_filter != 3:
         raise _UnsupportedVersion("PatternTypeFilter cannot be sent in version 0", message_name="DescribeAclsRequest", api_version=0, field="PatternTypeFilter")
     out += _S0.pack(o.resource_type_filter)
@@ -103,7 +103,7 @@ def _d_DescribeAclsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsRequest_1(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsRequest_1(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type_filter)
     _p.write_nullable_string(out, o.resource_name_filter)
     out += _S0.pack(o.pattern_type_filter)
@@ -138,7 +138,7 @@ def _d_DescribeAclsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeAclsReq
     return _New_DescribeAclsRequest(f_resource_type_filter, f_resource_name_filter, f_pattern_type_filter, f_principal_filter, f_host_filter, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsRequest_2(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsRequest_2(o: DescribeAclsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.resource_type_filter)
     _p.write_compact_nullable_string(out, o.resource_name_filter)
     out += _S0.pack(o.pattern_type_filter)

@@ -140,7 +140,7 @@ def _d_DescribeAclsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResponse_0(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResponse_0(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_resources = o.resources
@@ -166,7 +166,7 @@ def _d_DescribeAclsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResponse_1(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResponse_1(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_resources = o.resources
@@ -208,7 +208,7 @@ def _d_DescribeAclsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_resources, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResponse_2(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResponse_2(o: DescribeAclsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_resources = o.resources
@@ -241,7 +241,7 @@ def _d_DescribeAclsResource_0(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResource(f_resource_type, f_resource_name, 3, f_acls), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.pattern_type != 3:
         raise _UnsupportedVersion("PatternType cannot be sent in version 0", message_name="DescribeAclsResource", api_version=0, field="PatternType")
     out += _S1.pack(o.resource_type)
@@ -271,7 +271,7 @@ def _d_DescribeAclsResource_1(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     out += _S1.pack(o.pattern_type)
@@ -316,7 +316,7 @@ def _d_DescribeAclsResource_2(buf: memoryview, pos: int) -> tuple[DescribeAclsRe
     return _New_DescribeAclsResource(f_resource_type, f_resource_name, f_pattern_type, f_acls, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     out += _S1.pack(o.pattern_type)
@@ -342,7 +342,7 @@ def _d_AclDescription_0(buf: memoryview, pos: int) -> tuple[AclDescription, int]
     return _New_AclDescription(f_principal, f_host, f_operation, f_permission_type), pos  # type: ignore[return-value]
 
 
-def _e_AclDescription_0(o: AclDescription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclDescription_0(o: AclDescription, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.principal)
     _p.write_string(out, o.host)
     out += _S2.pack(o.operation, o.permission_type)
@@ -369,7 +369,7 @@ def _d_AclDescription_1(buf: memoryview, pos: int) -> tuple[AclDescription, int]
     return _New_AclDescription(f_principal, f_host, f_operation, f_permission_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AclDescription_1(o: AclDescription, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AclDescription_1(o: AclDescription, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.principal)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.operation, o.permission_type)

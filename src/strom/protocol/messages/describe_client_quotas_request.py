@@ -93,7 +93,7 @@ def _d_DescribeClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Describ
     return _New_DescribeClientQuotasRequest(f_components, f_strict), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_components = o.components
     count = len(items_components)
     out += _p.INT32.pack(count)
@@ -133,7 +133,7 @@ def _d_DescribeClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[Describ
     return _New_DescribeClientQuotasRequest(f_components, f_strict, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_components = o.components
     count = len(items_components)
     if count < 0x7F:
@@ -157,7 +157,7 @@ def _d_ComponentData_0(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
     return _New_ComponentData(f_entity_type, f_match_type, f_match), pos  # type: ignore[return-value]
 
 
-def _e_ComponentData_0(o: ComponentData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ComponentData_0(o: ComponentData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.entity_type)
     out += _S1.pack(o.match_type)
     _p.write_nullable_string(out, o.match)
@@ -184,7 +184,7 @@ def _d_ComponentData_1(buf: memoryview, pos: int) -> tuple[ComponentData, int]:
     return _New_ComponentData(f_entity_type, f_match_type, f_match, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ComponentData_1(o: ComponentData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ComponentData_1(o: ComponentData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.entity_type)
     out += _S1.pack(o.match_type)
     _p.write_compact_nullable_string(out, o.match)

@@ -151,7 +151,7 @@ def _d_DescribeClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Descri
     return _New_DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_nullable_string(out, o.error_message)
     items_entries = o.entries
@@ -199,7 +199,7 @@ def _d_DescribeClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Descri
     return _New_DescribeClientQuotasResponse(f_throttle_time_ms, f_error_code, f_error_message, f_entries, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_entries = o.entries
@@ -241,7 +241,7 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_entity, f_values), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_0(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entity = o.entity
     count = len(items_entity)
     out += _p.INT32.pack(count)
@@ -295,7 +295,7 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[EntryData, int]:
     return _New_EntryData(f_entity, f_values, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntryData_1(o: EntryData, out: bytearray, chunks: list[_p.Records]) -> None:
     items_entity = o.entity
     count = len(items_entity)
     if count < 0x7F:
@@ -324,7 +324,7 @@ def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_0(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.entity_type)
     _p.write_nullable_string(out, o.entity_name)
 
@@ -336,7 +336,7 @@ def _d_ValueData_0(buf: memoryview, pos: int) -> tuple[ValueData, int]:
     return _New_ValueData(f_key, f_value), pos  # type: ignore[return-value]
 
 
-def _e_ValueData_0(o: ValueData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ValueData_0(o: ValueData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.key)
     out += _S1.pack(o.value)
 
@@ -360,7 +360,7 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[EntityData, int]:
     return _New_EntityData(f_entity_type, f_entity_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EntityData_1(o: EntityData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.entity_type)
     _p.write_compact_nullable_string(out, o.entity_name)
     if o.unknown_tagged_fields:
@@ -389,7 +389,7 @@ def _d_ValueData_1(buf: memoryview, pos: int) -> tuple[ValueData, int]:
     return _New_ValueData(f_key, f_value, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ValueData_1(o: ValueData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ValueData_1(o: ValueData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.key)
     out += _S1.pack(o.value)
     if o.unknown_tagged_fields:

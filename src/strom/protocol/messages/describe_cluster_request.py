@@ -68,7 +68,7 @@ def _d_DescribeClusterRequest_0(buf: memoryview, pos: int) -> tuple[DescribeClus
     return _New_DescribeClusterRequest(f_include_cluster_authorized_operations, 1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.endpoint_type != 1:
         raise _UnsupportedVersion("EndpointType cannot be sent in version 0", message_name="DescribeClusterRequest", api_version=0, field="EndpointType")
     out += _S0.pack(o.include_cluster_authorized_operations)
@@ -97,7 +97,7 @@ def _d_DescribeClusterRequest_1(buf: memoryview, pos: int) -> tuple[DescribeClus
     return _New_DescribeClusterRequest(f_include_cluster_authorized_operations, f_endpoint_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -145,7 +145,7 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[DescribeClu
     return _New_DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, 1, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.endpoint_type != 1:
         raise _UnsupportedVersion("EndpointType cannot be sent in version 0", message_name="DescribeClusterResponse", api_version=0, field="EndpointType")
     out += _S0.pack(o.throttle_time_ms, o.error_code)
@@ -206,7 +206,7 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[DescribeClu
     return _New_DescribeClusterResponse(f_throttle_time_ms, f_error_code, f_error_message, f_endpoint_type, f_cluster_id, f_controller_id, f_brokers, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.endpoint_type)
@@ -250,7 +250,7 @@ def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[DescribeClust
     return _New_DescribeClusterBroker(f_broker_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.broker_id)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)

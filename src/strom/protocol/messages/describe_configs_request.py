@@ -96,7 +96,7 @@ def _d_DescribeConfigsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsRequest(f_resources, False, False), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.include_synonyms != False:
         raise _UnsupportedVersion("IncludeSynonyms cannot be sent in version 0", message_name="DescribeConfigsRequest", api_version=0, field="IncludeSynonyms")
     if o.include_documentation != False:
@@ -123,7 +123,7 @@ def _d_DescribeConfigsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, False), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.include_documentation != False:
         raise _UnsupportedVersion("IncludeDocumentation cannot be sent in version 1", message_name="DescribeConfigsRequest", api_version=1, field="IncludeDocumentation")
     items_resources = o.resources
@@ -149,7 +149,7 @@ def _d_DescribeConfigsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_resources = o.resources
     count = len(items_resources)
     out += _p.INT32.pack(count)
@@ -189,7 +189,7 @@ def _d_DescribeConfigsRequest_3(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsRequest(f_resources, f_include_synonyms, f_include_documentation, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_resources = o.resources
     count = len(items_resources)
     if count < 0x7F:
@@ -224,7 +224,7 @@ def _d_DescribeConfigsResource_0(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.resource_type)
     _p.write_string(out, o.resource_name)
     items_configuration_keys = o.configuration_keys
@@ -272,7 +272,7 @@ def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResource(f_resource_type, f_resource_name, f_configuration_keys, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.resource_type)
     _p.write_compact_string(out, o.resource_name)
     items_configuration_keys = o.configuration_keys

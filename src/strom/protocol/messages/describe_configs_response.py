@@ -186,7 +186,7 @@ def _d_DescribeConfigsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -210,7 +210,7 @@ def _d_DescribeConfigsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -234,7 +234,7 @@ def _d_DescribeConfigsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -274,7 +274,7 @@ def _d_DescribeConfigsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeCon
     return _New_DescribeConfigsResponse(f_throttle_time_ms, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResponse_3(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResponse_3(o: DescribeConfigsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -309,7 +309,7 @@ def _d_DescribeConfigsResult_0(buf: memoryview, pos: int) -> tuple[DescribeConfi
     return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -340,7 +340,7 @@ def _d_DescribeConfigsResult_1(buf: memoryview, pos: int) -> tuple[DescribeConfi
     return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -371,7 +371,7 @@ def _d_DescribeConfigsResult_2(buf: memoryview, pos: int) -> tuple[DescribeConfi
     return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -418,7 +418,7 @@ def _d_DescribeConfigsResult_3(buf: memoryview, pos: int) -> tuple[DescribeConfi
     return _New_DescribeConfigsResult(f_error_code, f_error_message, f_resource_type, f_resource_name, f_configs, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.resource_type)
@@ -445,7 +445,7 @@ def _d_DescribeConfigsResourceResult_0(buf: memoryview, pos: int) -> tuple[Descr
     return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, f_is_default, -1, f_is_sensitive, (), 0, ''), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResourceResult_0(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResourceResult_0(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     _p.write_nullable_string(out, o.value)
     out += _S3.pack(o.read_only, o.is_default, o.is_sensitive)
@@ -468,7 +468,7 @@ def _d_DescribeConfigsResourceResult_1(buf: memoryview, pos: int) -> tuple[Descr
     return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, 0, ''), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_default != False:
         raise _UnsupportedVersion("IsDefault cannot be sent in version 1", message_name="DescribeConfigsResourceResult", api_version=1, field="IsDefault")
     _p.write_string(out, o.name)
@@ -501,7 +501,7 @@ def _d_DescribeConfigsResourceResult_2(buf: memoryview, pos: int) -> tuple[Descr
     return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_default != False:
         raise _UnsupportedVersion("IsDefault cannot be sent in version 3", message_name="DescribeConfigsResourceResult", api_version=3, field="IsDefault")
     _p.write_string(out, o.name)
@@ -552,7 +552,7 @@ def _d_DescribeConfigsResourceResult_3(buf: memoryview, pos: int) -> tuple[Descr
     return _New_DescribeConfigsResourceResult(f_name, f_value, f_read_only, False, f_config_source, f_is_sensitive, f_synonyms, f_config_type, f_documentation, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_default != False:
         raise _UnsupportedVersion("IsDefault cannot be sent in version 4", message_name="DescribeConfigsResourceResult", api_version=4, field="IsDefault")
     _p.write_compact_string(out, o.name)
@@ -582,7 +582,7 @@ def _d_DescribeConfigsSynonym_0(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsSynonym(f_name, f_value, f_source), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsSynonym_0(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsSynonym_0(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     _p.write_nullable_string(out, o.value)
     out += _S2.pack(o.source)
@@ -609,7 +609,7 @@ def _d_DescribeConfigsSynonym_1(buf: memoryview, pos: int) -> tuple[DescribeConf
     return _New_DescribeConfigsSynonym(f_name, f_value, f_source, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeConfigsSynonym_1(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeConfigsSynonym_1(o: DescribeConfigsSynonym, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_nullable_string(out, o.value)
     out += _S2.pack(o.source)

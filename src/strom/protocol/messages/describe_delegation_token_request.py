@@ -85,7 +85,7 @@ def _d_DescribeDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Desc
     return _New_DescribeDelegationTokenRequest(f_owners), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_owners = o.owners
     if items_owners is None:
         out += _NULL_ARRAY
@@ -128,7 +128,7 @@ def _d_DescribeDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Desc
     return _New_DescribeDelegationTokenRequest(f_owners, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_owners = o.owners
     if items_owners is None:
         out.append(0)
@@ -152,7 +152,7 @@ def _d_DescribeDelegationTokenOwner_0(buf: memoryview, pos: int) -> tuple[Descri
     return _New_DescribeDelegationTokenOwner(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenOwner_0(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenOwner_0(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.principal_type)
     _p.write_string(out, o.principal_name)
 
@@ -176,7 +176,7 @@ def _d_DescribeDelegationTokenOwner_1(buf: memoryview, pos: int) -> tuple[Descri
     return _New_DescribeDelegationTokenOwner(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenOwner_1(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenOwner_1(o: DescribeDelegationTokenOwner, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
     if o.unknown_tagged_fields:

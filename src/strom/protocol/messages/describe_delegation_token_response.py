@@ -153,7 +153,7 @@ def _d_DescribeDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
     count = len(items_tokens)
@@ -196,7 +196,7 @@ def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
     count = len(items_tokens)
@@ -246,7 +246,7 @@ def _d_DescribeDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribeDelegationTokenResponse(f_error_code, f_tokens, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeDelegationTokenResponse_2(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeDelegationTokenResponse_2(o: DescribeDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_tokens = o.tokens
     count = len(items_tokens)
@@ -282,7 +282,7 @@ def _d_DescribedDelegationToken_0(buf: memoryview, pos: int) -> tuple[DescribedD
     return _New_DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers), pos  # type: ignore[return-value]
 
 
-def _e_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.token_requester_principal_type != '':
         raise _UnsupportedVersion("TokenRequesterPrincipalType cannot be sent in version 0", message_name="DescribedDelegationToken", api_version=0, field="TokenRequesterPrincipalType")
     if o.token_requester_principal_name != '':
@@ -334,7 +334,7 @@ def _d_DescribedDelegationToken_1(buf: memoryview, pos: int) -> tuple[DescribedD
     return _New_DescribedDelegationToken(f_principal_type, f_principal_name, '', '', f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.token_requester_principal_type != '':
         raise _UnsupportedVersion("TokenRequesterPrincipalType cannot be sent in version 2", message_name="DescribedDelegationToken", api_version=2, field="TokenRequesterPrincipalType")
     if o.token_requester_principal_name != '':
@@ -395,7 +395,7 @@ def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[DescribedD
     return _New_DescribedDelegationToken(f_principal_type, f_principal_name, f_token_requester_principal_type, f_token_requester_principal_name, f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, f_token_id, f_hmac, f_renewers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
     _p.write_compact_string(out, o.token_requester_principal_type)
@@ -423,7 +423,7 @@ def _d_DescribedDelegationTokenRenewer_0(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribedDelegationTokenRenewer(f_principal_type, f_principal_name), pos  # type: ignore[return-value]
 
 
-def _e_DescribedDelegationTokenRenewer_0(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedDelegationTokenRenewer_0(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.principal_type)
     _p.write_string(out, o.principal_name)
 
@@ -447,7 +447,7 @@ def _d_DescribedDelegationTokenRenewer_1(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribedDelegationTokenRenewer(f_principal_type, f_principal_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedDelegationTokenRenewer_1(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedDelegationTokenRenewer_1(o: DescribedDelegationTokenRenewer, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.principal_type)
     _p.write_compact_string(out, o.principal_name)
     if o.unknown_tagged_fields:

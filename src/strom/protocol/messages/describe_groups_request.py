@@ -61,7 +61,7 @@ def _d_DescribeGroupsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeGroup
     return _New_DescribeGroupsRequest(f_groups, False), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.include_authorized_operations != False:
         raise _UnsupportedVersion("IncludeAuthorizedOperations cannot be sent in version 0", message_name="DescribeGroupsRequest", api_version=0, field="IncludeAuthorizedOperations")
     items_groups = o.groups
@@ -86,7 +86,7 @@ def _d_DescribeGroupsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeGroup
     return _New_DescribeGroupsRequest(f_groups, f_include_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_groups = o.groups
     count = len(items_groups)
     out += _p.INT32.pack(count)
@@ -126,7 +126,7 @@ def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[DescribeGroup
     return _New_DescribeGroupsRequest(f_groups, f_include_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_groups = o.groups
     count = len(items_groups)
     if count < 0x7F:

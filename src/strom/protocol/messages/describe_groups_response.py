@@ -148,7 +148,7 @@ def _d_DescribeGroupsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeGrou
     return _New_DescribeGroupsResponse(0, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_groups = o.groups
     count = len(items_groups)
     out += _p.INT32.pack(count)
@@ -171,7 +171,7 @@ def _d_DescribeGroupsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeGrou
     return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
     count = len(items_groups)
@@ -195,7 +195,7 @@ def _d_DescribeGroupsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeGrou
     return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
     count = len(items_groups)
@@ -219,7 +219,7 @@ def _d_DescribeGroupsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeGrou
     return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
     count = len(items_groups)
@@ -259,7 +259,7 @@ def _d_DescribeGroupsResponse_4(buf: memoryview, pos: int) -> tuple[DescribeGrou
     return _New_DescribeGroupsResponse(f_throttle_time_ms, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_groups = o.groups
     count = len(items_groups)
@@ -294,7 +294,7 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroup_0(o: DescribedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.authorized_operations != -2147483648:
         raise _UnsupportedVersion("AuthorizedOperations cannot be sent in version 0", message_name="DescribedGroup", api_version=0, field="AuthorizedOperations")
     out += _S1.pack(o.error_code)
@@ -330,7 +330,7 @@ def _d_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroup_1(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroup_1(o: DescribedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_string(out, o.group_id)
     _p.write_string(out, o.group_state)
@@ -365,7 +365,7 @@ def _d_DescribedGroup_2(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroup_2(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroup_2(o: DescribedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_string(out, o.group_id)
     _p.write_string(out, o.group_state)
@@ -416,7 +416,7 @@ def _d_DescribedGroup_3(buf: memoryview, pos: int) -> tuple[DescribedGroup, int]
     return _New_DescribedGroup(f_error_code, f_group_id, f_group_state, f_protocol_type, f_protocol_data, f_members, f_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroup_3(o: DescribedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroup_3(o: DescribedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.group_state)
@@ -446,7 +446,7 @@ def _d_DescribedGroupMember_0(buf: memoryview, pos: int) -> tuple[DescribedGroup
     return _New_DescribedGroupMember(f_member_id, None, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroupMember_0(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroupMember_0(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_string(out, o.client_id)
     _p.write_string(out, o.client_host)
@@ -464,7 +464,7 @@ def _d_DescribedGroupMember_1(buf: memoryview, pos: int) -> tuple[DescribedGroup
     return _New_DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroupMember_1(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroupMember_1(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
     _p.write_string(out, o.client_id)
@@ -496,7 +496,7 @@ def _d_DescribedGroupMember_2(buf: memoryview, pos: int) -> tuple[DescribedGroup
     return _New_DescribedGroupMember(f_member_id, f_group_instance_id, f_client_id, f_client_host, f_member_metadata, f_member_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_string(out, o.client_id)

@@ -86,7 +86,7 @@ def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[DescribeLogD
     return _New_DescribeLogDirsRequest(f_topics), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     if items_topics is None:
         out += _NULL_ARRAY
@@ -129,7 +129,7 @@ def _d_DescribeLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[DescribeLogD
     return _New_DescribeLogDirsRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     if items_topics is None:
         out.append(0)
@@ -158,7 +158,7 @@ def _d_DescribableLogDirTopic_0(buf: memoryview, pos: int) -> tuple[DescribableL
     return _New_DescribableLogDirTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -193,7 +193,7 @@ def _d_DescribableLogDirTopic_1(buf: memoryview, pos: int) -> tuple[DescribableL
     return _New_DescribableLogDirTopic(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)

@@ -165,7 +165,7 @@ def _d_DescribeLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[DescribeLog
     return _New_DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -205,7 +205,7 @@ def _d_DescribeLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[DescribeLog
     return _New_DescribeLogDirsResponse(f_throttle_time_ms, 0, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_results = o.results
     count = len(items_results)
@@ -252,7 +252,7 @@ def _d_DescribeLogDirsResponse_2(buf: memoryview, pos: int) -> tuple[DescribeLog
     return _New_DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_results = o.results
     count = len(items_results)
@@ -299,7 +299,7 @@ def _d_DescribeLogDirsResponse_3(buf: memoryview, pos: int) -> tuple[DescribeLog
     return _New_DescribeLogDirsResponse(f_throttle_time_ms, f_error_code, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_results = o.results
     count = len(items_results)
@@ -331,7 +331,7 @@ def _d_DescribeLogDirsResult_0(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResult_0(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResult_0(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_string(out, o.log_dir)
     items_topics = o.topics
@@ -373,7 +373,7 @@ def _d_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResult_1(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResult_1(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_compact_string(out, o.log_dir)
     items_topics = o.topics
@@ -424,7 +424,7 @@ def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[DescribeLogDi
     return _New_DescribeLogDirsResult(f_error_code, f_log_dir, f_topics, f_total_bytes, f_usable_bytes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.error_code)
     _p.write_compact_string(out, o.log_dir)
     items_topics = o.topics
@@ -456,7 +456,7 @@ def _d_DescribeLogDirsTopic_0(buf: memoryview, pos: int) -> tuple[DescribeLogDir
     return _New_DescribeLogDirsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -495,7 +495,7 @@ def _d_DescribeLogDirsTopic_1(buf: memoryview, pos: int) -> tuple[DescribeLogDir
     return _New_DescribeLogDirsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -517,7 +517,7 @@ def _d_DescribeLogDirsPartition_0(buf: memoryview, pos: int) -> tuple[DescribeLo
     return _New_DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsPartition_0(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsPartition_0(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
 
 
@@ -540,7 +540,7 @@ def _d_DescribeLogDirsPartition_1(buf: memoryview, pos: int) -> tuple[DescribeLo
     return _New_DescribeLogDirsPartition(f_partition_index, f_partition_size, f_offset_lag, f_is_future_key, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeLogDirsPartition_1(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeLogDirsPartition_1(o: DescribeLogDirsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.partition_size, o.offset_lag, o.is_future_key)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -97,7 +97,7 @@ def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[DescribePr
     return _New_DescribeProducersRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -139,7 +139,7 @@ def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     return _New_TopicRequest(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)

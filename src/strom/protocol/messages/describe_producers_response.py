@@ -173,7 +173,7 @@ def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[DescribeP
     return _New_DescribeProducersResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -219,7 +219,7 @@ def _d_TopicResponse_0(buf: memoryview, pos: int) -> tuple[TopicResponse, int]:
     return _New_TopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicResponse_0(o: TopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicResponse_0(o: TopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -267,7 +267,7 @@ def _d_PartitionResponse_0(buf: memoryview, pos: int) -> tuple[PartitionResponse
     return _New_PartitionResponse(f_partition_index, f_error_code, f_error_message, f_active_producers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResponse_0(o: PartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResponse_0(o: PartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_active_producers = o.active_producers
@@ -303,7 +303,7 @@ def _d_ProducerState_0(buf: memoryview, pos: int) -> tuple[ProducerState, int]:
     return _New_ProducerState(f_producer_id, f_producer_epoch, f_last_sequence, f_last_timestamp, f_coordinator_epoch, f_current_txn_start_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ProducerState_0(o: ProducerState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProducerState_0(o: ProducerState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -117,7 +117,7 @@ def _d_DescribeQuorumRequest_0(buf: memoryview, pos: int) -> tuple[DescribeQuoru
     return _New_DescribeQuorumRequest(f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeQuorumRequest_0(o: DescribeQuorumRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeQuorumRequest_0(o: DescribeQuorumRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -162,7 +162,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -197,7 +197,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

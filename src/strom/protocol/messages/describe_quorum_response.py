@@ -253,7 +253,7 @@ def _d_DescribeQuorumResponse_0(buf: memoryview, pos: int) -> tuple[DescribeQuor
     return _New_DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.nodes != ():
         raise _UnsupportedVersion("Nodes cannot be sent in version 0", message_name="DescribeQuorumResponse", api_version=0, field="Nodes")
     out += _S0.pack(o.error_code)
@@ -302,7 +302,7 @@ def _d_DescribeQuorumResponse_1(buf: memoryview, pos: int) -> tuple[DescribeQuor
     return _New_DescribeQuorumResponse(f_error_code, '', f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.nodes != ():
         raise _UnsupportedVersion("Nodes cannot be sent in version 1", message_name="DescribeQuorumResponse", api_version=1, field="Nodes")
     out += _S0.pack(o.error_code)
@@ -364,7 +364,7 @@ def _d_DescribeQuorumResponse_2(buf: memoryview, pos: int) -> tuple[DescribeQuor
     return _New_DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_topics = o.topics
@@ -419,7 +419,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -465,7 +465,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -511,7 +511,7 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_2(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -558,7 +558,7 @@ def _d_Node_0(buf: memoryview, pos: int) -> tuple[Node, int]:
     return _New_Node(f_node_id, f_listeners, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Node_0(o: Node, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Node_0(o: Node, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.node_id)
     items_listeners = o.listeners
     count = len(items_listeners)
@@ -617,7 +617,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     items_current_voters = o.current_voters
     count = len(items_current_voters)
@@ -684,7 +684,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, '', f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark)
     items_current_voters = o.current_voters
     count = len(items_current_voters)
@@ -754,7 +754,7 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_leader_id, f_leader_epoch, f_high_watermark, f_current_voters, f_observers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S4.pack(o.leader_id, o.leader_epoch, o.high_watermark)
@@ -801,7 +801,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S5.pack(o.port)
@@ -830,7 +830,7 @@ def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     return _New_ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("ReplicaDirectoryId cannot be sent in version 0", message_name="ReplicaState", api_version=0, field="ReplicaDirectoryId")
     out += _S6.pack(o.replica_id, o.log_end_offset)
@@ -859,7 +859,7 @@ def _d_ReplicaState_1(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     return _New_ReplicaState(f_replica_id, _p.ZERO_UUID, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaState_1(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaState_1(o: ReplicaState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("ReplicaDirectoryId cannot be sent in version 1", message_name="ReplicaState", api_version=1, field="ReplicaDirectoryId")
     out += _S7.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
@@ -891,7 +891,7 @@ def _d_ReplicaState_2(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     return _New_ReplicaState(f_replica_id, f_replica_directory_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaState_2(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaState_2(o: ReplicaState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.replica_id)
     out += o.replica_directory_id.bytes
     out += _S8.pack(o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)

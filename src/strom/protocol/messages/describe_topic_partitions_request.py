@@ -133,7 +133,7 @@ def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Desc
     return _New_DescribeTopicPartitionsRequest(f_topics, f_response_partition_limit, f_cursor, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     if count < 0x7F:
@@ -172,7 +172,7 @@ def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[TopicRequest, int]:
     return _New_TopicRequest(f_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicRequest_0(o: TopicRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -200,7 +200,7 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
     return _New_Cursor(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S0.pack(o.partition_index)
     if o.unknown_tagged_fields:

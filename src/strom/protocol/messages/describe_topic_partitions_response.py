@@ -210,7 +210,7 @@ def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Des
     return _New_DescribeTopicPartitionsResponse(f_throttle_time_ms, f_topics, f_next_cursor, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -268,7 +268,7 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tupl
     return _New_DescribeTopicPartitionsResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.name)
     out += o.topic_id.bytes
@@ -308,7 +308,7 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Cursor, int]:
     return _New_Cursor(f_topic_name, f_partition_index, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Cursor_0(o: Cursor, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S0.pack(o.partition_index)
     if o.unknown_tagged_fields:
@@ -387,7 +387,7 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf: memoryview, pos: int) -> 
     return _New_DescribeTopicPartitionsResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_eligible_leader_replicas, f_last_known_elr, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTopicPartitionsResponsePartition_0(o: DescribeTopicPartitionsResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTopicPartitionsResponsePartition_0(o: DescribeTopicPartitionsResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
     count = len(items_replica_nodes)

@@ -73,7 +73,7 @@ def _d_DescribeTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[Describ
     return _New_DescribeTransactionsRequest(f_transactional_ids, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTransactionsRequest_0(o: DescribeTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTransactionsRequest_0(o: DescribeTransactionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_transactional_ids = o.transactional_ids
     count = len(items_transactional_ids)
     if count < 0x7F:

@@ -146,7 +146,7 @@ def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[Descri
     return _New_DescribeTransactionsResponse(f_throttle_time_ms, f_transaction_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeTransactionsResponse_0(o: DescribeTransactionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeTransactionsResponse_0(o: DescribeTransactionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_transaction_states = o.transaction_states
     count = len(items_transaction_states)
@@ -197,7 +197,7 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, 
     return _New_TransactionState(f_error_code, f_transactional_id, f_transaction_state, f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_string(out, o.transactional_id)
     _p.write_compact_string(out, o.transaction_state)
@@ -243,7 +243,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)

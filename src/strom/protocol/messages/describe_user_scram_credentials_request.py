@@ -97,7 +97,7 @@ def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple
     return _New_DescribeUserScramCredentialsRequest(f_users, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentialsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_users = o.users
     if items_users is None:
         out.append(0)
@@ -133,7 +133,7 @@ def _d_UserName_0(buf: memoryview, pos: int) -> tuple[UserName, int]:
     return _New_UserName(f_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UserName_0(o: UserName, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UserName_0(o: UserName, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -148,7 +148,7 @@ def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tupl
     return _New_DescribeUserScramCredentialsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredentialsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_results = o.results
@@ -198,7 +198,7 @@ def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[
     return _New_DescribeUserScramCredentialsResult(f_user, f_error_code, f_error_message, f_credential_infos, unknown), pos  # type: ignore[return-value]
 
 
-def _e_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.user)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
@@ -235,7 +235,7 @@ def _d_CredentialInfo_0(buf: memoryview, pos: int) -> tuple[CredentialInfo, int]
     return _New_CredentialInfo(f_mechanism, f_iterations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CredentialInfo_0(o: CredentialInfo, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CredentialInfo_0(o: CredentialInfo, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.mechanism, o.iterations)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -97,7 +97,7 @@ def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     return _New_ElectLeadersRequest(0, f_topic_partitions, f_timeout_ms), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.election_type != 0:
         raise _UnsupportedVersion("ElectionType cannot be sent in version 0", message_name="ElectLeadersRequest", api_version=0, field="ElectionType")
     items_topic_partitions = o.topic_partitions
@@ -131,7 +131,7 @@ def _d_ElectLeadersRequest_1(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     return _New_ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.election_type)
     items_topic_partitions = o.topic_partitions
     if items_topic_partitions is None:
@@ -180,7 +180,7 @@ def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[ElectLeadersReq
     return _New_ElectLeadersRequest(f_election_type, f_topic_partitions, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.election_type)
     items_topic_partitions = o.topic_partitions
     if items_topic_partitions is None:
@@ -211,7 +211,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     return _New_TopicPartitions(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -246,7 +246,7 @@ def _d_TopicPartitions_1(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     return _New_TopicPartitions(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartitions_1(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartitions_1(o: TopicPartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)

@@ -122,7 +122,7 @@ def _d_ElectLeadersResponse_0(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     return _New_ElectLeadersResponse(f_throttle_time_ms, 0, f_replica_election_results), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.error_code != 0:
         raise _UnsupportedVersion("ErrorCode cannot be sent in version 0", message_name="ElectLeadersResponse", api_version=0, field="ErrorCode")
     out += _S0.pack(o.throttle_time_ms)
@@ -148,7 +148,7 @@ def _d_ElectLeadersResponse_1(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     return _New_ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_replica_election_results = o.replica_election_results
     count = len(items_replica_election_results)
@@ -188,7 +188,7 @@ def _d_ElectLeadersResponse_2(buf: memoryview, pos: int) -> tuple[ElectLeadersRe
     return _New_ElectLeadersResponse(f_throttle_time_ms, f_error_code, f_replica_election_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ElectLeadersResponse_2(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ElectLeadersResponse_2(o: ElectLeadersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_replica_election_results = o.replica_election_results
     count = len(items_replica_election_results)
@@ -218,7 +218,7 @@ def _d_ReplicaElectionResult_0(buf: memoryview, pos: int) -> tuple[ReplicaElecti
     return _New_ReplicaElectionResult(f_topic, f_partition_result), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partition_result = o.partition_result
     count = len(items_partition_result)
@@ -257,7 +257,7 @@ def _d_ReplicaElectionResult_1(buf: memoryview, pos: int) -> tuple[ReplicaElecti
     return _New_ReplicaElectionResult(f_topic, f_partition_result, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partition_result = o.partition_result
     count = len(items_partition_result)
@@ -280,7 +280,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     return _New_PartitionResult(f_partition_id, f_error_code, f_error_message), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_id, o.error_code)
     _p.write_nullable_string(out, o.error_message)
 
@@ -305,7 +305,7 @@ def _d_PartitionResult_1(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     return _New_PartitionResult(f_partition_id, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResult_1(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResult_1(o: PartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_id, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:

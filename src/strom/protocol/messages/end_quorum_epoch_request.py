@@ -180,7 +180,7 @@ def _d_EndQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[EndQuorumEpoc
     return _New_EndQuorumEpochRequest(f_cluster_id, f_topics, ()), pos  # type: ignore[return-value]
 
 
-def _e_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_nullable_string(out, o.cluster_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -231,7 +231,7 @@ def _d_EndQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[EndQuorumEpoc
     return _New_EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -269,7 +269,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -308,7 +308,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -345,7 +345,7 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[LeaderEndpoint, int]
     return _New_LeaderEndpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
@@ -367,7 +367,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_leader_id, f_leader_epoch, f_preferred_successors, ()), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
     items_preferred_successors = o.preferred_successors
     count = len(items_preferred_successors)
@@ -406,7 +406,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_leader_id, f_leader_epoch, (), f_preferred_candidates, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.leader_id, o.leader_epoch)
     items_preferred_candidates = o.preferred_candidates
     count = len(items_preferred_candidates)
@@ -442,7 +442,7 @@ def _d_ReplicaInfo_0(buf: memoryview, pos: int) -> tuple[ReplicaInfo, int]:
     return _New_ReplicaInfo(f_candidate_id, f_candidate_directory_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaInfo_0(o: ReplicaInfo, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaInfo_0(o: ReplicaInfo, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.candidate_id)
     out += o.candidate_directory_id.bytes
     if o.unknown_tagged_fields:

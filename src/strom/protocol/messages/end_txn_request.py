@@ -63,7 +63,7 @@ def _d_EndTxnRequest_0(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     return _New_EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed), pos  # type: ignore[return-value]
 
 
-def _e_EndTxnRequest_0(o: EndTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndTxnRequest_0(o: EndTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch, o.committed)
 
@@ -88,7 +88,7 @@ def _d_EndTxnRequest_1(buf: memoryview, pos: int) -> tuple[EndTxnRequest, int]:
     return _New_EndTxnRequest(f_transactional_id, f_producer_id, f_producer_epoch, f_committed, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EndTxnRequest_1(o: EndTxnRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndTxnRequest_1(o: EndTxnRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S0.pack(o.producer_id, o.producer_epoch, o.committed)
     if o.unknown_tagged_fields:

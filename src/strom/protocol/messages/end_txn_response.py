@@ -63,7 +63,7 @@ def _d_EndTxnResponse_0(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]
     return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1), pos  # type: ignore[return-value]
 
 
-def _e_EndTxnResponse_0(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndTxnResponse_0(o: EndTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
 
 
@@ -86,7 +86,7 @@ def _d_EndTxnResponse_1(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]
     return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EndTxnResponse_1(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndTxnResponse_1(o: EndTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -113,7 +113,7 @@ def _d_EndTxnResponse_2(buf: memoryview, pos: int) -> tuple[EndTxnResponse, int]
     return _New_EndTxnResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EndTxnResponse_2(o: EndTxnResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EndTxnResponse_2(o: EndTxnResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

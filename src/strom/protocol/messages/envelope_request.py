@@ -72,7 +72,7 @@ def _d_EnvelopeRequest_0(buf: memoryview, pos: int) -> tuple[EnvelopeRequest, in
     return _New_EnvelopeRequest(f_request_data, f_request_principal, f_client_host_address, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EnvelopeRequest_0(o: EnvelopeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EnvelopeRequest_0(o: EnvelopeRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _write_records(out, chunks, o.request_data, True, False)
     _p.write_compact_nullable_bytes(out, o.request_principal)
     _p.write_compact_bytes(out, o.client_host_address)

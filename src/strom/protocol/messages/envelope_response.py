@@ -68,7 +68,7 @@ def _d_EnvelopeResponse_0(buf: memoryview, pos: int) -> tuple[EnvelopeResponse, 
     return _New_EnvelopeResponse(f_response_data, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EnvelopeResponse_0(o: EnvelopeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EnvelopeResponse_0(o: EnvelopeResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _write_records(out, chunks, o.response_data, True, True)
     out += _S0.pack(o.error_code)
     if o.unknown_tagged_fields:

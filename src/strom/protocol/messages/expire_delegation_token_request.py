@@ -55,7 +55,7 @@ def _d_ExpireDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Expire
     return _New_ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms), pos  # type: ignore[return-value]
 
 
-def _e_ExpireDelegationTokenRequest_0(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ExpireDelegationTokenRequest_0(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_bytes(out, o.hmac)
     out += _S0.pack(o.expiry_time_period_ms)
 
@@ -80,7 +80,7 @@ def _d_ExpireDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Expire
     return _New_ExpireDelegationTokenRequest(f_hmac, f_expiry_time_period_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ExpireDelegationTokenRequest_1(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ExpireDelegationTokenRequest_1(o: ExpireDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_bytes(out, o.hmac)
     out += _S0.pack(o.expiry_time_period_ms)
     if o.unknown_tagged_fields:

@@ -239,7 +239,7 @@ def _d_FetchRequest_0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, 2147483647, 0, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_0(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_0(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 0", message_name="FetchRequest", api_version=0, field="ReplicaState")
     if o.forgotten_topics_data != ():
@@ -267,7 +267,7 @@ def _d_FetchRequest_1(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, 0, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_1(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_1(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 3", message_name="FetchRequest", api_version=3, field="ReplicaState")
     if o.forgotten_topics_data != ():
@@ -295,7 +295,7 @@ def _d_FetchRequest_2(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_2(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_2(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 4", message_name="FetchRequest", api_version=4, field="ReplicaState")
     if o.forgotten_topics_data != ():
@@ -323,7 +323,7 @@ def _d_FetchRequest_3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, 0, -1, f_topics, (), ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_3(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_3(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 5", message_name="FetchRequest", api_version=5, field="ReplicaState")
     if o.forgotten_topics_data != ():
@@ -360,7 +360,7 @@ def _d_FetchRequest_4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_4(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_4(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 7", message_name="FetchRequest", api_version=7, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -400,7 +400,7 @@ def _d_FetchRequest_5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, ''), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_5(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_5(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 9", message_name="FetchRequest", api_version=9, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -441,7 +441,7 @@ def _d_FetchRequest_6(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(None, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_6(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 11", message_name="FetchRequest", api_version=11, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -506,7 +506,7 @@ def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_7(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 12", message_name="FetchRequest", api_version=12, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -583,7 +583,7 @@ def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(f_cluster_id, f_replica_id, _DEFAULT_ReplicaState, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_8(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_state != _DEFAULT_ReplicaState:
         raise _UnsupportedVersion("ReplicaState cannot be sent in version 13", message_name="FetchRequest", api_version=13, field="ReplicaState")
     out += _S3.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -663,7 +663,7 @@ def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_9(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_id != -1:
         raise _UnsupportedVersion("ReplicaId cannot be sent in version 15", message_name="FetchRequest", api_version=15, field="ReplicaId")
     out += _S4.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -747,7 +747,7 @@ def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return _New_FetchRequest(f_cluster_id, -1, f_replica_state, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch, f_topics, f_forgotten_topics_data, f_rack_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchRequest_10(o: FetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchRequest_10(o: FetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.replica_id != -1:
         raise _UnsupportedVersion("ReplicaId cannot be sent in version 17", message_name="FetchRequest", api_version=17, field="ReplicaId")
     out += _S4.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
@@ -794,7 +794,7 @@ def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -817,7 +817,7 @@ def _d_FetchTopic_1(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_1(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_1(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -837,7 +837,7 @@ def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]
     return _New_ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -859,7 +859,7 @@ def _d_FetchTopic_2(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_2(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_2(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -898,7 +898,7 @@ def _d_FetchTopic_3(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_3(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_3(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -941,7 +941,7 @@ def _d_ForgottenTopic_1(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]
     return _New_ForgottenTopic(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ForgottenTopic_1(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ForgottenTopic_1(o: ForgottenTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -986,7 +986,7 @@ def _d_FetchTopic_4(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_4(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_4(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -1029,7 +1029,7 @@ def _d_ForgottenTopic_2(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]
     return _New_ForgottenTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ForgottenTopic_2(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ForgottenTopic_2(o: ForgottenTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -1063,7 +1063,7 @@ def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[ReplicaState, int]:
     return _New_ReplicaState(f_replica_id, f_replica_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReplicaState_0(o: ReplicaState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.replica_id, o.replica_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -1101,7 +1101,7 @@ def _d_FetchTopic_5(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_5(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_5(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -1123,7 +1123,7 @@ def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition, -1, f_fetch_offset, -1, -1, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersion("LastFetchedEpoch cannot be sent in version 0", message_name="FetchPartition", api_version=0, field="LastFetchedEpoch")
     out += _S6.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
@@ -1135,7 +1135,7 @@ def _d_FetchPartition_1(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition, -1, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_1(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_1(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersion("LastFetchedEpoch cannot be sent in version 5", message_name="FetchPartition", api_version=5, field="LastFetchedEpoch")
     out += _S7.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
@@ -1147,7 +1147,7 @@ def _d_FetchPartition_2(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, -1, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_2(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_2(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.last_fetched_epoch != -1:
         raise _UnsupportedVersion("LastFetchedEpoch cannot be sent in version 9", message_name="FetchPartition", api_version=9, field="LastFetchedEpoch")
     out += _S8.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
@@ -1172,7 +1172,7 @@ def _d_FetchPartition_3(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_3(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_3(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S9.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -1203,7 +1203,7 @@ def _d_FetchPartition_4(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes, f_replica_directory_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_4(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_4(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S9.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.replica_directory_id != _p.ZERO_UUID:

@@ -145,7 +145,7 @@ class PartitionData:
     #: The preferred read replica for the consumer to use on its next fetch request
     preferred_read_replica: int = -1
     #: The record data.
-    records: _p.Buffer | None = None
+    records: _p.Records | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
@@ -300,7 +300,7 @@ def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(0, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_0(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_0(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.session_id != 0:
         raise _UnsupportedVersion("SessionId cannot be sent in version 0", message_name="FetchResponse", api_version=0, field="SessionId")
     if o.node_endpoints != ():
@@ -327,7 +327,7 @@ def _d_FetchResponse_1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_1(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_1(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.session_id != 0:
         raise _UnsupportedVersion("SessionId cannot be sent in version 1", message_name="FetchResponse", api_version=1, field="SessionId")
     if o.node_endpoints != ():
@@ -355,7 +355,7 @@ def _d_FetchResponse_2(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_2(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_2(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.session_id != 0:
         raise _UnsupportedVersion("SessionId cannot be sent in version 4", message_name="FetchResponse", api_version=4, field="SessionId")
     if o.node_endpoints != ():
@@ -383,7 +383,7 @@ def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, 0, 0, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_3(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_3(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.session_id != 0:
         raise _UnsupportedVersion("SessionId cannot be sent in version 5", message_name="FetchResponse", api_version=5, field="SessionId")
     if o.node_endpoints != ():
@@ -411,7 +411,7 @@ def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_4(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_4(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 7", message_name="FetchResponse", api_version=7, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
@@ -437,7 +437,7 @@ def _d_FetchResponse_5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, ()), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_5(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 11", message_name="FetchResponse", api_version=11, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
@@ -479,7 +479,7 @@ def _d_FetchResponse_6(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_6(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_6(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 12", message_name="FetchResponse", api_version=12, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
@@ -528,7 +528,7 @@ def _d_FetchResponse_7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_7(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_7(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 13", message_name="FetchResponse", api_version=13, field="NodeEndpoints")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
@@ -592,7 +592,7 @@ def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     return _New_FetchResponse(f_throttle_time_ms, f_error_code, f_session_id, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchResponse_8(o: FetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchResponse_8(o: FetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.session_id)
     items_responses = o.responses
     count = len(items_responses)
@@ -631,7 +631,7 @@ def _d_FetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -654,7 +654,7 @@ def _d_FetchableTopicResponse_1(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_1(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_1(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -677,7 +677,7 @@ def _d_FetchableTopicResponse_2(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_2(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_2(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -700,7 +700,7 @@ def _d_FetchableTopicResponse_3(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -739,7 +739,7 @@ def _d_FetchableTopicResponse_4(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse(f_topic, _p.ZERO_UUID, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -785,7 +785,7 @@ def _d_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tuple[FetchableTop
     return _New_FetchableTopicResponse('', f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -824,7 +824,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
@@ -842,7 +842,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, -1, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, (), -1, f_records), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.diverging_epoch != _DEFAULT_EpochEndOffset:
         raise _UnsupportedVersion("DivergingEpoch cannot be sent in version 0", message_name="PartitionData", api_version=0, field="DivergingEpoch")
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
@@ -874,7 +874,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, -1, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.diverging_epoch != _DEFAULT_EpochEndOffset:
         raise _UnsupportedVersion("DivergingEpoch cannot be sent in version 4", message_name="PartitionData", api_version=4, field="DivergingEpoch")
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
@@ -914,7 +914,7 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, -1, f_records), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_2(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.diverging_epoch != _DEFAULT_EpochEndOffset:
         raise _UnsupportedVersion("DivergingEpoch cannot be sent in version 5", message_name="PartitionData", api_version=5, field="DivergingEpoch")
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
@@ -956,7 +956,7 @@ def _d_PartitionData_3(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, _DEFAULT_EpochEndOffset, _DEFAULT_LeaderIdAndEpoch, _DEFAULT_SnapshotId, f_aborted_transactions, f_preferred_read_replica, f_records), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_3(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.diverging_epoch != _DEFAULT_EpochEndOffset:
         raise _UnsupportedVersion("DivergingEpoch cannot be sent in version 11", message_name="PartitionData", api_version=11, field="DivergingEpoch")
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
@@ -1023,7 +1023,7 @@ def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset, f_diverging_epoch, f_current_leader, f_snapshot_id, f_aborted_transactions, f_preferred_read_replica, f_records, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_4(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_4(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     items_aborted_transactions = o.aborted_transactions
     if items_aborted_transactions is None:
@@ -1060,7 +1060,7 @@ def _d_AbortedTransaction_0(buf: memoryview, pos: int) -> tuple[AbortedTransacti
     return _New_AbortedTransaction(f_producer_id, f_first_offset), pos  # type: ignore[return-value]
 
 
-def _e_AbortedTransaction_0(o: AbortedTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AbortedTransaction_0(o: AbortedTransaction, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.producer_id, o.first_offset)
 
 
@@ -1083,7 +1083,7 @@ def _d_AbortedTransaction_1(buf: memoryview, pos: int) -> tuple[AbortedTransacti
     return _New_AbortedTransaction(f_producer_id, f_first_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AbortedTransaction_1(o: AbortedTransaction, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AbortedTransaction_1(o: AbortedTransaction, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.producer_id, o.first_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -1110,7 +1110,7 @@ def _d_EpochEndOffset_0(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]
     return _New_EpochEndOffset(f_epoch, f_end_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S6.pack(o.epoch, o.end_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -1137,7 +1137,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, 
     return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S7.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -1164,7 +1164,7 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S8.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

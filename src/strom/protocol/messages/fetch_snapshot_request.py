@@ -178,7 +178,7 @@ def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[FetchSnapshotR
     return _New_FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.replica_id, o.max_bytes)
     items_topics = o.topics
     count = len(items_topics)
@@ -231,7 +231,7 @@ def _d_FetchSnapshotRequest_1(buf: memoryview, pos: int) -> tuple[FetchSnapshotR
     return _New_FetchSnapshotRequest(f_cluster_id, f_replica_id, f_max_bytes, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.replica_id, o.max_bytes)
     items_topics = o.topics
     count = len(items_topics)
@@ -279,7 +279,7 @@ def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -325,7 +325,7 @@ def _d_TopicSnapshot_1(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicSnapshot_1(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicSnapshot_1(o: TopicSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -363,7 +363,7 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     return _New_PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.current_leader_epoch)
     _e_SnapshotId_0(o.snapshot_id, out, chunks)
     out += _S1.pack(o.position)
@@ -399,7 +399,7 @@ def _d_PartitionSnapshot_1(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     return _New_PartitionSnapshot(f_partition, f_current_leader_epoch, f_snapshot_id, f_position, f_replica_directory_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionSnapshot_1(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionSnapshot_1(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.current_leader_epoch)
     _e_SnapshotId_0(o.snapshot_id, out, chunks)
     out += _S1.pack(o.position)
@@ -430,7 +430,7 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -86,7 +86,7 @@ class PartitionSnapshot:
     #: The starting byte position within the snapshot included in the Bytes field.
     position: int = 0
     #: Snapshot data in records format which may not be aligned on an offset boundary
-    unaligned_records: _p.Buffer | None = None
+    unaligned_records: _p.Records | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
@@ -239,7 +239,7 @@ def _d_FetchSnapshotResponse_0(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     return _New_FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="FetchSnapshotResponse", api_version=0, field="NodeEndpoints")
     out += _S0.pack(o.throttle_time_ms, o.error_code)
@@ -303,7 +303,7 @@ def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[FetchSnapshot
     return _New_FetchSnapshotResponse(f_throttle_time_ms, f_error_code, f_topics, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_topics = o.topics
     count = len(items_topics)
@@ -358,7 +358,7 @@ def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[TopicSnapshot, int]:
     return _New_TopicSnapshot(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicSnapshot_0(o: TopicSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -396,7 +396,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
@@ -433,7 +433,7 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[PartitionSnapshot
     return _New_PartitionSnapshot(f_index, f_error_code, f_snapshot_id, f_current_leader, f_size, f_position, f_unaligned_records, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.index, o.error_code)
     _e_SnapshotId_0(o.snapshot_id, out, chunks)
     out += _S3.pack(o.size, o.position)
@@ -465,7 +465,7 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[SnapshotId, int]:
     return _New_SnapshotId(f_end_offset, f_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SnapshotId_0(o: SnapshotId, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -492,7 +492,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, 
     return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -57,7 +57,7 @@ def _d_FindCoordinatorRequest_0(buf: memoryview, pos: int) -> tuple[FindCoordina
     return _New_FindCoordinatorRequest(f_key, 0, ()), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorRequest_0(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorRequest_0(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.key_type != 0:
         raise _UnsupportedVersion("KeyType cannot be sent in version 0", message_name="FindCoordinatorRequest", api_version=0, field="KeyType")
     if o.coordinator_keys != ():
@@ -72,7 +72,7 @@ def _d_FindCoordinatorRequest_1(buf: memoryview, pos: int) -> tuple[FindCoordina
     return _New_FindCoordinatorRequest(f_key, f_key_type, ()), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorRequest_1(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorRequest_1(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.coordinator_keys != ():
         raise _UnsupportedVersion("CoordinatorKeys cannot be sent in version 1", message_name="FindCoordinatorRequest", api_version=1, field="CoordinatorKeys")
     _p.write_string(out, o.key)
@@ -99,7 +99,7 @@ def _d_FindCoordinatorRequest_2(buf: memoryview, pos: int) -> tuple[FindCoordina
     return _New_FindCoordinatorRequest(f_key, f_key_type, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.coordinator_keys != ():
         raise _UnsupportedVersion("CoordinatorKeys cannot be sent in version 3", message_name="FindCoordinatorRequest", api_version=3, field="CoordinatorKeys")
     _p.write_compact_string(out, o.key)
@@ -141,7 +141,7 @@ def _d_FindCoordinatorRequest_3(buf: memoryview, pos: int) -> tuple[FindCoordina
     return _New_FindCoordinatorRequest('', f_key_type, f_coordinator_keys, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.key != '':
         raise _UnsupportedVersion("Key cannot be sent in version 4", message_name="FindCoordinatorRequest", api_version=4, field="Key")
     out += _S0.pack(o.key_type)

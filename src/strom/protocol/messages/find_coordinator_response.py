@@ -120,7 +120,7 @@ def _d_FindCoordinatorResponse_0(buf: memoryview, pos: int) -> tuple[FindCoordin
     return _New_FindCoordinatorResponse(0, f_error_code, '', f_node_id, f_host, f_port, ()), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorResponse_0(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorResponse_0(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.coordinators != ():
         raise _UnsupportedVersion("Coordinators cannot be sent in version 0", message_name="FindCoordinatorResponse", api_version=0, field="Coordinators")
     out += _S0.pack(o.error_code, o.node_id)
@@ -140,7 +140,7 @@ def _d_FindCoordinatorResponse_1(buf: memoryview, pos: int) -> tuple[FindCoordin
     return _New_FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, ()), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorResponse_1(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorResponse_1(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.coordinators != ():
         raise _UnsupportedVersion("Coordinators cannot be sent in version 1", message_name="FindCoordinatorResponse", api_version=1, field="Coordinators")
     out += _S2.pack(o.throttle_time_ms, o.error_code)
@@ -175,7 +175,7 @@ def _d_FindCoordinatorResponse_2(buf: memoryview, pos: int) -> tuple[FindCoordin
     return _New_FindCoordinatorResponse(f_throttle_time_ms, f_error_code, f_error_message, f_node_id, f_host, f_port, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.coordinators != ():
         raise _UnsupportedVersion("Coordinators cannot be sent in version 3", message_name="FindCoordinatorResponse", api_version=3, field="Coordinators")
     out += _S2.pack(o.throttle_time_ms, o.error_code)
@@ -220,7 +220,7 @@ def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[FindCoordin
     return _New_FindCoordinatorResponse(f_throttle_time_ms, 0, '', 0, '', 0, f_coordinators, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.error_code != 0:
         raise _UnsupportedVersion("ErrorCode cannot be sent in version 4", message_name="FindCoordinatorResponse", api_version=4, field="ErrorCode")
     if o.node_id != 0:
@@ -268,7 +268,7 @@ def _d_Coordinator_0(buf: memoryview, pos: int) -> tuple[Coordinator, int]:
     return _New_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Coordinator_0(o: Coordinator, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Coordinator_0(o: Coordinator, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.key)
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)

@@ -62,7 +62,7 @@ def _d_GetTelemetrySubscriptionsRequest_0(buf: memoryview, pos: int) -> tuple[Ge
     return _New_GetTelemetrySubscriptionsRequest(f_client_instance_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_GetTelemetrySubscriptionsRequest_0(o: GetTelemetrySubscriptionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_GetTelemetrySubscriptionsRequest_0(o: GetTelemetrySubscriptionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.client_instance_id.bytes
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

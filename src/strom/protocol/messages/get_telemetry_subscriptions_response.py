@@ -123,7 +123,7 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[G
     return _New_GetTelemetrySubscriptionsResponse(f_throttle_time_ms, f_error_code, f_client_instance_id, f_subscription_id, f_accepted_compression_types, f_push_interval_ms, f_telemetry_max_bytes, f_delta_temporality, f_requested_metrics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     out += o.client_instance_id.bytes
     out += _S1.pack(o.subscription_id)

@@ -64,7 +64,7 @@ def _d_HeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, 
     return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, None), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatRequest_0(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatRequest_0(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 0", message_name="HeartbeatRequest", api_version=0, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -81,7 +81,7 @@ def _d_HeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, 
     return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatRequest_1(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatRequest_1(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _p.write_string(out, o.member_id)
@@ -110,7 +110,7 @@ def _d_HeartbeatRequest_2(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, 
     return _New_HeartbeatRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatRequest_2(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatRequest_2(o: HeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _p.write_compact_string(out, o.member_id)

@@ -55,7 +55,7 @@ def _d_HeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[HeartbeatResponse
     return _New_HeartbeatResponse(0, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatResponse_0(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatResponse_0(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
 
 
@@ -65,7 +65,7 @@ def _d_HeartbeatResponse_1(buf: memoryview, pos: int) -> tuple[HeartbeatResponse
     return _New_HeartbeatResponse(f_throttle_time_ms, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatResponse_1(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatResponse_1(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
 
 
@@ -88,7 +88,7 @@ def _d_HeartbeatResponse_2(buf: memoryview, pos: int) -> tuple[HeartbeatResponse
     return _New_HeartbeatResponse(f_throttle_time_ms, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_HeartbeatResponse_2(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_HeartbeatResponse_2(o: HeartbeatResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -64,7 +64,7 @@ def _d_InitProducerIdRequest_0(buf: memoryview, pos: int) -> tuple[InitProducerI
     return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1), pos  # type: ignore[return-value]
 
 
-def _e_InitProducerIdRequest_0(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitProducerIdRequest_0(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.producer_id != -1:
         raise _UnsupportedVersion("ProducerId cannot be sent in version 0", message_name="InitProducerIdRequest", api_version=0, field="ProducerId")
     if o.producer_epoch != -1:
@@ -93,7 +93,7 @@ def _d_InitProducerIdRequest_1(buf: memoryview, pos: int) -> tuple[InitProducerI
     return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, -1, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.producer_id != -1:
         raise _UnsupportedVersion("ProducerId cannot be sent in version 2", message_name="InitProducerIdRequest", api_version=2, field="ProducerId")
     if o.producer_epoch != -1:
@@ -126,7 +126,7 @@ def _d_InitProducerIdRequest_2(buf: memoryview, pos: int) -> tuple[InitProducerI
     return _New_InitProducerIdRequest(f_transactional_id, f_transaction_timeout_ms, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.transactional_id)
     out += _S1.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:

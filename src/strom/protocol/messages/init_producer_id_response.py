@@ -62,7 +62,7 @@ def _d_InitProducerIdResponse_0(buf: memoryview, pos: int) -> tuple[InitProducer
     return _New_InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch), pos  # type: ignore[return-value]
 
 
-def _e_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
 
 
@@ -85,7 +85,7 @@ def _d_InitProducerIdResponse_1(buf: memoryview, pos: int) -> tuple[InitProducer
     return _New_InitProducerIdResponse(f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -132,7 +132,7 @@ def _d_InitializeShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[In
     return _New_InitializeShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -178,7 +178,7 @@ def _d_InitializeStateData_0(buf: memoryview, pos: int) -> tuple[InitializeState
     return _New_InitializeStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_InitializeStateData_0(o: InitializeStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_InitializeStateData_0(o: InitializeStateData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -213,7 +213,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition, f_state_epoch, f_start_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.state_epoch, o.start_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -117,7 +117,7 @@ def _d_JoinGroupRequest_0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, -1, f_member_id, None, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 0", message_name="JoinGroupRequest", api_version=0, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -149,7 +149,7 @@ def _d_JoinGroupRequest_1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, None, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 1", message_name="JoinGroupRequest", api_version=1, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -182,7 +182,7 @@ def _d_JoinGroupRequest_2(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _p.write_string(out, o.member_id)
@@ -230,7 +230,7 @@ def _d_JoinGroupRequest_3(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, None, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _p.write_compact_string(out, o.member_id)
@@ -286,7 +286,7 @@ def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, 
     return _New_JoinGroupRequest(f_group_id, f_session_timeout_ms, f_rebalance_timeout_ms, f_member_id, f_group_instance_id, f_protocol_type, f_protocols, f_reason, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S1.pack(o.session_timeout_ms, o.rebalance_timeout_ms)
     _p.write_compact_string(out, o.member_id)
@@ -313,7 +313,7 @@ def _d_JoinGroupRequestProtocol_0(buf: memoryview, pos: int) -> tuple[JoinGroupR
     return _New_JoinGroupRequestProtocol(f_name, f_metadata), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequestProtocol_0(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequestProtocol_0(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     _p.write_bytes(out, o.metadata)
 
@@ -337,7 +337,7 @@ def _d_JoinGroupRequestProtocol_1(buf: memoryview, pos: int) -> tuple[JoinGroupR
     return _New_JoinGroupRequestProtocol(f_name, f_metadata, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupRequestProtocol_1(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupRequestProtocol_1(o: JoinGroupRequestProtocol, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_bytes(out, o.metadata)
     if o.unknown_tagged_fields:

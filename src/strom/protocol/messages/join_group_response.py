@@ -124,7 +124,7 @@ def _d_JoinGroupResponse_0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(0, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 0", message_name="JoinGroupResponse", api_version=0, field="SkipAssignment")
     out += _S0.pack(o.error_code, o.generation_id)
@@ -156,7 +156,7 @@ def _d_JoinGroupResponse_1(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 2", message_name="JoinGroupResponse", api_version=2, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -188,7 +188,7 @@ def _d_JoinGroupResponse_2(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 5", message_name="JoinGroupResponse", api_version=5, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -236,7 +236,7 @@ def _d_JoinGroupResponse_3(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, None, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 6", message_name="JoinGroupResponse", api_version=6, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -292,7 +292,7 @@ def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, False, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.skip_assignment != False:
         raise _UnsupportedVersion("SkipAssignment cannot be sent in version 7", message_name="JoinGroupResponse", api_version=7, field="SkipAssignment")
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
@@ -351,7 +351,7 @@ def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse
     return _New_JoinGroupResponse(f_throttle_time_ms, f_error_code, f_generation_id, f_protocol_type, f_protocol_name, f_leader, f_skip_assignment, f_member_id, f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code, o.generation_id)
     _p.write_compact_nullable_string(out, o.protocol_type)
     _p.write_compact_nullable_string(out, o.protocol_name)
@@ -378,7 +378,7 @@ def _d_JoinGroupResponseMember_0(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     return _New_JoinGroupResponseMember(f_member_id, None, f_metadata), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponseMember_0(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponseMember_0(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_bytes(out, o.metadata)
 
@@ -390,7 +390,7 @@ def _d_JoinGroupResponseMember_1(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     return _New_JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponseMember_1(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponseMember_1(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
     _p.write_bytes(out, o.metadata)
@@ -416,7 +416,7 @@ def _d_JoinGroupResponseMember_2(buf: memoryview, pos: int) -> tuple[JoinGroupRe
     return _New_JoinGroupResponseMember(f_member_id, f_group_instance_id, f_metadata, unknown), pos  # type: ignore[return-value]
 
 
-def _e_JoinGroupResponseMember_2(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_JoinGroupResponseMember_2(o: JoinGroupResponseMember, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_bytes(out, o.metadata)

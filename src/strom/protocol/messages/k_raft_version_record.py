@@ -67,7 +67,7 @@ def _d_KRaftVersionRecord_0(buf: memoryview, pos: int) -> tuple[KRaftVersionReco
     return _New_KRaftVersionRecord(f_version, f_k_raft_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_KRaftVersionRecord_0(o: KRaftVersionRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_KRaftVersionRecord_0(o: KRaftVersionRecord, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version, o.k_raft_version)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

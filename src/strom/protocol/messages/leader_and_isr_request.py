@@ -226,7 +226,7 @@ def _d_LeaderAndIsrRequest_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 0", message_name="LeaderAndIsrRequest", api_version=0, field="isKRaftController")
     if o.type != 0:
@@ -270,7 +270,7 @@ def _d_LeaderAndIsrRequest_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, -1, 0, f_ungrouped_partition_states, (), f_live_leaders), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 1", message_name="LeaderAndIsrRequest", api_version=1, field="isKRaftController")
     if o.type != 0:
@@ -314,7 +314,7 @@ def _d_LeaderAndIsrRequest_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 2", message_name="LeaderAndIsrRequest", api_version=2, field="isKRaftController")
     if o.type != 0:
@@ -358,7 +358,7 @@ def _d_LeaderAndIsrRequest_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 3", message_name="LeaderAndIsrRequest", api_version=3, field="isKRaftController")
     if o.type != 0:
@@ -421,7 +421,7 @@ def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, 0, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 4", message_name="LeaderAndIsrRequest", api_version=4, field="isKRaftController")
     if o.type != 0:
@@ -494,7 +494,7 @@ def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 5", message_name="LeaderAndIsrRequest", api_version=5, field="isKRaftController")
     if o.ungrouped_partition_states != ():
@@ -565,7 +565,7 @@ def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 6", message_name="LeaderAndIsrRequest", api_version=6, field="isKRaftController")
     if o.ungrouped_partition_states != ():
@@ -636,7 +636,7 @@ def _d_LeaderAndIsrRequest_7(buf: memoryview, pos: int) -> tuple[LeaderAndIsrReq
     return _New_LeaderAndIsrRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, f_type, (), f_topic_states, f_live_leaders, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.ungrouped_partition_states != ():
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 7", message_name="LeaderAndIsrRequest", api_version=7, field="UngroupedPartitionStates")
     out += _S3.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch, o.type)
@@ -683,7 +683,7 @@ def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), False, 0), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_0(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_0(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.leader_recovery_state != 0:
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 0", message_name="LeaderAndIsrPartitionState", api_version=0, field="LeaderRecoveryState")
     _p.write_string(out, o.topic_name)
@@ -708,7 +708,7 @@ def _d_LeaderAndIsrLiveLeader_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrLiveLeader_0(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrLiveLeader_0(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.broker_id)
     _p.write_string(out, o.host_name)
     out += _S5.pack(o.port)
@@ -737,7 +737,7 @@ def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.leader_recovery_state != 0:
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 1", message_name="LeaderAndIsrPartitionState", api_version=1, field="LeaderRecoveryState")
     _p.write_string(out, o.topic_name)
@@ -768,7 +768,7 @@ def _d_LeaderAndIsrTopicState_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -791,7 +791,7 @@ def _d_LeaderAndIsrTopicState_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -830,7 +830,7 @@ def _d_LeaderAndIsrTopicState_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -868,7 +868,7 @@ def _d_LeaderAndIsrLiveLeader_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrLiveLeader_1(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrLiveLeader_1(o: LeaderAndIsrLiveLeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.broker_id)
     _p.write_compact_string(out, o.host_name)
     out += _S5.pack(o.port)
@@ -909,7 +909,7 @@ def _d_LeaderAndIsrTopicState_3(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
@@ -957,7 +957,7 @@ def _d_LeaderAndIsrTopicState_4(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
@@ -996,7 +996,7 @@ def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, (), (), f_is_new, 0), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.leader_recovery_state != 0:
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 2", message_name="LeaderAndIsrPartitionState", api_version=2, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
@@ -1046,7 +1046,7 @@ def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.leader_recovery_state != 0:
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 3", message_name="LeaderAndIsrPartitionState", api_version=3, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
@@ -1129,7 +1129,7 @@ def _d_LeaderAndIsrPartitionState_4(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, 0, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.leader_recovery_state != 0:
         raise _UnsupportedVersion("LeaderRecoveryState cannot be sent in version 4", message_name="LeaderAndIsrPartitionState", api_version=4, field="LeaderRecoveryState")
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
@@ -1228,7 +1228,7 @@ def _d_LeaderAndIsrPartitionState_5(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_partition_epoch, f_replicas, f_adding_replicas, f_removing_replicas, f_is_new, f_leader_recovery_state, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionState_5(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionState_5(o: LeaderAndIsrPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
     count = len(items_isr)

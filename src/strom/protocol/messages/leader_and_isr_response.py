@@ -123,7 +123,7 @@ def _d_LeaderAndIsrResponse_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     return _New_LeaderAndIsrResponse(f_error_code, f_partition_errors, ()), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 0", message_name="LeaderAndIsrResponse", api_version=0, field="Topics")
     out += _S0.pack(o.error_code)
@@ -165,7 +165,7 @@ def _d_LeaderAndIsrResponse_1(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     return _New_LeaderAndIsrResponse(f_error_code, f_partition_errors, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 4", message_name="LeaderAndIsrResponse", api_version=4, field="Topics")
     out += _S0.pack(o.error_code)
@@ -214,7 +214,7 @@ def _d_LeaderAndIsrResponse_2(buf: memoryview, pos: int) -> tuple[LeaderAndIsrRe
     return _New_LeaderAndIsrResponse(f_error_code, (), f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.partition_errors != ():
         raise _UnsupportedVersion("PartitionErrors cannot be sent in version 5", message_name="LeaderAndIsrResponse", api_version=5, field="PartitionErrors")
     out += _S0.pack(o.error_code)
@@ -239,7 +239,7 @@ def _d_LeaderAndIsrPartitionError_0(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionError_0(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionError_0(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
 
@@ -264,7 +264,7 @@ def _d_LeaderAndIsrPartitionError_1(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionError_1(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionError_1(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
@@ -303,7 +303,7 @@ def _d_LeaderAndIsrTopicError_0(buf: memoryview, pos: int) -> tuple[LeaderAndIsr
     return _New_LeaderAndIsrTopicError(f_topic_id, f_partition_errors, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partition_errors = o.partition_errors
     count = len(items_partition_errors)
@@ -338,7 +338,7 @@ def _d_LeaderAndIsrPartitionError_2(buf: memoryview, pos: int) -> tuple[LeaderAn
     return _New_LeaderAndIsrPartitionError('', f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderAndIsrPartitionError_2(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderAndIsrPartitionError_2(o: LeaderAndIsrPartitionError, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

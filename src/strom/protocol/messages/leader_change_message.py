@@ -124,7 +124,7 @@ def _d_LeaderChangeMessage_0(buf: memoryview, pos: int) -> tuple[LeaderChangeMes
     return _New_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version, o.leader_id)
     items_voters = o.voters
     count = len(items_voters)
@@ -191,7 +191,7 @@ def _d_LeaderChangeMessage_1(buf: memoryview, pos: int) -> tuple[LeaderChangeMes
     return _New_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version, o.leader_id)
     items_voters = o.voters
     count = len(items_voters)
@@ -234,7 +234,7 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     return _New_Voter(f_voter_id, _p.ZERO_UUID, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.voter_directory_id != _p.ZERO_UUID:
         raise _UnsupportedVersion("VoterDirectoryId cannot be sent in version 0", message_name="Voter", api_version=0, field="VoterDirectoryId")
     out += _S1.pack(o.voter_id)
@@ -264,7 +264,7 @@ def _d_Voter_1(buf: memoryview, pos: int) -> tuple[Voter, int]:
     return _New_Voter(f_voter_id, f_voter_directory_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Voter_1(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Voter_1(o: Voter, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.voter_id)
     out += o.voter_directory_id.bytes
     if o.unknown_tagged_fields:

@@ -87,7 +87,7 @@ def _d_LeaveGroupRequest_0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
     return _New_LeaveGroupRequest(f_group_id, f_member_id, ()), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupRequest_0(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupRequest_0(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.members != ():
         raise _UnsupportedVersion("Members cannot be sent in version 0", message_name="LeaveGroupRequest", api_version=0, field="Members")
     _p.write_string(out, o.group_id)
@@ -108,7 +108,7 @@ def _d_LeaveGroupRequest_1(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
     return _New_LeaveGroupRequest(f_group_id, '', f_members), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.member_id != '':
         raise _UnsupportedVersion("MemberId cannot be sent in version 3", message_name="LeaveGroupRequest", api_version=3, field="MemberId")
     _p.write_string(out, o.group_id)
@@ -149,7 +149,7 @@ def _d_LeaveGroupRequest_2(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
     return _New_LeaveGroupRequest(f_group_id, '', f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.member_id != '':
         raise _UnsupportedVersion("MemberId cannot be sent in version 4", message_name="LeaveGroupRequest", api_version=4, field="MemberId")
     _p.write_compact_string(out, o.group_id)
@@ -197,7 +197,7 @@ def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest
     return _New_LeaveGroupRequest(f_group_id, '', f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.member_id != '':
         raise _UnsupportedVersion("MemberId cannot be sent in version 5", message_name="LeaveGroupRequest", api_version=5, field="MemberId")
     _p.write_compact_string(out, o.group_id)
@@ -221,7 +221,7 @@ def _d_MemberIdentity_0(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]
     return _New_MemberIdentity(f_member_id, f_group_instance_id, None), pos  # type: ignore[return-value]
 
 
-def _e_MemberIdentity_0(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MemberIdentity_0(o: MemberIdentity, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
 
@@ -245,7 +245,7 @@ def _d_MemberIdentity_1(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]
     return _New_MemberIdentity(f_member_id, f_group_instance_id, None, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MemberIdentity_1(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MemberIdentity_1(o: MemberIdentity, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     if o.unknown_tagged_fields:
@@ -274,7 +274,7 @@ def _d_MemberIdentity_2(buf: memoryview, pos: int) -> tuple[MemberIdentity, int]
     return _New_MemberIdentity(f_member_id, f_group_instance_id, f_reason, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MemberIdentity_2(o: MemberIdentity, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MemberIdentity_2(o: MemberIdentity, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     _p.write_compact_nullable_string(out, o.reason)

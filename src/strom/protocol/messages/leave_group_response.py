@@ -88,7 +88,7 @@ def _d_LeaveGroupResponse_0(buf: memoryview, pos: int) -> tuple[LeaveGroupRespon
     return _New_LeaveGroupResponse(0, f_error_code, ()), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.members != ():
         raise _UnsupportedVersion("Members cannot be sent in version 0", message_name="LeaveGroupResponse", api_version=0, field="Members")
     out += _S0.pack(o.error_code)
@@ -100,7 +100,7 @@ def _d_LeaveGroupResponse_1(buf: memoryview, pos: int) -> tuple[LeaveGroupRespon
     return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, ()), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupResponse_1(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupResponse_1(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.members != ():
         raise _UnsupportedVersion("Members cannot be sent in version 1", message_name="LeaveGroupResponse", api_version=1, field="Members")
     out += _S1.pack(o.throttle_time_ms, o.error_code)
@@ -121,7 +121,7 @@ def _d_LeaveGroupResponse_2(buf: memoryview, pos: int) -> tuple[LeaveGroupRespon
     return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_members = o.members
     count = len(items_members)
@@ -161,7 +161,7 @@ def _d_LeaveGroupResponse_3(buf: memoryview, pos: int) -> tuple[LeaveGroupRespon
     return _New_LeaveGroupResponse(f_throttle_time_ms, f_error_code, f_members, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_members = o.members
     count = len(items_members)
@@ -185,7 +185,7 @@ def _d_MemberResponse_0(buf: memoryview, pos: int) -> tuple[MemberResponse, int]
     return _New_MemberResponse(f_member_id, f_group_instance_id, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_MemberResponse_0(o: MemberResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MemberResponse_0(o: MemberResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_nullable_string(out, o.group_instance_id)
     out += _S0.pack(o.error_code)
@@ -212,7 +212,7 @@ def _d_MemberResponse_1(buf: memoryview, pos: int) -> tuple[MemberResponse, int]
     return _New_MemberResponse(f_member_id, f_group_instance_id, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MemberResponse_1(o: MemberResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MemberResponse_1(o: MemberResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_nullable_string(out, o.group_instance_id)
     out += _S0.pack(o.error_code)

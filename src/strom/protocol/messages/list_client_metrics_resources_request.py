@@ -57,7 +57,7 @@ def _d_ListClientMetricsResourcesRequest_0(buf: memoryview, pos: int) -> tuple[L
     return _New_ListClientMetricsResourcesRequest(unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListClientMetricsResourcesRequest_0(o: ListClientMetricsResourcesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListClientMetricsResourcesRequest_0(o: ListClientMetricsResourcesRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
     else:

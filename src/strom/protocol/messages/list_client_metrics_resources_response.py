@@ -104,7 +104,7 @@ def _d_ListClientMetricsResourcesResponse_0(buf: memoryview, pos: int) -> tuple[
     return _New_ListClientMetricsResourcesResponse(f_throttle_time_ms, f_error_code, f_client_metrics_resources, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_client_metrics_resources = o.client_metrics_resources
     count = len(items_client_metrics_resources)
@@ -138,7 +138,7 @@ def _d_ClientMetricsResource_0(buf: memoryview, pos: int) -> tuple[ClientMetrics
     return _New_ClientMetricsResource(f_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ClientMetricsResource_0(o: ClientMetricsResource, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ClientMetricsResource_0(o: ClientMetricsResource, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -52,7 +52,7 @@ def _d_ListGroupsRequest_0(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
     return _New_ListGroupsRequest((), ()), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsRequest_0(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsRequest_0(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.states_filter != ():
         raise _UnsupportedVersion("StatesFilter cannot be sent in version 0", message_name="ListGroupsRequest", api_version=0, field="StatesFilter")
     if o.types_filter != ():
@@ -76,7 +76,7 @@ def _d_ListGroupsRequest_1(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
     return _New_ListGroupsRequest((), (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.states_filter != ():
         raise _UnsupportedVersion("StatesFilter cannot be sent in version 3", message_name="ListGroupsRequest", api_version=3, field="StatesFilter")
     if o.types_filter != ():
@@ -116,7 +116,7 @@ def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
     return _New_ListGroupsRequest(f_states_filter, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.types_filter != ():
         raise _UnsupportedVersion("TypesFilter cannot be sent in version 4", message_name="ListGroupsRequest", api_version=4, field="TypesFilter")
     items_states_filter = o.states_filter
@@ -174,7 +174,7 @@ def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest
     return _New_ListGroupsRequest(f_states_filter, f_types_filter, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_states_filter = o.states_filter
     count = len(items_states_filter)
     if count < 0x7F:

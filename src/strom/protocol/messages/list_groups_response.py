@@ -101,7 +101,7 @@ def _d_ListGroupsResponse_0(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
     return _New_ListGroupsResponse(0, f_error_code, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_groups = o.groups
     count = len(items_groups)
@@ -125,7 +125,7 @@ def _d_ListGroupsResponse_1(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
     return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
     count = len(items_groups)
@@ -165,7 +165,7 @@ def _d_ListGroupsResponse_2(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
     return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
     count = len(items_groups)
@@ -212,7 +212,7 @@ def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
     return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
     count = len(items_groups)
@@ -259,7 +259,7 @@ def _d_ListGroupsResponse_4(buf: memoryview, pos: int) -> tuple[ListGroupsRespon
     return _New_ListGroupsResponse(f_throttle_time_ms, f_error_code, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     items_groups = o.groups
     count = len(items_groups)
@@ -281,7 +281,7 @@ def _d_ListedGroup_0(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     return _New_ListedGroup(f_group_id, f_protocol_type, '', ''), pos  # type: ignore[return-value]
 
 
-def _e_ListedGroup_0(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListedGroup_0(o: ListedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     _p.write_string(out, o.protocol_type)
 
@@ -305,7 +305,7 @@ def _d_ListedGroup_1(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     return _New_ListedGroup(f_group_id, f_protocol_type, '', '', unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListedGroup_1(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListedGroup_1(o: ListedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.protocol_type)
     if o.unknown_tagged_fields:
@@ -334,7 +334,7 @@ def _d_ListedGroup_2(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     return _New_ListedGroup(f_group_id, f_protocol_type, f_group_state, '', unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListedGroup_2(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListedGroup_2(o: ListedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.protocol_type)
     _p.write_compact_string(out, o.group_state)
@@ -365,7 +365,7 @@ def _d_ListedGroup_3(buf: memoryview, pos: int) -> tuple[ListedGroup, int]:
     return _New_ListedGroup(f_group_id, f_protocol_type, f_group_state, f_group_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListedGroup_3(o: ListedGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListedGroup_3(o: ListedGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.protocol_type)
     _p.write_compact_string(out, o.group_state)

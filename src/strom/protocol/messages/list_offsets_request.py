@@ -133,7 +133,7 @@ def _d_ListOffsetsRequest_0(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.isolation_level != 0:
         raise _UnsupportedVersion("IsolationLevel cannot be sent in version 0", message_name="ListOffsetsRequest", api_version=0, field="IsolationLevel")
     out += _S0.pack(o.replica_id)
@@ -159,7 +159,7 @@ def _d_ListOffsetsRequest_1(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, 0, f_topics, 0), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.isolation_level != 0:
         raise _UnsupportedVersion("IsolationLevel cannot be sent in version 1", message_name="ListOffsetsRequest", api_version=1, field="IsolationLevel")
     out += _S0.pack(o.replica_id)
@@ -185,7 +185,7 @@ def _d_ListOffsetsRequest_2(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
     count = len(items_topics)
@@ -209,7 +209,7 @@ def _d_ListOffsetsRequest_3(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
     count = len(items_topics)
@@ -249,7 +249,7 @@ def _d_ListOffsetsRequest_4(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, 0, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
     count = len(items_topics)
@@ -298,7 +298,7 @@ def _d_ListOffsetsRequest_5(buf: memoryview, pos: int) -> tuple[ListOffsetsReque
     return _New_ListOffsetsRequest(f_replica_id, f_isolation_level, f_topics, f_timeout_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.replica_id, o.isolation_level)
     items_topics = o.topics
     count = len(items_topics)
@@ -329,7 +329,7 @@ def _d_ListOffsetsTopic_0(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, 
     return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -352,7 +352,7 @@ def _d_ListOffsetsTopic_1(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, 
     return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -375,7 +375,7 @@ def _d_ListOffsetsTopic_2(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, 
     return _New_ListOffsetsTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -414,7 +414,7 @@ def _d_ListOffsetsTopic_3(buf: memoryview, pos: int) -> tuple[ListOffsetsTopic, 
     return _New_ListOffsetsTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -436,7 +436,7 @@ def _d_ListOffsetsPartition_0(buf: memoryview, pos: int) -> tuple[ListOffsetsPar
     return _New_ListOffsetsPartition(f_partition_index, -1, f_timestamp, f_max_num_offsets), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartition_0(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartition_0(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.timestamp, o.max_num_offsets)
 
 
@@ -446,7 +446,7 @@ def _d_ListOffsetsPartition_1(buf: memoryview, pos: int) -> tuple[ListOffsetsPar
     return _New_ListOffsetsPartition(f_partition_index, -1, f_timestamp, 1), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartition_1(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartition_1(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.max_num_offsets != 1:
         raise _UnsupportedVersion("MaxNumOffsets cannot be sent in version 1", message_name="ListOffsetsPartition", api_version=1, field="MaxNumOffsets")
     out += _S3.pack(o.partition_index, o.timestamp)
@@ -458,7 +458,7 @@ def _d_ListOffsetsPartition_2(buf: memoryview, pos: int) -> tuple[ListOffsetsPar
     return _New_ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartition_2(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartition_2(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.max_num_offsets != 1:
         raise _UnsupportedVersion("MaxNumOffsets cannot be sent in version 4", message_name="ListOffsetsPartition", api_version=4, field="MaxNumOffsets")
     out += _S4.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
@@ -483,7 +483,7 @@ def _d_ListOffsetsPartition_3(buf: memoryview, pos: int) -> tuple[ListOffsetsPar
     return _New_ListOffsetsPartition(f_partition_index, f_current_leader_epoch, f_timestamp, 1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartition_3(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartition_3(o: ListOffsetsPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.max_num_offsets != 1:
         raise _UnsupportedVersion("MaxNumOffsets cannot be sent in version 6", message_name="ListOffsetsPartition", api_version=6, field="MaxNumOffsets")
     out += _S4.pack(o.partition_index, o.current_leader_epoch, o.timestamp)

@@ -129,7 +129,7 @@ def _d_ListOffsetsResponse_0(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return _New_ListOffsetsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -150,7 +150,7 @@ def _d_ListOffsetsResponse_1(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return _New_ListOffsetsResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -173,7 +173,7 @@ def _d_ListOffsetsResponse_2(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -197,7 +197,7 @@ def _d_ListOffsetsResponse_3(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -237,7 +237,7 @@ def _d_ListOffsetsResponse_4(buf: memoryview, pos: int) -> tuple[ListOffsetsResp
     return _New_ListOffsetsResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -267,7 +267,7 @@ def _d_ListOffsetsTopicResponse_0(buf: memoryview, pos: int) -> tuple[ListOffset
     return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -290,7 +290,7 @@ def _d_ListOffsetsTopicResponse_1(buf: memoryview, pos: int) -> tuple[ListOffset
     return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -313,7 +313,7 @@ def _d_ListOffsetsTopicResponse_2(buf: memoryview, pos: int) -> tuple[ListOffset
     return _New_ListOffsetsTopicResponse(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -352,7 +352,7 @@ def _d_ListOffsetsTopicResponse_3(buf: memoryview, pos: int) -> tuple[ListOffset
     return _New_ListOffsetsTopicResponse(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -380,7 +380,7 @@ def _d_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int) -> tuple[ListOf
     return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, f_old_style_offsets, -1, -1, -1), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartitionResponse_0(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartitionResponse_0(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.timestamp != -1:
         raise _UnsupportedVersion("Timestamp cannot be sent in version 0", message_name="ListOffsetsPartitionResponse", api_version=0, field="Timestamp")
     if o.offset != -1:
@@ -400,7 +400,7 @@ def _d_ListOffsetsPartitionResponse_1(buf: memoryview, pos: int) -> tuple[ListOf
     return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, -1), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartitionResponse_1(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartitionResponse_1(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.old_style_offsets != ():
         raise _UnsupportedVersion("OldStyleOffsets cannot be sent in version 1", message_name="ListOffsetsPartitionResponse", api_version=1, field="OldStyleOffsets")
     if o.leader_epoch != -1:
@@ -414,7 +414,7 @@ def _d_ListOffsetsPartitionResponse_2(buf: memoryview, pos: int) -> tuple[ListOf
     return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.old_style_offsets != ():
         raise _UnsupportedVersion("OldStyleOffsets cannot be sent in version 4", message_name="ListOffsetsPartitionResponse", api_version=4, field="OldStyleOffsets")
     out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
@@ -439,7 +439,7 @@ def _d_ListOffsetsPartitionResponse_3(buf: memoryview, pos: int) -> tuple[ListOf
     return _New_ListOffsetsPartitionResponse(f_partition_index, f_error_code, (), f_timestamp, f_offset, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.old_style_offsets != ():
         raise _UnsupportedVersion("OldStyleOffsets cannot be sent in version 6", message_name="ListOffsetsPartitionResponse", api_version=6, field="OldStyleOffsets")
     out += _S3.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)

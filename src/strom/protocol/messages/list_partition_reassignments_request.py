@@ -107,7 +107,7 @@ def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[L
     return _New_ListPartitionReassignmentsRequest(f_timeout_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.timeout_ms)
     items_topics = o.topics
     if items_topics is None:
@@ -153,7 +153,7 @@ def _d_ListPartitionReassignmentsTopics_0(buf: memoryview, pos: int) -> tuple[Li
     return _New_ListPartitionReassignmentsTopics(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListPartitionReassignmentsTopics_0(o: ListPartitionReassignmentsTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListPartitionReassignmentsTopics_0(o: ListPartitionReassignmentsTopics, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)

@@ -147,7 +147,7 @@ def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[
     return _New_ListPartitionReassignmentsResponse(f_throttle_time_ms, f_error_code, f_error_message, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_topics = o.topics
@@ -194,7 +194,7 @@ def _d_OngoingTopicReassignment_0(buf: memoryview, pos: int) -> tuple[OngoingTop
     return _New_OngoingTopicReassignment(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -256,7 +256,7 @@ def _d_OngoingPartitionReassignment_0(buf: memoryview, pos: int) -> tuple[Ongoin
     return _New_OngoingPartitionReassignment(f_partition_index, f_replicas, f_adding_replicas, f_removing_replicas, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OngoingPartitionReassignment_0(o: OngoingPartitionReassignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OngoingPartitionReassignment_0(o: OngoingPartitionReassignment, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index)
     items_replicas = o.replicas
     count = len(items_replicas)

@@ -90,7 +90,7 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[ListTransac
     return _New_ListTransactionsRequest(f_state_filters, f_producer_id_filters, -1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.duration_filter != -1:
         raise _UnsupportedVersion("DurationFilter cannot be sent in version 0", message_name="ListTransactionsRequest", api_version=0, field="DurationFilter")
     items_state_filters = o.state_filters
@@ -154,7 +154,7 @@ def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[ListTransac
     return _New_ListTransactionsRequest(f_state_filters, f_producer_id_filters, f_duration_filter, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_state_filters = o.state_filters
     count = len(items_state_filters)
     if count < 0x7F:

@@ -125,7 +125,7 @@ def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[ListTransa
     return _New_ListTransactionsResponse(f_throttle_time_ms, f_error_code, f_unknown_state_filters, f_transaction_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     items_unknown_state_filters = o.unknown_state_filters
     count = len(items_unknown_state_filters)
@@ -170,7 +170,7 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[TransactionState, 
     return _New_TransactionState(f_transactional_id, f_producer_id, f_transaction_state, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TransactionState_0(o: TransactionState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     out += _S1.pack(o.producer_id)
     _p.write_compact_string(out, o.transaction_state)

@@ -96,7 +96,7 @@ def _d_MetadataRequest_0(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, True, False, False), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_0(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_0(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersion("AllowAutoTopicCreation cannot be sent in version 0", message_name="MetadataRequest", api_version=0, field="AllowAutoTopicCreation")
     if o.include_cluster_authorized_operations != False:
@@ -126,7 +126,7 @@ def _d_MetadataRequest_1(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, True, False, False), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_1(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_1(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.allow_auto_topic_creation != True:
         raise _UnsupportedVersion("AllowAutoTopicCreation cannot be sent in version 1", message_name="MetadataRequest", api_version=1, field="AllowAutoTopicCreation")
     if o.include_cluster_authorized_operations != False:
@@ -161,7 +161,7 @@ def _d_MetadataRequest_2(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, False, False), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_2(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_2(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersion("IncludeClusterAuthorizedOperations cannot be sent in version 4", message_name="MetadataRequest", api_version=4, field="IncludeClusterAuthorizedOperations")
     if o.include_topic_authorized_operations != False:
@@ -195,7 +195,7 @@ def _d_MetadataRequest_3(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_3(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_3(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     if items_topics is None:
         out += _NULL_ARRAY
@@ -241,7 +241,7 @@ def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_4(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_4(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     if items_topics is None:
         out.append(0)
@@ -294,7 +294,7 @@ def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, f_include_cluster_authorized_operations, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_5(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_5(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     if items_topics is None:
         out.append(0)
@@ -347,7 +347,7 @@ def _d_MetadataRequest_6(buf: memoryview, pos: int) -> tuple[MetadataRequest, in
     return _New_MetadataRequest(f_topics, f_allow_auto_topic_creation, False, f_include_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequest_6(o: MetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequest_6(o: MetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.include_cluster_authorized_operations != False:
         raise _UnsupportedVersion("IncludeClusterAuthorizedOperations cannot be sent in version 11", message_name="MetadataRequest", api_version=11, field="IncludeClusterAuthorizedOperations")
     items_topics = o.topics
@@ -373,7 +373,7 @@ def _d_MetadataRequestTopic_0(buf: memoryview, pos: int) -> tuple[MetadataReques
     return _New_MetadataRequestTopic(_p.ZERO_UUID, f_name), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, _p.not_null(o.name, "Name", 0))
 
 
@@ -395,7 +395,7 @@ def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[MetadataReques
     return _New_MetadataRequestTopic(_p.ZERO_UUID, f_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -422,7 +422,7 @@ def _d_MetadataRequestTopic_2(buf: memoryview, pos: int) -> tuple[MetadataReques
     return _New_MetadataRequestTopic(f_topic_id, f_name, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     _p.write_compact_nullable_string(out, o.name)
     if o.unknown_tagged_fields:

@@ -211,7 +211,7 @@ def _d_MetadataResponse_0(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(0, f_brokers, None, -1, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_0(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_0(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 0", message_name="MetadataResponse", api_version=0, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
@@ -250,7 +250,7 @@ def _d_MetadataResponse_1(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(0, f_brokers, None, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_1(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_1(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 1", message_name="MetadataResponse", api_version=1, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
@@ -291,7 +291,7 @@ def _d_MetadataResponse_2(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(0, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_2(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_2(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 2", message_name="MetadataResponse", api_version=2, field="ClusterAuthorizedOperations")
     items_brokers = o.brokers
@@ -335,7 +335,7 @@ def _d_MetadataResponse_3(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_3(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_3(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 3", message_name="MetadataResponse", api_version=3, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
@@ -380,7 +380,7 @@ def _d_MetadataResponse_4(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_4(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_4(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 5", message_name="MetadataResponse", api_version=5, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
@@ -425,7 +425,7 @@ def _d_MetadataResponse_5(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_5(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_5(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 7", message_name="MetadataResponse", api_version=7, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
@@ -472,7 +472,7 @@ def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_6(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_6(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
     count = len(items_brokers)
@@ -537,7 +537,7 @@ def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_7(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_7(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
     count = len(items_brokers)
@@ -612,7 +612,7 @@ def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, f_cluster_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_8(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_8(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_brokers = o.brokers
     count = len(items_brokers)
@@ -685,7 +685,7 @@ def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[MetadataResponse, 
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_9(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_9(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 11", message_name="MetadataResponse", api_version=11, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
@@ -759,7 +759,7 @@ def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[MetadataResponse,
     return _New_MetadataResponse(f_throttle_time_ms, f_brokers, f_cluster_id, f_controller_id, f_topics, -2147483648, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponse_10(o: MetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponse_10(o: MetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.cluster_authorized_operations != -2147483648:
         raise _UnsupportedVersion("ClusterAuthorizedOperations cannot be sent in version 12", message_name="MetadataResponse", api_version=12, field="ClusterAuthorizedOperations")
     out += _S0.pack(o.throttle_time_ms)
@@ -796,7 +796,7 @@ def _d_MetadataResponseBroker_0(buf: memoryview, pos: int) -> tuple[MetadataResp
     return _New_MetadataResponseBroker(f_node_id, f_host, f_port, None), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseBroker_0(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseBroker_0(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.node_id)
     _p.write_string(out, o.host)
     out += _S0.pack(o.port)
@@ -818,7 +818,7 @@ def _d_MetadataResponseTopic_0(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, False, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 0", message_name="MetadataResponseTopic", api_version=0, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
@@ -840,7 +840,7 @@ def _d_MetadataResponseBroker_1(buf: memoryview, pos: int) -> tuple[MetadataResp
     return _New_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseBroker_1(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseBroker_1(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.node_id)
     _p.write_string(out, o.host)
     out += _S0.pack(o.port)
@@ -865,7 +865,7 @@ def _d_MetadataResponseTopic_1(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 1", message_name="MetadataResponseTopic", api_version=1, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
@@ -896,7 +896,7 @@ def _d_MetadataResponseTopic_2(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 5", message_name="MetadataResponseTopic", api_version=5, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
@@ -927,7 +927,7 @@ def _d_MetadataResponseTopic_3(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, -2147483648), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topic_authorized_operations != -2147483648:
         raise _UnsupportedVersion("TopicAuthorizedOperations cannot be sent in version 7", message_name="MetadataResponseTopic", api_version=7, field="TopicAuthorizedOperations")
     out += _S1.pack(o.error_code)
@@ -960,7 +960,7 @@ def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_string(out, _p.not_null(o.name, "Name", 8))
     out += _S2.pack(o.is_internal)
@@ -995,7 +995,7 @@ def _d_MetadataResponseBroker_2(buf: memoryview, pos: int) -> tuple[MetadataResp
     return _New_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
@@ -1042,7 +1042,7 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, _p.ZERO_UUID, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 9))
     out += _S2.pack(o.is_internal)
@@ -1098,7 +1098,7 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_string(out, _p.not_null(o.name, "Name", 10))
     out += o.topic_id.bytes
@@ -1155,7 +1155,7 @@ def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[MetadataRespo
     return _New_MetadataResponseTopic(f_error_code, f_name, f_topic_id, f_is_internal, f_partitions, f_topic_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.name)
     out += o.topic_id.bytes
@@ -1193,7 +1193,7 @@ def _d_MetadataResponsePartition_0(buf: memoryview, pos: int) -> tuple[MetadataR
     return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, ()), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponsePartition_0(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponsePartition_0(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id)
     items_replica_nodes = o.replica_nodes
     count = len(items_replica_nodes)
@@ -1229,7 +1229,7 @@ def _d_MetadataResponsePartition_1(buf: memoryview, pos: int) -> tuple[MetadataR
     return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, -1, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponsePartition_1(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponsePartition_1(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.error_code, o.partition_index, o.leader_id)
     items_replica_nodes = o.replica_nodes
     count = len(items_replica_nodes)
@@ -1269,7 +1269,7 @@ def _d_MetadataResponsePartition_2(buf: memoryview, pos: int) -> tuple[MetadataR
     return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
     count = len(items_replica_nodes)
@@ -1331,7 +1331,7 @@ def _d_MetadataResponsePartition_3(buf: memoryview, pos: int) -> tuple[MetadataR
     return _New_MetadataResponsePartition(f_error_code, f_partition_index, f_leader_id, f_leader_epoch, f_replica_nodes, f_isr_nodes, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
-def _e_MetadataResponsePartition_3(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_MetadataResponsePartition_3(o: MetadataResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     items_replica_nodes = o.replica_nodes
     count = len(items_replica_nodes)

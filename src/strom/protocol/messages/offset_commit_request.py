@@ -144,7 +144,7 @@ def _d_OffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, -1, '', None, -1, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 0", message_name="OffsetCommitRequest", api_version=0, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -172,7 +172,7 @@ def _d_OffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 1", message_name="OffsetCommitRequest", api_version=1, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -204,7 +204,7 @@ def _d_OffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, f_retention_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 2", message_name="OffsetCommitRequest", api_version=2, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -235,7 +235,7 @@ def _d_OffsetCommitRequest_3(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 5", message_name="OffsetCommitRequest", api_version=5, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -265,7 +265,7 @@ def _d_OffsetCommitRequest_4(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, None, -1, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 6", message_name="OffsetCommitRequest", api_version=6, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -296,7 +296,7 @@ def _d_OffsetCommitRequest_5(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     out += _S0.pack(o.generation_id_or_member_epoch)
     _p.write_string(out, o.member_id)
@@ -342,7 +342,7 @@ def _d_OffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[OffsetCommitReq
     return _New_OffsetCommitRequest(f_group_id, f_generation_id_or_member_epoch, f_member_id, f_group_instance_id, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S0.pack(o.generation_id_or_member_epoch)
     _p.write_compact_string(out, o.member_id)
@@ -375,7 +375,7 @@ def _d_OffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetComm
     return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -398,7 +398,7 @@ def _d_OffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[OffsetComm
     return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -421,7 +421,7 @@ def _d_OffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[OffsetComm
     return _New_OffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -460,7 +460,7 @@ def _d_OffsetCommitRequestTopic_3(buf: memoryview, pos: int) -> tuple[OffsetComm
     return _New_OffsetCommitRequestTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -483,7 +483,7 @@ def _d_OffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestPartition_0(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestPartition_0(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.commit_timestamp != -1:
         raise _UnsupportedVersion("CommitTimestamp cannot be sent in version 0", message_name="OffsetCommitRequestPartition", api_version=0, field="CommitTimestamp")
     out += _S2.pack(o.partition_index, o.committed_offset)
@@ -497,7 +497,7 @@ def _d_OffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_commit_timestamp, f_committed_metadata), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestPartition_1(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestPartition_1(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.commit_timestamp)
     _p.write_nullable_string(out, o.committed_metadata)
 
@@ -509,7 +509,7 @@ def _d_OffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestPartition_2(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestPartition_2(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.commit_timestamp != -1:
         raise _UnsupportedVersion("CommitTimestamp cannot be sent in version 6", message_name="OffsetCommitRequestPartition", api_version=6, field="CommitTimestamp")
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
@@ -536,7 +536,7 @@ def _d_OffsetCommitRequestPartition_3(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, -1, f_committed_metadata, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.commit_timestamp != -1:
         raise _UnsupportedVersion("CommitTimestamp cannot be sent in version 8", message_name="OffsetCommitRequestPartition", api_version=8, field="CommitTimestamp")
     out += _S4.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)

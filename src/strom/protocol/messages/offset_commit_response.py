@@ -112,7 +112,7 @@ def _d_OffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     return _New_OffsetCommitResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -135,7 +135,7 @@ def _d_OffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     return _New_OffsetCommitResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -175,7 +175,7 @@ def _d_OffsetCommitResponse_2(buf: memoryview, pos: int) -> tuple[OffsetCommitRe
     return _New_OffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -205,7 +205,7 @@ def _d_OffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetCom
     return _New_OffsetCommitResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -244,7 +244,7 @@ def _d_OffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[OffsetCom
     return _New_OffsetCommitResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -266,7 +266,7 @@ def _d_OffsetCommitResponsePartition_0(buf: memoryview, pos: int) -> tuple[Offse
     return _New_OffsetCommitResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponsePartition_0(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponsePartition_0(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
 
 
@@ -289,7 +289,7 @@ def _d_OffsetCommitResponsePartition_1(buf: memoryview, pos: int) -> tuple[Offse
     return _New_OffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetCommitResponsePartition_1(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetCommitResponsePartition_1(o: OffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

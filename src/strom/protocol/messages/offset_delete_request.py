@@ -109,7 +109,7 @@ def _d_OffsetDeleteRequest_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteReq
     return _New_OffsetDeleteRequest(f_group_id, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteRequest_0(o: OffsetDeleteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteRequest_0(o: OffsetDeleteRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -132,7 +132,7 @@ def _d_OffsetDeleteRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetDele
     return _New_OffsetDeleteRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -147,7 +147,7 @@ def _d_OffsetDeleteRequestPartition_0(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetDeleteRequestPartition(f_partition_index), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteRequestPartition_0(o: OffsetDeleteRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteRequestPartition_0(o: OffsetDeleteRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
 
 

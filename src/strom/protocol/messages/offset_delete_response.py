@@ -120,7 +120,7 @@ def _d_OffsetDeleteResponse_0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRe
     return _New_OffsetDeleteResponse(f_error_code, f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteResponse_0(o: OffsetDeleteResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteResponse_0(o: OffsetDeleteResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code, o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -143,7 +143,7 @@ def _d_OffsetDeleteResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetDel
     return _New_OffsetDeleteResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -158,7 +158,7 @@ def _d_OffsetDeleteResponsePartition_0(buf: memoryview, pos: int) -> tuple[Offse
     return _New_OffsetDeleteResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_OffsetDeleteResponsePartition_0(o: OffsetDeleteResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetDeleteResponsePartition_0(o: OffsetDeleteResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
 
 

@@ -154,7 +154,7 @@ def _d_OffsetFetchRequest_0(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest(f_group_id, f_topics, (), False), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 0", message_name="OffsetFetchRequest", api_version=0, field="Groups")
     if o.require_stable != False:
@@ -184,7 +184,7 @@ def _d_OffsetFetchRequest_1(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest(f_group_id, f_topics, (), False), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 2", message_name="OffsetFetchRequest", api_version=2, field="Groups")
     if o.require_stable != False:
@@ -233,7 +233,7 @@ def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest(f_group_id, f_topics, (), False, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 6", message_name="OffsetFetchRequest", api_version=6, field="Groups")
     if o.require_stable != False:
@@ -291,7 +291,7 @@ def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest(f_group_id, f_topics, (), f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 7", message_name="OffsetFetchRequest", api_version=7, field="Groups")
     _p.write_compact_string(out, o.group_id)
@@ -344,7 +344,7 @@ def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_id != '':
         raise _UnsupportedVersion("GroupId cannot be sent in version 8", message_name="OffsetFetchRequest", api_version=8, field="GroupId")
     if o.topics != ():
@@ -395,7 +395,7 @@ def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[OffsetFetchReque
     return _New_OffsetFetchRequest('', (), f_groups, f_require_stable, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_id != '':
         raise _UnsupportedVersion("GroupId cannot be sent in version 9", message_name="OffsetFetchRequest", api_version=9, field="GroupId")
     if o.topics != ():
@@ -426,7 +426,7 @@ def _d_OffsetFetchRequestTopic_0(buf: memoryview, pos: int) -> tuple[OffsetFetch
     return _New_OffsetFetchRequestTopic(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequestTopic_0(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequestTopic_0(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)
@@ -461,7 +461,7 @@ def _d_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -> tuple[OffsetFetch
     return _New_OffsetFetchRequestTopic(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequestTopic_1(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequestTopic_1(o: OffsetFetchRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)
@@ -509,7 +509,7 @@ def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetch
     return _New_OffsetFetchRequestGroup(f_group_id, None, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     if items_topics is None:
@@ -564,7 +564,7 @@ def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[OffsetFetch
     return _New_OffsetFetchRequestGroup(f_group_id, f_member_id, f_member_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_nullable_string(out, o.member_id)
     out += _S1.pack(o.member_epoch)
@@ -612,7 +612,7 @@ def _d_OffsetFetchRequestTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFetc
     return _New_OffsetFetchRequestTopics(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchRequestTopics_0(o: OffsetFetchRequestTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchRequestTopics_0(o: OffsetFetchRequestTopics, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)

@@ -225,7 +225,7 @@ def _d_OffsetFetchResponse_0(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(0, f_topics, 0, ()), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 0", message_name="OffsetFetchResponse", api_version=0, field="Groups")
     items_topics = o.topics
@@ -250,7 +250,7 @@ def _d_OffsetFetchResponse_1(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(0, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 2", message_name="OffsetFetchResponse", api_version=2, field="Groups")
     items_topics = o.topics
@@ -278,7 +278,7 @@ def _d_OffsetFetchResponse_2(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 3", message_name="OffsetFetchResponse", api_version=3, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
@@ -307,7 +307,7 @@ def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, ()), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 5", message_name="OffsetFetchResponse", api_version=5, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
@@ -352,7 +352,7 @@ def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(f_throttle_time_ms, f_topics, f_error_code, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.groups != ():
         raise _UnsupportedVersion("Groups cannot be sent in version 6", message_name="OffsetFetchResponse", api_version=6, field="Groups")
     out += _S1.pack(o.throttle_time_ms)
@@ -402,7 +402,7 @@ def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[OffsetFetchResp
     return _New_OffsetFetchResponse(f_throttle_time_ms, (), 0, f_groups, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.topics != ():
         raise _UnsupportedVersion("Topics cannot be sent in version 8", message_name="OffsetFetchResponse", api_version=8, field="Topics")
     out += _S1.pack(o.throttle_time_ms)
@@ -434,7 +434,7 @@ def _d_OffsetFetchResponseTopic_0(buf: memoryview, pos: int) -> tuple[OffsetFetc
     return _New_OffsetFetchResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -457,7 +457,7 @@ def _d_OffsetFetchResponseTopic_1(buf: memoryview, pos: int) -> tuple[OffsetFetc
     return _New_OffsetFetchResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -496,7 +496,7 @@ def _d_OffsetFetchResponseTopic_2(buf: memoryview, pos: int) -> tuple[OffsetFetc
     return _New_OffsetFetchResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -544,7 +544,7 @@ def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[OffsetFetc
     return _New_OffsetFetchResponseGroup(f_group_id, f_topics, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -570,7 +570,7 @@ def _d_OffsetFetchResponsePartition_0(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, -1, f_metadata, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponsePartition_0(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponsePartition_0(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.committed_offset)
     _p.write_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)
@@ -585,7 +585,7 @@ def _d_OffsetFetchResponsePartition_1(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponsePartition_1(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponsePartition_1(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)
@@ -613,7 +613,7 @@ def _d_OffsetFetchResponsePartition_2(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetFetchResponsePartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponsePartition_2(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponsePartition_2(o: OffsetFetchResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)
@@ -653,7 +653,7 @@ def _d_OffsetFetchResponseTopics_0(buf: memoryview, pos: int) -> tuple[OffsetFet
     return _New_OffsetFetchResponseTopics(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -691,7 +691,7 @@ def _d_OffsetFetchResponsePartitions_0(buf: memoryview, pos: int) -> tuple[Offse
     return _New_OffsetFetchResponsePartitions(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_metadata, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetFetchResponsePartitions_0(o: OffsetFetchResponsePartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetFetchResponsePartitions_0(o: OffsetFetchResponsePartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.metadata)
     out += _S0.pack(o.error_code)

@@ -118,7 +118,7 @@ def _d_OffsetForLeaderEpochRequest_0(buf: memoryview, pos: int) -> tuple[OffsetF
     return _New_OffsetForLeaderEpochRequest(-2, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -139,7 +139,7 @@ def _d_OffsetForLeaderEpochRequest_1(buf: memoryview, pos: int) -> tuple[OffsetF
     return _New_OffsetForLeaderEpochRequest(-2, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -162,7 +162,7 @@ def _d_OffsetForLeaderEpochRequest_2(buf: memoryview, pos: int) -> tuple[OffsetF
     return _New_OffsetForLeaderEpochRequest(f_replica_id, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -202,7 +202,7 @@ def _d_OffsetForLeaderEpochRequest_3(buf: memoryview, pos: int) -> tuple[OffsetF
     return _New_OffsetForLeaderEpochRequest(f_replica_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochRequest_3(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochRequest_3(o: OffsetForLeaderEpochRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.replica_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -232,7 +232,7 @@ def _d_OffsetForLeaderTopic_0(buf: memoryview, pos: int) -> tuple[OffsetForLeade
     return _New_OffsetForLeaderTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -255,7 +255,7 @@ def _d_OffsetForLeaderTopic_1(buf: memoryview, pos: int) -> tuple[OffsetForLeade
     return _New_OffsetForLeaderTopic(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -294,7 +294,7 @@ def _d_OffsetForLeaderTopic_2(buf: memoryview, pos: int) -> tuple[OffsetForLeade
     return _New_OffsetForLeaderTopic(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -316,7 +316,7 @@ def _d_OffsetForLeaderPartition_0(buf: memoryview, pos: int) -> tuple[OffsetForL
     return _New_OffsetForLeaderPartition(f_partition, -1, f_leader_epoch), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderPartition_0(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderPartition_0(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition, o.leader_epoch)
 
 
@@ -326,7 +326,7 @@ def _d_OffsetForLeaderPartition_1(buf: memoryview, pos: int) -> tuple[OffsetForL
     return _New_OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderPartition_1(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderPartition_1(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
 
 
@@ -349,7 +349,7 @@ def _d_OffsetForLeaderPartition_2(buf: memoryview, pos: int) -> tuple[OffsetForL
     return _New_OffsetForLeaderPartition(f_partition, f_current_leader_epoch, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderPartition_2(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderPartition_2(o: OffsetForLeaderPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

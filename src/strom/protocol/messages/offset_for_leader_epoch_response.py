@@ -122,7 +122,7 @@ def _d_OffsetForLeaderEpochResponse_0(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetForLeaderEpochResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -143,7 +143,7 @@ def _d_OffsetForLeaderEpochResponse_1(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetForLeaderEpochResponse(0, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topics = o.topics
     count = len(items_topics)
     out += _p.INT32.pack(count)
@@ -166,7 +166,7 @@ def _d_OffsetForLeaderEpochResponse_2(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -206,7 +206,7 @@ def _d_OffsetForLeaderEpochResponse_3(buf: memoryview, pos: int) -> tuple[Offset
     return _New_OffsetForLeaderEpochResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderEpochResponse_3(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderEpochResponse_3(o: OffsetForLeaderEpochResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -236,7 +236,7 @@ def _d_OffsetForLeaderTopicResult_0(buf: memoryview, pos: int) -> tuple[OffsetFo
     return _New_OffsetForLeaderTopicResult(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -259,7 +259,7 @@ def _d_OffsetForLeaderTopicResult_1(buf: memoryview, pos: int) -> tuple[OffsetFo
     return _New_OffsetForLeaderTopicResult(f_topic, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -298,7 +298,7 @@ def _d_OffsetForLeaderTopicResult_2(buf: memoryview, pos: int) -> tuple[OffsetFo
     return _New_OffsetForLeaderTopicResult(f_topic, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -320,7 +320,7 @@ def _d_EpochEndOffset_0(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]
     return _New_EpochEndOffset(f_error_code, f_partition, -1, f_end_offset), pos  # type: ignore[return-value]
 
 
-def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EpochEndOffset_0(o: EpochEndOffset, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.error_code, o.partition, o.end_offset)
 
 
@@ -330,7 +330,7 @@ def _d_EpochEndOffset_1(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]
     return _New_EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset), pos  # type: ignore[return-value]
 
 
-def _e_EpochEndOffset_1(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EpochEndOffset_1(o: EpochEndOffset, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
 
 
@@ -353,7 +353,7 @@ def _d_EpochEndOffset_2(buf: memoryview, pos: int) -> tuple[EpochEndOffset, int]
     return _New_EpochEndOffset(f_error_code, f_partition, f_leader_epoch, f_end_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_EpochEndOffset_2(o: EpochEndOffset, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_EpochEndOffset_2(o: EpochEndOffset, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.error_code, o.partition, o.leader_epoch, o.end_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

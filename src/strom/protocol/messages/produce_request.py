@@ -25,7 +25,7 @@ class PartitionProduceData:
     #: The partition index.
     index: int = 0
     #: The record data to be produced.
-    records: _p.Buffer | None = None
+    records: _p.Records | None = None
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
 
 
@@ -123,7 +123,7 @@ def _d_ProduceRequest_0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     return _New_ProduceRequest(None, f_acks, f_timeout_ms, f_topic_data), pos  # type: ignore[return-value]
 
 
-def _e_ProduceRequest_0(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceRequest_0(o: ProduceRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.transactional_id is not None:
         raise _UnsupportedVersion("TransactionalId cannot be sent in version 0", message_name="ProduceRequest", api_version=0, field="TransactionalId")
     out += _S0.pack(o.acks, o.timeout_ms)
@@ -150,7 +150,7 @@ def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     return _New_ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data), pos  # type: ignore[return-value]
 
 
-def _e_ProduceRequest_1(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceRequest_1(o: ProduceRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.acks, o.timeout_ms)
     items_topic_data = o.topic_data
@@ -192,7 +192,7 @@ def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]
     return _New_ProduceRequest(f_transactional_id, f_acks, f_timeout_ms, f_topic_data, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ProduceRequest_2(o: ProduceRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceRequest_2(o: ProduceRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.transactional_id)
     out += _S0.pack(o.acks, o.timeout_ms)
     items_topic_data = o.topic_data
@@ -223,7 +223,7 @@ def _d_TopicProduceData_0(buf: memoryview, pos: int) -> tuple[TopicProduceData, 
     return _New_TopicProduceData(f_name, f_partition_data), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceData_0(o: TopicProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceData_0(o: TopicProduceData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_data = o.partition_data
     count = len(items_partition_data)
@@ -262,7 +262,7 @@ def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[TopicProduceData, 
     return _New_TopicProduceData(f_name, f_partition_data, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceData_1(o: TopicProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceData_1(o: TopicProduceData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_data = o.partition_data
     count = len(items_partition_data)
@@ -285,7 +285,7 @@ def _d_PartitionProduceData_0(buf: memoryview, pos: int) -> tuple[PartitionProdu
     return _New_PartitionProduceData(f_index, f_records), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceData_0(o: PartitionProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceData_0(o: PartitionProduceData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.index)
     _write_records(out, chunks, o.records, False, True)
 
@@ -310,7 +310,7 @@ def _d_PartitionProduceData_1(buf: memoryview, pos: int) -> tuple[PartitionProdu
     return _New_PartitionProduceData(f_index, f_records, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceData_1(o: PartitionProduceData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceData_1(o: PartitionProduceData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.index)
     _write_records(out, chunks, o.records, True, True)
     if o.unknown_tagged_fields:

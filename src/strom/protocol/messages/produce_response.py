@@ -227,7 +227,7 @@ def _d_ProduceResponse_0(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, 0, ()), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_0(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_0(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 0", message_name="ProduceResponse", api_version=0, field="NodeEndpoints")
     items_responses = o.responses
@@ -252,7 +252,7 @@ def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_1(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_1(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 1", message_name="ProduceResponse", api_version=1, field="NodeEndpoints")
     items_responses = o.responses
@@ -278,7 +278,7 @@ def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_2(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_2(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 2", message_name="ProduceResponse", api_version=2, field="NodeEndpoints")
     items_responses = o.responses
@@ -304,7 +304,7 @@ def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_3(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_3(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 5", message_name="ProduceResponse", api_version=5, field="NodeEndpoints")
     items_responses = o.responses
@@ -330,7 +330,7 @@ def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, ()), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_4(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_4(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 8", message_name="ProduceResponse", api_version=8, field="NodeEndpoints")
     items_responses = o.responses
@@ -372,7 +372,7 @@ def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_5(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_5(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.node_endpoints != ():
         raise _UnsupportedVersion("NodeEndpoints cannot be sent in version 9", message_name="ProduceResponse", api_version=9, field="NodeEndpoints")
     items_responses = o.responses
@@ -436,7 +436,7 @@ def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[ProduceResponse, in
     return _New_ProduceResponse(f_responses, f_throttle_time_ms, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ProduceResponse_6(o: ProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ProduceResponse_6(o: ProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_responses = o.responses
     count = len(items_responses)
     if count < 0x7F:
@@ -475,7 +475,7 @@ def _d_TopicProduceResponse_0(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -498,7 +498,7 @@ def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -521,7 +521,7 @@ def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -544,7 +544,7 @@ def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -583,7 +583,7 @@ def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -629,7 +629,7 @@ def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[TopicProduceRe
     return _New_TopicProduceResponse(f_name, f_partition_responses, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_responses = o.partition_responses
     count = len(items_partition_responses)
@@ -668,7 +668,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S0.pack(o.port)
@@ -685,7 +685,7 @@ def _d_PartitionProduceResponse_0(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, -1, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_0(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_0(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 0", message_name="PartitionProduceResponse", api_version=0, field="CurrentLeader")
     out += _S1.pack(o.index, o.error_code, o.base_offset)
@@ -697,7 +697,7 @@ def _d_PartitionProduceResponse_1(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, -1, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_1(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_1(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 2", message_name="PartitionProduceResponse", api_version=2, field="CurrentLeader")
     out += _S2.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
@@ -709,7 +709,7 @@ def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, (), None, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_2(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_2(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 5", message_name="PartitionProduceResponse", api_version=5, field="CurrentLeader")
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
@@ -731,7 +731,7 @@ def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 8", message_name="PartitionProduceResponse", api_version=8, field="CurrentLeader")
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
@@ -775,7 +775,7 @@ def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, _DEFAULT_LeaderIdAndEpoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.current_leader != _DEFAULT_LeaderIdAndEpoch:
         raise _UnsupportedVersion("CurrentLeader cannot be sent in version 9", message_name="PartitionProduceResponse", api_version=9, field="CurrentLeader")
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
@@ -830,7 +830,7 @@ def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[PartitionP
     return _New_PartitionProduceResponse(f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset, f_record_errors, f_error_message, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     items_record_errors = o.record_errors
     count = len(items_record_errors)
@@ -856,7 +856,7 @@ def _d_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int) -> tuple[BatchInde
     return _New_BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message), pos  # type: ignore[return-value]
 
 
-def _e_BatchIndexAndErrorMessage_0(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BatchIndexAndErrorMessage_0(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.batch_index)
     _p.write_nullable_string(out, o.batch_index_error_message)
 
@@ -881,7 +881,7 @@ def _d_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int) -> tuple[BatchInde
     return _New_BatchIndexAndErrorMessage(f_batch_index, f_batch_index_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.batch_index)
     _p.write_compact_nullable_string(out, o.batch_index_error_message)
     if o.unknown_tagged_fields:
@@ -909,7 +909,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, 
     return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

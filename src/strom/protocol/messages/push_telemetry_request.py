@@ -81,7 +81,7 @@ def _d_PushTelemetryRequest_0(buf: memoryview, pos: int) -> tuple[PushTelemetryR
     return _New_PushTelemetryRequest(f_client_instance_id, f_subscription_id, f_terminating, f_compression_type, f_metrics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PushTelemetryRequest_0(o: PushTelemetryRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PushTelemetryRequest_0(o: PushTelemetryRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.client_instance_id.bytes
     out += _S0.pack(o.subscription_id, o.terminating, o.compression_type)
     _p.write_compact_bytes(out, o.metrics)

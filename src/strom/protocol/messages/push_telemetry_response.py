@@ -67,7 +67,7 @@ def _d_PushTelemetryResponse_0(buf: memoryview, pos: int) -> tuple[PushTelemetry
     return _New_PushTelemetryResponse(f_throttle_time_ms, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PushTelemetryResponse_0(o: PushTelemetryResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PushTelemetryResponse_0(o: PushTelemetryResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

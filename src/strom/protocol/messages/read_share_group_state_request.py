@@ -128,7 +128,7 @@ def _d_ReadShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[ReadShar
     return _New_ReadShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadShareGroupStateRequest_0(o: ReadShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadShareGroupStateRequest_0(o: ReadShareGroupStateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -174,7 +174,7 @@ def _d_ReadStateData_0(buf: memoryview, pos: int) -> tuple[ReadStateData, int]:
     return _New_ReadStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadStateData_0(o: ReadStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadStateData_0(o: ReadStateData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -209,7 +209,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

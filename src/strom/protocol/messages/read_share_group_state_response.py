@@ -173,7 +173,7 @@ def _d_ReadShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[ReadSha
     return _New_ReadShareGroupStateResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_results = o.results
     count = len(items_results)
     if count < 0x7F:
@@ -218,7 +218,7 @@ def _d_ReadStateResult_0(buf: memoryview, pos: int) -> tuple[ReadStateResult, in
     return _New_ReadStateResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadStateResult_0(o: ReadStateResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadStateResult_0(o: ReadStateResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -268,7 +268,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     return _New_PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, f_state_batches, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S1.pack(o.state_epoch, o.start_offset)
@@ -305,7 +305,7 @@ def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
     return _New_StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -136,7 +136,7 @@ def _d_ReadShareGroupStateSummaryResponse_0(buf: memoryview, pos: int) -> tuple[
     return _New_ReadShareGroupStateSummaryResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadShareGroupStateSummaryResponse_0(o: ReadShareGroupStateSummaryResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadShareGroupStateSummaryResponse_0(o: ReadShareGroupStateSummaryResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_results = o.results
     count = len(items_results)
     if count < 0x7F:
@@ -181,7 +181,7 @@ def _d_ReadStateSummaryResult_0(buf: memoryview, pos: int) -> tuple[ReadStateSum
     return _New_ReadStateSummaryResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ReadStateSummaryResult_0(o: ReadStateSummaryResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ReadStateSummaryResult_0(o: ReadStateSummaryResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -219,7 +219,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     return _New_PartitionResult(f_partition, f_error_code, f_error_message, f_state_epoch, f_start_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S1.pack(o.state_epoch, o.start_offset)

@@ -72,7 +72,7 @@ def _d_RemoveRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[RemoveRaftVo
     return _New_RemoveRaftVoterRequest(f_cluster_id, f_voter_id, f_voter_directory_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RemoveRaftVoterRequest_0(o: RemoveRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RemoveRaftVoterRequest_0(o: RemoveRaftVoterRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     out += o.voter_directory_id.bytes

@@ -72,7 +72,7 @@ def _d_RemoveRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[RemoveRaftV
     return _New_RemoveRaftVoterResponse(f_throttle_time_ms, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RemoveRaftVoterResponse_0(o: RemoveRaftVoterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RemoveRaftVoterResponse_0(o: RemoveRaftVoterResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:

@@ -55,7 +55,7 @@ def _d_RenewDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[RenewDe
     return _New_RenewDelegationTokenRequest(f_hmac, f_renew_period_ms), pos  # type: ignore[return-value]
 
 
-def _e_RenewDelegationTokenRequest_0(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RenewDelegationTokenRequest_0(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_bytes(out, o.hmac)
     out += _S0.pack(o.renew_period_ms)
 
@@ -80,7 +80,7 @@ def _d_RenewDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[RenewDe
     return _New_RenewDelegationTokenRequest(f_hmac, f_renew_period_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RenewDelegationTokenRequest_1(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RenewDelegationTokenRequest_1(o: RenewDelegationTokenRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_bytes(out, o.hmac)
     out += _S0.pack(o.renew_period_ms)
     if o.unknown_tagged_fields:

@@ -58,7 +58,7 @@ def _d_RenewDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[RenewD
     return _New_RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms), pos  # type: ignore[return-value]
 
 
-def _e_RenewDelegationTokenResponse_0(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RenewDelegationTokenResponse_0(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
 
 
@@ -81,7 +81,7 @@ def _d_RenewDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[RenewD
     return _New_RenewDelegationTokenResponse(f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RenewDelegationTokenResponse_1(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RenewDelegationTokenResponse_1(o: RenewDelegationTokenResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

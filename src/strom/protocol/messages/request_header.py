@@ -62,7 +62,7 @@ def _d_RequestHeader_0(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, ''), pos  # type: ignore[return-value]
 
 
-def _e_RequestHeader_0(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RequestHeader_0(o: RequestHeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
 
 
@@ -73,7 +73,7 @@ def _d_RequestHeader_1(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id), pos  # type: ignore[return-value]
 
 
-def _e_RequestHeader_1(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RequestHeader_1(o: RequestHeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     _p.write_nullable_string(out, o.client_id)
 
@@ -98,7 +98,7 @@ def _d_RequestHeader_2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     return _New_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_RequestHeader_2(o: RequestHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_RequestHeader_2(o: RequestHeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     _p.write_nullable_string(out, o.client_id)
     if o.unknown_tagged_fields:

@@ -50,7 +50,7 @@ def _d_ResponseHeader_0(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]
     return _New_ResponseHeader(f_correlation_id), pos  # type: ignore[return-value]
 
 
-def _e_ResponseHeader_0(o: ResponseHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ResponseHeader_0(o: ResponseHeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.correlation_id)
 
 
@@ -73,7 +73,7 @@ def _d_ResponseHeader_1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]
     return _New_ResponseHeader(f_correlation_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ResponseHeader_1(o: ResponseHeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ResponseHeader_1(o: ResponseHeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.correlation_id)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -49,7 +49,7 @@ def _d_SaslAuthenticateRequest_0(buf: memoryview, pos: int) -> tuple[SaslAuthent
     return _New_SaslAuthenticateRequest(f_auth_bytes), pos  # type: ignore[return-value]
 
 
-def _e_SaslAuthenticateRequest_0(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslAuthenticateRequest_0(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_bytes(out, o.auth_bytes)
 
 
@@ -71,7 +71,7 @@ def _d_SaslAuthenticateRequest_1(buf: memoryview, pos: int) -> tuple[SaslAuthent
     return _New_SaslAuthenticateRequest(f_auth_bytes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SaslAuthenticateRequest_1(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslAuthenticateRequest_1(o: SaslAuthenticateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_bytes(out, o.auth_bytes)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -65,7 +65,7 @@ def _d_SaslAuthenticateResponse_0(buf: memoryview, pos: int) -> tuple[SaslAuthen
     return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, 0), pos  # type: ignore[return-value]
 
 
-def _e_SaslAuthenticateResponse_0(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslAuthenticateResponse_0(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     _p.write_bytes(out, o.auth_bytes)
@@ -81,7 +81,7 @@ def _d_SaslAuthenticateResponse_1(buf: memoryview, pos: int) -> tuple[SaslAuthen
     return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms), pos  # type: ignore[return-value]
 
 
-def _e_SaslAuthenticateResponse_1(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslAuthenticateResponse_1(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_nullable_string(out, o.error_message)
     _p.write_bytes(out, o.auth_bytes)
@@ -111,7 +111,7 @@ def _d_SaslAuthenticateResponse_2(buf: memoryview, pos: int) -> tuple[SaslAuthen
     return _New_SaslAuthenticateResponse(f_error_code, f_error_message, f_auth_bytes, f_session_lifetime_ms, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SaslAuthenticateResponse_2(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslAuthenticateResponse_2(o: SaslAuthenticateResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _p.write_compact_bytes(out, o.auth_bytes)

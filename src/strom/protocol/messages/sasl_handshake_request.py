@@ -49,7 +49,7 @@ def _d_SaslHandshakeRequest_0(buf: memoryview, pos: int) -> tuple[SaslHandshakeR
     return _New_SaslHandshakeRequest(f_mechanism), pos  # type: ignore[return-value]
 
 
-def _e_SaslHandshakeRequest_0(o: SaslHandshakeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslHandshakeRequest_0(o: SaslHandshakeRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.mechanism)
 
 

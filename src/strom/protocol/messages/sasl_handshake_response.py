@@ -63,7 +63,7 @@ def _d_SaslHandshakeResponse_0(buf: memoryview, pos: int) -> tuple[SaslHandshake
     return _New_SaslHandshakeResponse(f_error_code, f_mechanisms), pos  # type: ignore[return-value]
 
 
-def _e_SaslHandshakeResponse_0(o: SaslHandshakeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SaslHandshakeResponse_0(o: SaslHandshakeResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_mechanisms = o.mechanisms
     count = len(items_mechanisms)

@@ -169,7 +169,7 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[ShareAcknow
     return _New_ShareAcknowledgeRequest(f_group_id, f_member_id, f_share_session_epoch, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.group_id)
     _p.write_compact_nullable_string(out, o.member_id)
     out += _S0.pack(o.share_session_epoch)
@@ -217,7 +217,7 @@ def _d_AcknowledgeTopic_0(buf: memoryview, pos: int) -> tuple[AcknowledgeTopic, 
     return _New_AcknowledgeTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -264,7 +264,7 @@ def _d_AcknowledgePartition_0(buf: memoryview, pos: int) -> tuple[AcknowledgePar
     return _New_AcknowledgePartition(f_partition_index, f_acknowledgement_batches, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index)
     items_acknowledgement_batches = o.acknowledgement_batches
     count = len(items_acknowledgement_batches)
@@ -308,7 +308,7 @@ def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Acknowledgemen
     return _New_AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.first_offset, o.last_offset)
     items_acknowledge_types = o.acknowledge_types
     count = len(items_acknowledge_types)

@@ -222,7 +222,7 @@ def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[ShareAckno
     return _New_ShareAcknowledgeResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
@@ -277,7 +277,7 @@ def _d_ShareAcknowledgeTopicResponse_0(buf: memoryview, pos: int) -> tuple[Share
     return _New_ShareAcknowledgeTopicResponse(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareAcknowledgeTopicResponse_0(o: ShareAcknowledgeTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareAcknowledgeTopicResponse_0(o: ShareAcknowledgeTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -316,7 +316,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
@@ -348,7 +348,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _e_LeaderIdAndEpoch_0(o.current_leader, out, chunks)
@@ -377,7 +377,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, 
     return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

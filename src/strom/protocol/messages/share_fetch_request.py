@@ -227,7 +227,7 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest
     return _New_ShareFetchRequest(f_group_id, f_member_id, f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_topics, f_forgotten_topics_data, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.group_id)
     _p.write_compact_nullable_string(out, o.member_id)
     out += _S0.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
@@ -283,7 +283,7 @@ def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[FetchTopic, int]:
     return _New_FetchTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchTopic_0(o: FetchTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -326,7 +326,7 @@ def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[ForgottenTopic, int]
     return _New_ForgottenTopic(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ForgottenTopic_0(o: ForgottenTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -372,7 +372,7 @@ def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[FetchPartition, int]
     return _New_FetchPartition(f_partition_index, f_partition_max_bytes, f_acknowledgement_batches, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FetchPartition_0(o: FetchPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.partition_max_bytes)
     items_acknowledgement_batches = o.acknowledgement_batches
     count = len(items_acknowledgement_batches)
@@ -416,7 +416,7 @@ def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Acknowledgemen
     return _New_AcknowledgementBatch(f_first_offset, f_last_offset, f_acknowledge_types, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.first_offset, o.last_offset)
     items_acknowledge_types = o.acknowledge_types
     count = len(items_acknowledge_types)

@@ -91,7 +91,7 @@ class PartitionData:
     acknowledge_error_message: str | None = None
     current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
     #: The record data.
-    records: _p.Buffer | None = None
+    records: _p.Records | None = None
     #: The acquired records.
     acquired_records: tuple[AcquiredRecords, ...] = ()
     unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
@@ -269,7 +269,7 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[ShareFetchRespon
     return _New_ShareFetchResponse(f_throttle_time_ms, f_error_code, f_error_message, f_responses, f_node_endpoints, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_responses = o.responses
@@ -324,7 +324,7 @@ def _d_ShareFetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[ShareFe
     return _New_ShareFetchableTopicResponse(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -363,7 +363,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[NodeEndpoint, int]:
     return _New_NodeEndpoint(f_node_id, f_host, f_port, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_NodeEndpoint_0(o: NodeEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.node_id)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
@@ -411,7 +411,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_error_code, f_error_message, f_acknowledge_error_code, f_acknowledge_error_message, f_current_leader, f_records, f_acquired_records, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     out += _S2.pack(o.acknowledge_error_code)
@@ -451,7 +451,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[LeaderIdAndEpoch, 
     return _New_LeaderIdAndEpoch(f_leader_id, f_leader_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -478,7 +478,7 @@ def _d_AcquiredRecords_0(buf: memoryview, pos: int) -> tuple[AcquiredRecords, in
     return _New_AcquiredRecords(f_first_offset, f_last_offset, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
-def _e_AcquiredRecords_0(o: AcquiredRecords, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_AcquiredRecords_0(o: AcquiredRecords, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.first_offset, o.last_offset, o.delivery_count)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -79,7 +79,7 @@ def _d_ShareGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[ShareGrou
     return _New_ShareGroupDescribeRequest(f_group_ids, f_include_authorized_operations, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareGroupDescribeRequest_0(o: ShareGroupDescribeRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareGroupDescribeRequest_0(o: ShareGroupDescribeRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_group_ids = o.group_ids
     count = len(items_group_ids)
     if count < 0x7F:

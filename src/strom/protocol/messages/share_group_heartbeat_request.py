@@ -97,7 +97,7 @@ def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[ShareGro
     return _New_ShareGroupHeartbeatRequest(f_group_id, f_member_id, f_member_epoch, f_rack_id, f_subscribed_topic_names, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     _p.write_compact_string(out, o.member_id)
     out += _S0.pack(o.member_epoch)

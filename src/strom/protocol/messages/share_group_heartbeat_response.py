@@ -142,7 +142,7 @@ def _d_ShareGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[ShareGr
     return _New_ShareGroupHeartbeatResponse(f_throttle_time_ms, f_error_code, f_error_message, f_member_id, f_member_epoch, f_heartbeat_interval_ms, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     _p.write_compact_nullable_string(out, o.member_id)
@@ -187,7 +187,7 @@ def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Assignment, int]:
     return _New_Assignment(f_topic_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Assignment_0(o: Assignment, out: bytearray, chunks: list[_p.Records]) -> None:
     items_topic_partitions = o.topic_partitions
     count = len(items_topic_partitions)
     if count < 0x7F:
@@ -229,7 +229,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[TopicPartitions, in
     return _New_TopicPartitions(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicPartitions_0(o: TopicPartitions, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)

@@ -63,7 +63,7 @@ def _d_SnapshotFooterRecord_0(buf: memoryview, pos: int) -> tuple[SnapshotFooter
     return _New_SnapshotFooterRecord(f_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SnapshotFooterRecord_0(o: SnapshotFooterRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SnapshotFooterRecord_0(o: SnapshotFooterRecord, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

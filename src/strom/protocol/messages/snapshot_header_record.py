@@ -67,7 +67,7 @@ def _d_SnapshotHeaderRecord_0(buf: memoryview, pos: int) -> tuple[SnapshotHeader
     return _New_SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SnapshotHeaderRecord_0(o: SnapshotHeaderRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SnapshotHeaderRecord_0(o: SnapshotHeaderRecord, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version, o.last_contained_log_timestamp)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

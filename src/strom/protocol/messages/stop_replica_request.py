@@ -195,7 +195,7 @@ def _d_StopReplicaRequest_0(buf: memoryview, pos: int) -> tuple[StopReplicaReque
     return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, -1, f_delete_partitions, f_ungrouped_partitions, (), ()), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 0", message_name="StopReplicaRequest", api_version=0, field="isKRaftController")
     if o.topics != ():
@@ -225,7 +225,7 @@ def _d_StopReplicaRequest_1(buf: memoryview, pos: int) -> tuple[StopReplicaReque
     return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, ()), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 1", message_name="StopReplicaRequest", api_version=1, field="isKRaftController")
     if o.ungrouped_partitions != ():
@@ -271,7 +271,7 @@ def _d_StopReplicaRequest_2(buf: memoryview, pos: int) -> tuple[StopReplicaReque
     return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, f_delete_partitions, (), f_topics, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 2", message_name="StopReplicaRequest", api_version=2, field="isKRaftController")
     if o.ungrouped_partitions != ():
@@ -324,7 +324,7 @@ def _d_StopReplicaRequest_3(buf: memoryview, pos: int) -> tuple[StopReplicaReque
     return _New_StopReplicaRequest(f_controller_id, False, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 3", message_name="StopReplicaRequest", api_version=3, field="isKRaftController")
     if o.delete_partitions != False:
@@ -379,7 +379,7 @@ def _d_StopReplicaRequest_4(buf: memoryview, pos: int) -> tuple[StopReplicaReque
     return _New_StopReplicaRequest(f_controller_id, f_is_k_raft_controller, f_controller_epoch, f_broker_epoch, False, (), (), f_topic_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.delete_partitions != False:
         raise _UnsupportedVersion("DeletePartitions cannot be sent in version 4", message_name="StopReplicaRequest", api_version=4, field="DeletePartitions")
     if o.ungrouped_partitions != ():
@@ -408,7 +408,7 @@ def _d_StopReplicaPartitionV0_0(buf: memoryview, pos: int) -> tuple[StopReplicaP
     return _New_StopReplicaPartitionV0(f_topic_name, f_partition_index), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaPartitionV0_0(o: StopReplicaPartitionV0, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaPartitionV0_0(o: StopReplicaPartitionV0, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index)
 
@@ -424,7 +424,7 @@ def _d_StopReplicaTopicV1_0(buf: memoryview, pos: int) -> tuple[StopReplicaTopic
     return _New_StopReplicaTopicV1(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaTopicV1_0(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaTopicV1_0(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)
@@ -459,7 +459,7 @@ def _d_StopReplicaTopicV1_1(buf: memoryview, pos: int) -> tuple[StopReplicaTopic
     return _New_StopReplicaTopicV1(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaTopicV1_1(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaTopicV1_1(o: StopReplicaTopicV1, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)
@@ -504,7 +504,7 @@ def _d_StopReplicaTopicState_0(buf: memoryview, pos: int) -> tuple[StopReplicaTo
     return _New_StopReplicaTopicState(f_topic_name, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -539,7 +539,7 @@ def _d_StopReplicaPartitionState_0(buf: memoryview, pos: int) -> tuple[StopRepli
     return _New_StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaPartitionState_0(o: StopReplicaPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaPartitionState_0(o: StopReplicaPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition_index, o.leader_epoch, o.delete_partition)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

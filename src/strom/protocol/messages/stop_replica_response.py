@@ -93,7 +93,7 @@ def _d_StopReplicaResponse_0(buf: memoryview, pos: int) -> tuple[StopReplicaResp
     return _New_StopReplicaResponse(f_error_code, f_partition_errors), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
     count = len(items_partition_errors)
@@ -133,7 +133,7 @@ def _d_StopReplicaResponse_1(buf: memoryview, pos: int) -> tuple[StopReplicaResp
     return _New_StopReplicaResponse(f_error_code, f_partition_errors, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     items_partition_errors = o.partition_errors
     count = len(items_partition_errors)
@@ -156,7 +156,7 @@ def _d_StopReplicaPartitionError_0(buf: memoryview, pos: int) -> tuple[StopRepli
     return _New_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaPartitionError_0(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaPartitionError_0(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
 
@@ -181,7 +181,7 @@ def _d_StopReplicaPartitionError_1(buf: memoryview, pos: int) -> tuple[StopRepli
     return _New_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StopReplicaPartitionError_1(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StopReplicaPartitionError_1(o: StopReplicaPartitionError, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:

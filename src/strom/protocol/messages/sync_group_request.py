@@ -110,7 +110,7 @@ def _d_SyncGroupRequest_0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, None, None, None, f_assignments), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.group_instance_id is not None:
         raise _UnsupportedVersion("GroupInstanceId cannot be sent in version 0", message_name="SyncGroupRequest", api_version=0, field="GroupInstanceId")
     _p.write_string(out, o.group_id)
@@ -141,7 +141,7 @@ def _d_SyncGroupRequest_1(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _p.write_string(out, o.member_id)
@@ -187,7 +187,7 @@ def _d_SyncGroupRequest_2(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, None, None, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _p.write_compact_string(out, o.member_id)
@@ -242,7 +242,7 @@ def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, 
     return _New_SyncGroupRequest(f_group_id, f_generation_id, f_member_id, f_group_instance_id, f_protocol_type, f_protocol_name, f_assignments, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     out += _S0.pack(o.generation_id)
     _p.write_compact_string(out, o.member_id)
@@ -269,7 +269,7 @@ def _d_SyncGroupRequestAssignment_0(buf: memoryview, pos: int) -> tuple[SyncGrou
     return _New_SyncGroupRequestAssignment(f_member_id, f_assignment), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequestAssignment_0(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequestAssignment_0(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.member_id)
     _p.write_bytes(out, o.assignment)
 
@@ -293,7 +293,7 @@ def _d_SyncGroupRequestAssignment_1(buf: memoryview, pos: int) -> tuple[SyncGrou
     return _New_SyncGroupRequestAssignment(f_member_id, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupRequestAssignment_1(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupRequestAssignment_1(o: SyncGroupRequestAssignment, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.member_id)
     _p.write_compact_bytes(out, o.assignment)
     if o.unknown_tagged_fields:

@@ -68,7 +68,7 @@ def _d_SyncGroupResponse_0(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     return _New_SyncGroupResponse(0, f_error_code, None, None, f_assignment), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupResponse_0(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupResponse_0(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     _p.write_bytes(out, o.assignment)
 
@@ -80,7 +80,7 @@ def _d_SyncGroupResponse_1(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupResponse_1(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupResponse_1(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     _p.write_bytes(out, o.assignment)
 
@@ -105,7 +105,7 @@ def _d_SyncGroupResponse_2(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, None, None, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupResponse_2(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupResponse_2(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_bytes(out, o.assignment)
     if o.unknown_tagged_fields:
@@ -136,7 +136,7 @@ def _d_SyncGroupResponse_3(buf: memoryview, pos: int) -> tuple[SyncGroupResponse
     return _New_SyncGroupResponse(f_throttle_time_ms, f_error_code, f_protocol_type, f_protocol_name, f_assignment, unknown), pos  # type: ignore[return-value]
 
 
-def _e_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.protocol_type)
     _p.write_compact_nullable_string(out, o.protocol_name)

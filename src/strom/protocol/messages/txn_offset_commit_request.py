@@ -150,7 +150,7 @@ def _d_TxnOffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.generation_id != -1:
         raise _UnsupportedVersion("GenerationId cannot be sent in version 0", message_name="TxnOffsetCommitRequest", api_version=0, field="GenerationId")
     if o.member_id != '':
@@ -184,7 +184,7 @@ def _d_TxnOffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, -1, '', None, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.generation_id != -1:
         raise _UnsupportedVersion("GenerationId cannot be sent in version 2", message_name="TxnOffsetCommitRequest", api_version=2, field="GenerationId")
     if o.member_id != '':
@@ -236,7 +236,7 @@ def _d_TxnOffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[TxnOffsetCom
     return _New_TxnOffsetCommitRequest(f_transactional_id, f_group_id, f_producer_id, f_producer_epoch, f_generation_id, f_member_id, f_group_instance_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.transactional_id)
     _p.write_compact_string(out, o.group_id)
     out += _S1.pack(o.producer_id, o.producer_epoch, o.generation_id)
@@ -270,7 +270,7 @@ def _d_TxnOffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[TxnOffs
     return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -293,7 +293,7 @@ def _d_TxnOffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[TxnOffs
     return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -332,7 +332,7 @@ def _d_TxnOffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[TxnOffs
     return _New_TxnOffsetCommitRequestTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -355,7 +355,7 @@ def _d_TxnOffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Txn
     return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, -1, f_committed_metadata), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestPartition_0(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestPartition_0(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.committed_offset)
     _p.write_nullable_string(out, o.committed_metadata)
 
@@ -367,7 +367,7 @@ def _d_TxnOffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Txn
     return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestPartition_1(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestPartition_1(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_nullable_string(out, o.committed_metadata)
 
@@ -392,7 +392,7 @@ def _d_TxnOffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Txn
     return _New_TxnOffsetCommitRequestPartition(f_partition_index, f_committed_offset, f_committed_leader_epoch, f_committed_metadata, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitRequestPartition_2(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitRequestPartition_2(o: TxnOffsetCommitRequestPartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _p.write_compact_nullable_string(out, o.committed_metadata)
     if o.unknown_tagged_fields:

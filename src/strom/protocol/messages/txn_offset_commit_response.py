@@ -114,7 +114,7 @@ def _d_TxnOffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     return _New_TxnOffsetCommitResponse(f_throttle_time_ms, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponse_0(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -154,7 +154,7 @@ def _d_TxnOffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[TxnOffsetCo
     return _New_TxnOffsetCommitResponse(f_throttle_time_ms, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponse_1(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponse_1(o: TxnOffsetCommitResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms)
     items_topics = o.topics
     count = len(items_topics)
@@ -184,7 +184,7 @@ def _d_TxnOffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[TxnOff
     return _New_TxnOffsetCommitResponseTopic(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponseTopic_0(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -223,7 +223,7 @@ def _d_TxnOffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[TxnOff
     return _New_TxnOffsetCommitResponseTopic(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponseTopic_1(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponseTopic_1(o: TxnOffsetCommitResponseTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -245,7 +245,7 @@ def _d_TxnOffsetCommitResponsePartition_0(buf: memoryview, pos: int) -> tuple[Tx
     return _New_TxnOffsetCommitResponsePartition(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponsePartition_0(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponsePartition_0(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
 
 
@@ -268,7 +268,7 @@ def _d_TxnOffsetCommitResponsePartition_1(buf: memoryview, pos: int) -> tuple[Tx
     return _New_TxnOffsetCommitResponsePartition(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TxnOffsetCommitResponsePartition_1(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TxnOffsetCommitResponsePartition_1(o: TxnOffsetCommitResponsePartition, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -63,7 +63,7 @@ def _d_UnregisterBrokerRequest_0(buf: memoryview, pos: int) -> tuple[UnregisterB
     return _New_UnregisterBrokerRequest(f_broker_id, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UnregisterBrokerRequest_0(o: UnregisterBrokerRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UnregisterBrokerRequest_0(o: UnregisterBrokerRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.broker_id)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -120,7 +120,7 @@ def _d_UpdateFeaturesRequest_0(buf: memoryview, pos: int) -> tuple[UpdateFeature
     return _New_UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, False, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.validate_only != False:
         raise _UnsupportedVersion("ValidateOnly cannot be sent in version 0", message_name="UpdateFeaturesRequest", api_version=0, field="ValidateOnly")
     out += _S0.pack(o.timeout_ms)
@@ -171,7 +171,7 @@ def _d_UpdateFeaturesRequest_1(buf: memoryview, pos: int) -> tuple[UpdateFeature
     return _New_UpdateFeaturesRequest(f_timeout_ms, f_feature_updates, f_validate_only, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.timeout_ms)
     items_feature_updates = o.feature_updates
     count = len(items_feature_updates)
@@ -208,7 +208,7 @@ def _d_FeatureUpdateKey_0(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, 
     return _New_FeatureUpdateKey(f_feature, f_max_version_level, f_allow_downgrade, 1, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.upgrade_type != 1:
         raise _UnsupportedVersion("UpgradeType cannot be sent in version 0", message_name="FeatureUpdateKey", api_version=0, field="UpgradeType")
     _p.write_compact_string(out, o.feature)
@@ -239,7 +239,7 @@ def _d_FeatureUpdateKey_1(buf: memoryview, pos: int) -> tuple[FeatureUpdateKey, 
     return _New_FeatureUpdateKey(f_feature, f_max_version_level, False, f_upgrade_type, unknown), pos  # type: ignore[return-value]
 
 
-def _e_FeatureUpdateKey_1(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_FeatureUpdateKey_1(o: FeatureUpdateKey, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.allow_downgrade != False:
         raise _UnsupportedVersion("AllowDowngrade cannot be sent in version 1", message_name="FeatureUpdateKey", api_version=1, field="AllowDowngrade")
     _p.write_compact_string(out, o.feature)

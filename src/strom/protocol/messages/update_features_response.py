@@ -119,7 +119,7 @@ def _d_UpdateFeaturesResponse_0(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     return _New_UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     items_results = o.results
@@ -156,7 +156,7 @@ def _d_UpdateFeaturesResponse_1(buf: memoryview, pos: int) -> tuple[UpdateFeatur
     return _New_UpdateFeaturesResponse(f_throttle_time_ms, f_error_code, f_error_message, (), unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateFeaturesResponse_1(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateFeaturesResponse_1(o: UpdateFeaturesResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:
@@ -186,7 +186,7 @@ def _d_UpdatableFeatureResult_0(buf: memoryview, pos: int) -> tuple[UpdatableFea
     return _New_UpdatableFeatureResult(f_feature, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdatableFeatureResult_0(o: UpdatableFeatureResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdatableFeatureResult_0(o: UpdatableFeatureResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.feature)
     out += _S1.pack(o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)

@@ -253,7 +253,7 @@ def _d_UpdateMetadataRequest_0(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 0", message_name="UpdateMetadataRequest", api_version=0, field="isKRaftController")
     if o.type != 0:
@@ -297,7 +297,7 @@ def _d_UpdateMetadataRequest_1(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 1", message_name="UpdateMetadataRequest", api_version=1, field="isKRaftController")
     if o.type != 0:
@@ -341,7 +341,7 @@ def _d_UpdateMetadataRequest_2(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 2", message_name="UpdateMetadataRequest", api_version=2, field="isKRaftController")
     if o.type != 0:
@@ -385,7 +385,7 @@ def _d_UpdateMetadataRequest_3(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 3", message_name="UpdateMetadataRequest", api_version=3, field="isKRaftController")
     if o.type != 0:
@@ -429,7 +429,7 @@ def _d_UpdateMetadataRequest_4(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, -1, f_ungrouped_partition_states, (), f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 4", message_name="UpdateMetadataRequest", api_version=4, field="isKRaftController")
     if o.type != 0:
@@ -473,7 +473,7 @@ def _d_UpdateMetadataRequest_5(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 5", message_name="UpdateMetadataRequest", api_version=5, field="isKRaftController")
     if o.type != 0:
@@ -536,7 +536,7 @@ def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 6", message_name="UpdateMetadataRequest", api_version=6, field="isKRaftController")
     if o.type != 0:
@@ -609,7 +609,7 @@ def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, False, 0, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.is_k_raft_controller != False:
         raise _UnsupportedVersion("isKRaftController cannot be sent in version 7", message_name="UpdateMetadataRequest", api_version=7, field="isKRaftController")
     if o.type != 0:
@@ -687,7 +687,7 @@ def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[UpdateMetadat
     return _New_UpdateMetadataRequest(f_controller_id, f_is_k_raft_controller, f_type, f_controller_epoch, f_broker_epoch, (), f_topic_states, f_live_brokers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     if o.ungrouped_partition_states != ():
         raise _UnsupportedVersion("UngroupedPartitionStates cannot be sent in version 8", message_name="UpdateMetadataRequest", api_version=8, field="UngroupedPartitionStates")
     out += _S2.pack(o.controller_id, o.is_k_raft_controller, o.controller_epoch, o.broker_epoch)
@@ -736,7 +736,7 @@ def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Update
     return _New_UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, ()), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataPartitionState_0(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataPartitionState_0(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
@@ -759,7 +759,7 @@ def _d_UpdateMetadataBroker_0(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     return _New_UpdateMetadataBroker(f_id, f_v0_host, f_v0_port, (), ''), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataBroker_0(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataBroker_0(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.id)
     _p.write_string(out, o.v0_host)
     out += _S5.pack(o.v0_port)
@@ -780,7 +780,7 @@ def _d_UpdateMetadataBroker_1(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, ''), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
     count = len(items_endpoints)
@@ -805,7 +805,7 @@ def _d_UpdateMetadataBroker_2(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
     count = len(items_endpoints)
@@ -831,7 +831,7 @@ def _d_UpdateMetadataBroker_3(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
     count = len(items_endpoints)
@@ -868,7 +868,7 @@ def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Update
     return _New_UpdateMetadataPartitionState(f_topic_name, f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataPartitionState_1(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataPartitionState_1(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
@@ -900,7 +900,7 @@ def _d_UpdateMetadataTopicState_0(buf: memoryview, pos: int) -> tuple[UpdateMeta
     return _New_UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -939,7 +939,7 @@ def _d_UpdateMetadataTopicState_1(buf: memoryview, pos: int) -> tuple[UpdateMeta
     return _New_UpdateMetadataTopicState(f_topic_name, _p.ZERO_UUID, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partition_states = o.partition_states
     count = len(items_partition_states)
@@ -987,7 +987,7 @@ def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[UpdateMetadata
     return _New_UpdateMetadataBroker(f_id, '', 0, f_endpoints, f_rack, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.id)
     items_endpoints = o.endpoints
     count = len(items_endpoints)
@@ -1035,7 +1035,7 @@ def _d_UpdateMetadataTopicState_2(buf: memoryview, pos: int) -> tuple[UpdateMeta
     return _New_UpdateMetadataTopicState(f_topic_name, f_topic_id, f_partition_states, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     out += o.topic_id.bytes
     items_partition_states = o.partition_states
@@ -1061,7 +1061,7 @@ def _d_UpdateMetadataEndpoint_0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     return _New_UpdateMetadataEndpoint(f_port, f_host, '', f_security_protocol), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataEndpoint_0(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataEndpoint_0(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.port)
     _p.write_string(out, o.host)
     out += _S6.pack(o.security_protocol)
@@ -1077,7 +1077,7 @@ def _d_UpdateMetadataEndpoint_1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     return _New_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataEndpoint_1(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataEndpoint_1(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.port)
     _p.write_string(out, o.host)
     _p.write_string(out, o.listener)
@@ -1110,7 +1110,7 @@ def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[Update
     return _New_UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataPartitionState_2(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataPartitionState_2(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
     count = len(items_isr)
@@ -1175,7 +1175,7 @@ def _d_UpdateMetadataPartitionState_3(buf: memoryview, pos: int) -> tuple[Update
     return _New_UpdateMetadataPartitionState('', f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, f_isr, f_zk_version, f_replicas, f_offline_replicas, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataPartitionState_3(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataPartitionState_3(o: UpdateMetadataPartitionState, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S4.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     items_isr = o.isr
     count = len(items_isr)
@@ -1228,7 +1228,7 @@ def _d_UpdateMetadataEndpoint_2(buf: memoryview, pos: int) -> tuple[UpdateMetada
     return _New_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataEndpoint_2(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataEndpoint_2(o: UpdateMetadataEndpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S5.pack(o.port)
     _p.write_compact_string(out, o.host)
     _p.write_compact_string(out, o.listener)

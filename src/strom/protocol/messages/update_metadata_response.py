@@ -50,7 +50,7 @@ def _d_UpdateMetadataResponse_0(buf: memoryview, pos: int) -> tuple[UpdateMetada
     return _New_UpdateMetadataResponse(f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataResponse_0(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataResponse_0(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
 
 
@@ -73,7 +73,7 @@ def _d_UpdateMetadataResponse_1(buf: memoryview, pos: int) -> tuple[UpdateMetada
     return _New_UpdateMetadataResponse(f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateMetadataResponse_1(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateMetadataResponse_1(o: UpdateMetadataResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

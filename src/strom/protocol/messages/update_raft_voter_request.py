@@ -154,7 +154,7 @@ def _d_UpdateRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[UpdateRaftVo
     return _New_UpdateRaftVoterRequest(f_cluster_id, f_current_leader_epoch, f_voter_id, f_voter_directory_id, f_listeners, f_k_raft_version_feature, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.current_leader_epoch, o.voter_id)
     out += o.voter_directory_id.bytes
@@ -194,7 +194,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Listener, int]:
     return _New_Listener(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Listener_0(o: Listener, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S1.pack(o.port)
@@ -223,7 +223,7 @@ def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[KRaftVersionFea
     return _New_KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

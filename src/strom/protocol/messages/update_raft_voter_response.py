@@ -109,7 +109,7 @@ def _d_UpdateRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[UpdateRaftV
     return _New_UpdateRaftVoterResponse(f_throttle_time_ms, f_error_code, f_current_leader, unknown), pos  # type: ignore[return-value]
 
 
-def _e_UpdateRaftVoterResponse_0(o: UpdateRaftVoterResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_UpdateRaftVoterResponse_0(o: UpdateRaftVoterResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.throttle_time_ms, o.error_code)
     tags: list[tuple[int, _p.Buffer]] = []
     if o.current_leader != _DEFAULT_CurrentLeader:
@@ -141,7 +141,7 @@ def _d_CurrentLeader_0(buf: memoryview, pos: int) -> tuple[CurrentLeader, int]:
     return _New_CurrentLeader(f_leader_id, f_leader_epoch, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_CurrentLeader_0(o: CurrentLeader, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_CurrentLeader_0(o: CurrentLeader, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.leader_id, o.leader_epoch)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)

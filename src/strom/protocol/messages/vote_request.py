@@ -152,7 +152,7 @@ def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     return _New_VoteRequest(f_cluster_id, -1, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_VoteRequest_0(o: VoteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_VoteRequest_0(o: VoteRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -200,7 +200,7 @@ def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[VoteRequest, int]:
     return _New_VoteRequest(f_cluster_id, f_voter_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_VoteRequest_1(o: VoteRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_VoteRequest_1(o: VoteRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_nullable_string(out, o.cluster_id)
     out += _S0.pack(o.voter_id)
     items_topics = o.topics
@@ -247,7 +247,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_0(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -293,7 +293,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[TopicData, int]:
     return _New_TopicData(f_topic_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_TopicData_1(o: TopicData, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.topic_name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -328,7 +328,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, _p.ZERO_UUID, _p.ZERO_UUID, f_last_offset_epoch, f_last_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)
@@ -359,7 +359,7 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition_index, f_candidate_epoch, f_candidate_id, f_candidate_directory_id, f_voter_directory_id, f_last_offset_epoch, f_last_offset, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_1(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S2.pack(o.partition_index, o.candidate_epoch, o.candidate_id)
     out += o.candidate_directory_id.bytes
     out += o.voter_directory_id.bytes

@@ -169,7 +169,7 @@ def _d_VotersRecord_0(buf: memoryview, pos: int) -> tuple[VotersRecord, int]:
     return _New_VotersRecord(f_version, f_voters, unknown), pos  # type: ignore[return-value]
 
 
-def _e_VotersRecord_0(o: VotersRecord, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_VotersRecord_0(o: VotersRecord, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.version)
     items_voters = o.voters
     count = len(items_voters)
@@ -218,7 +218,7 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Voter, int]:
     return _New_Voter(f_voter_id, f_voter_directory_id, f_endpoints, f_k_raft_version_feature, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Voter_0(o: Voter, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.voter_id)
     out += o.voter_directory_id.bytes
     items_endpoints = o.endpoints
@@ -257,7 +257,7 @@ def _d_Endpoint_0(buf: memoryview, pos: int) -> tuple[Endpoint, int]:
     return _New_Endpoint(f_name, f_host, f_port, unknown), pos  # type: ignore[return-value]
 
 
-def _e_Endpoint_0(o: Endpoint, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_Endpoint_0(o: Endpoint, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     _p.write_compact_string(out, o.host)
     out += _S2.pack(o.port)
@@ -286,7 +286,7 @@ def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[KRaftVersionFea
     return _New_KRaftVersionFeature(f_min_supported_version, f_max_supported_version, unknown), pos  # type: ignore[return-value]
 
 
-def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S3.pack(o.min_supported_version, o.max_supported_version)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

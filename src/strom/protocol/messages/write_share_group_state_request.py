@@ -173,7 +173,7 @@ def _d_WriteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[WriteSh
     return _New_WriteShareGroupStateRequest(f_group_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.group_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -219,7 +219,7 @@ def _d_WriteStateData_0(buf: memoryview, pos: int) -> tuple[WriteStateData, int]
     return _New_WriteStateData(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteStateData_0(o: WriteStateData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteStateData_0(o: WriteStateData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -266,7 +266,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[PartitionData, int]:
     return _New_PartitionData(f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_state_batches, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionData_0(o: PartitionData, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset)
     items_state_batches = o.state_batches
     count = len(items_state_batches)
@@ -301,7 +301,7 @@ def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[StateBatch, int]:
     return _New_StateBatch(f_first_offset, f_last_offset, f_delivery_state, f_delivery_count, unknown), pos  # type: ignore[return-value]
 
 
-def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_StateBatch_0(o: StateBatch, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

@@ -127,7 +127,7 @@ def _d_WriteShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[WriteS
     return _New_WriteShareGroupStateResponse(f_results, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_results = o.results
     count = len(items_results)
     if count < 0x7F:
@@ -172,7 +172,7 @@ def _d_WriteStateResult_0(buf: memoryview, pos: int) -> tuple[WriteStateResult, 
     return _New_WriteStateResult(f_topic_id, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteStateResult_0(o: WriteStateResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteStateResult_0(o: WriteStateResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += o.topic_id.bytes
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -208,7 +208,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[PartitionResult, in
     return _New_PartitionResult(f_partition, f_error_code, f_error_message, unknown), pos  # type: ignore[return-value]
 
 
-def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_PartitionResult_0(o: PartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.partition, o.error_code)
     _p.write_compact_nullable_string(out, o.error_message)
     if o.unknown_tagged_fields:

@@ -120,7 +120,7 @@ def _d_WriteTxnMarkersRequest_0(buf: memoryview, pos: int) -> tuple[WriteTxnMark
     return _New_WriteTxnMarkersRequest(f_markers), pos  # type: ignore[return-value]
 
 
-def _e_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_markers = o.markers
     count = len(items_markers)
     out += _p.INT32.pack(count)
@@ -157,7 +157,7 @@ def _d_WriteTxnMarkersRequest_1(buf: memoryview, pos: int) -> tuple[WriteTxnMark
     return _New_WriteTxnMarkersRequest(f_markers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray, chunks: list[_p.Records]) -> None:
     items_markers = o.markers
     count = len(items_markers)
     if count < 0x7F:
@@ -189,7 +189,7 @@ def _d_WritableTxnMarker_0(buf: memoryview, pos: int) -> tuple[WritableTxnMarker
     return _New_WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     items_topics = o.topics
     count = len(items_topics)
@@ -232,7 +232,7 @@ def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[WritableTxnMarker
     return _New_WritableTxnMarker(f_producer_id, f_producer_epoch, f_transaction_result, f_topics, f_coordinator_epoch, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     items_topics = o.topics
     count = len(items_topics)
@@ -260,7 +260,7 @@ def _d_WritableTxnMarkerTopic_0(buf: memoryview, pos: int) -> tuple[WritableTxnM
     return _New_WritableTxnMarkerTopic(f_name, f_partition_indexes), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)
@@ -295,7 +295,7 @@ def _d_WritableTxnMarkerTopic_1(buf: memoryview, pos: int) -> tuple[WritableTxnM
     return _New_WritableTxnMarkerTopic(f_name, f_partition_indexes, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerTopic_1(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerTopic_1(o: WritableTxnMarkerTopic, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partition_indexes = o.partition_indexes
     count = len(items_partition_indexes)

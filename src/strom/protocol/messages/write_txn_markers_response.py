@@ -133,7 +133,7 @@ def _d_WriteTxnMarkersResponse_0(buf: memoryview, pos: int) -> tuple[WriteTxnMar
     return _New_WriteTxnMarkersResponse(f_markers), pos  # type: ignore[return-value]
 
 
-def _e_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_markers = o.markers
     count = len(items_markers)
     out += _p.INT32.pack(count)
@@ -170,7 +170,7 @@ def _d_WriteTxnMarkersResponse_1(buf: memoryview, pos: int) -> tuple[WriteTxnMar
     return _New_WriteTxnMarkersResponse(f_markers, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray, chunks: list[_p.Records]) -> None:
     items_markers = o.markers
     count = len(items_markers)
     if count < 0x7F:
@@ -200,7 +200,7 @@ def _d_WritableTxnMarkerResult_0(buf: memoryview, pos: int) -> tuple[WritableTxn
     return _New_WritableTxnMarkerResult(f_producer_id, f_topics), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.producer_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -240,7 +240,7 @@ def _d_WritableTxnMarkerResult_1(buf: memoryview, pos: int) -> tuple[WritableTxn
     return _New_WritableTxnMarkerResult(f_producer_id, f_topics, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S0.pack(o.producer_id)
     items_topics = o.topics
     count = len(items_topics)
@@ -270,7 +270,7 @@ def _d_WritableTxnMarkerTopicResult_0(buf: memoryview, pos: int) -> tuple[Writab
     return _New_WritableTxnMarkerTopicResult(f_name, f_partitions), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -309,7 +309,7 @@ def _d_WritableTxnMarkerTopicResult_1(buf: memoryview, pos: int) -> tuple[Writab
     return _New_WritableTxnMarkerTopicResult(f_name, f_partitions, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: bytearray, chunks: list[_p.Records]) -> None:
     _p.write_compact_string(out, o.name)
     items_partitions = o.partitions
     count = len(items_partitions)
@@ -331,7 +331,7 @@ def _d_WritableTxnMarkerPartitionResult_0(buf: memoryview, pos: int) -> tuple[Wr
     return _New_WritableTxnMarkerPartitionResult(f_partition_index, f_error_code), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerPartitionResult_0(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerPartitionResult_0(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
 
 
@@ -354,7 +354,7 @@ def _d_WritableTxnMarkerPartitionResult_1(buf: memoryview, pos: int) -> tuple[Wr
     return _New_WritableTxnMarkerPartitionResult(f_partition_index, f_error_code, unknown), pos  # type: ignore[return-value]
 
 
-def _e_WritableTxnMarkerPartitionResult_1(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Buffer]) -> None:
+def _e_WritableTxnMarkerPartitionResult_1(o: WritableTxnMarkerPartitionResult, out: bytearray, chunks: list[_p.Records]) -> None:
     out += _S1.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _p.write_unknown_section(out, o.unknown_tagged_fields)

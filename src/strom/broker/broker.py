@@ -1,0 +1,142 @@
+"""The broker: its parts, its lifecycle, and the dispatch of one request to its handler.
+
+``Broker`` owns the storage (``LogManager``), the topic table (``MetadataCache``), the
+append/fetch path (``ReplicaManager``) and the periodic work Kafka's scheduler does
+(retention, ``flush.ms``, checkpoints). ``handle`` turns one request frame into the
+response buffers; the network layer (``server``) only moves bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from strom.broker.config import BrokerConfig
+from strom.broker.handlers import HANDLERS
+from strom.broker.handlers.api_versions import supported_versions
+from strom.broker.metadata_cache import MetadataCache
+from strom.broker.producer_ids import ProducerIdManager
+from strom.broker.replica_manager import ReplicaManager
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import ProtocolError
+from strom.protocol.headers import UnsupportedRequestError, decode_request, encode_response
+from strom.protocol.messages.api_versions_response import ApiVersionsResponse
+from strom.protocol.primitives import Records
+from strom.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; Kafka's answer is to close the connection."""
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.log_manager = LogManager(config.data_dir, config.log)
+        self.metadata = MetadataCache(self.log_manager)
+        self.replica_manager = ReplicaManager(self.log_manager)
+        self.producer_ids = ProducerIdManager(config.data_dir)
+        self.cluster_id = config.cluster_id
+        self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def startup(self) -> None:
+        """Open (and recover) the logs and the topic table; no sockets yet."""
+        self.log_manager.startup()
+        self.metadata.load()
+        self.producer_ids.load()
+        self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
+
+    def start_background_work(self) -> None:
+        cfg = self.config
+        self._tasks = [
+            asyncio.create_task(_every(cfg.log_retention_check_interval_ms, self.log_manager.run_retention)),
+            asyncio.create_task(_every(cfg.log_flush_scheduler_interval_ms, self.log_manager.flush_due_logs)),
+            asyncio.create_task(_every(cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint)),
+        ]
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.log_manager.close()
+
+    # -- requests ------------------------------------------------------------------------
+    async def handle(self, frame: bytes) -> list[Records] | None:
+        """Answer one request frame: the response's buffers, or None (acks=0 Produce).
+
+        Raises ``CloseConnection`` where Kafka would drop the connection.
+        """
+        try:
+            request = decode_request(frame)
+        except UnsupportedRequestError as exc:
+            return self._unsupported(exc)
+        except ProtocolError as exc:
+            logger.warning("closing connection: malformed request: %s", exc)
+            raise CloseConnection(str(exc)) from None
+        handler = HANDLERS.get(request.api_key)
+        if handler is None or request.api_version not in handler.VERSIONS:
+            header = request.header
+            return self._unsupported(UnsupportedRequestError(f"unsupported {request.api.name} v{request.api_version}", header))
+        response = await handler.handle(self, request)
+        if response is None:
+            return None
+        return encode_response(response, request.api_version, request.correlation_id)
+
+    def _unsupported(self, exc: UnsupportedRequestError) -> list[Records]:
+        header = exc.header
+        if header.request_api_key != API_VERSIONS:
+            logger.warning("closing connection: %s (client %s)", exc, header.client_id)
+            raise CloseConnection(str(exc))
+        # An ApiVersions version we do not know: answer in v0 with the versions we do,
+        # so the client can retry with one of them (KIP-511).
+        response = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_versions())
+        return encode_response(response, 0, header.correlation_id)
+
+
+async def _every(interval_ms: int, work: Callable[[], object | Awaitable[object]]) -> None:
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            result = work()
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            logger.exception("periodic task %s failed", getattr(work, "__name__", work))
+
+
+def _cluster_id(data_dir: str) -> str:
+    """Kafka's ``meta.properties``: the cluster id is made once and kept with the data."""
+    path = os.path.join(data_dir, "meta.properties")
+    try:
+        with open(path, encoding="utf-8") as file:
+            for line in file:
+                name, _, value = line.strip().partition("=")
+                if name == "cluster.id" and value:
+                    return value
+    except OSError:
+        pass
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(f"version=1\ncluster.id={cluster_id}\n")
+    return cluster_id

@@ -1,0 +1,144 @@
+"""Broker settings with Kafka's property names and defaults, listed once.
+
+A ``server.properties`` file, ``--override name=value`` pairs and the command line's
+own flags all end up as one property map; ``BrokerConfig.from_properties`` turns it
+into a frozen, typed object. Unknown names are refused, so a typo is an error at start
+rather than a setting silently ignored. Topic defaults come from the broker's
+``log.*`` properties, as in Kafka (``log.retention.ms`` is the default ``retention.ms``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.storage.config import LogConfig, parse_properties
+
+
+def _kafka(name: str) -> dict[str, str]:
+    return {"kafka": name}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """One broker's settings; field metadata carries the Kafka property name."""
+
+    node_id: int = field(default=1, metadata=_kafka("node.id"))
+    listeners: str = field(default="PLAINTEXT://127.0.0.1:9092", metadata=_kafka("listeners"))
+    advertised_listeners: str = field(default="", metadata=_kafka("advertised.listeners"))
+    log_dirs: str = field(default="./strom-data", metadata=_kafka("log.dirs"))
+    cluster_id: str = field(default="", metadata=_kafka("cluster.id"))
+    num_partitions: int = field(default=1, metadata=_kafka("num.partitions"))
+    default_replication_factor: int = field(
+        default=1, metadata=_kafka("default.replication.factor")
+    )
+    auto_create_topics_enable: bool = field(
+        default=True, metadata=_kafka("auto.create.topics.enable")
+    )
+    delete_topic_enable: bool = field(default=True, metadata=_kafka("delete.topic.enable"))
+    socket_request_max_bytes: int = field(
+        default=104857600, metadata=_kafka("socket.request.max.bytes")
+    )
+    connections_max_idle_ms: int = field(
+        default=600000, metadata=_kafka("connections.max.idle.ms")
+    )
+    log_retention_check_interval_ms: int = field(
+        default=300000, metadata=_kafka("log.retention.check.interval.ms")
+    )
+    log_flush_scheduler_interval_ms: int = field(
+        default=1000, metadata=_kafka("log.flush.scheduler.interval.ms")
+    )
+    log_flush_offset_checkpoint_interval_ms: int = field(
+        default=60000, metadata=_kafka("log.flush.offset.checkpoint.interval.ms")
+    )
+    offsets_topic_num_partitions: int = field(
+        default=50, metadata=_kafka("offsets.topic.num.partitions")
+    )
+    group_initial_rebalance_delay_ms: int = field(
+        default=3000, metadata=_kafka("group.initial.rebalance.delay.ms")
+    )
+    group_min_session_timeout_ms: int = field(
+        default=6000, metadata=_kafka("group.min.session.timeout.ms")
+    )
+    group_max_session_timeout_ms: int = field(
+        default=1800000, metadata=_kafka("group.max.session.timeout.ms")
+    )
+    log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
+        """Build from Kafka property names; ``log.*`` names set the topic defaults."""
+        by_name = {f.metadata["kafka"]: f for f in dataclasses.fields(cls) if f.metadata["kafka"]}
+        values: dict[str, Any] = {}
+        topic_defaults: dict[str, str] = {}
+        for name, text in properties.items():
+            if name in by_name:
+                fld = by_name[name]
+                values[fld.name] = _parse(name, fld.type, text)
+            elif name in _BROKER_TO_TOPIC:
+                topic_defaults[_BROKER_TO_TOPIC[name]] = _convert(name, text)
+            else:
+                raise ValueError(f"unknown broker property {name!r}")
+        values["log"] = LogConfig().with_overrides(topic_defaults)
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | None, overrides: Mapping[str, str]) -> BrokerConfig:
+        properties: dict[str, str] = {}
+        if path is not None:
+            with open(path, encoding="utf-8") as file:
+                properties.update(parse_properties(file.read()))
+        properties.update(overrides)
+        return cls.from_properties(properties)
+
+    @property
+    def data_dir(self) -> str:
+        """Strom keeps one data directory; the first of ``log.dirs``."""
+        return self.log_dirs.split(",")[0].strip()
+
+
+# Broker-level names of topic settings (Kafka's LogConfig "server default" mapping).
+_BROKER_TO_TOPIC = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.hours": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.minutes": "retention.ms",
+    "log.retention.hours": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "message.max.bytes": "max.message.bytes",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+}
+_UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
+
+
+def _convert(name: str, text: str) -> str:
+    scale = _UNIT_MS.get(name)
+    return str(int(text) * scale) if scale else text
+
+
+def _parse(name: str, kind: object, text: str) -> int | bool | str:
+    text = text.strip()
+    if kind in (int, "int"):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, not {text!r}") from None
+    if kind in (bool, "bool"):
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false, not {text!r}")
+        return text.lower() == "true"
+    return text

@@ -1,0 +1,70 @@
+"""CreateTopics (19): create on this node, or only validate (``validate_only``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.broker.metadata_cache import TopicError
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from strom.protocol.messages.create_topics_response import (
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 19
+VERSIONS = range(0, 8)
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, CreateTopicsRequest)
+    seen: set[str] = set()
+    results = []
+    for topic in body.topics:
+        if topic.name in seen:
+            results.append(_failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
+            continue
+        seen.add(topic.name)
+        results.append(_create(broker, topic, body.validate_only))
+    return CreateTopicsResponse(topics=tuple(results))
+
+
+def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    node = broker.node_id
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return _failed(topic.name, ErrorCode.INVALID_REQUEST, "assignments given with a partition count")
+        if any(set(a.broker_ids) != {node} for a in topic.assignments):
+            return _failed(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"only broker {node} exists")
+        partitions = len(topic.assignments)
+    else:
+        partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        if topic.replication_factor not in (-1, 1):
+            return _failed(
+                topic.name,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {topic.replication_factor} is larger than the 1 available broker",
+            )
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    try:
+        created = broker.metadata.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+    except TopicError as exc:
+        return _failed(topic.name, exc.error_code, str(exc))
+    return CreatableTopicResult(
+        name=topic.name,
+        topic_id=created.topic_id,
+        error_code=0,
+        error_message=None,
+        num_partitions=created.partitions,
+        replication_factor=1,
+    )
+
+
+def _failed(name: str, error: ErrorCode, message: str) -> CreatableTopicResult:
+    return CreatableTopicResult(name=name, error_code=error, error_message=message)

@@ -1,0 +1,93 @@
+"""Metadata (3): this broker, and every requested topic with this broker as its leader.
+
+Unknown topics are created when ``auto.create.topics.enable`` is on and the request
+allows it (v4+), as Kafka does; a single node creates them at once, so the reply
+already carries the new topic rather than LEADER_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from strom.broker.metadata_cache import TopicError, TopicMetadata, validate_topic_name
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.metadata_request import MetadataRequest
+from strom.protocol.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+logger = logging.getLogger(__name__)
+
+API_KEY = 3
+VERSIONS = range(0, 13)
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, MetadataRequest)
+    if body.topics is None or (request.api_version == 0 and not body.topics):
+        topics = [_describe(broker, topic) for topic in broker.metadata.topics()]
+    else:
+        topics = [_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
+    endpoint = broker.advertised
+    return MetadataResponse(
+        brokers=(MetadataResponseBroker(broker.node_id, endpoint.host, endpoint.port, None),),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+    )
+
+
+def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bool) -> MetadataResponseTopic:
+    if name is None:  # v10+: by topic id
+        found = broker.metadata.by_id(topic_id)  # type: ignore[arg-type]
+        if found is None:
+            return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
+        return _describe(broker, found)
+    topic = broker.metadata.get(name)
+    if topic is not None:
+        return _describe(broker, topic)
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        return MetadataResponseTopic(error_code=exc.error_code, name=name)
+    if not (allow_create and broker.config.auto_create_topics_enable):
+        return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name)
+    try:
+        topic = broker.metadata.create_topic(name, broker.config.num_partitions)
+    except TopicError as exc:
+        logger.warning("auto-creating topic %s failed: %s", name, exc)
+        return MetadataResponseTopic(error_code=exc.error_code, name=name)
+    return _describe(broker, topic)
+
+
+def _describe(broker: Broker, topic: TopicMetadata) -> MetadataResponseTopic:
+    node = broker.node_id
+    partitions = tuple(
+        MetadataResponsePartition(
+            error_code=0,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=broker.replica_manager.leader_epoch,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for index in range(topic.partitions)
+    )
+    return MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=partitions,
+    )
