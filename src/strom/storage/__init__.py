@@ -3,6 +3,7 @@
 Modules, bottom up: ``fs`` (the filesystem seam), ``index_file``/``offset_index``/
 ``time_index`` (sparse indexes), ``segment`` (``LogSegment``), ``log_segments``
 (copy-on-write segment list), ``leader_epoch`` and ``checkpoint`` (small text files),
+``producer_state`` (``ProducerStateManager``: idempotence, transactions, snapshots),
 ``log`` (``Log``: append, read, flush, retention), ``log_loader`` (open + crash
 recovery), ``log_manager`` (a data directory of logs), ``config`` (``LogConfig``).
 """
@@ -11,16 +12,22 @@ from __future__ import annotations
 
 from strom.storage.config import LogConfig
 from strom.storage.errors import (
+    InvalidProducerEpochError,
     InvalidRecordsError,
+    InvalidTxnStateError,
     KafkaStorageError,
     LogDirLockedError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
     StorageError,
+    TransactionCoordinatorFencedError,
 )
 from strom.storage.fs import FileSystem
 from strom.storage.log import AppendResult, FetchIsolation, FetchResult, FileRegion, Log
 from strom.storage.log_loader import LogLoader
 from strom.storage.log_manager import LogManager
+from strom.storage.producer_state import ProducerStateManager, ProducerStateManagerConfig
 from strom.storage.time_index import TimestampOffset
 
 __all__ = [
@@ -29,7 +36,9 @@ __all__ = [
     "FetchResult",
     "FileRegion",
     "FileSystem",
+    "InvalidProducerEpochError",
     "InvalidRecordsError",
+    "InvalidTxnStateError",
     "KafkaStorageError",
     "Log",
     "LogConfig",
@@ -37,6 +46,11 @@ __all__ = [
     "LogLoader",
     "LogManager",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
+    "ProducerStateManager",
+    "ProducerStateManagerConfig",
     "StorageError",
     "TimestampOffset",
+    "TransactionCoordinatorFencedError",
 ]

@@ -40,3 +40,24 @@ class LogDirLockedError(StorageError):
     """Another process holds the data directory's lock file."""
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class ProducerStateError(StorageError):
+    """A batch broke an idempotence or transaction rule (``producer_state``); nothing of
+    the append was written. The subclass says which; the broker answers its code."""
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(ProducerStateError):
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED

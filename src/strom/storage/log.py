@@ -1,8 +1,14 @@
 """Log: one partition's append-only log — offsets, appends, reads, rolls, flushes, retention.
 
 On disk a partition is the directory ``<data-dir>/<topic>-<partition>/`` holding its
-segments (``segment``), ``leader-epoch-checkpoint`` (``leader_epoch``) and nothing
-else; the data dir's checkpoint files hold its recovery point and log start offset.
+segments (``segment``), ``leader-epoch-checkpoint`` (``leader_epoch``), producer state
+snapshots (``producer_state``) and nothing else; the data dir's checkpoint files hold
+its recovery point and log start offset.
+
+Idempotence: every batch with a producer id is checked against ``producer_state``
+after offsets are assigned in memory and before a byte is written, so a rejected
+append (``ProducerStateError``) writes nothing, and a retried batch is answered with
+its original offsets (``AppendResult.duplicate``).
 
 Offsets (Kafka's vocabulary)::
 
@@ -45,13 +51,26 @@ from typing import Final
 
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
-from strom.protocol.records import BatchHeader, iter_batches, set_log_append_time, validate_crc
+from strom.protocol.records import (
+    BatchHeader,
+    iter_batches,
+    read_batch_header,
+    set_log_append_time,
+    validate_crc,
+)
 from strom.protocol.records.legacy import assign_offsets
 from strom.storage.config import LogConfig
 from strom.storage.errors import InvalidRecordsError, KafkaStorageError, OffsetOutOfRangeError
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log_segments import LogSegments
+from strom.storage.producer_state import (
+    NO_PRODUCER_ID,
+    ProducerAppendInfo,
+    ProducerBatch,
+    ProducerStateManager,
+    producer_batch,
+)
 from strom.storage.segment import (
     MAX_RELATIVE_OFFSET,
     MAX_SEGMENT_POSITION,
@@ -80,6 +99,9 @@ class AppendResult:
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
+    # A producer's retry of a batch already in the log (one of its last five): nothing
+    # was written and the offsets are the original ones. Kafka answers it NONE.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +140,7 @@ class Log:
         config: LogConfig, segments: LogSegments, log_start_offset: int,
         recovery_point: int, leader_epoch_cache: LeaderEpochFileCache,
         clock: Callable[[], int], hw_follows_leo: bool = True,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
         self.fs = fs
         self.directory = directory
@@ -133,7 +156,7 @@ class Log:
         self._log_start_offset = max(log_start_offset, segments.first.base_offset)
         self._high_watermark = self._log_end_offset if hw_follows_leo else self._log_start_offset
         self._recovery_point = min(recovery_point, self._log_end_offset)
-        self._open_transactions: dict[int, int] = {}
+        self.producer_state = producer_state or ProducerStateManager(fs, directory)
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -160,9 +183,10 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        if not self._open_transactions:
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None:
             return self._high_watermark
-        return min(self._high_watermark, min(self._open_transactions.values()))
+        return min(self._high_watermark, first_unstable)
 
     @property
     def recovery_point(self) -> int:
@@ -189,27 +213,60 @@ class Log:
         """Append a producer's batches as sent; assign offsets; maybe roll and flush.
 
         A ``bytearray`` argument is rewritten in place (offsets, epoch, append time);
-        anything else is copied first. Raises ``InvalidRecordsError`` (nothing written)
-        or ``KafkaStorageError`` (the disk failed; nothing of this append is readable).
+        anything else is copied first. Raises ``InvalidRecordsError`` or a
+        ``ProducerStateError`` (nothing written), or ``KafkaStorageError`` (the disk
+        failed; nothing of this append is readable). A producer's retry of one of its
+        last five batches writes nothing and returns the original offsets with
+        ``duplicate=True``.
         """
         buffer = records if isinstance(records, bytearray) else bytearray(records)
         headers = self._validate(buffer)
         with self._lock:
             if self.offline or self.closed:
                 raise KafkaStorageError(f"{self} is offline or closed")
+            duplicate = self._find_duplicate(headers)
+            if duplicate is not None:
+                return duplicate
             now = self.clock() if now_ms is None else now_ms
             append_time = now if self.config.log_append_time else -1
             base_offset = self._log_end_offset
             buffer, batches = self._assign_offsets(buffer, headers, base_offset,
                                                    leader_epoch, append_time)
+            producers = self._prepare_producers(buffer, batches, headers)
             segment = self._maybe_roll(len(buffer), batches, now)
             try:
                 segment.append(buffer, batches)
             except OSError as exc:
                 raise KafkaStorageError(f"append to {self} failed: {exc}") from exc
+            if producers is not None:
+                self.producer_state.complete(producers)
             last_offset = batches[-1].last_offset
-            self._after_append(base_offset, last_offset, buffer, leader_epoch, now)
+            self._after_append(base_offset, last_offset, leader_epoch, now)
             return AppendResult(base_offset, last_offset, append_time, self._log_start_offset)
+
+    def _find_duplicate(self, headers: list[tuple[int, BatchHeader]]) -> AppendResult | None:
+        """Kafka's rule: if any batch is a retry, the append is answered as that batch."""
+        for _, header in headers:
+            if header.producer_id == NO_PRODUCER_ID or header.magic < 2:
+                continue
+            original = self.producer_state.find_duplicate(header)
+            if original is not None:
+                append_time = original.max_timestamp if self.config.log_append_time else -1
+                return AppendResult(original.first_offset, original.last_offset, append_time,
+                                    self._log_start_offset, duplicate=True)
+        return None
+
+    def _prepare_producers(self, buffer: bytearray, batches: list[AppendedBatch],
+                           headers: list[tuple[int, BatchHeader]]) -> ProducerAppendInfo | None:
+        """Validate sequences and epochs against the final offsets; raises, writes nothing."""
+        if all(header.producer_id == NO_PRODUCER_ID for _, header in headers):
+            return None
+        producer_batches: list[ProducerBatch] = []
+        for batch in batches:
+            header = read_batch_header(buffer, batch.position)
+            if header.magic == 2 and header.producer_id != NO_PRODUCER_ID:
+                producer_batches.append(producer_batch(buffer, batch.position, header))
+        return self.producer_state.prepare(producer_batches)
 
     def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
         if not buffer:
@@ -279,14 +336,11 @@ class Log:
             out += rewritten
         return out
 
-    def _after_append(self, base_offset: int, last_offset: int, buffer: bytearray,
-                      leader_epoch: int, now: int) -> None:
+    def _after_append(self, base_offset: int, last_offset: int, leader_epoch: int,
+                      now: int) -> None:
         self._log_end_offset = last_offset + 1
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, base_offset)
-        for _, header in iter_batches(buffer):
-            if header.is_transactional:
-                self.note_transaction(header)
         if self.hw_follows_leo:
             self._high_watermark = self._log_end_offset
         self._unflushed_messages += last_offset + 1 - base_offset
@@ -294,12 +348,10 @@ class Log:
                 or now - self._last_flush_ms >= self.config.flush_ms:
             self.flush(now)
 
-    def note_transaction(self, header: BatchHeader) -> None:
-        """Track open transactions for the LSO (ProducerStateManager will own this)."""
-        if header.is_control:
-            self._open_transactions.pop(header.producer_id, None)
-        else:
-            self._open_transactions.setdefault(header.producer_id, header.base_offset)
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """``producer.id.expiration.ms``: the broker calls this periodically."""
+        with self._lock:
+            return self.producer_state.remove_expired_producers(now_ms)
 
     # --- roll and flush ---------------------------------------------------------------
 
@@ -326,6 +378,7 @@ class Log:
                 active.on_roll()
                 segment = self._new_segment(new_base, now)
                 self.fs.fsync_dir(self.directory)
+                self.producer_state.take_snapshot(new_base)
             except OSError as exc:
                 raise KafkaStorageError(f"rolling {self} failed: {exc}") from exc
             self.segments = self.segments.with_appended(segment)
@@ -451,6 +504,7 @@ class Log:
             self.segments = self.segments.without_first(count)
             self._log_start_offset = max(self._log_start_offset, self.segments.first.base_offset)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.producer_state.delete_snapshots_before(self.segments.first.base_offset)
             for segment in doomed:
                 segment.rename_to_deleted()
                 self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms,
@@ -497,6 +551,7 @@ class Log:
                 if clean:
                     self.flush()
                     self.segments.active.on_roll()
+                    self.producer_state.take_snapshot(self._log_end_offset)
             except (OSError, KafkaStorageError) as exc:
                 logger.error("closing %s uncleanly: %s", self, exc)
                 clean = False

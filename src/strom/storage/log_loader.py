@@ -15,6 +15,9 @@ after it (rest of that segment, all later segments) is removed, and exactly what
 removed is logged (partition, offsets, bytes). The recovered tail is then
 fdatasync'ed and the recovery point moves to the new log end offset.
 
+Producer state (``producer_state``) is loaded last, from the recovered log: the newest
+``.snapshot`` at or below the log end offset plus the batch headers after it.
+
 After a clean shutdown nothing is re-validated; a missing or insane index still
 triggers the rebuild of its segment.
 """
@@ -33,6 +36,7 @@ from strom.storage.index_file import CorruptIndexError
 from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log import Log
 from strom.storage.log_segments import LogSegments
+from strom.storage.producer_state import ProducerStateManager, ProducerStateManagerConfig
 from strom.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -51,6 +55,7 @@ class LogLoader:
         self, fs: FileSystem, directory: str, topic: str, partition: int, config: LogConfig,
         *, clean_shutdown: bool, recovery_point: int, log_start_offset: int,
         clock: Callable[[], int], hw_follows_leo: bool = True,
+        producer_state_config: ProducerStateManagerConfig | None = None,
     ) -> None:
         self.fs = fs
         self.directory = directory
@@ -62,7 +67,7 @@ class LogLoader:
         self.log_start_offset = log_start_offset
         self.clock = clock
         self.hw_follows_leo = hw_follows_leo
-        self._transactional: list[BatchHeader] = []
+        self.producer_state_config = producer_state_config
 
     @property
     def name(self) -> str:
@@ -83,13 +88,15 @@ class LogLoader:
             log_end_offset = segments[-1].next_offset
         epochs.truncate_from_end(log_end_offset)
         epochs.truncate_from_start(max(self.log_start_offset, segments[0].base_offset))
+        producer_state = ProducerStateManager(self.fs, self.directory,
+                                              self.producer_state_config)
         log = Log(fs=self.fs, directory=self.directory, topic=self.topic,
                   partition=self.partition, config=self.config,
                   segments=LogSegments(segments), log_start_offset=self.log_start_offset,
                   recovery_point=log_end_offset, leader_epoch_cache=epochs,
-                  clock=self.clock, hw_follows_leo=self.hw_follows_leo)
-        for header in self._transactional:
-            log.note_transaction(header)
+                  clock=self.clock, hw_follows_leo=self.hw_follows_leo,
+                  producer_state=producer_state)
+        producer_state.load(log.segments, log.log_start_offset, log_end_offset, self.clock())
         return log
 
     def _clean_directory(self) -> list[int]:
@@ -150,8 +157,6 @@ class LogLoader:
         def on_batch(header: BatchHeader) -> None:
             if header.magic == 2:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
-            if header.is_transactional:
-                self._transactional.append(header)
 
         truncated = segment.recover(on_batch)
         if truncated:

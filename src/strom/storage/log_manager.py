@@ -41,6 +41,7 @@ from strom.storage.errors import LogDirLockedError, StorageError
 from strom.storage.fs import FileSystem, read_file, remove_files, write_file_atomically
 from strom.storage.log import Log
 from strom.storage.log_loader import LogLoader
+from strom.storage.producer_state import ProducerStateManagerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +65,14 @@ class LogManager:
 
     def __init__(self, data_dir: str, default_config: LogConfig | None = None, *,
                  fs: FileSystem | None = None, clock: Callable[[], int] = wall_clock_ms,
-                 hw_follows_leo: bool = True) -> None:
+                 hw_follows_leo: bool = True,
+                 producer_state_config: ProducerStateManagerConfig | None = None) -> None:
         self.data_dir = data_dir
         self.default_config = default_config or LogConfig()
         self.fs = fs or FileSystem()
         self.clock = clock
         self.hw_follows_leo = hw_follows_leo
+        self.producer_state_config = producer_state_config or ProducerStateManagerConfig()
         self.logs: dict[TopicPartition, Log] = {}
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
@@ -110,7 +113,8 @@ class LogManager:
         return LogLoader(self.fs, self._path(f"{topic}-{partition}"), topic, partition,
                          self.topic_config(topic), clean_shutdown=clean,
                          recovery_point=recovery_point, log_start_offset=log_start_offset,
-                         clock=self.clock, hw_follows_leo=self.hw_follows_leo)
+                         clock=self.clock, hw_follows_leo=self.hw_follows_leo,
+                         producer_state_config=self.producer_state_config)
 
     def _checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -225,6 +229,11 @@ class LogManager:
         now = self.clock() if now_ms is None else now_ms
         for log in list(self.logs.values()):
             log.flush_if_due(now)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """The ``producer.id.expiration.check.interval.ms`` tick (Kafka: every 10 minutes)."""
+        now = self.clock() if now_ms is None else now_ms
+        return sum(log.remove_expired_producers(now) for log in list(self.logs.values()))
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks (Kafka: every 60 s)."""
