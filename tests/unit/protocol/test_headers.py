@@ -64,10 +64,11 @@ def test_unsupported_api_versions_version_keeps_its_correlation_id() -> None:
     assert info.value.error_code == 35
 
 
-def test_trailing_bytes_after_a_request_are_refused() -> None:
-    frame = encode_request(ApiVersionsRequest(), 2, 1, "c") + b"\x00"
-    with pytest.raises(ProtocolError, match="unexpected bytes"):
-        decode_request(frame[4:])
+def test_trailing_bytes_after_a_request_are_ignored_as_kafka_does() -> None:
+    frame = encode_request(ApiVersionsRequest(), 2, 1, "c") + b"\x00\x01\x02"
+    request = decode_request(frame[4:])
+    assert request.body == ApiVersionsRequest()
+    assert request.trailing_bytes == 3
 
 
 def test_produce_records_are_not_copied() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from strom.protocol.error_codes import ErrorCode
@@ -25,18 +26,28 @@ VERSIONS = range(1, 10)
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
+LEADER_EPOCH_FROM = 4
 
 
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, ListOffsetsRequest)
     committed = body.isolation_level == 1
+    with_epoch = request.api_version >= LEADER_EPOCH_FROM
     return ListOffsetsResponse(
         topics=tuple(
-            ListOffsetsTopicResponse(t.name, tuple(_offset(broker, t.name, p, committed) for p in t.partitions))
+            ListOffsetsTopicResponse(
+                t.name,
+                tuple(_without_epoch(_offset(broker, t.name, p, committed), with_epoch) for p in t.partitions),
+            )
             for t in body.topics
         )
     )
+
+
+def _without_epoch(response: ListOffsetsPartitionResponse, keep: bool) -> ListOffsetsPartitionResponse:
+    """LeaderEpoch arrived in v4 and is not ignorable: older answers must not carry one."""
+    return response if keep else dataclasses.replace(response, leader_epoch=-1)
 
 
 def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed: bool) -> ListOffsetsPartitionResponse:
