@@ -92,8 +92,7 @@ class Broker:
         except UnsupportedRequestError as exc:
             return self._unsupported(exc)
         except ProtocolError as exc:
-            logger.warning("closing connection: malformed request: %s", exc)
-            raise CloseConnection(str(exc)) from None
+            raise CloseConnection(f"malformed request: {exc}") from None
         handler = HANDLERS.get(request.api_key)
         if handler is None or request.api_version not in handler.VERSIONS:
             header = request.header
@@ -106,8 +105,7 @@ class Broker:
     def _unsupported(self, exc: UnsupportedRequestError) -> list[Records]:
         header = exc.header
         if header.request_api_key != API_VERSIONS:
-            logger.warning("closing connection: %s (client %s)", exc, header.client_id)
-            raise CloseConnection(str(exc))
+            raise CloseConnection(f"{exc} (client {header.client_id})")
         # An ApiVersions version we do not know: answer in v0 with the versions we do,
         # so the client can retry with one of them (KIP-511).
         response = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_versions())

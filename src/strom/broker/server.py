@@ -114,7 +114,7 @@ class Connection:
                     if response is not None:
                         await self.send(response)
         except (ProtocolError, CloseConnection) as exc:
-            logger.warning("closing connection from %s: %s", self.address, exc)
+            logger.info("closing connection from %s: %s", self.address, exc)
         except (ConnectionError, BrokenPipeError):
             pass
         except asyncio.CancelledError:

@@ -4,7 +4,6 @@ import uuid
 
 import pytest
 
-from strom.protocol.errors import ProtocolError
 from strom.protocol.headers import (
     UnsupportedRequestError,
     decode_request,

@@ -164,7 +164,7 @@ class _Reader:
 
     def nullable_string(self, flexible: bool) -> str | None:
         value = self._call(
-            p.read_compact_nullable_string if flexible else p.read_nullable_string, flexible
+            p.read_compact_nullable_string if flexible else p.read_nullable_string
         )
         assert value is None or isinstance(value, str)
         return value

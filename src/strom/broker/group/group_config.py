@@ -1,0 +1,36 @@
+"""The group coordinator's settings, with Kafka's property names and defaults.
+
+The first five come from the broker's ``BrokerConfig``; the rest are Kafka's defaults,
+fixed until the broker config grows the properties (``offset.metadata.max.bytes``,
+``offsets.retention.minutes``, ``offsets.retention.check.interval.ms``, ``group.max.size``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.broker.config import BrokerConfig
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
+    group_min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
+    offsets_topic_segment_bytes: int = 104857600  # offsets.topic.segment.bytes
+    group_max_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
+    offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        )
