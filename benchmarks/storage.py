@@ -11,13 +11,25 @@ One run measures, on the same disk:
 4. random reads by offset over the 1 KiB-batch log: ``Log.read`` latency p50/p99
    (what the fetch path needs before ``os.sendfile``);
 5. recovery: reopen the big log as after an unclean stop with no recovery point
-   (every batch re-validated: length, magic, CRC) — goal < 5 s for 1 GiB.
+   (every batch re-validated: length, magic, CRC) — goal < 5 s for 1 GiB;
+6. segment preallocation (``--prealloc-rounds``, 0 skips it): ``Log.append`` of
+   ``--size`` in 1 MiB batches into a fresh segment of ``segment.bytes`` = the size,
+   then ``flush()``, in interleaved rounds, for: a plain new file (today's code);
+   ``posix_fallocate`` of the whole segment at creation (Kafka's ``preallocate``);
+   ``fallocate(FALLOC_FL_KEEP_SIZE)`` (blocks reserved, file size unchanged); and a
+   reused file — the previous round's segment renamed to the new name, as if a
+   deleted segment were recycled (its blocks and page-cache pages already exist) —
+   and ``reuse-cold``, the same after ``POSIX_FADV_DONTNEED`` drops its cached pages, as
+   for a retention-deleted segment written days ago.
+   Variants are injected through the ``FileSystem`` seam; best and median per variant.
 Page cache is not dropped, so 5 measures CPU-bound validation over cached pages.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import random
 import shutil
@@ -45,9 +57,10 @@ def make_batch(total_bytes: int, record_bytes: int) -> bytearray:
     return build_record_batch([(None, value, (), 1_700_000_000_000 + i) for i in range(count)])
 
 
-def open_log(directory: str, *, clean: bool = True) -> Log:
-    return LogLoader(FileSystem(), directory, "bench", 0, LogConfig(), clean_shutdown=clean,
-                     recovery_point=0, log_start_offset=0,
+def open_log(directory: str, *, clean: bool = True, fs: FileSystem | None = None,
+             config: LogConfig | None = None) -> Log:
+    return LogLoader(fs or FileSystem(), directory, "bench", 0, config or LogConfig(),
+                     clean_shutdown=clean, recovery_point=0, log_start_offset=0,
                      clock=lambda: time.time_ns() // 1_000_000).load()
 
 
@@ -89,17 +102,117 @@ def bench_reads(log: Log, count: int) -> tuple[float, float]:
     return statistics.median(latencies), latencies[int(len(latencies) * 0.99)]
 
 
+class PreallocatingFileSystem(FileSystem):
+    """Prepares each new ``.log`` the way ``mode`` says when the log empties it at creation.
+
+    ``Log`` creates a segment by opening ``<base>.log`` and truncating it to 0; this
+    seam turns that truncate into the variant under test.
+    """
+
+    _FALLOC_FL_KEEP_SIZE = 1
+
+    def __init__(self, mode: str, segment_bytes: int, spare: str | None = None) -> None:
+        self.mode = mode
+        self.segment_bytes = segment_bytes
+        self.spare = spare
+        self._new_logs: set[int] = set()
+        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        self._libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
+                                         ctypes.c_long]
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        fresh = path.endswith(".log") and not os.path.exists(path)
+        if fresh and self.mode.startswith("reuse") and self.spare and os.path.exists(self.spare):
+            os.rename(self.spare, path)
+        fd = super().open(path, flags, mode)
+        if fresh:
+            self._new_logs.add(fd)
+        return fd
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        if size != 0 or fd not in self._new_logs:
+            return super().ftruncate(fd, size)
+        self._new_logs.discard(fd)
+        if self.mode.startswith("reuse"):
+            return None  # keep the recycled file's blocks; its stale bytes lie past ``size``
+        super().ftruncate(fd, 0)
+        if self.mode == "fallocate":
+            os.posix_fallocate(fd, 0, self.segment_bytes)
+        elif self.mode == "keep-size" and self._libc.fallocate(
+                fd, self._FALLOC_FL_KEEP_SIZE, 0, self.segment_bytes):
+                raise OSError(ctypes.get_errno(), "fallocate(FALLOC_FL_KEEP_SIZE) failed")
+        return None
+
+
+PREALLOCATION_MODES = ("plain", "fallocate", "keep-size", "reuse", "reuse-cold")
+
+
+def bench_preallocation(root: str, template: bytearray, count: int,
+                        rounds: int) -> dict[str, list[float]]:
+    """Interleaved rounds (order rotated each round) of one 1-segment log per variant."""
+    segment_bytes = count * len(template) + MiB
+    config = LogConfig(segment_bytes=min(segment_bytes, 2**31 - 1))
+    spare = os.path.join(root, "spare.log")
+    times: dict[str, list[float]] = {mode: [] for mode in PREALLOCATION_MODES}
+    for number in range(rounds + 1):  # round 0 warms up and leaves a spare file
+        turn = number % len(PREALLOCATION_MODES)
+        for mode in PREALLOCATION_MODES[turn:] + PREALLOCATION_MODES[:turn]:
+            if mode == "reuse-cold" and os.path.exists(spare):
+                drop_cached_pages(spare)
+            directory = os.path.join(root, f"prealloc-{mode}")
+            fs = PreallocatingFileSystem(mode, config.segment_bytes, spare)
+            os.sync()  # let the previous round's writeback and discards settle first
+            start = time.perf_counter()
+            log = open_log(directory, fs=fs, config=config)  # creates (+ prepares) the segment
+            bench_append(log, template, count)
+            elapsed = time.perf_counter() - start
+            log.close()
+            if number:
+                times[mode].append(elapsed)
+            segment = os.path.join(directory, log.segments.active.log_path)
+            if mode.startswith("reuse") or not os.path.exists(spare):
+                os.rename(segment, spare)  # "deleted" segment kept for recycling
+            shutil.rmtree(directory)
+    return times
+
+
+def drop_cached_pages(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def report_preallocation(times: dict[str, list[float]], total: int) -> None:
+    plain = min(times["plain"])
+    for mode in PREALLOCATION_MODES:
+        best, median = min(times[mode]), statistics.median(times[mode])
+        print(f"  {mode:<10} best {total / MiB / best:7.1f} MiB/s ({best:.2f} s, "
+              f"{plain / best:.2f}x plain)  median {total / MiB / median:7.1f} MiB/s "
+              f"({median:.2f} s)  rounds {' '.join(f'{t:.2f}' for t in times[mode])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="1GiB", help="bytes to append (e.g. 64MiB, 1GiB)")
     parser.add_argument("--small-count", type=int, default=100_000)
     parser.add_argument("--reads", type=int, default=10_000)
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--prealloc-rounds", type=int, default=5,
+                        help="interleaved rounds of the preallocation comparison (0: skip)")
     args = parser.parse_args()
     size = parse_size(args.size)
     root = tempfile.mkdtemp(prefix="strom-bench-", dir=args.dir)
     try:
         run(root, size, args.small_count, args.reads)
+        if args.prealloc_rounds > 0:
+            template = make_batch(MiB, 1000)
+            count = max(1, size // len(template))
+            print(f"segment preallocation, Log.append 1 MiB + flush, {args.prealloc_rounds} "
+                  f"interleaved rounds of {count * len(template) / MiB:.0f} MiB:")
+            times = bench_preallocation(root, template, count, args.prealloc_rounds)
+            report_preallocation(times, count * len(template))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
