@@ -6,7 +6,9 @@ through a pipe; the parent kills it with SIGKILL at a random moment, then reopen
 the log itself and checks: every acknowledged batch is present and byte-identical,
 every batch in the log is exactly what the child generated for that offset (so no
 partial or foreign bytes), offsets are contiguous, the log ends on a batch boundary,
-and the offset index points at real batch starts with the right offsets.
+and the offset index points at real batch starts with the right offsets. A second,
+shorter run does the same with ``preallocate`` (segments fallocate'd, so a crash leaves
+a zero-filled tail that recovery must read as the end of the log).
 
 A batch's content is derived from the offset it is appended at, so the parent can
 regenerate what the child sent without being told.
@@ -21,6 +23,8 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
+
 from strom.protocol.compression import CompressionType
 from strom.protocol.records import build_record_batch, iter_batches, validate_crc
 from strom.storage import Log, LogConfig, LogManager
@@ -29,6 +33,8 @@ from tests.unit.storage.helpers import read_all
 SEED = int(os.environ.get("STROM_CRASH_SEED", "20240605"))
 TRIALS = int(os.environ.get("STROM_CRASH_TRIALS", "60"))
 CONFIG = LogConfig(flush_messages=1, segment_bytes=256 << 10, index_interval_bytes=512)
+PREALLOCATED = LogConfig(flush_messages=1, segment_bytes=256 << 10, index_interval_bytes=512,
+                         preallocate=True)
 REPORT = struct.Struct(">qq")
 READY = (-1, -1)
 MAX_LOG_BYTES = 3 << 20
@@ -44,8 +50,8 @@ def batch_for(offset: int) -> bytearray:
     return build_record_batch(records, compression=compression)
 
 
-def child(data_dir: str, report_fd: int) -> None:
-    logs = LogManager(data_dir, CONFIG)
+def child(data_dir: str, report_fd: int, config: LogConfig) -> None:
+    logs = LogManager(data_dir, config)
     logs.startup()
     log = logs.create_log("crash", 0)
     os.write(report_fd, REPORT.pack(*READY))
@@ -54,13 +60,13 @@ def child(data_dir: str, report_fd: int) -> None:
         os.write(report_fd, REPORT.pack(result.base_offset, result.last_offset))
 
 
-def run_child(data_dir: str, kill_after: float) -> list[tuple[int, int]]:
+def run_child(data_dir: str, kill_after: float, config: LogConfig) -> list[tuple[int, int]]:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child never returns
         os.close(read_fd)
         try:
-            child(data_dir, write_fd)
+            child(data_dir, write_fd, config)
         finally:
             os._exit(1)
     os.close(write_fd)
@@ -106,14 +112,18 @@ def check(log: Log, acknowledged: dict[int, int]) -> None:
             assert at in starts and starts[at].next_offset - 1 == offset, "index disagrees"
 
 
-def test_sigkill_never_loses_an_acknowledged_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("config", "trials"), [(CONFIG, TRIALS),
+                                               (PREALLOCATED, max(1, TRIALS // 3))],
+                         ids=["plain", "preallocate"])
+def test_sigkill_never_loses_an_acknowledged_batch(tmp_path: Path, config: LogConfig,
+                                                   trials: int) -> None:
     rng = random.Random(SEED)
     generation, acknowledged = 0, {}
     data_dir = str(tmp_path / "data-0")
-    for _ in range(TRIALS):
-        reports = run_child(data_dir, rng.uniform(0.0, 0.08))
+    for _ in range(trials):
+        reports = run_child(data_dir, rng.uniform(0.0, 0.08), config)
         acknowledged.update(reports)
-        logs = LogManager(data_dir, CONFIG)
+        logs = LogManager(data_dir, config)
         logs.startup()
         log = logs.create_log("crash", 0)
         check(log, acknowledged)

@@ -52,6 +52,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = field(
         default=0.5, metadata=_kafka("min.cleanable.dirty.ratio")
     )
+    # posix_fallocate each new segment to segment.bytes (see ``segment``). Off by
+    # default as in Kafka: every partition then holds segment.bytes of disk at once.
+    preallocate: bool = field(default=False, metadata=_kafka("preallocate"))
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_index_bytes < 12:

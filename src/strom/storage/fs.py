@@ -51,6 +51,10 @@ class FileSystem:
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
+    def fallocate(self, fd: int, size: int) -> None:
+        """Allocate blocks for ``[0, size)``; the file grows to ``size``, reading zeros."""
+        os.posix_fallocate(fd, 0, size)
+
     def file_size(self, fd: int) -> int:
         return os.fstat(fd).st_size
 

@@ -392,6 +392,8 @@ class Log:
                              index_interval_bytes=self.config.index_interval_bytes,
                              created_ms=now)
         self.fs.ftruncate(segment.fd, 0)
+        if self.config.preallocate:
+            segment.preallocate(min(self.config.segment_bytes, MAX_SEGMENT_POSITION))
         segment.make_active()
         return segment
 

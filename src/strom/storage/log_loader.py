@@ -41,6 +41,7 @@ from strom.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    MAX_SEGMENT_POSITION,
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
@@ -195,5 +196,7 @@ class LogLoader:
     def _empty_segment(self, base_offset: int) -> LogSegment:
         segment = self._segment(base_offset)
         self.fs.ftruncate(segment.fd, 0)
+        if self.config.preallocate:
+            segment.preallocate(min(self.config.segment_bytes, MAX_SEGMENT_POSITION))
         segment.make_active()
         return segment

@@ -18,6 +18,30 @@ Invariants:
 - Every offset in the segment is < 2**31 above ``base_offset`` (index entries are
   int32), and ``size`` < 2**31 (positions are int32); the log rolls before either.
 - The indexes are caches: recovery rebuilds them from the ``.log`` alone.
+- With ``preallocate`` (Kafka's topic config, off by default) the active segment's file
+  is ``posix_fallocate``'d to ``segment.bytes`` when created, so past ``size`` it reads
+  zeros. Rolling and a clean close cut the file back to ``size``, so only the active
+  segment of a log that crashed can have such a tail; recovery reads the length field
+  0 there as the end of the log, not as a torn batch, and cuts the zeros silently.
+
+Preallocation, measured (``benchmarks/storage.py``; this 2-core VM, ext4 with
+``discard``, memory reclaimed by DAMON, so rounds swing 2x): 1 GiB of 1 MiB batches
+through ``Log.append`` + ``flush`` into a new segment, segment creation timed too, 5
+interleaved rounds, best / median seconds, two runs::
+
+    plain new file (no preallocation)        0.81 / 1.33    0.68 / 1.11
+    posix_fallocate (Kafka's preallocate)    0.81 / 1.48    0.54 / 0.72
+    fallocate(FALLOC_FL_KEEP_SIZE)           0.65 / 0.67    0.56 / 0.71
+    recycled segment file, pages cached      0.42 / 0.45    0.30 / 0.39
+    recycled segment file, pages dropped     0.44 / 0.57    0.48 / 0.59
+
+(Two earlier runs that did not time the fallocate call: plain 0.55 / 0.56, fallocate
+0.45 / 0.49.) Writes that do not extend the file skip ext4's per-write block
+allocation and size update, so ``posix_fallocate`` is faster in three runs of four
+and ``preallocate`` is implemented with Kafka's semantics. Recycling deleted segment
+files is faster still but is not done: a fetch may still ``sendfile`` from a deleted
+segment during ``file.delete.delay.ms``, a recycled file's stale bytes past ``size``
+would need the same care as the zero tail, and it only helps once retention deletes.
 """
 
 from __future__ import annotations
@@ -43,6 +67,7 @@ MAX_RELATIVE_OFFSET: Final = 2**31 - 1
 MAX_SEGMENT_POSITION: Final = 2**31 - 1
 
 _SCAN_CHUNK: Final = 64 << 10
+_ZERO_TAIL_SAMPLE: Final = 64 << 10
 _RECOVERY_CHUNK: Final = 8 << 20
 _PREFIX: Final = struct.Struct(">qii")  # offset, length, leader epoch (v2) / crc (v0/v1)
 _V2_DELTA_AND_TIMES: Final = struct.Struct(">iqq")  # last_offset_delta, base/max timestamp
@@ -170,6 +195,10 @@ class LogSegment:
             return peek.max_timestamp
         return -1
 
+    def preallocate(self, size: int) -> None:
+        """Reserve the whole segment now: later appends overwrite allocated zeros."""
+        self.fs.fallocate(self.fd, size)
+
     def make_active(self) -> None:
         """Open both indexes for appending (preallocated); the log's last segment only."""
         self.offset_index.open_for_append()
@@ -293,8 +322,20 @@ class LogSegment:
                 on_batch(header)
         truncated = file_size - self.size
         if truncated:
+            if self._zero_tail(file_size):
+                truncated = 0  # preallocated space never written: the log's end, not damage
             self.fs.ftruncate(self.fd, self.size)
         return truncated
+
+    def _zero_tail(self, file_size: int) -> bool:
+        """Whether the bytes after ``size`` are zeros, judged by their first 64 KiB.
+
+        Sampling keeps recovery of a 1 GiB preallocated segment from reading 1 GiB of
+        zeros; a torn write that left zeros first is cut just the same, only not warned of.
+        """
+        sample = self.fs.pread(self.fd, min(_ZERO_TAIL_SAMPLE, file_size - self.size),
+                               self.size)
+        return not sample.strip(b"\0")
 
     def _valid_batches(self, file_size: int) -> Iterator[tuple[int, BatchHeader]]:
         raw, raw_start, position, expected = b"", 0, 0, self.base_offset
@@ -357,10 +398,13 @@ class LogSegment:
         self.fs.fdatasync(self.fd)
 
     def on_roll(self) -> None:
-        """The segment stops taking appends: final time entry, trim indexes, sync."""
+        """The segment stops taking appends: final time entry, trim indexes and a
+        preallocated tail, sync."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
+        if self.fs.file_size(self.fd) > self.size:
+            self.fs.ftruncate(self.fd, self.size)
         self.fs.fdatasync(self.fd)
 
     def close(self) -> None:
