@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from strom.protocol.framing import FrameDecoder
 
 READY = "ready on "
 
@@ -65,3 +68,18 @@ class BrokerProcess:
         assert self.process is not None
         with open(f"/proc/{self.process.pid}/statm") as file:
             return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def raw_request(broker: BrokerProcess, frame: bytes) -> bytes | None:
+    """Send one request frame on a new connection; its answer, or None if the broker hung up."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(frame)
+        decoder = FrameDecoder()
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return None
+            frames = decoder.feed(data)
+            if frames:
+                return frames[0]

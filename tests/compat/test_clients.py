@@ -7,7 +7,6 @@ Consumer groups are tested in test_groups.py; here consumers use assign/seek.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 import uuid
 
@@ -18,11 +17,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
-from tests.compat.broker_process import BrokerProcess
+from tests.compat.broker_process import BrokerProcess, raw_request
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -199,24 +197,10 @@ def test_aiokafka_produces_and_consumes(broker: BrokerProcess) -> None:
     assert asyncio.run(run()) == [b"a%d" % i for i in range(200)]
 
 
-def _raw_request(broker: BrokerProcess, frame: bytes) -> bytes | None:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(frame)
-        decoder = FrameDecoder()
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                return None
-            frames = decoder.feed(data)
-            if frames:
-                return frames[0]
-
-
 def test_unsupported_api_versions_version_gets_a_v0_answer(broker: BrokerProcess) -> None:
     frame = bytearray(encode_request(ApiVersionsRequest(), 0, 11, "raw"))
     frame[6:8] = (99).to_bytes(2, "big")
-    answer = _raw_request(broker, bytes(frame))
+    answer = raw_request(broker, bytes(frame))
     assert answer is not None
     correlation_id, response = decode_response(answer, 18, 0)
     assert correlation_id == 11
@@ -228,5 +212,5 @@ def test_unsupported_api_versions_version_gets_a_v0_answer(broker: BrokerProcess
 def test_unknown_api_key_closes_the_connection(broker: BrokerProcess) -> None:
     frame = bytearray(encode_request(ApiVersionsRequest(), 0, 11, "raw"))
     frame[4:6] = (9999).to_bytes(2, "big")
-    assert _raw_request(broker, bytes(frame)) is None
+    assert raw_request(broker, bytes(frame)) is None
     assert broker.alive()

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from strom.broker.config import BrokerConfig
+from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.handlers import HANDLERS
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.metadata_cache import MetadataCache
@@ -53,6 +54,7 @@ class Broker:
         self.metadata = MetadataCache(self.log_manager)
         self.replica_manager = ReplicaManager(self.log_manager)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
         self._tasks: list[asyncio.Task[None]] = []

@@ -53,6 +53,9 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int = field(
         default=60000, metadata=_kafka("log.flush.offset.checkpoint.interval.ms")
     )
+    max_incremental_fetch_session_cache_slots: int = field(
+        default=1000, metadata=_kafka("max.incremental.fetch.session.cache.slots")
+    )
     offsets_topic_num_partitions: int = field(
         default=50, metadata=_kafka("offsets.topic.num.partitions")
     )

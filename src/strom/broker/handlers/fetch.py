@@ -1,9 +1,10 @@
 """Fetch (1): file regions of each partition's log, long-polling for ``min_bytes``.
 
 Records larger than a few KiB leave as ``SendfileRegion``s that the connection writes
-with ``os.sendfile`` straight from the segment file. Fetch sessions (KIP-227) are
-declined for now: every answer has session id 0, which tells the client to keep
-sending full fetch requests — a broker is allowed to do this, and clients handle it.
+with ``os.sendfile`` straight from the segment file. Incremental fetch sessions
+(KIP-227) are served by ``fetch_session``: a session's answers carry only partitions
+with news. Versions below 4 are not served: they predate record batch v2, and Strom
+stores batches as sent rather than down-converting them for old clients.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from strom.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSession,
+    FetchSessionError,
+    FetchTarget,
+    has_news,
+)
 from strom.broker.replica_manager import PartitionRead
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
-from strom.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from strom.protocol.messages.fetch_request import FetchRequest
 from strom.protocol.messages.fetch_response import (
     FetchableTopicResponse,
     FetchResponse,
@@ -30,80 +39,130 @@ if TYPE_CHECKING:
 API_KEY = 1
 VERSIONS = range(4, 17)
 TOPIC_IDS_FROM = 13  # Fetch v13 addresses topics by id
+SESSIONS_FROM = 7
+ZERO_ID = uuid.UUID(int=0)
 
 
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, FetchRequest)
     by_id = request.api_version >= TOPIC_IDS_FROM
+    try:
+        session, targets = _session_targets(broker, body, by_id, request.api_version >= SESSIONS_FROM)
+    except FetchSessionError as exc:
+        return FetchResponse(error_code=exc.error_code, session_id=0)
     isolation = FetchIsolation.TXN_COMMITTED if body.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
-    names = [_topic_name(broker, topic, by_id) for topic in body.topics]
     deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
     while True:
-        reads, total = _read_all(broker, body, names, isolation)
-        errors = any(r.error_code for topic in reads for r in topic)
+        reads, total = _read_all(broker, targets, body.max_bytes, isolation)
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or errors or remaining <= 0:
+        if total >= body.min_bytes or remaining <= 0 or any(r.error_code for r in reads):
             break
-        wanted = [(name, p.partition) for name, topic in zip(names, body.topics, strict=True) if name
-                  for p in topic.partitions]
+        wanted = [(t.topic, t.partition) for t in targets if t.topic is not None]
         await broker.replica_manager.wait_for_data(wanted, remaining)
-    responses = tuple(
-        FetchableTopicResponse(
-            topic="" if by_id else (name or topic.topic),
-            topic_id=topic.topic_id if by_id else uuid.UUID(int=0),
-            partitions=tuple(_partition(p, r) for p, r in zip(topic.partitions, topic_reads, strict=True)),
-        )
-        for name, topic, topic_reads in zip(names, body.topics, reads, strict=True)
+    incremental = session is not None and body.session_epoch > INITIAL_EPOCH
+    return FetchResponse(
+        error_code=0,
+        session_id=0 if session is None else session.session_id,
+        responses=_group(targets, reads, by_id, incremental),
     )
-    return FetchResponse(error_code=0, session_id=0, responses=responses)
 
 
-def _topic_name(broker: Broker, topic: FetchTopic, by_id: bool) -> str | None:
+def _session_targets(
+    broker: Broker, body: FetchRequest, by_id: bool, sessions: bool
+) -> tuple[FetchSession | None, list[FetchTarget]]:
+    """The session this request belongs to (if any) and every partition it reads."""
+    requested = [
+        FetchTarget(
+            _topic_name(broker, topic.topic, topic.topic_id, by_id),
+            topic.topic_id if by_id else ZERO_ID,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+        )
+        for topic in body.topics
+        for p in topic.partitions
+    ]
+    cache = broker.fetch_sessions
+    if not sessions or (body.session_id == 0 and body.session_epoch == FINAL_EPOCH):
+        return None, requested
+    if body.session_epoch == FINAL_EPOCH:  # the client closes its session
+        cache.remove(body.session_id)
+        return None, requested
+    if body.session_epoch == INITIAL_EPOCH:
+        if body.session_id:
+            cache.remove(body.session_id)
+        session = cache.create(requested)
+        return session, requested
+    forgotten = [
+        (_topic_name(broker, t.topic, t.topic_id, by_id) or t.topic_id, partition)
+        for t in body.forgotten_topics_data
+        for partition in t.partitions
+    ]
+    session = cache.incremental(body.session_id, body.session_epoch, requested, forgotten)
+    return session, list(session.partitions.values())
+
+
+def _topic_name(broker: Broker, name: str, topic_id: uuid.UUID, by_id: bool) -> str | None:
     if not by_id:
-        return topic.topic
-    found = broker.metadata.by_id(topic.topic_id)
+        return name
+    found = broker.metadata.by_id(topic_id)
     return None if found is None else found.name
 
 
 def _read_all(
-    broker: Broker, body: FetchRequest, names: list[str | None], isolation: FetchIsolation
-) -> tuple[list[list[PartitionRead]], int]:
-    """One pass over the requested partitions, within the response's ``max_bytes``."""
-    budget = body.max_bytes
+    broker: Broker, targets: list[FetchTarget], max_bytes: int, isolation: FetchIsolation
+) -> tuple[list[PartitionRead], int]:
+    """One pass over the partitions within the response's ``max_bytes``."""
+    budget = max_bytes
     total = 0
-    reads: list[list[PartitionRead]] = []
-    for name, topic in zip(names, body.topics, strict=True):
-        topic_reads = []
-        for partition in topic.partitions:
-            read = _read_one(broker, name, partition, isolation, min(partition.partition_max_bytes, budget))
-            # KIP-74: the first non-empty partition may exceed the budget by one batch.
-            budget = max(0, budget - read.size)
-            total += read.size
-            topic_reads.append(read)
-        reads.append(topic_reads)
+    reads = []
+    for target in targets:
+        read = _read_one(broker, target, isolation, min(target.max_bytes, budget))
+        # KIP-74: the first non-empty partition may exceed the budget by one batch.
+        budget = max(0, budget - read.size)
+        total += read.size
+        reads.append(read)
     return reads, total
 
 
-def _read_one(
-    broker: Broker, name: str | None, partition: FetchPartition, isolation: FetchIsolation, max_bytes: int
-) -> PartitionRead:
-    if name is None:
+def _read_one(broker: Broker, target: FetchTarget, isolation: FetchIsolation, max_bytes: int) -> PartitionRead:
+    if target.topic is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
     epoch = broker.replica_manager.leader_epoch
-    if partition.current_leader_epoch > epoch:
+    if target.current_leader_epoch > epoch:
         return PartitionRead(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= partition.current_leader_epoch < epoch:
+    if 0 <= target.current_leader_epoch < epoch:
         return PartitionRead(ErrorCode.FENCED_LEADER_EPOCH)
-    return broker.replica_manager.read(name, partition.partition, partition.fetch_offset, max_bytes, isolation)
+    return broker.replica_manager.read(target.topic, target.partition, target.fetch_offset, max_bytes, isolation)
 
 
-def _partition(request: FetchPartition, read: PartitionRead) -> PartitionData:
+def _group(
+    targets: list[FetchTarget], reads: list[PartitionRead], by_id: bool, incremental: bool
+) -> tuple[FetchableTopicResponse, ...]:
+    """Partitions grouped by topic in request order; an incremental answer only with news."""
+    topics: dict[tuple[str, uuid.UUID], list[PartitionData]] = {}
+    for target, read in zip(targets, reads, strict=True):
+        data = _partition(target.partition, read)
+        news = has_news(target, data.error_code, read.size, data.high_watermark,
+                        data.last_stable_offset, data.log_start_offset)
+        if incremental and not news:
+            continue
+        key = ("" if by_id else (target.topic or ""), target.topic_id if by_id else ZERO_ID)
+        topics.setdefault(key, []).append(data)
+    return tuple(
+        FetchableTopicResponse(topic=name, topic_id=topic_id, partitions=tuple(partitions))
+        for (name, topic_id), partitions in topics.items()
+    )
+
+
+def _partition(index: int, read: PartitionRead) -> PartitionData:
     result = read.result
     if result is None:
-        return PartitionData(partition_index=request.partition, error_code=read.error_code, high_watermark=-1, records=b"")
+        return PartitionData(partition_index=index, error_code=read.error_code, high_watermark=-1, records=b"")
     return PartitionData(
-        partition_index=request.partition,
+        partition_index=index,
         error_code=read.error_code,
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
