@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from strom.broker.config import BrokerConfig
 from strom.broker.fetch_session import FetchSessionCache
+from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.handlers import HANDLERS
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.metadata_cache import MetadataCache
@@ -30,6 +31,7 @@ from strom.protocol.headers import UnsupportedRequestError, decode_request, enco
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.primitives import Records
 from strom.storage.log_manager import LogManager
+from strom.storage.producer_state import ProducerStateManagerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +52,14 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.log_manager = LogManager(config.data_dir, config.log)
+        self.log_manager = LogManager(
+            config.data_dir,
+            config.log,
+            producer_state_config=ProducerStateManagerConfig(config.producer_id_expiration_ms),
+        )
         self.metadata = MetadataCache(self.log_manager)
         self.replica_manager = ReplicaManager(self.log_manager)
+        self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.log_manager, self.replica_manager)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
@@ -64,15 +71,20 @@ class Broker:
         """Open (and recover) the logs and the topic table; no sockets yet."""
         self.log_manager.startup()
         self.metadata.load()
+        self.group_coordinator.load()
         self.producer_ids.load()
         self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
 
     def start_background_work(self) -> None:
+        self.group_coordinator.start()
         cfg = self.config
         self._tasks = [
             asyncio.create_task(_every(cfg.log_retention_check_interval_ms, self.log_manager.run_retention)),
             asyncio.create_task(_every(cfg.log_flush_scheduler_interval_ms, self.log_manager.flush_due_logs)),
             asyncio.create_task(_every(cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint)),
+            asyncio.create_task(
+                _every(cfg.producer_id_expiration_check_interval_ms, self.log_manager.remove_expired_producers)
+            ),
         ]
 
     async def shutdown(self) -> None:
@@ -81,6 +93,7 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.group_coordinator.shutdown()
         self.log_manager.close()
 
     # -- requests ------------------------------------------------------------------------

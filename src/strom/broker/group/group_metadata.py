@@ -129,6 +129,7 @@ class GroupMetadata:
     current_state_timestamp: int = -1
     # the JoinGroup wait of the current rebalance (Kafka's DelayedJoin/InitialDelayedJoin)
     join_timer: asyncio.TimerHandle | None = None
+    initial_delay: bool = False  # the wait is the initial delay: do not end it early
     new_member_added: bool = False
 
     # -- states ------------------------------------------------------------------------

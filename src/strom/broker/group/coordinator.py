@@ -1,0 +1,447 @@
+"""The group coordinator: Kafka's classic consumer group protocol on one event loop.
+
+JoinGroup and SyncGroup answers are delayed: the handler awaits a future on the member
+that the coordinator completes when the rebalance reaches the point Kafka's
+``DelayedJoin``/``InitialDelayedJoin`` and ``SyncGroup`` callbacks would. A rebalance
+ends when every known member has rejoined (or, after ``group.initial.rebalance.delay.ms``
+for a group that was Empty, extended while new members keep arriving up to the rebalance
+timeout), or when the largest rebalance timeout of the members runs out; members that
+did not rejoin are then dropped (dynamic ones only, as in Kafka). Each member has one
+timer for its session: a heartbeat moves its deadline, the timer re-arms itself and
+removes the member once the deadline has passed while it is not waiting in a
+JoinGroup or SyncGroup. The broker only relays assignments, so every client-side
+assignor (range, round-robin, sticky, cooperative-sticky) works unchanged.
+
+Durable changes (offsets, group metadata at the end of a rebalance, deletions) go
+through ``GroupMetadataManager`` before the answer. Everything runs on the broker's
+event loop: no locks; the coordinator is the one owner of the groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from strom.broker.group.group_config import GroupConfig
+from strom.broker.group.group_metadata import (
+    GroupMetadata,
+    JoinResult,
+    OffsetAndMetadata,
+    SyncResult,
+)
+from strom.broker.group.group_metadata_manager import GroupMetadataManager, TopicPartition
+from strom.broker.group.rebalance import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    GroupRebalancer,
+    Protocols,
+    complete_join,
+    complete_sync,
+)
+from strom.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.broker.config import BrokerConfig
+    from strom.broker.metadata_cache import MetadataCache
+    from strom.broker.replica_manager import ReplicaManager
+    from strom.storage.log_manager import LogManager
+
+logger = logging.getLogger(__name__)
+
+
+
+class GroupCoordinator(GroupRebalancer):
+    def __init__(
+        self, config: GroupConfig, manager: GroupMetadataManager, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(config, manager, monotonic)
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def build(
+        cls, config: BrokerConfig, metadata: MetadataCache, log_manager: LogManager, replica_manager: ReplicaManager
+    ) -> GroupCoordinator:
+        group_config = GroupConfig.from_broker(config)
+        return cls(group_config, GroupMetadataManager(group_config, metadata, log_manager, replica_manager))
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def load(self) -> None:
+        self.manager.load()
+
+    def start(self) -> None:
+        """Arm session timers for loaded members, and the offsets expiration task."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_session(group, member)
+        self._expiry_task = asyncio.create_task(self._expire_offsets_periodically())
+
+    async def shutdown(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry_task
+        for group in self.groups.values():
+            if group.join_timer is not None:
+                group.join_timer.cancel()
+            for handle in group.pending_members.values():
+                if handle is not None:
+                    handle.cancel()
+            for member in group.members.values():
+                if member.timer is not None:
+                    member.timer.cancel()
+                complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+
+    def _check_available(self) -> ErrorCode:
+        return ErrorCode.NONE if self.manager.loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def ensure_offsets_topic(self) -> None:
+        self.manager.ensure_offsets_topic()
+
+    # -- JoinGroup -----------------------------------------------------------------------
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        *,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool = True,
+    ) -> JoinResult:
+        error = self._check_available()
+        if error:
+            return JoinResult(error, member_id)
+        if not group_id:
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, member_id)
+        if not self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms:
+            logger.info(
+                "JoinGroup %s: session timeout %d ms outside [%d, %d]", group_id, session_timeout_ms,
+                self.config.group_min_session_timeout_ms, self.config.group_max_session_timeout_ms,
+            )
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has only the session timeout
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now_ms())
+        if group.is_in(DEAD):
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            logger.info("JoinGroup %s: protocols %s (%s) are not the group's", group_id, [n for n, _ in protocols], protocol_type)
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[JoinResult] = loop.create_future()
+        if not member_id:
+            if len(group.members) + len(group.pending_members) >= self.config.group_max_size and not (
+                group_instance_id is not None and group_instance_id in group.static_members
+            ):
+                return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+            new_member_id = f"{client_id}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                self._join_static(
+                    group, new_member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                    session_timeout_ms, protocol_type, protocols, future, supports_skip_assignment,
+                )
+            elif require_known_member_id:
+                self._add_pending_member(group, new_member_id, session_timeout_ms)
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
+            else:
+                self._add_member_and_rebalance(
+                    group, new_member_id, None, client_id, client_host, rebalance_timeout_ms,
+                    session_timeout_ms, protocol_type, protocols, future,
+                )
+        else:
+            result = self._join_known(
+                group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, future,
+            )
+            if result is not None:
+                return result
+        return await future
+
+    # -- SyncGroup -----------------------------------------------------------------------
+    async def sync_group(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
+        protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+    ) -> SyncResult:
+        error = self._check_available()
+        if error:
+            return SyncResult(error)
+        if not group_id:
+            return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(DEAD):
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        error = self._validate_member(group, member_id, group_instance_id, generation_id)
+        if error:
+            return SyncResult(error)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        if group.is_in(EMPTY):
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(PREPARING):
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        self._touch(group, member)
+        if group.is_in(STABLE):
+            return SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_future = future
+        if member_id == group.leader_id:
+            self._set_assignment(group, assignments)
+        return await future
+
+    def _set_assignment(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        """The leader's SyncGroup: persist the assignment, then answer every member."""
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        error = self.manager.store_group(group)
+        if error:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+            return
+        group.transition_to(STABLE, self._now_ms())
+        logger.info("group %s: generation %d is Stable", group.group_id, group.generation_id)
+        for member in group.members.values():
+            complete_sync(member, SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name))
+
+    # -- Heartbeat and LeaveGroup --------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        error = self._check_available()
+        if error:
+            return error
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, group_instance_id, generation_id)
+        if error:
+            return error
+        if group.is_in(EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._touch(group, group.members[member_id])
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.is_in(PREPARING) else ErrorCode.NONE
+
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """The group's error, and one per ``(member_id, group_instance_id)`` leaving."""
+        error = self._check_available()
+        if error:
+            return error, []
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        if group.is_in(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        return ErrorCode.NONE, [self._leave(group, member_id, instance_id) for member_id, instance_id in leaving]
+
+    def _leave(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> ErrorCode:
+        if instance_id is not None:
+            owner = group.static_members.get(instance_id)
+            if owner is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if member_id and owner != member_id:
+                logger.info("LeaveGroup %s: %s is not the member of instance %s", group.group_id, member_id, instance_id)
+                return ErrorCode.FENCED_INSTANCE_ID
+            member_id = owner
+        elif member_id in group.pending_members:
+            self._remove_pending(group, member_id)
+            self._maybe_complete_join(group)
+            return ErrorCode.NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._remove_member_and_update_group(group, member, "left the group")
+        return ErrorCode.NONE
+
+    # -- offsets -------------------------------------------------------------------------
+    def commit_offsets(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> dict[TopicPartition, ErrorCode]:
+        error = self._validate_commit(group_id, member_id, group_instance_id, generation_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:  # a group that does not use the coordinator for membership
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now_ms())
+        member = group.members.get(member_id)
+        if member is not None:
+            self._touch(group, member)
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, offset in offsets.items():
+            if len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = offset
+        if valid:
+            error = self.manager.store_offsets(group, valid)
+            results.update(dict.fromkeys(valid, error))
+        return {tp: results[tp] for tp in offsets}
+
+    def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        error = self._check_available()
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE if generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_in(EMPTY):
+            return ErrorCode.NONE
+        if group.is_in(COMPLETING):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return self._validate_member(group, member_id, instance_id, generation_id)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None where there is none); every one if ``partitions`` is None.
+
+        ``require_stable`` needs no wait here: commits are applied when their append
+        returns and transactional offset commits are not supported, so none is pending.
+        """
+        error = self._check_available()
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        committed = group.offsets if group is not None and not group.is_in(DEAD) else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(sorted(committed.items()))
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._check_available()
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        if group.is_in(EMPTY):
+            deletable = list(partitions)
+        else:
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            deletable = [tp for tp in partitions if tp[0] not in subscribed]
+            results.update({tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed})
+        error = self.manager.delete_offsets(group, deletable)
+        results.update(dict.fromkeys(deletable, error))
+        return ErrorCode.NONE, {tp: results[tp] for tp in partitions}
+
+    # -- groups --------------------------------------------------------------------------
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            results[group_id] = self._delete_group(group_id)
+        return results
+
+    def _delete_group(self, group_id: str) -> ErrorCode:
+        error = self._check_available()
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not group.is_in(EMPTY):
+            return ErrorCode.NON_EMPTY_GROUP
+        error = self.manager.delete_group(group)
+        if error == ErrorCode.NONE:
+            group.transition_to(DEAD, self._now_ms())
+            logger.info("group %s deleted", group_id)
+        return error
+
+    def list_groups(self, states: set[str] | None = None) -> list[GroupMetadata]:
+        """Groups not Dead; ``states`` (lower-case names) filters as ListGroups v4 does."""
+        return [
+            group for group in self.groups.values()
+            if not group.is_in(DEAD) and (not states or group.state.value.lower() in states)
+        ]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupMetadata | None]:
+        error = self._check_available()
+        if error:
+            return error, None
+        group = self.groups.get(group_id)
+        return ErrorCode.NONE, (group if group is not None and not group.is_in(DEAD) else None)
+
+    # -- offsets expiration --------------------------------------------------------------
+    async def _expire_offsets_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
+            try:
+                self.expire_offsets(self._now_ms())
+            except Exception:
+                logger.exception("offsets expiration failed")
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Kafka's rules (KIP-211): an Empty group's offsets expire ``offsets.retention``
+        after it became Empty (or after their commit, for groups without membership);
+        an active consumer group's only for topics it no longer subscribes to. A group
+        left Empty with no offsets is removed. Returns the number of offsets expired.
+        """
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if group.is_in(EMPTY):
+                base_on_state = group.protocol_type is not None and group.current_state_timestamp >= 0
+                subscribed: set[str] | None = set()
+            elif group.is_in(STABLE) and group.protocol_type == "consumer":
+                base_on_state = False
+                subscribed = group.subscribed_topics()
+            else:
+                continue
+            if subscribed is None:
+                continue
+            expired = [
+                tp for tp, offset in group.offsets.items()
+                if tp[0] not in subscribed and _is_expired(offset, group, base_on_state, retention, now_ms)
+            ]
+            if expired and self.manager.delete_offsets(group, expired) == ErrorCode.NONE:
+                expired_total += len(expired)
+                logger.info("group %s: %d committed offsets expired", group.group_id, len(expired))
+            removable = group.is_in(EMPTY) and not group.offsets and not group.pending_members
+            if removable and self.manager.delete_group(group) == ErrorCode.NONE:
+                group.transition_to(DEAD, now_ms)
+                logger.info("group %s: Empty with no offsets; removed", group.group_id)
+        return expired_total
+
+
+def _is_expired(offset: OffsetAndMetadata, group: GroupMetadata, base_on_state: bool, retention: int, now_ms: int) -> bool:
+    if offset.expire_timestamp >= 0:
+        return now_ms >= offset.expire_timestamp
+    base = group.current_state_timestamp if base_on_state else offset.commit_timestamp
+    return now_ms >= base + retention
+

@@ -1,0 +1,77 @@
+"""OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
+
+The commits of one request are one record batch on the group's partition, appended
+before the answer. v1 carries a commit timestamp per partition, v2-v4 a retention
+time (the offset's expire timestamp), v6+ the leader epoch, v7+ ``group.instance.id``;
+v9's member epoch is the generation for a classic group. Unknown topics or
+partitions get UNKNOWN_TOPIC_OR_PARTITION, as Kafka. Every codec version is served.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from strom.broker.group.group_metadata import OffsetAndMetadata
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.offset_commit_request import OffsetCommitRequest
+from strom.protocol.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 8
+VERSIONS = range(0, 10)
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, OffsetCommitRequest)
+    version = request.api_version
+    now = time.time_ns() // 1_000_000
+    expire = now + body.retention_time_ms if 2 <= version <= 4 and body.retention_time_ms >= 0 else -1
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in body.topics:
+        metadata = broker.metadata.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if metadata is None or not 0 <= p.partition_index < metadata.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commit_timestamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+            offsets[tp] = OffsetAndMetadata(
+                p.committed_offset,
+                p.committed_leader_epoch if version >= 6 else -1,
+                p.committed_metadata or "",
+                commit_timestamp,
+                expire,
+            )
+    if offsets:
+        errors.update(
+            broker.group_coordinator.commit_offsets(
+                body.group_id,
+                body.member_id,
+                body.group_instance_id if version >= 7 else None,
+                body.generation_id_or_member_epoch,
+                offsets,
+            )
+        )
+    return OffsetCommitResponse(
+        topics=tuple(
+            OffsetCommitResponseTopic(
+                topic.name,
+                tuple(
+                    OffsetCommitResponsePartition(p.partition_index, errors[(topic.name, p.partition_index)])
+                    for p in topic.partitions
+                ),
+            )
+            for topic in body.topics
+        )
+    )

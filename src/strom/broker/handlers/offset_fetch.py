@@ -1,0 +1,87 @@
+"""OffsetFetch (9): a group's committed offsets; -1 where there is none.
+
+v0-v7 ask for one group (v2+: null topics = every committed partition; v2+ carry a
+top-level error), v8+ for a batch of groups. ``require_stable`` (v7+) never waits:
+commits are applied when their append returns and transactional commits are not
+supported, so no offset is ever pending. v9's member id and epoch are not checked
+for classic groups (as Kafka). Every codec version is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from strom.broker.group.group_metadata import OffsetAndMetadata
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.offset_fetch_request import OffsetFetchRequest
+from strom.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 9
+VERSIONS = range(0, 10)
+Fetched = dict[tuple[str, int], OffsetAndMetadata | None]
+
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, OffsetFetchRequest)
+    version = request.api_version
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            error, fetched = _fetch(broker, group.group_id, group.topics)
+            group_topics = tuple(
+                OffsetFetchResponseTopics(name, tuple(OffsetFetchResponsePartitions(*_partition(i, o)) for i, o in parts))
+                for name, parts in _by_topic(fetched)
+            )
+            groups.append(OffsetFetchResponseGroup(group.group_id, group_topics, error))
+        return OffsetFetchResponse(groups=tuple(groups))
+    error, fetched = _fetch(broker, body.group_id, body.topics if version >= 2 else body.topics or ())
+    partition_error = error if version < 2 else ErrorCode.NONE
+    topics = tuple(
+        OffsetFetchResponseTopic(
+            name,
+            tuple(OffsetFetchResponsePartition(*_partition(i, o, partition_error)) for i, o in parts),
+        )
+        for name, parts in _by_topic(fetched)
+    )
+    return OffsetFetchResponse(topics=topics, error_code=error)
+
+
+def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None) -> tuple[ErrorCode, Fetched]:
+    partitions = None
+    if topics is not None:
+        partitions = [
+            (topic.name, index)  # type: ignore[attr-defined]
+            for topic in topics
+            for index in topic.partition_indexes  # type: ignore[attr-defined]
+        ]
+    return broker.group_coordinator.fetch_offsets(group_id, partitions)
+
+
+def _by_topic(fetched: Fetched) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
+    topics: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+    for (topic, partition), offset in fetched.items():
+        topics.setdefault(topic, []).append((partition, offset))
+    return list(topics.items())
+
+
+def _partition(
+    index: int, offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE
+) -> tuple[int, int, int, str, int]:
+    if offset is None:
+        return index, -1, -1, "", error
+    return index, offset.offset, offset.leader_epoch, offset.metadata, error
