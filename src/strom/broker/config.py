@@ -56,6 +56,10 @@ class BrokerConfig:
     max_incremental_fetch_session_cache_slots: int = field(
         default=1000, metadata=_kafka("max.incremental.fetch.session.cache.slots")
     )
+    producer_id_expiration_ms: int = field(default=86400000, metadata=_kafka("producer.id.expiration.ms"))
+    producer_id_expiration_check_interval_ms: int = field(
+        default=600000, metadata=_kafka("producer.id.expiration.check.interval.ms")
+    )
     offsets_topic_num_partitions: int = field(
         default=50, metadata=_kafka("offsets.topic.num.partitions")
     )
@@ -119,6 +123,7 @@ _BROKER_TO_TOPIC = {
     "log.message.timestamp.type": "message.timestamp.type",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "compression.type": "compression.type",
+    "log.preallocate": "preallocate",
     "message.max.bytes": "max.message.bytes",
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
