@@ -1,0 +1,216 @@
+"""Broker benchmark: Strom against Tansu and librdkafka's mock cluster, same load, one run.
+
+    .venv/bin/python benchmarks/broker.py [--rounds 3] [--small 500000] [--large 300000]
+
+Load generators: ``kcat-wheel`` (kcat on librdkafka 2.16, from ../shared/peers/install.sh,
+which this script runs if needed; C, so the client is not the bottleneck) and
+confluent-kafka for latency. Workloads: 100 B records to one partition (linger 5 ms);
+1 KiB records to four partitions; consuming those back with a kcat process per partition; p50/p99
+produce latency (acks=all) at a fixed rate. Rounds are interleaved across brokers and
+each figure is reported as best and median, since single runs here swing by ±40 %.
+Tansu keeps its data in memory (the only engine in its build); Strom writes segment
+files with the default flush policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PEERS = REPO.parent / "shared" / "peers"
+PEERS_VENV = REPO / ".peers-venv"
+
+
+@dataclass
+class Broker:
+    name: str
+    bootstrap: str
+    stop: Callable[[], None]
+
+
+@dataclass
+class Results:
+    figures: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def add(self, broker: str, workload: str, value: float) -> None:
+        self.figures.setdefault((workload, broker), []).append(value)
+
+
+def ensure_peers() -> Path:
+    kcat = PEERS_VENV / "bin" / "kcat-wheel"
+    if not kcat.exists():
+        subprocess.run([str(PEERS / "install.sh"), str(PEERS_VENV)], check=True)
+    return kcat
+
+
+@contextmanager
+def strom(partitions: int) -> Iterator[Broker]:
+    with tempfile.TemporaryDirectory(prefix="strom-bench-") as data:
+        command = [
+            sys.executable, "-m", "strom", "serve", "--data-dir", data,
+            "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
+            "--override", f"num.partitions={partitions}",
+        ]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        bootstrap = line.rsplit("ready on ", 1)[1].strip()
+        try:
+            yield Broker("strom", bootstrap, process.terminate)
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+@contextmanager
+def tansu(port: int = 19092) -> Iterator[Broker]:
+    env = {**os.environ, "PEERS_VENV": str(PEERS_VENV)}
+    pid = subprocess.run(
+        [str(PEERS / "tansu.sh"), str(port)], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+    try:
+        yield Broker("tansu", f"127.0.0.1:{port}", lambda: None)
+    finally:
+        subprocess.run([str(PEERS / "tansu.sh"), "stop", pid], check=False, env=env, capture_output=True)
+
+
+@contextmanager
+def mock_cluster(topics: list[str]) -> Iterator[Broker]:
+    command = [str(PEERS_VENV / "bin" / "python"), str(PEERS / "mock_cluster.py"), "--brokers", "1", "--max-seconds", "1800"]
+    for topic in topics:
+        command += ["--topic", topic]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    bootstrap = process.stdout.readline().strip()
+    try:
+        yield Broker("mock", bootstrap, process.terminate)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _records_file(directory: Path, count: int, size: int) -> Path:
+    path = directory / f"records-{count}-{size}.txt"
+    if not path.exists():
+        line = (b"x" * (size - 1)) + b"\n"
+        with open(path, "wb") as file:
+            for index in range(count):
+                stamp = b"%010d" % index
+                file.write(stamp + line[len(stamp):])
+    return path
+
+
+def kcat_produce(kcat: Path, broker: Broker, topic: str, records: Path, partition: int | None) -> float:
+    command = [str(kcat), "-b", broker.bootstrap, "-P", "-t", topic, "-l", str(records),
+               "-X", "linger.ms=5", "-X", "queue.buffering.max.messages=1000000",
+               "-X", "batch.size=1000000"]
+    if partition is not None:
+        command += ["-p", str(partition)]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def kcat_consume(kcat: Path, broker: Broker, topic: str, partitions: int, expected: int) -> float:
+    """One kcat process per partition (kcat reads one partition, or all, per process)."""
+    start = time.perf_counter()
+    processes = []
+    for partition in range(partitions):
+        command = [str(kcat), "-b", broker.bootstrap, "-C", "-t", topic, "-p", str(partition),
+                   "-o", "beginning", "-e", "-q", "-f", "%o\n"]
+        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE))
+    seen = 0
+    for process in processes:
+        out, _ = process.communicate(timeout=300)
+        seen += out.count(b"\n")
+    elapsed = time.perf_counter() - start
+    if seen < expected:
+        raise RuntimeError(f"{broker.name}: consumed {seen} of {expected}")
+    return elapsed
+
+
+def latency(broker: Broker, topic: str, rate: int, seconds: float) -> tuple[float, float]:
+    """p50/p99 produce latency (ms) with acks=all at ``rate`` records/s, confluent-kafka."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def delivered(err: object, _msg: object, sent: float) -> None:
+        if err is None:
+            with lock:
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+    interval = 1 / rate
+    start = time.perf_counter()
+    count = int(rate * seconds)
+    for index in range(count):
+        target = start + index * interval
+        while (now := time.perf_counter()) < target:
+            producer.poll(0)
+        producer.produce(topic, value=b"y" * 100, partition=0, on_delivery=lambda e, m, t=now: delivered(e, m, t))
+        producer.poll(0)
+    producer.flush(30)
+    latencies.sort()
+    return latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+
+
+def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, results: Results) -> None:
+    small = _records_file(work, args.small, 100)
+    large = _records_file(work, args.large, 1024)
+    seconds = kcat_produce(kcat, broker, "small", small, 0)
+    results.add(broker.name, "produce 100 B, 1 partition (records/s)", args.small / seconds)
+    if broker.name != "mock":  # the mock keeps ~5 MiB per partition: it cannot hold this load
+        seconds = kcat_produce(kcat, broker, "large", large, None)
+        results.add(broker.name, "produce 1 KiB, 4 partitions (records/s)", args.large / seconds)
+        seconds = kcat_consume(kcat, broker, "large", 4, args.large)
+        results.add(broker.name, "consume 1 KiB, 4 kcat processes (records/s)", args.large / seconds)
+    if args.latency_rate:
+        p50, p99 = latency(broker, "latency", args.latency_rate, args.latency_seconds)
+        results.add(broker.name, f"produce latency p50 at {args.latency_rate}/s (ms)", p50)
+        results.add(broker.name, f"produce latency p99 at {args.latency_rate}/s (ms)", p99)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", type=int, default=500_000, help="100 B records per round")
+    parser.add_argument("--large", type=int, default=300_000, help="1 KiB records per round")
+    parser.add_argument("--latency-rate", type=int, default=5000, help="records/s for the latency run (0: skip)")
+    parser.add_argument("--latency-seconds", type=float, default=5)
+    parser.add_argument("--brokers", default="strom,tansu,mock")
+    args = parser.parse_args()
+    kcat = ensure_peers()
+    results = Results()
+    chosen = args.brokers.split(",")
+    starters: dict[str, Callable[[], object]] = {
+        "strom": lambda: strom(4),
+        "tansu": lambda: tansu(),
+        "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1"]),
+    }
+    with tempfile.TemporaryDirectory(prefix="strom-bench-work-") as work:
+        for round_number in range(args.rounds):
+            for name in chosen:
+                with starters[name]() as broker:  # type: ignore[attr-defined]
+                    print(f"round {round_number + 1}: {name} on {broker.bootstrap}", flush=True)
+                    one_round(kcat, broker, Path(work), args, results)
+    print(f"\n{'workload':48} {'broker':6} {'best':>12} {'median':>12}")
+    for (workload, name), values in sorted(results.figures.items()):
+        best = min(values) if "latency" in workload else max(values)
+        print(f"{workload:48} {name:6} {best:12,.1f} {statistics.median(values):12,.1f}")
+
+
+if __name__ == "__main__":
+    main()
