@@ -1,0 +1,73 @@
+"""CreatePartitions (37): grow topics on this node, or only validate (``validate_only``).
+
+Kafka's checks, in its order: a topic named twice is INVALID_REQUEST, an unknown one
+UNKNOWN_TOPIC_OR_PARTITION, a count that adds nothing INVALID_PARTITIONS; explicit
+assignments must name one replica list per new partition, each exactly this node
+(the only broker, and replication factor 1), else INVALID_REPLICA_ASSIGNMENT.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from strom.broker.metadata_cache import TopicError
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from strom.protocol.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 37
+VERSIONS = range(0, 4)
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, CreatePartitionsRequest)
+    named = Counter(topic.name for topic in body.topics)
+    results = []
+    for topic in body.topics:
+        if named[topic.name] > 1:
+            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
+        else:
+            results.append(_grow(broker, topic, body.validate_only))
+    return CreatePartitionsResponse(results=tuple(results))
+
+
+def _grow(broker: Broker, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+    try:
+        current = broker.metadata.get(topic.name)
+        broker.metadata.create_partitions(topic.name, topic.count, validate_only=True)
+        assert current is not None  # create_partitions refused an unknown topic
+        problem = _check_assignments(broker.node_id, topic, topic.count - current.partitions)
+        if problem is not None:
+            return _result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+        if not validate_only:
+            broker.metadata.create_partitions(topic.name, topic.count)
+    except TopicError as exc:
+        return _result(topic.name, exc.error_code, str(exc))
+    return _result(topic.name, ErrorCode.NONE, None)
+
+
+def _check_assignments(node: int, topic: CreatePartitionsTopic, added: int) -> str | None:
+    if topic.assignments is None:
+        return None
+    if len(topic.assignments) != added:
+        return f"adding {added} partitions but {len(topic.assignments)} assignments given"
+    if any(tuple(a.broker_ids) != (node,) for a in topic.assignments):
+        return f"each assignment must be [{node}]: the only broker, replication factor 1"
+    return None
+
+
+def _result(name: str, error: ErrorCode, message: str | None) -> CreatePartitionsTopicResult:
+    return CreatePartitionsTopicResult(name=name, error_code=error, error_message=message)

@@ -1,0 +1,312 @@
+"""DescribeConfigs (32): topic, broker and broker-logger configs, as Kafka's ConfigHelper answers.
+
+TOPIC: every topic setting; its source is DYNAMIC_TOPIC_CONFIG when the topic overrides
+it, STATIC_BROKER_CONFIG when the broker's ``log.*`` synonym was set (in
+server.properties or with ``--override``; told apart from the default by its value),
+else DEFAULT_CONFIG. Synonyms (v1+, on request) list those layers, topic first, with
+the broker's property name for the broker layers. Topic settings are never read-only.
+BROKER: the broker's properties (this node's id; the empty name means the dynamic
+cluster defaults, of which Strom has none), all read-only since dynamic broker configs
+are not supported. BROKER_LOGGER: the ``strom`` loggers' levels in Log4j's names
+(read-only here: levels cannot be changed at run time yet). Any other resource type
+gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is "not overridden".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from typing import TYPE_CHECKING, Final
+
+from strom.broker.config import _BROKER_TO_TOPIC, BrokerConfig
+from strom.broker.metadata_cache import TopicError, validate_topic_name
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from strom.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from strom.storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 32
+VERSIONS = range(0, 5)
+
+
+class ResourceType(enum.IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigType(enum.IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+# Kafka's ConfigDef types where a Python type would not say (int is INT or LONG).
+CONFIG_TYPES: Final = {
+    "segment.bytes": ConfigType.INT,
+    "segment.index.bytes": ConfigType.INT,
+    "index.interval.bytes": ConfigType.INT,
+    "max.message.bytes": ConfigType.INT,
+    "cleanup.policy": ConfigType.LIST,
+    "listeners": ConfigType.LIST,
+    "advertised.listeners": ConfigType.LIST,
+    "node.id": ConfigType.INT,
+    "num.partitions": ConfigType.INT,
+    "default.replication.factor": ConfigType.INT,
+    "socket.request.max.bytes": ConfigType.INT,
+    "offsets.topic.num.partitions": ConfigType.INT,
+    "group.initial.rebalance.delay.ms": ConfigType.INT,
+    "group.min.session.timeout.ms": ConfigType.INT,
+    "group.max.session.timeout.ms": ConfigType.INT,
+    "log.segment.bytes": ConfigType.INT,
+    "log.index.size.max.bytes": ConfigType.INT,
+    "log.index.interval.bytes": ConfigType.INT,
+    "message.max.bytes": ConfigType.INT,
+    "log.cleanup.policy": ConfigType.LIST,
+}
+_PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: ConfigType.DOUBLE, str: ConfigType.STRING}
+
+# The broker property whose value is a topic setting's default (the first of its
+# synonyms, the one in the topic setting's own unit).
+TOPIC_TO_BROKER: Final = {topic: name for name, topic in reversed(_BROKER_TO_TOPIC.items())}
+
+_LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(LogConfig)}
+
+# Python logging level names in Log4j's words.
+_LOG4J_LEVELS: Final = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, DescribeConfigsRequest)
+    version = request.api_version
+    results = []
+    for resource in body.resources:
+        result = _describe(broker, resource)
+        configs = tuple(
+            _for_version(entry, version, body.include_synonyms, body.include_documentation, resource.resource_type)
+            for entry in result.configs
+        )
+        results.append(dataclasses.replace(result, configs=configs))
+    return DescribeConfigsResponse(results=tuple(results))
+
+
+def _describe(broker: Broker, resource: DescribeConfigsResource) -> DescribeConfigsResult:
+    kind, name = resource.resource_type, resource.resource_name
+    try:
+        if kind == ResourceType.TOPIC:
+            entries = topic_configs(broker, name)
+        elif kind == ResourceType.BROKER:
+            entries = broker_configs(broker) if broker_id(broker, name, allow_empty=True) is not None else []
+        elif kind == ResourceType.BROKER_LOGGER:
+            broker_id(broker, name, allow_empty=False)
+            entries = logger_configs()
+        else:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
+    except TopicError as exc:
+        return DescribeConfigsResult(exc.error_code, str(exc), kind, name, ())
+    keys = resource.configuration_keys
+    if keys:
+        entries = [entry for entry in entries if entry.name in keys]
+    return DescribeConfigsResult(ErrorCode.NONE, None, kind, name, tuple(entries))
+
+
+def broker_id(broker: Broker, name: str, *, allow_empty: bool) -> int | None:
+    """This node's id from a BROKER resource name; None for "" (the cluster default)."""
+    if not name and allow_empty:
+        return None
+    try:
+        node = int(name)
+    except ValueError:
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"broker id must be an integer, not {name!r}") from None
+    if node != broker.node_id:
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"unexpected broker id {node}: this is broker {broker.node_id}")
+    return node
+
+
+def topic_configs(broker: Broker, topic: str) -> list[DescribeConfigsResourceResult]:
+    validate_topic_name(topic)
+    if broker.metadata.get(topic) is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
+    overrides = broker.log_manager.topic_overrides.get(topic, {})
+    effective = broker.log_manager.topic_config(topic).to_properties()
+    static = broker.log_manager.default_config.to_properties()
+    builtin = LogConfig().to_properties()
+    entries = []
+    for name, value in effective.items():
+        broker_name = TOPIC_TO_BROKER.get(name)
+        synonyms = []
+        if name in overrides:
+            synonyms.append(DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        if broker_name is not None and static[name] != builtin[name]:
+            synonyms.append(DescribeConfigsSynonym(broker_name, static[name], ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms.append(DescribeConfigsSynonym(broker_name or name, builtin[name], ConfigSource.DEFAULT_CONFIG))
+        entries.append(_entry(name, value, synonyms, read_only=False, kind=config_type(name, _default(name))))
+    return entries
+
+
+def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
+    config, defaults = broker.config, BrokerConfig()
+    pairs: list[tuple[str, str, str, ConfigType]] = []
+    for item in dataclasses.fields(BrokerConfig):
+        name = item.metadata["kafka"]
+        if name:
+            value, default = getattr(config, item.name), getattr(defaults, item.name)
+            pairs.append((name, _format(value), _format(default), config_type(name, default)))
+    static, builtin = config.log.to_properties(), LogConfig().to_properties()
+    for topic_name, name in TOPIC_TO_BROKER.items():
+        kind = CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
+        pairs.append((name, static[topic_name], builtin[topic_name], kind))
+    entries = []
+    for name, value, default, kind in sorted(pairs):
+        synonyms = [DescribeConfigsSynonym(name, _nullable(default), ConfigSource.DEFAULT_CONFIG)]
+        if value != default:
+            synonyms.insert(0, DescribeConfigsSynonym(name, _nullable(value), ConfigSource.STATIC_BROKER_CONFIG))
+        entries.append(_entry(name, _nullable(value), synonyms, read_only=True, kind=kind))
+    return entries
+
+
+def logger_configs() -> list[DescribeConfigsResourceResult]:
+    loggers = [logging.getLogger()] + [
+        found
+        for name, found in sorted(logging.Logger.manager.loggerDict.items())
+        if isinstance(found, logging.Logger) and name.split(".")[0] == "strom"
+    ]
+    return [
+        DescribeConfigsResourceResult(
+            name="root" if found is logging.getLogger() else found.name,
+            value=_log4j_level(found.getEffectiveLevel()),
+            read_only=True,
+            config_source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+            config_type=ConfigType.STRING,
+        )
+        for found in loggers
+    ]
+
+
+def config_type(name: str, default: object) -> ConfigType:
+    """Kafka's type of a setting: from the table, else from its default's Python type."""
+    return CONFIG_TYPES.get(name) or _PYTHON_TYPES.get(type(default), ConfigType.UNKNOWN)
+
+
+def _default(topic_setting: str) -> object:
+    """The built-in default of a topic setting, by its Kafka name."""
+    return getattr(LogConfig(), _LOG_CONFIG_FIELDS[topic_setting])
+
+
+def _entry(
+    name: str, value: str | None, synonyms: list[DescribeConfigsSynonym], *, read_only: bool, kind: ConfigType
+) -> DescribeConfigsResourceResult:
+    sensitive = "password" in name
+    if sensitive:
+        value = None
+        synonyms = [dataclasses.replace(s, value=None) for s in synonyms]
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=synonyms[0].source,
+        is_sensitive=sensitive,
+        synonyms=tuple(synonyms),
+        config_type=kind,
+        documentation=DOCUMENTATION.get(name),
+    )
+
+
+def _for_version(
+    entry: DescribeConfigsResourceResult, version: int, synonyms: bool, documentation: bool, resource_type: int
+) -> DescribeConfigsResourceResult:
+    """Fit one entry to the request: v0's is_default, synonyms and docs only when asked."""
+    source = entry.config_source
+    is_default = version == 0 and (
+        source == ConfigSource.DEFAULT_CONFIG
+        or (resource_type == ResourceType.TOPIC and source != ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    )
+    return dataclasses.replace(
+        entry,
+        is_default=is_default,
+        synonyms=entry.synonyms if synonyms and version >= 1 else (),
+        documentation=entry.documentation if documentation else None,
+    )
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _nullable(value: str) -> str | None:
+    """Kafka describes an unset string property (no default) as null."""
+    return value or None
+
+
+def _log4j_level(level: int) -> str:
+    name = logging.getLevelName(level)
+    return _LOG4J_LEVELS.get(name, name)
+
+
+# One line each, after Kafka's documentation (include_documentation, v3+).
+DOCUMENTATION: Final = {
+    "segment.bytes": "The segment file size for the log; retention and cleaning work a segment at a time.",
+    "segment.ms": "The time after which a segment is rolled even if it is not full.",
+    "segment.index.bytes": "The size of the index that maps offsets to file positions.",
+    "index.interval.bytes": "How often (in bytes) an entry is added to the offset index.",
+    "flush.messages": "Force an fsync of the log after this many messages.",
+    "flush.ms": "Force an fsync of the log after this much time.",
+    "retention.ms": "How long a log is kept before old segments are deleted (cleanup.policy delete).",
+    "retention.bytes": "The size a partition may grow to before old segments are deleted; -1 for no limit.",
+    "cleanup.policy": "delete, compact, or both (comma-separated): how old segments are discarded.",
+    "message.timestamp.type": "CreateTime or LogAppendTime: which timestamp records carry.",
+    "max.message.bytes": "The largest record batch size allowed in this topic.",
+    "file.delete.delay.ms": "The time to wait before deleting a file from the filesystem.",
+    "compression.type": "The final compression of the topic's data; producer keeps the producer's codec.",
+    "delete.retention.ms": "How long delete tombstones are kept for log compacted topics.",
+    "min.compaction.lag.ms": "The minimum time a message stays uncompacted in the log.",
+    "max.compaction.lag.ms": "The maximum time a message stays ineligible for compaction.",
+    "min.cleanable.dirty.ratio": "The dirty fraction of the log at which the cleaner compacts it.",
+    "preallocate": "Preallocate each new segment file on disk.",
+    "node.id": "The id of this broker.",
+    "listeners": "The addresses the broker listens on.",
+    "advertised.listeners": "The addresses given to clients, if different from listeners.",
+    "log.dirs": "The directory the log data is kept in (Strom uses the first).",
+    "cluster.id": "The cluster id; made once and kept in meta.properties when not set.",
+    "num.partitions": "The default number of partitions of a new topic.",
+    "default.replication.factor": "The default replication factor of a new topic.",
+    "auto.create.topics.enable": "Create a topic when a client asks for its metadata.",
+    "delete.topic.enable": "Allow deleting topics.",
+    "socket.request.max.bytes": "The largest request the broker accepts.",
+    "connections.max.idle.ms": "Idle connections are closed after this long.",
+    "log.retention.check.interval.ms": "How often retention is applied.",
+    "log.flush.scheduler.interval.ms": "How often logs are checked for flush.ms.",
+    "log.flush.offset.checkpoint.interval.ms": "How often recovery points are checkpointed.",
+    "offsets.topic.num.partitions": "The number of partitions of __consumer_offsets.",
+    "group.initial.rebalance.delay.ms": "How long the first rebalance of a new group waits for more members.",
+    "group.min.session.timeout.ms": "The smallest session timeout a member may ask for.",
+    "group.max.session.timeout.ms": "The largest session timeout a member may ask for.",
+}

@@ -1,0 +1,56 @@
+"""OffsetForLeaderEpoch (23): where each requested leader epoch ends in the log.
+
+Consumers (KIP-320) and followers ask this after a leader change to find out whether
+their position is still on the log. The answer is the largest epoch at or below the
+requested one and the offset where the next epoch starts (the log end offset for the
+current epoch); an epoch newer than any the log knows gets (-1, -1), as in Kafka.
+``current_leader_epoch`` (v2+) fences stale or future callers as ListOffsets does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
+from strom.protocol.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+)
+from strom.protocol.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.protocol.headers import Request
+
+API_KEY = 23
+VERSIONS = range(0, 5)
+
+
+async def handle(broker: Broker, request: Request) -> Message:
+    body = request.body
+    assert isinstance(body, OffsetForLeaderEpochRequest)
+    return OffsetForLeaderEpochResponse(
+        topics=tuple(
+            OffsetForLeaderTopicResult(t.topic, tuple(_end_offset(broker, t.topic, p) for p in t.partitions))
+            for t in body.topics
+        )
+    )
+
+
+def _end_offset(broker: Broker, topic: str, request: OffsetForLeaderPartition) -> EpochEndOffset:
+    index = request.partition
+    log = broker.log_manager.get_log(topic, index)
+    if log is None:
+        return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, index)
+    epoch = broker.replica_manager.leader_epoch
+    if request.current_leader_epoch > epoch:
+        return EpochEndOffset(ErrorCode.UNKNOWN_LEADER_EPOCH, index)
+    if 0 <= request.current_leader_epoch < epoch:
+        return EpochEndOffset(ErrorCode.FENCED_LEADER_EPOCH, index)
+    found_epoch, end_offset = log.end_offset_for_epoch(request.leader_epoch)
+    return EpochEndOffset(0, index, leader_epoch=found_epoch, end_offset=end_offset)
