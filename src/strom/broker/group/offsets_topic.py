@@ -36,6 +36,7 @@ with Kafka's ``Utils.abs`` (Integer.MIN_VALUE maps to 0).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from struct import Struct
 from typing import Final
@@ -151,7 +152,7 @@ class _Reader:
     def _call(self, read: object) -> object:
         try:
             value, self.pos = read(self.buf, self.pos)  # type: ignore[operator]
-        except (IndexError, ValueError) as exc:  # struct.error is a ValueError; bad UTF-8 too
+        except (IndexError, ValueError, struct.error) as exc:  # short buffer, bad UTF-8
             raise ProtocolError(f"{self.what}: {exc}") from None
         except ProtocolError as exc:
             raise ProtocolError(f"{self.what}: {exc.reason}") from None
