@@ -1,6 +1,6 @@
 """CreatePartitions (37): grow topics on this node, or only validate (``validate_only``).
 
-Kafka's checks, in its order: a topic named twice is INVALID_REQUEST, an unknown one
+Kafka's checks, in its order: a topic named twice is INVALID_REQUEST (answered once), an unknown one
 UNKNOWN_TOPIC_OR_PARTITION, a count that adds nothing INVALID_PARTITIONS; explicit
 assignments must name one replica list per new partition, each exactly this node
 (the only broker, and replication factor 1), else INVALID_REPLICA_ASSIGNMENT.
@@ -37,10 +37,10 @@ async def handle(broker: Broker, request: Request) -> Message:
     named = Counter(topic.name for topic in body.topics)
     results = []
     for topic in body.topics:
-        if named[topic.name] > 1:
-            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
-        else:
+        if named[topic.name] == 1:
             results.append(_grow(broker, topic, body.validate_only))
+        elif topic.name not in {r.name for r in results}:  # one answer per name, as Kafka gives
+            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
     return CreatePartitionsResponse(results=tuple(results))
 
 

@@ -54,8 +54,13 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, IncrementalAlterConfigsRequest)
     named = Counter((r.resource_type, r.resource_name) for r in body.resources)
     responses = []
+    answered: set[tuple[int, str]] = set()
     for resource in body.resources:
-        if named[(resource.resource_type, resource.resource_name)] > 1:
+        key = (resource.resource_type, resource.resource_name)
+        if key in answered:
+            continue  # a resource named twice gets one answer, as Kafka gives
+        answered.add(key)
+        if named[key] > 1:
             outcome: Outcome = (ErrorCode.INVALID_REQUEST, "resource named more than once")
         else:
             outcome = _alter(broker, resource, body.validate_only)
