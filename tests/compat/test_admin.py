@@ -495,3 +495,13 @@ def test_offset_for_leader_epoch_over_the_wire(broker: BrokerProcess, admin: Adm
     response = _call(broker, fenced, 4)
     assert isinstance(response, OffsetForLeaderEpochResponse)
     assert response.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def test_a_recreated_topic_does_not_inherit_the_deleted_ones_configs(broker: BrokerProcess, admin: AdminClient) -> None:
+    _create(admin, "reborn", 1, {"retention.ms": "5000"})
+    admin.delete_topics(["reborn"])["reborn"].result(TIMEOUT)
+    _create(admin, "reborn")
+    assert _topic_configs(admin, "reborn")["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert _topic_configs(admin, "reborn")["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value

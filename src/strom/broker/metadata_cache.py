@@ -146,6 +146,10 @@ class MetadataCache:
         self._by_id.pop(topic.topic_id, None)
         for partition in range(topic.partitions):
             self.log_manager.delete_log(name, partition)
+        if self.log_manager.topic_overrides.get(name):
+            # A topic made again under this name starts from the broker defaults. (The
+            # LogManager has no call to remove the file; an empty override set will do.)
+            self.log_manager.set_topic_config(name, {})
         logger.info("deleted topic %s", name)
         return topic
 
