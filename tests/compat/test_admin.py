@@ -39,6 +39,17 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.message import Message
+from strom.protocol.messages.alter_configs_request import AlterableConfig as LegacyAlterableConfig
+from strom.protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
+from strom.protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
+from strom.protocol.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from strom.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from strom.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from strom.protocol.messages.describe_configs_request import (
@@ -46,6 +57,18 @@ from strom.protocol.messages.describe_configs_request import (
     DescribeConfigsResource,
 )
 from strom.protocol.messages.describe_configs_response import DescribeConfigsResponse
+from strom.protocol.messages.describe_log_dirs_request import (
+    DescribableLogDirTopic,
+    DescribeLogDirsRequest,
+)
+from strom.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from strom.protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    IncrementalAlterConfigsRequest,
+)
+from strom.protocol.messages.incremental_alter_configs_request import (
+    AlterConfigsResource as IncrementalResource,
+)
 from strom.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -505,3 +528,41 @@ def test_a_recreated_topic_does_not_inherit_the_deleted_ones_configs(broker: Bro
     broker.restart()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert _topic_configs(admin, "reborn")["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_every_version_of_every_admin_api_answers(broker: BrokerProcess, admin: AdminClient) -> None:
+    """Each served version encodes its answer (no field a version lacks is set) and does its work."""
+    _create(admin, "versions")
+    _produce(broker, "versions", 0, 10)
+    for version in range(4):
+        grow = CreatePartitionsRequest((CreatePartitionsTopic("versions", version + 2, None),), 5000, False)
+        assert _errors(_call(broker, grow, version)) == [0]
+    for version in range(3):
+        trim = DeleteRecordsRequest((DeleteRecordsTopic("versions", (DeleteRecordsPartition(0, version + 1),)),), 5000)
+        assert _errors(_call(broker, trim, version)) == [0]
+    assert _watermarks(broker, "versions", 0) == (3, 10)
+    for version in range(3):
+        legacy = AlterConfigsRequest((AlterConfigsResource(2, "versions", (LegacyAlterableConfig("retention.ms", str(1000 + version)),)),))
+        assert _errors(_call(broker, legacy, version)) == [0]
+    for version in range(2):
+        change = IncrementalAlterConfigsRequest((IncrementalResource(2, "versions", (AlterableConfig("segment.ms", 0, str(5000 + version)),)),))
+        assert _errors(_call(broker, change, version)) == [0]
+    configs = _topic_configs(admin, "versions")
+    assert (configs["retention.ms"].value, configs["segment.ms"].value) == ("1002", "5001")
+    for version in range(5):
+        response = _call(broker, DescribeLogDirsRequest((DescribableLogDirTopic("versions", (0, 1, 2, 3)),)), version)
+        assert isinstance(response, DescribeLogDirsResponse)
+        (result,) = response.results
+        assert [p.partition_index for p in result.topics[0].partitions] == [0, 1, 2, 3]
+        assert (result.total_bytes > 0) == (version >= 4)
+    node = _call(broker, DescribeConfigsRequest((DescribeConfigsResource(4, ""),)), 4)
+    assert isinstance(node, DescribeConfigsResponse)
+    assert (node.results[0].error_code, node.results[0].configs) == (0, ())  # no dynamic cluster defaults
+
+
+def _errors(response: Message) -> list[int]:
+    """The error codes of a CreatePartitions/DeleteRecords/AlterConfigs response."""
+    results = getattr(response, "results", None) or getattr(response, "responses", None)
+    if results is None:
+        return [p.error_code for t in response.topics for p in t.partitions]  # type: ignore[attr-defined]
+    return [r.error_code for r in results]
