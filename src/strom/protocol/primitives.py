@@ -2,10 +2,13 @@
 
 Generated code inlines fixed-width fields as precompiled ``struct.Struct`` calls and
 calls these helpers for everything of variable length. Readers take ``(buf, pos)``
-and return ``(value, new_pos)``; writers append to a ``bytearray``. Every reader
-checks its bounds against the buffer, so a hostile length can neither read past the
-frame nor allocate more than the frame holds (the rule Kafka's own readers follow:
-a collection may not claim more elements than there are bytes left).
+and return ``(value, new_pos)``; writers append to a ``bytearray``. Every reader checks
+declared lengths against the buffer, so a hostile length can neither read past the
+frame nor allocate more than the frame holds (the rule Kafka's own readers follow: a
+collection may not claim more elements than there are bytes left); that raises
+``ProtocolError``. A buffer too short for a fixed-width prefix raises ``struct.error``
+or ``IndexError`` instead, which ``Message.decode_from`` turns into a ``ProtocolError``
+naming the field; code calling these readers directly must do the same.
 """
 
 from __future__ import annotations
