@@ -55,19 +55,19 @@ def ensure_peers() -> Path:
 
 
 @contextmanager
-def strom(partitions: int) -> Iterator[Broker]:
+def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
     with tempfile.TemporaryDirectory(prefix="strom-bench-") as data:
         command = [
             sys.executable, "-m", "strom", "serve", "--data-dir", data,
             "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
-            "--override", f"num.partitions={partitions}",
+            "--override", f"num.partitions={partitions}", "--event-loop", loop,
         ]
         process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
         try:
-            yield Broker("strom", bootstrap, process.terminate)
+            yield Broker("strom" if loop == "asyncio" else f"strom-{loop}", bootstrap, process.terminate)
         finally:
             process.terminate()
             process.wait(30)
@@ -197,6 +197,7 @@ def main() -> None:
     chosen = args.brokers.split(",")
     starters: dict[str, Callable[[], object]] = {
         "strom": lambda: strom(4),
+        "strom-uvloop": lambda: strom(4, "uvloop"),
         "tansu": lambda: tansu(),
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1"]),
     }
@@ -206,10 +207,10 @@ def main() -> None:
                 with starters[name]() as broker:  # type: ignore[attr-defined]
                     print(f"round {round_number + 1}: {name} on {broker.bootstrap}", flush=True)
                     one_round(kcat, broker, Path(work), args, results)
-    print(f"\n{'workload':48} {'broker':6} {'best':>12} {'median':>12}")
+    print(f"\n{'workload':48} {'broker':12} {'best':>12} {'median':>12}")
     for (workload, name), values in sorted(results.figures.items()):
         best = min(values) if "latency" in workload else max(values)
-        print(f"{workload:48} {name:6} {best:12,.1f} {statistics.median(values):12,.1f}")
+        print(f"{workload:48} {name:12} {best:12,.1f} {statistics.median(values):12,.1f}")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,12 @@ def _serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve(broker, stop)
 
-    asyncio.run(run())
+    if args.event_loop == "uvloop":
+        import uvloop
+
+        uvloop.run(run())
+    else:
+        asyncio.run(run())
     return 0
 
 
@@ -73,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="any broker property, e.g. --override log.retention.ms=3600000",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--event-loop", default="asyncio", choices=["asyncio", "uvloop"],
+        help="the event loop implementation (see BENCHMARKS.md for the measurement)",
+    )
     serve.set_defaults(run=_serve)
     return parser
 

@@ -214,3 +214,17 @@ def test_unknown_api_key_closes_the_connection(broker: BrokerProcess) -> None:
     frame[4:6] = (9999).to_bytes(2, "big")
     assert raw_request(broker, bytes(frame)) is None
     assert broker.alive()
+
+
+def test_topic_named_twice_in_create_topics_is_refused_once(broker: BrokerProcess) -> None:
+    from strom.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    from strom.protocol.messages.create_topics_response import CreateTopicsResponse
+
+    request = CreateTopicsRequest(topics=(CreatableTopic("twice", 1, 1), CreatableTopic("twice", 2, 1)))
+    answer = raw_request(broker, encode_request(request, 5, 3, "raw"))
+    assert answer is not None
+    _, response = decode_response(answer, 19, 5)
+    assert isinstance(response, CreateTopicsResponse)
+    assert [(t.name, t.error_code) for t in response.topics] == [("twice", ErrorCode.INVALID_REQUEST)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "twice" not in admin.list_topics(timeout=10).topics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.metadata_cache import TopicError
@@ -24,15 +25,15 @@ VERSIONS = range(0, 8)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, CreateTopicsRequest)
-    seen: set[str] = set()
-    results = []
+    counts = Counter(topic.name for topic in body.topics)
+    results: dict[str, CreatableTopicResult] = {}
     for topic in body.topics:
-        if topic.name in seen:
-            results.append(_failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
-            continue
-        seen.add(topic.name)
-        results.append(_create(broker, topic, body.validate_only))
-    return CreateTopicsResponse(topics=tuple(results))
+        if counts[topic.name] > 1:
+            # As Kafka: a name given twice is refused once, and neither copy is created.
+            results[topic.name] = _failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request")
+        else:
+            results[topic.name] = _create(broker, topic, body.validate_only)
+    return CreateTopicsResponse(topics=tuple(results.values()))
 
 
 def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
