@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
-        "--event-loop", default="asyncio", choices=["asyncio", "uvloop"],
-        help="the event loop implementation (see BENCHMARKS.md for the measurement)",
+        "--event-loop", default="uvloop", choices=["uvloop", "asyncio"],
+        help="the event loop (uvloop by default: measured in BENCHMARKS.md)",
     )
     serve.set_defaults(run=_serve)
     return parser
