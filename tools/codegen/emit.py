@@ -350,9 +350,7 @@ class ModuleWriter:
                 self.emit(f"{indent}{var}, pos = {decoder}(buf, pos)", where)
 
     def _read_tags(self, struct: Struct, lays: list[Layout], version: int) -> None:
-        tagged = sorted(
-            (lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0
-        )
+        tagged = _tagged(lays)
         where = f"{struct.name}.<tagged fields>"
         for lay in tagged:
             self.emit(f"    f_{lay.field.attr} = {default_expr(lay.field)}", where)
@@ -515,9 +513,7 @@ class ModuleWriter:
                 self.emit(f"{indent}{encoder}({value}, {out}, chunks)", where)
 
     def _write_tags(self, struct: Struct, lays: list[Layout], version: int) -> None:
-        tagged = sorted(
-            (lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0
-        )
+        tagged = _tagged(lays)
         where = f"{struct.name}.<tagged fields>"
         if not tagged:
             self.emit("    if o.unknown_tagged_fields:", where)
@@ -540,6 +536,11 @@ class ModuleWriter:
 
 
 ARRAY_CACHE = 64  # must match strom.protocol.primitives.ARRAY_CACHE
+
+
+def _tagged(lays: list[Layout]) -> list[Layout]:
+    """The fields tagged in this version, in tag order (the wire order)."""
+    return sorted((lay for lay in lays if lay.present and lay.tagged), key=lambda lay: lay.field.tag or 0)
 
 
 def _array_name(code: str) -> str:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from strom.broker.handlers.describe_configs import ResourceType, broker_id
 from strom.broker.metadata_cache import TopicError
@@ -44,21 +44,41 @@ OK: Final[Outcome] = (ErrorCode.NONE, None)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AlterConfigsRequest)
-    named = Counter((r.resource_type, r.resource_name) for r in body.resources)
-    responses = []
+    answers = answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
+    return AlterConfigsResponse(
+        responses=tuple(AlterConfigsResourceResponse(code, message, kind, name) for code, message, kind, name in answers)
+    )
+
+
+class _Resource(Protocol):
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Resource)
+
+
+def answer_each_resource(
+    resources: Iterable[R], alter: Callable[[R], Outcome]
+) -> list[tuple[ErrorCode, str | None, int, str]]:
+    """(error, message, type, name) per resource; one named twice is refused once, as Kafka."""
+    resources = list(resources)
+    named = Counter((r.resource_type, r.resource_name) for r in resources)
+    answers = []
     answered: set[tuple[int, str]] = set()
-    for resource in body.resources:
+    for resource in resources:
         key = (resource.resource_type, resource.resource_name)
         if key in answered:
-            continue  # a resource named twice gets one answer, as Kafka gives
+            continue
         answered.add(key)
         if named[key] > 1:
             outcome: Outcome = (ErrorCode.INVALID_REQUEST, "resource named more than once")
         else:
-            outcome = _alter(broker, resource, body.validate_only)
-        code, message = outcome
-        responses.append(AlterConfigsResourceResponse(code, message, resource.resource_type, resource.resource_name))
-    return AlterConfigsResponse(responses=tuple(responses))
+            outcome = alter(resource)
+        answers.append((outcome[0], outcome[1], resource.resource_type, resource.resource_name))
+    return answers
 
 
 def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:

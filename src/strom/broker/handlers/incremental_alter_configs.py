@@ -12,11 +12,11 @@ resources, duplicates) are those of AlterConfigs.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 from strom.broker.handlers.alter_configs import (
     Outcome,
+    answer_each_resource,
     apply_topic_overrides,
     check_resource,
 )
@@ -52,21 +52,10 @@ TOPIC_SETTINGS: Final = frozenset(LogConfig().to_properties())
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, IncrementalAlterConfigsRequest)
-    named = Counter((r.resource_type, r.resource_name) for r in body.resources)
-    responses = []
-    answered: set[tuple[int, str]] = set()
-    for resource in body.resources:
-        key = (resource.resource_type, resource.resource_name)
-        if key in answered:
-            continue  # a resource named twice gets one answer, as Kafka gives
-        answered.add(key)
-        if named[key] > 1:
-            outcome: Outcome = (ErrorCode.INVALID_REQUEST, "resource named more than once")
-        else:
-            outcome = _alter(broker, resource, body.validate_only)
-        code, message = outcome
-        responses.append(AlterConfigsResourceResponse(code, message, resource.resource_type, resource.resource_name))
-    return IncrementalAlterConfigsResponse(responses=tuple(responses))
+    answers = answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
+    return IncrementalAlterConfigsResponse(
+        responses=tuple(AlterConfigsResourceResponse(code, message, kind, name) for code, message, kind, name in answers)
+    )
 
 
 def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
