@@ -60,6 +60,14 @@ class ReplicaManager:
         self.leader_epoch = leader_epoch
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320 fencing: a client's view of the leader epoch against ours (-1: no check)."""
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if 0 <= current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
+
     # -- produce -------------------------------------------------------------------------
     def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append one partition's records; raises ``StorageError`` with the Kafka error."""

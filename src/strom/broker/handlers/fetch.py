@@ -130,11 +130,9 @@ def _read_all(
 def _read_one(broker: Broker, target: FetchTarget, isolation: FetchIsolation, max_bytes: int) -> PartitionRead:
     if target.topic is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
-    epoch = broker.replica_manager.leader_epoch
-    if target.current_leader_epoch > epoch:
-        return PartitionRead(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= target.current_leader_epoch < epoch:
-        return PartitionRead(ErrorCode.FENCED_LEADER_EPOCH)
+    fenced = broker.replica_manager.check_leader_epoch(target.current_leader_epoch)
+    if fenced:
+        return PartitionRead(fenced)
     return broker.replica_manager.read(target.topic, target.partition, target.fetch_offset, max_bytes, isolation)
 
 

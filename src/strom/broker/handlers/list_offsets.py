@@ -55,11 +55,10 @@ def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed
     log = broker.log_manager.get_log(topic, index)
     if log is None:
         return ListOffsetsPartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    fenced = broker.replica_manager.check_leader_epoch(request.current_leader_epoch)
+    if fenced:
+        return ListOffsetsPartitionResponse(index, fenced)
     epoch = broker.replica_manager.leader_epoch
-    if request.current_leader_epoch > epoch:
-        return ListOffsetsPartitionResponse(index, ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= request.current_leader_epoch < epoch:
-        return ListOffsetsPartitionResponse(index, ErrorCode.FENCED_LEADER_EPOCH)
     if request.timestamp == EARLIEST:
         return ListOffsetsPartitionResponse(index, 0, timestamp=-1, offset=log.log_start_offset, leader_epoch=epoch)
     if request.timestamp == LATEST:

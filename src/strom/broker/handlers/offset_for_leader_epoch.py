@@ -47,10 +47,8 @@ def _end_offset(broker: Broker, topic: str, request: OffsetForLeaderPartition) -
     log = broker.log_manager.get_log(topic, index)
     if log is None:
         return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, index)
-    epoch = broker.replica_manager.leader_epoch
-    if request.current_leader_epoch > epoch:
-        return EpochEndOffset(ErrorCode.UNKNOWN_LEADER_EPOCH, index)
-    if 0 <= request.current_leader_epoch < epoch:
-        return EpochEndOffset(ErrorCode.FENCED_LEADER_EPOCH, index)
+    fenced = broker.replica_manager.check_leader_epoch(request.current_leader_epoch)
+    if fenced:
+        return EpochEndOffset(fenced, index)
     found_epoch, end_offset = log.end_offset_for_epoch(request.leader_epoch)
     return EpochEndOffset(0, index, leader_epoch=found_epoch, end_offset=end_offset)
