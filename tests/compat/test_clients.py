@@ -228,3 +228,27 @@ def test_topic_named_twice_in_create_topics_is_refused_once(broker: BrokerProces
     assert [(t.name, t.error_code) for t in response.topics] == [("twice", ErrorCode.INVALID_REQUEST)]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert "twice" not in admin.list_topics(timeout=10).topics
+
+
+def test_control_batch_from_a_client_is_refused(broker: BrokerProcess) -> None:
+    from strom.protocol.messages.produce_request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+    from strom.protocol.messages.produce_response import ProduceResponse
+    from strom.protocol.records import ControlRecordType, build_control_batch
+
+    _create(broker, "markers", 1)
+    marker = bytes(build_control_batch(ControlRecordType.COMMIT, producer_id=1, producer_epoch=0,
+                                       coordinator_epoch=0, timestamp=0))
+    request = ProduceRequest(acks=-1, timeout_ms=5000,
+                             topic_data=(TopicProduceData("markers", (PartitionProduceData(0, marker),)),))
+    answer = raw_request(broker, encode_request(request, 9, 4, "raw"))
+    assert answer is not None
+    _, response = decode_response(answer, 0, 9)
+    assert isinstance(response, ProduceResponse)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "m"})
+    assert consumer.get_watermark_offsets(confluent_kafka.TopicPartition("markers", 0), timeout=10) == (0, 0)
+    consumer.close()

@@ -72,7 +72,7 @@ class ReplicaManager:
     def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append one partition's records; raises ``StorageError`` with the Kafka error."""
         log = self._log(topic, partition)
-        result = log.append(records, leader_epoch=self.leader_epoch)
+        result = log.append(records, leader_epoch=self.leader_epoch, from_client=True)
         self._wake((topic, partition))
         return result
 

@@ -209,7 +209,7 @@ class Log:
     # --- append -----------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = -1,
-               now_ms: int | None = None) -> AppendResult:
+               now_ms: int | None = None, from_client: bool = False) -> AppendResult:
         """Append a producer's batches as sent; assign offsets; maybe roll and flush.
 
         A ``bytearray`` argument is rewritten in place (offsets, epoch, append time);
@@ -217,10 +217,11 @@ class Log:
         ``ProducerStateError`` (nothing written), or ``KafkaStorageError`` (the disk
         failed; nothing of this append is readable). A producer's retry of one of its
         last five batches writes nothing and returns the original offsets with
-        ``duplicate=True``.
+        ``duplicate=True``. ``from_client`` refuses control batches (transaction markers
+        come from the coordinator, never from a producer), as Kafka's client origin does.
         """
         buffer = records if isinstance(records, bytearray) else bytearray(records)
-        headers = self._validate(buffer)
+        headers = self._validate(buffer, from_client)
         with self._lock:
             if self.offline or self.closed:
                 raise KafkaStorageError(f"{self} is offline or closed")
@@ -268,7 +269,7 @@ class Log:
                 producer_batches.append(producer_batch(buffer, batch.position, header))
         return self.producer_state.prepare(producer_batches)
 
-    def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buffer: bytearray, from_client: bool) -> list[tuple[int, BatchHeader]]:
         if not buffer:
             raise InvalidRecordsError("an empty record set", ErrorCode.CORRUPT_MESSAGE)
         if len(buffer) > self.config.segment_bytes:
@@ -287,6 +288,9 @@ class Log:
                 raise InvalidRecordsError(
                     f"batch at {position} has {header.records_count} records but last "
                     f"offset delta {header.last_offset_delta}", ErrorCode.INVALID_RECORD)
+            if from_client and header.is_control:
+                raise InvalidRecordsError(
+                    f"control batch at {position} in a client's records", ErrorCode.INVALID_RECORD)
             headers.append((position, header))
             position += header.size
         return headers

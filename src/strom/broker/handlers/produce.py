@@ -10,7 +10,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.errors import ProtocolError
 from strom.protocol.message import Message
 from strom.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from strom.protocol.messages.produce_response import (
@@ -18,7 +17,6 @@ from strom.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from strom.protocol.records import iter_batches
 from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -54,9 +52,6 @@ def _append(broker: Broker, topic: str, data: PartitionProduceData) -> Partition
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
     if broker.metadata.get(topic) is None:
         return PartitionProduceResponse(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if _has_control_batch(records):
-        # Transaction markers come from the transaction coordinator, never from a client.
-        return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message="control batch in a produce")
     try:
         result = broker.replica_manager.append(topic, data.index, records)
     except StorageError as exc:
@@ -70,9 +65,3 @@ def _append(broker: Broker, topic: str, data: PartitionProduceData) -> Partition
         log_start_offset=result.log_start_offset,
     )
 
-
-def _has_control_batch(records: bytes | bytearray | memoryview) -> bool:
-    try:
-        return any(header.is_control for _, header in iter_batches(records))
-    except ProtocolError:
-        return False  # malformed: the log's own validation answers CORRUPT_MESSAGE
