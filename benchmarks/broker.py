@@ -55,7 +55,7 @@ def ensure_peers() -> Path:
 
 
 @contextmanager
-def strom(partitions: int, loop: str = "uvloop") -> Iterator[Broker]:
+def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
     with tempfile.TemporaryDirectory(prefix="strom-bench-") as data:
         command = [
             sys.executable, "-m", "strom", "serve", "--data-dir", data,
@@ -67,7 +67,7 @@ def strom(partitions: int, loop: str = "uvloop") -> Iterator[Broker]:
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
         try:
-            yield Broker("strom" if loop == "uvloop" else f"strom-{loop}", bootstrap, process.terminate)
+            yield Broker("strom" if loop == "asyncio" else f"strom-{loop}", bootstrap, process.terminate)
         finally:
             process.terminate()
             process.wait(30)
@@ -235,7 +235,7 @@ def main() -> None:
     chosen = args.brokers.split(",")
     starters: dict[str, Callable[[], object]] = {
         "strom": lambda: strom(4),
-        "strom-asyncio": lambda: strom(4, "asyncio"),
+        "strom-uvloop": lambda: strom(4, "uvloop"),
         "tansu": lambda: tansu(),
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1", "probe:4"]),
     }

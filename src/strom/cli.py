@@ -79,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.add_argument(
-        "--event-loop", default="uvloop", choices=["uvloop", "asyncio"],
-        help="the event loop (uvloop by default: measured in BENCHMARKS.md)",
+        "--event-loop", default="asyncio", choices=["asyncio", "uvloop"],
+        help="the event loop; uvloop needs the [uvloop] extra (measured: BENCHMARKS.md)",
     )
     serve.set_defaults(run=_serve)
     return parser
