@@ -220,6 +220,7 @@ def test_kafka_python_admin_lists_describes_and_deletes_groups(broker: BrokerPro
         described = admin.describe_groups(["auditors"])["auditors"]
         assert (described["group_state"], described["protocol_data"]) == ("Stable", "range")
         (member,) = described["members"]
+        assert member["client_host"] == "/127.0.0.1"  # from the member's connection, as Kafka shows it
         assert member["member_assignment"]["assigned_partitions"] == [{"topic": "audit", "partitions": [0]}]
         (offset,) = admin.list_group_offsets("auditors")["auditors"].values()
         assert offset.offset == 5

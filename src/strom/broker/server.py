@@ -18,6 +18,7 @@ import os
 import socket
 from collections.abc import Sequence
 
+from strom.broker import request_context
 from strom.broker.broker import Broker, CloseConnection, Endpoint
 from strom.broker.replica_manager import SendfileRegion
 from strom.protocol.errors import ProtocolError
@@ -100,6 +101,8 @@ class Connection:
 
     async def run(self) -> None:
         idle = self.broker.config.connections_max_idle_ms / 1000
+        if isinstance(self.address, tuple):
+            request_context.client_host.set(f"/{self.address[0]}")  # Kafka's "/host" form
         try:
             while True:
                 try:

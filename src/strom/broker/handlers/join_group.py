@@ -3,14 +3,14 @@
 v4+ members joining without an id get MEMBER_ID_REQUIRED and a fresh id to rejoin with
 (KIP-394); v5+ carry ``group.instance.id`` (static membership, KIP-345); v9 lets a
 rejoining static leader skip the assignment (KIP-814). Every codec version is served.
-The member's client host is not known to handlers (the request carries no peer
-address), so it is recorded as empty.
+The member's client host comes from the connection (``request_context``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker import request_context
 from strom.protocol.message import Message
 from strom.protocol.messages.join_group_request import JoinGroupRequest
 from strom.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
@@ -32,7 +32,7 @@ async def handle(broker: Broker, request: Request) -> Message:
         body.member_id,
         body.group_instance_id if version >= 5 else None,
         request.header.client_id or "",
-        "",
+        request_context.client_host.get(),
         body.rebalance_timeout_ms if version >= 1 else -1,
         body.session_timeout_ms,
         body.protocol_type,

@@ -1,0 +1,13 @@
+"""What a handler may know about the connection a request came on, beyond the request.
+
+Each connection is its own asyncio task, so a ``ContextVar`` set by the connection is
+seen by the handlers it awaits and by nothing else: no parameter has to be threaded
+through every handler for the one or two that need it (JoinGroup records the client's
+host, which DescribeGroups and `kafka-consumer-groups --describe` show).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+client_host: ContextVar[str] = ContextVar("client_host", default="")
