@@ -72,6 +72,13 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = field(
         default=1800000, metadata=_kafka("group.max.session.timeout.ms")
     )
+    group_max_size: int = field(default=2**31 - 1, metadata=_kafka("group.max.size"))
+    offsets_topic_segment_bytes: int = field(default=104857600, metadata=_kafka("offsets.topic.segment.bytes"))
+    offset_metadata_max_bytes: int = field(default=4096, metadata=_kafka("offset.metadata.max.bytes"))
+    offsets_retention_minutes: int = field(default=10080, metadata=_kafka("offsets.retention.minutes"))
+    offsets_retention_check_interval_ms: int = field(
+        default=600000, metadata=_kafka("offsets.retention.check.interval.ms")
+    )
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
 
     @classmethod
@@ -84,8 +91,8 @@ class BrokerConfig:
             if name in by_name:
                 fld = by_name[name]
                 values[fld.name] = _parse(name, fld.type, text)
-            elif name in _BROKER_TO_TOPIC:
-                topic_defaults[_BROKER_TO_TOPIC[name]] = _convert(name, text)
+            elif name in BROKER_TO_TOPIC:
+                topic_defaults[BROKER_TO_TOPIC[name]] = _convert(name, text)
             else:
                 raise ValueError(f"unknown broker property {name!r}")
         values["log"] = LogConfig().with_overrides(topic_defaults)
@@ -107,7 +114,7 @@ class BrokerConfig:
 
 
 # Broker-level names of topic settings (Kafka's LogConfig "server default" mapping).
-_BROKER_TO_TOPIC = {
+BROKER_TO_TOPIC = {
     "log.segment.bytes": "segment.bytes",
     "log.roll.ms": "segment.ms",
     "log.roll.hours": "segment.ms",

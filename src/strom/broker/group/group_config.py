@@ -1,8 +1,7 @@
 """The group coordinator's settings, with Kafka's property names and defaults.
 
-The first five come from the broker's ``BrokerConfig``; the rest are Kafka's defaults,
-fixed until the broker config grows the properties (``offset.metadata.max.bytes``,
-``offsets.retention.minutes``, ``offsets.retention.check.interval.ms``, ``group.max.size``).
+All of them come from the broker's ``BrokerConfig`` (the defaults here are Kafka's too,
+for tests that build a coordinator without a broker).
 """
 
 from __future__ import annotations
@@ -33,4 +32,9 @@ class GroupConfig:
             group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms=config.group_min_session_timeout_ms,
             group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+            offsets_topic_segment_bytes=config.offsets_topic_segment_bytes,
+            group_max_size=config.group_max_size,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            offsets_retention_ms=config.offsets_retention_minutes * 60000,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )

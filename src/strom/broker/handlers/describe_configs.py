@@ -19,7 +19,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Final
 
-from strom.broker.config import _BROKER_TO_TOPIC, BrokerConfig
+from strom.broker.config import BROKER_TO_TOPIC, BrokerConfig
 from strom.broker.metadata_cache import TopicError, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -93,7 +93,7 @@ _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: C
 
 # The broker property whose value is a topic setting's default (the first of its
 # synonyms, the one in the topic setting's own unit).
-TOPIC_TO_BROKER: Final = {topic: name for name, topic in reversed(_BROKER_TO_TOPIC.items())}
+TOPIC_TO_BROKER: Final = {topic: name for name, topic in reversed(BROKER_TO_TOPIC.items())}
 
 _LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(LogConfig)}
 
