@@ -203,3 +203,24 @@ def test_offsets_and_group_survive_reload_and_delete_is_durable(tmp_path: Path) 
     run(tmp_path, commit)
     run(tmp_path, reloaded)
     run(tmp_path, after_delete)
+
+
+def test_offsets_expire_after_retention_and_the_empty_group_goes(tmp_path: Path) -> None:
+    retention = CONFIG.offsets_retention_ms
+
+    async def expire(coordinator: GroupCoordinator) -> None:
+        committed = {("t", 0): OffsetAndMetadata(5, -1, "", 1_000), ("t", 1): OffsetAndMetadata(6, -1, "", 2_000)}
+        assert set(coordinator.commit_offsets("simple", "", None, -1, committed).values()) == {ErrorCode.NONE}
+        # A group without membership: each offset expires retention after its commit.
+        assert coordinator.expire_offsets(1_000 + retention - 1) == 0
+        assert coordinator.expire_offsets(1_000 + retention) == 1
+        assert coordinator.fetch_offsets("simple", None)[1] == {("t", 1): committed[("t", 1)]}
+        assert coordinator.expire_offsets(2_000 + retention) == 1
+        assert "simple" not in coordinator.groups or coordinator.groups["simple"].state is GroupState.DEAD
+
+    async def reloaded(coordinator: GroupCoordinator) -> None:
+        # The expiry was written to __consumer_offsets: nothing comes back.
+        assert coordinator.fetch_offsets("simple", None) == (ErrorCode.NONE, {})
+
+    run(tmp_path, expire)
+    run(tmp_path, reloaded)
