@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/broker.py [--rounds 3] [--small 500000] [--large 300000]
 
 Load generators: ``kcat-wheel`` (kcat on librdkafka 2.16, from ../shared/peers/install.sh,
-which this script runs if needed; C, so the client is not the bottleneck) and
-confluent-kafka for latency. Workloads: 100 B records to one partition (linger 5 ms);
+which this script runs if needed; C, so the client is not the bottleneck) and, for
+latency, ``latency.c`` (librdkafka, paced; built with gcc when Debian's librdkafka-dev is
+installed, else confluent-kafka stands in). Workloads: 100 B records to one partition (linger 5 ms);
 1 KiB records to four partitions; consuming those back with a kcat process per partition; p50/p99
 produce latency (acks=all) at a fixed rate. Rounds are interleaved across brokers and
 each figure is reported as best and median, since single runs here swing by ±40 %.
@@ -28,6 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# --pin: the broker on CPU 1 and the latency generator on CPU 0 (taskset), so that on a
+# 2-core machine they do not preempt each other.
+PIN_BROKER: list[str] = []
+PIN_CLIENT: list[str] = []
 PEERS = REPO.parent / "shared" / "peers"
 PEERS_VENV = REPO / ".peers-venv"
 
@@ -62,7 +67,7 @@ def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
             "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
             "--override", f"num.partitions={partitions}", "--event-loop", loop,
         ]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(PIN_BROKER + command, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
@@ -77,7 +82,7 @@ def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
 def tansu(port: int = 19092) -> Iterator[Broker]:
     env = {**os.environ, "PEERS_VENV": str(PEERS_VENV)}
     pid = subprocess.run(
-        [str(PEERS / "tansu.sh"), str(port)], check=True, capture_output=True, text=True, env=env
+        [*PIN_BROKER, str(PEERS / "tansu.sh"), str(port)], check=True, capture_output=True, text=True, env=env
     ).stdout.strip()
     try:
         yield Broker("tansu", f"127.0.0.1:{port}", lambda: None)
@@ -90,7 +95,7 @@ def mock_cluster(topics: list[str]) -> Iterator[Broker]:
     command = [str(PEERS_VENV / "bin" / "python"), str(PEERS / "mock_cluster.py"), "--brokers", "1", "--max-seconds", "1800"]
     for topic in topics:
         command += ["--topic", topic]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(PIN_BROKER + command, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     bootstrap = process.stdout.readline().strip()
     try:
@@ -149,6 +154,25 @@ def kcat_consume(kcat: Path, broker: Broker, topic: str, partitions: int, expect
     if seen < expected:
         raise RuntimeError(f"{broker.name}: consumed {seen} of {expected}")
     return elapsed
+
+
+def c_latency_tool(work: Path) -> Path | None:
+    """Build benchmarks/latency.c (needs gcc and Debian's librdkafka-dev), or None."""
+    binary = work / "latency"
+    if not binary.exists():
+        source = Path(__file__).with_name("latency.c")
+        built = subprocess.run(["gcc", "-O2", "-o", str(binary), str(source), "-lrdkafka"],
+                               capture_output=True, check=False)
+        if built.returncode != 0:
+            print("latency.c did not build (gcc, librdkafka-dev?); using the Python generator", flush=True)
+            return None
+    return binary
+
+
+def c_latency(tool: Path, broker: Broker, topic: str, rate: int, seconds: float) -> tuple[float, float]:
+    out = subprocess.run([*PIN_CLIENT, str(tool), broker.bootstrap, topic, str(rate), str(seconds)],
+                         capture_output=True, text=True, check=True, timeout=seconds + 120).stdout.split()
+    return float(out[0]), float(out[1])
 
 
 def latency(broker: Broker, topic: str, rate: int, seconds: float) -> tuple[float, float]:
@@ -216,7 +240,11 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
         if seconds > baseline:
             results.add(broker.name, "consume 1 KiB, net of kcat start-up (records/s)", args.large / (seconds - baseline))
     if args.latency_rate:
-        p50, p99 = latency(broker, "latency", args.latency_rate, args.latency_seconds)
+        tool = c_latency_tool(work)
+        if tool is not None:
+            p50, p99 = c_latency(tool, broker, "latency", args.latency_rate, args.latency_seconds)
+        else:
+            p50, p99 = latency(broker, "latency", args.latency_rate, args.latency_seconds)
         results.add(broker.name, f"produce latency p50 at {args.latency_rate}/s (ms)", p50)
         results.add(broker.name, f"produce latency p99 at {args.latency_rate}/s (ms)", p99)
 
@@ -229,7 +257,11 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s for the latency run (0: skip)")
     parser.add_argument("--latency-seconds", type=float, default=5)
     parser.add_argument("--brokers", default="strom,tansu,mock")
+    parser.add_argument("--pin", action="store_true", help="pin brokers to CPU 1, the latency generator to CPU 0")
     args = parser.parse_args()
+    if args.pin:
+        PIN_BROKER[:] = ["taskset", "-c", "1"]
+        PIN_CLIENT[:] = ["taskset", "-c", "0"]
     kcat = ensure_peers()
     results = Results()
     chosen = args.brokers.split(",")
