@@ -118,7 +118,7 @@ class Connection:
                         await self.send(response)
         except (ProtocolError, CloseConnection) as exc:
             logger.info("closing connection from %s: %s", self.address, exc)
-        except (ConnectionError, BrokenPipeError):
+        except ConnectionError:
             pass
         except asyncio.CancelledError:
             raise
