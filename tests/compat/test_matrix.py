@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -493,3 +495,77 @@ def test_kafka_python_two_consumers_rebalance_and_see_every_record_once(broker: 
     assert sorted(v for *_, v in seen) == sorted(first + second)
     assert assigned[0].isdisjoint(assigned[1])
     assert {0, 1} == {who for who, _, _, value in seen if value.startswith("f")}
+
+
+# --- kcat (Debian's, on librdkafka 2.0.2) -----------------------------------------------
+
+
+def _kcat(*args: str, data: str | None = None) -> str:
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is not installed: ./scripts/test installs it with apt"
+    result = subprocess.run([kcat, *args], input=data, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_kcat_group_commit_restart_resume(broker: BrokerProcess) -> None:
+    _create(broker, "kc-orders", 2)
+    _produce(broker, "kc-orders", [f"a{i}" for i in range(30)], 2)
+    group = ["-b", broker.bootstrap, "-G", "kc-billing", "-e", "-f", "%s\n", "-X", "auto.offset.reset=earliest",
+             "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500", "kc-orders"]
+    first = _kcat(*group).split()
+    assert sorted(first) == sorted(f"a{i}" for i in range(30))
+    broker.restart()
+    _produce(broker, "kc-orders", [f"b{i}" for i in range(10)], 2)
+    second = _kcat(*group).split()
+    assert sorted(second) == sorted(f"b{i}" for i in range(10))  # resumed from the commit made on close
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kc-billing"})
+    committed = consumer.committed([confluent_kafka.TopicPartition("kc-orders", p) for p in (0, 1)], timeout=10)
+    consumer.close()
+    assert sum(tp.offset for tp in committed) == 40
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+def test_kcat_produces_every_codec_idempotently(broker: BrokerProcess, codec: str) -> None:
+    _create(broker, f"kc-{codec}", 2)
+    lines = [f"k{i}:" + f"value {i} " * (i % 20 + 1) for i in range(300)]
+    _kcat("-b", broker.bootstrap, "-P", "-t", f"kc-{codec}", "-K", ":", "-z", codec,
+          "-X", "enable.idempotence=true", data="\n".join(lines) + "\n")
+    records = _read_all(broker, f"kc-{codec}", 2)
+    assert len(records) == len(lines)
+    assert sorted(f"{key!r}:{value!r}" for _, _, key, value in records) == sorted(
+        f"{line.split(':')[0].encode()!r}:{line.split(':')[1].encode()!r}" for line in lines)
+
+
+def test_kcat_headers_and_null_keys_and_values(broker: BrokerProcess) -> None:
+    _create(broker, "kc-edge", 1)
+    _kcat("-b", broker.bootstrap, "-P", "-t", "kc-edge", "-K", ":", "-Z", data="tombstone:\n:no key\n")
+    _kcat("-b", broker.bootstrap, "-P", "-t", "kc-edge", "-H", "h1=v1", "-H", "h2=", "-H", "h1=again",
+          data="headers\n")
+    records = _read_all(broker, "kc-edge", 1)
+    assert [(key, value) for _, _, key, value in records] == [(b"tombstone", None), (None, b"no key"), (None, b"headers")]
+    consumed = _kcat("-b", broker.bootstrap, "-C", "-t", "kc-edge", "-o", "beginning", "-e", "-Z",
+                     "-f", "%k|%s|%h\n")
+    assert consumed.splitlines() == ["tombstone|NULL|", "NULL|no key|", "NULL|headers|h1=v1,h2=,h1=again"]
+
+
+def test_kcat_starts_at_a_timestamp(broker: BrokerProcess) -> None:
+    _create(broker, "kc-timed", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("kc-timed", value=b"%d" % i, timestamp=BASE_TIME + i * 1000)
+    assert producer.flush(10) == 0
+    consumed = _kcat("-b", broker.bootstrap, "-C", "-t", "kc-timed", "-o", f"s@{BASE_TIME + 4500}", "-e",
+                     "-f", "%o %s %T\n")
+    assert consumed.splitlines() == [f"{i} {i} {BASE_TIME + i * 1000}" for i in range(5, 10)]
+
+
+def test_kcat_five_mib_message_with_raised_limits(broker: BrokerProcess) -> None:
+    _create(broker, "kc-big", 1, {"max.message.bytes": str(SIX_MIB)})
+    value = _big_value().hex()[:FIVE_MIB]
+    _kcat("-b", broker.bootstrap, "-P", "-t", "kc-big", "-X", f"message.max.bytes={SIX_MIB + 1024}",
+          data=value + "\n")
+    consumed = _kcat("-b", broker.bootstrap, "-C", "-t", "kc-big", "-o", "beginning", "-e", "-f", "%s",
+                     "-X", f"fetch.message.max.bytes={SIX_MIB * 2}", "-X", f"fetch.max.bytes={SIX_MIB * 2}",
+                     "-X", f"receive.message.max.bytes={SIX_MIB * 3}")
+    assert consumed == value
