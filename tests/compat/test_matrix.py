@@ -8,15 +8,13 @@ limits, (9) delete a topic. confluent-kafka (librdkafka) runs them all in test_c
 and test_groups.py; this file fills in the other clients, skipping cells another file
 already proves (kafka-python create topics: test_admin.py; its group commit and resume:
 test_groups.py; kafkajs create, gzip, group commit: test_kafkajs.py; kcat gzip produce,
-seek by offset: test_kcat.py).
+seek by offset: test_kcat.py). kcat's offsets-for-times is ``-o s@<ms>``, which librdkafka
+answers with ListOffsets by timestamp.
 
 Cells no client call can express:
 - kcat, create and delete topics: kcat has no admin mode (-L only lists metadata).
 - kafkajs, snappy/lz4/zstd: kafkajs ships only gzip; the others need codec packages
   (kafkajs-snappy, kafkajs-lz4, @kafkajs/zstd) that are not installed.
-- kcat, two consumers rebalancing: two ``kcat -G`` processes exit on their own EOFs, so
-  which one consumes what depends on timing; librdkafka's rebalance is proven with
-  confluent-kafka in test_groups.py, and kcat's group commit and resume here.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -526,7 +525,74 @@ def test_kcat_group_commit_restart_resume(broker: BrokerProcess) -> None:
     assert sum(tp.offset for tp in committed) == 40
 
 
-@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+
+class _KcatMember:
+    """A ``kcat -G`` process: its records from stdout, its assignment from the rebalance lines on stderr."""
+
+    def __init__(self, broker: BrokerProcess, group: str, topic: str) -> None:
+        kcat = shutil.which("kcat")
+        assert kcat is not None
+        self.process = subprocess.Popen(
+            [kcat, "-b", broker.bootstrap, "-G", group, "-u", "-f", "%p %o %s\n", "-X", "auto.offset.reset=earliest",
+             "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500", topic],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self.records: list[tuple[int, int, str]] = []
+        self.assigned: set[int] = set()
+        threading.Thread(target=self._read_records, daemon=True).start()
+        threading.Thread(target=self._read_rebalances, daemon=True).start()
+
+    def _read_records(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            partition, offset, value = line.split()
+            self.records.append((int(partition), int(offset), value))
+
+    def _read_rebalances(self) -> None:  # "% Group g rebalanced (memberid …): assigned: t [0], t [1]"
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if "rebalanced" in line:
+                partitions = {int(p) for p in re.findall(r"\[(\d+)\]", line)}
+                self.assigned = partitions if "assigned:" in line else self.assigned - partitions
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(15)
+
+
+def test_kcat_two_group_members_rebalance_and_see_every_record_once(broker: BrokerProcess) -> None:
+    _create(broker, "kc-events", 4)
+    first = [f"e{i}" for i in range(80)]
+    second = [f"f{i}" for i in range(80)]
+    _produce(broker, "kc-events", first, 4)
+    members: list[_KcatMember] = []
+
+    def wait_for(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, [(len(m.records), m.assigned) for m in members]
+            time.sleep(0.05)
+
+    try:
+        members.append(_KcatMember(broker, "kc-workers", "kc-events"))
+        wait_for(lambda: len(members[0].records) >= 30)
+        members.append(_KcatMember(broker, "kc-workers", "kc-events"))
+        wait_for(lambda: len(members[0].assigned) == 2 and len(members[1].assigned) == 2)
+        assigned = [set(m.assigned) for m in members]
+        _produce(broker, "kc-events", second, 4)
+        wait_for(lambda: sum(len(m.records) for m in members) >= len(first) + len(second))
+        time.sleep(0.5)  # a record read twice would arrive here
+    finally:
+        for member in members:
+            member.stop()
+    seen = [(who, *record) for who, member in enumerate(members) for record in member.records]
+    positions = [(p, o) for _, p, o, _ in seen]
+    assert len(positions) == len(set(positions)) == len(first) + len(second)
+    assert sorted(v for *_, v in seen) == sorted(first + second)
+    assert assigned[0].isdisjoint(assigned[1])
+    assert {0, 1} == {who for who, _, _, value in seen if value.startswith("f")}
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "lz4", "zstd"])
 def test_kcat_produces_every_codec_idempotently(broker: BrokerProcess, codec: str) -> None:
     _create(broker, f"kc-{codec}", 2)
     lines = [f"k{i}:" + f"value {i} " * (i % 20 + 1) for i in range(300)]
