@@ -3,7 +3,7 @@
 const crypto = require("crypto");
 const { Kafka, logLevel } = require("kafkajs");
 
-const GROUP = { sessionTimeout: 6000, heartbeatInterval: 500, rebalanceTimeout: 10000 };
+const GROUP = { sessionTimeout: 6000, heartbeatInterval: 500, rebalanceTimeout: 10000, maxWaitTimeInMs: 500 };
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function waitFor(condition, what, ms = 30000) {
