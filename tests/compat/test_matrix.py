@@ -15,6 +15,8 @@ Cells no client call can express:
 - kcat, create and delete topics: kcat has no admin mode (-L only lists metadata).
 - kafkajs, snappy/lz4/zstd: kafkajs ships only gzip; the others need codec packages
   (kafkajs-snappy, kafkajs-lz4, @kafkajs/zstd) that are not installed.
+- kafka-python, a null header value: its producer refuses one (TypeError: headers must be
+  (str, bytes) tuples); aiokafka and librdkafka send and read them.
 """
 
 from __future__ import annotations
@@ -269,12 +271,12 @@ def test_aiokafka_seek_and_offsets_for_times(broker: BrokerProcess) -> None:
 def test_aiokafka_headers_null_keys_and_values(broker: BrokerProcess) -> None:
     _create(broker, "aio-edge", 1)
 
-    async def run() -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]:
+    async def run() -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
         await producer.start()
         await producer.send("aio-edge", key=b"tombstone", value=None)
         await producer.send("aio-edge", key=None, value=b"no key")
-        await producer.send("aio-edge", value=b"headers", headers=[("h1", b"v1"), ("h2", b""), ("h1", b"again")])
+        await producer.send("aio-edge", value=b"headers", headers=[("h1", b"v1"), ("h2", b""), ("h3", None), ("h1", b"again")])
         await producer.flush()
         await producer.stop()
         consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
@@ -291,7 +293,7 @@ def test_aiokafka_headers_null_keys_and_values(broker: BrokerProcess) -> None:
     tombstone, keyless, with_headers = asyncio.run(run())
     assert tombstone == (b"tombstone", None, [])
     assert keyless == (None, b"no key", [])
-    assert with_headers == (None, b"headers", [("h1", b"v1"), ("h2", b""), ("h1", b"again")])
+    assert with_headers == (None, b"headers", [("h1", b"v1"), ("h2", b""), ("h3", None), ("h1", b"again")])
     # and as librdkafka reads what aiokafka wrote
     assert [(key, value) for _, _, key, value in _read_all(broker, "aio-edge", 1)][:2] == [
         (b"tombstone", None), (None, b"no key")]
