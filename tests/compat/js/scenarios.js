@@ -1,4 +1,4 @@
-// The compatibility matrix's scenarios with kafkajs, driven by tests/compat/test_matrix.py.
+// The compatibility matrix's scenarios with kafkajs, driven by tests/compat/test_matrix_kafkajs.py.
 // Usage: node scenarios.js SCENARIO HOST:PORT TOPIC [ARG]; prints one JSON line with the outcome.
 const crypto = require("crypto");
 const { Kafka, logLevel } = require("kafkajs");
