@@ -90,13 +90,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def uvarint_size(value: int) -> int:
-    size = 1
-    while value >= 0x80:
-        value >>= 7
-        size += 1
-    return size
-
 
 def _take(buf: Buffer, pos: int, size: int) -> int:
     """The end of a ``size``-byte span at ``pos``, if the buffer holds it."""
@@ -274,40 +267,6 @@ def read_uuid(buf: Buffer, pos: int) -> tuple[UUID, int]:
     return uuid, end
 
 
-def write_uuid(out: bytearray, value: UUID) -> None:
-    out += value.bytes
-
-
-def read_array_size(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A non-nullable int32 element count, bounded by the bytes left."""
-    (count,) = INT32.unpack_from(buf, pos)
-    pos += 4
-    if count < 0:
-        raise ProtocolError(f"negative array length {count} in a non-nullable field")
-    if count > len(buf) - pos:
-        raise ProtocolError(f"array of {count} elements cannot fit in {len(buf) - pos} bytes")
-    return count, pos
-
-
-def read_nullable_array_size(buf: Buffer, pos: int) -> tuple[int, int]:
-    """An int32 element count where -1 means null."""
-    (count,) = INT32.unpack_from(buf, pos)
-    pos += 4
-    if count < -1:
-        raise ProtocolError(f"invalid array length {count}")
-    if count > len(buf) - pos:
-        raise ProtocolError(f"array of {count} elements cannot fit in {len(buf) - pos} bytes")
-    return count, pos
-
-
-def read_compact_array_size(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A compact (unsigned varint, +1) element count; -1 means null."""
-    count, pos = read_uvarint(buf, pos)
-    count -= 1
-    if count > len(buf) - pos:
-        raise ProtocolError(f"array of {count} elements cannot fit in {len(buf) - pos} bytes")
-    return count, pos
-
 
 def bad_array_size(count: int, remaining: int, nullable: bool) -> NoReturn:
     """Raise the error for an element count that is negative or cannot fit."""
@@ -317,11 +276,6 @@ def bad_array_size(count: int, remaining: int, nullable: bool) -> NoReturn:
         raise ProtocolError(f"invalid array length {count}")
     raise ProtocolError(f"array of {count} elements cannot fit in {remaining} bytes")
 
-
-def non_null(count: int) -> int:
-    if count < 0:
-        raise ProtocolError("null array in a non-nullable field")
-    return count
 
 
 def read_tag_count(buf: Buffer, pos: int) -> tuple[int, int]:
@@ -352,12 +306,6 @@ def check_tag_end(pos: int, expected: int, tag: int) -> None:
         raise ProtocolError(f"tagged field {tag} declared {expected - pos} bytes more than it used")
 
 
-def write_unknown_tags(out: bytearray, tags: UnknownTaggedFields) -> None:
-    for tag, raw in tags:
-        write_uvarint(out, tag)
-        write_uvarint(out, len(raw))
-        out += raw
-
 
 def read_nullable_struct_marker(buf: Buffer, pos: int) -> tuple[bool, int]:
     """Nullable structs are prefixed with int8 -1 (null) or 1 (present); like Kafka's
@@ -368,11 +316,7 @@ def read_nullable_struct_marker(buf: Buffer, pos: int) -> tuple[bool, int]:
 
 def write_unknown_section(out: bytearray, unknown: UnknownTaggedFields) -> None:
     """The tagged-field section of a struct with no known tags in this version."""
-    if not unknown:
-        out.append(0)
-        return
-    write_uvarint(out, len(unknown))
-    write_unknown_tags(out, unknown)
+    write_tag_section(out, [], unknown)
 
 
 def write_tag_section(
