@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from strom.broker.config import BrokerConfig
@@ -23,6 +23,7 @@ from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.handlers import HANDLERS
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.metadata_cache import MetadataCache
+from strom.broker.periodic import every
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
 from strom.protocol.error_codes import ErrorCode
@@ -78,14 +79,14 @@ class Broker:
     def start_background_work(self) -> None:
         self.group_coordinator.start()
         cfg = self.config
-        self._tasks = [
-            asyncio.create_task(_every(cfg.log_retention_check_interval_ms, self.log_manager.run_retention)),
-            asyncio.create_task(_every(cfg.log_flush_scheduler_interval_ms, self.log_manager.flush_due_logs)),
-            asyncio.create_task(_every(cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint)),
-            asyncio.create_task(
-                _every(cfg.producer_id_expiration_check_interval_ms, self.log_manager.remove_expired_producers)
-            ),
+        work: list[tuple[int, Callable[[], object], str]] = [
+            (cfg.log_retention_check_interval_ms, self.log_manager.run_retention, "retention"),
+            (cfg.log_flush_scheduler_interval_ms, self.log_manager.flush_due_logs, "flush.ms"),
+            (cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint, "checkpoints"),
+            (cfg.producer_id_expiration_check_interval_ms, self.log_manager.remove_expired_producers,
+             "producer-id expiration"),
         ]
+        self._tasks = [asyncio.create_task(every(interval, job, name)) for interval, job, name in work]
 
     async def shutdown(self) -> None:
         for task in self._tasks:
@@ -126,16 +127,6 @@ class Broker:
         response = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_versions())
         return encode_response(response, 0, header.correlation_id)
 
-
-async def _every(interval_ms: int, work: Callable[[], object | Awaitable[object]]) -> None:
-    while True:
-        await asyncio.sleep(interval_ms / 1000)
-        try:
-            result = work()
-            if asyncio.iscoroutine(result):
-                await result
-        except Exception:
-            logger.exception("periodic task %s failed", getattr(work, "__name__", work))
 
 
 def _cluster_id(data_dir: str) -> str:

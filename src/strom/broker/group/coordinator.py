@@ -46,6 +46,7 @@ from strom.broker.group.rebalance import (
     complete_join,
     complete_sync,
 )
+from strom.broker.periodic import every
 from strom.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
@@ -81,7 +82,13 @@ class GroupCoordinator(GroupRebalancer):
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_session(group, member)
-        self._expiry_task = asyncio.create_task(self._expire_offsets_periodically())
+        self._expiry_task = asyncio.create_task(
+            every(
+                self.config.offsets_retention_check_interval_ms,
+                lambda: self.expire_offsets(self._now_ms()),
+                "offsets expiration",
+            )
+        )
 
     async def shutdown(self) -> None:
         if self._expiry_task is not None:
@@ -398,14 +405,6 @@ class GroupCoordinator(GroupRebalancer):
         return ErrorCode.NONE, (group if group is not None and not group.is_in(DEAD) else None)
 
     # -- offsets expiration --------------------------------------------------------------
-    async def _expire_offsets_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
-            try:
-                self.expire_offsets(self._now_ms())
-            except Exception:
-                logger.exception("offsets expiration failed")
-
     def expire_offsets(self, now_ms: int) -> int:
         """Kafka's rules (KIP-211): an Empty group's offsets expire ``offsets.retention``
         after it became Empty (or after their commit, for groups without membership);
