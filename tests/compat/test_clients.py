@@ -252,3 +252,28 @@ def test_control_batch_from_a_client_is_refused(broker: BrokerProcess) -> None:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "m"})
     assert consumer.get_watermark_offsets(confluent_kafka.TopicPartition("markers", 0), timeout=10) == (0, 0)
     consumer.close()
+
+
+def test_produce_to_an_unknown_topic_or_with_no_records_gets_kafkas_errors(broker: BrokerProcess) -> None:
+    from strom.protocol.messages.produce_request import (
+        PartitionProduceData,
+        ProduceRequest,
+        TopicProduceData,
+    )
+    from strom.protocol.messages.produce_response import ProduceResponse
+
+    _create(broker, "exists", 1)
+    request = ProduceRequest(
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=(
+            TopicProduceData("missing", (PartitionProduceData(0, b"\x00" * 70),)),
+            TopicProduceData("exists", (PartitionProduceData(0, b""), PartitionProduceData(0, None))),
+        ),
+    )
+    answer = raw_request(broker, encode_request(request, 9, 6, "raw"))
+    assert answer is not None
+    _, response = decode_response(answer, 0, 9)
+    assert isinstance(response, ProduceResponse)
+    codes = [[p.error_code for p in t.partition_responses] for t in response.responses]
+    assert codes == [[ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [ErrorCode.CORRUPT_MESSAGE, ErrorCode.CORRUPT_MESSAGE]]

@@ -48,11 +48,9 @@ async def handle(broker: Broker, request: Request) -> Message | None:
 
 def _append(broker: Broker, topic: str, data: PartitionProduceData) -> PartitionProduceResponse:
     records = data.records
-    if not isinstance(records, bytes | bytearray | memoryview) or len(records) == 0:
+    if not isinstance(records, bytes | bytearray | memoryview):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
-    if broker.metadata.get(topic) is None:
-        return PartitionProduceResponse(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    try:
+    try:  # the log refuses empty sets and missing partitions with Kafka's codes
         result = broker.replica_manager.append(topic, data.index, records)
     except StorageError as exc:
         logger.info("produce to %s-%d refused: %s", topic, data.index, exc)
