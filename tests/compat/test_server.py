@@ -9,6 +9,8 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
+from strom.protocol.headers import encode_request
+from strom.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from tests.compat.broker_process import BrokerProcess
 
 
@@ -36,3 +38,26 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
         assert sock.recv(1) == b""
     assert broker.alive()
     broker.stop()
+
+
+def test_shutdown_does_not_wait_for_clients(tmp_path: Path) -> None:
+    """SIGTERM ends the broker while a silent connection and a long-polling Fetch are open.
+
+    The Fetch waits up to 60 s and the idle limit is Kafka's 10 minutes, so a broker that
+    waited for either would run past ``stop``'s 20 s bound.
+    """
+    broker = BrokerProcess(tmp_path / "data").start()
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("waiting", value=b"v")
+    assert producer.flush(10) == 0
+    host, port = broker.bootstrap.rsplit(":", 1)
+    fetch = FetchRequest(
+        replica_id=-1, max_wait_ms=60_000, min_bytes=1 << 20, max_bytes=1 << 20,
+        topics=(FetchTopic("waiting", partitions=(FetchPartition(partition=0, fetch_offset=1),)),),
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as silent, \
+            socket.create_connection((host, int(port)), timeout=30) as polling:
+        polling.sendall(encode_request(fetch, 12, 1, "long-poll"))
+        assert broker.stop() == 0
+        assert silent.recv(1) == b""
+        assert polling.recv(1) == b""

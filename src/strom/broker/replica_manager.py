@@ -96,11 +96,13 @@ class ReplicaManager:
         keys = list(partitions)
         for key in keys:
             self._waiters.setdefault(key, set()).add(future)
+        # A timer rather than asyncio.wait_for: no task per wait, and a cancellation
+        # (shutdown) is never swallowed when it races with the data arriving.
+        timer = loop.call_later(timeout, _resolve, future)
         try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 waiting = self._waiters.get(key)
                 if waiting is not None:
@@ -110,8 +112,7 @@ class ReplicaManager:
 
     def _wake(self, key: TopicPartition) -> None:
         for future in self._waiters.pop(key, ()):
-            if not future.done():
-                future.set_result(None)
+            _resolve(future)
 
     def _log(self, topic: str, partition: int) -> Log:
         log = self.log_manager.get_log(topic, partition)
@@ -133,3 +134,8 @@ def _records(log: Log, region: FileRegion | None) -> bytes | SendfileRegion | No
     if region.length < SENDFILE_MIN_BYTES:
         return region.read(log.fs)
     return SendfileRegion(region.fd, region.position, region.length)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -7,6 +7,11 @@ and writes it before reading the next: requests on a connection are answered in 
 buffer, and a client that stops reading stalls only itself — backpressure instead of
 unbounded buffering. Responses go out with ``socket.sendmsg`` (header and small parts)
 and ``os.sendfile`` (record data straight from segment files, zero copy).
+
+Idle connections are found by one sweep over all connections (Kafka's selector does the
+same), not by a timeout around every read: ``asyncio.wait_for`` costs a task per call
+and, on Python 3.11, can swallow a cancellation that races with a completed read,
+which once left a shutting-down broker waiting on a connection that would never end.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import Sequence
 
 from strom.broker import request_context
@@ -29,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
 IOV_MAX = 512  # well under Linux's 1024 buffers per sendmsg
+SHUTDOWN_GRACE_S = 5.0  # how long a stopping server waits for cancelled connections
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
@@ -45,7 +52,8 @@ class SocketServer:
         self.broker = broker
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection] = {}
+        self._sweeping: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -65,19 +73,34 @@ class SocketServer:
             adv_host, adv_port = (host if host not in ("0.0.0.0", "::") else socket.gethostname()), self.port
         self.broker.advertised = Endpoint(adv_host, adv_port)
         self._accepting = asyncio.create_task(self._accept_loop())
+        self._sweeping = asyncio.create_task(self._idle_sweep(config.connections_max_idle_ms / 1000))
 
     async def stop(self) -> None:
-        if self._accepting is not None:
-            self._accepting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accepting
+        for background in (self._accepting, self._sweeping):
+            if background is not None:
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
         if self._sock is not None:
             self._sock.close()
-        for task in list(self._connections):
+        tasks = list(self._connections)
+        for task in tasks:
             task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+            if stuck:  # never expected; shutting down matters more than waiting for them
+                logger.warning("%d connections did not stop within %.0f s", len(stuck), SHUTDOWN_GRACE_S)
+
+    async def _idle_sweep(self, idle_s: float) -> None:
+        """Close connections that have waited for a request longer than ``idle_s``."""
+        interval = min(max(idle_s / 4, 0.01), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - idle_s
+            for task, connection in list(self._connections.items()):
+                if connection.waiting_since is not None and connection.waiting_since < deadline:
+                    connection.idle = True
+                    task.cancel()
 
     async def _accept_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -86,9 +109,13 @@ class SocketServer:
             conn, address = await loop.sock_accept(self._sock)
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = asyncio.create_task(Connection(self.broker, conn, address).run())
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+            connection = Connection(self.broker, conn, address)
+            task = asyncio.create_task(connection.run())
+            self._connections[task] = connection
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        del self._connections[task]
 
 
 class Connection:
@@ -98,30 +125,32 @@ class Connection:
         self.address = address
         self.loop = asyncio.get_running_loop()
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+        # When the connection began waiting for its next request; None while one is served.
+        self.waiting_since: float | None = time.monotonic()
+        self.idle = False  # set by the server's sweep just before it cancels this connection
 
     async def run(self) -> None:
-        idle = self.broker.config.connections_max_idle_ms / 1000
         if isinstance(self.address, tuple):
             request_context.client_host.set(f"/{self.address[0]}")  # Kafka's "/host" form
         try:
             while True:
-                try:
-                    data = await asyncio.wait_for(self.loop.sock_recv(self.sock, RECV_BYTES), idle)
-                except TimeoutError:
-                    logger.info("closing idle connection from %s (connections.max.idle.ms)", self.address)
-                    return
+                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
                 if not data:
                     return
+                self.waiting_since = None
                 for frame in self.decoder.feed(data):
                     response = await self.broker.handle(frame)
                     if response is not None:
                         await self.send(response)
+                self.waiting_since = time.monotonic()
         except (ProtocolError, CloseConnection) as exc:
             logger.info("closing connection from %s: %s", self.address, exc)
         except ConnectionError:
             pass
         except asyncio.CancelledError:
-            raise
+            if not self.idle:
+                raise
+            logger.info("closing idle connection from %s (connections.max.idle.ms)", self.address)
         except Exception:
             logger.exception("closing connection from %s after an unexpected error", self.address)
         finally:
