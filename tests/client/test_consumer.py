@@ -106,3 +106,35 @@ def test_pause_and_resume(kafka: Kafka) -> None:
             assert {r.partition for r in records} == {1} and len(records) == 20
 
     asyncio.run(main())
+
+
+def test_poll_arrow_matches_poll(kafka: Kafka) -> None:
+    topic = kafka.topic("arrow")
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, 400, 0, compression="zstd")
+    produce(kafka, topic, 300, 1, compression="snappy")
+
+    async def main() -> None:
+        config = {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}
+        async with AsyncConsumer(config) as consumer:
+            consumer.assign([(topic, 0), (topic, 1)])
+            expected = {(r.partition, r.offset): r for r in await consume_all(consumer, 700)}
+        async with AsyncConsumer(config) as consumer:
+            consumer.assign([(topic, 0), (topic, 1)])
+            consumer.seek((topic, 0), 10)  # starts inside the first batch
+            rows: list[dict] = []  # type: ignore[type-arg]
+            deadline = time.monotonic() + 15
+            while len(rows) < 690 and time.monotonic() < deadline:
+                batch = await consumer.poll_arrow(timeout_ms=500, include_headers=True)
+                rows += batch.to_pylist()
+            assert await consumer.position((topic, 0)) == 400
+        assert len(rows) == 690
+        assert min(r["offset"] for r in rows if r["partition"] == 0) == 10
+        for row in rows:
+            record = expected[(row["partition"], row["offset"])]
+            assert (row["topic"], row["key"], row["value"]) == (topic, record.key, record.value)
+            assert [(h["key"], h["value"]) for h in row["headers"]] == list(record.headers)
+            assert int(row["timestamp"].timestamp() * 1000) == record.timestamp
+            assert row["timestampType"] == record.timestamp_type
+
+    asyncio.run(main())

@@ -258,8 +258,34 @@ class AsyncConsumer:
         the records are decoded straight from the fetched bytes, without a Python
         object per record. An empty batch when nothing arrived within ``timeout_ms``.
         """
-        from strom.client.arrow_poll import poll_arrow
-        return await poll_arrow(self, timeout_ms, include_headers)
+        import pyarrow as pa
+
+        from strom.client.arrow import kafka_schema, records_to_arrow
+        await self.start()
+        _, fetcher = self._parts()
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            await self._maintain_group()
+            await self._initialize_positions()
+            parts = []
+            for tp, completed, position in fetcher.take_raw():
+                parts.append(records_to_arrow(
+                    tp[0], tp[1], completed.data, start_offset=position,
+                    include_headers=include_headers, verify_crc=self.config.check_crcs))
+                fetcher.advance(tp, completed, max(position, completed.end_offset))
+            parts = [part for part in parts if part.num_rows]
+            if len(parts) == 1:
+                return parts[0]
+            if parts:
+                return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return pa.RecordBatch.from_pylist([], schema=kafka_schema(include_headers))
+            try:
+                async with asyncio.timeout(min(remaining, self._group_check_interval())):
+                    await fetcher.data_ready.wait()
+            except TimeoutError:
+                pass
 
     # -- group membership ----------------------------------------------------------------
     def _group_check_interval(self) -> float:

@@ -86,6 +86,7 @@ class CompletedFetch:
     batches: deque[tuple[int, int]] = field(default_factory=deque)  # (position, size)
     pending: deque[ConsumerRecord] = field(default_factory=deque)  # decoded, not yet taken
     batch_end: int = 0  # the offset after the batch ``pending`` came from
+    end_offset: int = 0  # the offset after the last whole batch of ``data``
 
 
 @dataclass(slots=True)
@@ -392,7 +393,9 @@ class Fetcher:
             assert isinstance(records, bytes | bytearray | memoryview)
             view = memoryview(records)
             completed = CompletedFetch(view.cast("B"), fetch_offset, epoch)
-            completed.batches.extend((pos, header.size) for pos, header in iter_batches(view))
+            for pos, header in iter_batches(completed.data):
+                completed.batches.append((pos, header.size))
+                completed.end_offset = header.last_offset + 1
             if completed.batches:
                 state.completed = completed
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
