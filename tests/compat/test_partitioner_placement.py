@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import confluent_kafka
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from strom.client.partitioner import DefaultPartitioner, murmur2
 from tests.compat.broker_process import BrokerProcess
@@ -41,10 +41,10 @@ def test_keys_land_where_librdkafka_murmur2_puts_them(broker: BrokerProcess) -> 
         if error is not None:
             errors.append(error)
             return
-        key = message.key()
-        assert key is not None
-        assert message.offset() >= 0
-        placed[key] = message.partition()
+        key, offset, partition = message.key(), message.offset(), message.partition()
+        assert isinstance(key, bytes) and offset is not None and partition is not None
+        assert offset >= 0
+        placed[key] = partition
 
     keys = _keys(500)
     for key in keys:

@@ -1,0 +1,752 @@
+"""The producer's RecordAccumulator: records collect into per-partition batches here
+until the sender drains them, as in the Java client.
+
+Each topic-partition has a deque of open batches; only the last takes appends. A record
+is written straight into its batch's ``bytearray`` by ``RecordBatchBuilder`` (no object
+per record), so the fast path of ``append`` is a dict lookup, a size check and a
+builder append. A batch is full when the next record could overflow ``batch.size``
+(a record bigger than that gets a batch of its own). Compressed batches are sized by
+an estimate of the compressed size, kept per topic from the batches built so far (the
+Java client's ``CompressionRatioEstimator``), so they hold about ``batch.size``
+compressed bytes rather than uncompressed ones.
+
+Delivery: one asyncio future per batch resolves with ``(base_offset, log_append_time)``.
+A caller who wants a per-record future gets a ``FutureRecordMetadata``: the batch's
+future plus the record's index, made only on request (the Java client's design, which
+avoids a future per record). Callbacks are kept in append order and fire in it.
+
+Memory: every open batch reserves what it may grow to from ``buffer.memory`` until the
+batch is completed or failed. An append that needs a new batch and finds the memory
+spent waits, first come first served, up to ``max.block.ms``, then raises
+``BufferExhaustedError``.
+
+Sender contract: ``ready`` says which partitions have a sendable batch and when to look
+again; ``drain`` closes (builds, compresses) and hands over at most one batch per
+partition; the sender stamps producer id/epoch/sequence on a ``ClosedBatch`` when it
+first sends it, and calls ``complete`` or ``fail`` on it, or ``reenqueue`` to retry.
+Everything runs on the producer's event loop; nothing here is thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Final, NamedTuple
+
+from crc32c import crc32c
+
+from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from strom.protocol.compression import CompressionType
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.records.header import (
+    ATTR_TRANSACTIONAL,
+    V2_ATTRIBUTES_OFFSET,
+    V2_CRC_OFFSET,
+    V2_HEADER_SIZE,
+)
+from strom.protocol.records.v2 import Buffer, HeaderInput, RecordBatchBuilder
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]  # as in strom.client.cluster
+RecordCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
+
+# Upper bound of a record's framing in a v2 batch: length varint (5), attributes (1),
+# timestamp delta varlong (10), offset delta, key and value lengths, header count
+# (varints, 5 each). Comparing against the bound keeps a batch under batch.size.
+RECORD_OVERHEAD_UPPER_BOUND: Final = 36
+_PRODUCER_ID_OFFSET: Final = 43  # producer_id int64, producer_epoch int16, base_sequence int32
+_PRODUCER_STATE: Final = struct.Struct(">qhi")
+_ATTRIBUTES: Final = struct.Struct(">h")
+_CRC: Final = struct.Struct(">I")
+# CompressionRatioEstimator: creep down on better batches, jump up on worse.
+_RATIO_ESTIMATION_FACTOR: Final = 1.05
+_RATIO_IMPROVING_STEP: Final = 0.005
+_RATIO_DETERIORATE_STEP: Final = 0.05
+_RATIO_FLOOR: Final = 0.1  # bounds the uncompressed bytes one batch may hold
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """``buffer.memory`` stayed full for ``max.block.ms``: records arrive faster than sent."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record that could never fit in ``buffer.memory``, so waiting would not help."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.MESSAGE_TOO_LARGE, message)
+
+
+class AbortForNewBatch(Exception):
+    """The record would open a new batch; raised only for ``abort_on_new_batch``.
+
+    The producer then tells the partitioner (``on_new_batch``), picks the partition
+    again and appends without the flag: a key-less record starts its new batch in the
+    next sticky partition instead of leaving one record behind in the old one.
+    """
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int  # -1 when acks=0: the broker said nothing
+    timestamp: int  # the broker's LogAppendTime if the topic uses it, else CreateTime
+
+
+class FutureRecordMetadata:
+    """One record's delivery: its batch's future plus where it sits in the batch.
+
+    Awaitable (``await future`` gives ``RecordMetadata``), with the ``done``/
+    ``result``/``exception``/``add_done_callback`` part of the Future API;
+    ``as_future()`` makes a real ``asyncio.Future`` for ``asyncio.wait`` and the like.
+    """
+
+    __slots__ = ("_index", "_result", "_timestamp", "_topic_partition")
+
+    def __init__(
+        self,
+        result: asyncio.Future[tuple[int, int]],
+        topic_partition: TopicPartition,
+        index: int,
+        timestamp: int,
+    ) -> None:
+        self._result = result
+        self._topic_partition = topic_partition
+        self._index = index
+        self._timestamp = timestamp
+
+    def _metadata(self, base_offset: int, log_append_time: int) -> RecordMetadata:
+        topic, partition = self._topic_partition
+        offset = -1 if base_offset < 0 else base_offset + self._index
+        timestamp = self._timestamp if log_append_time < 0 else log_append_time
+        return RecordMetadata(topic, partition, offset, timestamp)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        base_offset, log_append_time = yield from self._result.__await__()
+        return self._metadata(base_offset, log_append_time)
+
+    def done(self) -> bool:
+        return self._result.done()
+
+    def result(self) -> RecordMetadata:
+        """The metadata; raises the delivery error, or InvalidStateError if not done."""
+        return self._metadata(*self._result.result())
+
+    def exception(self) -> BaseException | None:
+        return self._result.exception()
+
+    def add_done_callback(self, callback: Callable[[FutureRecordMetadata], None]) -> None:
+        self._result.add_done_callback(lambda _: callback(self))
+
+    def as_future(self) -> asyncio.Future[RecordMetadata]:
+        future: asyncio.Future[RecordMetadata] = self._result.get_loop().create_future()
+
+        def copy(_: object) -> None:
+            if future.cancelled():
+                return
+            error = self._result.exception()
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(self.result())
+
+        if self._result.done():
+            copy(None)
+        else:
+            self._result.add_done_callback(copy)
+        return future
+
+
+class BufferPool:
+    """``buffer.memory`` accounting: no buffers are pooled, only their bytes counted.
+
+    Waiters are served strictly in arrival order, so a large request is not starved
+    by a stream of small ones (the Java client's ``BufferPool`` does the same).
+    """
+
+    __slots__ = ("_closed", "_waiters", "available", "total_memory")
+
+    def __init__(self, total_memory: int) -> None:
+        self.total_memory = total_memory
+        self.available = total_memory
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._closed = False
+
+    def try_allocate(self, size: int) -> bool:
+        if self._waiters or size > self.available:
+            return False
+        self.available -= size
+        return True
+
+    async def allocate(self, size: int, max_block_ms: int) -> None:
+        if size > self.total_memory:
+            raise RecordTooLargeError(
+                f"a batch of {size} bytes is larger than buffer.memory ({self.total_memory})"
+            )
+        if self.try_allocate(size):
+            return
+        if self._closed:
+            raise ClientClosedError("the producer was closed while allocating memory")
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, waiter)
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(max_block_ms / 1000):
+                await waiter
+        except TimeoutError:
+            self._abandon(entry)
+            raise BufferExhaustedError(
+                f"failed to allocate {size} bytes within max.block.ms ({max_block_ms} ms); "
+                f"buffer.memory is {self.total_memory}, {self.available} available"
+            ) from None
+        except BaseException:
+            self._abandon(entry)
+            raise
+
+    def _abandon(self, entry: tuple[int, asyncio.Future[None]]) -> None:
+        size, waiter = entry
+        if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+            self.release(size)  # granted just as the wait ended: give it back
+        elif entry in self._waiters:
+            self._waiters.remove(entry)
+            self._wake()
+
+    def release(self, size: int) -> None:
+        self.available += size
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self.available:
+            size, waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.available -= size
+                waiter.set_result(None)
+
+    @property
+    def queued(self) -> int:
+        """Appends waiting for memory."""
+        return len(self._waiters)
+
+    def close(self) -> None:
+        self._closed = True
+        while self._waiters:
+            _, waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(
+                    ClientClosedError("the producer was closed while allocating memory")
+                )
+
+
+class ProducerBatch:
+    """An open batch: the builder records go into, and who to tell when it is sent."""
+
+    __slots__ = (
+        "builder", "created_ms", "full", "record_count", "reserved", "result", "size_limit",
+        "thunks", "topic_partition",
+    )
+
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        builder: RecordBatchBuilder,
+        size_limit: int,
+        reserved: int,
+        created_ms: int,
+        result: asyncio.Future[tuple[int, int]],
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.builder = builder
+        self.size_limit = size_limit  # uncompressed bytes the builder may reach
+        self.reserved = reserved  # bytes taken from buffer.memory
+        self.created_ms = created_ms
+        self.result = result
+        self.record_count = 0
+        self.full = False
+        self.thunks: list[tuple[int, int, RecordCallback]] | None = None
+
+    def is_full(self) -> bool:
+        return self.full or self.builder.size_in_bytes >= self.size_limit
+
+
+class ClosedBatch:
+    """A built batch on its way to the broker: bytes, retry state and its records' fate.
+
+    ``buffer`` is the whole v2 batch as sent; ``set_producer_state`` rewrites its
+    idempotence fields in place and recomputes the CRC (the only fields the producer
+    changes after building, once, on first send; retries keep the same sequence).
+    """
+
+    __slots__ = (
+        "_release", "attempts", "base_sequence", "buffer", "created_ms", "drained_ms",
+        "last_attempt_ms", "producer_epoch", "producer_id", "record_count", "reserved",
+        "result", "thunks", "topic_partition",
+    )
+
+    def __init__(
+        self,
+        batch: ProducerBatch,
+        buffer: bytearray,
+        drained_ms: int,
+        release: Callable[[ClosedBatch], None],
+    ) -> None:
+        self.topic_partition = batch.topic_partition
+        self.buffer = buffer
+        self.record_count = batch.record_count
+        self.created_ms = batch.created_ms
+        self.drained_ms = drained_ms
+        self.last_attempt_ms = drained_ms
+        self.attempts = 0  # times reenqueued for a retry
+        self.reserved = batch.reserved
+        self.result = batch.result
+        self.thunks = batch.thunks
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self._release = release
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def has_sequence(self) -> bool:
+        return self.base_sequence >= 0
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; sequences wrap at 2**31 like the Java client's."""
+        return (self.base_sequence + self.record_count - 1) & 0x7FFFFFFF
+
+    def set_producer_state(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        *,
+        is_transactional: bool = False,
+    ) -> None:
+        """Stamp idempotence (and transaction) fields into the built bytes, new CRC."""
+        buffer = self.buffer
+        _PRODUCER_STATE.pack_into(
+            buffer, _PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
+        )
+        if is_transactional:
+            (attributes,) = _ATTRIBUTES.unpack_from(buffer, V2_ATTRIBUTES_OFFSET)
+            _ATTRIBUTES.pack_into(buffer, V2_ATTRIBUTES_OFFSET, attributes | ATTR_TRANSACTIONAL)
+        with memoryview(buffer) as view:
+            _CRC.pack_into(buffer, V2_CRC_OFFSET, crc32c(view[V2_ATTRIBUTES_OFFSET:]))
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+
+    @property
+    def is_done(self) -> bool:
+        return self.result.done()
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> bool:
+        """The broker appended the batch at ``base_offset``; False if already done."""
+        if self.result.done():
+            return False
+        self.result.set_result((base_offset, log_append_time))
+        if self.thunks:
+            topic, partition = self.topic_partition
+            for index, timestamp, callback in self.thunks:
+                metadata = RecordMetadata(
+                    topic, partition,
+                    -1 if base_offset < 0 else base_offset + index,
+                    timestamp if log_append_time < 0 else log_append_time,
+                )
+                _fire(callback, metadata, None)
+        self._release(self)
+        return True
+
+    def fail(self, error: BaseException) -> bool:
+        """Fail every record of the batch with ``error``; False if already done."""
+        if self.result.done():
+            return False
+        self.result.set_exception(error)
+        self.result.exception()  # retrieved: records nobody awaits must not log a warning
+        if self.thunks:
+            for _, _, callback in self.thunks:
+                _fire(callback, None, error)
+        self._release(self)
+        return True
+
+
+def _fire(
+    callback: RecordCallback, metadata: RecordMetadata | None, error: BaseException | None
+) -> None:
+    try:
+        callback(metadata, error)
+    except Exception:  # a user's bug must not stop the other records' callbacks
+        logger.exception("error in a produce callback")
+
+
+class RecordAccumulator:
+    """Per-partition batches between ``append`` and the sender's ``drain``.
+
+    Settings carry Kafka's names and defaults (``batch.size``, ``linger.ms``,
+    ``buffer.memory``, ``max.block.ms``, ``compression.type``, ``delivery.timeout.ms``,
+    ``retry.backoff.ms``/``retry.backoff.max.ms``). Times are milliseconds of
+    ``clock_ms`` (monotonic), which tests may replace.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16_384,
+        linger_ms: int = 5,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60_000,
+        compression: CompressionType = CompressionType.NONE,
+        delivery_timeout_ms: int = 120_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1_000,
+        clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.max_block_ms = max_block_ms
+        self.compression = CompressionType(compression)
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.clock_ms = clock_ms
+        self.pool = BufferPool(buffer_memory)
+        self.wakeup = asyncio.Event()  # set when the sender has something new to look at
+        self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._retries: dict[TopicPartition, deque[ClosedBatch]] = {}
+        self._muted: set[TopicPartition] = set()
+        self._incomplete: set[asyncio.Future[tuple[int, int]]] = set()
+        self._ratios: dict[str, float] = {}
+        self._flushes_in_progress = 0
+        self._drain_start = 0
+        self._closed = False
+
+    # --- appending ---------------------------------------------------------------------
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[HeaderInput] = (),
+        timestamp: int | None = None,
+        *,
+        callback: RecordCallback | None = None,
+        want_future: bool = True,
+        abort_on_new_batch: bool = False,
+    ) -> FutureRecordMetadata | None:
+        """Add a record; waits only when a new batch needs memory ``buffer.memory`` lacks.
+
+        Returns the record's future, or None with ``want_future=False`` (the fast path:
+        nothing per record is kept unless a ``callback`` is given).
+        """
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        tp = (topic, partition)
+        batches = self._batches.get(tp)
+        if batches:
+            batch = batches[-1]
+            if not batch.full:
+                builder = batch.builder
+                size = RECORD_OVERHEAD_UPPER_BOUND
+                if key is not None:
+                    size += len(key)
+                if value is not None:
+                    size += len(value)
+                if headers:
+                    size += _headers_size(headers)
+                if builder.size_in_bytes + size <= batch.size_limit:
+                    builder.append(key, value, headers, timestamp)
+                    index = batch.record_count
+                    batch.record_count = index + 1
+                    if callback is not None:
+                        _add_thunk(batch, index, timestamp, callback)
+                    if want_future:
+                        return FutureRecordMetadata(batch.result, batch.topic_partition, index, timestamp)
+                    return None
+        return await self._append_new_batch(
+            tp, key, value, headers, timestamp, callback, want_future, abort_on_new_batch
+        )
+
+    async def _append_new_batch(
+        self,
+        tp: TopicPartition,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[HeaderInput],
+        timestamp: int,
+        callback: RecordCallback | None,
+        want_future: bool,
+        abort_on_new_batch: bool,
+    ) -> FutureRecordMetadata | None:
+        if self._closed:
+            raise ClientClosedError("the producer is closed; no more records are accepted")
+        if abort_on_new_batch:
+            raise AbortForNewBatch()
+        record_size = (
+            V2_HEADER_SIZE + RECORD_OVERHEAD_UPPER_BOUND
+            + (0 if key is None else len(key)) + (0 if value is None else len(value))
+            + (_headers_size(headers) if headers else 0)
+        )
+        size_limit = max(self._size_limit(tp[0]), record_size)
+        if not self.pool.try_allocate(size_limit):
+            await self.pool.allocate(size_limit, self.max_block_ms)
+            if self._closed:
+                self.pool.release(size_limit)
+                raise ClientClosedError("the producer was closed while allocating memory")
+        batches = self._batches.get(tp)
+        if batches is None:
+            batches = self._batches[tp] = deque()
+        elif batches:
+            batches[-1].full = True  # no more appends: Kafka's closeForRecordAppends
+        result: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+        self._incomplete.add(result)
+        batch = ProducerBatch(
+            tp, RecordBatchBuilder(compression=self.compression), size_limit, size_limit,
+            self.clock_ms(), result,
+        )
+        batches.append(batch)
+        batch.builder.append(key, value, headers, timestamp)
+        batch.record_count = 1
+        if record_size >= size_limit:
+            batch.full = True
+        self.wakeup.set()
+        if callback is not None:
+            _add_thunk(batch, 0, timestamp, callback)
+        return FutureRecordMetadata(result, tp, 0, timestamp) if want_future else None
+
+    def _size_limit(self, topic: str) -> int:
+        """Uncompressed bytes a batch may take so that it compresses to ~batch.size."""
+        if self.compression == CompressionType.NONE:
+            return self.batch_size
+        ratio = max(self._ratios.get(topic, 1.0) * _RATIO_ESTIMATION_FACTOR, _RATIO_FLOOR)
+        return V2_HEADER_SIZE + int((self.batch_size - V2_HEADER_SIZE) / ratio)
+
+    def _observe_ratio(self, topic: str, uncompressed: int, compressed: int) -> None:
+        observed = (compressed - V2_HEADER_SIZE) / max(uncompressed - V2_HEADER_SIZE, 1)
+        current = self._ratios.get(topic)
+        if current is None:  # the Java client starts at 1.0 and needs ~100 batches to learn
+            self._ratios[topic] = observed
+        elif observed > current:
+            self._ratios[topic] = max(current + _RATIO_DETERIORATE_STEP, observed)
+        elif observed < current:
+            self._ratios[topic] = max(current - _RATIO_IMPROVING_STEP, observed)
+
+    # --- the sender's side ---------------------------------------------------------------
+
+    def ready(self, now_ms: int | None = None) -> tuple[set[TopicPartition], int | None]:
+        """Partitions with a batch to send now, and ms until the next may be (None: none).
+
+        A batch is sendable when full, lingered ``linger.ms``, a retry past its backoff,
+        or whenever a flush or close is in progress. Muted partitions are skipped.
+        """
+        now = self.clock_ms() if now_ms is None else now_ms
+        hurry = self._flushes_in_progress > 0 or self._closed or self.pool.queued > 0
+        ready: set[TopicPartition] = set()
+        next_delay: int | None = None
+        for tp, retries in self._retries.items():
+            if retries and tp not in self._muted:
+                wait = self._backoff_ms(retries[0]) - (now - retries[0].last_attempt_ms)
+                if wait <= 0:
+                    ready.add(tp)
+                elif next_delay is None or wait < next_delay:
+                    next_delay = wait
+        for tp, batches in self._batches.items():
+            if not batches or tp in self._muted or tp in ready:
+                continue
+            if self._retries.get(tp):
+                continue  # retries go first; their delay is counted above
+            first = batches[0]
+            wait = self.linger_ms - (now - first.created_ms)
+            if hurry or wait <= 0 or len(batches) > 1 or first.is_full():
+                ready.add(tp)
+            elif next_delay is None or wait < next_delay:
+                next_delay = wait
+        return ready, next_delay
+
+    def _backoff_ms(self, batch: ClosedBatch) -> int:
+        backoff = self.retry_backoff_ms * (1 << min(batch.attempts - 1, 30))
+        return min(backoff, max(self.retry_backoff_max_ms, self.retry_backoff_ms))
+
+    def drain(
+        self,
+        partitions: Iterable[TopicPartition],
+        max_request_size: int,
+        now_ms: int | None = None,
+    ) -> dict[TopicPartition, ClosedBatch]:
+        """Close and hand over the first batch of each given partition, up to a size.
+
+        At most one batch per partition (more in flight per partition is the sender's
+        call); at least one batch even if alone it exceeds ``max_request_size``. The
+        starting partition rotates between calls so none starves under the size limit.
+        """
+        now = self.clock_ms() if now_ms is None else now_ms
+        order = [tp for tp in partitions if tp not in self._muted]
+        if not order:
+            return {}
+        start = self._drain_start % len(order)
+        self._drain_start = start + 1
+        drained: dict[TopicPartition, ClosedBatch] = {}
+        total = 0
+        for tp in order[start:] + order[:start]:
+            retries = self._retries.get(tp)
+            if retries:
+                retry = retries[0]
+                if now - retry.last_attempt_ms < self._backoff_ms(retry):
+                    continue
+                if drained and total + retry.size_in_bytes > max_request_size:
+                    break
+                retries.popleft()
+                retry.last_attempt_ms = now
+                drained[tp] = retry
+                total += retry.size_in_bytes
+                continue
+            batches = self._batches.get(tp)
+            if not batches:
+                continue
+            estimate = self._estimated_size(tp[0], batches[0])
+            if drained and total + estimate > max_request_size:
+                break
+            closed = self._close(batches.popleft(), now)
+            drained[tp] = closed
+            total += closed.size_in_bytes
+        return drained
+
+    def _estimated_size(self, topic: str, batch: ProducerBatch) -> int:
+        size = batch.builder.size_in_bytes
+        if self.compression == CompressionType.NONE:
+            return size
+        return V2_HEADER_SIZE + int((size - V2_HEADER_SIZE) * self._ratios.get(topic, 1.0))
+
+    def _close(self, batch: ProducerBatch, now_ms: int) -> ClosedBatch:
+        batch.full = True
+        uncompressed = batch.builder.size_in_bytes
+        buffer = batch.builder.build()
+        if self.compression != CompressionType.NONE:
+            self._observe_ratio(batch.topic_partition[0], uncompressed, len(buffer))
+        return ClosedBatch(batch, buffer, now_ms, self._deallocate)
+
+    def _deallocate(self, batch: ClosedBatch) -> None:
+        self._incomplete.discard(batch.result)
+        self.pool.release(batch.reserved)
+
+    def reenqueue(self, batch: ClosedBatch, now_ms: int | None = None) -> None:
+        """Put a batch back to be sent again after its backoff, ahead of newer batches.
+
+        Retries of a partition are kept in sequence order, so an idempotent producer
+        resends them in the order the broker expects.
+        """
+        batch.attempts += 1
+        batch.last_attempt_ms = self.clock_ms() if now_ms is None else now_ms
+        retries = self._retries.setdefault(batch.topic_partition, deque())
+        position = len(retries)
+        if batch.has_sequence:
+            while position > 0 and (
+                not retries[position - 1].has_sequence
+                or retries[position - 1].base_sequence > batch.base_sequence
+            ):
+                position -= 1
+        retries.insert(position, batch)
+        self.wakeup.set()
+
+    def mute(self, topic_partition: TopicPartition) -> None:
+        """Hold a partition's batches back (e.g. one request in flight at a time)."""
+        self._muted.add(topic_partition)
+
+    def unmute(self, topic_partition: TopicPartition) -> None:
+        self._muted.discard(topic_partition)
+        self.wakeup.set()
+
+    def expire_batches(self, now_ms: int | None = None) -> int:
+        """Fail undrained batches older than ``delivery.timeout.ms``; how many failed."""
+        now = self.clock_ms() if now_ms is None else now_ms
+        expired = 0
+        for tp, batches in self._batches.items():
+            while batches and now - batches[0].created_ms >= self.delivery_timeout_ms:
+                closed = self._close(batches.popleft(), now)
+                closed.fail(KafkaTimeoutError(
+                    f"expiring {closed.record_count} record(s) for {tp[0]}-{tp[1]}: "
+                    f"{now - closed.created_ms} ms has passed since batch creation"
+                ))
+                expired += 1
+        return expired
+
+    # --- flush and close -------------------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        """Make every partition ready until the matching ``await_flush_completion`` ends."""
+        self._flushes_in_progress += 1
+        self.wakeup.set()
+
+    async def await_flush_completion(self) -> None:
+        """Wait for every batch that exists now (open, queued or in flight) to be done."""
+        try:
+            pending = list(self._incomplete)
+            if pending:
+                await asyncio.wait(pending)
+        finally:
+            self._flushes_in_progress -= 1
+
+    @property
+    def flush_in_progress(self) -> bool:
+        return self._flushes_in_progress > 0
+
+    async def flush(self) -> None:
+        self.begin_flush()
+        await self.await_flush_completion()
+
+    def close(self) -> None:
+        """Refuse new appends; what is queued stays and becomes ready at once."""
+        self._closed = True
+        self.pool.close()
+        self.wakeup.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def abort_batches(self, error: BaseException) -> int:
+        """Fail every batch not handed to the sender (open and retry-queued ones)."""
+        aborted = 0
+        now = self.clock_ms()
+        for batches in self._batches.values():
+            while batches:
+                self._close(batches.popleft(), now).fail(error)
+                aborted += 1
+        for retries in self._retries.values():
+            while retries:
+                retries.popleft().fail(error)
+                aborted += 1
+        return aborted
+
+    def has_undrained(self) -> bool:
+        return any(self._batches.values()) or any(self._retries.values())
+
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)
+
+
+def _headers_size(headers: Sequence[HeaderInput]) -> int:
+    size = 5
+    for header_key, header_value in headers:
+        size += 10 + (len(header_key.encode()) if isinstance(header_key, str) else len(header_key))
+        if header_value is not None:
+            size += len(header_value)
+    return size
+
+
+def _add_thunk(batch: ProducerBatch, index: int, timestamp: int, callback: RecordCallback) -> None:
+    if batch.thunks is None:
+        batch.thunks = []
+    batch.thunks.append((index, timestamp, callback))
