@@ -1,0 +1,379 @@
+"""``AsyncProducer``: batching, idempotent, ordered delivery to partition leaders.
+
+``send`` puts a record into its partition's open batch (``RecordAccumulator``) and
+returns; a sender task drains ready batches (full, lingered ``linger.ms``, or flushing)
+grouped by leader into one Produce request per broker, up to
+``max.in.flight.requests.per.connection`` requests per broker at once.
+
+Ordering and idempotence. With ``enable.idempotence`` (the default) the producer gets
+a producer id from InitProducerId and stamps every batch with a per-partition
+sequence number the first time it is sent; a retry resends the very same bytes, so
+the broker drops it if the first attempt was in fact appended (a lost answer) and the
+log holds each record once. A partition has at most one batch in flight: a batch
+that must be retried is sent again before any later batch of its partition, so
+retries never reorder records. Different partitions still pipeline freely, which is
+where a producer's parallelism lies.
+
+Retries: retriable errors and lost connections put the batch back (with backoff)
+until ``delivery.timeout.ms`` since it was created; then its records fail with a
+timeout. Leader errors refresh metadata first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from strom.client.accumulator import (
+    AbortForNewBatch,
+    ClosedBatch,
+    FutureRecordMetadata,
+    RecordAccumulator,
+    RecordCallback,
+    RecordMetadata,
+)
+from strom.client.cluster import Cluster, TopicPartition
+from strom.client.config import ProducerConfig
+from strom.client.errors import (
+    ClientClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from strom.client.partitioner import DefaultPartitioner
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from strom.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from strom.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from strom.protocol.messages.produce_response import ProduceResponse
+from strom.protocol.records.v2 import Buffer, HeaderInput
+
+logger = logging.getLogger(__name__)
+
+PRODUCE_VERSIONS = range(3, 12)  # v3+ carries record batch v2 (the only format we build)
+_REFRESH_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+})
+
+__all__ = ["AsyncProducer", "FutureRecordMetadata", "RecordMetadata"]
+
+
+class AsyncProducer:
+    """A Kafka producer; use ``async with AsyncProducer({...}) as producer:``."""
+
+    def __init__(self, config: ProducerConfig | Mapping[str, object] | None = None,
+                 **overrides: object) -> None:
+        if isinstance(config, ProducerConfig):
+            self.config = config.with_overrides(None, **overrides) if overrides else config
+        else:
+            self.config = ProducerConfig.from_properties(config, **overrides)
+        self._cluster: Cluster | None = None
+        self._accumulator: RecordAccumulator | None = None
+        self._partitioner = DefaultPartitioner(ignore_keys=self.config.partitioner_ignore_keys)
+        self._sender: asyncio.Task[None] | None = None
+        self._in_flight: dict[int, int] = {}  # node -> requests outstanding
+        self._sequences: dict[TopicPartition, int] = {}
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._fatal: KafkaError | None = None
+        self._closed = False
+        self._starting: asyncio.Future[None] | None = None
+
+    # -- lifetime ------------------------------------------------------------------------
+    async def start(self) -> Self:
+        """Connect and (with idempotence) get a producer id; also done on first send."""
+        if self._closed:
+            raise ClientClosedError()
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+        return self
+
+    async def _start(self) -> None:
+        config = self.config
+        self._cluster = Cluster(config)
+        self._accumulator = RecordAccumulator(
+            batch_size=config.batch_size, linger_ms=config.linger_ms, buffer_memory=config.buffer_memory,
+            max_block_ms=config.max_block_ms, compression=config.compression,
+            delivery_timeout_ms=config.delivery_timeout_ms, retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms)
+        await self._cluster.refresh()
+        if config.enable_idempotence:
+            await self._init_producer_id()
+        self._sender = asyncio.create_task(self._run_sender(), name="strom-producer-sender")
+
+    async def _init_producer_id(self) -> None:
+        assert self._cluster is not None
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        while True:
+            response = await self._cluster.request(None, InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=2_147_483_647))
+            assert isinstance(response, InitProducerIdResponse)
+            code = ErrorCode.from_code(response.error_code)
+            if code == ErrorCode.NONE:
+                self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+                return
+            if not code.retriable or time.monotonic() > deadline:
+                raise KafkaError(code, "InitProducerId (enable.idempotence=false avoids it)")
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Send what is buffered (up to ``timeout_ms``; default: as long as it takes), then stop.
+
+        ``timeout_ms=0`` fails buffered records at once instead.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._starting is not None:
+            with contextlib.suppress(Exception):
+                await self._starting
+        accumulator = self._accumulator
+        if accumulator is not None:
+            accumulator.close()
+            if timeout_ms == 0:
+                accumulator.abort_batches(ClientClosedError("the producer was closed"))
+            try:
+                async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+                    await accumulator.flush()
+            except TimeoutError:
+                accumulator.abort_batches(KafkaTimeoutError("the producer closed before these were sent"))
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+        if self._cluster is not None:
+            await self._cluster.close()
+
+    # -- sending -------------------------------------------------------------------------
+    async def send(self, topic: str, value: Buffer | None = None, key: Buffer | None = None, *,
+                   partition: int | None = None, headers: Sequence[HeaderInput] = (),
+                   timestamp_ms: int | None = None, callback: RecordCallback | None = None,
+                   ) -> FutureRecordMetadata:
+        """Queue one record; returns once it is in a batch (blocking only while
+        ``buffer.memory`` is full). Await the returned future for its offset."""
+        future = await self._append(topic, value, key, partition, headers, timestamp_ms, callback, True)
+        assert future is not None
+        return future
+
+    async def send_and_wait(self, topic: str, value: Buffer | None = None, key: Buffer | None = None,
+                            **kwargs: object) -> RecordMetadata:
+        """Send one record and wait until the broker has it."""
+        future = await self.send(topic, value, key, **kwargs)  # type: ignore[arg-type]
+        return await future
+
+    async def produce(self, topic: str, value: Buffer | None = None, key: Buffer | None = None, *,
+                      partition: int | None = None, headers: Sequence[HeaderInput] = (),
+                      timestamp_ms: int | None = None, callback: RecordCallback | None = None) -> None:
+        """``send`` without a per-record future: the fastest way to queue records.
+
+        Errors reach ``callback`` (if given) and ``flush()`` raises nothing for them, as
+        with librdkafka's ``produce``.
+        """
+        await self._append(topic, value, key, partition, headers, timestamp_ms, callback, False)
+
+    async def _append(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
+                      headers: Sequence[HeaderInput], timestamp_ms: int | None,
+                      callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if self._accumulator is None or self._sender is None:
+            await self.start()
+        accumulator, cluster = self._accumulator, self._cluster
+        assert accumulator is not None and cluster is not None
+        info = cluster.metadata.topics.get(topic)
+        if info is None or not info.partitions or info.error_code:
+            info = await cluster.wait_for_topic(topic, self.config.max_block_ms)
+        count = len(info.partitions)
+        chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
+        sticky = partition is None and (key is None or self.config.partitioner_ignore_keys)
+        try:
+            return await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
+                                            callback=callback, want_future=want_future,
+                                            abort_on_new_batch=sticky)
+        except AbortForNewBatch:
+            # KIP-480: a key-less record that would open a new batch moves on to the
+            # next sticky partition instead.
+            self._partitioner.on_new_batch(topic, chosen, count)
+            chosen = self._partitioner.partition(topic, key, count)
+            return await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
+                                            callback=callback, want_future=want_future)
+
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Wait until every record sent before the call is acknowledged or failed."""
+        if self._accumulator is None:
+            return
+        try:
+            async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+                await self._accumulator.flush()
+        except TimeoutError:
+            raise KafkaTimeoutError(f"flush did not finish within {timeout_ms} ms") from None
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self.start()
+        assert self._cluster is not None
+        info = await self._cluster.wait_for_topic(topic, self.config.max_block_ms)
+        return sorted(info.partitions)
+
+    # -- the sender ----------------------------------------------------------------------
+    async def _run_sender(self) -> None:
+        accumulator, cluster = self._accumulator, self._cluster
+        assert accumulator is not None and cluster is not None
+        max_in_flight = self.config.max_in_flight_requests_per_connection
+        while True:
+            accumulator.wakeup.clear()
+            accumulator.expire_batches()
+            ready, next_delay = accumulator.ready()
+            by_node: dict[int, list[TopicPartition]] = {}
+            unknown_leader = False
+            for tp in ready:
+                leader = cluster.metadata.leader(*tp)
+                if leader is None:
+                    unknown_leader = True
+                elif self._in_flight.get(leader, 0) < max_in_flight:
+                    by_node.setdefault(leader, []).append(tp)
+            if unknown_leader:
+                self._refresh_metadata()
+            for node, partitions in by_node.items():
+                batches = accumulator.drain(partitions, self.config.max_request_size)
+                if batches:
+                    self._send_batches(node, batches)
+            delay = None if next_delay is None else max(next_delay, 1) / 1000
+            if unknown_leader:
+                delay = min(delay or 1.0, self.config.retry_backoff_ms / 1000)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await accumulator.wakeup.wait()
+
+    def _refresh_metadata(self) -> None:
+        assert self._cluster is not None
+        task = asyncio.ensure_future(self._cluster.refresh())
+        task.add_done_callback(self._refreshed)
+
+    def _refreshed(self, task: asyncio.Future[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.info("metadata refresh failed: %s", task.exception())
+        if self._accumulator is not None:
+            self._accumulator.wakeup.set()
+
+    def _send_batches(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
+        accumulator = self._accumulator
+        assert accumulator is not None
+        for tp, batch in batches.items():
+            if self._producer_id >= 0 and not batch.has_sequence:
+                sequence = self._sequences.get(tp, 0)
+                batch.set_producer_state(self._producer_id, self._producer_epoch, sequence)
+                self._sequences[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
+            accumulator.mute(tp)  # one batch in flight per partition: retries keep order
+        self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        task = asyncio.ensure_future(self._produce(node, batches))
+        task.add_done_callback(lambda _: self._request_done(node))
+
+    def _request_done(self, node: int) -> None:
+        self._in_flight[node] -= 1
+        if self._accumulator is not None:
+            self._accumulator.wakeup.set()
+
+    async def _produce(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
+        assert self._cluster is not None
+        config = self.config
+        topics: dict[str, list[PartitionProduceData]] = {}
+        for (topic, partition), batch in batches.items():
+            topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=batch.buffer))
+        request = ProduceRequest(
+            transactional_id=None, acks=config.acks, timeout_ms=config.request_timeout_ms,
+            topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(p)) for t, p in topics.items()))
+        try:
+            connection = await self._cluster.connection(node)
+            version = connection.version_for(0, PRODUCE_VERSIONS)
+            await connection.wait_writable()
+            response = await connection.send(request, version=version, expect_response=config.acks != 0)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            for batch in batches.values():
+                self._retry_or_fail(batch, exc)
+            self._refresh_metadata()
+            return
+        except KafkaError as exc:
+            for batch in batches.values():
+                self._finish(batch, exc)
+            return
+        if config.acks == 0:
+            for batch in batches.values():
+                self._finish(batch, None, -1)
+            return
+        assert isinstance(response, ProduceResponse)
+        answered: set[TopicPartition] = set()
+        refresh = False
+        for topic_response in response.responses:
+            for part in topic_response.partition_responses:
+                tp = (topic_response.name, part.index)
+                sent = batches.get(tp)
+                if sent is None:
+                    continue
+                answered.add(tp)
+                code = ErrorCode.from_code(part.error_code)
+                if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    self._finish(sent, None, part.base_offset, part.log_append_time_ms)
+                    continue
+                error = KafkaError(code, part.error_message or f"produce to {tp[0]}-{tp[1]}")
+                refresh = refresh or code in _REFRESH_ERRORS
+                if code.retriable:
+                    self._retry_or_fail(sent, error)
+                else:
+                    if sent.has_sequence and self._sequences.get(tp) == (sent.last_sequence + 1) & 0x7FFFFFFF:
+                        # The broker refused it, so its sequence numbers are free again.
+                        self._sequences[tp] = sent.base_sequence
+                    self._finish(sent, error)
+        for tp, batch in batches.items():
+            if tp not in answered:
+                self._retry_or_fail(batch, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no answer for {tp}"))
+        if refresh:
+            self._refresh_metadata()
+
+    def _retry_or_fail(self, batch: ClosedBatch, error: KafkaError) -> None:
+        accumulator = self._accumulator
+        assert accumulator is not None
+        age_ms = accumulator.clock_ms() - batch.created_ms
+        if batch.attempts < self.config.retries and age_ms < self.config.delivery_timeout_ms and not self._closed_hard():
+            logger.info("retrying %d record(s) for %s-%d: %s", batch.record_count, *batch.topic_partition, error)
+            accumulator.unmute(batch.topic_partition)
+            accumulator.reenqueue(batch)
+        else:
+            self._finish(batch, error)
+
+    def _closed_hard(self) -> bool:
+        return self._fatal is not None
+
+    def _finish(self, batch: ClosedBatch, error: BaseException | None, base_offset: int = -1,
+                log_append_time: int = -1) -> None:
+        assert self._accumulator is not None
+        self._accumulator.unmute(batch.topic_partition)
+        if error is None:
+            batch.complete(base_offset, log_append_time)
+            return
+        if isinstance(error, KafkaError) and error.error_code in (
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH,
+                ErrorCode.UNKNOWN_PRODUCER_ID):
+            # The partition's sequence is broken: later batches cannot succeed either.
+            logger.error("idempotent producer fenced on %s: %s", batch.topic_partition, error)
+        batch.fail(error)
