@@ -1,0 +1,645 @@
+"""The admin client: topics, configs, consumer groups and offsets, as Kafka's Admin API.
+
+Every request goes where Kafka routes it: topic creation, deletion and new partitions
+to the controller; group calls to the group's coordinator (FindCoordinator first);
+ListOffsets and DeleteRecords to each partition's leader, one request per leader;
+a broker's configs to that broker. Requests are built for the version the broker
+picks, so the client works with brokers that speak only older shapes (Tansu).
+
+Batch calls return a dict keyed by item. If any item fails, they raise
+``AdminBatchError``: a ``KafkaError`` with the first failure's code whose ``errors``
+and ``results`` hold every item's outcome, so nothing is lost to a partial failure.
+
+Retriable errors are retried with ``retry.backoff.ms`` doubling up to
+``retry.backoff.max.ms``, for at most ``request.timeout.ms`` per call: items whose
+leader moved (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
+just after creation) after a metadata refresh, group calls after finding the
+coordinator again (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS), controller calls on NOT_CONTROLLER, and any call whose
+connection dropped. Only the failed items are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Self, TypeVar
+
+from strom.client.admin_types import (
+    AdminBatchError,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    CreatedTopic,
+    GroupDescription,
+    GroupListing,
+    Lag,
+    ListOffsetsResult,
+    MemberDescription,
+    NewTopic,
+    OffsetAndMetadata,
+    OffsetSpec,
+    PartitionDescription,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+)
+from strom.client.cluster import Cluster, ClusterMetadata
+from strom.client.config import AdminConfig
+from strom.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, raise_for
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import ProtocolError
+from strom.protocol.message import Message
+from strom.protocol.messages import create_partitions_request as cpq
+from strom.protocol.messages import create_topics_request as ctq
+from strom.protocol.messages import delete_records_request as drq
+from strom.protocol.messages import describe_configs_request as dcq
+from strom.protocol.messages import incremental_alter_configs_request as iacq
+from strom.protocol.messages import list_offsets_request as loq
+from strom.protocol.messages import offset_commit_request as ocq
+from strom.protocol.messages import offset_delete_request as odq
+from strom.protocol.messages import offset_fetch_request as ofq
+from strom.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from strom.protocol.messages.create_partitions_response import CreatePartitionsResponse
+from strom.protocol.messages.create_topics_response import CreateTopicsResponse
+from strom.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from strom.protocol.messages.delete_groups_response import DeleteGroupsResponse
+from strom.protocol.messages.delete_records_response import DeleteRecordsResponse
+from strom.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from strom.protocol.messages.delete_topics_response import DeleteTopicsResponse
+from strom.protocol.messages.describe_configs_response import DescribeConfigsResponse
+from strom.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from strom.protocol.messages.describe_groups_response import DescribeGroupsResponse
+from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
+from strom.protocol.messages.incremental_alter_configs_response import (
+    IncrementalAlterConfigsResponse,
+)
+from strom.protocol.messages.list_groups_request import ListGroupsRequest
+from strom.protocol.messages.list_groups_response import ListGroupsResponse
+from strom.protocol.messages.list_offsets_response import ListOffsetsResponse
+from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from strom.protocol.messages.metadata_response import MetadataResponse
+from strom.protocol.messages.offset_commit_response import OffsetCommitResponse
+from strom.protocol.messages.offset_delete_response import OffsetDeleteResponse
+from strom.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+)
+
+R = TypeVar("R", bound=Message)
+K = TypeVar("K")
+V = TypeVar("V")
+
+# ListOffsets' special timestamps (KIP-79, KIP-734).
+_SPEC_TIMESTAMPS = {"latest": -1, "earliest": -2, "max-timestamp": -3}
+_CONTROLLER_ERRORS = frozenset({ErrorCode.NOT_CONTROLLER})
+_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+_LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
+                            ErrorCode.UNKNOWN_LEADER_EPOCH})
+_ANY_BROKER = -1  # a grouping key meaning "whichever broker is least loaded"
+
+ItemResults = dict[K, V | KafkaError]
+
+
+def _retry_worthy(error: KafkaError, retry_on: frozenset[ErrorCode]) -> bool:
+    return isinstance(error, KafkaConnectionError) or error.error_code in retry_on
+
+
+def _error(code: int, message: str | None, what: str) -> KafkaError:
+    return KafkaError(code, f"{what}: {message}" if message else what)
+
+
+class AsyncAdmin:
+    """Kafka's Admin API over asyncio; use as ``async with AsyncAdmin({...}) as admin``."""
+
+    def __init__(self, config: AdminConfig | Mapping[str, object] | None = None, **overrides: object) -> None:
+        if isinstance(config, AdminConfig):
+            config = config.with_overrides(None, **overrides) if overrides else config
+        else:
+            config = AdminConfig.from_properties(config, **overrides)
+        # An admin inspects topics; asking about one must never create it.
+        self.config = replace(config, allow_auto_create_topics=False)
+        self._cluster = Cluster(self.config)
+        self._coordinators: dict[str, int] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._cluster.close()
+
+    # -- topics --------------------------------------------------------------------------
+    async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
+                            timeout_ms: int | None = None) -> dict[str, CreatedTopic]:
+        """Create ``topics`` (or only check them, ``validate_only``); name -> what was created."""
+        wanted = {topic.name: topic for topic in topics}
+        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+        async def attempt(names: list[str]) -> ItemResults[str, CreatedTopic]:
+            request = ctq.CreateTopicsRequest(
+                topics=tuple(_creatable(wanted[name]) for name in names),
+                timeout_ms=broker_timeout, validate_only=validate_only)
+            response = await self._send(await self._controller(), CreateTopicsResponse, lambda _: request,
+                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+            outcome: ItemResults[str, CreatedTopic] = {}
+            for result in response.topics:
+                outcome[result.name] = (
+                    _error(result.error_code, result.error_message, f"topic {result.name!r}")
+                    if result.error_code else
+                    CreatedTopic(result.name, result.topic_id, result.num_partitions, result.replication_factor))
+            return outcome
+
+        return await self._batch(wanted, attempt, _CONTROLLER_ERRORS)
+
+    async def delete_topics(self, names: Collection[str], timeout_ms: int | None = None) -> None:
+        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+        def build(version: int, names: list[str]) -> Message:
+            if version >= 6:
+                return DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n) for n in names),
+                                           timeout_ms=broker_timeout)
+            return DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=broker_timeout)
+
+        async def attempt(names: list[str]) -> ItemResults[str, None]:
+            response = await self._send(await self._controller(), DeleteTopicsResponse,
+                                        lambda version: build(version, names),
+                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+            return {r.name or "": _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
+                    else None for r in response.responses}
+
+        await self._batch(names, attempt, _CONTROLLER_ERRORS)
+
+    async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
+        metadata = await self._metadata(None)
+        return {name: TopicListing(name, info.topic_id, info.internal)
+                for name, info in sorted(metadata.topics.items())
+                if not info.error_code and (include_internal or not info.internal)}
+
+    async def describe_topics(self, names: Collection[str]) -> dict[str, TopicDescription]:
+        """Partitions with leader, replicas and ISR; waits out a leader election in progress."""
+        async def attempt(names: list[str]) -> ItemResults[str, TopicDescription]:
+            topics = (await self._metadata(names)).topics
+            outcome: ItemResults[str, TopicDescription] = {}
+            for name in names:
+                info = topics.get(name)
+                if info is None or info.error_code:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if info is None else info.error_code
+                    outcome[name] = KafkaError(code, f"topic {name!r}")
+                    continue
+                partitions = tuple(
+                    PartitionDescription(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr)
+                    for _, p in sorted(info.partitions.items()))
+                outcome[name] = TopicDescription(name, info.topic_id, info.internal, partitions)
+            return outcome
+
+        return await self._batch(names, attempt, frozenset({ErrorCode.LEADER_NOT_AVAILABLE}))
+
+    async def create_partitions(self, new_totals: Mapping[str, int], validate_only: bool = False,
+                                timeout_ms: int | None = None) -> None:
+        """Grow each topic to the given total number of partitions."""
+        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+        async def attempt(names: list[str]) -> ItemResults[str, None]:
+            request = cpq.CreatePartitionsRequest(
+                topics=tuple(cpq.CreatePartitionsTopic(name=n, count=new_totals[n], assignments=None)
+                             for n in names),
+                timeout_ms=broker_timeout, validate_only=validate_only)
+            response = await self._send(await self._controller(), CreatePartitionsResponse, lambda _: request,
+                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+            return {r.name: _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
+                    else None for r in response.results}
+
+        await self._batch(new_totals, attempt, _CONTROLLER_ERRORS)
+
+    # -- configs -------------------------------------------------------------------------
+    async def describe_configs(self, resources: Collection[ConfigResource]
+                               ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Each resource's configs by name; a broker's are asked of that broker."""
+        async def ask(node: int, resources: list[ConfigResource]
+                      ) -> ItemResults[ConfigResource, dict[str, ConfigEntry]]:
+            request = dcq.DescribeConfigsRequest(resources=tuple(
+                dcq.DescribeConfigsResource(resource_type=r.type, resource_name=r.name, configuration_keys=None)
+                for r in resources))
+            response = await self._send(node, DescribeConfigsResponse, lambda _: request)
+            outcome: ItemResults[ConfigResource, dict[str, ConfigEntry]] = {}
+            for result in response.results:
+                resource = ConfigResource(ConfigResourceType(result.resource_type), result.resource_name)
+                if result.error_code:
+                    outcome[resource] = _error(result.error_code, result.error_message, f"{resource}")
+                    continue
+                outcome[resource] = {entry.name: ConfigEntry(
+                    entry.name, entry.value, _config_source(entry.config_source),
+                    entry.is_default or entry.config_source == ConfigSource.DEFAULT_CONFIG,
+                    entry.read_only, entry.is_sensitive) for entry in result.configs}
+            return outcome
+
+        return await self._batch(resources, lambda pending: self._per_node(_by_resource_node(pending), ask),
+                                 frozenset())
+
+    async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+                                        validate_only: bool = False) -> None:
+        """Apply SET / DELETE / APPEND / SUBTRACT operations to each resource's configs."""
+        async def alter(node: int, resources: list[ConfigResource]) -> ItemResults[ConfigResource, None]:
+            request = iacq.IncrementalAlterConfigsRequest(validate_only=validate_only, resources=tuple(
+                iacq.AlterConfigsResource(resource_type=r.type, resource_name=r.name, configs=tuple(
+                    iacq.AlterableConfig(name=op.name, config_operation=op.op, value=op.value)
+                    for op in changes[r])) for r in resources))
+            response = await self._send(node, IncrementalAlterConfigsResponse, lambda _: request)
+            outcome: ItemResults[ConfigResource, None] = {}
+            for result in response.responses:
+                resource = ConfigResource(ConfigResourceType(result.resource_type), result.resource_name)
+                outcome[resource] = (_error(result.error_code, result.error_message, f"{resource}")
+                                     if result.error_code else None)
+            return outcome
+
+        await self._batch(changes, lambda pending: self._per_node(_by_resource_node(pending), alter), frozenset())
+
+    # -- consumer groups -----------------------------------------------------------------
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group on every broker (each coordinator knows only its own)."""
+        await self._metadata(None)
+
+        async def ask(node: int, _: list[int]) -> ItemResults[int, list[GroupListing]]:
+            response = await self._send(node, ListGroupsResponse, lambda _: ListGroupsRequest())
+            if response.error_code:
+                return {node: KafkaError(response.error_code, f"ListGroups on node {node}")}
+            return {node: [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in response.groups]}
+
+        nodes = list(self._cluster.metadata.brokers)
+        listed = await self._batch(nodes, lambda pending: self._per_node({n: [n] for n in pending}, ask),
+                                   _COORDINATOR_ERRORS)
+        return sorted((g for groups in listed.values() for g in groups), key=lambda g: g.group_id)
+
+    async def describe_groups(self, group_ids: Collection[str]) -> dict[str, GroupDescription]:
+        """State, protocol and members (with their decoded assignments) of each group."""
+        async def describe(group_id: str, node: int) -> GroupDescription:
+            response = await self._send(node, DescribeGroupsResponse,
+                                        lambda _: DescribeGroupsRequest(groups=(group_id,)))
+            group = next((g for g in response.groups if g.group_id == group_id), None)
+            if group is None:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"group {group_id!r} missing from the answer")
+            raise_for(group.error_code, f"group {group_id!r}")
+            consumer = group.protocol_type == "consumer"
+            members = tuple(MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                _decode_assignment(m.member_assignment) if consumer else ()) for m in group.members)
+            return GroupDescription(group_id, group.group_state, group.protocol_type, group.protocol_data, members)
+
+        return await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: describe(g, node)))
+
+    async def delete_groups(self, group_ids: Collection[str]) -> None:
+        """Delete empty groups with their committed offsets (NON_EMPTY_GROUP otherwise)."""
+        async def delete(group_id: str, node: int) -> None:
+            response = await self._send(node, DeleteGroupsResponse,
+                                        lambda _: DeleteGroupsRequest(groups_names=(group_id,)))
+            for result in response.results:
+                raise_for(result.error_code, f"group {group_id!r}")
+
+        await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: delete(g, node)))
+
+    async def list_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition] | None = None
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all, or of ``partitions``); uncommitted ones are absent."""
+        by_topic = None if partitions is None else _by_topic(partitions)
+
+        def build(version: int) -> Message:
+            if version >= 8:  # KIP-709: groups batched
+                topics = None if by_topic is None else tuple(
+                    ofq.OffsetFetchRequestTopics(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
+                return ofq.OffsetFetchRequest(groups=(ofq.OffsetFetchRequestGroup(group_id=group_id, topics=topics),))
+            old_topics = None if by_topic is None else tuple(
+                ofq.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
+            return ofq.OffsetFetchRequest(group_id=group_id, topics=old_topics)
+
+        async def fetch(node: int) -> dict[TopicPartition, OffsetAndMetadata]:
+            # v2+: a null topic list means every topic the group committed
+            response = await self._send(node, OffsetFetchResponse, build, versions=range(2, 10))
+            group = response.groups[0] if response.groups else response
+            raise_for(group.error_code, f"group {group_id!r}")
+            rows: list[tuple[str, OffsetFetchResponsePartition | OffsetFetchResponsePartitions]] = [
+                (t.name, p) for t in group.topics for p in t.partitions]
+            offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+            for topic, p in rows:
+                raise_for(p.error_code, f"group {group_id!r} {topic}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    offsets[TopicPartition(topic, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata, p.committed_leader_epoch)
+            return offsets
+
+        return await self._on_coordinator(group_id, fetch)
+
+    async def group_lag(self, group_id: str) -> dict[TopicPartition, Lag]:
+        """Committed offset, end offset and their distance for each partition the group committed."""
+        committed = await self.list_consumer_group_offsets(group_id)
+        ends = await self.list_offsets(dict.fromkeys(committed, "latest"))
+        return {tp: Lag(c.offset, ends[tp].offset, max(ends[tp].offset - c.offset, 0))
+                for tp, c in sorted(committed.items())}
+
+    async def alter_consumer_group_offsets(self, group_id: str,
+                                           offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit offsets for a group with no active members (as a reset tool does)."""
+        by_topic: dict[str, list[ocq.OffsetCommitRequestPartition]] = defaultdict(list)
+        for tp, value in offsets.items():
+            value = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            by_topic[tp.topic].append(ocq.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=value.offset,
+                committed_leader_epoch=value.leader_epoch, committed_metadata=value.metadata))
+        request = ocq.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                          topics=tuple(ocq.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                                                       for t, ps in by_topic.items()))
+
+        async def commit(node: int) -> None:
+            response = await self._send(node, OffsetCommitResponse, lambda _: request, versions=range(2, 10))
+            _raise_partition_errors({TopicPartition(t.name, p.partition_index): p.error_code
+                                     for t in response.topics for p in t.partitions}, group_id)
+
+        await self._on_coordinator(group_id, commit)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition]) -> None:
+        """Forget the group's committed offsets of ``partitions`` (not of subscribed topics)."""
+        request = odq.OffsetDeleteRequest(group_id=group_id, topics=tuple(
+            odq.OffsetDeleteRequestTopic(name=t, partitions=tuple(odq.OffsetDeleteRequestPartition(p) for p in ps))
+            for t, ps in _by_topic(partitions).items()))
+
+        async def delete(node: int) -> None:
+            response = await self._send(node, OffsetDeleteResponse, lambda _: request)
+            raise_for(response.error_code, f"group {group_id!r}")
+            _raise_partition_errors({TopicPartition(t.name, p.partition_index): p.error_code
+                                     for t in response.topics for p in t.partitions}, group_id)
+
+        await self._on_coordinator(group_id, delete)
+
+    # -- offsets and records -------------------------------------------------------------
+    async def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec],
+                           isolation_level: str = "read_uncommitted") -> dict[TopicPartition, ListOffsetsResult]:
+        """Offsets by position ("earliest", "latest", "max-timestamp") or by timestamp (ms).
+
+        For a timestamp, the offset is that of the first record at or after it, or -1
+        when there is none.
+        """
+        timestamps = {TopicPartition(*tp): _SPEC_TIMESTAMPS[s] if isinstance(s, str) else s
+                      for tp, s in specs.items()}
+
+        def build(version: int, tps: list[TopicPartition]) -> Message:
+            if version < 7 and any(timestamps[tp] == -3 for tp in tps):
+                raise UnsupportedVersionError(f"max-timestamp needs ListOffsets v7; the broker chose v{version}")
+            return loq.ListOffsetsRequest(
+                replica_id=-1, isolation_level=int(isolation_level == "read_committed"),
+                timeout_ms=self.config.request_timeout_ms if version >= 10 else 0,
+                topics=tuple(loq.ListOffsetsTopic(name=t, partitions=tuple(
+                    loq.ListOffsetsPartition(partition_index=p, timestamp=timestamps[TopicPartition(t, p)])
+                    for p in ps)) for t, ps in _by_topic(tps).items()))
+
+        async def ask(node: int, tps: list[TopicPartition]) -> ItemResults[TopicPartition, ListOffsetsResult]:
+            response = await self._send(node, ListOffsetsResponse, lambda v: build(v, tps), versions=range(1, 11))
+            return {TopicPartition(t.name, p.partition_index):
+                    KafkaError(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code
+                    else ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch)
+                    for t in response.topics for p in t.partitions}
+
+        return await self._on_leaders(timestamps, ask)
+
+    async def delete_records(self, before: Mapping[TopicPartition, int],
+                             timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Delete each partition's records below the offset (-1: the high watermark); new low watermarks."""
+        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        offsets = {TopicPartition(*tp): offset for tp, offset in before.items()}
+
+        async def delete(node: int, tps: list[TopicPartition]) -> ItemResults[TopicPartition, int]:
+            request = drq.DeleteRecordsRequest(timeout_ms=broker_timeout, topics=tuple(
+                drq.DeleteRecordsTopic(name=t, partitions=tuple(
+                    drq.DeleteRecordsPartition(partition_index=p, offset=offsets[TopicPartition(t, p)]) for p in ps))
+                for t, ps in _by_topic(tps).items()))
+            response = await self._send(node, DeleteRecordsResponse, lambda _: request,
+                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+            return {TopicPartition(t.name, p.partition_index):
+                    KafkaError(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code else p.low_watermark
+                    for t in response.topics for p in t.partitions}
+
+        return await self._on_leaders(offsets, delete)
+
+    # -- routing and retries -------------------------------------------------------------
+    async def _send(self, node: int, response_type: type[R], build: Callable[[int], Message],
+                    versions: range | None = None, timeout_ms: int | None = None) -> R:
+        """Send the request ``build`` makes for the version chosen with ``node`` (_ANY_BROKER: any)."""
+        if not self._cluster.metadata.brokers:
+            await self._cluster.refresh()
+        cluster = self._cluster
+        connection = await (cluster.any_connection() if node == _ANY_BROKER else cluster.connection(node))
+        assert response_type.API_KEY is not None
+        version = connection.version_for(response_type.API_KEY, versions or response_type.VALID_VERSIONS)
+        response = await connection.send(build(version), version=version, timeout_ms=timeout_ms)
+        assert isinstance(response, response_type)
+        return response
+
+    async def _metadata(self, topics: Collection[str] | None) -> ClusterMetadata:
+        """A Metadata answer of our own, for ``topics`` (None: all), that never auto-creates."""
+        request = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else tuple(
+            MetadataRequestTopic(name=name) for name in topics))
+        response = await self._send(_ANY_BROKER, MetadataResponse, lambda _: request, versions=range(4, 13))
+        return ClusterMetadata.from_response(response)
+
+    async def _controller(self) -> int:
+        if not self._cluster.metadata.brokers:
+            await self._cluster.refresh()
+        controller = self._cluster.metadata.controller_id
+        return controller if controller in self._cluster.metadata.brokers else _ANY_BROKER
+
+    async def _batch(self, keys: Iterable[K], attempt: Callable[[list[K]], Awaitable[ItemResults[K, V]]],
+                     retry_on: frozenset[ErrorCode]) -> dict[K, V]:
+        """Run ``attempt`` on the items, then again on those that failed retriably, until the timeout."""
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        pending = list(dict.fromkeys(keys))
+        results: dict[K, V] = {}
+        errors: dict[K, KafkaError] = {}
+        while pending:
+            try:
+                outcome = await attempt(pending)
+            except KafkaError as exc:
+                if not _retry_worthy(exc, retry_on):
+                    raise
+                outcome = dict.fromkeys(pending, exc)
+            retry = []
+            for key in pending:
+                value = outcome.get(key, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{key!r} missing from the answer"))
+                if isinstance(value, KafkaError):
+                    errors[key] = value
+                    if _retry_worthy(value, retry_on):
+                        retry.append(key)
+                else:
+                    results[key] = value
+                    errors.pop(key, None)
+            if not retry or time.monotonic() + backoff > deadline:
+                break
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+            await self._cluster.refresh()  # leaders or the controller may have moved
+            pending = retry
+        if errors:
+            raise AdminBatchError(errors, results)
+        return results
+
+    async def _per_node(self, groups: Mapping[int, list[K]],
+                        send: Callable[[int, list[K]], Awaitable[ItemResults[K, V]]]) -> ItemResults[K, V]:
+        """One request per node, concurrently; a node's failure is its items' error."""
+        nodes = list(groups)
+        answers = await asyncio.gather(*(send(node, groups[node]) for node in nodes), return_exceptions=True)
+        outcome: ItemResults[K, V] = {}
+        for node, answer in zip(nodes, answers, strict=True):
+            if isinstance(answer, KafkaError):
+                outcome.update(dict.fromkeys(groups[node], answer))
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                outcome.update(answer)
+        return outcome
+
+    async def _on_leaders(self, keys: Iterable[TopicPartition],
+                          send: Callable[[int, list[TopicPartition]], Awaitable[ItemResults[TopicPartition, V]]]
+                          ) -> dict[TopicPartition, V]:
+        """Send each partition's item to its leader, grouped per leader, retrying moved leaders."""
+        async def attempt(tps: list[TopicPartition]) -> ItemResults[TopicPartition, V]:
+            topics = {tp.topic for tp in tps}
+            metadata = self._cluster.metadata
+            if self._cluster.stale or not topics <= metadata.topics.keys():
+                metadata = await self._cluster.refresh(topics)
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            outcome: ItemResults[TopicPartition, V] = {}
+            for tp in tps:
+                leader = metadata.leader(*tp)
+                if leader is None:
+                    info = metadata.topics.get(tp.topic)
+                    known = info is not None and tp.partition in info.partitions
+                    code = ErrorCode.LEADER_NOT_AVAILABLE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    outcome[tp] = KafkaError(code, f"{tp.topic}-{tp.partition}")
+                else:
+                    by_leader[leader].append(tp)
+            outcome.update(await self._per_node(by_leader, send))
+            return outcome
+
+        return await self._batch(keys, attempt, _LEADER_ERRORS)
+
+    async def _coordinator(self, group_id: str) -> int:
+        node = self._coordinators.get(group_id)
+        if node is not None:
+            return node
+
+        def build(version: int) -> Message:
+            if version >= 4:  # KIP-699: keys batched
+                return FindCoordinatorRequest(key_type=0, coordinator_keys=(group_id,))
+            return FindCoordinatorRequest(key_type=0, key=group_id)
+
+        response = await self._send(_ANY_BROKER, FindCoordinatorResponse, build)
+        code, message, node = response.error_code, response.error_message, response.node_id
+        if response.coordinators:
+            found = response.coordinators[0]
+            code, message, node = found.error_code, found.error_message, found.node_id
+        if code:
+            raise _error(code, message, f"coordinator of group {group_id!r}")
+        if node not in self._cluster.metadata.brokers:
+            await self._cluster.refresh()
+        self._coordinators[group_id] = node
+        return node
+
+    async def _on_coordinator(self, group_id: str, call: Callable[[int], Awaitable[V]]) -> V:
+        """``call`` with the group's coordinator, finding it again while it moves or loads."""
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                return await call(await self._coordinator(group_id))
+            except KafkaError as exc:
+                if not _retry_worthy(exc, _COORDINATOR_ERRORS) or time.monotonic() + backoff > deadline:
+                    raise
+                self._coordinators.pop(group_id, None)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+
+    async def _gather(self, keys: Iterable[str], call: Callable[[str], Awaitable[V]]) -> dict[str, V]:
+        """``call`` for every key concurrently; any failure raises ``AdminBatchError``."""
+        keys = list(dict.fromkeys(keys))
+        answers = await asyncio.gather(*(call(key) for key in keys), return_exceptions=True)
+        results: dict[str, V] = {}
+        errors: dict[str, KafkaError] = {}
+        for key, answer in zip(keys, answers, strict=True):
+            if isinstance(answer, KafkaError):
+                errors[key] = answer
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                results[key] = answer
+        if errors:
+            raise AdminBatchError(errors, results)
+        return results
+
+
+def _creatable(topic: NewTopic) -> ctq.CreatableTopic:
+    return ctq.CreatableTopic(
+        name=topic.name, num_partitions=topic.num_partitions, replication_factor=topic.replication_factor,
+        assignments=tuple(ctq.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(brokers))
+                          for p, brokers in sorted(topic.replica_assignment.items())),
+        configs=tuple(ctq.CreatableTopicConfig(name=k, value=v) for k, v in topic.configs.items()))
+
+
+def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in partitions:
+        by_topic[topic].append(partition)
+    return {topic: sorted(ps) for topic, ps in by_topic.items()}
+
+
+def _by_resource_node(resources: Iterable[ConfigResource]) -> dict[int, list[ConfigResource]]:
+    """A broker's configs are answered by that broker; any broker answers for a topic."""
+    by_node: dict[int, list[ConfigResource]] = defaultdict(list)
+    for resource in resources:
+        broker = resource.type == ConfigResourceType.BROKER and resource.name.isdigit()
+        by_node[int(resource.name) if broker else _ANY_BROKER].append(resource)
+    return by_node
+
+
+def _config_source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def _decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
+    """A consumer member's assignment: an int16 version, then the body in that version.
+
+    A newer version than we know is read as our newest, as Kafka does: versions only
+    append fields. Bytes we cannot read give an empty assignment, not a failed call.
+    """
+    if len(raw) < 2:
+        return ()
+    version = min(int.from_bytes(raw[:2], "big", signed=True), ConsumerProtocolAssignment.VALID_VERSIONS.stop - 1)
+    try:
+        assignment = ConsumerProtocolAssignment.decode(version, memoryview(raw)[2:], exact=False)
+    except ProtocolError:
+        return ()
+    return tuple(TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions)
+
+
+def _raise_partition_errors(codes: Mapping[TopicPartition, int], group_id: str) -> None:
+    errors = {tp: KafkaError(code, f"group {group_id!r} {tp.topic}-{tp.partition}")
+              for tp, code in codes.items() if code}
+    coordinator = next((e for e in errors.values() if e.error_code in _COORDINATOR_ERRORS), None)
+    if coordinator is not None:
+        raise coordinator  # the whole call goes to the coordinator again
+    if errors:
+        raise AdminBatchError(errors, {tp: None for tp, code in codes.items() if not code})
