@@ -31,12 +31,13 @@ headers of a record are not parsed, only bounded by its length.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
-from typing import Final, NamedTuple, Protocol, cast
+from typing import Final, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow as pa
 
 from strom.protocol.compression import CompressionType, decompress
 from strom.protocol.error_codes import ErrorCode
@@ -257,121 +258,177 @@ def _arena(pieces: list[tuple[Buffer, int, int]]) -> tuple[Buffer, list[tuple[in
     return b"".join(memoryview(buf)[start:end] for buf, start, end in pieces), spans
 
 
-def _walk(arena: Buffer, start: int, end: int, count: int, out: list[int]) -> None:
-    """Append the start of each of the ``count`` records filling ``arena[start:end]``."""
+class _Starts:
+    """Record starts as found: single positions, and runs of equal-size records kept as
+    ``(slot, first start, size, count)`` so that a run costs no Python int per record."""
+
+    def __init__(self) -> None:
+        self.singles = array("q")
+        self.runs: list[tuple[int, int, int, int]] = []
+        self.in_runs = 0
+
+    def __len__(self) -> int:
+        return len(self.singles) + self.in_runs
+
+    def to_array(self) -> Int64s:
+        singles = np.frombuffer(self.singles, dtype=np.int64)
+        if not self.runs:
+            return singles
+        slot, first, size, count = (np.array(field) for field in zip(*self.runs, strict=True))
+        run_of = np.repeat(np.arange(len(count)), count)
+        within = np.arange(self.in_runs, dtype=np.int64) - (np.cumsum(count) - count)[run_of]
+        starts = np.empty(len(self), dtype=np.int64)
+        in_run = np.zeros(len(self), dtype=bool)
+        run_slots = slot[run_of] + within
+        in_run[run_slots] = True
+        starts[run_slots] = first[run_of] + within * size[run_of]
+        starts[~in_run] = singles
+        return starts
+
+
+def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> None:
+    """Find the starts of the ``count`` records filling ``arena[start:end]``.
+
+    Two records in a row of the same size start a run: the records ``step`` bytes apart
+    whose first two bytes (the length varint) are the same have that size too, and
+    ``bytes.lstrip`` on a strided slice counts them in C. Fixed-size values then cost a
+    few runs per batch (sizes change where the offset and timestamp deltas gain a byte);
+    varied sizes cost one table lookup per record.
+    """
     table = _STEP_LIST
-    append = out.append
-    first = len(out)
-    pos = start
+    singles = found.singles
+    append = singles.append
+    before = len(found)
+    pos, previous, run = start, -1, 32
     try:
         while pos < end:
-            append(pos)
             step = table[arena[pos] | (arena[pos + 1] << 8)]
-            if step:
-                pos += step
-            else:  # a record of 8 KiB or more, or a corrupt length
-                length, body = read_varint(arena, pos)
-                if length < 6:
-                    raise _corrupt(f"record length {length} out of bounds")
-                pos = body + length
+            if step != previous:
+                append(pos)
+                if step:
+                    pos += step
+                else:  # a record of 8 KiB or more, or a corrupt length
+                    length, body = read_varint(arena, pos)
+                    if length < 6:
+                        raise _corrupt(f"record length {length} out of bounds")
+                    pos = body + length
+                    step = -1
+                previous = step
+                continue
+            room = min((end - pos) // step, run)
+            same = _leading(arena[pos : pos + room * step : step], arena[pos])
+            if arena[pos] >= 0x80:
+                same = _leading(arena[pos + 1 : pos + same * step : step], arena[pos + 1])
+            found.runs.append((len(singles) + found.in_runs, pos, step, same))
+            found.in_runs += same
+            pos += same * step
+            run = run * 2 if same == room else 32
     except IndexError:
         raise _corrupt("records section truncated") from None
-    if pos != end or len(out) - first != count:
+    if pos != end or len(found) - before != count:
         raise _corrupt(f"records section does not hold its {count} records")
 
 
+_BYTES: Final = [bytes((value,)) for value in range(256)]
+
+
+def _leading(strided: Buffer, byte: int) -> int:
+    """How many bytes at the start of ``strided`` equal ``byte``."""
+    return len(strided) - len(bytes(strided).lstrip(_BYTES[byte]))
+
+
 def _record_starts(
-    arena: Buffer, u8: npt.NDArray[np.uint8], spans: list[tuple[int, int]], counts: list[int]
+    arena: Buffer, spans: list[tuple[int, int]], counts: list[int]
 ) -> tuple[Int64s, Int64s]:
     """Each record's start in the arena, and the index of its section."""
-    walked: list[int] = []
-    strides = [0] * len(spans)
-    for index, (start, end) in enumerate(spans):
-        step = _STEP_LIST[arena[start] | (arena[start + 1] << 8)] if end - start > 1 else 0
-        if step and step * counts[index] == end - start:
-            strides[index] = step  # fixed-size records, if the check below agrees
-        else:
-            _walk(arena, start, end, counts[index], walked)
-    count_of = np.array(counts, dtype=np.int64)
-    section_of = np.repeat(np.arange(len(spans), dtype=np.int64), count_of)
-    if len(walked) == len(section_of):
-        return np.array(walked, dtype=np.int64), section_of
-    first_record = np.cumsum(count_of) - count_of
-    stride_of = np.array(strides, dtype=np.int64)[section_of]
-    firsts = np.array([start for start, _ in spans], dtype=np.int64)
-    within = np.arange(len(section_of), dtype=np.int64) - first_record[section_of]
-    starts = cast(Int64s, firsts[section_of] + within * stride_of)
-    if walked:
-        series = np.flatnonzero(stride_of)
-        starts[stride_of == 0] = walked
-        stride_of, guessed = stride_of[series], starts[series]
-    else:
-        series, guessed = None, starts
-    steps = _STEP[u8[guessed] | (u8[guessed + 1].astype(np.int64) << 8)]
-    wrong = np.flatnonzero(steps != stride_of)
-    if wrong.size:  # same sizes by chance, but not fixed-size records: walk them
-        if series is not None:
-            wrong = series[wrong]
-        for section in np.unique(section_of[wrong]).tolist():
-            again: list[int] = []
-            span_start, span_end = spans[section]
-            _walk(arena, span_start, span_end, counts[section], again)
-            first = int(first_record[section])
-            starts[first : first + counts[section]] = again
-    return starts, section_of
+    found = _Starts()
+    for (start, end), count in zip(spans, counts, strict=True):
+        _walk(arena, start, end, count, found)
+    section_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
+    return found.to_array(), section_of
 
 
 # --- step 3: fields, vectorised -----------------------------------------------------
+#
+# Positions only grow while a record is parsed, so one check per record at the end (its
+# fields end exactly at its length) catches every field that overran it; numpy bounds-
+# checks every gather, so nothing is read outside the buffer.
 
 
-def _varints(
-    u8: npt.NDArray[np.uint8], pos: Int64s, limit: Int64s, max_bytes: int
-) -> tuple[Int64s, Int64s]:
+def _pair_tables() -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int8]]:
+    """Zigzag value and size of a varint of at most two bytes, by its first two bytes."""
+    pair = np.arange(1 << 16, dtype=np.int32)
+    first, second = pair & 0xFF, pair >> 8
+    one_byte = first < 0x80
+    raw = np.where(one_byte, first, (first & 0x7F) | (second << 7))
+    size = np.where(one_byte, 1, np.where(second < 0x80, 2, 0))
+    return ((raw >> 1) ^ -(raw & 1)).astype(np.int16), size.astype(np.int8)
+
+
+_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
+
+
+class _View(NamedTuple):
+    """The arena as bytes, and as the (unaligned) little-endian byte pair at each position."""
+
+    u8: npt.NDArray[np.uint8]
+    pairs: npt.NDArray[np.uint16]
+
+    @classmethod
+    def of(cls, arena: Buffer) -> _View:
+        u8 = np.frombuffer(arena, dtype=np.uint8)
+        pairs = np.ndarray((max(len(u8) - 1, 0),), "<u2", arena, 0, (1,))
+        return cls(u8, pairs)
+
+
+def _varints(view: _View, pos: Int64s, max_bytes: int) -> tuple[Int64s, Int64s]:
     """The zigzag varints at every position of ``pos``, and the positions after them.
 
-    One gather for the first byte of all; further rounds only for those that continue.
-    Every byte read must lie before its record's ``limit``.
+    Varints of one or two bytes (nearly all) are two table lookups on the byte pair;
+    longer ones go byte by byte, vectorised over just those.
     """
-    if (pos >= limit).any():
-        raise _corrupt("record field overruns its record")
-    first = u8[pos]
-    after = pos + 1
-    more = np.flatnonzero(first >= 0x80)
-    if not more.size:
-        small = first.astype(np.int64)
-        return (small >> 1) ^ -(small & 1), after
-    raw = (first & 0x7F).astype(np.uint64)
-    shift = 7
-    while more.size:
-        if shift >= 7 * max_bytes:
-            raise _corrupt("varint too long")
+    try:
+        pair = view.pairs[pos]
+    except IndexError:  # a varint in the arena's last byte
+        return _long_varints(view.u8, pos, max_bytes)
+    size = _PAIR_SIZE[pair]
+    value = _PAIR_VALUE[pair].astype(np.int64)
+    after = pos + size
+    if size.min() == 0:
+        longer = np.flatnonzero(size == 0)
+        value[longer], after[longer] = _long_varints(view.u8, pos[longer], max_bytes)
+    return value, after
+
+
+def _long_varints(u8: npt.NDArray[np.uint8], pos: Int64s, max_bytes: int) -> tuple[Int64s, Int64s]:
+    raw = np.zeros(len(pos), dtype=np.uint64)
+    after = pos.copy()
+    more = np.arange(len(pos))
+    for shift in range(0, 7 * max_bytes, 7):
         at = after[more]
-        if (at >= limit[more]).any():
-            raise _corrupt("varint overruns its record")
         byte = u8[at]
         raw[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
         after[more] = at + 1
         more = more[byte >= 0x80]
-        shift += 7
-    return (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64), after
+        if not more.size:
+            one = np.uint64(1)
+            return (raw >> one).astype(np.int64) ^ -(raw & one).astype(np.int64), after
+    raise _corrupt("varint too long")
 
 
-def _sized_field(
-    u8: npt.NDArray[np.uint8], pos: Int64s, limit: Int64s, what: str
-) -> tuple[Int64s, Int64s, Int64s]:
+def _sized_field(view: _View, pos: Int64s, what: str) -> tuple[Int64s, Int64s, Int64s]:
     """A length-prefixed field (-1 = null): ``(start, length, position after)``."""
-    length, start = _varints(u8, pos, limit, 5)
-    after = start + np.maximum(length, 0)
-    if (length < -1).any() or (after > limit).any():
-        raise _corrupt(f"record {what} length out of bounds")
-    return start, length, after
+    length, start = _varints(view, pos, 5)
+    if length.min(initial=0) < -1:
+        raise _corrupt(f"negative {what} length")
+    return start, length, start + np.maximum(length, 0)
 
 
 class _Headers:
     """Every header of the kept records, in record order, as arena spans."""
 
-    def __init__(self, counts: Int64s, total: int) -> None:
-        self.counts = counts
+    def __init__(self, counts: Int64s) -> None:
+        total = int(counts.sum())
         self.list_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self.list_offsets[1:])
         self.key_start = np.empty(total, dtype=np.int64)
@@ -380,27 +437,24 @@ class _Headers:
         self.value_length = np.empty(total, dtype=np.int64)
 
 
-def _parse_headers(
-    u8: npt.NDArray[np.uint8], pos: Int64s, limit: Int64s, counts: Int64s
-) -> _Headers:
+def _parse_headers(view: _View, pos: Int64s, counts: Int64s) -> _Headers:
     """Headers in rounds: round j reads the j-th header of every record that has one."""
-    headers = _Headers(counts, int(counts.sum()))
+    headers = _Headers(counts)
     active = np.flatnonzero(counts)
-    at, bound = pos[active], limit[active]
+    at = pos[active]
     round_index = 0
     while active.size:
         slot = headers.list_offsets[active] + round_index
-        key_start, key_length, at = _sized_field(u8, at, bound, "header key")
-        if (key_length < 0).any():
+        key_start, key_length, at = _sized_field(view, at, "header key")
+        if key_length.min() < 0:
             raise _corrupt("null header key")
-        value_start, value_length, at = _sized_field(u8, at, bound, "header value")
+        value_start, value_length, at = _sized_field(view, at, "header value")
         headers.key_start[slot], headers.key_length[slot] = key_start, key_length
         headers.value_start[slot], headers.value_length[slot] = value_start, value_length
         round_index += 1
         done = counts[active] == round_index
         pos[active[done]] = at[done]
-        keep = ~done
-        active, at, bound = active[keep], at[keep], bound[keep]
+        active, at = active[~done], at[~done]
     return headers
 
 
@@ -414,22 +468,31 @@ class _Fields(NamedTuple):
     headers: _Headers | None
 
 
-def _parse_records(u8: npt.NDArray[np.uint8], starts: Int64s, include_headers: bool) -> _Fields:
-    length, body = _varints(u8, starts, np.full(len(starts), len(u8), dtype=np.int64), 5)
-    end = body + length  # the walk has checked these lengths
-    timestamp_delta, pos = _varints(u8, body + 1, end, 10)  # +1: attributes, unused
-    offset_delta, pos = _varints(u8, pos, end, 5)
-    key_start, key_length, pos = _sized_field(u8, pos, end, "key")
-    value_start, value_length, pos = _sized_field(u8, pos, end, "value")
-    header_count, pos = _varints(u8, pos, end, 5)
-    if (header_count < 0).any() or (header_count > end - pos).any():
-        raise _corrupt("header count out of bounds")
-    headers = None
-    if include_headers:
-        headers = _parse_headers(u8, pos, end, header_count)
-        if (pos != end).any():
-            raise _corrupt("record length disagrees with its fields")
-    elif ((header_count == 0) & (pos != end)).any():
+def _parse_records(view: _View, starts: Int64s, include_headers: bool) -> _Fields:
+    try:
+        length, body = _varints(view, starts, 5)
+        end = body + length  # the walk has checked these lengths
+        timestamp_delta, pos = _varints(view, body + 1, 10)  # +1: attributes, unused
+        offset_delta, pos = _varints(view, pos, 5)
+        key_start, key_length, pos = _sized_field(view, pos, "key")
+        value_start, value_length, pos = _sized_field(view, pos, "value")
+        first = view.u8[pos]  # the header count; may be the arena's last byte
+        if first.max(initial=0) < 0x80:
+            header_count = (first >> 1).astype(np.int64) ^ -(first & 1).astype(np.int64)
+            pos = pos + 1
+        else:
+            header_count, pos = _long_varints(view.u8, pos, 5)
+        if header_count.min(initial=0) < 0 or (header_count > end - pos).any():
+            raise _corrupt("header count out of bounds")
+        headers = None
+        if include_headers:
+            headers = _parse_headers(view, pos, header_count)
+            overrun = pos != end
+        else:  # headers unparsed: bounded by the record's length only
+            overrun = (pos > end) | ((header_count == 0) & (pos != end))
+    except IndexError:
+        raise _corrupt("record fields overrun the records section") from None
+    if overrun.any():
         raise _corrupt("record length disagrees with its fields")
     return _Fields(
         offset_delta, timestamp_delta, key_start, key_length, value_start, value_length, headers
@@ -447,9 +510,9 @@ def _decode_sections(
     if not sections.pieces:
         return _empty(include_headers)
     arena, spans = _arena(sections.pieces)
-    u8 = np.frombuffer(arena, dtype=np.uint8)
-    starts, batch_of = _record_starts(arena, u8, spans, sections.counts)
-    fields = _parse_records(u8, starts, include_headers)
+    view = _View.of(arena)
+    starts, batch_of = _record_starts(arena, spans, sections.counts)
+    fields = _parse_records(view, starts, include_headers)
     offsets = np.array(sections.base_offsets, dtype=np.int64)[batch_of] + fields.offset_delta
     timestamps = np.array(sections.base_timestamps, dtype=np.int64)[batch_of]
     timestamps += fields.timestamp_delta
@@ -472,8 +535,8 @@ def _decode_sections(
         value_start, value_length = value_start[selection], value_length[selection]
     buffer = pa.py_buffer(arena)
     columns = [
-        _slices(buffer, len(u8), key_start, key_length),
-        _slices(buffer, len(u8), value_start, value_length),
+        _slices(buffer, len(view.u8), key_start, key_length),
+        _slices(buffer, len(view.u8), value_start, value_length),
         pa.repeat(pa.scalar(topic, pa.string()), len(offsets)),
         pa.repeat(pa.scalar(partition, pa.int32()), len(offsets)),
         pa.Array.from_buffers(pa.int64(), len(offsets), [None, pa.py_buffer(offsets)]),
@@ -481,7 +544,7 @@ def _decode_sections(
         pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(timestamp_type)]),
     ]
     if fields.headers is not None:
-        header_column = _header_column(buffer, len(u8), fields.headers)
+        header_column = _header_column(buffer, len(view.u8), fields.headers)
         columns.append(header_column if selection is None else header_column.take(selection))
     return pa.RecordBatch.from_arrays(columns, schema=kafka_schema(include_headers))
 
