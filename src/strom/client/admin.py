@@ -22,6 +22,7 @@ connection dropped. Only the failed items are sent again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
@@ -49,12 +50,12 @@ from strom.client.admin_types import (
     TopicDescription,
     TopicListing,
     TopicPartition,
+    decode_assignment,
 )
 from strom.client.cluster import Cluster, ClusterMetadata
 from strom.client.config import AdminConfig
 from strom.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, raise_for
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.errors import ProtocolError
 from strom.protocol.message import Message
 from strom.protocol.messages import create_partitions_request as cpq
 from strom.protocol.messages import create_topics_request as ctq
@@ -65,7 +66,6 @@ from strom.protocol.messages import list_offsets_request as loq
 from strom.protocol.messages import offset_commit_request as ocq
 from strom.protocol.messages import offset_delete_request as odq
 from strom.protocol.messages import offset_fetch_request as ofq
-from strom.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from strom.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from strom.protocol.messages.create_topics_response import CreateTopicsResponse
 from strom.protocol.messages.delete_groups_request import DeleteGroupsRequest
@@ -93,6 +93,8 @@ from strom.protocol.messages.offset_fetch_response import (
     OffsetFetchResponsePartition,
     OffsetFetchResponsePartitions,
 )
+
+logger = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Message)
 K = TypeVar("K")
@@ -147,41 +149,30 @@ class AsyncAdmin:
                             timeout_ms: int | None = None) -> dict[str, CreatedTopic]:
         """Create ``topics`` (or only check them, ``validate_only``); name -> what was created."""
         wanted = {topic.name: topic for topic in topics}
-        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
 
-        async def attempt(names: list[str]) -> ItemResults[str, CreatedTopic]:
-            request = ctq.CreateTopicsRequest(
-                topics=tuple(_creatable(wanted[name]) for name in names),
-                timeout_ms=broker_timeout, validate_only=validate_only)
-            response = await self._send(await self._controller(), CreateTopicsResponse, lambda _: request,
-                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
-            outcome: ItemResults[str, CreatedTopic] = {}
-            for result in response.topics:
-                outcome[result.name] = (
-                    _error(result.error_code, result.error_message, f"topic {result.name!r}")
-                    if result.error_code else
-                    CreatedTopic(result.name, result.topic_id, result.num_partitions, result.replication_factor))
-            return outcome
+        def build(_: int, names: list[str], broker_timeout: int) -> Message:
+            return ctq.CreateTopicsRequest(topics=tuple(_creatable(wanted[name]) for name in names),
+                                           timeout_ms=broker_timeout, validate_only=validate_only)
 
-        return await self._batch(wanted, attempt, _CONTROLLER_ERRORS)
+        def outcome(response: CreateTopicsResponse) -> ItemResults[str, CreatedTopic]:
+            return {r.name: _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
+                    else CreatedTopic(r.name, r.topic_id, r.num_partitions, r.replication_factor)
+                    for r in response.topics}
+
+        return await self._on_controller(wanted, CreateTopicsResponse, build, outcome, timeout_ms)
 
     async def delete_topics(self, names: Collection[str], timeout_ms: int | None = None) -> None:
-        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-
-        def build(version: int, names: list[str]) -> Message:
-            if version >= 6:
+        def build(version: int, names: list[str], broker_timeout: int) -> Message:
+            if version >= 6:  # KIP-516: topics by name or id
                 return DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n) for n in names),
                                            timeout_ms=broker_timeout)
             return DeleteTopicsRequest(topic_names=tuple(names), timeout_ms=broker_timeout)
 
-        async def attempt(names: list[str]) -> ItemResults[str, None]:
-            response = await self._send(await self._controller(), DeleteTopicsResponse,
-                                        lambda version: build(version, names),
-                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+        def outcome(response: DeleteTopicsResponse) -> ItemResults[str, None]:
             return {r.name or "": _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
                     else None for r in response.responses}
 
-        await self._batch(names, attempt, _CONTROLLER_ERRORS)
+        await self._on_controller(names, DeleteTopicsResponse, build, outcome, timeout_ms)
 
     async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
         metadata = await self._metadata(None)
@@ -211,19 +202,17 @@ class AsyncAdmin:
     async def create_partitions(self, new_totals: Mapping[str, int], validate_only: bool = False,
                                 timeout_ms: int | None = None) -> None:
         """Grow each topic to the given total number of partitions."""
-        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-
-        async def attempt(names: list[str]) -> ItemResults[str, None]:
-            request = cpq.CreatePartitionsRequest(
+        def build(_: int, names: list[str], broker_timeout: int) -> Message:
+            return cpq.CreatePartitionsRequest(
                 topics=tuple(cpq.CreatePartitionsTopic(name=n, count=new_totals[n], assignments=None)
                              for n in names),
                 timeout_ms=broker_timeout, validate_only=validate_only)
-            response = await self._send(await self._controller(), CreatePartitionsResponse, lambda _: request,
-                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+
+        def outcome(response: CreatePartitionsResponse) -> ItemResults[str, None]:
             return {r.name: _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
                     else None for r in response.results}
 
-        await self._batch(new_totals, attempt, _CONTROLLER_ERRORS)
+        await self._on_controller(new_totals, CreatePartitionsResponse, build, outcome, timeout_ms)
 
     # -- configs -------------------------------------------------------------------------
     async def describe_configs(self, resources: Collection[ConfigResource]
@@ -242,7 +231,7 @@ class AsyncAdmin:
                     outcome[resource] = _error(result.error_code, result.error_message, f"{resource}")
                     continue
                 outcome[resource] = {entry.name: ConfigEntry(
-                    entry.name, entry.value, _config_source(entry.config_source),
+                    entry.name, entry.value, ConfigSource.from_wire(entry.config_source),
                     entry.is_default or entry.config_source == ConfigSource.DEFAULT_CONFIG,
                     entry.read_only, entry.is_sensitive) for entry in result.configs}
             return outcome
@@ -296,7 +285,7 @@ class AsyncAdmin:
             consumer = group.protocol_type == "consumer"
             members = tuple(MemberDescription(
                 m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                _decode_assignment(m.member_assignment) if consumer else ()) for m in group.members)
+                decode_assignment(m.member_assignment) if consumer else ()) for m in group.members)
             return GroupDescription(group_id, group.group_state, group.protocol_type, group.protocol_data, members)
 
         return await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: describe(g, node)))
@@ -306,8 +295,10 @@ class AsyncAdmin:
         async def delete(group_id: str, node: int) -> None:
             response = await self._send(node, DeleteGroupsResponse,
                                         lambda _: DeleteGroupsRequest(groups_names=(group_id,)))
-            for result in response.results:
-                raise_for(result.error_code, f"group {group_id!r}")
+            result = next((r for r in response.results if r.group_id == group_id), None)
+            if result is None:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"group {group_id!r} missing from the answer")
+            raise_for(result.error_code, f"group {group_id!r}")
 
         await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: delete(g, node)))
 
@@ -391,6 +382,8 @@ class AsyncAdmin:
         For a timestamp, the offset is that of the first record at or after it, or -1
         when there is none.
         """
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level {isolation_level!r} is not read_uncommitted or read_committed")
         timestamps = {TopicPartition(*tp): _SPEC_TIMESTAMPS[s] if isinstance(s, str) else s
                       for tp, s in specs.items()}
 
@@ -436,9 +429,11 @@ class AsyncAdmin:
     async def _send(self, node: int, response_type: type[R], build: Callable[[int], Message],
                     versions: range | None = None, timeout_ms: int | None = None) -> R:
         """Send the request ``build`` makes for the version chosen with ``node`` (_ANY_BROKER: any)."""
-        if not self._cluster.metadata.brokers:
-            await self._cluster.refresh()
         cluster = self._cluster
+        if not cluster.metadata.brokers or (node != _ANY_BROKER and node not in cluster.metadata.brokers):
+            await cluster.refresh()
+        if node != _ANY_BROKER and node not in cluster.metadata.brokers:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"node {node} is not in the cluster")
         connection = await (cluster.any_connection() if node == _ANY_BROKER else cluster.connection(node))
         assert response_type.API_KEY is not None
         version = connection.version_for(response_type.API_KEY, versions or response_type.VALID_VERSIONS)
@@ -453,11 +448,23 @@ class AsyncAdmin:
         response = await self._send(_ANY_BROKER, MetadataResponse, lambda _: request, versions=range(4, 13))
         return ClusterMetadata.from_response(response)
 
-    async def _controller(self) -> int:
-        if not self._cluster.metadata.brokers:
-            await self._cluster.refresh()
-        controller = self._cluster.metadata.controller_id
-        return controller if controller in self._cluster.metadata.brokers else _ANY_BROKER
+    async def _on_controller(self, names: Iterable[str], response_type: type[R],
+                             build: Callable[[int, list[str], int], Message],
+                             outcome: Callable[[R], ItemResults[str, V]], timeout_ms: int | None) -> dict[str, V]:
+        """A topic call on the controller (any broker if it is unknown), again on NOT_CONTROLLER."""
+        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+
+        async def attempt(names: list[str]) -> ItemResults[str, V]:
+            if not self._cluster.metadata.brokers:
+                await self._cluster.refresh()
+            metadata = self._cluster.metadata
+            controller = metadata.controller_id if metadata.controller_id in metadata.brokers else _ANY_BROKER
+            # the broker may wait up to its timeout_ms before answering: ours must be longer
+            response = await self._send(controller, response_type, lambda v: build(v, names, broker_timeout),
+                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
+            return outcome(response)
+
+        return await self._batch(names, attempt, _CONTROLLER_ERRORS)
 
     async def _batch(self, keys: Iterable[K], attempt: Callable[[list[K]], Awaitable[ItemResults[K, V]]],
                      retry_on: frozenset[ErrorCode]) -> dict[K, V]:
@@ -486,9 +493,14 @@ class AsyncAdmin:
                     errors.pop(key, None)
             if not retry or time.monotonic() + backoff > deadline:
                 break
+            logger.debug("retrying %d item(s) after %s", len(retry), errors[retry[0]])
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
-            await self._cluster.refresh()  # leaders or the controller may have moved
+            try:  # leaders or the controller may have moved
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    await self._cluster.refresh()
+            except (KafkaError, TimeoutError):
+                pass  # the next attempt says what is wrong
             pending = retry
         if errors:
             raise AdminBatchError(errors, results)
@@ -497,16 +509,15 @@ class AsyncAdmin:
     async def _per_node(self, groups: Mapping[int, list[K]],
                         send: Callable[[int, list[K]], Awaitable[ItemResults[K, V]]]) -> ItemResults[K, V]:
         """One request per node, concurrently; a node's failure is its items' error."""
-        nodes = list(groups)
-        answers = await asyncio.gather(*(send(node, groups[node]) for node in nodes), return_exceptions=True)
+        async def one(node: int) -> ItemResults[K, V]:
+            try:
+                return await send(node, groups[node])
+            except KafkaError as exc:
+                return dict.fromkeys(groups[node], exc)
+
         outcome: ItemResults[K, V] = {}
-        for node, answer in zip(nodes, answers, strict=True):
-            if isinstance(answer, KafkaError):
-                outcome.update(dict.fromkeys(groups[node], answer))
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                outcome.update(answer)
+        for answer in await asyncio.gather(*(one(node) for node in groups)):
+            outcome.update(answer)
         return outcome
 
     async def _on_leaders(self, keys: Iterable[TopicPartition],
@@ -567,6 +578,7 @@ class AsyncAdmin:
                 if not _retry_worthy(exc, _COORDINATOR_ERRORS) or time.monotonic() + backoff > deadline:
                     raise
                 self._coordinators.pop(group_id, None)
+                logger.debug("group %r: retrying after %s", group_id, exc)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
 
@@ -610,29 +622,6 @@ def _by_resource_node(resources: Iterable[ConfigResource]) -> dict[int, list[Con
         broker = resource.type == ConfigResourceType.BROKER and resource.name.isdigit()
         by_node[int(resource.name) if broker else _ANY_BROKER].append(resource)
     return by_node
-
-
-def _config_source(value: int) -> ConfigSource:
-    try:
-        return ConfigSource(value)
-    except ValueError:
-        return ConfigSource.UNKNOWN
-
-
-def _decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
-    """A consumer member's assignment: an int16 version, then the body in that version.
-
-    A newer version than we know is read as our newest, as Kafka does: versions only
-    append fields. Bytes we cannot read give an empty assignment, not a failed call.
-    """
-    if len(raw) < 2:
-        return ()
-    version = min(int.from_bytes(raw[:2], "big", signed=True), ConsumerProtocolAssignment.VALID_VERSIONS.stop - 1)
-    try:
-        assignment = ConsumerProtocolAssignment.decode(version, memoryview(raw)[2:], exact=False)
-    except ProtocolError:
-        return ()
-    return tuple(TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions)
 
 
 def _raise_partition_errors(codes: Mapping[TopicPartition, int], group_id: str) -> None:

@@ -1,7 +1,8 @@
 """What ``AsyncAdmin`` takes and returns: small frozen values named as in Kafka's Admin API.
 
 They are plain data (no futures, no callbacks) so that the sync facade can hand them
-across threads unchanged. ``TopicPartition`` is a named tuple, so ``("t", 0)`` works as
+across threads unchanged; the few conversions from the wire that belong to a value
+live beside it. ``TopicPartition`` is a named tuple, so ``("t", 0)`` works as
 a key wherever one is expected.
 """
 
@@ -13,6 +14,8 @@ from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from strom.client.errors import KafkaError
+from strom.protocol.errors import ProtocolError
+from strom.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 
 ZERO_UUID = UUID(int=0)
 
@@ -53,6 +56,14 @@ class ConfigSource(IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
+
+    @classmethod
+    def from_wire(cls, value: int) -> ConfigSource:
+        """A source a newer broker may add is UNKNOWN rather than an error."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +179,23 @@ class Lag:
     committed: int
     end_offset: int
     lag: int
+
+
+def decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
+    """A consumer group member's assignment: an int16 version, then the body in that version.
+
+    A newer version than we know is read as our newest, as Kafka does: versions only
+    append fields. Bytes we cannot read give an empty assignment, not a failed call.
+    """
+    if len(raw) < 2:
+        return ()
+    newest = ConsumerProtocolAssignment.VALID_VERSIONS.stop - 1
+    version = min(int.from_bytes(raw[:2], "big", signed=True), newest)
+    try:
+        assignment = ConsumerProtocolAssignment.decode(version, memoryview(raw)[2:], exact=False)
+    except ProtocolError:
+        return ()
+    return tuple(TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions)
 
 
 class AdminBatchError(KafkaError):
