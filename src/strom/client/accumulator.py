@@ -39,6 +39,7 @@ from typing import Any, Final, NamedTuple
 
 from crc32c import crc32c
 
+from strom.client.config import ProducerConfig
 from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from strom.protocol.compression import CompressionType
 from strom.protocol.error_codes import ErrorCode
@@ -68,6 +69,9 @@ _RATIO_ESTIMATION_FACTOR: Final = 1.05
 _RATIO_IMPROVING_STEP: Final = 0.005
 _RATIO_DETERIORATE_STEP: Final = 0.05
 _RATIO_FLOOR: Final = 0.1  # bounds the uncompressed bytes one batch may hold
+
+
+_new_tuple: Final = tuple.__new__
 
 
 def monotonic_ms() -> int:
@@ -112,26 +116,27 @@ class FutureRecordMetadata:
     __slots__ = ("_index", "_result", "_timestamp", "_topic_partition")
 
     def __init__(
-        self,
-        result: asyncio.Future[tuple[int, int]],
-        topic_partition: TopicPartition,
-        index: int,
+        self, result: asyncio.Future[tuple[int, int]], tp: TopicPartition, index: int,
         timestamp: int,
     ) -> None:
         self._result = result
-        self._topic_partition = topic_partition
+        self._topic_partition = tp
         self._index = index
         self._timestamp = timestamp
 
     def _metadata(self, base_offset: int, log_append_time: int) -> RecordMetadata:
         topic, partition = self._topic_partition
-        offset = -1 if base_offset < 0 else base_offset + self._index
-        timestamp = self._timestamp if log_append_time < 0 else log_append_time
-        return RecordMetadata(topic, partition, offset, timestamp)
+        return _new_tuple(RecordMetadata, (  # NamedTuple's own __new__ is slower
+            topic, partition,
+            -1 if base_offset < 0 else base_offset + self._index,
+            self._timestamp if log_append_time < 0 else log_append_time,
+        ))
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        base_offset, log_append_time = yield from self._result.__await__()
-        return self._metadata(base_offset, log_append_time)
+        result = self._result
+        if not result.done():
+            yield from result.__await__()
+        return self._metadata(*result.result())
 
     def done(self) -> bool:
         return self._result.done()
@@ -258,14 +263,13 @@ class ProducerBatch:
         topic_partition: TopicPartition,
         builder: RecordBatchBuilder,
         size_limit: int,
-        reserved: int,
         created_ms: int,
         result: asyncio.Future[tuple[int, int]],
     ) -> None:
         self.topic_partition = topic_partition
         self.builder = builder
         self.size_limit = size_limit  # uncompressed bytes the builder may reach
-        self.reserved = reserved  # bytes taken from buffer.memory
+        self.reserved = size_limit  # taken from buffer.memory: all the batch may grow to
         self.created_ms = created_ms
         self.result = result
         self.record_count = 0
@@ -326,11 +330,7 @@ class ClosedBatch:
         return (self.base_sequence + self.record_count - 1) & 0x7FFFFFFF
 
     def set_producer_state(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        base_sequence: int,
-        *,
+        self, producer_id: int, producer_epoch: int, base_sequence: int, *,
         is_transactional: bool = False,
     ) -> None:
         """Stamp idempotence (and transaction) fields into the built bytes, new CRC."""
@@ -431,6 +431,18 @@ class RecordAccumulator:
         self._drain_start = 0
         self._closed = False
 
+    @classmethod
+    def from_config(cls, config: ProducerConfig, **overrides: Any) -> RecordAccumulator:
+        """The accumulator a producer with ``config`` needs (``overrides``: e.g. a clock)."""
+        settings: dict[str, Any] = {
+            "batch_size": config.batch_size, "linger_ms": config.linger_ms,
+            "buffer_memory": config.buffer_memory, "max_block_ms": config.max_block_ms,
+            "compression": config.compression, "delivery_timeout_ms": config.delivery_timeout_ms,
+            "retry_backoff_ms": config.retry_backoff_ms,
+            "retry_backoff_max_ms": config.retry_backoff_max_ms,
+        }
+        return cls(**{**settings, **overrides})
+
     # --- appending ---------------------------------------------------------------------
 
     async def append(
@@ -453,59 +465,35 @@ class RecordAccumulator:
         """
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
+        size = RECORD_OVERHEAD_UPPER_BOUND
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if headers:
+            size += _headers_size(headers)
         tp = (topic, partition)
         batches = self._batches.get(tp)
         if batches:
             batch = batches[-1]
-            if not batch.full:
-                builder = batch.builder
-                size = RECORD_OVERHEAD_UPPER_BOUND
-                if key is not None:
-                    size += len(key)
-                if value is not None:
-                    size += len(value)
-                if headers:
-                    size += _headers_size(headers)
-                if builder.size_in_bytes + size <= batch.size_limit:
-                    builder.append(key, value, headers, timestamp)
-                    index = batch.record_count
-                    batch.record_count = index + 1
-                    if callback is not None:
-                        _add_thunk(batch, index, timestamp, callback)
-                    if want_future:
-                        return FutureRecordMetadata(batch.result, batch.topic_partition, index, timestamp)
-                    return None
-        return await self._append_new_batch(
-            tp, key, value, headers, timestamp, callback, want_future, abort_on_new_batch
-        )
-
-    async def _append_new_batch(
-        self,
-        tp: TopicPartition,
-        key: Buffer | None,
-        value: Buffer | None,
-        headers: Sequence[HeaderInput],
-        timestamp: int,
-        callback: RecordCallback | None,
-        want_future: bool,
-        abort_on_new_batch: bool,
-    ) -> FutureRecordMetadata | None:
+            if not batch.full and batch.builder.size_in_bytes + size <= batch.size_limit:
+                return _append_to(batch, key, value, headers, timestamp, callback, want_future)
         if self._closed:
             raise ClientClosedError("the producer is closed; no more records are accepted")
         if abort_on_new_batch:
             raise AbortForNewBatch()
-        record_size = (
-            V2_HEADER_SIZE + RECORD_OVERHEAD_UPPER_BOUND
-            + (0 if key is None else len(key)) + (0 if value is None else len(value))
-            + (_headers_size(headers) if headers else 0)
-        )
-        size_limit = max(self._size_limit(tp[0]), record_size)
+        size_limit = max(self._size_limit(topic), V2_HEADER_SIZE + size)
         if not self.pool.try_allocate(size_limit):
             await self.pool.allocate(size_limit, self.max_block_ms)
             if self._closed:
                 self.pool.release(size_limit)
                 raise ClientClosedError("the producer was closed while allocating memory")
-        batches = self._batches.get(tp)
+            batches = self._batches.get(tp)
+            if batches:  # another append made room while this one waited: use it
+                batch = batches[-1]
+                if not batch.full and batch.builder.size_in_bytes + size <= batch.size_limit:
+                    self.pool.release(size_limit)
+                    return _append_to(batch, key, value, headers, timestamp, callback, want_future)
         if batches is None:
             batches = self._batches[tp] = deque()
         elif batches:
@@ -513,18 +501,13 @@ class RecordAccumulator:
         result: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
         self._incomplete.add(result)
         batch = ProducerBatch(
-            tp, RecordBatchBuilder(compression=self.compression), size_limit, size_limit,
-            self.clock_ms(), result,
+            (topic, partition), RecordBatchBuilder(compression=self.compression),
+            size_limit, self.clock_ms(), result,
         )
+        batch.full = V2_HEADER_SIZE + size >= size_limit  # a record bigger than batch.size
         batches.append(batch)
-        batch.builder.append(key, value, headers, timestamp)
-        batch.record_count = 1
-        if record_size >= size_limit:
-            batch.full = True
         self.wakeup.set()
-        if callback is not None:
-            _add_thunk(batch, 0, timestamp, callback)
-        return FutureRecordMetadata(result, tp, 0, timestamp) if want_future else None
+        return _append_to(batch, key, value, headers, timestamp, callback, want_future)
 
     def _size_limit(self, topic: str) -> int:
         """Uncompressed bytes a batch may take so that it compresses to ~batch.size."""
@@ -746,7 +729,22 @@ def _headers_size(headers: Sequence[HeaderInput]) -> int:
     return size
 
 
-def _add_thunk(batch: ProducerBatch, index: int, timestamp: int, callback: RecordCallback) -> None:
-    if batch.thunks is None:
-        batch.thunks = []
-    batch.thunks.append((index, timestamp, callback))
+def _append_to(
+    batch: ProducerBatch,
+    key: Buffer | None,
+    value: Buffer | None,
+    headers: Sequence[HeaderInput],
+    timestamp: int,
+    callback: RecordCallback | None,
+    want_future: bool,
+) -> FutureRecordMetadata | None:
+    batch.builder.extend(((key, value, headers, timestamp),))  # one call less than append
+    index = batch.record_count
+    batch.record_count = index + 1
+    if callback is not None:
+        if batch.thunks is None:
+            batch.thunks = []
+        batch.thunks.append((index, timestamp, callback))
+    if want_future:
+        return FutureRecordMetadata(batch.result, batch.topic_partition, index, timestamp)
+    return None

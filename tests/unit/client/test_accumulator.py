@@ -21,6 +21,7 @@ from strom.client.accumulator import (
     RecordMetadata,
     RecordTooLargeError,
 )
+from strom.client.config import ProducerConfig
 from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
 from strom.protocol.compression import CompressionType
 from strom.protocol.error_codes import ErrorCode
@@ -201,6 +202,34 @@ def test_append_times_out_with_buffer_exhausted_when_nothing_is_released() -> No
             await accumulator.append("t", 3, None, b"x" * 2000)
 
     run(scenario)
+
+
+def test_appends_that_waited_for_the_same_partition_share_one_new_batch() -> None:
+    async def scenario() -> None:
+        accumulator = RecordAccumulator(batch_size=1024, buffer_memory=2048, linger_ms=0)
+        await accumulator.append("t", 0, None, b"x")
+        await accumulator.append("t", 1, None, b"x")
+        waiting = [asyncio.create_task(accumulator.append("t", 2, None, b"%d" % i)) for i in range(2)]
+        await asyncio.sleep(0)
+        for batch in accumulator.drain([("t", 0), ("t", 1)], 1 << 20).values():
+            batch.complete(0)
+        await asyncio.gather(*waiting)
+        (batch,) = accumulator.drain([("t", 2)], 1 << 20).values()
+        assert [bytes(r.value or b"") for r in decode_records(batch.buffer)] == [b"0", b"1"]
+        assert accumulator.pool.available == 1024  # the second waiter gave its memory back
+
+    run(scenario)
+
+
+def test_from_config_takes_the_producer_settings() -> None:
+    config = ProducerConfig.from_properties(
+        {"batch.size": "1000", "linger.ms": "7", "compression.type": "zstd", "buffer.memory": "5000"}
+    )
+    accumulator = RecordAccumulator.from_config(config)
+    assert (accumulator.batch_size, accumulator.linger_ms, accumulator.compression) == (
+        1000, 7, CompressionType.ZSTD,
+    )
+    assert accumulator.pool.total_memory == 5000 and accumulator.max_block_ms == 60_000
 
 
 def test_memory_waiters_are_served_in_order() -> None:
