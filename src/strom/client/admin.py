@@ -147,7 +147,11 @@ class AsyncAdmin:
     # -- topics --------------------------------------------------------------------------
     async def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
                             timeout_ms: int | None = None) -> dict[str, CreatedTopic]:
-        """Create ``topics`` (or only check them, ``validate_only``); name -> what was created."""
+        """Create ``topics`` (or only check them, ``validate_only``); name -> what was created.
+
+        ``timeout_ms`` is how long the controller may wait for the creation to complete
+        (default ``request.timeout.ms``); the client waits that plus ``request.timeout.ms``.
+        """
         wanted = {topic.name: topic for topic in topics}
 
         def build(_: int, names: list[str], broker_timeout: int) -> Message:
@@ -162,6 +166,7 @@ class AsyncAdmin:
         return await self._on_controller(wanted, CreateTopicsResponse, build, outcome, timeout_ms)
 
     async def delete_topics(self, names: Collection[str], timeout_ms: int | None = None) -> None:
+        """Delete topics by name; UNKNOWN_TOPIC_OR_PARTITION for one that does not exist (not retried)."""
         def build(version: int, names: list[str], broker_timeout: int) -> Message:
             if version >= 6:  # KIP-516: topics by name or id
                 return DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n) for n in names),
@@ -175,6 +180,7 @@ class AsyncAdmin:
         await self._on_controller(names, DeleteTopicsResponse, build, outcome, timeout_ms)
 
     async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
+        """Every topic, from one Metadata answer (never cached: an admin wants the current list)."""
         metadata = await self._metadata(None)
         return {name: TopicListing(name, info.topic_id, info.internal)
                 for name, info in sorted(metadata.topics.items())
