@@ -620,6 +620,11 @@ class RecordAccumulator:
             self._observe_ratio(batch.topic_partition[0], uncompressed, len(buffer))
         return ClosedBatch(batch, buffer, now_ms, self._deallocate)
 
+    def _discard(self, batch: ProducerBatch, now_ms: int, error: BaseException) -> None:
+        """Fail an unsent batch without building (compressing) bytes nobody will send."""
+        batch.full = True
+        ClosedBatch(batch, bytearray(), now_ms, self._deallocate).fail(error)
+
     def _deallocate(self, batch: ClosedBatch) -> None:
         self._incomplete.discard(batch.result)
         self.pool.release(batch.reserved)
@@ -657,10 +662,10 @@ class RecordAccumulator:
         expired = 0
         for tp, batches in self._batches.items():
             while batches and now - batches[0].created_ms >= self.delivery_timeout_ms:
-                closed = self._close(batches.popleft(), now)
-                closed.fail(KafkaTimeoutError(
-                    f"expiring {closed.record_count} record(s) for {tp[0]}-{tp[1]}: "
-                    f"{now - closed.created_ms} ms has passed since batch creation"
+                batch = batches.popleft()
+                self._discard(batch, now, KafkaTimeoutError(
+                    f"expiring {batch.record_count} record(s) for {tp[0]}-{tp[1]}: "
+                    f"{now - batch.created_ms} ms has passed since batch creation"
                 ))
                 expired += 1
         return expired
@@ -705,7 +710,7 @@ class RecordAccumulator:
         now = self.clock_ms()
         for batches in self._batches.values():
             while batches:
-                self._close(batches.popleft(), now).fail(error)
+                self._discard(batches.popleft(), now, error)
                 aborted += 1
         for retries in self._retries.values():
             while retries:
