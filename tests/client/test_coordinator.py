@@ -20,7 +20,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from strom.client.cluster import Cluster, TopicPartition
 from strom.client.config import ConsumerConfig
 from strom.client.coordinator import ConsumerCoordinator
-from strom.client.errors import KafkaError
 from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from tests.client.conftest import Kafka
 
@@ -135,7 +134,7 @@ def test_members_share_the_partitions_through_leaves_and_joins(kafka: Kafka, ass
             assert all(len(m.coordinator.assignment) == 2 for m in members)
             assert {m.coordinator.protocol_name for m in members} == {assignor}
             leaving = members.pop(1)
-            kept = {id(m): m.coordinator.assignment for m in members + [leaving]}
+            kept = {id(m): m.coordinator.assignment for m in [*members, leaving]}
             await leaving.close()
             assert leaving.listener.events[-1] == ("revoked", kept[id(leaving)])
             await until(lambda: _share(members, partitions), "two members taking over")
@@ -173,9 +172,13 @@ def test_commit_and_fetch_committed_round_trip(kafka: Kafka) -> None:
             await coordinator.commit({(topic, 0): OffsetAndMetadata(42, "checkpoint é", leader_epoch=0),
                                       (topic, 2): OffsetAndMetadata(7)})
             committed = await coordinator.fetch_committed([(topic, 0), (topic, 1), (topic, 2)])
-            assert committed == {(topic, 0): OffsetAndMetadata(42, "checkpoint é", 0 if kafka.kind == "strom"
-                                                               else committed[(topic, 0)].leader_epoch),  # type: ignore[union-attr]
-                                 (topic, 1): None, (topic, 2): OffsetAndMetadata(7)}
+            assert committed[(topic, 1)] is None and committed[(topic, 2)] == OffsetAndMetadata(7)
+            first = committed[(topic, 0)]
+            assert first is not None and first.offset == 42
+            if kafka.kind == "strom":
+                assert first == OffsetAndMetadata(42, "checkpoint é", 0)
+            else:  # Tansu 0.6 stores neither the metadata string nor the leader epoch
+                assert (first.metadata, first.leader_epoch) == ("", None)
         finally:
             await member.close()
 
@@ -234,6 +237,12 @@ def test_static_member_restart_gets_its_partitions_back_without_a_rebalance(kafk
             await restarting.close()  # a static member does not leave the group
             instance = restarting.coordinator.config.group_instance_id
             members.append(Member(kafka, group, {topic}, group_instance_id=instance).start())
+            if kafka.kind == "tansu":
+                # Tansu 0.6 has no static membership: the rejoining instance is a new member,
+                # and the others are made to rebalance.
+                await until(lambda: any(m.coordinator.need_rejoin or m.coordinator.generation != generation
+                                        for m in others), "the others rebalancing (Tansu)")
+                return
             await until(lambda: members[-1].settled, "the restarted member's join")
             assert members[-1].coordinator.assignment == before
             await asyncio.sleep(1.0)  # several heartbeats: a rebalance would show in them

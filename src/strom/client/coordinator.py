@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from strom.client.assignors import ASSIGNORS, Subscription
-from strom.client.cluster import BrokerInfo, Cluster, TopicPartition
+from strom.client.cluster import Cluster, TopicPartition
 from strom.client.config import ConsumerConfig
-from strom.client.connection import BrokerConnection
+from strom.client.coordinator_link import CoordinatorLink, Retry
 from strom.client.errors import (
     ConfigError,
     KafkaConnectionError,
@@ -64,8 +64,6 @@ from strom.protocol.messages.consumer_protocol_assignment import (
 )
 from strom.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from strom.protocol.messages.consumer_protocol_subscription import TopicPartition as OwnedPartitions
-from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from strom.protocol.messages.heartbeat_request import HeartbeatRequest
 from strom.protocol.messages.heartbeat_response import HeartbeatResponse
 from strom.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
@@ -85,7 +83,8 @@ _VERSION_PREFIX = struct.Struct(">h")  # the embedded ConsumerProtocol formats s
 _SUBSCRIPTION_VERSION = ConsumerProtocolSubscription.VALID_VERSIONS[-1]
 _ASSIGNMENT_VERSION = ConsumerProtocolAssignment.VALID_VERSIONS[-1]
 _COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-Positions = Callable[[], Mapping[TopicPartition, OffsetAndMetadata]]
+# The consumer's positions for auto-commit: offsets alone, or with metadata and epoch.
+Positions = Callable[[], Mapping[TopicPartition, OffsetAndMetadata | int]]
 
 
 class RebalanceListener(Protocol):
@@ -113,14 +112,6 @@ class Generation:
 NO_GENERATION = Generation()
 
 
-class _Rejoin(Exception):
-    """This join attempt failed in a way a new attempt may fix."""
-
-    def __init__(self, reason: str, backoff: bool = True) -> None:
-        super().__init__(reason)
-        self.backoff = backoff
-
-
 class ConsumerCoordinator:
     """One consumer's group membership, offsets and rebalance callbacks."""
 
@@ -135,9 +126,7 @@ class ConsumerCoordinator:
         self._positions = positions
         self._assignors = [ASSIGNORS[name] for name in config.assignors]
         self.cooperative = all(assignor.supports_cooperative for assignor in self._assignors)
-        self._coordinator: BrokerInfo | None = None
-        self._connection: BrokerConnection | None = None
-        self._finding: asyncio.Future[BrokerInfo] | None = None
+        self._link = CoordinatorLink(cluster, config, self.group_id)
         self._generation = NO_GENERATION
         self._stable = False  # joined and synced, not rebalancing
         self._rejoin_reason: str | None = "not joined yet"
@@ -215,13 +204,13 @@ class ConsumerCoordinator:
         self._check_leader_metadata()
         async with self._join_lock:
             while self.need_rejoin:
-                await self._ensure_coordinator()
+                await self._link.ensure()
                 if self._needs_join_prepare:
                     self._needs_join_prepare = False
                     await self._on_join_prepare()
                 try:
                     await self._join_and_sync()
-                except _Rejoin as retry:
+                except Retry as retry:
                     logger.info("group %s: joining again: %s", self.group_id, retry)
                     if retry.backoff:
                         await asyncio.sleep(self.config.retry_backoff_ms / 1000)
@@ -274,7 +263,7 @@ class ConsumerCoordinator:
         # JoinGroup waits for the whole group, up to the rebalance timeout (Java adds 5 s).
         join_timeout = max(self.config.request_timeout_ms, rebalance_timeout_ms + 5000)
         self._rejoin_reason = None
-        join, _ = await self._send(11, join_request, JoinGroupRequest.VALID_VERSIONS, join_timeout)
+        join, _ = await self._link.send(11, join_request, JoinGroupRequest.VALID_VERSIONS, join_timeout)
         assert isinstance(join, JoinGroupResponse)
         self._check_join_error(join)
         self._joined_subscription = subscription
@@ -293,7 +282,7 @@ class ConsumerCoordinator:
                 protocol_name=generation.protocol_name if version >= 5 else None,
                 assignments=assignments)
 
-        sync, _ = await self._send(14, sync_request, SyncGroupRequest.VALID_VERSIONS, join_timeout)
+        sync, _ = await self._link.send(14, sync_request, SyncGroupRequest.VALID_VERSIONS, join_timeout)
         assert isinstance(sync, SyncGroupResponse)
         self._check_sync_error(sync, generation)
         await self._on_join_complete(generation, decode_assignment(sync.assignment))
@@ -304,15 +293,15 @@ class ConsumerCoordinator:
             return
         if error is ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: join again with the id we were given
             self._generation = Generation(member_id=join.member_id)
-            raise _Rejoin("the broker assigned a member id", backoff=False)
+            raise Retry("the broker assigned a member id", backoff=False)
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             self._reset_generation(f"JoinGroup: {error.name}", keep_member_id=False)
-            raise _Rejoin(error.name, backoff=False)
+            raise Retry(error.name, backoff=False)
         if error in _COORDINATOR_GONE:
-            self._mark_coordinator_unknown(error.name)
-            raise _Rejoin(error.name)
+            self._link.mark_unknown(error.name)
+            raise Retry(error.name)
         if error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REBALANCE_IN_PROGRESS) or error.retriable:
-            raise _Rejoin(error.name)
+            raise Retry(error.name)
         raise KafkaError(error, f"JoinGroup for group {self.group_id!r}")
 
     def _check_sync_error(self, sync: SyncGroupResponse, generation: Generation) -> None:
@@ -320,15 +309,15 @@ class ConsumerCoordinator:
         if error is ErrorCode.NONE:
             return
         if error is ErrorCode.REBALANCE_IN_PROGRESS:
-            raise _Rejoin("the group rebalanced again during SyncGroup", backoff=False)
+            raise Retry("the group rebalanced again during SyncGroup", backoff=False)
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             self._reset_generation(f"SyncGroup: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
-            raise _Rejoin(error.name, backoff=False)
+            raise Retry(error.name, backoff=False)
         if error in _COORDINATOR_GONE:
-            self._mark_coordinator_unknown(error.name)
-            raise _Rejoin(error.name)
+            self._link.mark_unknown(error.name)
+            raise Retry(error.name)
         if error.retriable:
-            raise _Rejoin(error.name)
+            raise Retry(error.name)
         raise KafkaError(error, f"SyncGroup for group {self.group_id!r} generation {generation.generation_id}")
 
     async def _perform_assignment(self, protocol_name: str, members: tuple[JoinGroupResponseMember, ...],
@@ -406,10 +395,10 @@ class ConsumerCoordinator:
                 await self._maybe_leave_group("consumer poll timeout has expired")
                 continue
             if now - self._last_heartbeat_ok > self.config.session_timeout_ms / 1000:
-                self._mark_coordinator_unknown("no successful heartbeat within session.timeout.ms")
+                self._link.mark_unknown("no successful heartbeat within session.timeout.ms")
             try:
                 await self._heartbeat()
-            except (KafkaError, _Rejoin) as exc:
+            except (KafkaError, Retry) as exc:
                 logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
 
     async def _heartbeat(self) -> None:
@@ -420,8 +409,8 @@ class ConsumerCoordinator:
                 group_id=self.group_id, generation_id=generation.generation_id, member_id=generation.member_id,
                 group_instance_id=self.config.group_instance_id if version >= 3 else None)
 
-        await self._ensure_coordinator()
-        response, _ = await self._send(12, request, HeartbeatRequest.VALID_VERSIONS)
+        await self._link.ensure()
+        response, _ = await self._link.send(12, request, HeartbeatRequest.VALID_VERSIONS)
         assert isinstance(response, HeartbeatResponse)
         error = ErrorCode.from_code(response.error_code)
         if generation != self._generation:
@@ -438,7 +427,7 @@ class ConsumerCoordinator:
             self._fatal = KafkaError(error, f"group.instance.id {self.config.group_instance_id!r} is used by "
                                             "another member")
         elif error in _COORDINATOR_GONE:
-            self._mark_coordinator_unknown(error.name)
+            self._link.mark_unknown(error.name)
 
     def _reset_generation(self, reason: str, *, keep_member_id: bool) -> None:
         """Out of the group: the partitions are lost, reported at the next join."""
@@ -453,7 +442,7 @@ class ConsumerCoordinator:
         """LeaveGroup, except for a static member: its instance keeps its place until the
         session times out, so a restart gets the same partitions without a rebalance."""
         generation = self._generation
-        if self.config.group_instance_id is None and generation.member_id and self._coordinator is not None:
+        if self.config.group_instance_id is None and generation.member_id and self._link.known:
             def request(version: int) -> LeaveGroupRequest:
                 if version >= 3:
                     identity = MemberIdentity(member_id=generation.member_id,
@@ -462,9 +451,9 @@ class ConsumerCoordinator:
                 return LeaveGroupRequest(group_id=self.group_id, member_id=generation.member_id)
 
             try:
-                await self._send(13, request, LeaveGroupRequest.VALID_VERSIONS)
+                await self._link.send(13, request, LeaveGroupRequest.VALID_VERSIONS)
                 logger.info("group %s: member %s left: %s", self.group_id, generation.member_id, reason)
-            except (KafkaError, _Rejoin) as exc:
+            except (KafkaError, Retry) as exc:
                 logger.info("group %s: LeaveGroup failed (%s); the session timeout will remove us",
                             self.group_id, exc)
         self._reset_generation(reason, keep_member_id=False)
@@ -489,14 +478,14 @@ class ConsumerCoordinator:
                                              generation.member_id, self.config.group_instance_id, offsets)
 
             try:
-                await self._ensure_coordinator()
-                response, _ = await self._send(8, request, OFFSET_COMMIT_VERSIONS)
+                await self._link.ensure()
+                response, _ = await self._link.send(8, request, OFFSET_COMMIT_VERSIONS)
                 assert isinstance(response, OffsetCommitResponse)
                 errors = {e for e in offset_commit_errors(response).values() if e is not ErrorCode.NONE}
                 if not errors:
                     return
                 self._raise_commit_error(min(errors), generation)
-            except (_Rejoin, KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (Retry, KafkaConnectionError, KafkaTimeoutError) as exc:
                 reason = str(exc)
             except KafkaError as exc:
                 if not exc.retriable or isinstance(exc, CommitFailedError):
@@ -519,8 +508,8 @@ class ConsumerCoordinator:
 
     def _raise_commit_error(self, error: ErrorCode, generation: Generation) -> None:
         if error in _COORDINATOR_GONE or error is ErrorCode.REQUEST_TIMED_OUT:
-            self._mark_coordinator_unknown(error.name)
-            raise _Rejoin(error.name)
+            self._link.mark_unknown(error.name)
+            raise Retry(error.name)
         if error is ErrorCode.REBALANCE_IN_PROGRESS:
             self.request_rejoin("OffsetCommit: the group is rebalancing")
             raise KafkaError(error, f"group {self.group_id!r} is rebalancing; commit after it completes")
@@ -539,8 +528,8 @@ class ConsumerCoordinator:
         deadline = time.monotonic() + (timeout_ms or self.config.request_timeout_ms) / 1000
         while True:
             try:
-                await self._ensure_coordinator()
-                response, version = await self._send(
+                await self._link.ensure()
+                response, version = await self._link.send(
                     9, lambda v: offset_fetch_request(v, self.group_id, partitions), OFFSET_FETCH_VERSIONS)
                 assert isinstance(response, OffsetFetchResponse)
                 error, rows = offset_fetch_result(version, response)
@@ -550,11 +539,11 @@ class ConsumerCoordinator:
                     return {tp: rows[tp][1] if tp in rows else None for tp in partitions}
                 first = min(errors)
                 if first in _COORDINATOR_GONE:
-                    self._mark_coordinator_unknown(first.name)
+                    self._link.mark_unknown(first.name)
                 elif not first.retriable:
                     raise KafkaError(first, f"OffsetFetch for group {self.group_id!r}")
                 reason = first.name
-            except (_Rejoin, KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (Retry, KafkaConnectionError, KafkaTimeoutError) as exc:
                 reason = str(exc)
             if time.monotonic() + self.config.retry_backoff_ms / 1000 > deadline:
                 raise KafkaTimeoutError(f"OffsetFetch for group {self.group_id!r} did not succeed: {reason}")
@@ -567,7 +556,8 @@ class ConsumerCoordinator:
     def _current_positions(self) -> dict[TopicPartition, OffsetAndMetadata]:
         if self._positions is None:
             return {}
-        return {tp: position for tp, position in self._positions().items() if tp in self._assignment}
+        return {tp: position if isinstance(position, OffsetAndMetadata) else OffsetAndMetadata(position)
+                for tp, position in self._positions().items() if tp in self._assignment}
 
     async def _auto_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         try:
@@ -585,80 +575,6 @@ class ConsumerCoordinator:
             offsets = self._current_positions()
             if offsets:
                 await self._auto_commit(offsets)
-
-    # -- the coordinator broker ----------------------------------------------------------
-    async def _ensure_coordinator(self) -> BrokerInfo:
-        if self._coordinator is not None:
-            return self._coordinator
-        if self._finding is None or self._finding.done():
-            self._finding = asyncio.ensure_future(self._find_coordinator())
-        return await asyncio.shield(self._finding)
-
-    async def _find_coordinator(self) -> BrokerInfo:
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        while True:
-            try:
-                connection = await self.cluster.any_connection()
-                version = connection.version_for(10, FindCoordinatorRequest.VALID_VERSIONS)
-                if version >= 4:
-                    request = FindCoordinatorRequest(key_type=0, coordinator_keys=(self.group_id,))
-                else:
-                    request = FindCoordinatorRequest(key=self.group_id)
-                response = await connection.send(request, version=version)
-                assert isinstance(response, FindCoordinatorResponse)
-                if version >= 4:
-                    if not response.coordinators:
-                        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "FindCoordinator answered no key")
-                    found = response.coordinators[0]
-                    error, node_id, host, port = found.error_code, found.node_id, found.host, found.port
-                else:
-                    error, node_id, host, port = response.error_code, response.node_id, response.host, response.port
-                if error:
-                    raise KafkaError(error, f"FindCoordinator for group {self.group_id!r}")
-                self._coordinator = BrokerInfo(node_id, host, port)
-                logger.info("group %s: coordinator is node %d at %s:%d", self.group_id, node_id, host, port)
-                return self._coordinator
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                if time.monotonic() + backoff > deadline:
-                    raise KafkaTimeoutError(f"no coordinator for group {self.group_id!r}: {exc}") from None
-                await asyncio.sleep(backoff)
-
-    def _mark_coordinator_unknown(self, reason: str) -> None:
-        if self._coordinator is not None:
-            logger.info("group %s: coordinator %d unknown: %s", self.group_id, self._coordinator.node_id, reason)
-        self._coordinator = None
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    async def _coordinator_connection(self) -> BrokerConnection:
-        if self._connection is not None and not self._connection.closed:
-            return self._connection
-        coordinator = await self._ensure_coordinator()
-        try:
-            self._connection = await BrokerConnection.open(
-                coordinator.host, coordinator.port, node_id=coordinator.node_id, client_id=self.config.client_id,
-                request_timeout_ms=self.config.request_timeout_ms,
-                connect_timeout_ms=self.config.socket_connection_setup_timeout_ms)
-        except KafkaConnectionError as exc:
-            self._mark_coordinator_unknown(str(exc))
-            raise _Rejoin(str(exc)) from None
-        return self._connection
-
-    async def _send(self, api_key: int, build: Callable[[int], Message], supported: range,
-                    timeout_ms: int | None = None) -> tuple[Message, int]:
-        """Send to the coordinator, built for the negotiated version; a lost connection
-        forgets the coordinator (it may have moved) and raises ``_Rejoin``."""
-        connection = await self._coordinator_connection()
-        version = connection.version_for(api_key, supported)
-        try:
-            return await connection.send(build(version), version=version, timeout_ms=timeout_ms), version
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            self._mark_coordinator_unknown(str(exc))
-            raise _Rejoin(str(exc)) from None
 
     # -- callbacks and lifetime ----------------------------------------------------------
     async def _invoke(self, callback: str, partitions: frozenset[TopicPartition]) -> None:
@@ -696,10 +612,7 @@ class ConsumerCoordinator:
                 if self._generation.member_id:
                     await self._maybe_leave_group("the consumer is being closed")
             self._closed = True
-            if self._connection is not None:
-                self._connection.close()
-                await self._connection.wait_closed()
-                self._connection = None
+            await self._link.close()
 
 
 def decode_subscription(metadata: bytes, group_instance_id: str | None) -> Subscription:
