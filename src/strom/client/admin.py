@@ -44,7 +44,6 @@ from strom.client.admin_types import (
     ListOffsetsResult,
     MemberDescription,
     NewTopic,
-    OffsetAndMetadata,
     OffsetSpec,
     PartitionDescription,
     TopicDescription,
@@ -55,6 +54,7 @@ from strom.client.admin_types import (
 from strom.client.cluster import Cluster, ClusterMetadata
 from strom.client.config import AdminConfig
 from strom.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, raise_for
+from strom.client.offsets import OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages import create_partitions_request as cpq
@@ -334,7 +334,8 @@ class AsyncAdmin:
                 raise_for(p.error_code, f"group {group_id!r} {topic}-{p.partition_index}")
                 if p.committed_offset >= 0:
                     offsets[TopicPartition(topic, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.metadata, p.committed_leader_epoch)
+                        p.committed_offset, p.metadata or "",
+                        p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None)
             return offsets
 
         return await self._on_coordinator(group_id, fetch)
@@ -354,7 +355,8 @@ class AsyncAdmin:
             value = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
             by_topic[tp.topic].append(ocq.OffsetCommitRequestPartition(
                 partition_index=tp.partition, committed_offset=value.offset,
-                committed_leader_epoch=value.leader_epoch, committed_metadata=value.metadata))
+                committed_leader_epoch=-1 if value.leader_epoch is None else value.leader_epoch,
+                committed_metadata=value.metadata))
         request = ocq.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                                           topics=tuple(ocq.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
                                                        for t, ps in by_topic.items()))

@@ -168,13 +168,6 @@ class ListOffsetsResult:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    offset: int
-    metadata: str | None = None
-    leader_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
 class Lag:
     committed: int
     end_offset: int
