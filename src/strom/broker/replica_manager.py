@@ -71,9 +71,12 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------
     def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append one partition's records; raises ``StorageError`` with the Kafka error."""
-        log = self._log(topic, partition)
+        log = self.log_manager.get_log(topic, partition)
+        if log is None:
+            raise StorageError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=True)
-        self._wake((topic, partition))
+        if self._waiters:  # long-polling fetches, if any
+            self._wake((topic, partition))
         return result
 
     # -- fetch ---------------------------------------------------------------------------
@@ -113,12 +116,6 @@ class ReplicaManager:
     def _wake(self, key: TopicPartition) -> None:
         for future in self._waiters.pop(key, ()):
             _resolve(future)
-
-    def _log(self, topic: str, partition: int) -> Log:
-        log = self.log_manager.get_log(topic, partition)
-        if log is None:
-            raise StorageError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return log
 
 
 def _bounds(log: Log) -> FetchResult:

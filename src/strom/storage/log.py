@@ -47,7 +47,7 @@ import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -58,6 +58,7 @@ from strom.protocol.records import (
     set_log_append_time,
     validate_crc,
 )
+from strom.protocol.records.header import ATTR_CONTROL, LOG_OVERHEAD
 from strom.protocol.records.legacy import assign_offsets
 from strom.storage.config import LogConfig
 from strom.storage.errors import InvalidRecordsError, KafkaStorageError, OffsetOutOfRangeError
@@ -66,7 +67,6 @@ from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log_segments import LogSegments
 from strom.storage.producer_state import (
     NO_PRODUCER_ID,
-    ProducerAppendInfo,
     ProducerBatch,
     ProducerStateManager,
     producer_batch,
@@ -91,9 +91,12 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "txn_committed"  # read_committed consumers
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What a produce response needs: Kafka's LogAppendInfo, trimmed."""
+class AppendResult(NamedTuple):
+    """What a produce response needs: Kafka's LogAppendInfo, trimmed.
+
+    A NamedTuple rather than a frozen dataclass: one is made per produce request, and a
+    frozen dataclass's ``__init__`` costs three times as much.
+    """
 
     base_offset: int
     last_offset: int
@@ -219,21 +222,29 @@ class Log:
         last five batches writes nothing and returns the original offsets with
         ``duplicate=True``. ``from_client`` refuses control batches (transaction markers
         come from the coordinator, never from a producer), as Kafka's client origin does.
+
+        Every batch header is parsed once, by the CRC check; the producer state gets
+        the same header with the offset and epoch it was given (``_assign_offsets``).
         """
         buffer = records if isinstance(records, bytearray) else bytearray(records)
-        headers = self._validate(buffer, from_client)
+        headers, legacy, idempotent = self._validate(buffer, from_client)
         with self._lock:
             if self.offline or self.closed:
                 raise KafkaStorageError(f"{self} is offline or closed")
-            duplicate = self._find_duplicate(headers)
-            if duplicate is not None:
-                return duplicate
+            if idempotent:
+                duplicate = self._find_duplicate(headers)
+                if duplicate is not None:
+                    return duplicate
             now = self.clock() if now_ms is None else now_ms
             append_time = now if self.config.log_append_time else -1
             base_offset = self._log_end_offset
-            buffer, batches = self._assign_offsets(buffer, headers, base_offset,
-                                                   leader_epoch, append_time)
-            producers = self._prepare_producers(buffer, batches, headers)
+            if legacy:
+                buffer = self._assign_legacy_offsets(buffer, headers, base_offset)
+                headers = list(iter_batches(buffer))
+            batches, producer_batches = _assign_offsets(buffer, headers, base_offset,
+                                                        leader_epoch, append_time)
+            producers = self.producer_state.prepare(producer_batches) \
+                if producer_batches else None
             segment = self._maybe_roll(len(buffer), batches, now)
             try:
                 segment.append(buffer, batches)
@@ -257,68 +268,42 @@ class Log:
                                     self._log_start_offset, duplicate=True)
         return None
 
-    def _prepare_producers(self, buffer: bytearray, batches: list[AppendedBatch],
-                           headers: list[tuple[int, BatchHeader]]) -> ProducerAppendInfo | None:
-        """Validate sequences and epochs against the final offsets; raises, writes nothing."""
-        if all(header.producer_id == NO_PRODUCER_ID for _, header in headers):
-            return None
-        producer_batches: list[ProducerBatch] = []
-        for batch in batches:
-            header = read_batch_header(buffer, batch.position)
-            if header.magic == 2 and header.producer_id != NO_PRODUCER_ID:
-                producer_batches.append(producer_batch(buffer, batch.position, header))
-        return self.producer_state.prepare(producer_batches)
-
-    def _validate(self, buffer: bytearray, from_client: bool) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buffer: bytearray, from_client: bool
+                  ) -> tuple[list[tuple[int, BatchHeader]], bool, bool]:
+        """Every entry's header, CRC-checked; and whether any is v0/v1, any has a producer id."""
         if not buffer:
             raise InvalidRecordsError("an empty record set", ErrorCode.CORRUPT_MESSAGE)
-        if len(buffer) > self.config.segment_bytes:
+        size = len(buffer)
+        config = self.config
+        if size > config.segment_bytes:
             raise InvalidRecordsError(
-                f"{len(buffer)} bytes exceed segment.bytes={self.config.segment_bytes}",
+                f"{size} bytes exceed segment.bytes={config.segment_bytes}",
                 ErrorCode.RECORD_LIST_TOO_LARGE)
+        max_batch_size = config.max_message_bytes
         headers: list[tuple[int, BatchHeader]] = []
+        legacy = idempotent = False
         position = 0
-        while position < len(buffer):
+        while position < size:
             try:
-                header = validate_crc(buffer, position,
-                                      max_batch_size=self.config.max_message_bytes)
+                header = validate_crc(buffer, position, max_batch_size=max_batch_size)
             except ProtocolError as exc:
                 raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
-            if header.magic == 2 and header.records_count != header.last_offset_delta + 1:
-                raise InvalidRecordsError(
-                    f"batch at {position} has {header.records_count} records but last "
-                    f"offset delta {header.last_offset_delta}", ErrorCode.INVALID_RECORD)
-            if from_client and header.is_control:
-                raise InvalidRecordsError(
-                    f"control batch at {position} in a client's records", ErrorCode.INVALID_RECORD)
-            headers.append((position, header))
-            position += header.size
-        return headers
-
-    def _assign_offsets(
-        self, buffer: bytearray, headers: list[tuple[int, BatchHeader]], base_offset: int,
-        leader_epoch: int, append_time: int,
-    ) -> tuple[bytearray, list[AppendedBatch]]:
-        if any(header.magic < 2 for _, header in headers):
-            buffer = self._assign_legacy_offsets(buffer, headers, base_offset)
-            headers = list(iter_batches(buffer))
-        next_offset = base_offset
-        batches: list[AppendedBatch] = []
-        for position, header in headers:
-            max_timestamp = header.max_timestamp
             if header.magic == 2:
-                _INT64.pack_into(buffer, position, next_offset)
-                if leader_epoch >= 0:
-                    _INT32.pack_into(buffer, position + 12, leader_epoch)
-                last_offset = next_offset + header.last_offset_delta
+                if header.records_count != header.last_offset_delta + 1:
+                    raise InvalidRecordsError(
+                        f"batch at {position} has {header.records_count} records but last "
+                        f"offset delta {header.last_offset_delta}", ErrorCode.INVALID_RECORD)
+                if from_client and header.attributes & ATTR_CONTROL:
+                    raise InvalidRecordsError(
+                        f"control batch at {position} in a client's records",
+                        ErrorCode.INVALID_RECORD)
+                if header.producer_id != NO_PRODUCER_ID:
+                    idempotent = True
             else:
-                last_offset = header.base_offset  # v0/v1 store their last offset
-            if append_time >= 0 and header.magic > 0:
-                set_log_append_time(buffer, position, append_time)
-                max_timestamp = append_time
-            batches.append(AppendedBatch(position, last_offset, max_timestamp, header.size))
-            next_offset = last_offset + 1
-        return buffer, batches
+                legacy = True  # v0/v1 carry no producer id (BatchHeader holds -1)
+            headers.append((position, header))
+            position += header.batch_length + LOG_OVERHEAD
+        return headers, legacy, idempotent
 
     def _assign_legacy_offsets(self, buffer: bytearray, headers: list[tuple[int, BatchHeader]],
                                base_offset: int) -> bytearray:
@@ -569,12 +554,58 @@ class Log:
             return clean
 
 
+def _assign_offsets(
+    buffer: bytearray, headers: list[tuple[int, BatchHeader]], base_offset: int,
+    leader_epoch: int, append_time: int,
+) -> tuple[list[AppendedBatch], list[ProducerBatch]]:
+    """Write offsets, epoch and append time into v2 batches (v0/v1 have theirs already).
+
+    Returns the batches for the segment, and the batches with a producer id for the
+    producer state, each with its header as now written: the validated header with the
+    new offset and epoch (the only fields changed), or read again if the append time
+    rewrote attributes, max timestamp and CRC.
+    """
+    next_offset = base_offset
+    batches: list[AppendedBatch] = []
+    producer_batches: list[ProducerBatch] = []
+    for position, header in headers:
+        max_timestamp = header.max_timestamp
+        size = header.batch_length + LOG_OVERHEAD
+        if header.magic == 2:
+            _INT64.pack_into(buffer, position, next_offset)
+            epoch = header.partition_leader_epoch
+            if leader_epoch >= 0:
+                _INT32.pack_into(buffer, position + 12, leader_epoch)
+                epoch = leader_epoch
+            last_offset = next_offset + header.last_offset_delta
+            if append_time >= 0:
+                set_log_append_time(buffer, position, append_time)
+                max_timestamp = append_time
+                if header.producer_id != NO_PRODUCER_ID:
+                    producer_batches.append(
+                        producer_batch(buffer, position, read_batch_header(buffer, position)))
+            elif header.producer_id != NO_PRODUCER_ID:
+                written = BatchHeader._make((next_offset, header.batch_length, epoch, *header[3:]))
+                producer_batches.append(producer_batch(buffer, position, written))
+        else:
+            last_offset = header.base_offset  # v0/v1 store their last offset
+            if append_time >= 0 and header.magic > 0:
+                set_log_append_time(buffer, position, append_time)
+                max_timestamp = append_time
+        batches.append(AppendedBatch(position, last_offset, max_timestamp, size))
+        next_offset = last_offset + 1
+    return batches, producer_batches
+
+
 def _time_waited_for_roll(segment: LogSegment, batches: list[AppendedBatch], now: int) -> int:
     """Kafka's rule for ``segment.ms``: by record time when both batches carry one
     (the new batches' max timestamp minus the segment's first), else by wall clock
     since the segment was created.
     """
-    newest = max(batch.max_timestamp for batch in batches)
+    newest = batches[0].max_timestamp
+    for batch in batches:  # a loop: cheaper than max() over a generator for one batch
+        if batch.max_timestamp > newest:
+            newest = batch.max_timestamp
     if segment.first_batch_timestamp >= 0 and newest >= 0:
         return newest - segment.first_batch_timestamp
     return now - segment.created_ms

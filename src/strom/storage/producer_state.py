@@ -129,7 +129,7 @@ class ProducerStateEntry:
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(self.producer_id, self.producer_epoch, self.coordinator_epoch,
                                   self.current_txn_first_offset, self.last_timestamp,
-                                  deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN))
+                                  deque(self.batches, NUM_BATCHES_TO_RETAIN))
 
     def find_duplicate(self, epoch: int, first_sequence: int,
                        last_sequence: int) -> BatchMetadata | None:
@@ -161,10 +161,10 @@ class ProducerBatch(NamedTuple):
     @property
     def metadata(self) -> BatchMetadata:
         header = self.header
+        delta = header.last_offset_delta
         return BatchMetadata(
-            header.base_sequence,
-            increment_sequence(header.base_sequence, header.last_offset_delta),
-            header.base_offset, header.last_offset, header.max_timestamp)
+            header.base_sequence, increment_sequence(header.base_sequence, delta),
+            header.base_offset, header.base_offset + delta, header.max_timestamp)
 
 
 class ProducerAppendInfo:
@@ -174,6 +174,7 @@ class ProducerAppendInfo:
         self.manager = manager
         self.validate = validate
         self.entries: dict[int, ProducerStateEntry] = {}
+        self.opens_transaction = False  # a batch began a transaction
 
     def _entry(self, producer_id: int) -> ProducerStateEntry:
         entry = self.entries.get(producer_id)
@@ -193,12 +194,14 @@ class ProducerAppendInfo:
         if self.validate:
             self._check_sequence(entry, header)
         entry.add_batch(header.producer_epoch, batch.metadata)
-        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+        transactional = header.is_transactional
+        if entry.current_txn_first_offset >= 0 and not transactional:
             raise InvalidTxnStateError(
                 f"producer {header.producer_id} wrote a non-transactional batch at offset "
                 f"{header.base_offset} while its transaction is open")
-        if header.is_transactional and entry.current_txn_first_offset < 0:
+        if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
+            self.opens_transaction = True
 
     def _check_epoch(self, entry: ProducerStateEntry, header: BatchHeader) -> None:
         # Kafka 2.7+ answers a Produce with an old epoch INVALID_PRODUCER_EPOCH, not
@@ -272,7 +275,11 @@ class ProducerStateManager:
     def complete(self, info: ProducerAppendInfo) -> None:
         """Apply a prepared append once its batches are in the log."""
         self.producers.update(info.entries)
-        self._update_first_unstable_offset()
+        # ``first_unstable_offset`` is None only while no producer has an open
+        # transaction, and stays so unless this append opened one: no scan of every
+        # producer on each append of an idempotent, non-transactional producer.
+        if self.first_unstable_offset is not None or info.opens_transaction:
+            self._update_first_unstable_offset()
 
     def _update_first_unstable_offset(self) -> None:
         offsets = [entry.current_txn_first_offset for entry in self.producers.values()
@@ -332,6 +339,7 @@ class ProducerStateManager:
             break
         replay = self.prepare(iter_producer_batches(self.fs, segments, start), validate=False)
         self.complete(replay)
+        self._update_first_unstable_offset()  # the snapshot's open transactions too
         self.remove_expired_producers(now_ms)
 
 

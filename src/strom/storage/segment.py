@@ -46,6 +46,7 @@ would need the same care as the zero tail, and it only helps once retention dele
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -213,7 +214,12 @@ class LogSegment:
                  self.first_batch_timestamp, self._bytes_since_index,
                  self.offset_index.entries, self.time_index.entries)
         try:
-            write_fully(self.fs, self.fd, buffer, start)
+            # One pwrite nearly always writes it all; write_fully's loop only for the rest.
+            written = self.fs.pwrite(self.fd, buffer, start)
+            if written != len(buffer):
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, "write made no progress")
+                write_fully(self.fs, self.fd, memoryview(buffer)[written:], start + written)
             for batch in batches:
                 self._index_batch(start + batch.position, batch.last_offset,
                                   batch.max_timestamp, batch.size)

@@ -2,25 +2,38 @@
 
 On one node acks=1 and acks=-1 mean the same: the append is in the log (and, with
 ``flush.messages=1``, on disk) before the answer.
+
+This is the broker's hottest path (one request per batch at linger 0), so the answer
+is built with the generated codec's twin classes (``_New_*``, see
+``tools/codegen/emit.py``): the same frozen dataclasses, built with plain slot stores
+instead of ``object.__setattr__`` per field — 0.6 µs instead of 3.3 µs for a
+one-partition answer. Every field is positional there, defaults included.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from strom.protocol.messages.produce_response import (
+    LeaderIdAndEpoch,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
+    _New_PartitionProduceResponse,
+    _New_ProduceResponse,
+    _New_TopicProduceResponse,
 )
 from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from strom.broker.broker import Broker
+    from strom.broker.replica_manager import ReplicaManager
     from strom.protocol.headers import Request
 
 logger = logging.getLogger(__name__)
@@ -28,38 +41,46 @@ logger = logging.getLogger(__name__)
 API_KEY = 0
 VERSIONS = range(0, 12)
 
+_BUFFERS = (bytes, bytearray, memoryview)
+_NO_LEADER = LeaderIdAndEpoch()  # the schema's default: no current_leader to report
+
+# The twins, typed as what they build (a cast here rather than one per call).
+_new_response = cast("Callable[..., ProduceResponse]", _New_ProduceResponse)
+_new_topic_response = cast("Callable[..., TopicProduceResponse]", _New_TopicProduceResponse)
+_new_partition_response = cast("Callable[..., PartitionProduceResponse]", _New_PartitionProduceResponse)
+
 
 async def handle(broker: Broker, request: Request) -> Message | None:
     body = request.body
     assert isinstance(body, ProduceRequest)
-    if body.acks not in (0, 1, -1):
+    acks = body.acks
+    if acks not in (0, 1, -1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
-        responses = tuple(
+        return ProduceResponse(responses=tuple(
             TopicProduceResponse(t.name, tuple(PartitionProduceResponse(p.index, error) for p in t.partition_data))
             for t in body.topic_data
-        )
-    else:
-        responses = tuple(
-            TopicProduceResponse(t.name, tuple(_append(broker, t.name, p) for p in t.partition_data))
-            for t in body.topic_data
-        )
-    return None if body.acks == 0 else ProduceResponse(responses=responses)
+        ))
+    replica_manager = broker.replica_manager
+    responses = []
+    for topic in body.topic_data:
+        name = topic.name
+        partitions = [_append(replica_manager, name, data) for data in topic.partition_data]
+        responses.append(_new_topic_response(name, tuple(partitions)))
+    if acks == 0:
+        return None
+    return _new_response(tuple(responses), 0, ())
 
 
-def _append(broker: Broker, topic: str, data: PartitionProduceData) -> PartitionProduceResponse:
+def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData) -> PartitionProduceResponse:
     records = data.records
-    if not isinstance(records, bytes | bytearray | memoryview):  # null records
+    if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
     try:  # the log refuses empty sets and missing partitions with Kafka's codes
-        result = broker.replica_manager.append(topic, data.index, records)
+        result = replica_manager.append(topic, data.index, records)
     except StorageError as exc:
         logger.info("produce to %s-%d refused: %s", topic, data.index, exc)
         return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))
-    return PartitionProduceResponse(
-        index=data.index,
-        error_code=0,
-        base_offset=result.base_offset,
-        log_append_time_ms=result.log_append_time,
-        log_start_offset=result.log_start_offset,
+    return _new_partition_response(
+        data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset,
+        (), None, _NO_LEADER,
     )
-

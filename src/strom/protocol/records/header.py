@@ -152,6 +152,10 @@ class BatchHeader(NamedTuple):
         return self.batch_length + LOG_OVERHEAD
 
 
+_make_header: Final = BatchHeader._make
+_V2_MIN_LENGTH: Final = MIN_LENGTH[2]
+
+
 def _corrupt(reason: str) -> ProtocolError:
     return ProtocolError(reason, error_code=ErrorCode.CORRUPT_MESSAGE)
 
@@ -185,8 +189,14 @@ def read_batch_header(
     if magic == 2:
         if pos + V2_HEADER_SIZE > len(buf):
             raise _corrupt(f"truncated batch header at position {pos}")
-        header = BatchHeader._make(_V2_HEADER.unpack_from(buf, pos))
-        _check_length(buf, pos, header.batch_length, 2, max_batch_size)
+        header = _make_header(_V2_HEADER.unpack_from(buf, pos))
+        batch_length = header.batch_length
+        if (  # _check_length's conditions, inline: this runs for every batch produced
+            batch_length < _V2_MIN_LENGTH
+            or pos + LOG_OVERHEAD + batch_length > len(buf)
+            or (max_batch_size is not None and batch_length + LOG_OVERHEAD > max_batch_size)
+        ):
+            _check_length(buf, pos, batch_length, 2, max_batch_size)  # raises, saying which
         if header.records_count < 0 or header.last_offset_delta < -1:
             raise _corrupt(f"negative record count or offset delta at position {pos}")
         return header
@@ -207,7 +217,7 @@ def read_batch_header(
 
 def compute_crc(buf: Buffer, pos: int, header: BatchHeader) -> int:
     """The CRC the entry at ``pos`` should carry, over exactly the bytes its magic covers."""
-    end = pos + header.size
+    end = pos + header.batch_length + LOG_OVERHEAD
     with memoryview(buf) as view:
         if header.magic == 2:
             return int(crc32c(view[pos + V2_ATTRIBUTES_OFFSET : end]))
