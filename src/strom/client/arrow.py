@@ -316,6 +316,8 @@ def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> No
                 previous = step
                 continue
             room = min((end - pos) // step, run)
+            if not room:
+                break  # the record overruns the section
             same = _leading(arena[pos : pos + room * step : step], arena[pos])
             if arena[pos] >= 0x80:
                 same = _leading(arena[pos + 1 : pos + same * step : step], arena[pos + 1])
