@@ -2,38 +2,34 @@
 
 The output has the schema of Spark's Kafka source (``key binary, value binary, topic
 string, partition int, offset long, timestamp timestamp, timestampType int`` and, when
-asked, ``headers array<struct<key string, value binary>>``), so a batch reaches Spark
-without a conversion. ``timestamp`` is ``timestamp[us, tz=UTC]``: Spark's ArrowUtils maps
-``TimestampType`` to Arrow ``Timestamp(MICROSECOND, <time zone>)`` in both directions,
-so microseconds with a zone are read as they are; milliseconds would need a cast, and a
-zoneless timestamp would arrive as ``TimestampNTZType``. A Kafka timestamp outside the
-int64 microsecond range (beyond year +-292,000) becomes a null.
+asked, ``headers array<struct<key string, value binary>>``). ``timestamp`` is
+``timestamp[us, tz=UTC]`` because Spark's ArrowUtils maps ``TimestampType`` to Arrow
+``Timestamp(MICROSECOND, <zone>)`` both ways: milliseconds would need a cast, and a
+zoneless timestamp would arrive as ``TimestampNTZType``. Kafka timestamps beyond the
+int64 microsecond range (year +-292,000) become nulls.
 
-Why it is fast: no Python object is made per record. A fetch is decoded in three steps:
+No Python object is made per record. A fetch is decoded in three steps:
 
-1. Per batch (Python, a few microseconds each): header, CRC, aborted transactions,
-   control batches, offset range, decompression. Record sections that need decoding
-   are collected in one buffer (the fetch itself when nothing is compressed).
-2. Record starts: the one sequential step, as each record starts after the previous
-   one's varint length. When a section divides evenly into ``records_count`` records of
-   the first record's size (fixed-size records, the common case for many producers)
-   the starts are an arithmetic series, checked with numpy; otherwise a tight Python
-   loop reads one 2-byte table entry per record (~120 ns).
-3. Everything else is numpy over all records of the fetch at once: varint fields are
-   gathered field by field (extra rounds only for the records whose varints continue),
-   and key/value/header columns are cut out of the buffer by Arrow's ``take`` over an
-   array whose slots alternate between a field and the gap to the next one.
+1. Per batch (Python): header, CRC, aborted transactions, control batches, offset
+   range, decompression. The record sections to decode are gathered in one buffer,
+   the "arena" (the fetch itself when nothing was compressed).
+2. Record starts, the one sequential step (a record starts after the previous one's
+   varint length): a Python loop with one table lookup per record, and runs of
+   equal-size records counted in C (see ``_walk``).
+3. Everything else is numpy over all records of the fetch at once: varints by byte-pair
+   tables, and key/value/header columns cut out of the arena by Arrow's ``take``.
 
 Validation matches ``strom.protocol.records.decode_records`` (CRC, field bounds, record
-lengths, record counts); the one difference is that without ``include_headers`` the
-headers of a record are not parsed, only bounded by its length.
+lengths and counts), except that without ``include_headers`` headers are not parsed,
+only bounded by their record's length.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Final, NamedTuple, Protocol
+from itertools import accumulate
+from typing import Any, Final, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -79,27 +75,25 @@ KAFKA_SCHEMA: Final = pa.schema([
 KAFKA_SCHEMA_WITH_HEADERS: Final = KAFKA_SCHEMA.append(pa.field("headers", HEADERS_TYPE))
 
 _MAX_TIMESTAMP_MS: Final = np.iinfo(np.int64).max // 1000
-_MIN_TIMESTAMP_MS: Final = -_MAX_TIMESTAMP_MS
 _INT32_LIMIT: Final = 1 << 31
 
 
-def _step_table() -> npt.NDArray[np.int64]:
-    """Bytes from a record's start to the next record's, indexed by its first two bytes.
-
-    0 where the length varint is longer than two bytes or names an impossible length
-    (negative, or under the 6 bytes of a record's smallest body): the slow path decides.
-    """
-    pair = np.arange(1 << 16, dtype=np.int64)
+def _pair_tables() -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int8]]:
+    """Zigzag value and size (0: longer) of a varint of at most two bytes, by those bytes."""
+    pair = np.arange(1 << 16, dtype=np.int32)
     first, second = pair & 0xFF, pair >> 8
     one_byte = first < 0x80
     raw = np.where(one_byte, first, (first & 0x7F) | (second << 7))
-    step = (raw >> 1) + np.where(one_byte, 1, 2)
-    valid = (raw & 1 == 0) & (raw >> 1 >= 6) & (one_byte | (second < 0x80))
-    return np.where(valid, step, 0)
+    size = np.where(one_byte, 1, np.where(second < 0x80, 2, 0))
+    return ((raw >> 1) ^ -(raw & 1)).astype(np.int16), size.astype(np.int8)
 
 
-_STEP: Final = _step_table()
-_STEP_LIST: Final[list[int]] = _STEP.tolist()
+_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
+# Bytes from a record's start to the next one's, by its first two bytes; 0 (slow path)
+# for lengths of 3+ bytes and impossible ones (under a record body's 6-byte minimum).
+_STEP: Final[list[int]] = np.where(
+    (_PAIR_SIZE > 0) & (_PAIR_VALUE >= 6), _PAIR_SIZE + _PAIR_VALUE.astype(np.int32), 0
+).tolist()
 
 
 class AbortedTransactionLike(Protocol):
@@ -157,23 +151,14 @@ def _is_abort_marker(buf: Buffer, pos: int) -> bool:
 
 
 class _Sections:
-    """The v2 batches of a fetch that need decoding, in order, as ``(buffer, start, end)``."""
+    """The v2 batches of a fetch to decode, in order: headers and record sections."""
 
     def __init__(self) -> None:
-        self.pieces: list[tuple[Buffer, int, int]] = []
-        self.counts: list[int] = []
-        self.base_offsets: list[int] = []
-        self.base_timestamps: list[int] = []
-        self.max_timestamps: list[int] = []
-        self.log_append_time: list[bool] = []
+        self.pieces: list[tuple[Buffer, int, int]] = []  # (buffer, start, end)
+        self.headers: list[BatchHeader] = []
 
-    def add(self, piece: tuple[Buffer, int, int], header: BatchHeader) -> None:
-        self.pieces.append(piece)
-        self.counts.append(header.records_count)
-        self.base_offsets.append(header.base_offset)
-        self.base_timestamps.append(header.base_timestamp)
-        self.max_timestamps.append(header.max_timestamp)
-        self.log_append_time.append(bool(header.attributes & ATTR_TIMESTAMP_TYPE))
+    def field(self, values: Iterable[int]) -> Int64s:
+        return np.fromiter(values, dtype=np.int64, count=len(self.headers))
 
 
 def records_to_arrow(
@@ -232,9 +217,10 @@ def records_to_arrow(
                 inflated = decompress(
                     CompressionType.from_attributes(codec), view[start:end], max_uncompressed_size
                 )
-            sections.add((inflated, 0, len(inflated)), header)
+            sections.pieces.append((inflated, 0, len(inflated)))
         else:
-            sections.add((data, start, end), header)
+            sections.pieces.append((data, start, end))
+        sections.headers.append(header)
     if sections.pieces or not parts:
         parts.append(_decode_sections(
             topic, partition, sections, start_offset, end_offset, include_headers
@@ -247,14 +233,10 @@ def records_to_arrow(
 
 def _arena(pieces: list[tuple[Buffer, int, int]]) -> tuple[Buffer, list[tuple[int, int]]]:
     """One buffer holding every section: the fetch itself unless something was inflated."""
-    source = pieces[0][0]
-    if all(piece[0] is source for piece in pieces):
-        return source, [(start, end) for _, start, end in pieces]
-    spans: list[tuple[int, int]] = []
-    at = 0
-    for _, start, end in pieces:
-        spans.append((at, at + end - start))
-        at += end - start
+    if all(piece[0] is pieces[0][0] for piece in pieces):
+        return pieces[0][0], [(start, end) for _, start, end in pieces]
+    ends = list(accumulate(end - start for _, start, end in pieces))
+    spans = [(at - end + start, at) for at, (_, start, end) in zip(ends, pieces, strict=True)]
     return b"".join(memoryview(buf)[start:end] for buf, start, end in pieces), spans
 
 
@@ -295,7 +277,7 @@ def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> No
     few runs per batch (sizes change where the offset and timestamp deltas gain a byte);
     varied sizes cost one table lookup per record.
     """
-    table = _STEP_LIST
+    table = _STEP
     singles = found.singles
     append = singles.append
     before = len(found)
@@ -357,19 +339,6 @@ def _record_starts(
 # checks every gather, so nothing is read outside the buffer.
 
 
-def _pair_tables() -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int8]]:
-    """Zigzag value and size of a varint of at most two bytes, by its first two bytes."""
-    pair = np.arange(1 << 16, dtype=np.int32)
-    first, second = pair & 0xFF, pair >> 8
-    one_byte = first < 0x80
-    raw = np.where(one_byte, first, (first & 0x7F) | (second << 7))
-    size = np.where(one_byte, 1, np.where(second < 0x80, 2, 0))
-    return ((raw >> 1) ^ -(raw & 1)).astype(np.int16), size.astype(np.int8)
-
-
-_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
-
-
 class _View(NamedTuple):
     """The arena as bytes, and as the (unaligned) little-endian byte pair at each position."""
 
@@ -426,38 +395,37 @@ def _sized_field(view: _View, pos: Int64s, what: str) -> tuple[Int64s, Int64s, I
     return start, length, start + np.maximum(length, 0)
 
 
-class _Headers:
-    """Every header of the kept records, in record order, as arena spans."""
+class _Headers(NamedTuple):
+    """Every header, in record order, as arena spans; record i has headers
+    ``list_offsets[i]:list_offsets[i + 1]``."""
 
-    def __init__(self, counts: Int64s) -> None:
-        total = int(counts.sum())
-        self.list_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=self.list_offsets[1:])
-        self.key_start = np.empty(total, dtype=np.int64)
-        self.key_length = np.empty(total, dtype=np.int64)
-        self.value_start = np.empty(total, dtype=np.int64)
-        self.value_length = np.empty(total, dtype=np.int64)
+    list_offsets: Int64s
+    key_start: Int64s
+    key_length: Int64s
+    value_start: Int64s
+    value_length: Int64s
 
 
 def _parse_headers(view: _View, pos: Int64s, counts: Int64s) -> _Headers:
     """Headers in rounds: round j reads the j-th header of every record that has one."""
-    headers = _Headers(counts)
+    list_offsets = np.concatenate(([0], np.cumsum(counts)))
+    spans = np.empty((4, int(list_offsets[-1])), dtype=np.int64)
     active = np.flatnonzero(counts)
     at = pos[active]
     round_index = 0
     while active.size:
-        slot = headers.list_offsets[active] + round_index
         key_start, key_length, at = _sized_field(view, at, "header key")
         if key_length.min() < 0:
             raise _corrupt("null header key")
         value_start, value_length, at = _sized_field(view, at, "header value")
-        headers.key_start[slot], headers.key_length[slot] = key_start, key_length
-        headers.value_start[slot], headers.value_length[slot] = value_start, value_length
+        spans[:, list_offsets[active] + round_index] = (
+            key_start, key_length, value_start, value_length
+        )
         round_index += 1
         done = counts[active] == round_index
         pos[active[done]] = at[done]
         active, at = active[~done], at[~done]
-    return headers
+    return _Headers(list_offsets, *spans)
 
 
 class _Fields(NamedTuple):
@@ -513,42 +481,39 @@ def _decode_sections(
         return _empty(include_headers)
     arena, spans = _arena(sections.pieces)
     view = _View.of(arena)
-    starts, batch_of = _record_starts(arena, spans, sections.counts)
+    headers = sections.headers
+    starts, batch_of = _record_starts(arena, spans, [h.records_count for h in headers])
     fields = _parse_records(view, starts, include_headers)
-    offsets = np.array(sections.base_offsets, dtype=np.int64)[batch_of] + fields.offset_delta
-    timestamps = np.array(sections.base_timestamps, dtype=np.int64)[batch_of]
+    offsets = sections.field(h.base_offset for h in headers)[batch_of] + fields.offset_delta
+    timestamps = sections.field(h.base_timestamp for h in headers)[batch_of]
     timestamps += fields.timestamp_delta
-    timestamp_type = np.zeros(len(offsets), dtype=np.int32)
-    if any(sections.log_append_time):
-        append_of = np.array(sections.log_append_time)[batch_of]
-        timestamps[append_of] = np.array(sections.max_timestamps, dtype=np.int64)[batch_of][append_of]
-        timestamp_type[append_of] = 1
-    key_start, key_length = fields.key_start, fields.key_length
-    value_start, value_length = fields.value_start, fields.value_length
-    kept = (offsets >= start_offset) if end_offset is None else (
-        (offsets >= start_offset) & (offsets < end_offset)
-    )
+    log_append = sections.field(h.attributes & ATTR_TIMESTAMP_TYPE for h in headers) != 0
+    timestamp_type = log_append.astype(np.int32)[batch_of]
+    if log_append.any():
+        appended = timestamp_type == 1
+        timestamps[appended] = sections.field(h.max_timestamp for h in headers)[batch_of[appended]]
+    kept = offsets >= start_offset
+    if end_offset is not None:
+        kept &= offsets < end_offset
+    columns: tuple[npt.NDArray[Any], ...] = (offsets, timestamps, timestamp_type, *fields[2:6])
     selection = None if kept.all() else np.flatnonzero(kept)
     if selection is not None:
-        offsets, timestamps, timestamp_type = (
-            offsets[selection], timestamps[selection], timestamp_type[selection]
-        )
-        key_start, key_length = key_start[selection], key_length[selection]
-        value_start, value_length = value_start[selection], value_length[selection]
-    buffer = pa.py_buffer(arena)
-    columns = [
-        _slices(buffer, len(view.u8), key_start, key_length),
-        _slices(buffer, len(view.u8), value_start, value_length),
-        pa.repeat(pa.scalar(topic, pa.string()), len(offsets)),
-        pa.repeat(pa.scalar(partition, pa.int32()), len(offsets)),
-        pa.Array.from_buffers(pa.int64(), len(offsets), [None, pa.py_buffer(offsets)]),
+        columns = tuple(column[selection] for column in columns)
+    offsets, timestamps, timestamp_type, key_start, key_length, value_start, value_length = columns
+    count, buffer = len(offsets), pa.py_buffer(arena)
+    arrays = [
+        _slices(buffer, len(arena), key_start, key_length),
+        _slices(buffer, len(arena), value_start, value_length),
+        pa.repeat(pa.scalar(topic, pa.string()), count),
+        pa.repeat(pa.scalar(partition, pa.int32()), count),
+        pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(offsets)]),
         _timestamps(timestamps),
-        pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(timestamp_type)]),
+        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(timestamp_type)]),
     ]
     if fields.headers is not None:
-        header_column = _header_column(buffer, len(view.u8), fields.headers)
-        columns.append(header_column if selection is None else header_column.take(selection))
-    return pa.RecordBatch.from_arrays(columns, schema=kafka_schema(include_headers))
+        header_column = _header_column(buffer, len(arena), fields.headers)
+        arrays.append(header_column if selection is None else header_column.take(selection))
+    return pa.RecordBatch.from_arrays(arrays, schema=kafka_schema(include_headers))
 
 
 # --- columns ------------------------------------------------------------------------
@@ -586,17 +551,14 @@ def _slices(buffer: pa.Buffer, size: int, starts: Int64s, lengths: Int64s) -> pa
 
 
 def _timestamps(millis: Int64s) -> pa.Array:
-    count = len(millis)
-    validity = None
-    null_count = 0
-    if count and (millis.min() < _MIN_TIMESTAMP_MS or millis.max() > _MAX_TIMESTAMP_MS):
-        valid = (millis >= _MIN_TIMESTAMP_MS) & (millis <= _MAX_TIMESTAMP_MS)
+    count, validity, null_count = len(millis), None, 0
+    if count and (millis.min() < -_MAX_TIMESTAMP_MS or millis.max() > _MAX_TIMESTAMP_MS):
+        valid = (millis >= -_MAX_TIMESTAMP_MS) & (millis <= _MAX_TIMESTAMP_MS)
         millis = np.where(valid, millis, 0)
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
         null_count = count - int(valid.sum())
-    micros = millis * 1000
     return pa.Array.from_buffers(
-        KAFKA_SCHEMA.field("timestamp").type, count, [validity, pa.py_buffer(micros)],
+        KAFKA_SCHEMA.field("timestamp").type, count, [validity, pa.py_buffer(millis * 1000)],
         null_count=null_count,
     )
 
@@ -639,17 +601,12 @@ def _decode_legacy(
     max_uncompressed_size: int,
 ) -> pa.RecordBatch:
     """A magic 0/1 entry, record by record: only pre-0.11 producers write these."""
-    records = [
-        record
-        for record in decode_message(
-            data, pos, max_uncompressed_size=max_uncompressed_size, verify_crc=verify_crc
-        )
-        if record.offset >= start_offset and (end_offset is None or record.offset < end_offset)
-    ]
-    if header.magic == 0:
-        timestamp_type = -1
-    else:
-        timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
+    decoded = decode_message(
+        data, pos, max_uncompressed_size=max_uncompressed_size, verify_crc=verify_crc
+    )
+    stop = 2**63 if end_offset is None else end_offset
+    records = [r for r in decoded if start_offset <= r.offset < stop]
+    timestamp_type = int(header.timestamp_type)  # -1 for magic 0: no timestamps
     count = len(records)
     columns = [
         pa.array([None if r.key is None else bytes(r.key) for r in records], pa.binary()),
