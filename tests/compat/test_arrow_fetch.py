@@ -30,7 +30,8 @@ def _produce(broker: BrokerProcess, codec: str, count: int, rng: random.Random) 
     })
     for index in range(count):
         key = None if index % 5 == 0 else f"key-{index}".encode()
-        value = None if index % 97 == 0 else rng.randbytes(rng.randint(0, 300))
+        # Compressible values: librdkafka sends a batch uncompressed when that is smaller.
+        value = None if index % 97 == 0 else b"%d-" % index * rng.randint(0, 40)
         headers = [("h", f"{index}".encode()), ("n", None)] if index % 3 == 0 else None
         producer.produce(TOPIC, value=value, key=key, headers=headers, partition=0)
         if index % 1000 == 0:
@@ -112,7 +113,7 @@ def test_fetched_lz4_and_zstd_batches_decode_as_confluent_kafka_consumes_them(
         codecs |= batch_codecs
         partial_tails += partial
     assert decoded == expected
-    assert codecs == {CompressionType.LZ4, CompressionType.ZSTD}
+    assert {CompressionType.LZ4, CompressionType.ZSTD} <= codecs
     assert partial_tails > 0  # the truncated-tail path was exercised
 
     # A fetch from the middle of a batch starts at the fetch offset, not the batch's base.
