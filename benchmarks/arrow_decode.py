@@ -22,10 +22,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import confluent_kafka
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -96,12 +97,12 @@ def bench_decode(count: int) -> None:
             kind = f"{'100 B' if fixed else '50-150 B'} values, {codec.name.lower()}"
             assert records_to_arrow("t", 0, data).num_rows == count
             _line(f"records_to_arrow, {kind}", count, payload,
-                  *_times(lambda data=data: records_to_arrow("t", 0, data)))
+                  *_times(partial(records_to_arrow, "t", 0, data)))
             _line(f"records_to_arrow verify_crc=False, {kind}", count, payload,
-                  *_times(lambda data=data: records_to_arrow("t", 0, data, verify_crc=False)))
+                  *_times(partial(records_to_arrow, "t", 0, data, verify_crc=False)))
             if fixed:
                 _line(f"reference decode_records, {kind}", count, payload,
-                      *_times(lambda data=data: decode_records(data), repeats=2))
+                      *_times(partial(decode_records, data), repeats=2))
 
 
 def _produce(broker: BrokerProcess, topic: str, values: list[bytes], codec: str) -> None:
@@ -141,7 +142,7 @@ def _confluent_consume(broker: BrokerProcess, topic: str, count: int, tuned: boo
             if not seen:
                 start = time.perf_counter()
             for message in messages:
-                size += len(message.value())
+                size += len(message.value() or b"")
             seen += len(messages)
         return time.perf_counter() - start
     finally:
@@ -163,13 +164,13 @@ def _strom_fetch_decode(broker: BrokerProcess, topic: str, count: int) -> float:
                     partition=0, fetch_offset=offset, partition_max_bytes=8 << 20),)),),
             )
             sock.sendall(encode_request(request, 12, correlation, "bench"))
-            frames: list[bytes | memoryview] = []
+            frames: list[bytes] = []
             while not frames:
                 frames = decoder.feed(sock.recv(1 << 20))
             _, response = decode_response(frames[0], 1, 12)
             assert isinstance(response, FetchResponse)
             records = response.responses[0].partitions[0].records
-            assert records is not None
+            assert isinstance(records, memoryview)
             batch = records_to_arrow(topic, 0, records, start_offset=offset)
             offset = batch.column("offset")[-1].as_py() + 1
         return time.perf_counter() - start

@@ -8,7 +8,7 @@ from typing import Any
 
 import confluent_kafka
 import pyarrow as pa
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from strom.client.arrow import records_to_arrow
 from strom.protocol.compression import CompressionType
@@ -32,7 +32,9 @@ def _produce(broker: BrokerProcess, codec: str, count: int, rng: random.Random) 
         key = None if index % 5 == 0 else f"key-{index}".encode()
         # Compressible values: librdkafka sends a batch uncompressed when that is smaller.
         value = None if index % 97 == 0 else b"%d-" % index * rng.randint(0, 40)
-        headers = [("h", f"{index}".encode()), ("n", None)] if index % 3 == 0 else None
+        headers: list[tuple[str, str | bytes | None]] | None = (
+            [("h", f"{index}".encode()), ("n", None)] if index % 3 == 0 else None
+        )
         producer.produce(TOPIC, value=value, key=key, headers=headers, partition=0)
         if index % 1000 == 0:
             producer.poll(0)
@@ -51,7 +53,7 @@ def _consumed(broker: BrokerProcess, count: int) -> list[Row]:
             for message in consumer.consume(num_messages=1000, timeout=1.0):
                 assert message.error() is None
                 kind, timestamp = message.timestamp()
-                headers = [(k, v) for k, v in message.headers() or []]
+                headers = [(k, v) for k, v in message.headers() or []]  # type: ignore[str-unpack]
                 spark_kind = {confluent_kafka.TIMESTAMP_CREATE_TIME: 0,
                               confluent_kafka.TIMESTAMP_LOG_APPEND_TIME: 1}[kind]
                 rows.append((message.key(), message.value(), message.offset(), timestamp,
@@ -76,8 +78,8 @@ def _fetch(broker: BrokerProcess, offset: int) -> memoryview:
     _, response = decode_response(answer, 1, VERSION)
     assert isinstance(response, FetchResponse)
     partition = response.responses[0].partitions[0]
-    assert partition.error_code == 0 and partition.records is not None
-    return memoryview(partition.records)
+    assert partition.error_code == 0 and isinstance(partition.records, memoryview)
+    return partition.records
 
 
 def _rows(batch: pa.RecordBatch) -> list[Row]:

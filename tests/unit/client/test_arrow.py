@@ -173,7 +173,7 @@ def test_crc_mismatch_is_corruption() -> None:
 
 def test_fixed_size_records_across_varint_boundaries() -> None:
     """Offset and timestamp deltas gain a byte at 64: record sizes change mid-batch."""
-    specs = [([(None, bytes([i % 7]) * 100, (), 1_000 + 3 * i) for i in range(5000)], {})]
+    specs: list[Any] = [([(None, bytes([i % 7]) * 100, (), 1_000 + 3 * i) for i in range(5000)], {})]
     raw = fetch(specs, first_offset=10)
     assert rows(records_to_arrow("t", 7, raw)) == without_headers(reference(raw))
 
