@@ -192,7 +192,9 @@ class AsyncConsumer:
 
     def positions(self) -> dict[TopicPartition, int]:
         """Current positions of the assigned partitions that have one: what ``commit()`` stores."""
-        fetcher = self._parts()[1]
+        fetcher = self._fetcher  # also read while closing, for the final auto-commit
+        if fetcher is None:
+            return {}
         return {tp: s.position for tp, s in fetcher.states.items() if s.position is not None}
 
     async def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str]] | None = None) -> None:
