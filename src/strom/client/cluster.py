@@ -260,7 +260,9 @@ class Cluster:
             topics = tuple(MetadataRequestTopic(name=name) for name in sorted(self._wanted_topics))
             if not topics and version == 0:
                 topics = ()  # v0 cannot ask for no topics; it gets all of them
-        return MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics)
+        # v0-3 cannot say no to auto-creation (the broker's setting decides); v4+ can.
+        auto_create = self.config.allow_auto_create_topics or version < 4
+        return MetadataRequest(topics=topics, allow_auto_topic_creation=auto_create)
 
     def _forget_departed_brokers(self) -> None:
         for node_id in [n for n in self._connections if n >= 0 and n not in self.metadata.brokers]:
