@@ -29,12 +29,13 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable
 from itertools import accumulate
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from strom.client.read_committed import AbortedTransactionLike, AbortFilter
 from strom.protocol.compression import CompressionType, decompress
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -42,7 +43,6 @@ from strom.protocol.records.header import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
-    ATTR_TRANSACTIONAL,
     V2_HEADER_SIZE,
     BatchHeader,
     compute_crc,
@@ -51,9 +51,6 @@ from strom.protocol.records.header import (
 from strom.protocol.records.legacy import decode_message
 from strom.protocol.records.v2 import (
     DEFAULT_MAX_UNCOMPRESSED_SIZE,
-    ControlRecordType,
-    decode_batch,
-    parse_control_record,
 )
 from strom.protocol.records.varint import read_varint
 
@@ -96,58 +93,12 @@ _STEP: Final[list[int]] = np.where(
 ).tolist()
 
 
-class AbortedTransactionLike(Protocol):
-    """A Fetch response's ``AbortedTransaction`` (or anything with its two fields)."""
-
-    @property
-    def producer_id(self) -> int: ...
-
-    @property
-    def first_offset(self) -> int: ...
-
-
 def kafka_schema(include_headers: bool = False) -> pa.Schema:
     return KAFKA_SCHEMA_WITH_HEADERS if include_headers else KAFKA_SCHEMA
 
 
 def _corrupt(reason: str) -> ProtocolError:
     return ProtocolError(reason, error_code=ErrorCode.CORRUPT_MESSAGE)
-
-
-class _AbortFilter:
-    """READ_COMMITTED as Java's fetcher does it, one batch at a time.
-
-    An aborted transaction ``(producer, first offset)`` becomes active once a batch
-    reaching that offset is seen; the producer's transactional batches are dropped
-    until its ABORT marker.
-    """
-
-    def __init__(self, aborted: Iterable[AbortedTransactionLike]) -> None:
-        self._pending = sorted((t.first_offset, t.producer_id) for t in aborted)
-        self._next = 0
-        self._producers: set[int] = set()
-
-    def drops(self, buf: Buffer, pos: int, header: BatchHeader) -> bool:
-        if header.producer_id < 0:
-            return False
-        pending = self._pending
-        while self._next < len(pending) and pending[self._next][0] <= header.last_offset:
-            self._producers.add(pending[self._next][1])
-            self._next += 1
-        if header.attributes & ATTR_CONTROL:
-            if _is_abort_marker(buf, pos):
-                self._producers.discard(header.producer_id)
-            return False
-        return bool(header.attributes & ATTR_TRANSACTIONAL) and (
-            header.producer_id in self._producers
-        )
-
-
-def _is_abort_marker(buf: Buffer, pos: int) -> bool:
-    records = decode_batch(buf, pos, verify_crc=False).records
-    if not records:
-        return False
-    return parse_control_record(records[0].key, records[0].value).type == ControlRecordType.ABORT
 
 
 class _Sections:
@@ -184,7 +135,7 @@ def records_to_arrow(
     """
     if not isinstance(data, bytes | bytearray):
         data = bytes(data)  # bytes index faster than a memoryview in the record walk
-    aborts = _AbortFilter(aborted) if aborted is not None else None
+    aborts = AbortFilter(aborted) if aborted is not None else None
     parts: list[pa.RecordBatch] = []
     sections = _Sections()
     for pos, header in iter_batches(data):

@@ -273,7 +273,8 @@ class AsyncConsumer:
             for tp, completed, position in fetcher.take_raw():
                 parts.append(records_to_arrow(
                     tp[0], tp[1], completed.data, start_offset=position,
-                    include_headers=include_headers, verify_crc=self.config.check_crcs))
+                    include_headers=include_headers, verify_crc=self.config.check_crcs,
+                    aborted=completed.aborted if completed.abort_filter is not None else None))
                 fetcher.advance(tp, completed, max(position, completed.end_offset))
             parts = [part for part in parts if part.num_rows]
             if len(parts) == 1:

@@ -33,16 +33,17 @@ from typing import Any, NamedTuple
 from strom.client.cluster import Cluster, TopicPartition
 from strom.client.config import ConsumerConfig
 from strom.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from strom.client.read_committed import AbortFilter
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
-from strom.protocol.messages.fetch_response import FetchResponse, PartitionData
+from strom.protocol.messages.fetch_response import AbortedTransaction, FetchResponse, PartitionData
 from strom.protocol.messages.list_offsets_request import (
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
 from strom.protocol.messages.list_offsets_response import ListOffsetsResponse
-from strom.protocol.records import decode_batch, decode_message, iter_batches
+from strom.protocol.records import decode_batch, decode_message, iter_batches, read_batch_header
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class CompletedFetch:
     pending: deque[ConsumerRecord] = field(default_factory=deque)  # decoded, not yet taken
     batch_end: int = 0  # the offset after the batch ``pending`` came from
     end_offset: int = 0  # the offset after the last whole batch of ``data``
+    aborted: tuple[AbortedTransaction, ...] = ()  # READ_COMMITTED: what to leave out
+    abort_filter: AbortFilter | None = None
 
 
 @dataclass(slots=True)
@@ -226,7 +229,7 @@ class Fetcher:
             if not completed.batches:
                 break
             start, _ = completed.batches.popleft()
-            decoded, completed.batch_end = self._decode(tp, completed.data, start, state.position)
+            decoded, completed.batch_end = self._decode(tp, completed, start, state.position)
             if decoded:
                 pending.extend(decoded)
             else:
@@ -236,12 +239,15 @@ class Fetcher:
             self.wake()
         return records
 
-    def _decode(self, tp: TopicPartition, data: memoryview, start: int,
+    def _decode(self, tp: TopicPartition, completed: CompletedFetch, start: int,
                 position: int) -> tuple[list[ConsumerRecord], int]:
         """Records of the batch at ``start`` from ``position`` on, and the offset after the batch."""
         topic, partition = tp
-        header = next(iter_batches(data[start:]))[1]
+        data = completed.data
+        header = read_batch_header(data, start)
         next_offset = header.last_offset + 1
+        if completed.abort_filter is not None and completed.abort_filter.drops(data, start, header):
+            return [], next_offset
         if header.last_offset < position:
             return [], next_offset
         check = self.config.check_crcs
@@ -393,6 +399,9 @@ class Fetcher:
             assert isinstance(records, bytes | bytearray | memoryview)
             view = memoryview(records)
             completed = CompletedFetch(view.cast("B"), fetch_offset, epoch)
+            if self.config.read_committed and data.aborted_transactions:
+                completed.aborted = tuple(data.aborted_transactions)
+                completed.abort_filter = AbortFilter(completed.aborted)
             for pos, header in iter_batches(completed.data):
                 completed.batches.append((pos, header.size))
                 completed.end_offset = header.last_offset + 1
