@@ -6,10 +6,12 @@ import asyncio
 import time
 
 from strom.client.admin import AsyncAdmin
+from strom.client.admin_types import NewTopic
 from strom.client.consumer import AsyncConsumer
 from strom.client.producer import AsyncProducer
 from tests.client.conftest import Kafka
 from tests.client.test_consumer import create_topic
+from tests.compat.broker_process import BrokerProcess
 
 
 async def produce_range(bootstrap: str, topic: str, start: int, stop: int) -> None:
@@ -117,5 +119,85 @@ def test_pattern_subscription_and_rebalance_listener(kafka: Kafka) -> None:
             assigned = {tp for kind, tps in events if kind == "assigned" for tp in tps}
             assert assigned == {(f"{prefix}-{s}", p) for s in ("x", "y") for p in (0, 1)}
             assert consumer.assignment() == assigned
+
+    asyncio.run(main())
+
+
+def test_commit_with_metadata_and_commit_async(kafka: Kafka) -> None:
+    topic = kafka.topic("commits")
+    create_topic(kafka, topic, 1)
+
+    async def main() -> None:
+        await produce_range(kafka.bootstrap, topic, 0, 10)
+        config = {"bootstrap.servers": kafka.bootstrap, "group.id": kafka.topic("cg"),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        async with AsyncConsumer(config) as consumer:
+            consumer.subscribe([topic])
+            records = []
+            while len(records) < 10:
+                records += await consumer.poll(timeout_ms=500)
+            await consumer.commit({(topic, 0): (4, "note")})
+            (stored,) = (await consumer.committed([(topic, 0)])).values()
+            assert stored.offset == 4
+            # Tansu 0.6 does not keep commit metadata (FINDINGS.md).
+            assert stored.metadata == ("note" if kafka.kind == "strom" else "")
+            done: list[object] = []
+            await consumer.commit_async(callback=lambda offsets, error: done.append((dict(offsets), error)))
+            ((offsets, error),) = done
+            assert error is None and offsets[(topic, 0)].offset == 10
+            assert (await consumer.committed([(topic, 0)]))[(topic, 0)].offset == 10
+
+    asyncio.run(main())
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(strom_broker: BrokerProcess) -> None:
+    bootstrap = strom_broker.bootstrap
+    topic = "static"
+    revoked: list[str] = []
+
+    class Listener:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_partitions_assigned(self, partitions: object) -> None:
+            pass
+
+        def on_partitions_revoked(self, partitions: object) -> None:
+            if partitions:
+                revoked.append(self.name)
+
+        def on_partitions_lost(self, partitions: object) -> None:
+            revoked.append(self.name)
+
+    def config(instance: str) -> dict[str, object]:
+        return {"bootstrap.servers": bootstrap, "group.id": "static-group", "group.instance.id": instance,
+                "session.timeout.ms": 30_000, "heartbeat.interval.ms": 500,
+                "partition.assignment.strategy": "range"}
+
+    async def poll_until(condition: object, *consumers: AsyncConsumer) -> None:
+        deadline = time.monotonic() + 30
+        while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+            await asyncio.gather(*(c.poll(timeout_ms=100) for c in consumers))
+        assert condition(), "the group did not settle"  # type: ignore[operator]
+
+    async def main() -> None:
+        async with AsyncAdmin({"bootstrap.servers": bootstrap}) as admin:
+            await admin.create_topics([NewTopic(topic, 4, 1)])
+        async with AsyncConsumer(config("one")) as stays:
+            stays.subscribe([topic], listener=Listener("stays"))
+            first = await AsyncConsumer(config("two")).start()
+            first.subscribe([topic], listener=Listener("restarts"))
+            await poll_until(lambda: len(stays.assignment()) == len(first.assignment()) == 2, stays, first)
+            mine, theirs = first.assignment(), stays.assignment()
+            revoked.clear()
+            await first.close()  # a static member does not leave the group on close
+            again = await AsyncConsumer(config("two")).start()
+            again.subscribe([topic], listener=Listener("restarts"))
+            await poll_until(lambda: bool(again.assignment()), stays, again)
+            assert again.assignment() == mine
+            for _ in range(10):  # the member that stayed sees no rebalance
+                await asyncio.gather(stays.poll(timeout_ms=100), again.poll(timeout_ms=100))
+            assert stays.assignment() == theirs and "stays" not in revoked
+            await again.close()
 
     asyncio.run(main())

@@ -15,9 +15,10 @@ processing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -29,6 +30,8 @@ from strom.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_POLL_TIMEOUT_MS = 1_000
 
@@ -200,6 +203,30 @@ class AsyncConsumer:
     async def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str]] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) to the group; waits for it."""
         await self._group().commit(self._offsets_to_commit(offsets))
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | tuple[int, str]] | None = None,
+                     callback: Callable[[Mapping[TopicPartition, Any], BaseException | None], object] | None = None,
+                     ) -> asyncio.Task[None]:
+        """Commit without waiting (the offsets are taken now); ``callback(offsets, error)`` after.
+
+        A failed asynchronous commit is not retried, as in the Java client: a later
+        commit supersedes it, and retrying could move the group's offset backwards.
+        """
+        chosen = self._offsets_to_commit(offsets)
+        group = self._group()
+
+        async def commit() -> None:
+            error: BaseException | None = None
+            try:
+                await group.commit(chosen)
+            except Exception as exc:
+                error = exc
+            if callback is not None:
+                callback(chosen, error)
+            elif error is not None:
+                logger.warning("asynchronous commit of %s failed: %s", chosen, error)
+
+        return asyncio.create_task(commit())
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str]] | None) -> Any:
         from strom.client.offsets import OffsetAndMetadata
