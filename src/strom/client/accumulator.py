@@ -98,6 +98,9 @@ class AbortForNewBatch(Exception):
     """
 
 
+NO_ROOM: Final = object()  # from append_nowait: the record needs a new batch
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -465,6 +468,9 @@ class RecordAccumulator:
         """
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
+        appended = self.append_nowait(topic, partition, key, value, headers, timestamp, callback, want_future)
+        if appended is not NO_ROOM:
+            return appended  # type: ignore[return-value]
         size = RECORD_OVERHEAD_UPPER_BOUND
         if key is not None:
             size += len(key)
@@ -474,10 +480,6 @@ class RecordAccumulator:
             size += _headers_size(headers)
         tp = (topic, partition)
         batches = self._batches.get(tp)
-        if batches:
-            batch = batches[-1]
-            if not batch.full and batch.builder.size_in_bytes + size <= batch.size_limit:
-                return _append_to(batch, key, value, headers, timestamp, callback, want_future)
         if self._closed:
             raise ClientClosedError("the producer is closed; no more records are accepted")
         if abort_on_new_batch:
@@ -507,6 +509,37 @@ class RecordAccumulator:
         batch.full = V2_HEADER_SIZE + size >= size_limit  # a record bigger than batch.size
         batches.append(batch)
         self.wakeup.set()
+        return _append_to(batch, key, value, headers, timestamp, callback, want_future)
+
+    def append_nowait(
+        self,
+        topic: str,
+        partition: int,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[HeaderInput],
+        timestamp: int,
+        callback: RecordCallback | None,
+        want_future: bool,
+    ) -> FutureRecordMetadata | object | None:
+        """``append`` into the partition's open batch, or ``NO_ROOM`` when the record
+        needs a new batch (then await ``append``). Not a coroutine: the per-record path
+        of a producer costs one call here instead of a coroutine per record."""
+        batches = self._batches.get((topic, partition))
+        if not batches:
+            return NO_ROOM
+        batch = batches[-1]
+        if batch.full:
+            return NO_ROOM
+        size = RECORD_OVERHEAD_UPPER_BOUND
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if headers:
+            size += _headers_size(headers)
+        if batch.builder.size_in_bytes + size > batch.size_limit:
+            return NO_ROOM
         return _append_to(batch, key, value, headers, timestamp, callback, want_future)
 
     def _size_limit(self, topic: str) -> int:
@@ -743,7 +776,7 @@ def _append_to(
     callback: RecordCallback | None,
     want_future: bool,
 ) -> FutureRecordMetadata | None:
-    batch.builder.extend(((key, value, headers, timestamp),))  # one call less than append
+    batch.builder.append(key, value, headers, timestamp)
     index = batch.record_count
     batch.record_count = index + 1
     if callback is not None:

@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from strom.client.accumulator import (
+    NO_ROOM,
     AbortForNewBatch,
     ClosedBatch,
     FutureRecordMetadata,
@@ -59,6 +60,9 @@ from strom.protocol.records.v2 import Buffer, HeaderInput
 
 logger = logging.getLogger(__name__)
 
+# A producing loop yields to the event loop this often, so answers are read and the
+# sender drains batches while the application keeps appending.
+YIELD_EVERY = 32
 PRODUCE_VERSIONS = range(3, 12)  # v3+ carries record batch v2 (the only format we build)
 _REFRESH_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -89,6 +93,7 @@ class AsyncProducer:
         self._fatal: KafkaError | None = None
         self._closed = False
         self._starting: asyncio.Future[None] | None = None
+        self._since_yield = 0
 
     # -- lifetime ------------------------------------------------------------------------
     async def start(self) -> Self:
@@ -170,8 +175,10 @@ class AsyncProducer:
                    ) -> FutureRecordMetadata:
         """Queue one record; returns once it is in a batch (blocking only while
         ``buffer.memory`` is full). Await the returned future for its offset."""
-        future = await self._append(topic, value, key, partition, headers, timestamp_ms, callback, True)
-        assert future is not None
+        future = self._append_nowait(topic, value, key, partition, headers, timestamp_ms, callback, True)
+        if future is NO_ROOM:
+            future = await self._append(topic, value, key, partition, headers, timestamp_ms, callback, True)
+        assert isinstance(future, FutureRecordMetadata)
         return future
 
     async def send_and_wait(self, topic: str, value: Buffer | None = None, key: Buffer | None = None,
@@ -188,7 +195,38 @@ class AsyncProducer:
         Errors reach ``callback`` (if given) and ``flush()`` raises nothing for them, as
         with librdkafka's ``produce``.
         """
-        await self._append(topic, value, key, partition, headers, timestamp_ms, callback, False)
+        if self._append_nowait(topic, value, key, partition, headers, timestamp_ms, callback, False) is NO_ROOM:
+            await self._append(topic, value, key, partition, headers, timestamp_ms, callback, False)
+        else:
+            self._since_yield += 1
+            if self._since_yield >= YIELD_EVERY:
+                self._since_yield = 0
+                await asyncio.sleep(0)
+
+    def _append_nowait(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
+                       headers: Sequence[HeaderInput], timestamp_ms: int | None,
+                       callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | object | None:
+        """The per-record path: into the open batch of a known topic, without awaiting
+        anything; ``NO_ROOM`` sends the caller down the full path (start-up, metadata,
+        a new batch, errors)."""
+        accumulator, cluster = self._accumulator, self._cluster
+        if accumulator is None or cluster is None or self._fatal is not None or self._closed:
+            return NO_ROOM
+        info = cluster.metadata.topics.get(topic)
+        if info is None or info.error_code or not info.partitions:
+            return NO_ROOM
+        count = len(info.partitions)
+        if partition is None and (key is None or self.config.partitioner_ignore_keys):
+            chosen = self._partitioner.sticky_partition(topic)
+            if chosen is None or chosen >= count:
+                return NO_ROOM
+        elif partition is not None and not 0 <= partition < count:
+            return NO_ROOM  # the full path raises the error
+        else:
+            chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        return accumulator.append_nowait(topic, chosen, key, value, headers, timestamp_ms, callback, want_future)
 
     async def _append(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                       headers: Sequence[HeaderInput], timestamp_ms: int | None,
@@ -208,16 +246,21 @@ class AsyncProducer:
         chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
         sticky = partition is None and (key is None or self.config.partitioner_ignore_keys)
         try:
-            return await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
-                                            callback=callback, want_future=want_future,
-                                            abort_on_new_batch=sticky)
+            appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
+                                                callback=callback, want_future=want_future,
+                                                abort_on_new_batch=sticky)
         except AbortForNewBatch:
             # KIP-480: a key-less record that would open a new batch moves on to the
             # next sticky partition instead.
             self._partitioner.on_new_batch(topic, chosen, count)
             chosen = self._partitioner.partition(topic, key, count)
-            return await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
-                                            callback=callback, want_future=want_future)
+            appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
+                                                callback=callback, want_future=want_future)
+        # A new batch was opened, so one may be ready: let the sender run. Without this
+        # a tight produce loop never yields while buffer.memory has room, and nothing
+        # is sent until flush().
+        await asyncio.sleep(0)
+        return appended
 
     async def flush(self, timeout_ms: int | None = None) -> None:
         """Wait until every record sent before the call is acknowledged or failed."""

@@ -50,7 +50,13 @@ from strom.protocol.records.header import (
     read_batch_header,
     validate_crc,
 )
-from strom.protocol.records.varint import encode_varint, read_varint, read_varlong
+from strom.protocol.records.varint import (
+    SMALL_VARINTS,
+    SMALL_VARINTS_LIMIT,
+    encode_varint,
+    read_varint,
+    read_varlong,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -300,7 +306,41 @@ class RecordBatchBuilder:
         headers: Sequence[HeaderInput] = (),
         timestamp: int | None = None,
     ) -> None:
-        self.extend(((key, value, headers, timestamp),))
+        """One record: the producer's per-record path, so the fields are joined in one
+        call from cached varints (a third of ``extend``'s cost for one record)."""
+        if headers:
+            self.extend(((key, value, headers, timestamp),))
+            return
+        if timestamp is None:
+            timestamp = time.time_ns() // 1_000_000
+        base = self._base_timestamp
+        if base is None:
+            base = self._base_timestamp = timestamp
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        small, limit = SMALL_VARINTS, SMALL_VARINTS_LIMIT
+        delta = timestamp - base
+        timestamp_field = small[delta] if 0 <= delta < limit else encode_varint(delta)
+        count = self._count
+        offset_field = small[count] if count < limit else encode_varint(count)
+        if key is None:
+            key, key_field, key_size = b"", b"\x01", 0
+        else:
+            key_size = len(key)
+            key_field = small[key_size] if key_size < limit else encode_varint(key_size)
+        if value is None:
+            value, value_field, value_size = b"", b"\x01", 0
+        else:
+            value_size = len(value)
+            value_field = small[value_size] if value_size < limit else encode_varint(value_size)
+        # attributes and header count are one byte each
+        body = 2 + len(timestamp_field) + len(offset_field) + len(key_field) + key_size \
+            + len(value_field) + value_size
+        self._buffer += b"".join((
+            small[body] if body < limit else encode_varint(body), b"\x00", timestamp_field,
+            offset_field, key_field, key, value_field, value, b"\x00",
+        ))
+        self._count = count + 1
 
     def extend(self, records: Iterable[RecordInput]) -> None:
         """Append ``(key, value, headers, timestamp)`` tuples; None timestamp = now."""

@@ -33,6 +33,9 @@ def _encode_unsigned(value: int) -> bytes:
 
 
 _ENCODED: Final[list[bytes]] = [_encode_unsigned(value) for value in range(_TABLE_LIMIT)]
+# The varints of 0, 1, 2, ... 8191 (zigzag maps n >= 0 to 2n): counts, deltas, lengths.
+SMALL_VARINTS: Final[list[bytes]] = _ENCODED[0::2]
+SMALL_VARINTS_LIMIT: Final = len(SMALL_VARINTS)
 
 
 def zigzag(value: int) -> int:
