@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 import confluent_kafka
 
-from strom.client.accumulator import FutureRecordMetadata, RecordAccumulator, RecordMetadata
+from strom.client.accumulator import RecordAccumulator
+from strom.client.producer_batch import FutureRecordMetadata, RecordMetadata
 from strom.protocol.compression import CompressionType
 
 VALUE = b"v" * 100

@@ -13,7 +13,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from strom.client.accumulator import FutureRecordMetadata, RecordMetadata
     from strom.client.admin import AsyncAdmin
     from strom.client.admin_types import NewTopic, TopicPartition
     from strom.client.config import AdminConfig, ConsumerConfig, ProducerConfig
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from strom.client.fetcher import ConsumerRecord
     from strom.client.offsets import CommitFailedError, OffsetAndMetadata
     from strom.client.producer import AsyncProducer
+    from strom.client.producer_batch import FutureRecordMetadata, RecordMetadata
     from strom.client.sync import Admin, Consumer, Producer
 
 _EXPORTS = {
@@ -37,7 +37,7 @@ _EXPORTS = {
     "KafkaError": "errors", "KafkaTimeoutError": "errors", "KafkaConnectionError": "errors",
     "UnsupportedVersionError": "errors", "ConfigError": "errors",
     "CommitFailedError": "offsets", "OffsetAndMetadata": "offsets",
-    "ConsumerRecord": "fetcher", "RecordMetadata": "accumulator", "FutureRecordMetadata": "accumulator",
+    "ConsumerRecord": "fetcher", "RecordMetadata": "producer_batch", "FutureRecordMetadata": "producer_batch",
     "NewTopic": "admin_types", "TopicPartition": "admin_types",
 }
 

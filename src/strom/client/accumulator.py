@@ -34,27 +34,27 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
 
-from crc32c import crc32c
-
+from strom.client.buffer_pool import BufferPool
 from strom.client.config import ProducerConfig
-from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from strom.client.errors import ClientClosedError, KafkaTimeoutError
+from strom.client.producer_batch import (
+    ClosedBatch,
+    FutureRecordMetadata,
+    ProducerBatch,
+    RecordCallback,
+    TopicPartition,
+)
 from strom.protocol.compression import CompressionType
-from strom.protocol.error_codes import ErrorCode
 from strom.protocol.records.header import (
-    ATTR_TRANSACTIONAL,
-    V2_ATTRIBUTES_OFFSET,
-    V2_CRC_OFFSET,
     V2_HEADER_SIZE,
 )
 from strom.protocol.records.v2 import Buffer, HeaderInput, RecordBatchBuilder
 
 logger = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]  # as in strom.client.cluster
-RecordCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 
 # Upper bound of a record's framing in a v2 batch: length varint (5), attributes (1),
 # timestamp delta varlong (10), offset delta, key and value lengths, header count
@@ -78,17 +78,6 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class BufferExhaustedError(KafkaTimeoutError):
-    """``buffer.memory`` stayed full for ``max.block.ms``: records arrive faster than sent."""
-
-
-class RecordTooLargeError(KafkaError):
-    """A record that could never fit in ``buffer.memory``, so waiting would not help."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(ErrorCode.MESSAGE_TOO_LARGE, message)
-
-
 class AbortForNewBatch(Exception):
     """The record would open a new batch; raised only for ``abort_on_new_batch``.
 
@@ -99,298 +88,6 @@ class AbortForNewBatch(Exception):
 
 
 NO_ROOM: Final = object()  # from append_nowait: the record needs a new batch
-
-
-class RecordMetadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int  # -1 when acks=0: the broker said nothing
-    timestamp: int  # the broker's LogAppendTime if the topic uses it, else CreateTime
-
-
-class FutureRecordMetadata:
-    """One record's delivery: its batch's future plus where it sits in the batch.
-
-    Awaitable (``await future`` gives ``RecordMetadata``), with the ``done``/
-    ``result``/``exception``/``add_done_callback`` part of the Future API;
-    ``as_future()`` makes a real ``asyncio.Future`` for ``asyncio.wait`` and the like.
-    """
-
-    __slots__ = ("_index", "_result", "_timestamp", "_topic_partition")
-
-    def __init__(
-        self, result: asyncio.Future[tuple[int, int]], tp: TopicPartition, index: int,
-        timestamp: int,
-    ) -> None:
-        self._result = result
-        self._topic_partition = tp
-        self._index = index
-        self._timestamp = timestamp
-
-    def _metadata(self, base_offset: int, log_append_time: int) -> RecordMetadata:
-        topic, partition = self._topic_partition
-        return _new_tuple(RecordMetadata, (  # NamedTuple's own __new__ is slower
-            topic, partition,
-            -1 if base_offset < 0 else base_offset + self._index,
-            self._timestamp if log_append_time < 0 else log_append_time,
-        ))
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        result = self._result
-        if not result.done():
-            yield from result.__await__()
-        return self._metadata(*result.result())
-
-    def done(self) -> bool:
-        return self._result.done()
-
-    def result(self) -> RecordMetadata:
-        """The metadata; raises the delivery error, or InvalidStateError if not done."""
-        return self._metadata(*self._result.result())
-
-    def exception(self) -> BaseException | None:
-        return self._result.exception()
-
-    def add_done_callback(self, callback: Callable[[FutureRecordMetadata], None]) -> None:
-        self._result.add_done_callback(lambda _: callback(self))
-
-    def as_future(self) -> asyncio.Future[RecordMetadata]:
-        future: asyncio.Future[RecordMetadata] = self._result.get_loop().create_future()
-
-        def copy(_: object) -> None:
-            if future.cancelled():
-                return
-            error = self._result.exception()
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(self.result())
-
-        if self._result.done():
-            copy(None)
-        else:
-            self._result.add_done_callback(copy)
-        return future
-
-
-class BufferPool:
-    """``buffer.memory`` accounting: no buffers are pooled, only their bytes counted.
-
-    Waiters are served strictly in arrival order, so a large request is not starved
-    by a stream of small ones (the Java client's ``BufferPool`` does the same).
-    """
-
-    __slots__ = ("_closed", "_waiters", "available", "total_memory")
-
-    def __init__(self, total_memory: int) -> None:
-        self.total_memory = total_memory
-        self.available = total_memory
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-        self._closed = False
-
-    def try_allocate(self, size: int) -> bool:
-        if self._waiters or size > self.available:
-            return False
-        self.available -= size
-        return True
-
-    async def allocate(self, size: int, max_block_ms: int) -> None:
-        if size > self.total_memory:
-            raise RecordTooLargeError(
-                f"a batch of {size} bytes is larger than buffer.memory ({self.total_memory})"
-            )
-        if self.try_allocate(size):
-            return
-        if self._closed:
-            raise ClientClosedError("the producer was closed while allocating memory")
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (size, waiter)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(max_block_ms / 1000):
-                await waiter
-        except TimeoutError:
-            self._abandon(entry)
-            raise BufferExhaustedError(
-                f"failed to allocate {size} bytes within max.block.ms ({max_block_ms} ms); "
-                f"buffer.memory is {self.total_memory}, {self.available} available"
-            ) from None
-        except BaseException:
-            self._abandon(entry)
-            raise
-
-    def _abandon(self, entry: tuple[int, asyncio.Future[None]]) -> None:
-        size, waiter = entry
-        if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-            self.release(size)  # granted just as the wait ended: give it back
-        elif entry in self._waiters:
-            self._waiters.remove(entry)
-            self._wake()
-
-    def release(self, size: int) -> None:
-        self.available += size
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self._waiters[0][0] <= self.available:
-            size, waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.available -= size
-                waiter.set_result(None)
-
-    @property
-    def queued(self) -> int:
-        """Appends waiting for memory."""
-        return len(self._waiters)
-
-    def close(self) -> None:
-        self._closed = True
-        while self._waiters:
-            _, waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(
-                    ClientClosedError("the producer was closed while allocating memory")
-                )
-
-
-class ProducerBatch:
-    """An open batch: the builder records go into, and who to tell when it is sent."""
-
-    __slots__ = (
-        "builder", "created_ms", "full", "record_count", "reserved", "result", "size_limit",
-        "thunks", "topic_partition",
-    )
-
-    def __init__(
-        self,
-        topic_partition: TopicPartition,
-        builder: RecordBatchBuilder,
-        size_limit: int,
-        created_ms: int,
-        result: asyncio.Future[tuple[int, int]],
-    ) -> None:
-        self.topic_partition = topic_partition
-        self.builder = builder
-        self.size_limit = size_limit  # uncompressed bytes the builder may reach
-        self.reserved = size_limit  # taken from buffer.memory: all the batch may grow to
-        self.created_ms = created_ms
-        self.result = result
-        self.record_count = 0
-        self.full = False
-        self.thunks: list[tuple[int, int, RecordCallback]] | None = None
-
-    def is_full(self) -> bool:
-        return self.full or self.builder.size_in_bytes >= self.size_limit
-
-
-class ClosedBatch:
-    """A built batch on its way to the broker: bytes, retry state and its records' fate.
-
-    ``buffer`` is the whole v2 batch as sent; ``set_producer_state`` rewrites its
-    idempotence fields in place and recomputes the CRC (the only fields the producer
-    changes after building, once, on first send; retries keep the same sequence).
-    """
-
-    __slots__ = (
-        "_release", "attempts", "base_sequence", "buffer", "created_ms", "drained_ms",
-        "last_attempt_ms", "producer_epoch", "producer_id", "record_count", "reserved",
-        "result", "thunks", "topic_partition",
-    )
-
-    def __init__(
-        self,
-        batch: ProducerBatch,
-        buffer: bytearray,
-        drained_ms: int,
-        release: Callable[[ClosedBatch], None],
-    ) -> None:
-        self.topic_partition = batch.topic_partition
-        self.buffer = buffer
-        self.record_count = batch.record_count
-        self.created_ms = batch.created_ms
-        self.drained_ms = drained_ms
-        self.last_attempt_ms = drained_ms
-        self.attempts = 0  # times reenqueued for a retry
-        self.reserved = batch.reserved
-        self.result = batch.result
-        self.thunks = batch.thunks
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.base_sequence = -1
-        self._release = release
-
-    @property
-    def size_in_bytes(self) -> int:
-        return len(self.buffer)
-
-    @property
-    def has_sequence(self) -> bool:
-        return self.base_sequence >= 0
-
-    @property
-    def last_sequence(self) -> int:
-        """Sequence of the last record; sequences wrap at 2**31 like the Java client's."""
-        return (self.base_sequence + self.record_count - 1) & 0x7FFFFFFF
-
-    def set_producer_state(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, *,
-        is_transactional: bool = False,
-    ) -> None:
-        """Stamp idempotence (and transaction) fields into the built bytes, new CRC."""
-        buffer = self.buffer
-        _PRODUCER_STATE.pack_into(
-            buffer, _PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
-        )
-        if is_transactional:
-            (attributes,) = _ATTRIBUTES.unpack_from(buffer, V2_ATTRIBUTES_OFFSET)
-            _ATTRIBUTES.pack_into(buffer, V2_ATTRIBUTES_OFFSET, attributes | ATTR_TRANSACTIONAL)
-        with memoryview(buffer) as view:
-            _CRC.pack_into(buffer, V2_CRC_OFFSET, crc32c(view[V2_ATTRIBUTES_OFFSET:]))
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-
-    @property
-    def is_done(self) -> bool:
-        return self.result.done()
-
-    def complete(self, base_offset: int, log_append_time: int = -1) -> bool:
-        """The broker appended the batch at ``base_offset``; False if already done."""
-        if self.result.done():
-            return False
-        self.result.set_result((base_offset, log_append_time))
-        if self.thunks:
-            topic, partition = self.topic_partition
-            for index, timestamp, callback in self.thunks:
-                metadata = RecordMetadata(
-                    topic, partition,
-                    -1 if base_offset < 0 else base_offset + index,
-                    timestamp if log_append_time < 0 else log_append_time,
-                )
-                _fire(callback, metadata, None)
-        self._release(self)
-        return True
-
-    def fail(self, error: BaseException) -> bool:
-        """Fail every record of the batch with ``error``; False if already done."""
-        if self.result.done():
-            return False
-        self.result.set_exception(error)
-        self.result.exception()  # retrieved: records nobody awaits must not log a warning
-        if self.thunks:
-            for _, _, callback in self.thunks:
-                _fire(callback, None, error)
-        self._release(self)
-        return True
-
-
-def _fire(
-    callback: RecordCallback, metadata: RecordMetadata | None, error: BaseException | None
-) -> None:
-    try:
-        callback(metadata, error)
-    except Exception:  # a user's bug must not stop the other records' callbacks
-        logger.exception("error in a produce callback")
 
 
 class RecordAccumulator:

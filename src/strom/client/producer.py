@@ -29,15 +29,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from strom.client.accumulator import (
-    NO_ROOM,
-    AbortForNewBatch,
-    ClosedBatch,
-    FutureRecordMetadata,
-    RecordAccumulator,
-    RecordCallback,
-    RecordMetadata,
-)
+from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
 from strom.client.cluster import Cluster, TopicPartition
 from strom.client.config import ProducerConfig
 from strom.client.errors import (
@@ -47,6 +39,12 @@ from strom.client.errors import (
     KafkaTimeoutError,
 )
 from strom.client.partitioner import DefaultPartitioner
+from strom.client.producer_batch import (
+    ClosedBatch,
+    FutureRecordMetadata,
+    RecordCallback,
+    RecordMetadata,
+)
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from strom.protocol.messages.init_producer_id_response import InitProducerIdResponse

@@ -17,7 +17,6 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from strom.client.accumulator import RecordCallback, RecordMetadata
 from strom.client.admin import AsyncAdmin
 from strom.client.admin_types import (
     AlterConfigOp,
@@ -41,6 +40,7 @@ from strom.client.fetcher import ConsumerRecord
 from strom.client.loop_thread import LoopThread
 from strom.client.offsets import OffsetAndMetadata
 from strom.client.producer import AsyncProducer
+from strom.client.producer_batch import RecordCallback, RecordMetadata
 from strom.protocol.records.v2 import Buffer, HeaderInput
 
 if TYPE_CHECKING:

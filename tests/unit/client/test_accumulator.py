@@ -13,16 +13,11 @@ from typing import TypeVar
 
 import pytest
 
-from strom.client.accumulator import (
-    BufferExhaustedError,
-    ClosedBatch,
-    FutureRecordMetadata,
-    RecordAccumulator,
-    RecordMetadata,
-    RecordTooLargeError,
-)
+from strom.client.accumulator import RecordAccumulator
+from strom.client.buffer_pool import BufferExhaustedError, RecordTooLargeError
 from strom.client.config import ProducerConfig
 from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
+from strom.client.producer_batch import ClosedBatch, FutureRecordMetadata, RecordMetadata
 from strom.protocol.compression import CompressionType
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.records import decode_batch, decode_records, read_batch_header, validate_crc
