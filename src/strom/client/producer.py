@@ -88,7 +88,6 @@ class AsyncProducer:
         self._sequences: dict[TopicPartition, int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
-        self._fatal: KafkaError | None = None
         self._closed = False
         self._starting: asyncio.Future[None] | None = None
         self._since_yield = 0
@@ -208,7 +207,7 @@ class AsyncProducer:
         anything; ``NO_ROOM`` sends the caller down the full path (start-up, metadata,
         a new batch, errors)."""
         accumulator, cluster = self._accumulator, self._cluster
-        if accumulator is None or cluster is None or self._fatal is not None or self._closed:
+        if accumulator is None or cluster is None or self._closed:
             return NO_ROOM
         info = cluster.metadata.topics.get(topic)
         if info is None or info.error_code or not info.partitions:
@@ -229,8 +228,6 @@ class AsyncProducer:
     async def _append(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                       headers: Sequence[HeaderInput], timestamp_ms: int | None,
                       callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | None:
-        if self._fatal is not None:
-            raise self._fatal
         if self._closed:
             raise ClientClosedError("the producer is closed")
         if self._accumulator is None or self._sender is None:
@@ -395,15 +392,12 @@ class AsyncProducer:
         accumulator = self._accumulator
         assert accumulator is not None
         age_ms = accumulator.clock_ms() - batch.created_ms
-        if batch.attempts < self.config.retries and age_ms < self.config.delivery_timeout_ms and not self._closed_hard():
+        if batch.attempts < self.config.retries and age_ms < self.config.delivery_timeout_ms:
             logger.info("retrying %d record(s) for %s-%d: %s", batch.record_count, *batch.topic_partition, error)
             accumulator.unmute(batch.topic_partition)
             accumulator.reenqueue(batch)
         else:
             self._finish(batch, error)
-
-    def _closed_hard(self) -> bool:
-        return self._fatal is not None
 
     def _finish(self, batch: ClosedBatch, error: BaseException | None, base_offset: int = -1,
                 log_append_time: int = -1) -> None:
