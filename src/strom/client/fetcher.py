@@ -251,25 +251,28 @@ class Fetcher:
         if header.last_offset < position:
             return [], next_offset
         check = self.config.check_crcs
+        kind = 1 if header.attributes & 0x08 else 0
         if header.magic == 2:
             if header.is_control:
                 return [], next_offset
-            batch = decode_batch(data, start, verify_crc=check)
-            kind = 1 if header.attributes & 0x08 else 0
+            records = decode_batch(data, start, verify_crc=check, copy=True).records
             epoch = header.partition_leader_epoch
-            records = batch.records
         else:
             records = decode_message(data, start, verify_crc=check)
-            kind = 1 if header.attributes & 0x08 else 0
             epoch = -1
-        out = [
-            ConsumerRecord(topic, partition, r.offset, r.timestamp, kind,
-                           None if r.key is None else bytes(r.key),
-                           None if r.value is None else bytes(r.value),
-                           tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
-                           epoch)
-            for r in records if r.offset >= position
-        ]
+        new, cls = tuple.__new__, ConsumerRecord
+        out: list[ConsumerRecord] = []
+        append = out.append
+        for offset, timestamp, key, value, headers in records:
+            if offset < position:
+                continue
+            if key is not None and not isinstance(key, bytes):
+                key = bytes(key)  # legacy message sets decode to views
+            if value is not None and not isinstance(value, bytes):
+                value = bytes(value)
+            if headers:
+                headers = tuple((k, v if v is None or isinstance(v, bytes) else bytes(v)) for k, v in headers)
+            append(new(cls, (topic, partition, offset, timestamp, kind, key, value, headers, epoch)))
         return out, next_offset
 
     def _update_ready(self) -> None:

@@ -225,7 +225,7 @@ class GroupMetadataManager:
         return ErrorCode.NONE
 
 
-def _apply(state: _LoadState, key: memoryview | None, value: memoryview | None) -> None:
+def _apply(state: _LoadState, key: memoryview | bytes | None, value: memoryview | bytes | None) -> None:
     if key is None:
         raise ProtocolError("record without a key")
     decoded = decode_key(key)

@@ -74,13 +74,14 @@ _NO_HEADERS: Final[tuple[tuple[str, memoryview | None], ...]] = ()
 
 
 class Record(NamedTuple):
-    """One decoded record; key and value are views into the (decompressed) batch."""
+    """One decoded record; key and value are views into the (decompressed) batch, or
+    ``bytes`` of their own when decoded with ``copy``."""
 
     offset: int
     timestamp: int
-    key: memoryview | None
-    value: memoryview | None
-    headers: Sequence[tuple[str, memoryview | None]]
+    key: memoryview | bytes | None
+    value: memoryview | bytes | None
+    headers: Sequence[tuple[str, memoryview | bytes | None]]
 
 
 class DecodedBatch(NamedTuple):
@@ -101,8 +102,14 @@ def decode_batch(
     *,
     max_uncompressed_size: int = DEFAULT_MAX_UNCOMPRESSED_SIZE,
     verify_crc: bool = True,
+    copy: bool = False,
 ) -> DecodedBatch:
-    """Decode every record of the v2 batch at ``pos``."""
+    """Decode every record of the v2 batch at ``pos``.
+
+    Keys, values and header values are views into the batch, or with ``copy`` their own
+    ``bytes``: what a consumer hands its application, which may keep them after the
+    fetched buffer is gone (one slice instead of a view and then a copy).
+    """
     header = validate_crc(buf, pos) if verify_crc else read_batch_header(buf, pos)
     if header.magic != 2:
         raise ValueError(f"magic {header.magic} is not a v2 batch; use legacy.decode_message")
@@ -120,6 +127,8 @@ def decode_batch(
         view = memoryview(buf)[section_start:section_end]
         data, start, end = view.tobytes(), 0, section_end - section_start
     append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
+    if copy:  # slicing the bytes being parsed gives bytes (same indexes as the view)
+        view = data  # type: ignore[assignment]
     records = _decode_records(
         data, view, start, end, header.records_count, header.base_offset,
         header.base_timestamp, append_time,
