@@ -15,6 +15,7 @@ processing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -51,6 +52,7 @@ class AsyncConsumer:
         self._subscription: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._listener: Any = None
+        self._joining: asyncio.Future[None] | None = None
         self._manual = False
         self._closed = False
 
@@ -78,6 +80,10 @@ class AsyncConsumer:
         if self._closed:
             return
         self._closed = True
+        if self._joining is not None:
+            self._joining.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._joining
         if self._coordinator is not None:
             await self._coordinator.close()
         if self._fetcher is not None:
@@ -252,7 +258,7 @@ class AsyncConsumer:
         limit = max_records or self.config.max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            await self._maintain_group()
+            await self._maintain_group(deadline)
             await self._initialize_positions()
             records = fetcher.take(limit)
             if records:
@@ -294,7 +300,7 @@ class AsyncConsumer:
         _, fetcher = self._parts()
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            await self._maintain_group()
+            await self._maintain_group(deadline)
             await self._initialize_positions()
             parts = []
             for tp, completed, position in fetcher.take_raw():
@@ -321,7 +327,7 @@ class AsyncConsumer:
     def _group_check_interval(self) -> float:
         return self.config.heartbeat_interval_ms / 1000 if self._coordinator is not None else 3600.0
 
-    async def _maintain_group(self) -> None:
+    async def _maintain_group(self, deadline: float) -> None:
         if self._manual or (not self._subscription and self._pattern is None):
             return
         cluster, fetcher = self._parts()
@@ -333,7 +339,17 @@ class AsyncConsumer:
         if self._pattern is not None:
             topics = await self._matching_topics(cluster)
         self._coordinator.poll_called()
-        await self._coordinator.ensure_active_group(topics)
+        # The join runs as a task of its own that outlives this poll: a poll returns at
+        # its timeout even while the group is still rebalancing (as the Java client's
+        # poll(Duration) does), and the next poll waits on the same join, never
+        # cancelling one halfway through its requests.
+        if self._joining is None:
+            self._joining = asyncio.ensure_future(self._coordinator.ensure_active_group(topics))
+        await asyncio.wait((self._joining,), timeout=max(deadline - time.monotonic(), 0))
+        if not self._joining.done():
+            return
+        joining, self._joining = self._joining, None
+        joining.result()  # the join's error, if any, is this poll's
         assigned = set(self._coordinator.assignment)
         if assigned != set(fetcher.states):
             fetcher.assign(assigned)
