@@ -18,7 +18,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -141,6 +141,7 @@ class Cluster:
         self._connecting: dict[int, asyncio.Future[BrokerConnection]] = {}
         self._backoff: dict[int, _Backoff] = {}
         self._refreshing: asyncio.Future[ClusterMetadata] | None = None
+        self._last_background_refresh = 0.0
         self._wanted_topics: set[str] = set()
         self._all_topics = False
         self._closed = False
@@ -220,6 +221,21 @@ class Cluster:
     def want_all_topics(self, enabled: bool = True) -> None:
         """Refresh every topic (pattern subscriptions, admin listings)."""
         self._all_topics = enabled
+
+    def refresh_soon(self, then: Callable[[], object]) -> None:
+        """Refresh in the background, at most once per ``retry.backoff.ms``, then call
+        ``then`` (after a failure too: the caller looks again and may ask again)."""
+        now = time.monotonic()
+        if now - self._last_background_refresh < self.config.retry_backoff_ms / 1000:
+            return
+        self._last_background_refresh = now
+
+        def done(task: asyncio.Future[ClusterMetadata]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                logger.info("metadata refresh failed: %s", task.exception())
+            then()
+
+        asyncio.ensure_future(self.refresh()).add_done_callback(done)
 
     @property
     def stale(self) -> bool:

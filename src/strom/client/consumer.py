@@ -372,7 +372,7 @@ class AsyncConsumer:
         committed: dict[TopicPartition, Any] = {}
         if self._coordinator is not None:
             committed = await self._coordinator.fetch_committed(missing)
-        reset = {"earliest": EARLIEST, "latest": LATEST}.get(self.config.auto_offset_reset)
+        reset = fetcher.default_reset
         for tp in missing:
             offset = committed.get(tp)
             if offset is not None and offset.offset >= 0:

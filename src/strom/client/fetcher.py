@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from strom.client.cluster import Cluster, TopicPartition
 from strom.client.config import ConsumerConfig
@@ -121,9 +121,9 @@ class Fetcher:
         self._wakeup = asyncio.Event()
         self._in_flight: set[int] = set()  # nodes with a fetch outstanding
         self._task: asyncio.Task[None] | None = None
-        self._default_reset = {"earliest": EARLIEST, "latest": LATEST}.get(config.auto_offset_reset)
+        # auto.offset.reset as a ListOffsets timestamp; None for "none"
+        self.default_reset = {"earliest": EARLIEST, "latest": LATEST}.get(config.auto_offset_reset)
         self._round_robin: deque[TopicPartition] = deque()
-        self._last_refresh = 0.0
 
     # -- assignment and positions --------------------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -319,18 +319,7 @@ class Fetcher:
         return any(metadata.leader(*tp) is None for tp, s in self.states.items() if s.position is not None)
 
     def _refresh_soon(self) -> None:
-        """Refresh metadata in the background, at most once per ``retry.backoff.ms``."""
-        now = time.monotonic()
-        if now - self._last_refresh < self.config.retry_backoff_ms / 1000:
-            return
-        self._last_refresh = now
-        task = asyncio.ensure_future(self.cluster.refresh())
-        task.add_done_callback(self._refreshed)
-
-    def _refreshed(self, task: asyncio.Future[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.info("metadata refresh failed: %s", task.exception())
-        self.wake()
+        self.cluster.refresh_soon(self.wake)
 
     def _send_fetches(self) -> None:
         metadata = self.cluster.metadata
@@ -411,12 +400,12 @@ class Fetcher:
             if completed.batches:
                 state.completed = completed
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if self._default_reset is None:
+            if self.default_reset is None:
                 state.error = OffsetOutOfRangeError({tp: fetch_offset})
             else:
                 logger.info("%s: offset %d out of range; resetting to %s", tp, fetch_offset,
                             self.config.auto_offset_reset)
-                state.position, state.reset = None, self._default_reset
+                state.position, state.reset = None, self.default_reset
         elif code in _REFRESH_ERRORS:
             self._refresh_soon()
         else:

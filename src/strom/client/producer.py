@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
 from strom.client.cluster import Cluster, TopicPartition
@@ -304,15 +304,8 @@ class AsyncProducer:
                     await accumulator.wakeup.wait()
 
     def _refresh_metadata(self) -> None:
-        assert self._cluster is not None
-        task = asyncio.ensure_future(self._cluster.refresh())
-        task.add_done_callback(self._refreshed)
-
-    def _refreshed(self, task: asyncio.Future[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.info("metadata refresh failed: %s", task.exception())
-        if self._accumulator is not None:
-            self._accumulator.wakeup.set()
+        assert self._cluster is not None and self._accumulator is not None
+        self._cluster.refresh_soon(self._accumulator.wakeup.set)
 
     def _send_batches(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
         accumulator = self._accumulator
