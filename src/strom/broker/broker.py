@@ -1,9 +1,9 @@
 """The broker: its parts, its lifecycle, and the dispatch of one request to its handler.
 
 ``Broker`` owns the storage (``LogManager``), the topic table (``MetadataCache``), the
-append/fetch path (``ReplicaManager``) and the periodic work Kafka's scheduler does
-(retention, ``flush.ms``, checkpoints). ``handle`` turns one request frame into the
-response buffers; the network layer (``server``) only moves bytes.
+append/fetch path (``ReplicaManager``), the periodic work Kafka's scheduler does
+(retention, ``flush.ms``, checkpoints) and the compaction threads (``LogCleaner``).
+``handle`` turns one request frame into the response buffers; the network layer (``server``) only moves bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every
 from strom.broker.producer_ids import ProducerIdManager
 from strom.broker.replica_manager import ReplicaManager
+from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.headers import UnsupportedRequestError, decode_request, encode_response
@@ -58,6 +59,12 @@ class Broker:
             config.log,
             producer_state_config=ProducerStateManagerConfig(config.producer_id_expiration_ms),
         )
+        self.log_cleaner = LogCleaner(self.log_manager, CleanerConfig(
+            enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+            backoff_ms=config.log_cleaner_backoff_ms))
         self.metadata = MetadataCache(self.log_manager)
         self.replica_manager = ReplicaManager(self.log_manager)
         self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.log_manager, self.replica_manager)
@@ -71,6 +78,7 @@ class Broker:
     def startup(self) -> None:
         """Open (and recover) the logs and the topic table; no sockets yet."""
         self.log_manager.startup()
+        self.log_cleaner.startup()
         self.metadata.load()
         self.group_coordinator.load()
         self.producer_ids.load()
@@ -78,6 +86,7 @@ class Broker:
 
     def start_background_work(self) -> None:
         self.group_coordinator.start()
+        self.log_cleaner.start()
         cfg = self.config
         work: list[tuple[int, Callable[[], object], str]] = [
             (cfg.log_retention_check_interval_ms, self.log_manager.run_retention, "retention"),
@@ -95,6 +104,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.group_coordinator.shutdown()
+        await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.close()
 
     # -- requests ------------------------------------------------------------------------

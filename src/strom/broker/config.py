@@ -79,6 +79,15 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = field(
         default=600000, metadata=_kafka("offsets.retention.check.interval.ms")
     )
+    log_cleaner_enable: bool = field(default=True, metadata=_kafka("log.cleaner.enable"))
+    log_cleaner_threads: int = field(default=1, metadata=_kafka("log.cleaner.threads"))
+    log_cleaner_dedupe_buffer_size: int = field(
+        default=134217728, metadata=_kafka("log.cleaner.dedupe.buffer.size"))
+    log_cleaner_io_buffer_load_factor: float = field(
+        default=0.9, metadata=_kafka("log.cleaner.io.buffer.load.factor"))
+    log_cleaner_io_max_bytes_per_second: float = field(
+        default=1.7976931348623157e308, metadata=_kafka("log.cleaner.io.max.bytes.per.second"))
+    log_cleaner_backoff_ms: int = field(default=15000, metadata=_kafka("log.cleaner.backoff.ms"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
 
     @classmethod
@@ -145,8 +154,13 @@ def _convert(name: str, text: str) -> str:
     return str(int(text) * scale) if scale else text
 
 
-def _parse(name: str, kind: object, text: str) -> int | bool | str:
+def _parse(name: str, kind: object, text: str) -> int | float | bool | str:
     text = text.strip()
+    if kind in (float, "float"):
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, not {text!r}") from None
     if kind in (int, "int"):
         try:
             return int(text)

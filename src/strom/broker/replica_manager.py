@@ -17,7 +17,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from strom.compaction.record_scan import has_keyless_record
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import ProtocolError
 from strom.storage.errors import StorageError
 from strom.storage.log import AppendResult, FetchIsolation, FetchResult, FileRegion, Log
 from strom.storage.log_manager import LogManager
@@ -74,6 +76,8 @@ class ReplicaManager:
         log = self.log_manager.get_log(topic, partition)
         if log is None:
             raise StorageError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if log.config.compacts:
+            _require_keys(topic, records)
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=True)
         if self._waiters:  # long-polling fetches, if any
             self._wake((topic, partition))
@@ -116,6 +120,17 @@ class ReplicaManager:
     def _wake(self, key: TopicPartition) -> None:
         for future in self._waiters.pop(key, ()):
             _resolve(future)
+
+
+def _require_keys(topic: str, records: bytes | bytearray | memoryview) -> None:
+    """A compacted topic refuses a record set with any keyless record (Kafka's rule)."""
+    try:
+        keyless = has_keyless_record(records)
+    except ProtocolError as exc:
+        raise StorageError(str(exc), ErrorCode(exc.error_code)) from exc
+    if keyless:
+        raise StorageError(f"compacted topic {topic} refuses records without a key",
+                           ErrorCode.INVALID_RECORD)
 
 
 def _bounds(log: Log) -> FetchResult:

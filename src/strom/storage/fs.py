@@ -82,6 +82,10 @@ class FileSystem:
     def mtime_ms(self, path: str) -> int:
         return os.stat(path).st_mtime_ns // 1_000_000
 
+    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
+        """The compaction cleaner keeps a cleaned segment's last-modified time (Kafka's)."""
+        os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
     def fsync_dir(self, path: str) -> None:
         """Make renames, creations and deletions in ``path`` durable."""
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -77,6 +77,7 @@ from strom.storage.segment import (
     AppendedBatch,
     LogSegment,
 )
+from strom.storage.segment_swap import swap_in
 from strom.storage.time_index import TimestampOffset
 
 logger = logging.getLogger(__name__)
@@ -165,6 +166,9 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.offline = False  # set after an fdatasync failure; appends then refuse
         self.closed = False
+        # Set by the compaction cleaner while it reads segments: deleted segments' fds
+        # then stay open past file.delete.delay.ms (a closed fd number could be reused).
+        self.cleaner_reading = False
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, " \
@@ -522,8 +526,32 @@ class Log:
             excess -= segment.size
         return len(segments)
 
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
+                         end_offset: int) -> bool:
+        """The cleaner's swap of ``old`` (covering ``[old[0].base, end_offset)``) for
+        ``cleaned``, in one step under the writer lock (``segment_swap``); False if
+        retention or a truncation changed those segments first."""
+        with self._lock:
+            if self.closed or self.offline:
+                return False
+            try:
+                replaced = swap_in(self.fs, self.directory, self.segments, cleaned, old,
+                                   end_offset)
+            except OSError as exc:
+                self.offline = True  # half-renamed files: only recovery may sort them out
+                raise KafkaStorageError(f"swapping cleaned segments into {self} failed: "
+                                        f"{exc}") from exc
+            if replaced is None:
+                return False
+            self.segments = replaced
+            due = self.clock() + self.config.file_delete_delay_ms
+            self._pending_deletes += [(due, segment) for segment in old]
+            return True
+
     def delete_pending_files(self, now_ms: int) -> None:
         """Unlink ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
+        if self.cleaner_reading and now_ms < 2**63 - 1:
+            return
         with self._lock:
             due = [item for item in self._pending_deletes if item[0] <= now_ms]
             self._pending_deletes = [item for item in self._pending_deletes if item[0] > now_ms]

@@ -4,7 +4,8 @@ What a partition directory may hold when it is opened (see ``segment`` for names
 ``*.log`` with their ``*.index``/``*.timeindex``, ``leader-epoch-checkpoint``, and
 leftovers of an interrupted operation: ``*.deleted`` files (a delete that had not
 finished), ``*.tmp`` (a checkpoint being replaced), index files whose ``.log`` is
-gone. Leftovers are removed first.
+gone. Leftovers are removed first. An interrupted compaction swap (``.cleaned``,
+``.swap`` files) is rolled back or completed before that (see ``segment_swap``).
 
 Recovery (the last shutdown was unclean, i.e. the data dir had no clean-shutdown
 marker): segments wholly below the recovery point were fdatasync'ed, so only their
@@ -45,6 +46,7 @@ from strom.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from strom.storage.segment_swap import complete_interrupted_swaps
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ class LogLoader:
         return log
 
     def _clean_directory(self) -> list[int]:
+        for action in complete_interrupted_swaps(self.fs, self.directory):
+            logger.warning("%s: %s", self.name, action)
         names = self.fs.listdir(self.directory)
         leftovers = [n for n in names if n.endswith((DELETED_SUFFIX, ".tmp"))]
         bases = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}

@@ -77,6 +77,9 @@ class LogManager:
         self.topic_overrides: dict[str, dict[str, str]] = {}
         self._lock = threading.RLock()
         self._lock_fd: int | None = None
+        # Called with (topic, partition) before a log is closed and deleted: the
+        # compaction cleaner stops reading it (strom.compaction.log_cleaner).
+        self.before_delete: list[Callable[[str, int], None]] = []
 
     # --- startup and shutdown ---------------------------------------------------------
 
@@ -158,9 +161,11 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> None:
         """Close the log and move its directory aside; its files go at once, the dir after."""
         with self._lock:
-            log = self.logs.pop((topic, partition), None)
-            if log is None:
+            if (topic, partition) not in self.logs:
                 return
+            for hook in self.before_delete:
+                hook(topic, partition)
+            log = self.logs.pop((topic, partition))
             log.close()
             doomed = self._path(f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
             self.fs.rename(log.directory, doomed)

@@ -63,6 +63,20 @@ class LogSegments:
     def without_first(self, count: int) -> LogSegments:
         return LogSegments(self._segments[count:])
 
+    def replaced(self, old: Sequence[LogSegment], new: LogSegment) -> LogSegments | None:
+        """``old`` (consecutive segments of this list) replaced by ``new``; None if they
+        are no longer consecutive members (retention or truncation got there first)."""
+        if not old:
+            return None
+        try:
+            first = self._segments.index(old[0])
+        except ValueError:
+            return None
+        if self._segments[first : first + len(old)] != tuple(old) \
+                or first + len(old) >= len(self._segments):  # the active one stays
+            return None
+        return LogSegments((*self._segments[:first], new, *self._segments[first + len(old):]))
+
     def truncated_after(self, offset: int) -> tuple[LogSegments, tuple[LogSegment, ...]]:
         """(segments whose base offset <= ``offset``, the later ones); keeps at least one."""
         keep = max(1, bisect_right(self._base_offsets, offset))

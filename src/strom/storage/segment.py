@@ -12,9 +12,10 @@ broker-assigned offsets written into them. There is no segment header or footer.
 Invariants:
 - ``size`` (in memory) is the end of the last whole, acknowledged batch. Bytes past it
   (a failed write's leftovers) are never served and are cut off by recovery.
-- Offsets inside a segment are contiguous and increasing from ``base_offset``: each
-  batch starts at the previous batch's next offset (recovery rejects anything else;
-  the compaction cleaner, a later issue, must relax this to "increasing").
+- Offsets inside a segment increase from ``base_offset``: each batch starts at or after
+  the previous batch's next offset (recovery rejects anything else). Appended segments
+  are contiguous; segments written by the compaction cleaner have gaps where records
+  were removed (batches keep their base and last offsets).
 - Every offset in the segment is < 2**31 above ``base_offset`` (index entries are
   int32), and ``size`` < 2**31 (positions are int32); the log rolls before either.
 - The indexes are caches: recovery rebuilds them from the ``.log`` alone.
@@ -131,10 +132,13 @@ class LogSegment:
     def __init__(
         self, fs: FileSystem, directory: str, base_offset: int, *,
         segment_index_bytes: int, index_interval_bytes: int, created_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.fs = fs
         self.directory = directory
         self.base_offset = base_offset
+        # "" for a live segment; ".cleaned" while the cleaner writes it (see segment_swap)
+        self.file_suffix = file_suffix
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.fd = fs.open(self._path(LOG_SUFFIX), os.O_RDWR | os.O_CREAT)
@@ -152,7 +156,16 @@ class LogSegment:
         self.dirty = False  # a failed write could not be cut off; recovery must run
 
     def _path(self, suffix: str) -> str:
-        return os.path.join(self.directory, segment_file_name(self.base_offset, suffix))
+        return os.path.join(self.directory,
+                            segment_file_name(self.base_offset, suffix) + self.file_suffix)
+
+    def rename_indexes(self, file_suffix: str) -> None:
+        """Give both index files ``file_suffix`` (the ``.log`` is renamed by the caller)."""
+        for index, suffix in ((self.offset_index, INDEX_SUFFIX),
+                              (self.time_index, TIME_INDEX_SUFFIX)):
+            index.rename(os.path.join(self.directory,
+                                      segment_file_name(self.base_offset, suffix) + file_suffix))
+        self.file_suffix = file_suffix
 
     @property
     def log_path(self) -> str:
@@ -360,7 +373,7 @@ class LogSegment:
             except ProtocolError:
                 return
             first = header.base_offset if header.magic == 2 else None
-            if (first is not None and first != expected) or header.last_offset < expected \
+            if (first is not None and first < expected) or header.last_offset < expected \
                     or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
                 return
             yield position, header

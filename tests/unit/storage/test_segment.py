@@ -99,14 +99,25 @@ def test_recover_truncates_a_torn_tail(tmp_path: Path) -> None:
     assert segment.next_offset == 62 and segment.size == sum(map(len, written))
 
 
-def test_recover_stops_at_offset_discontinuity(tmp_path: Path) -> None:
+def test_recover_stops_at_offsets_going_backwards(tmp_path: Path) -> None:
+    # Gaps forward are legal (compaction leaves them); going back is not.
     segment = new_segment(tmp_path)
     fill(segment, 2)
-    stray = batch(1, base_offset=999)  # valid CRC, wrong offset
+    stray = batch(1, base_offset=3)  # valid CRC, offset already used
     with open(segment.log_path, "ab") as file:
         file.write(stray)
     assert segment.recover() == len(stray)
     assert segment.next_offset == 56
+
+
+def test_recover_keeps_a_compacted_segment_with_gaps(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path)
+    fill(segment, 2)
+    later = batch(1, base_offset=999)
+    with open(segment.log_path, "ab") as file:
+        file.write(later)
+    assert segment.recover() == 0
+    assert segment.next_offset == 1000
 
 
 def test_failed_append_leaves_segment_unchanged(tmp_path: Path) -> None:
