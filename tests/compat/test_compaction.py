@@ -1,0 +1,141 @@
+"""Compacted topics with real clients: keyless produce refused, consumers across compaction,
+``__consumer_offsets`` kept small and reloaded.
+
+The broker runs with ``log.cleaner.backoff.ms=100`` and topics with small segments and
+``min.cleanable.dirty.ratio=0.01`` so the cleaner works within a test; the tests wait
+for its ``cleaner-offset-checkpoint`` instead of sleeping a fixed time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.storage.checkpoint import read_offset_checkpoint
+from strom.storage.fs import FileSystem
+from tests.compat.broker_process import BrokerProcess
+
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "20000",
+             "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "86400000"}
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path / "data", {
+        "group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "100",
+        "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "20000",
+        "log.cleaner.min.cleanable.ratio": "0.01",
+    }).start()
+    yield process
+    if process.alive():
+        process.stop()
+
+
+def create_topic(broker: BrokerProcess, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1, config=COMPACTED)])[name].result(timeout=10)
+
+
+def cleaned_up_to(broker: BrokerProcess, topic: str) -> int:
+    path = str(broker.data_dir / "cleaner-offset-checkpoint")
+    return read_offset_checkpoint(FileSystem(), path).get((topic, 0), 0)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def produce(broker: BrokerProcess, topic: str, records: list[tuple[bytes | None, bytes | None]]
+            ) -> list[KafkaError | None]:
+    errors: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 8000,
+                         "enable.idempotence": False, "retries": 0})
+    for key, value in records:
+        producer.produce(topic, value=value, key=key,
+                         on_delivery=lambda err, _msg: errors.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return errors
+
+
+def read_all(broker: BrokerProcess, topic: str) -> list[Message]:
+    """Every record from offset 0 to the high watermark, with one fresh consumer."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        messages: list[Message] = []
+        deadline = time.monotonic() + 60
+        while (not messages or messages[-1].offset() < high - 1) and high > 0:
+            assert time.monotonic() < deadline, "consumer did not reach the high watermark"
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            messages.append(message)
+        return messages
+    finally:
+        consumer.close()
+
+
+def test_keyless_produce_to_a_compacted_topic_is_refused(broker: BrokerProcess) -> None:
+    create_topic(broker, "table")
+    assert produce(broker, "table", [(b"k", b"v")]) == [None]
+    errors = produce(broker, "table", [(None, b"no key")])
+    assert len(errors) == 1 and errors[0] is not None
+    assert errors[0].code() == KafkaError.INVALID_RECORD
+    assert [(m.key(), m.value()) for m in read_all(broker, "table")] == [(b"k", b"v")]
+
+
+def test_consumer_reading_during_compaction_sees_every_latest_value(
+        broker: BrokerProcess) -> None:
+    create_topic(broker, "table")
+    latest: dict[bytes, bytes | None] = {}
+    for round_number in range(6):
+        records: list[tuple[bytes | None, bytes | None]] = [
+            (b"key-%d" % (i % 300), b"round %d value %d " % (round_number, i) * 4)
+            for i in range(1000)]
+        records += [(b"key-%d" % i, None) for i in range(round_number, 300, 50)]  # tombstones
+        assert set(produce(broker, "table", records)) == {None}
+        latest.update(records)
+        seen = {m.key(): m.value() for m in read_all(broker, "table")}  # while it cleans
+        assert seen == latest
+    wait_for(lambda: cleaned_up_to(broker, "table") > 0, "the cleaner")
+    messages = read_all(broker, "table")
+    assert {m.key(): m.value() for m in messages} == latest
+    assert len(messages) < 6 * 1000 / 2  # compaction removed most superseded records
+    offsets = [m.offset() for m in messages]
+    assert offsets == sorted(offsets) and offsets[-1] > len(offsets)  # gaps, no renumbering
+
+
+def test_consumer_offsets_stay_small_and_reload(broker: BrokerProcess, tmp_path: Path) -> None:
+    assert set(produce(broker, "events", [(b"k", b"v%d" % i) for i in range(50)])) == {None}
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    for i in range(1500):
+        consumer.commit(offsets=[TopicPartition("events", 0, i % 50 + 1)],
+                        asynchronous=False)
+    consumer.close()
+    offsets_dir = broker.data_dir / "__consumer_offsets-0"
+    wait_for(lambda: cleaned_up_to(broker, "__consumer_offsets") > 0, "offsets compaction")
+    size = sum(path.stat().st_size for path in offsets_dir.glob("*.log"))
+    assert size < 1500 * 60 / 2  # a commit record is ~60-100 bytes; most are gone
+    broker.stop()
+    broker.start()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer",
+                       "enable.auto.commit": False})
+    try:
+        committed = reader.committed([TopicPartition("events", 0)], timeout=10)
+        assert committed[0].offset == 1499 % 50 + 1
+    finally:
+        reader.close()
