@@ -56,6 +56,35 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(args: argparse.Namespace) -> int:
+    import os
+
+    from strom.spark.loader import load, parse_rewind
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        rewind = parse_rewind(args.rewind_to) if args.rewind_to is not None else None
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    topics = [t.strip() for t in args.topics.split(",") if t.strip()]
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("strom-load").config("spark.ui.enabled", "false")
+    if args.master:
+        builder = builder.master(args.master)
+    for text in args.spark_conf:
+        name, value = _property(text)
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        load(spark, args.bootstrap_server, topics, args.to, rewind_to=rewind, output_format=args.format)
+    finally:
+        spark.stop()
+    return 0
+
+
 def _property(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -83,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="the event loop; uvloop needs the [uvloop] extra (measured: BENCHMARKS.md)",
     )
     serve.set_defaults(run=_serve)
+
+    load = commands.add_parser(
+        "load", help="land topics in Parquet with Spark, exactly once (offsets kept with the output)")
+    load.add_argument("--bootstrap-server", required=True, help="HOST:PORT of a broker")
+    load.add_argument("--topics", required=True, help="comma-separated topic names")
+    load.add_argument("--to", required=True, help="output directory (topic=/date= partitions)")
+    load.add_argument("--format", default="parquet", choices=["parquet"])
+    load.add_argument("--rewind-to", metavar="TIME|earliest",
+                      help="re-land every record at or after TIME (epoch ms or ISO-8601, UTC), "
+                           "replacing what earlier runs wrote for them")
+    load.add_argument("--master", help="Spark master URL (default: Spark's, local[*])")
+    load.add_argument("--spark-conf", action="append", default=[], metavar="NAME=VALUE",
+                      help="a Spark property, e.g. --spark-conf spark.driver.memory=4g")
+    load.set_defaults(run=_load)
     return parser
 
 
