@@ -57,7 +57,8 @@ class ProcessorMetrics:
     skipped: int
     dropped: int
     commits: int
-    commit_failures: int
+    commit_failures: int  # refused or failed; the next periodic commit tries again
+    revocation_commit_failures: int  # a partition left without its finished work committed
 
     @property
     def lag(self) -> int:

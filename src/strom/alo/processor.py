@@ -135,7 +135,7 @@ class ParallelConsumer:
         self._commit_lock = asyncio.Lock()
         self._rate = RateMeter()
         self._totals = PartitionCounters()
-        self._commits = self._commit_failures = 0
+        self._commits = self._commit_failures = self._revocation_commit_failures = 0
         self._topics: list[str] | None = None
         self._pattern: str | re.Pattern[str] | None = None
         self._poll_task: asyncio.Task[None] | None = None
@@ -468,8 +468,9 @@ class ParallelConsumer:
         for tp in mine:
             self._drop_buffered(tp)
             self._rewind(tp)
-        if mine:
-            await self._commit(mine, reason="revocation")
+        if mine and not await self._commit(mine, reason="revocation"):
+            # The next owner starts from an older commit and repeats finished work.
+            self._revocation_commit_failures += 1
         for tp in mine:
             self._release(tp)
 
@@ -495,7 +496,7 @@ class ParallelConsumer:
         tracker = self._trackers[tp]
         tracker.revoked = True
         committable = tracker.committable()
-        if tp in self.consumer.assignment():
+        if not self._closed and tp in self.consumer.assignment():
             if committable is not None:
                 self.consumer.seek(tp, committable)
             self.consumer.pause(tp)
@@ -536,7 +537,8 @@ class ParallelConsumer:
             completed=totals.completed, completed_per_second=self._rate.rate(totals.completed),
             window_s=self._rate.window_s, retries=totals.retries, dead_lettered=totals.dead_lettered,
             skipped=totals.skipped, dropped=totals.dropped, commits=self._commits,
-            commit_failures=self._commit_failures)
+            commit_failures=self._commit_failures,
+            revocation_commit_failures=self._revocation_commit_failures)
 
 
 def _as_properties(config: ParallelConsumerConfig) -> dict[str, object]:
