@@ -343,6 +343,11 @@ class ConsumerCoordinator:
         logger.info("group %s: generation %d, member %s, assigned %s", self.group_id, generation.generation_id,
                     generation.member_id, sorted(assigned))
         added = assigned
+        # Synced: the generation is valid from here on, as in the Java client, so a
+        # listener may commit in on_partitions_revoked (what a cooperative member must
+        # do before handing partitions on).
+        self._stable = True
+        self._last_heartbeat_ok = time.monotonic()
         if self.cooperative:
             added = assigned - self._assignment
             revoked = self._assignment - assigned
@@ -351,8 +356,6 @@ class ConsumerCoordinator:
                 await self._invoke("on_partitions_revoked", revoked)
                 self.request_rejoin("partitions were revoked: the group must hand them on")
         self._assignment = assigned
-        self._stable = True
-        self._last_heartbeat_ok = time.monotonic()
         if any(topic not in self._joined_subscription for topic, _ in assigned):
             self.request_rejoin("the assignment has topics this member does not subscribe to")
         await self._invoke("on_partitions_assigned", added)
