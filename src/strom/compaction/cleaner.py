@@ -62,7 +62,7 @@ from strom.storage.segment_swap import CLEANED_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-READ_CHUNK: Final = 4 << 20  # bytes read per step of either pass
+READ_CHUNK: Final = 1 << 20  # bytes read per step of either pass (Kafka: 512 KiB)
 _LENGTH: Final = struct.Struct(">i")
 _CRC: Final = struct.Struct(">I")
 
