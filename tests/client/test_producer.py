@@ -148,6 +148,40 @@ def test_callbacks_fire_in_order_and_flush_waits(kafka: Kafka) -> None:
     asyncio.run(main())
 
 
+def test_keyless_records_fill_one_sticky_batch_at_a_time_and_survive_new_metadata(kafka: Kafka) -> None:
+    """produce()'s per-record path appends key-less records to a cached sticky batch;
+    every record must still land once, in order within its partition, with its
+    CreateTime, also across a metadata refresh (which drops the cache)."""
+    topic = kafka.topic("sticky")
+    create_topic(kafka, topic, 3)
+
+    async def main() -> None:
+        async with AsyncProducer({"bootstrap.servers": kafka.bootstrap, "batch.size": 1024,
+                                  "linger.ms": 1000}) as producer:
+            start = time.time_ns() // 1_000_000
+            for i in range(3000):
+                await producer.produce(topic, b"%06d" % i + b"." * 94)
+                if i == 1500:
+                    assert producer._cluster is not None
+                    await producer._cluster.refresh()  # new metadata: the sticky cache is stale
+            await producer.flush()
+            end = time.time_ns() // 1_000_000
+        records = await read_back(kafka.bootstrap, topic, 3, 3000)
+        numbers = [int(bytes(r.value or b"")[:6]) for r in records]
+        assert sorted(numbers) == list(range(3000))
+        for partition in range(3):
+            mine = [(r.offset, int(bytes(r.value or b"")[:6])) for r in records if r.partition == partition]
+            assert [n for _, n in sorted(mine)] == sorted(n for _, n in mine)  # produce order kept
+        assert all(start <= r.timestamp <= end for r in records)
+        # Sticky: consecutive records share a partition until their batch (~9 records of
+        # 1 KiB) is full, so the partition changes a few hundred times, not ~3000.
+        where = {int(bytes(r.value or b"")[:6]): r.partition for r in records}
+        switches = sum(where[i] != where[i + 1] for i in range(2999))
+        assert switches < 3000 / 4
+
+    asyncio.run(main())
+
+
 def test_producer_and_consumer_ride_out_a_broker_restart(strom_broker: BrokerProcess) -> None:
     topic = "restart"
 

@@ -3,9 +3,11 @@ until the sender drains them, as in the Java client.
 
 Each topic-partition has a deque of open batches; only the last takes appends. A record
 is written straight into its batch's ``bytearray`` by ``RecordBatchBuilder`` (no object
-per record), so the fast path of ``append`` is a dict lookup, a size check and a
-builder append. A batch is full when the next record could overflow ``batch.size``
-(a record bigger than that gets a batch of its own). Compressed batches are sized by
+per record), so the fast path of ``append`` is a dict lookup and the builder's
+``try_append``, which knows the record's exact encoded size before writing it. A batch
+is full once a record does not fit in ``batch.size`` (a record bigger than that gets a
+batch of its own); it then takes no more records and is sendable at once, as the Java
+client's ``closeForRecordAppends`` makes it. Compressed batches are sized by
 an estimate of the compressed size, kept per topic from the batches built so far (the
 Java client's ``CompressionRatioEstimator``), so they hold about ``batch.size``
 compressed bytes rather than uncompressed ones.
@@ -188,11 +190,12 @@ class RecordAccumulator:
                 self.pool.release(size_limit)
                 raise ClientClosedError("the producer was closed while allocating memory")
             batches = self._batches.get(tp)
-            if batches:  # another append made room while this one waited: use it
-                batch = batches[-1]
-                if not batch.full and batch.builder.size_in_bytes + size <= batch.size_limit:
+            if batches and not batches[-1].full:  # another append made a batch meanwhile
+                appended = self.append_nowait(topic, partition, key, value, headers, timestamp,
+                                              callback, want_future)
+                if appended is not NO_ROOM:
                     self.pool.release(size_limit)
-                    return _append_to(batch, key, value, headers, timestamp, callback, want_future)
+                    return appended  # type: ignore[return-value]
         if batches is None:
             batches = self._batches[tp] = deque()
         elif batches:
@@ -228,16 +231,31 @@ class RecordAccumulator:
         batch = batches[-1]
         if batch.full:
             return NO_ROOM
-        size = RECORD_OVERHEAD_UPPER_BOUND
-        if key is not None:
-            size += len(key)
-        if value is not None:
-            size += len(value)
-        if headers:
-            size += _headers_size(headers)
-        if batch.builder.size_in_bytes + size > batch.size_limit:
+        builder = batch.builder
+        index = len(builder)
+        if not builder.try_append(key, value, headers, timestamp, batch.size_limit):
+            self.close_for_appends(batch)
             return NO_ROOM
-        return _append_to(batch, key, value, headers, timestamp, callback, want_future)
+        if callback is not None:
+            if batch.thunks is None:
+                batch.thunks = []
+            batch.thunks.append((index, timestamp, callback))
+        if want_future:
+            return FutureRecordMetadata(batch.result, batch.topic_partition, index, timestamp)
+        return None
+
+    def close_for_appends(self, batch: ProducerBatch) -> None:
+        """A record did not fit: the batch takes no more and is sendable at once, as
+        the Java client's ``closeForRecordAppends`` makes it (not after ``linger.ms``)."""
+        batch.full = True
+        self.wakeup.set()
+
+    def open_batch(self, topic: str, partition: int) -> ProducerBatch | None:
+        """The partition's batch that takes appends, if there is one."""
+        batches = self._batches.get((topic, partition))
+        if batches and not batches[-1].full:
+            return batches[-1]
+        return None
 
     def _size_limit(self, topic: str) -> int:
         """Uncompressed bytes a batch may take so that it compresses to ~batch.size."""
@@ -473,9 +491,9 @@ def _append_to(
     callback: RecordCallback | None,
     want_future: bool,
 ) -> FutureRecordMetadata | None:
-    batch.builder.append(key, value, headers, timestamp)
-    index = batch.record_count
-    batch.record_count = index + 1
+    builder = batch.builder
+    index = len(builder)
+    builder.append(key, value, headers, timestamp)
     if callback is not None:
         if batch.thunks is None:
             batch.thunks = []

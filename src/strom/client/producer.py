@@ -25,12 +25,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
 from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
-from strom.client.cluster import Cluster, TopicPartition
+from strom.client.cluster import Cluster, ClusterMetadata, TopicPartition
 from strom.client.config import ProducerConfig
 from strom.client.errors import (
     ClientClosedError,
@@ -42,6 +42,7 @@ from strom.client.partitioner import DefaultPartitioner
 from strom.client.producer_batch import (
     ClosedBatch,
     FutureRecordMetadata,
+    ProducerBatch,
     RecordCallback,
     RecordMetadata,
 )
@@ -91,6 +92,13 @@ class AsyncProducer:
         self._closed = False
         self._starting: asyncio.Future[None] | None = None
         self._since_yield = 0
+        # produce()'s per-record path: each topic's open sticky batch, valid while the
+        # cluster metadata is the one they were chosen with.
+        self._sticky_batches: dict[str, ProducerBatch] = {}
+        self._routed_metadata: ClusterMetadata | None = None
+        # What produce() returns once the record is in: a done future, set by _start
+        # before anything can be appended.
+        self._appended: asyncio.Future[None]
 
     # -- lifetime ------------------------------------------------------------------------
     async def start(self) -> Self:
@@ -104,6 +112,8 @@ class AsyncProducer:
 
     async def _start(self) -> None:
         config = self.config
+        self._appended = asyncio.get_running_loop().create_future()
+        self._appended.set_result(None)
         self._cluster = Cluster(config)
         self._accumulator = RecordAccumulator(
             batch_size=config.batch_size, linger_ms=config.linger_ms, buffer_memory=config.buffer_memory,
@@ -145,6 +155,8 @@ class AsyncProducer:
         if self._closed:
             return
         self._closed = True
+        self._sticky_batches.clear()
+        self._routed_metadata = None
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
@@ -184,28 +196,43 @@ class AsyncProducer:
         future = await self.send(topic, value, key, **kwargs)  # type: ignore[arg-type]
         return await future
 
-    async def produce(self, topic: str, value: Buffer | None = None, key: Buffer | None = None, *,
-                      partition: int | None = None, headers: Sequence[HeaderInput] = (),
-                      timestamp_ms: int | None = None, callback: RecordCallback | None = None) -> None:
+    def produce(self, topic: str, value: Buffer | None = None, key: Buffer | None = None, *,
+                partition: int | None = None, headers: Sequence[HeaderInput] = (),
+                timestamp_ms: int | None = None, callback: RecordCallback | None = None,
+                ) -> Awaitable[None]:
         """``send`` without a per-record future: the fastest way to queue records.
 
-        Errors reach ``callback`` (if given) and ``flush()`` raises nothing for them, as
-        with librdkafka's ``produce``.
+        ``await producer.produce(...)``: it returns once the record is in a batch, which
+        is at once while ``buffer.memory`` has room (the record is in when the call
+        returns; the awaitable then only lets the event loop run now and then, so the
+        sender drains while the application appends). Errors reach ``callback`` (if
+        given) and ``flush()`` raises nothing for them, as with librdkafka's ``produce``.
+        Await each call before the next, or records may be reordered.
         """
+        if key is None and partition is None and callback is None:
+            # The per-record path: a key-less record joins its topic's sticky batch.
+            batch = self._sticky_batches.get(topic)
+            if batch is not None and not batch.full and self._cluster.metadata is self._routed_metadata:  # type: ignore[union-attr]
+                if batch.builder.try_append(None, value, headers, timestamp_ms, batch.size_limit):
+                    self._since_yield += 1
+                    if self._since_yield < YIELD_EVERY:
+                        return self._appended
+                    self._since_yield = 0
+                    return asyncio.sleep(0)
+                self._accumulator.close_for_appends(batch)  # type: ignore[union-attr]
         if self._append_nowait(topic, value, key, partition, headers, timestamp_ms, callback, False) is NO_ROOM:
-            await self._append(topic, value, key, partition, headers, timestamp_ms, callback, False)
-        else:
-            self._since_yield += 1
-            if self._since_yield >= YIELD_EVERY:
-                self._since_yield = 0
-                await asyncio.sleep(0)
+            return self._append_later(topic, value, key, partition, headers, timestamp_ms, callback)
+        self._since_yield += 1
+        if self._since_yield < YIELD_EVERY:
+            return self._appended
+        self._since_yield = 0
+        return asyncio.sleep(0)
 
     def _append_nowait(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                        headers: Sequence[HeaderInput], timestamp_ms: int | None,
                        callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | object | None:
-        """The per-record path: into the open batch of a known topic, without awaiting
-        anything; ``NO_ROOM`` sends the caller down the full path (start-up, metadata,
-        a new batch, errors)."""
+        """Into the open batch of a known topic, without awaiting anything; ``NO_ROOM``
+        sends the caller down the full path (start-up, metadata, a new batch, errors)."""
         accumulator, cluster = self._accumulator, self._cluster
         if accumulator is None or cluster is None or self._closed:
             return NO_ROOM
@@ -213,7 +240,8 @@ class AsyncProducer:
         if info is None or info.error_code or not info.partitions:
             return NO_ROOM
         count = len(info.partitions)
-        if partition is None and (key is None or self.config.partitioner_ignore_keys):
+        sticky = partition is None and (key is None or self.config.partitioner_ignore_keys)
+        if sticky:
             chosen = self._partitioner.sticky_partition(topic)
             if chosen is None or chosen >= count:
                 return NO_ROOM
@@ -223,7 +251,29 @@ class AsyncProducer:
             chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
-        return accumulator.append_nowait(topic, chosen, key, value, headers, timestamp_ms, callback, want_future)
+        appended = accumulator.append_nowait(topic, chosen, key, value, headers, timestamp_ms, callback,
+                                             want_future)
+        if sticky and appended is not NO_ROOM:
+            self._remember_sticky(topic, chosen)
+        return appended
+
+    def _remember_sticky(self, topic: str, partition: int) -> None:
+        """Cache the batch key-less records of ``topic`` go to, valid for this metadata."""
+        assert self._accumulator is not None and self._cluster is not None
+        metadata = self._cluster.metadata
+        if metadata is not self._routed_metadata:
+            self._sticky_batches.clear()
+            self._routed_metadata = metadata
+        batch = self._accumulator.open_batch(topic, partition)
+        if batch is None:
+            self._sticky_batches.pop(topic, None)
+        else:
+            self._sticky_batches[topic] = batch
+
+    async def _append_later(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
+                            headers: Sequence[HeaderInput], timestamp_ms: int | None,
+                            callback: RecordCallback | None) -> None:
+        await self._append(topic, value, key, partition, headers, timestamp_ms, callback, False)
 
     async def _append(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                       headers: Sequence[HeaderInput], timestamp_ms: int | None,
@@ -251,6 +301,8 @@ class AsyncProducer:
             chosen = self._partitioner.partition(topic, key, count)
             appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
                                                 callback=callback, want_future=want_future)
+        if sticky and not self._closed:
+            self._remember_sticky(topic, chosen)
         # A new batch was opened, so one may be ready: let the sender run. Without this
         # a tight produce loop never yields while buffer.memory has room, and nothing
         # is sent until flush().

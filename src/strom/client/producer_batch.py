@@ -109,8 +109,8 @@ class ProducerBatch:
     """An open batch: the builder records go into, and who to tell when it is sent."""
 
     __slots__ = (
-        "builder", "created_ms", "full", "record_count", "reserved", "result", "size_limit",
-        "thunks", "topic_partition",
+        "builder", "created_ms", "full", "reserved", "result", "size_limit", "thunks",
+        "topic_partition",
     )
 
     def __init__(
@@ -127,9 +127,12 @@ class ProducerBatch:
         self.reserved = size_limit  # taken from buffer.memory: all the batch may grow to
         self.created_ms = created_ms
         self.result = result
-        self.record_count = 0
-        self.full = False
+        self.full = False  # closed for appends (Kafka's closeForRecordAppends)
         self.thunks: list[tuple[int, int, RecordCallback]] | None = None
+
+    @property
+    def record_count(self) -> int:
+        return len(self.builder)
 
     def is_full(self) -> bool:
         return self.full or self.builder.size_in_bytes >= self.size_limit

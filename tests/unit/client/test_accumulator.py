@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pytest
 
-from strom.client.accumulator import RecordAccumulator
+from strom.client.accumulator import NO_ROOM, RecordAccumulator
 from strom.client.buffer_pool import BufferExhaustedError, RecordTooLargeError
 from strom.client.config import ProducerConfig
 from strom.client.errors import ClientClosedError, KafkaError, KafkaTimeoutError
@@ -105,6 +105,28 @@ def test_a_batch_is_ready_after_linger_or_when_full() -> None:
         for _ in range(9):  # ~9 x 104 bytes fill a 1024-byte batch
             await accumulator.append("t", 2, None, b"x" * 100)
         assert ("t", 2) in accumulator.ready()[0]
+
+    run(scenario)
+
+
+def test_a_batch_a_record_did_not_fit_in_is_closed_and_sendable_before_linger() -> None:
+    """The exact size decides (no upper-bound guess), and a batch that refused a record
+    goes out at once rather than after linger.ms, as the Java client's
+    ``closeForRecordAppends`` makes it."""
+    async def scenario() -> None:
+        clock = Clock()
+        accumulator = RecordAccumulator(batch_size=1024, linger_ms=10_000, clock_ms=clock)
+        await accumulator.append("t", 0, None, b"x" * 100)
+        appended = 1
+        while accumulator.append_nowait("t", 0, None, b"x" * 100, (), clock.now, None, False) is not NO_ROOM:
+            appended += 1
+        assert appended == (1024 - 61) // (100 + 8)  # 8 bytes of framing each, none wasted
+        assert accumulator.ready() == ({TP}, None)
+        assert accumulator.open_batch("t", 0) is None
+        await accumulator.append("t", 0, None, b"y")  # so a new batch takes the record
+        batches = drain_all(accumulator)
+        assert [b.record_count for b in batches] == [appended, 1]
+        assert len(batches[0].buffer) <= 1024
 
     run(scenario)
 

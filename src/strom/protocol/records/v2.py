@@ -71,6 +71,10 @@ _UINT32: Final = struct.Struct(">I")
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _END_TXN_MARKER: Final = struct.Struct(">hi")
 _NO_HEADERS: Final[tuple[tuple[str, memoryview | None], ...]] = ()
+_NO_LIMIT: Final = 1 << 62
+_SMALL: Final = SMALL_VARINTS
+_SMALL_LIMIT: Final = SMALL_VARINTS_LIMIT
+_time_ns: Final = time.time_ns
 
 
 class Record(NamedTuple):
@@ -315,41 +319,59 @@ class RecordBatchBuilder:
         headers: Sequence[HeaderInput] = (),
         timestamp: int | None = None,
     ) -> None:
-        """One record: the producer's per-record path, so the fields are joined in one
-        call from cached varints (a third of ``extend``'s cost for one record)."""
-        if headers:
-            self.extend(((key, value, headers, timestamp),))
-            return
+        """One record, whatever the batch's size (``try_append`` without a limit)."""
+        self.try_append(key, value, headers, timestamp, _NO_LIMIT)
+
+    def try_append(
+        self,
+        key: Buffer | None,
+        value: Buffer | None,
+        headers: Sequence[HeaderInput],
+        timestamp: int | None,
+        limit: int,
+    ) -> bool:
+        """Append one record unless it would take a non-empty batch past ``limit`` bytes.
+
+        The producer's per-record path: the record's fields after its length are joined
+        in one call from cached varints, so its exact size is known before anything is
+        written (a batch's first record always goes in, however big).
+        """
         if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
+            timestamp = _time_ns() // 1_000_000
         base = self._base_timestamp
         if base is None:
             base = self._base_timestamp = timestamp
+        small = _SMALL
+        delta = timestamp - base
+        count = self._count
+        if key is None:
+            key, key_field = b"", b"\x01"
+        else:
+            size = len(key)
+            key_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
+        if value is None:
+            value, value_field = b"", b"\x01"
+        else:
+            size = len(value)
+            value_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
+        body = b"".join((
+            b"\x00",  # attributes
+            small[delta] if 0 <= delta < _SMALL_LIMIT else encode_varint(delta),
+            small[count] if count < _SMALL_LIMIT else encode_varint(count),
+            key_field, key, value_field, value,
+            _encode_headers(headers) if headers else b"\x00",
+        ))
+        size = len(body)
+        length_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
+        buffer = self._buffer
+        if count and len(buffer) + len(length_field) + size > limit:
+            return False
+        buffer += length_field
+        buffer += body
+        self._count = count + 1
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        small, limit = SMALL_VARINTS, SMALL_VARINTS_LIMIT
-        delta = timestamp - base
-        timestamp_field = small[delta] if 0 <= delta < limit else encode_varint(delta)
-        count = self._count
-        offset_field = small[count] if count < limit else encode_varint(count)
-        if key is None:
-            key, key_field, key_size = b"", b"\x01", 0
-        else:
-            key_size = len(key)
-            key_field = small[key_size] if key_size < limit else encode_varint(key_size)
-        if value is None:
-            value, value_field, value_size = b"", b"\x01", 0
-        else:
-            value_size = len(value)
-            value_field = small[value_size] if value_size < limit else encode_varint(value_size)
-        # attributes and header count are one byte each
-        body = 2 + len(timestamp_field) + len(offset_field) + len(key_field) + key_size \
-            + len(value_field) + value_size
-        self._buffer += b"".join((
-            small[body] if body < limit else encode_varint(body), b"\x00", timestamp_field,
-            offset_field, key_field, key, value_field, value, b"\x00",
-        ))
-        self._count = count + 1
+        return True
 
     def extend(self, records: Iterable[RecordInput]) -> None:
         """Append ``(key, value, headers, timestamp)`` tuples; None timestamp = now."""
