@@ -16,12 +16,40 @@ from strom.client.cluster import TopicPartition
 
 
 @dataclass(slots=True)
+class RateMeter:
+    """Completions per second over a sliding window, sampled when metrics are read or the
+    poll loop ticks: two samples about a second apart, never a per-record timestamp."""
+
+    window_s: float = 1.0
+    _samples: list[tuple[float, int]] = field(default_factory=list)
+
+    def sample(self, total: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        samples = self._samples
+        if samples and now - samples[-1][0] < self.window_s / 4:
+            return
+        samples.append((now, total))
+        while len(samples) > 2 and now - samples[1][0] >= self.window_s:
+            samples.pop(0)
+
+    def rate(self, total: int, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        self.sample(total, now)
+        if not self._samples:
+            return 0.0
+        start, start_total = self._samples[0]
+        elapsed = now - start
+        return (total - start_total) / elapsed if elapsed > 0 else 0.0
+
+
+@dataclass(slots=True)
 class PartitionCounters:
     completed: int = 0
     retries: int = 0
     dead_lettered: int = 0
     skipped: int = 0  # finished before (offset map) and not processed again
     dropped: int = 0  # buffered when the partition was revoked
+    rate: RateMeter = field(default_factory=lambda: RateMeter())
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +62,7 @@ class PartitionMetrics:
     buffered: int
     in_flight: int  # fetched and not finished: buffered, running, or waiting to retry
     completed: int
+    completed_per_second: float  # since the previous read of the metrics, over at least 1/4 s
     retries: int
     dead_lettered: int
     skipped: int
@@ -63,30 +92,3 @@ class ProcessorMetrics:
     @property
     def lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions.values())
-
-
-@dataclass(slots=True)
-class RateMeter:
-    """Completions per second over a sliding window, sampled when metrics are read or the
-    poll loop ticks: two samples about a second apart, never a per-record timestamp."""
-
-    window_s: float = 1.0
-    _samples: list[tuple[float, int]] = field(default_factory=list)
-
-    def sample(self, total: int, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        samples = self._samples
-        if samples and now - samples[-1][0] < self.window_s / 4:
-            return
-        samples.append((now, total))
-        while len(samples) > 2 and now - samples[1][0] >= self.window_s:
-            samples.pop(0)
-
-    def rate(self, total: int, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
-        self.sample(total, now)
-        if not self._samples:
-            return 0.0
-        start, start_total = self._samples[0]
-        elapsed = now - start
-        return (total - start_total) / elapsed if elapsed > 0 else 0.0

@@ -529,7 +529,8 @@ class ParallelConsumer:
                 lag=(high - committable) if high is not None and committable is not None else None,
                 committable=committable, committed=tracker.committed,
                 buffered=buffer.buffered if buffer is not None else 0, in_flight=tracker.incomplete,
-                completed=counters.completed, retries=counters.retries, dead_lettered=counters.dead_lettered,
+                completed=counters.completed, completed_per_second=counters.rate.rate(counters.completed),
+                retries=counters.retries, dead_lettered=counters.dead_lettered,
                 skipped=counters.skipped)
         return ProcessorMetrics(
             partitions=partitions, running=self._running, in_flight=self._in_flight,
