@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # Where a test may stop the loader dead (os._exit) to check recovery: STROM_LOAD_CRASH_AT.
 CRASH_POINTS = ("after-write", "after-commit", "mid-publish")
+# The date of the record's timestamp in UTC, whatever the session's time zone.
+DATE_UTC = "CAST(date_add(DATE'1970-01-01', CAST(floor(unix_millis(timestamp) / 86400000) AS INT)) AS STRING)"
 STORED_SCHEMA = ("key binary, value binary, partition int, offset long, timestamp timestamp, "
                  "timestampType int, headers array<struct<key: string, value: binary>>, "
                  "topic string, date string")
@@ -209,9 +211,7 @@ def _new_rows(spark: SparkSession, options: SourceOptions, start: dict[tuple[str
              .option("includeHeaders", "true")
              .option("startingOffsets", as_json({tp: min(s, end[tp]) for tp, s in start.items()}))
              .option("endingOffsets", as_json(end)).load())
-    # The date of the timestamp in UTC, whatever the session's time zone.
-    day = F.expr("CAST(date_add(DATE'1970-01-01', CAST(floor(unix_millis(timestamp) / 86400000) AS INT)) AS STRING)")
-    return frame.withColumn("date", day)
+    return frame.withColumn("date", F.expr(DATE_UTC))
 
 
 def _kept_rows(spark: SparkSession, root: Path, files: list[DataFile],
