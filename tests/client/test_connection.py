@@ -93,3 +93,25 @@ def test_outstanding_requests_fail_when_the_broker_goes_away(tmp_path: Path) -> 
         assert connection.closed
 
     asyncio.run(main())
+
+
+def test_close_ends_a_background_refresh(kafka: Kafka) -> None:
+    """A refresh started by ``refresh_soon`` is over when ``close`` returns: its failure is not
+    left behind as a "Task exception was never retrieved" on a loop that is about to end."""
+    problems: list[dict[str, object]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: problems.append(context))
+        cluster = Cluster(ClientConfig(bootstrap_servers=kafka.bootstrap))
+        await cluster.refresh()
+        called: list[bool] = []
+        cluster.refresh_soon(lambda: called.append(True))
+        await cluster.close()
+        cluster.refresh_soon(lambda: called.append(True))  # closed: does nothing
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(main())
+    loop.close()
+    import gc
+    gc.collect()
+    assert problems == []

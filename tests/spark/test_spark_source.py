@@ -173,3 +173,51 @@ def test_stream_with_max_offsets_per_trigger_and_restart(spark: SparkSession, br
     assert sum(sizes) == 360 and max(sizes) <= 70
     got = sorted((r.partition, r.offset) for r in spark.read.parquet(out).collect())
     assert got == sorted((p, o) for p in range(3) for o in range(220))
+
+
+def test_stream_fail_on_data_loss(spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    from strom.client import Admin
+    from strom.client.admin_types import TopicPartition
+
+    topic = topic_name()
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, _records(topic, 1, 30))
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run(fail: bool) -> BaseException | None:
+        stream = spark.readStream.format("strom").options(**options(
+            broker, subscribe=topic, startingOffsets="earliest", failOnDataLoss=str(fail).lower())).load()
+        query = (stream.select("offset").writeStream.format("parquet").option("path", out)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(120)
+        except PySparkException as e:
+            return e
+        return query.exception()
+
+    assert run(True) is None
+    produce(broker.bootstrap, _records(topic, 1, 30))
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 50})
+    error = run(True)
+    assert error is not None and "failOnDataLoss=false" in str(error)
+    assert run(False) is None
+    assert sorted(r.offset for r in spark.read.parquet(out).collect()) == list(range(30)) + list(range(50, 60))
+
+
+def test_write_stream_copies_a_topic(spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    source, target = topic_name(), topic_name()
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, target, 2)
+    produced = _records(source, 2, 150)
+    produce(broker.bootstrap, produced)
+    stream = spark.readStream.format("strom").options(**options(
+        broker, subscribe=source, startingOffsets="earliest", maxOffsetsPerTrigger=100)).load()
+    query = (stream.select("key", "value", "partition").writeStream.format("strom")
+             .options(**options(broker, topic=target)).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    back = spark.read.format("strom").options(**options(broker, subscribe=target)).load().collect()
+    assert sorted((r.partition, r.key, r.value) for r in back) == sorted(
+        (r["partition"], r["key"], r["value"]) for r in produced)  # type: ignore[misc]

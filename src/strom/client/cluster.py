@@ -142,6 +142,7 @@ class Cluster:
         self._backoff: dict[int, _Backoff] = {}
         self._refreshing: asyncio.Future[ClusterMetadata] | None = None
         self._last_background_refresh = 0.0
+        self._background: asyncio.Future[ClusterMetadata] | None = None
         self._wanted_topics: set[str] = set()
         self._all_topics = False
         self._closed = False
@@ -226,16 +227,19 @@ class Cluster:
         """Refresh in the background, at most once per ``retry.backoff.ms``, then call
         ``then`` (after a failure too: the caller looks again and may ask again)."""
         now = time.monotonic()
-        if now - self._last_background_refresh < self.config.retry_backoff_ms / 1000:
+        if self._closed or now - self._last_background_refresh < self.config.retry_backoff_ms / 1000:
             return
         self._last_background_refresh = now
 
         def done(task: asyncio.Future[ClusterMetadata]) -> None:
-            if not task.cancelled() and task.exception() is not None:
+            if task.cancelled():
+                return
+            if task.exception() is not None and not self._closed:
                 logger.info("metadata refresh failed: %s", task.exception())
             then()
 
-        asyncio.ensure_future(self.refresh()).add_done_callback(done)
+        self._background = asyncio.ensure_future(self.refresh())
+        self._background.add_done_callback(done)
 
     @property
     def stale(self) -> bool:
@@ -307,8 +311,14 @@ class Cluster:
     # -- lifetime ------------------------------------------------------------------------
     async def close(self) -> None:
         self._closed = True
-        for pending in list(self._connecting.values()):
-            pending.cancel()
+        # A background refresh must not outlive the client (its failure would be
+        # reported as never retrieved once the loop is gone).
+        for pending in (self._background, self._refreshing, *self._connecting.values()):
+            if pending is not None and not pending.done():
+                pending.cancel()
+        background = [p for p in (self._background, self._refreshing) if p is not None]
+        if background:
+            await asyncio.wait(background)
         connections = list(self._connections.values())
         self._connections.clear()
         for connection in connections:

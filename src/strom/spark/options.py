@@ -48,7 +48,8 @@ SOURCE_OPTIONS: Final = frozenset({
     "includeheaders", "groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
     "fetchoffset.retryintervalms", "path",
 })
-SINK_OPTIONS: Final = frozenset({"topic", "includeheaders", "path"})
+# Spark passes a streaming sink its checkpoint location among the options.
+SINK_OPTIONS: Final = frozenset({"topic", "includeheaders", "path", "checkpointlocation"})
 # Spark's Kafka source manages these itself and refuses them; so does Strom.
 REFUSED_CLIENT_OPTIONS: Final = {
     "auto.offset.reset": "set startingOffsets instead",
