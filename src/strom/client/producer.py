@@ -59,9 +59,10 @@ from strom.protocol.records.v2 import Buffer, HeaderInput
 
 logger = logging.getLogger(__name__)
 
-# A producing loop yields to the event loop this often, so answers are read and the
-# sender drains batches while the application keeps appending.
-YIELD_EVERY = 32
+# A producing loop yields to the event loop after each new batch (the sender has a
+# full one to send) and at least every this many records, so answers are read and
+# linger.ms is kept while the application keeps appending into large batches.
+YIELD_EVERY = 256
 PRODUCE_VERSIONS = range(3, 12)  # v3+ carries record batch v2 (the only format we build)
 _REFRESH_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
@@ -213,7 +214,9 @@ class AsyncProducer:
             # The per-record path: a key-less record joins its topic's sticky batch.
             batch = self._sticky_batches.get(topic)
             if batch is not None and not batch.full and self._cluster.metadata is self._routed_metadata:  # type: ignore[union-attr]
-                if batch.builder.try_append(None, value, headers, timestamp_ms, batch.size_limit):
+                builder = batch.builder
+                if (builder.append_value(value, batch.size_limit) if timestamp_ms is None and not headers
+                        else builder.try_append(None, value, headers, timestamp_ms, batch.size_limit)):
                     self._since_yield += 1
                     if self._since_yield < YIELD_EVERY:
                         return self._appended
@@ -306,6 +309,7 @@ class AsyncProducer:
         # A new batch was opened, so one may be ready: let the sender run. Without this
         # a tight produce loop never yields while buffer.memory has room, and nothing
         # is sent until flush().
+        self._since_yield = 0
         await asyncio.sleep(0)
         return appended
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -185,15 +186,71 @@ def test_negative_two_byte_record_length_is_corrupt() -> None:
     assert caught.value.error_code == 2
 
 
-@given(records=V2_RECORDS, big_size=st.integers(8180, 8200))
-def test_append_one_at_a_time_writes_what_extend_writes(records: list[RecordTuple], big_size: int) -> None:
-    """``append`` has its own fast path for header-less records; the bytes must not differ
-    (sizes around 8192 cross the cached varints' limit)."""
+def _kafka_python_section(records: list[tuple[object, ...]]) -> bytes:
+    """The records section kafka-python's builder writes (everything after the header)."""
+    theirs = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+    for index, (key, value, headers, timestamp) in enumerate(records):
+        theirs.append(index, timestamp, key, value, headers)
+    return bytes(theirs.build())[61:]
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=V2_RECORDS, big_size=st.integers(7990, 8200), run=st.integers(1, 140),
+       repeat=st.booleans())
+def test_kept_and_encoded_records_write_what_kafka_python_writes(
+    records: list[RecordTuple], big_size: int, run: int, repeat: bool,
+) -> None:
+    """Key-less, header-less ``bytes`` records are kept until ``build`` and laid out in
+    bulk; every other record is encoded when appended. Either way the section must be
+    kafka-python's, byte for byte: values around 8000 and 8192 bytes cross the kept
+    and cached-varint limits, runs of one timestamp cross the one-byte offset delta."""
     big = bytes(range(256)) * (big_size // 256) + b"z" * (big_size % 256)
-    records = [*records, (big, None, (), 5), (None, big, (), -(2**40))]
-    one_by_one = RecordBatchBuilder(base_offset=7)
-    for key, value, headers, timestamp in records:
-        one_by_one.append(key, value, headers, timestamp)
-    at_once = RecordBatchBuilder(base_offset=7)
-    at_once.extend(records)
-    assert one_by_one.build() == at_once.build()
+    if repeat:  # equal timestamps: long runs of kept records
+        records = [(None, value, [], records[0][3]) for _, value, _, _ in records]
+    mixed: list[tuple[object, ...]] = [
+        *records, (None, big, [], 5), (big, None, [], 5),
+        *[(None, b"r%d" % i, [], records[0][3]) for i in range(run)],
+        (None, bytearray(b"mutable"), [], records[0][3]), (None, None, [], records[0][3]),
+        (None, b"after", [], -(2**40)), (None, b"last", [], records[0][3]),
+    ]
+    ours = RecordBatchBuilder(base_offset=7)
+    for key, value, headers, timestamp in mixed:
+        ours.append(key, value, headers, timestamp)  # type: ignore[arg-type]
+    raw = ours.build()
+    assert bytes(raw)[61:] == _kafka_python_section(mixed)
+    assert len(raw) == ours.size_in_bytes
+    assert _ours(raw) == _expected([(k, bytes(v) if isinstance(v, bytearray) else v, h, t)  # type: ignore[misc]
+                                    for k, v, h, t in mixed], base_offset=7)
+
+
+def test_append_value_keeps_records_of_the_current_millisecond() -> None:
+    """The producer's per-record call: now as the timestamp, exact sizes, limits kept."""
+    builder = RecordBatchBuilder()
+    before = time.time_ns() // 1_000_000
+    values = [b"v%d" % i * (i % 50) for i in range(300)]
+    for value in values:
+        assert builder.append_value(value, 1 << 20)
+    after = time.time_ns() // 1_000_000
+    size = builder.size_in_bytes
+    assert not builder.append_value(b"x" * 100, size + 10)  # 100 bytes need 108
+    assert builder.size_in_bytes == size and len(builder) == 300
+    raw = builder.build()
+    assert len(raw) == size
+    decoded = decode_batch(raw).records
+    assert all(before <= record.timestamp <= after for record in decoded)
+    assert bytes(raw)[61:] == _kafka_python_section(
+        [(None, value, [], record.timestamp) for value, record in zip(values, decoded, strict=True)])
+
+
+def test_a_records_exact_size_decides_whether_it_fits() -> None:
+    builder = RecordBatchBuilder()
+    assert builder.try_append(None, b"x" * 5000, (), 1, 100)  # the first always goes in
+    size = builder.size_in_bytes
+    # attributes, timestamp delta, offset delta, null key, value length (2), header count
+    body = 1 + 1 + 1 + 1 + 2 + 100 + 1
+    record = 2 + body  # the length varint of 107 takes 2 bytes
+    assert not builder.try_append(None, b"y" * 100, (), 1, size + record - 1)
+    assert not builder.try_append(b"k", b"y" * 100, (), 1, size + record)  # the key's byte: no room
+    assert builder.size_in_bytes == size and len(builder) == 1
+    assert builder.try_append(None, b"y" * 100, (), 1, size + record)
+    assert builder.size_in_bytes == size + record == len(builder.build())

@@ -1,4 +1,5 @@
-"""RecordBatch v2 (magic 2): building and fully decoding batches and their records.
+"""RecordBatch v2 (magic 2): the format, fully decoding batches and their records, control
+records. Building batches is ``v2_builder``'s (re-exported here).
 
 The 61-byte batch header is described in ``header``; the CRC-32C covers bytes 21..end
 (attributes through the last record), i.e. everything below after the header. The
@@ -28,53 +29,35 @@ With LogAppendTime (bit 3) every record's timestamp is the batch's max_timestamp
 from __future__ import annotations
 
 import struct
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from enum import IntEnum
-from typing import TYPE_CHECKING, Final, NamedTuple, TypedDict
+from typing import Final, NamedTuple
 
-from crc32c import crc32c
-
-from strom.protocol.compression import CompressionType, compress, decompress
+from strom.protocol.compression import CompressionType, decompress
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records.header import (
-    ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
-    ATTR_TRANSACTIONAL,
-    V2_ATTRIBUTES_OFFSET,
-    V2_CRC_OFFSET,
     V2_HEADER_SIZE,
     BatchHeader,
     TimestampType,
     read_batch_header,
     validate_crc,
 )
-from strom.protocol.records.varint import (
-    SMALL_VARINTS,
-    SMALL_VARINTS_LIMIT,
-    encode_varint,
-    read_varint,
-    read_varlong,
+from strom.protocol.records.v2_builder import (
+    Buffer,
+    BuilderOptions,
+    HeaderInput,
+    RecordBatchBuilder,
+    RecordInput,
+    build_record_batch,
 )
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-Buffer = bytes | bytearray | memoryview
-HeaderInput = tuple[str | bytes, Buffer | None]
-RecordInput = tuple[Buffer | None, Buffer | None, Sequence[HeaderInput], int | None]
+from strom.protocol.records.varint import read_varint, read_varlong
 
 DEFAULT_MAX_UNCOMPRESSED_SIZE: Final = 64 << 20
-_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
-_UINT32: Final = struct.Struct(">I")
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _END_TXN_MARKER: Final = struct.Struct(">hi")
 _NO_HEADERS: Final[tuple[tuple[str, memoryview | None], ...]] = ()
-_NO_LIMIT: Final = 1 << 62
-_SMALL: Final = SMALL_VARINTS
-_SMALL_LIMIT: Final = SMALL_VARINTS_LIMIT
-_time_ns: Final = time.time_ns
 
 
 class Record(NamedTuple):
@@ -256,227 +239,6 @@ def _decode_headers(
     return headers, pos
 
 
-# --- building -----------------------------------------------------------------------
-
-
-class RecordBatchBuilder:
-    """Writes one v2 batch into a single ``bytearray`` as records arrive.
-
-    Each record's fields are appended straight after the 61-byte header slot, with
-    varint bytes taken from a table; no per-record object is made beyond the caller's.
-    ``build()`` compresses the records section if asked, fills the header and CRC.
-    """
-
-    __slots__ = (
-        "_attributes", "_base_offset", "_base_sequence", "_base_timestamp", "_buffer",
-        "_compression", "_count", "_max_timestamp", "_partition_leader_epoch",
-        "_producer_epoch", "_producer_id",
-    )
-
-    def __init__(
-        self,
-        *,
-        compression: CompressionType = CompressionType.NONE,
-        base_offset: int = 0,
-        partition_leader_epoch: int = -1,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-        base_sequence: int = -1,
-        is_transactional: bool = False,
-        is_control: bool = False,
-        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
-    ) -> None:
-        self._compression = CompressionType(compression)
-        self._attributes = (
-            int(self._compression)
-            | (ATTR_TIMESTAMP_TYPE if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-            | (ATTR_TRANSACTIONAL if is_transactional else 0)
-            | (ATTR_CONTROL if is_control else 0)
-        )
-        self._base_offset = base_offset
-        self._partition_leader_epoch = partition_leader_epoch
-        self._producer_id = producer_id
-        self._producer_epoch = producer_epoch
-        self._base_sequence = base_sequence
-        self._base_timestamp: int | None = None
-        self._max_timestamp = -1
-        self._count = 0
-        self._buffer = bytearray(V2_HEADER_SIZE)
-
-    def __len__(self) -> int:
-        """Records appended so far."""
-        return self._count
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Uncompressed size so far, header included: what a producer's linger checks."""
-        return len(self._buffer)
-
-    def append(
-        self,
-        key: Buffer | None,
-        value: Buffer | None,
-        headers: Sequence[HeaderInput] = (),
-        timestamp: int | None = None,
-    ) -> None:
-        """One record, whatever the batch's size (``try_append`` without a limit)."""
-        self.try_append(key, value, headers, timestamp, _NO_LIMIT)
-
-    def try_append(
-        self,
-        key: Buffer | None,
-        value: Buffer | None,
-        headers: Sequence[HeaderInput],
-        timestamp: int | None,
-        limit: int,
-    ) -> bool:
-        """Append one record unless it would take a non-empty batch past ``limit`` bytes.
-
-        The producer's per-record path: the record's fields after its length are joined
-        in one call from cached varints, so its exact size is known before anything is
-        written (a batch's first record always goes in, however big).
-        """
-        if timestamp is None:
-            timestamp = _time_ns() // 1_000_000
-        base = self._base_timestamp
-        if base is None:
-            base = self._base_timestamp = timestamp
-        small = _SMALL
-        delta = timestamp - base
-        count = self._count
-        if key is None:
-            key, key_field = b"", b"\x01"
-        else:
-            size = len(key)
-            key_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
-        if value is None:
-            value, value_field = b"", b"\x01"
-        else:
-            size = len(value)
-            value_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
-        body = b"".join((
-            b"\x00",  # attributes
-            small[delta] if 0 <= delta < _SMALL_LIMIT else encode_varint(delta),
-            small[count] if count < _SMALL_LIMIT else encode_varint(count),
-            key_field, key, value_field, value,
-            _encode_headers(headers) if headers else b"\x00",
-        ))
-        size = len(body)
-        length_field = small[size] if size < _SMALL_LIMIT else encode_varint(size)
-        buffer = self._buffer
-        if count and len(buffer) + len(length_field) + size > limit:
-            return False
-        buffer += length_field
-        buffer += body
-        self._count = count + 1
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        return True
-
-    def extend(self, records: Iterable[RecordInput]) -> None:
-        """Append ``(key, value, headers, timestamp)`` tuples; None timestamp = now."""
-        out = self._buffer
-        varint = encode_varint
-        count = self._count
-        base_timestamp = self._base_timestamp
-        max_timestamp = self._max_timestamp
-        for key, value, headers, timestamp in records:
-            if timestamp is None:
-                timestamp = time.time_ns() // 1_000_000
-            if base_timestamp is None:
-                base_timestamp = timestamp
-            if timestamp > max_timestamp:
-                max_timestamp = timestamp
-            timestamp_field = varint(timestamp - base_timestamp)
-            offset_field = varint(count)
-            key_size = -1 if key is None else len(key)
-            key_field = varint(key_size)
-            value_size = -1 if value is None else len(value)
-            value_field = varint(value_size)
-            body_size = (
-                1 + len(timestamp_field) + len(offset_field) + len(key_field)
-                + len(value_field) + (key_size if key_size > 0 else 0)
-                + (value_size if value_size > 0 else 0)
-            )
-            if headers:
-                headers_field = _encode_headers(headers)
-                body_size += len(headers_field)
-            else:
-                headers_field = b"\x00"
-                body_size += 1
-            out += varint(body_size)
-            out.append(0)
-            out += timestamp_field
-            out += offset_field
-            out += key_field
-            if key is not None:
-                out += key
-            out += value_field
-            if value is not None:
-                out += value
-            out += headers_field
-            count += 1
-        self._count = count
-        self._base_timestamp = base_timestamp
-        self._max_timestamp = max_timestamp
-
-    def build(self) -> bytearray:
-        """Finish the batch; the builder must not be used afterwards."""
-        if self._count == 0:
-            raise ValueError("a record batch needs at least one record")
-        out = self._buffer
-        if self._compression != CompressionType.NONE:
-            with memoryview(out) as view:
-                packed = compress(self._compression, view[V2_HEADER_SIZE:])
-            del out[V2_HEADER_SIZE:]
-            out += packed
-        base_timestamp = self._base_timestamp if self._base_timestamp is not None else -1
-        _HEADER.pack_into(
-            out, 0, self._base_offset, len(out) - 12, self._partition_leader_epoch, 2, 0,
-            self._attributes, self._count - 1, base_timestamp, self._max_timestamp,
-            self._producer_id, self._producer_epoch, self._base_sequence, self._count,
-        )
-        with memoryview(out) as view:
-            crc = crc32c(view[V2_ATTRIBUTES_OFFSET:])
-        _UINT32.pack_into(out, V2_CRC_OFFSET, crc)
-        return out
-
-
-def _encode_headers(headers: Sequence[HeaderInput]) -> bytes:
-    parts = [encode_varint(len(headers))]
-    for key, value in headers:
-        raw_key = key.encode() if isinstance(key, str) else bytes(key)
-        parts.append(encode_varint(len(raw_key)))
-        parts.append(raw_key)
-        if value is None:
-            parts.append(encode_varint(-1))
-        else:
-            parts.append(encode_varint(len(value)))
-            parts.append(bytes(value))
-    return b"".join(parts)
-
-
-class BuilderOptions(TypedDict, total=False):
-    compression: CompressionType
-    base_offset: int
-    partition_leader_epoch: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_transactional: bool
-    is_control: bool
-    timestamp_type: TimestampType
-
-
-def build_record_batch(
-    records: Iterable[RecordInput], **options: Unpack[BuilderOptions]
-) -> bytearray:
-    """One-call form of ``RecordBatchBuilder``; ``options`` are its keyword arguments."""
-    builder = RecordBatchBuilder(**options)
-    builder.extend(records)
-    return builder.build()
-
-
 # --- control records ----------------------------------------------------------------
 
 
@@ -545,3 +307,10 @@ def build_control_batch(
         timestamp,
     )
     return builder.build()
+
+
+__all__ = [
+    "DEFAULT_MAX_UNCOMPRESSED_SIZE", "Buffer", "BuilderOptions", "ControlRecord", "ControlRecordType",
+    "DecodedBatch", "HeaderInput", "Record", "RecordBatchBuilder", "RecordInput", "TimestampType",
+    "build_control_batch", "build_record_batch", "decode_batch", "parse_control_record",
+]
