@@ -9,6 +9,7 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "clients.py"
 LINES = (
     "Strom AsyncProducer.produce + flush",
+    "Strom AsyncProducer.produce_many (batch API) + flush",
     "Strom AsyncProducer.send (futures) + flush",
     "Strom sync Producer.send + flush",
     "confluent-kafka produce + poll(0) + flush",

@@ -182,6 +182,37 @@ def test_keyless_records_fill_one_sticky_batch_at_a_time_and_survive_new_metadat
     asyncio.run(main())
 
 
+def test_produce_many_writes_what_a_produce_loop_writes(kafka: Kafka) -> None:
+    """Key-less values in bulk (appended without a call per record), then keyed ones;
+    every record once, keyed ones where murmur2 puts them, order kept per partition."""
+    topic = kafka.topic("many")
+    create_topic(kafka, topic, 3)
+    values = [b"%05d" % i + b"-" * (i % 300) for i in range(5000)]
+    keys = [b"key-%d" % (i % 17) for i in range(1000)]
+
+    async def main() -> None:
+        async with AsyncProducer({"bootstrap.servers": kafka.bootstrap, "batch.size": 4096}) as producer:
+            await producer.produce_many(topic, values[:4000])
+            await producer.produce_many(topic, values[4000:], keys)
+            with pytest.raises(ValueError):
+                await producer.produce_many(topic, values[:2], keys[:1])
+            await producer.flush()
+        records = await read_back(kafka.bootstrap, topic, 3, 5000)
+        assert sorted(bytes(r.value or b"") for r in records) == sorted(values)
+        for record in records:
+            number = int(bytes(record.value or b"")[:5])
+            if number >= 4000:
+                assert record.key == keys[number - 4000]
+                assert record.partition == partition_for_key(keys[number - 4000], 3)
+            else:
+                assert record.key is None
+        for partition in range(3):
+            mine = sorted((r.offset, int(bytes(r.value or b"")[:5])) for r in records if r.partition == partition)
+            assert [n for _, n in mine] == sorted(n for _, n in mine)
+
+    asyncio.run(main())
+
+
 def test_producer_and_consumer_ride_out_a_broker_restart(strom_broker: BrokerProcess) -> None:
     topic = "restart"
 

@@ -231,6 +231,31 @@ class AsyncProducer:
         self._since_yield = 0
         return asyncio.sleep(0)
 
+    async def produce_many(self, topic: str, values: Sequence[Buffer | None],
+                           keys: Sequence[Buffer | None] | None = None, *,
+                           callback: RecordCallback | None = None) -> None:
+        """``await produce(topic, values[i], keys[i])`` for each record, in order: the same
+        records, batches and errors, without a call and an await per key-less record.
+        For data already in lists (a DataFrame's rows); it yields to the event loop as
+        ``produce`` does."""
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys for {len(values)} values")
+        produce, count, index = self.produce, len(values), 0
+        while index < count:
+            if keys is None and callback is None:
+                batch = self._sticky_batches.get(topic)
+                if batch is not None and not batch.full and self._cluster.metadata is self._routed_metadata:  # type: ignore[union-attr]
+                    append_value, limit = batch.builder.append_value, batch.size_limit
+                    stop = min(count, index + YIELD_EVERY)
+                    while index < stop and append_value(values[index], limit):
+                        index += 1
+                    if index == stop:
+                        await asyncio.sleep(0)  # as produce() does every YIELD_EVERY records
+                        continue
+                    self._accumulator.close_for_appends(batch)  # type: ignore[union-attr]
+            await produce(topic, values[index], None if keys is None else keys[index], callback=callback)
+            index += 1
+
     def _append_nowait(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                        headers: Sequence[HeaderInput], timestamp_ms: int | None,
                        callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | object | None:
