@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Mapping, Sequence
@@ -32,6 +33,7 @@ from typing import Self
 from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
 from strom.client.cluster import Cluster, ClusterMetadata, TopicPartition
 from strom.client.config import ProducerConfig
+from strom.client.connection import BrokerConnection
 from strom.client.errors import (
     ClientClosedError,
     KafkaConnectionError,
@@ -47,6 +49,7 @@ from strom.client.producer_batch import (
     RecordMetadata,
 )
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.message import Message
 from strom.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from strom.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from strom.protocol.messages.produce_request import (
@@ -87,6 +90,7 @@ class AsyncProducer:
         self._partitioner = DefaultPartitioner(ignore_keys=self.config.partitioner_ignore_keys)
         self._sender: asyncio.Task[None] | None = None
         self._in_flight: dict[int, int] = {}  # node -> requests outstanding
+        self._connections: dict[int, BrokerConnection] = {}  # the open ones, for sending at once
         self._sequences: dict[TopicPartition, int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
@@ -356,27 +360,13 @@ class AsyncProducer:
 
     # -- the sender ----------------------------------------------------------------------
     async def _run_sender(self) -> None:
-        accumulator, cluster = self._accumulator, self._cluster
-        assert accumulator is not None and cluster is not None
-        max_in_flight = self.config.max_in_flight_requests_per_connection
+        """Linger, expiry, retries' backoff and metadata waits; answers send on at once."""
+        accumulator = self._accumulator
+        assert accumulator is not None
         while True:
             accumulator.wakeup.clear()
             accumulator.expire_batches()
-            ready, next_delay = accumulator.ready()
-            by_node: dict[int, list[TopicPartition]] = {}
-            unknown_leader = False
-            for tp in ready:
-                leader = cluster.metadata.leader(*tp)
-                if leader is None:
-                    unknown_leader = True
-                elif self._in_flight.get(leader, 0) < max_in_flight:
-                    by_node.setdefault(leader, []).append(tp)
-            if unknown_leader:
-                self._refresh_metadata()
-            for node, partitions in by_node.items():
-                batches = accumulator.drain(partitions, self.config.max_request_size)
-                if batches:
-                    self._send_batches(node, batches)
+            next_delay, unknown_leader = self._send_ready()
             delay = None if next_delay is None else max(next_delay, 1) / 1000
             if unknown_leader:
                 delay = min(delay or 1.0, self.config.retry_backoff_ms / 1000)
@@ -384,11 +374,37 @@ class AsyncProducer:
                 async with asyncio.timeout(delay):
                     await accumulator.wakeup.wait()
 
+    def _send_ready(self) -> tuple[int | None, bool]:
+        """Send every sendable batch, grouped by leader; the ms until the next may be
+        sendable, and whether a partition had no known leader."""
+        accumulator, cluster = self._accumulator, self._cluster
+        assert accumulator is not None and cluster is not None
+        max_in_flight = self.config.max_in_flight_requests_per_connection
+        ready, next_delay = accumulator.ready()
+        by_node: dict[int, list[TopicPartition]] = {}
+        unknown_leader = False
+        for tp in ready:
+            leader = cluster.metadata.leader(*tp)
+            if leader is None:
+                unknown_leader = True
+            elif self._in_flight.get(leader, 0) < max_in_flight:
+                by_node.setdefault(leader, []).append(tp)
+        if unknown_leader:
+            self._refresh_metadata()
+        for node, partitions in by_node.items():
+            batches = accumulator.drain(partitions, self.config.max_request_size)
+            if batches:
+                self._send_batches(node, batches)
+        return next_delay, unknown_leader
+
     def _refresh_metadata(self) -> None:
         assert self._cluster is not None and self._accumulator is not None
         self._cluster.refresh_soon(self._accumulator.wakeup.set)
 
     def _send_batches(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
+        """Stamp sequences and send: straight onto an open connection, with the answer
+        handled in its future's callback (no task, so an answer's partition is sent on
+        within the event loop's next step); else in a task that connects first."""
         accumulator = self._accumulator
         assert accumulator is not None
         for tp, batch in batches.items():
@@ -398,6 +414,18 @@ class AsyncProducer:
                 self._sequences[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
             accumulator.mute(tp)  # one batch in flight per partition: retries keep order
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        connection = self._connections.get(node)
+        if connection is not None and not connection.closed:
+            try:
+                answer = connection.send_nowait(
+                    self._produce_request(batches), version=connection.version_for(0, PRODUCE_VERSIONS),
+                    expect_response=self.config.acks != 0)
+            except KafkaError as exc:  # closed meanwhile, or no Produce version in common
+                self._request_done(node)
+                self._handle_answer(batches, None, exc)
+                return
+            answer.add_done_callback(functools.partial(self._on_answer, node, batches))
+            return
         task = asyncio.ensure_future(self._produce(node, batches))
         task.add_done_callback(lambda _: self._request_done(node))
 
@@ -406,28 +434,52 @@ class AsyncProducer:
         if self._accumulator is not None:
             self._accumulator.wakeup.set()
 
-    async def _produce(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
-        assert self._cluster is not None
-        config = self.config
+    def _produce_request(self, batches: dict[TopicPartition, ClosedBatch]) -> ProduceRequest:
         topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, partition), batch in batches.items():
             topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=batch.buffer))
-        request = ProduceRequest(
-            transactional_id=None, acks=config.acks, timeout_ms=config.request_timeout_ms,
+        return ProduceRequest(
+            transactional_id=None, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
             topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(p)) for t, p in topics.items()))
+
+    async def _produce(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
+        """Connect (or reconnect) to ``node``, then send as ``_send_batches`` does."""
+        assert self._cluster is not None
         try:
             connection = await self._cluster.connection(node)
+            self._connections[node] = connection
             version = connection.version_for(0, PRODUCE_VERSIONS)
             await connection.wait_writable()
-            response = await connection.send(request, version=version, expect_response=config.acks != 0)
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            response = await connection.send(self._produce_request(batches), version=version,
+                                             expect_response=self.config.acks != 0)
+        except KafkaError as exc:
+            self._handle_answer(batches, None, exc)
+            return
+        self._handle_answer(batches, response, None)
+
+    def _on_answer(self, node: int, batches: dict[TopicPartition, ClosedBatch],
+                   answer: asyncio.Future[Message]) -> None:
+        self._request_done(node)
+        if answer.cancelled():
+            error: BaseException | None = KafkaConnectionError("the produce request was cancelled")
+        else:
+            error = answer.exception()
+        self._handle_answer(batches, None if error is not None else answer.result(), error)
+        if self._accumulator is not None and self._cluster is not None:
+            self._send_ready()  # the answered partitions' next batches go now
+
+    def _handle_answer(self, batches: dict[TopicPartition, ClosedBatch], response: Message | None,
+                       error: BaseException | None) -> None:
+        """Complete, retry or fail each batch of a request by its partition's answer."""
+        config = self.config
+        if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
             for batch in batches.values():
-                self._retry_or_fail(batch, exc)
+                self._retry_or_fail(batch, error)
             self._refresh_metadata()
             return
-        except KafkaError as exc:
+        if error is not None:
             for batch in batches.values():
-                self._finish(batch, exc)
+                self._finish(batch, error)
             return
         if config.acks == 0:
             for batch in batches.values():
