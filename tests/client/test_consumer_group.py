@@ -216,3 +216,38 @@ def test_static_member_restart_keeps_its_partitions_without_a_rebalance(strom_br
             await again.close()
 
     asyncio.run(main())
+
+
+def test_eager_rebalance_restarts_a_kept_partition_from_its_commit(kafka: Kafka) -> None:
+    """An eager rebalance revokes everything; a partition handed straight back starts again
+    from its committed offset, as in the Java client, not from where fetching had got to."""
+    topic = kafka.topic("eager")
+    group = kafka.topic("g")
+    create_topic(kafka, topic, 2)
+
+    def config() -> dict[str, object]:
+        return {"bootstrap.servers": kafka.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                "enable.auto.commit": False, "partition.assignment.strategy": "range",
+                "session.timeout.ms": 10_000, "heartbeat.interval.ms": 300}
+
+    async def main() -> None:
+        await produce_range(kafka.bootstrap, topic, 0, 40)
+        async with AsyncConsumer(config()) as first:
+            first.subscribe([topic])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < 40 and time.monotonic() < deadline:
+                seen += len(await first.poll(timeout_ms=200))
+            assert seen == 40 and len(first.assignment()) == 2
+            await first.commit({(topic, 0): 3, (topic, 1): 3})
+            async with AsyncConsumer(config()) as second:
+                second.subscribe([topic])
+                redelivered: list[tuple[int, int]] = []
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not (len(first.assignment()) == 1 and redelivered):
+                    await second.poll(timeout_ms=100)
+                    redelivered += [(r.partition, r.offset) for r in await first.poll(timeout_ms=100)]
+                (kept,) = first.assignment()
+                assert redelivered and redelivered[0] == (kept[1], 3), redelivered
+
+    asyncio.run(main())

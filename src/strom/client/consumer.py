@@ -334,7 +334,7 @@ class AsyncConsumer:
         if self._coordinator is None:
             from strom.client.coordinator import ConsumerCoordinator
             self._coordinator = ConsumerCoordinator(cluster, self.config, self._listener,
-                                                    positions=self.positions)
+                                                    positions=self.positions, released=fetcher.release)
         topics = self._subscription
         if self._pattern is not None:
             topics = await self._matching_topics(cluster)

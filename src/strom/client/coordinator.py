@@ -116,7 +116,8 @@ class ConsumerCoordinator:
     """One consumer's group membership, offsets and rebalance callbacks."""
 
     def __init__(self, cluster: Cluster, config: ConsumerConfig, listener: RebalanceListener | None = None,
-                 *, positions: Positions | None = None) -> None:
+                 *, positions: Positions | None = None,
+                 released: Callable[[frozenset[TopicPartition]], None] | None = None) -> None:
         if config.group_id is None:
             raise ConfigError("a consumer coordinator needs group.id")
         self.cluster = cluster
@@ -124,6 +125,7 @@ class ConsumerCoordinator:
         self.group_id: str = config.group_id
         self.listener = listener
         self._positions = positions
+        self._released = released  # told after the listener when partitions go (the fetcher forgets them)
         self._assignors = [ASSIGNORS[name] for name in config.assignors]
         self.cooperative = all(assignor.supports_cooperative for assignor in self._assignors)
         self._link = CoordinatorLink(cluster, config, self.group_id)
@@ -581,16 +583,18 @@ class ConsumerCoordinator:
 
     # -- callbacks and lifetime ----------------------------------------------------------
     async def _invoke(self, callback: str, partitions: frozenset[TopicPartition]) -> None:
-        if self.listener is None:
-            return
         try:
-            result = getattr(self.listener, callback)(partitions)
-            if inspect.isawaitable(result):
-                await result
+            if self.listener is not None:
+                result = getattr(self.listener, callback)(partitions)
+                if inspect.isawaitable(result):
+                    await result
         except Exception as exc:  # the listener's own bug: report it, finish the rebalance first
             logger.exception("group %s: %s raised", self.group_id, callback)
             if self._listener_error is None:
                 self._listener_error = exc
+        finally:
+            if callback != "on_partitions_assigned" and self._released is not None:
+                self._released(partitions)
 
     def _raise_fatal(self) -> None:
         if self._fatal is not None:

@@ -136,6 +136,19 @@ class Fetcher:
         self.cluster.add_topics({tp[0] for tp in wanted})
         self.wake()
 
+    def release(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forget the state of partitions the group took away (revoked or lost).
+
+        As in the Java client, a partition given back later starts afresh, from its
+        committed offset, not from where this consumer's fetching had got to: records
+        fetched but dropped at the revocation are fetched again.
+        """
+        gone = [tp for tp in partitions if tp in self.states]
+        for tp in gone:
+            self._discard(self.states.pop(tp))
+        if gone:
+            self._round_robin = deque(sorted(self.states))
+
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int = -1) -> None:
         state = self._state(tp)
         state.position, state.reset, state.error = offset, None, None
