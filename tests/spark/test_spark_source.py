@@ -221,3 +221,43 @@ def test_write_stream_copies_a_topic(spark: SparkSession, broker: BrokerProcess,
     back = spark.read.format("strom").options(**options(broker, subscribe=target)).load().collect()
     assert sorted((r.partition, r.key, r.value) for r in back) == sorted(
         (r["partition"], r["key"], r["value"]) for r in produced)  # type: ignore[misc]
+
+
+def test_stream_picks_up_new_partitions(spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    from strom.client import Admin
+
+    topic = topic_name()
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, _records(topic, 1, 20))
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run() -> None:
+        stream = spark.readStream.format("strom").options(**options(
+            broker, subscribe=topic, startingOffsets="earliest")).load()
+        query = (stream.select("partition", "offset").writeStream.format("parquet").option("path", out)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_partitions({topic: 3})
+    produce(broker.bootstrap, [r for p in (1, 2) for r in _records(topic, 3, 7) if r["partition"] == p])
+    run()
+    got = sorted((r.partition, r.offset) for r in spark.read.parquet(out).collect())
+    assert got == [(0, o) for o in range(20)] + [(p, o) for p in (1, 2) for o in range(7)]
+
+
+def test_starting_offsets_by_timestamp(spark: SparkSession, broker: BrokerProcess) -> None:
+    topic = topic_name()
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, _records(topic, 2, 30))
+    by_ts = json.dumps({topic: {"0": BASE_TS + 10, "1": BASE_TS + 25}})
+    df = spark.read.format("strom").options(**options(
+        broker, subscribe=topic, startingOffsetsByTimestamp=by_ts)).load()
+    got = sorted((r.partition, r.offset) for r in df.collect())
+    assert got == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(25, 30)]
+    late = json.dumps({topic: {"0": BASE_TS + 10, "1": BASE_TS + 10_000}})
+    with pytest.raises(PySparkException, match="startingOffsetsByTimestampStrategy"):
+        spark.read.format("strom").options(**options(
+            broker, subscribe=topic, startingOffsetsByTimestamp=late)).load().collect()
