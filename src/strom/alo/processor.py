@@ -456,8 +456,6 @@ class ParallelConsumer:
             self._trackers[tp] = tracker
             self._buffers.open(tracker)
             self._counters.setdefault(tp, PartitionCounters())
-            if tp in self.consumer.assignment():
-                self.consumer.resume(tp)  # handed back after an eager revocation paused it
             if tracker.restored():
                 logger.info("%s-%d: %d records after offset %d finished earlier; they will be skipped",
                             tp[0], tp[1], len(tracker.restored()), tracker.committed)
@@ -483,23 +481,14 @@ class ParallelConsumer:
                 self._release(tp)
 
     def _rewind(self, tp: TopicPartition) -> None:
-        """Stop taking a departing partition's records, and move its fetch position back to
-        the committable offset.
+        """Stop taking a departing partition's records: results of its records still in
+        progress are ignored from here on (the tracker is marked revoked).
 
-        From here on its records in progress are ignored (the tracker is marked revoked).
-        The consumer keeps a partition's fetch position when the next assignment gives it
-        back to this member (an eager rebalance revokes everything and mostly hands it
-        straight back), and the records dropped here lie past that position: without the
-        seek they would never be fetched again. The pause keeps polls that run while the
-        group rebalances from taking (and this consumer from dropping) more of them.
+        The consumer forgets the partition's fetch position once the listener returns (as
+        the Java client does), so if the group hands it back, fetching restarts from the
+        committed offset and the buffered records dropped here are fetched again.
         """
-        tracker = self._trackers[tp]
-        tracker.revoked = True
-        committable = tracker.committable()
-        if not self._closed and tp in self.consumer.assignment():
-            if committable is not None:
-                self.consumer.seek(tp, committable)
-            self.consumer.pause(tp)
+        self._trackers[tp].revoked = True
 
     def _drop_buffered(self, tp: TopicPartition) -> None:
         records, size = self._buffers.close(tp)
