@@ -14,10 +14,18 @@ record newer than ``min.compaction.lag.ms``.
 Pass 1 maps each key hash of the dirty section to its latest offset (``OffsetMap``).
 When the map is full (or the pass reaches 2^32 - 1 offsets) it stops there, and only
 that prefix counts as cleaned: the next compaction starts where this one stopped,
-as Kafka's does.
+as Kafka's does. The map also tells which dirty segments hold a record to remove:
+one whose key comes again later in the mapped range (``put`` reports it), a keyless
+record, or a tombstone past the delete horizon.
 
-Pass 2 rewrites every segment below that point, from the log start, into groups of
-at most ``segment.bytes``: a record is kept iff it has a key and its offset is at or
+Pass 2 rewrites the segments below that point, from the log start, into groups of
+at most ``segment.bytes``. Two shortcuts keep it from re-reading and rewriting what
+would come out unchanged (Kafka rewrites them all): a group of dirty segments in
+which pass 1 found nothing to remove is neither read nor rewritten (every record of
+it is the latest of its key in the mapped range, and the clean section below cannot
+supersede it); and a group that is read but loses no record is not written, so
+nothing is swapped (its bytes are only written out from the first chunk that
+changes, the unchanged prefix copied then). Otherwise, a record is kept iff it has a key and its offset is at or
 after the map's offset for that key (records of keys the map does not hold are kept).
 A tombstone (null value) is also removed once its segment was last modified before
 the delete horizon: the last clean segment's last-modified time minus
@@ -73,7 +81,10 @@ class CleanerAborted(Exception):
 
 @dataclass
 class CleanerStats:
-    bytes_read: int = 0  # both passes
+    """One compaction's figures; ``bytes_read`` is Kafka's "MB of log processed"."""
+
+    bytes_read: int = 0  # pass 2's input: the log the cleaning went through
+    map_bytes_read: int = 0  # pass 1's input (Kafka's "indexed")
     bytes_written: int = 0
     records_read: int = 0  # pass 2
     records_kept: int = 0
@@ -81,7 +92,9 @@ class CleanerStats:
     records_mapped: int = 0
     map_seconds: float = 0.0
     copy_seconds: float = 0.0
-    segments_cleaned: int = 0
+    segments_cleaned: int = 0  # rewritten and swapped in
+    segments_unchanged: int = 0  # read by pass 2, nothing to remove: not rewritten
+    segments_skipped: int = 0  # dirty, pass 1 found nothing to remove: not read again
 
 
 class CleanableRange(NamedTuple):
@@ -154,11 +167,15 @@ class Cleaner:
         log.cleaner_reading = True
         try:
             began = time.perf_counter()
-            end = self._build_map(log, start, stop, stats)
-            stats.map_seconds = time.perf_counter() - began
             horizon = self._delete_horizon(log, start)
+            end, removable = self._build_map(log, start, stop, horizon, stats)
+            stats.map_seconds = time.perf_counter() - began
             began = time.perf_counter()
             for group in _groups(log, end):
+                if group[0].base_offset >= start and not any(
+                        segment.base_offset in removable for segment in group):
+                    stats.segments_skipped += len(group)
+                    continue
                 self._clean_group(log, group, horizon, now, stats)
             stats.copy_seconds = time.perf_counter() - began
         finally:
@@ -167,38 +184,58 @@ class Cleaner:
 
     # --- pass 1 -----------------------------------------------------------------------
 
-    def _build_map(self, log: Log, start: int, stop: int, stats: CleanerStats) -> int:
-        """Map the dirty section from ``start``; returns where the map ends (exclusive)."""
+    def _build_map(self, log: Log, start: int, stop: int, horizon: int, stats: CleanerStats
+                   ) -> tuple[int, set[int]]:
+        """Map the dirty section from ``start``.
+
+        Returns where the map ends (exclusive) and the base offsets of the dirty
+        segments holding a record to remove: superseded, keyless, or a tombstone in a
+        segment last modified at or before ``horizon``.
+        """
         offset_map = self.map
         offset_map.clear(start)
         limit = min(stop, start + MAX_RELATIVE_OFFSET)
-        for segment in log.segments.from_offset(start):
-            if segment.base_offset >= limit:
-                break
+        segments = [segment for segment in log.segments.from_offset(start)
+                    if segment.base_offset < limit]
+        bases = np.array([segment.base_offset for segment in segments], dtype=np.int64)
+        removable = np.zeros(len(segments), dtype=bool)
+        end = limit
+        for number, segment in enumerate(segments):
+            retain_deletes = log.fs.mtime_ms(segment.log_path) > horizon
             position = segment.offset_index.lookup(start).position
-            for chunk, headers in self._chunks(log, segment, position, stats):
+            for chunk, headers in self._chunks(log, segment, position, stats, mapping=True):
                 sections = _sections(chunk, headers)
                 if not sections.spans:
                     continue
                 records = scan_sections(sections.arena, sections.spans)
                 offsets = sections.base_offsets[records.section] + records.offset_delta
-                chosen = np.flatnonzero((records.key_length >= 0) & (offsets >= start)
-                                        & (offsets < limit))
+                inside = (offsets >= start) & (offsets < limit)
+                keyed = records.key_length >= 0
+                chosen = np.flatnonzero(keyed & inside)
                 room = offset_map.free_entries
                 full = len(chosen) > room
                 if full:
                     chosen = chosen[:room]
+                    inside &= offsets <= offsets[chosen[-1]] if room else offsets < offsets[0]
+                dropped = ~keyed if retain_deletes else ~keyed | (records.value_length < 0)
+                if bool((inside & dropped).any()):
+                    removable[number] = True
                 keys = hash_keys(sections.arena, records.key_start[chosen],
                                  records.key_length[chosen])
-                offset_map.put(keys, offsets[chosen])
+                superseded = offset_map.put(keys, offsets[chosen])
+                if len(superseded):
+                    removable[np.searchsorted(bases, superseded, "right") - 1] = True
                 stats.records_mapped += len(chosen)
                 if full:
-                    stats.keys_mapped = offset_map.size
                     logger.info("%s: offset map full at offset %d (%d keys); cleaning up to "
                                 "there", log, offset_map.latest_offset, offset_map.size)
-                    return offset_map.latest_offset + 1
+                    end = offset_map.latest_offset + 1
+                    break
+            if end != limit:
+                break
         stats.keys_mapped = offset_map.size
-        return limit
+        return end, {segment.base_offset for segment, marked
+                     in zip(segments, removable.tolist(), strict=True) if marked}
 
     # --- pass 2 -----------------------------------------------------------------------
 
@@ -211,24 +248,37 @@ class Cleaner:
     def _clean_group(self, log: Log, group: list[LogSegment], horizon: int, now: int,
                      stats: CleanerStats) -> None:
         config = log.config
-        cleaned = LogSegment(log.fs, log.directory, group[0].base_offset,
-                             segment_index_bytes=config.segment_index_bytes,
-                             index_interval_bytes=config.index_interval_bytes,
-                             created_ms=now, file_suffix=CLEANED_SUFFIX)
+        cleaned: LogSegment | None = None
         swapped = False
         try:
-            log.fs.ftruncate(cleaned.fd, 0)
             modified = 0
             for source in group:
                 source_modified = log.fs.mtime_ms(source.log_path)
                 modified = max(modified, source_modified)
                 retain_deletes = source_modified > horizon
+                position = 0
                 for chunk, headers in self._chunks(log, source, 0, stats):
                     out, batches = self._filter(chunk, headers, retain_deletes, stats)
+                    position += len(chunk)
+                    if out is chunk and cleaned is None:
+                        continue
+                    if cleaned is None:  # the first change: write out the unchanged prefix
+                        cleaned = LogSegment(
+                            log.fs, log.directory, group[0].base_offset,
+                            segment_index_bytes=config.segment_index_bytes,
+                            index_interval_bytes=config.index_interval_bytes,
+                            created_ms=now, file_suffix=CLEANED_SUFFIX)
+                        log.fs.ftruncate(cleaned.fd, 0)
+                        for earlier in group[: group.index(source)]:
+                            self._copy(log, earlier, earlier.size, cleaned, stats)
+                        self._copy(log, source, position - len(chunk), cleaned, stats)
                     if batches:
                         cleaned.append(out, batches)
                         stats.bytes_written += len(out)
                         self.throttle(len(out))
+            if cleaned is None:
+                stats.segments_unchanged += len(group)
+                return
             cleaned.persist_rebuilt_indexes()
             cleaned.flush()
             log.fs.set_mtime_ms(cleaned.log_path, modified)
@@ -237,28 +287,40 @@ class Cleaner:
                 raise CleanerAborted(f"{log} changed under the cleaner")
             stats.segments_cleaned += len(group)
         finally:
-            if not swapped:
+            if cleaned is not None and not swapped:
                 cleaned.close()
                 if cleaned.file_suffix == CLEANED_SUFFIX:  # else the swap got under way:
                     remove_files(log.fs, [cleaned.log_path,  # recovery finishes it
                                           cleaned.offset_index.path, cleaned.time_index.path])
 
+    def _copy(self, log: Log, source: LogSegment, end: int, cleaned: LogSegment,
+              stats: CleanerStats) -> None:
+        """Append ``source``'s batches below file position ``end`` to ``cleaned`` as they are."""
+        for chunk, headers in self._chunks(log, source, 0, None, end=end):
+            cleaned.append(chunk, _as_appended(headers))
+            stats.bytes_written += len(chunk)
+            self.throttle(len(chunk))
+
     def _filter(self, chunk: bytes, headers: list[tuple[int, BatchHeader]],
                 retain_deletes: bool, stats: CleanerStats) -> tuple[bytes, list[AppendedBatch]]:
-        """The chunk's batches with only the records to keep; and their index entries."""
+        """The chunk's batches with only the records to keep; and their index entries.
+
+        Returns ``chunk`` itself when every record is kept.
+        """
         sections = _sections(chunk, headers)
-        kept_counts: list[int] = []
-        record_counts: list[int] = []
-        runs = None
-        if sections.spans:
-            records = scan_sections(sections.arena, sections.spans)
-            keep = self._keep(sections, records, retain_deletes)
-            count = len(sections.spans)
-            record_counts = np.bincount(records.section, minlength=count).tolist()
-            kept_counts = np.bincount(records.section[keep], minlength=count).tolist()
-            stats.records_read += len(records)
-            stats.records_kept += int(np.count_nonzero(keep))
-            runs = _kept_runs(records, keep)
+        if not sections.spans:
+            return chunk, _as_appended(headers)
+        records = scan_sections(sections.arena, sections.spans)
+        keep = self._keep(sections, records, retain_deletes)
+        stats.records_read += len(records)
+        kept = int(np.count_nonzero(keep))
+        stats.records_kept += kept
+        if kept == len(records):
+            return chunk, _as_appended(headers)
+        count = len(sections.spans)
+        record_counts = np.bincount(records.section, minlength=count).tolist()
+        kept_counts = np.bincount(records.section[keep], minlength=count).tolist()
+        runs = _kept_runs(records, keep)
         section_of = {batch: index for index, batch in enumerate(sections.batch_index)}
         parts: list[bytes | bytearray | memoryview] = []
         batches: list[AppendedBatch] = []
@@ -272,7 +334,6 @@ class Cleaner:
             elif kept_counts[section] == 0:
                 continue
             else:
-                assert runs is not None
                 entry = _rebuild(chunk, position, header, sections.arena,
                                  runs.of(section), kept_counts[section])
             parts.append(entry)
@@ -295,10 +356,12 @@ class Cleaner:
 
     # --- reading ----------------------------------------------------------------------
 
-    def _chunks(self, log: Log, segment: LogSegment, position: int, stats: CleanerStats
+    def _chunks(self, log: Log, segment: LogSegment, position: int,
+                stats: CleanerStats | None, *, mapping: bool = False, end: int | None = None
                 ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
-        """Whole batches of ``segment`` from ``position``, about ``READ_CHUNK`` at a time."""
-        end = segment.size
+        """Whole batches of ``segment`` from ``position`` to ``end`` (default: its size),
+        about ``READ_CHUNK`` at a time; counted as pass 1's or pass 2's input."""
+        end = segment.size if end is None else end
         max_batch = max(log.config.max_message_bytes, READ_CHUNK)
         while position < end:
             if self.should_stop(log):
@@ -311,11 +374,21 @@ class Cleaner:
                 if not headers:
                     raise ProtocolError(f"no whole batch at {position} of {segment.log_path}")
             used = headers[-1][0] + headers[-1][1].size
-            chunk = chunk[:used]
-            stats.bytes_read += used
+            if used < len(chunk):
+                chunk = chunk[:used]
+            if stats is not None:
+                if mapping:
+                    stats.map_bytes_read += used
+                else:
+                    stats.bytes_read += used
             self.throttle(used)
             yield chunk, headers
             position += used
+
+
+def _as_appended(headers: list[tuple[int, BatchHeader]]) -> list[AppendedBatch]:
+    return [AppendedBatch(position, header.last_offset, header.max_timestamp, header.size)
+            for position, header in headers]
 
 
 class _Runs(NamedTuple):

@@ -218,10 +218,12 @@ class LogCleaner:
         self.update_checkpoint(key, end)
         seconds = stats.map_seconds + stats.copy_seconds
         logger.info(
-            "compacted %s up to offset %d: %d segment(s), %d keys, %.1f MB read, %.1f MB "
-            "written, %d of %d records kept, %.2f s (%.1f MB/s)", log, end,
-            stats.segments_cleaned, stats.keys_mapped, stats.bytes_read / 1e6,
-            stats.bytes_written / 1e6, stats.records_kept, stats.records_read, seconds,
+            "compacted %s up to offset %d: %d segment(s) rewritten, %d unchanged, %d skipped; "
+            "%d keys from %.1f MB indexed; %.1f MB of log processed, %.1f MB written, %d of %d "
+            "records kept; %.2f s (%.1f MB/s)", log, end, stats.segments_cleaned,
+            stats.segments_unchanged, stats.segments_skipped, stats.keys_mapped,
+            stats.map_bytes_read / 1e6, stats.bytes_read / 1e6, stats.bytes_written / 1e6,
+            stats.records_kept, stats.records_read, seconds,
             stats.bytes_read / 1e6 / seconds if seconds else 0.0)
         return True
 

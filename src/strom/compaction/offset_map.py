@@ -14,9 +14,10 @@ digest) visits every slot. The map takes at most ``load_factor`` * slots keys
 (``log.cleaner.io.buffer.load.factor``, Kafka's default 0.9); with double hashing an
 insert or a miss probes ~1/(1-0.9) = 10 slots on average, a hit ~2.6.
 
-Hash: XXH3-128 of the key bytes (the ``xxhash`` library: C, one call per key). Its
-16-byte digest is read as two little-endian uint64 words ``w0, w1``; the fingerprint
-is ``w0`` and the low 16 bits of ``w1``; the step is ``1 + (w1 >> 16) % (slots - 1)``.
+Hash: XXH3-128 of the key bytes, computed for a whole batch of keys at once by
+``key_hash`` (numpy, bit-exact with the ``xxhash`` library). Of its two 64-bit halves
+``high64, low64`` the fingerprint is ``high64`` and the low 16 bits of ``low64``; the
+step is ``1 + (low64 >> 16) % (slots - 1)``.
 
 Why 80 bits and 14 bytes. A collision — two distinct keys of one pass with the same
 stored fingerprint — makes the cleaner think the older key was superseded and delete
@@ -39,7 +40,9 @@ a pass therefore covers fewer than 2^32 - 1 offsets (the cleaner ends a pass the
 as it ends one when the map is full).
 
 Inserts come in offset order; when a key repeats, the larger offset wins
-(``np.maximum.at``), which also resolves repeats inside one vectorised batch. Empty
+(``np.maximum.at``), which also resolves repeats inside one vectorised batch. ``put``
+returns the offsets it superseded (each record whose key came again later in the
+pass), so the cleaner knows which dirty segments hold anything to remove. Empty
 slots claimed by several keys in one probe round are settled by writing the keys'
 batch indexes into the offset array and reading back which one stuck; the others
 look again in the next round.
@@ -81,15 +84,15 @@ def largest_prime_at_most(limit: int) -> int:
 
 
 class KeyHashes:
-    """A vectorised batch of key digests: fingerprint words and the probe step source."""
+    """A vectorised batch of key hashes: fingerprint words and the probe step source."""
 
     __slots__ = ("high", "low", "step_bits")
 
-    def __init__(self, digests: bytes | bytearray) -> None:
-        words = np.frombuffer(digests, dtype="<u8").reshape(-1, 2)
-        self.high: UInt64s = words[:, 0].copy()
-        self.low: UInt16s = (words[:, 1] & np.uint64(0xFFFF)).astype(np.uint16)
-        self.step_bits: UInt64s = words[:, 1] >> np.uint64(16)
+    def __init__(self, high64: UInt64s, low64: UInt64s) -> None:
+        """The two halves of each key's XXH3-128 (``key_hash.xxh3_128``)."""
+        self.high: UInt64s = high64
+        self.low: UInt16s = (low64 & np.uint64(0xFFFF)).astype(np.uint16)
+        self.step_bits: UInt64s = low64 >> np.uint64(16)
 
     def __len__(self) -> int:
         return len(self.high)
@@ -137,13 +140,16 @@ class OffsetMap:
         step = (np.uint64(1) + keys.step_bits % self._step_modulus).astype(np.int64)
         return home, step
 
-    def put(self, keys: KeyHashes, offsets: Int64s) -> None:
-        """Map each key to its offset; offsets ascend and lie in [base, base + 2^32 - 1).
+    def put(self, keys: KeyHashes, offsets: Int64s) -> Int64s:
+        """Map each key to its offset; returns the offsets superseded by this call.
 
-        The caller keeps ``len(keys) <= free_entries`` (every key may be new).
+        Offsets ascend and lie in [base, base + 2^32 - 1). A superseded offset is one
+        whose key now maps to a larger offset (it may be in ``offsets`` or an earlier
+        call's); one superseded by several keys of one probe round appears repeatedly. The caller keeps ``len(keys) <= free_entries`` (every key may be new).
         """
+        superseded: list[npt.NDArray[np.uint32]] = []
         if not len(keys):
-            return
+            return np.zeros(0, dtype=np.int64)
         if len(keys) > self.free_entries:
             raise OverflowError(f"{len(keys)} keys exceed the map's {self.free_entries} free entries")
         relative = offsets - self.base_offset
@@ -160,7 +166,12 @@ class OffsetMap:
             empty = current == EMPTY
             same = ~empty & (high[slot] == keys.high[pending]) & (low[slot] == keys.low[pending])
             if same.any():
-                np.maximum.at(table, slot[same], relative32[pending[same]])
+                # Every record is compared with its key's maximum once it meets the key
+                # in the table, so each offset that is not the maximum is reported.
+                same_slots, incoming = slot[same], relative32[pending[same]]
+                np.maximum.at(table, same_slots, incoming)
+                final = table[same_slots]
+                superseded += [incoming[incoming != final], current[same][current[same] != final]]
             lost = pending[:0]
             if empty.any():
                 claimed, claimants = slot[empty], pending[empty]
@@ -177,6 +188,9 @@ class OffsetMap:
             position[movers] = (slot[moving] + step[movers]) % modulus
             pending = np.concatenate((lost, movers))
         self.latest_offset = max(self.latest_offset, int(offsets[-1]))
+        if not superseded:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate(superseded).astype(np.int64) + self.base_offset
 
     def get(self, keys: KeyHashes) -> Int64s:
         """Each key's latest mapped offset, or -1 if the key is not in the map."""

@@ -9,8 +9,8 @@ found without a Python object per record:
    equal-size records counted by ``bytes.lstrip`` on a strided slice, in C.
 2. Fields by numpy over every record of the arena: varints of 1-2 bytes by byte-pair
    tables, longer ones byte by byte over just those records.
-3. Keys hashed by ``xxhash.xxh3_128_digest``, one C call per key, joined into one
-   buffer that numpy reads as fingerprint words (``offset_map.KeyHashes``).
+3. Keys hashed with XXH3-128 by numpy over all keys of the arena (``key_hash``), as
+   fingerprint words (``offset_map.KeyHashes``).
 
 The record layout is in ``strom.protocol.records.v2``. Sections are checked as far as
 the cleaner relies on them (record lengths fill the section, fields stay inside their
@@ -25,8 +25,8 @@ from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import xxhash
 
+from strom.compaction.key_hash import xxh3_128
 from strom.compaction.offset_map import KeyHashes
 from strom.protocol.compression import CompressionType, decompress
 from strom.protocol.error_codes import ErrorCode
@@ -181,11 +181,7 @@ def scan_sections(arena: Buffer, spans: list[tuple[int, int]]) -> RecordArrays:
 
 def hash_keys(arena: Buffer, key_start: Int64s, key_length: Int64s) -> KeyHashes:
     """XXH3-128 of each key (all of them non-null), as fingerprint arrays."""
-    digest = xxhash.xxh3_128_digest
-    view = arena if isinstance(arena, bytes) else bytes(arena)
-    starts = key_start.tolist()
-    ends = (key_start + key_length).tolist()
-    return KeyHashes(b"".join([digest(view[s:e]) for s, e in zip(starts, ends, strict=True)]))
+    return KeyHashes(*xxh3_128(arena, key_start, key_length))
 
 
 def has_keyless_record(records: Buffer, max_uncompressed_size: int = 1 << 31) -> bool:

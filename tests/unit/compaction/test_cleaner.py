@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,75 @@ def test_keyless_records_are_found_in_plain_and_compressed_sets() -> None:
     assert not has_keyless_record(keyed)
     assert has_keyless_record(bytes(keyed) + bytes(keyless))
     assert has_keyless_record(build_record_batch([(None, b"x" * 300, (("h", b"1"),), 1)]))
+
+
+def append_keys(log: Log, written: dict[int, tuple[bytes, bytes | None]],
+                keys: Sequence[bytes | None], per_batch: int = 5) -> None:
+    for start in range(0, len(keys), per_batch):
+        chunk = keys[start : start + per_batch]
+        result = log.append(build_record_batch([(key, b"v%d" % (start + index), (), 1000)
+                                                for index, key in enumerate(chunk)]))
+        for index, key in enumerate(chunk):
+            written[result.base_offset + index] = (key or b"", b"v%d" % (start + index))
+
+
+def test_dirty_segments_with_nothing_to_remove_are_neither_read_nor_rewritten(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    append_keys(log, written, [b"k%d" % i for i in range(100)])
+    log.roll()
+    before = list(log.segments)[:-1]
+    assert len(before) > 3
+    cleaner = Cleaner(OffsetMap(1 << 20))
+    first_dirty, stats = cleaner.clean(log, None)
+    assert first_dirty == log.segments.active.base_offset
+    assert stats.segments_skipped == len(before) and stats.bytes_read == 0
+    assert stats.segments_cleaned == stats.segments_unchanged == stats.bytes_written == 0
+    assert list(log.segments)[:-1] == before  # the very same segment objects and files
+    # one key again: only the clean segment holding its older record is rewritten,
+    # the other clean segments are read (they might hold it) but stay as they are
+    append_keys(log, written, [b"k42"])
+    log.roll()
+    first_dirty, stats = cleaner.clean(log, first_dirty)
+    assert stats.segments_cleaned >= 1 and stats.segments_unchanged >= len(before) - 2
+    assert stats.segments_cleaned + stats.segments_unchanged + stats.segments_skipped == \
+        len(before) + 1
+    assert stats.bytes_written < 500
+    check_against_model(log, written, first_dirty, tombstones_kept=True)
+    assert sum(1 for record in records_of(log) if record.key == b"k42") == 1
+
+
+def test_a_keyless_record_makes_its_dirty_segment_cleaned(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=500)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    append_keys(log, written, [b"k%d" % i for i in range(60)] + [None]
+                + [b"k%d" % i for i in range(60, 100)])
+    log.roll()
+    segments = len(log.segments) - 1
+    _, stats = Cleaner(OffsetMap(1 << 20)).clean(log, None)
+    assert segments > 3
+    assert stats.segments_cleaned >= 1 and stats.segments_unchanged == 0
+    assert stats.segments_cleaned + stats.segments_skipped == segments
+    assert stats.segments_skipped >= segments - 2
+    assert all(record.key is not None for record in records_of(log))
+    assert len(records_of(log)) == 100
+
+
+def test_an_unchanged_prefix_is_copied_when_a_later_chunk_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("strom.compaction.cleaner.READ_CHUNK", 400)  # many chunks a segment
+    log = open_log(tmp_path, segment_bytes=1 << 20)
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    append_keys(log, written, [b"k%d" % i for i in range(200)] + [b"k150", b"k3", b"k199"])
+    log.roll()
+    first_dirty, stats = Cleaner(OffsetMap(1 << 20)).clean(log, None)
+    assert stats.segments_cleaned == 1 and stats.records_kept == 200
+    check_against_model(log, written, first_dirty, tombstones_kept=True)
+    assert [record.offset for record in records_of(log)] == \
+        [o for o in range(203) if o not in (3, 150, 199)]
+    before = summary(log)
+    log.close()
+    reopened = open_log(tmp_path, clean=False, segment_bytes=1 << 20)
+    assert summary(reopened) == before
+    reopened.close()

@@ -10,7 +10,9 @@ from strom.compaction.offset_map import ENTRY_BYTES, KeyHashes, OffsetMap, large
 
 
 def hashes(keys: list[bytes]) -> KeyHashes:
-    return KeyHashes(b"".join(xxhash.xxh3_128_digest(key) for key in keys))
+    digests = [xxhash.xxh3_128_intdigest(key) for key in keys]
+    return KeyHashes(np.array([d >> 64 for d in digests], dtype=np.uint64),
+                     np.array([d & (2**64 - 1) for d in digests], dtype=np.uint64))
 
 
 def test_budget_holds_eight_million_keys_per_128_mib() -> None:
@@ -33,15 +35,19 @@ def test_matches_a_dict_with_repeats_inside_one_call_and_across_calls() -> None:
     offset_map = OffsetMap(20_000 * ENTRY_BYTES, load_factor=0.9)
     offset_map.clear(1000)
     model: dict[bytes, int] = {}
+    superseded: list[int] = []
     offset = 1000
     for _ in range(6):
         keys = [b"key-%d" % k for k in rng.integers(0, 3000, size=2500)]
         offsets = np.arange(offset, offset + len(keys), dtype=np.int64)
-        offset_map.put(hashes(keys), offsets)
+        superseded += offset_map.put(hashes(keys), offsets).tolist()
         for key, value in zip(keys, offsets.tolist(), strict=True):
             model[key] = value
         offset += len(keys) + 17  # gaps between calls, as compacted logs have
     assert offset_map.size == len(model)
+    # every offset put is either some key's latest or reported superseded, never both
+    put_offsets = {o for o in range(1000, offset) if (o - 1000) % (2500 + 17) < 2500}
+    assert set(superseded) == put_offsets - set(model.values())
     found = offset_map.get(hashes(list(model)))
     assert found.tolist() == list(model.values())
     missing = offset_map.get(hashes([b"absent-%d" % i for i in range(500)]))
