@@ -400,9 +400,11 @@ class RecordAccumulator:
         """Hold a partition's batches back (e.g. one request in flight at a time)."""
         self._muted.add(topic_partition)
 
-    def unmute(self, topic_partition: TopicPartition) -> None:
+    def unmute(self, topic_partition: TopicPartition, *, wake: bool = True) -> None:
+        """Let the partition's batches go again (``wake``: tell the sender so)."""
         self._muted.discard(topic_partition)
-        self.wakeup.set()
+        if wake:
+            self.wakeup.set()
 
     def expire_batches(self, now_ms: int | None = None) -> int:
         """Fail undrained batches older than ``delivery.timeout.ms``; how many failed."""

@@ -459,14 +459,18 @@ class AsyncProducer:
 
     def _on_answer(self, node: int, batches: dict[TopicPartition, ClosedBatch],
                    answer: asyncio.Future[Message]) -> None:
-        self._request_done(node)
+        self._in_flight[node] -= 1
         if answer.cancelled():
             error: BaseException | None = KafkaConnectionError("the produce request was cancelled")
         else:
             error = answer.exception()
         self._handle_answer(batches, None if error is not None else answer.result(), error)
         if self._accumulator is not None and self._cluster is not None:
-            self._send_ready()  # the answered partitions' next batches go now
+            # The answered partitions' next batches go now; the sender task wakes only
+            # to time what is left (a lingering batch, a retry's backoff, a leader).
+            next_delay, unknown_leader = self._send_ready()
+            if next_delay is not None or unknown_leader:
+                self._accumulator.wakeup.set()
 
     def _handle_answer(self, batches: dict[TopicPartition, ClosedBatch], response: Message | None,
                        error: BaseException | None) -> None:
@@ -528,7 +532,7 @@ class AsyncProducer:
     def _finish(self, batch: ClosedBatch, error: BaseException | None, base_offset: int = -1,
                 log_append_time: int = -1) -> None:
         assert self._accumulator is not None
-        self._accumulator.unmute(batch.topic_partition)
+        self._accumulator.unmute(batch.topic_partition, wake=False)  # the answer's handler sends on
         if error is None:
             batch.complete(base_offset, log_append_time)
             return
