@@ -219,13 +219,12 @@ class AsyncProducer:
             batch = self._sticky_batches.get(topic)
             if batch is not None and not batch.full and self._cluster.metadata is self._routed_metadata:  # type: ignore[union-attr]
                 builder = batch.builder
-                if (builder.append_value(value, batch.size_limit) if timestamp_ms is None and not headers
-                        else builder.try_append(None, value, headers, timestamp_ms, batch.size_limit)):
-                    self._since_yield += 1
-                    if self._since_yield < YIELD_EVERY:
-                        return self._appended
-                    self._since_yield = 0
-                    return asyncio.sleep(0)
+                appended = builder.append_value(value, batch.size_limit) if timestamp_ms is None and not headers \
+                    else builder.try_append(None, value, headers, timestamp_ms, batch.size_limit)
+                if appended:
+                    # let the sender run every YIELD_EVERY records of a large batch (a new
+                    # batch yields anyway)
+                    return self._appended if appended % YIELD_EVERY else asyncio.sleep(0)
                 self._accumulator.close_for_appends(batch)  # type: ignore[union-attr]
         if self._append_nowait(topic, value, key, partition, headers, timestamp_ms, callback, False) is NO_ROOM:
             return self._append_later(topic, value, key, partition, headers, timestamp_ms, callback)

@@ -130,11 +130,12 @@ class RecordBatchBuilder:
         """One record, whatever the batch's size (``try_append`` without a limit)."""
         self.try_append(key, value, headers, timestamp, _NO_LIMIT)
 
-    def append_value(self, value: Buffer | None, limit: int) -> bool:
+    def append_value(self, value: Buffer | None, limit: int) -> int:
         """``try_append(None, value, (), None, limit)``: a producer's key-less record now.
 
         The per-record path of ``produce``: a ``bytes`` value in the millisecond of the
-        previous kept record costs a size count and six references.
+        previous kept record costs a size count and six references. Returns the record
+        count, 0 if refused.
         """
         timestamp = _time_ns() // 1_000_000
         count = self._count
@@ -146,11 +147,11 @@ class RecordBatchBuilder:
         body = self._run_body + _VARINT_SIZES[count] + _VALUE_SIZES[size]
         total = self._size + _VARINT_SIZES[body] + body
         if total > limit:
-            return False
+            return 0
         self._pieces += (_SMALL[body], self._run_field, _OFFSETS_NULL_KEY[count], _SMALL[size], value, b"\x00")
         self._size = total
-        self._count = count + 1
-        return True
+        self._count = count = count + 1
+        return count
 
     def try_append(
         self,
@@ -159,11 +160,12 @@ class RecordBatchBuilder:
         headers: Sequence[HeaderInput],
         timestamp: int | None,
         limit: int,
-    ) -> bool:
+    ) -> int:
         """Append one record unless it would take a non-empty batch past ``limit`` bytes.
 
         The record's exact encoded size is known before anything is kept (a batch's
-        first record always goes in, however big).
+        first record always goes in, however big). Returns the batch's record count
+        after the append, 0 (false) if the record was refused.
         """
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
@@ -180,7 +182,7 @@ class RecordBatchBuilder:
             body = run_body + _VARINT_SIZES[count] + _VALUE_SIZES[size]
             total = self._size + _VARINT_SIZES[body] + body
             if count and total > limit:
-                return False
+                return 0
             if timestamp != self._run_timestamp:
                 self._run_timestamp = timestamp
                 self._run_field = b"\x00" + timestamp_field
@@ -191,14 +193,14 @@ class RecordBatchBuilder:
             record = _encode_record(key, value, headers, timestamp_field, count)
             total = self._size + len(record)
             if count and total > limit:
-                return False
+                return 0
             self._pieces.append(record)
         self._size = total
-        self._count = count + 1
+        self._count = count = count + 1
         self._base_timestamp = base
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        return True
+        return count
 
     def extend(self, records: Iterable[RecordInput]) -> None:
         """Append ``(key, value, headers, timestamp)`` tuples; None timestamp = now."""
