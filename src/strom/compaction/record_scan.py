@@ -77,10 +77,14 @@ class RecordArrays(NamedTuple):
         return len(self.start)
 
 
-def _walk(arena: Buffer, start: int, end: int, starts: array[int]) -> None:
-    """Append the starts of the records filling ``arena[start:end]`` to ``starts``."""
+def _walk(arena: Buffer, start: int, end: int, starts: array[int], runs: array[int]) -> int:
+    """Find the records filling ``arena[start:end]``; returns how many.
+
+    Record starts go to ``starts``, or for long runs of equal-size records to ``runs``
+    as (first start, size, count) triples, expanded later by numpy.
+    """
     table, append = _STEP, starts.append
-    pos, previous, run = start, -1, 32
+    pos, previous, run, before, in_runs = start, -1, 32, len(starts), 0
     try:
         while pos < end:
             step = table[arena[pos] | (arena[pos + 1] << 8)]
@@ -104,13 +108,18 @@ def _walk(arena: Buffer, start: int, end: int, starts: array[int]) -> None:
                 second = arena[pos + 1]
                 strided = bytes(arena[pos + 1 : pos + same * step : step])
                 same = len(strided) - len(strided.lstrip(_BYTES[second]))
-            starts.extend(range(pos, pos + same * step, step))
+            if same < 16:  # a short run: cheaper as Python ints than a triple to expand
+                starts.extend(range(pos, pos + same * step, step))
+            else:
+                runs.extend((pos, step, same))
+                in_runs += same
             pos += same * step
             run = run * 2 if same == room else 32
     except IndexError:
         raise _corrupt("records section truncated") from None
     if pos != end:
         raise _corrupt("records overrun their section")
+    return len(starts) - before + in_runs
 
 
 def _varints(u8: npt.NDArray[np.uint8], pairs: npt.NDArray[np.uint16], pos: Int64s,
@@ -150,13 +159,17 @@ def _long_varints(u8: npt.NDArray[np.uint8], pos: Int64s,
 def scan_sections(arena: Buffer, spans: list[tuple[int, int]]) -> RecordArrays:
     """Every record of the record sections ``arena[start:end]`` (one per batch)."""
     starts: array[int] = array("q")
-    counts: list[int] = []
-    for section_start, section_end in spans:
-        before = len(starts)
-        _walk(arena, section_start, section_end, starts)
-        counts.append(len(starts) - before)
+    runs: array[int] = array("q")
+    counts = [_walk(arena, section_start, section_end, starts, runs)
+              for section_start, section_end in spans]
     start_positions = np.frombuffer(starts, dtype=np.int64) if starts \
         else np.zeros(0, dtype=np.int64)
+    if runs:
+        first, size, count = np.frombuffer(runs, dtype=np.int64).reshape(-1, 3).T
+        within = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(count) - count, count)
+        in_runs = np.repeat(first, count) + np.repeat(size, count) * within
+        start_positions = np.sort(np.concatenate((start_positions, in_runs)))
     section = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
     u8 = np.frombuffer(arena, dtype=np.uint8)
     pairs = np.ndarray((max(len(u8) - 1, 0),), "<u2", arena, 0, (1,)) if len(u8) > 1 \
