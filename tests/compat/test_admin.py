@@ -100,9 +100,18 @@ def _create(admin: AdminClient, topic: str, partitions: int = 1, config: dict[st
 
 def _produce(broker: BrokerProcess, topic: str, partition: int, count: int) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    errors: list[object] = []
+
+    def delivered(error: object, _: object) -> None:
+        if error is not None:
+            errors.append(error)
+
     for index in range(count):
-        producer.produce(topic, value=f"{partition}-{index}".encode(), partition=partition)
+        # Keyed: some topics here are compacted, and those refuse records without a key.
+        value = f"{partition}-{index}".encode()
+        producer.produce(topic, value=value, key=value, partition=partition, on_delivery=delivered)
     assert producer.flush(TIMEOUT) == 0
+    assert errors == []
 
 
 def _consume_from_beginning(broker: BrokerProcess, topic: str, partition: int, expected: int) -> list[int]:
