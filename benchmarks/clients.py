@@ -415,6 +415,12 @@ def profile(load: Load, top: int) -> None:
         print(f"\n== cProfile: Strom {label}, {load.records:,} records (top {top} by cumtime)\n{out.getvalue()}")
 
 
+def _confluent_version() -> str:
+    """``version()`` is a string in confluent-kafka 2.16 (a (string, int) pair before)."""
+    version: Any = confluent_kafka.version()
+    return version if isinstance(version, str) else str(version[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -426,7 +432,7 @@ def main() -> None:
     args = parser.parse_args()
     records = 20_000 if args.quick else args.records
     print(f"{time.strftime('%Y-%m-%d %H:%M')}  Python {sys.version.split()[0]}, confluent-kafka "
-          f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]}), "
+          f"{_confluent_version()} (librdkafka {confluent_kafka.libversion()[0]}), "
           f"aiokafka {aiokafka.__version__}", flush=True)
     with tempfile.TemporaryDirectory(prefix="strom-clients-bench-") as work:
         broker = BrokerProcess(Path(work) / "data").start()

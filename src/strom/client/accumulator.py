@@ -159,11 +159,14 @@ class RecordAccumulator:
         callback: RecordCallback | None = None,
         want_future: bool = True,
         abort_on_new_batch: bool = False,
+        wake: bool = True,
     ) -> FutureRecordMetadata | None:
         """Add a record; waits only when a new batch needs memory ``buffer.memory`` lacks.
 
         Returns the record's future, or None with ``want_future=False`` (the fast path:
-        nothing per record is kept unless a ``callback`` is given).
+        nothing per record is kept unless a ``callback`` is given). A new batch sets
+        ``wakeup`` unless ``wake`` is false (a sender that knows its timer will look at
+        the batch in time).
         """
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
@@ -185,6 +188,7 @@ class RecordAccumulator:
             raise AbortForNewBatch()
         size_limit = max(self._size_limit(topic), V2_HEADER_SIZE + size)
         if not self.pool.try_allocate(size_limit):
+            self.wakeup.set()  # ready() hurries every batch while appends wait for memory
             await self.pool.allocate(size_limit, self.max_block_ms)
             if self._closed:
                 self.pool.release(size_limit)
@@ -208,7 +212,8 @@ class RecordAccumulator:
         )
         batch.full = V2_HEADER_SIZE + size >= size_limit  # a record bigger than batch.size
         batches.append(batch)
-        self.wakeup.set()
+        if wake or batch.full:
+            self.wakeup.set()
         return _append_to(batch, key, value, headers, timestamp, callback, want_future)
 
     def append_nowait(
@@ -244,11 +249,13 @@ class RecordAccumulator:
             return FutureRecordMetadata(batch.result, batch.topic_partition, index, timestamp)
         return None
 
-    def close_for_appends(self, batch: ProducerBatch) -> None:
+    def close_for_appends(self, batch: ProducerBatch, *, wake: bool = True) -> None:
         """A record did not fit: the batch takes no more and is sendable at once, as
-        the Java client's ``closeForRecordAppends`` makes it (not after ``linger.ms``)."""
+        the Java client's ``closeForRecordAppends`` makes it (not after ``linger.ms``).
+        ``wake``: set ``wakeup`` (false: the caller sends it itself)."""
         batch.full = True
-        self.wakeup.set()
+        if wake:
+            self.wakeup.set()
 
     def open_batch(self, topic: str, partition: int) -> ProducerBatch | None:
         """The partition's batch that takes appends, if there is one."""
@@ -399,6 +406,9 @@ class RecordAccumulator:
     def mute(self, topic_partition: TopicPartition) -> None:
         """Hold a partition's batches back (e.g. one request in flight at a time)."""
         self._muted.add(topic_partition)
+
+    def is_muted(self, topic_partition: TopicPartition) -> bool:
+        return topic_partition in self._muted
 
     def unmute(self, topic_partition: TopicPartition, *, wake: bool = True) -> None:
         """Let the partition's batches go again (``wake``: tell the sender so)."""

@@ -91,6 +91,7 @@ class AsyncProducer:
         self._sender: asyncio.Task[None] | None = None
         self._in_flight: dict[int, int] = {}  # node -> requests outstanding
         self._connections: dict[int, BrokerConnection] = {}  # the open ones, for sending at once
+        self._sender_deadline: float | None = None  # loop time the sender task's timer fires
         self._sequences: dict[TopicPartition, int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
@@ -225,7 +226,7 @@ class AsyncProducer:
                     # let the sender run every YIELD_EVERY records of a large batch (a new
                     # batch yields anyway)
                     return self._appended if appended % YIELD_EVERY else asyncio.sleep(0)
-                self._accumulator.close_for_appends(batch)  # type: ignore[union-attr]
+                self._close_full(batch)
         if self._append_nowait(topic, value, key, partition, headers, timestamp_ms, callback, False) is NO_ROOM:
             return self._append_later(topic, value, key, partition, headers, timestamp_ms, callback)
         self._since_yield += 1
@@ -255,9 +256,29 @@ class AsyncProducer:
                     if index == stop:
                         await asyncio.sleep(0)  # as produce() does every YIELD_EVERY records
                         continue
-                    self._accumulator.close_for_appends(batch)  # type: ignore[union-attr]
+                    self._close_full(batch)
             await produce(topic, values[index], None if keys is None else keys[index], callback=callback)
             index += 1
+
+    def _close_full(self, batch: ProducerBatch) -> None:
+        """The sticky batch refused a record: close it and send it now, from here, rather
+        than waking the sender task for it (once per batch)."""
+        assert self._accumulator is not None
+        self._accumulator.close_for_appends(batch, wake=False)
+        if self._sender is not None and self._send_ready()[1]:
+            self._accumulator.wakeup.set()  # no leader known: the sender task waits for one
+
+    def _sender_will_look_by(self, delay_ms: int) -> bool:
+        """Whether the sender task's timer fires within ``delay_ms`` anyway (so a batch
+        that may linger that long needs no wakeup of its own)."""
+        deadline = self._sender_deadline
+        return deadline is not None and deadline <= asyncio.get_running_loop().time() + delay_ms / 1000
+
+    def _new_batch_needs_wakeup(self, tp: TopicPartition) -> bool:
+        """A new batch in ``tp`` needs the sender task only if nothing else will look at
+        it in time: not the answer to ``tp``'s batch in flight, nor the task's timer."""
+        assert self._accumulator is not None
+        return not (self._accumulator.is_muted(tp) or self._sender_will_look_by(self.config.linger_ms))
 
     def _append_nowait(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
                        headers: Sequence[HeaderInput], timestamp_ms: int | None,
@@ -324,14 +345,16 @@ class AsyncProducer:
         try:
             appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
                                                 callback=callback, want_future=want_future,
-                                                abort_on_new_batch=sticky)
+                                                abort_on_new_batch=sticky,
+                                                wake=self._new_batch_needs_wakeup((topic, chosen)))
         except AbortForNewBatch:
             # KIP-480: a key-less record that would open a new batch moves on to the
             # next sticky partition instead.
             self._partitioner.on_new_batch(topic, chosen, count)
             chosen = self._partitioner.partition(topic, key, count)
             appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
-                                                callback=callback, want_future=want_future)
+                                                callback=callback, want_future=want_future,
+                                                wake=self._new_batch_needs_wakeup((topic, chosen)))
         if sticky and not self._closed:
             self._remember_sticky(topic, chosen)
         # A new batch was opened, so one may be ready: let the sender run. Without this
@@ -362,6 +385,7 @@ class AsyncProducer:
         """Linger, expiry, retries' backoff and metadata waits; answers send on at once."""
         accumulator = self._accumulator
         assert accumulator is not None
+        loop = asyncio.get_running_loop()
         while True:
             accumulator.wakeup.clear()
             accumulator.expire_batches()
@@ -369,9 +393,11 @@ class AsyncProducer:
             delay = None if next_delay is None else max(next_delay, 1) / 1000
             if unknown_leader:
                 delay = min(delay or 1.0, self.config.retry_backoff_ms / 1000)
+            self._sender_deadline = None if delay is None else loop.time() + delay
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await accumulator.wakeup.wait()
+            self._sender_deadline = None
 
     def _send_ready(self) -> tuple[int | None, bool]:
         """Send every sendable batch, grouped by leader; the ms until the next may be
@@ -468,7 +494,7 @@ class AsyncProducer:
             # The answered partitions' next batches go now; the sender task wakes only
             # to time what is left (a lingering batch, a retry's backoff, a leader).
             next_delay, unknown_leader = self._send_ready()
-            if next_delay is not None or unknown_leader:
+            if unknown_leader or (next_delay is not None and not self._sender_will_look_by(next_delay)):
                 self._accumulator.wakeup.set()
 
     def _handle_answer(self, batches: dict[TopicPartition, ClosedBatch], response: Message | None,
