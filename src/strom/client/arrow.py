@@ -53,6 +53,13 @@ from strom.protocol.records.v2 import (
     DEFAULT_MAX_UNCOMPRESSED_SIZE,
 )
 from strom.protocol.records.varint import read_varint
+from strom.protocol.records.varint_arrays import (
+    PAIR_SIZE,
+    PAIR_VALUE,
+    RECORD_STEP,
+    SINGLE_BYTES,
+    long_varints,
+)
 
 Buffer = bytes | bytearray | memoryview
 Int64s = npt.NDArray[np.int64]
@@ -75,22 +82,6 @@ _MAX_TIMESTAMP_MS: Final = np.iinfo(np.int64).max // 1000
 _INT32_LIMIT: Final = 1 << 31
 
 
-def _pair_tables() -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int8]]:
-    """Zigzag value and size (0: longer) of a varint of at most two bytes, by those bytes."""
-    pair = np.arange(1 << 16, dtype=np.int32)
-    first, second = pair & 0xFF, pair >> 8
-    one_byte = first < 0x80
-    raw = np.where(one_byte, first, (first & 0x7F) | (second << 7))
-    size = np.where(one_byte, 1, np.where(second < 0x80, 2, 0))
-    return ((raw >> 1) ^ -(raw & 1)).astype(np.int16), size.astype(np.int8)
-
-
-_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
-# Bytes from a record's start to the next one's, by its first two bytes; 0 (slow path)
-# for lengths of 3+ bytes and impossible ones (under a record body's 6-byte minimum).
-_STEP: Final[list[int]] = np.where(
-    (_PAIR_SIZE > 0) & (_PAIR_VALUE >= 6), _PAIR_SIZE + _PAIR_VALUE.astype(np.int32), 0
-).tolist()
 
 
 def kafka_schema(include_headers: bool = False) -> pa.Schema:
@@ -228,7 +219,7 @@ def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> No
     few runs per batch (sizes change where the offset and timestamp deltas gain a byte);
     varied sizes cost one table lookup per record.
     """
-    table = _STEP
+    table = RECORD_STEP
     singles = found.singles
     append = singles.append
     before = len(found)
@@ -264,12 +255,11 @@ def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> No
         raise _corrupt(f"records section does not hold its {count} records")
 
 
-_BYTES: Final = [bytes((value,)) for value in range(256)]
 
 
 def _leading(strided: Buffer, byte: int) -> int:
     """How many bytes at the start of ``strided`` equal ``byte``."""
-    return len(strided) - len(bytes(strided).lstrip(_BYTES[byte]))
+    return len(strided) - len(bytes(strided).lstrip(SINGLE_BYTES[byte]))
 
 
 def _record_starts(
@@ -312,30 +302,14 @@ def _varints(view: _View, pos: Int64s, max_bytes: int) -> tuple[Int64s, Int64s]:
     try:
         pair = view.pairs[pos]
     except IndexError:  # a varint in the arena's last byte
-        return _long_varints(view.u8, pos, max_bytes)
-    size = _PAIR_SIZE[pair]
-    value = _PAIR_VALUE[pair].astype(np.int64)
+        return long_varints(view.u8, pos, max_bytes)
+    size = PAIR_SIZE[pair]
+    value = PAIR_VALUE[pair].astype(np.int64)
     after = pos + size
     if size.min() == 0:
         longer = np.flatnonzero(size == 0)
-        value[longer], after[longer] = _long_varints(view.u8, pos[longer], max_bytes)
+        value[longer], after[longer] = long_varints(view.u8, pos[longer], max_bytes)
     return value, after
-
-
-def _long_varints(u8: npt.NDArray[np.uint8], pos: Int64s, max_bytes: int) -> tuple[Int64s, Int64s]:
-    raw = np.zeros(len(pos), dtype=np.uint64)
-    after = pos.copy()
-    more = np.arange(len(pos))
-    for shift in range(0, 7 * max_bytes, 7):
-        at = after[more]
-        byte = u8[at]
-        raw[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
-        after[more] = at + 1
-        more = more[byte >= 0x80]
-        if not more.size:
-            one = np.uint64(1)
-            return (raw >> one).astype(np.int64) ^ -(raw & one).astype(np.int64), after
-    raise _corrupt("varint too long")
 
 
 def _sized_field(view: _View, pos: Int64s, what: str) -> tuple[Int64s, Int64s, Int64s]:
@@ -402,7 +376,7 @@ def _parse_records(view: _View, starts: Int64s, include_headers: bool) -> _Field
             header_count = (first >> 1).astype(np.int64) ^ -(first & 1).astype(np.int64)
             pos = pos + 1
         else:
-            header_count, pos = _long_varints(view.u8, pos, 5)
+            header_count, pos = long_varints(view.u8, pos, 5)
         if header_count.min(initial=0) < 0 or (header_count > end - pos).any():
             raise _corrupt("header count out of bounds")
         headers = None

@@ -21,7 +21,7 @@ the caller before any byte is rewritten.
 from __future__ import annotations
 
 from array import array
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,13 @@ from strom.protocol.errors import ProtocolError
 from strom.protocol.records import decode_message, iter_batches
 from strom.protocol.records.header import ATTR_COMPRESSION_MASK, V2_HEADER_SIZE
 from strom.protocol.records.varint import read_varint
+from strom.protocol.records.varint_arrays import (
+    PAIR_SIZE,
+    PAIR_VALUE,
+    RECORD_STEP,
+    SINGLE_BYTES,
+    long_varints,
+)
 
 Buffer = bytes | bytearray | memoryview
 Int64s = npt.NDArray[np.int64]
@@ -44,22 +51,6 @@ def _corrupt(reason: str) -> ProtocolError:
     return ProtocolError(reason, error_code=ErrorCode.CORRUPT_MESSAGE)
 
 
-def _pair_tables() -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int8]]:
-    """Zigzag value and size (0: longer) of a varint of at most two bytes, by those bytes."""
-    pair = np.arange(1 << 16, dtype=np.int32)
-    first, second = pair & 0xFF, pair >> 8
-    one_byte = first < 0x80
-    raw = np.where(one_byte, first, (first & 0x7F) | (second << 7))
-    size = np.where(one_byte, 1, np.where(second < 0x80, 2, 0))
-    return ((raw >> 1) ^ -(raw & 1)).astype(np.int32), size.astype(np.int8)
-
-
-_PAIR_VALUE, _PAIR_SIZE = _pair_tables()
-# Bytes from a record's start to the next one's, by its first two bytes (little-endian
-# pair); 0 sends the walk to its slow path (3+ byte lengths, impossible lengths).
-_STEP: Final[list[int]] = np.where(
-    (_PAIR_SIZE > 0) & (_PAIR_VALUE >= 6), _PAIR_SIZE + _PAIR_VALUE, 0).tolist()
-_BYTES: Final = [bytes((value,)) for value in range(256)]
 
 
 class RecordArrays(NamedTuple):
@@ -83,7 +74,7 @@ def _walk(arena: Buffer, start: int, end: int, starts: array[int], runs: array[i
     Record starts go to ``starts``, or for long runs of equal-size records to ``runs``
     as (first start, size, count) triples, expanded later by numpy.
     """
-    table, append = _STEP, starts.append
+    table, append = RECORD_STEP, starts.append
     pos, previous, run, before, in_runs = start, -1, 32, len(starts), 0
     try:
         while pos < end:
@@ -103,11 +94,11 @@ def _walk(arena: Buffer, start: int, end: int, starts: array[int], runs: array[i
             if not room:
                 break
             first = arena[pos]
-            same = room - len(bytes(arena[pos : pos + room * step : step]).lstrip(_BYTES[first]))
+            same = room - len(bytes(arena[pos : pos + room * step : step]).lstrip(SINGLE_BYTES[first]))
             if first >= 0x80:
                 second = arena[pos + 1]
                 strided = bytes(arena[pos + 1 : pos + same * step : step])
-                same = len(strided) - len(strided.lstrip(_BYTES[second]))
+                same = len(strided) - len(strided.lstrip(SINGLE_BYTES[second]))
             if same < 16:  # a short run: cheaper as Python ints than a triple to expand
                 starts.extend(range(pos, pos + same * step, step))
             else:
@@ -126,34 +117,15 @@ def _varints(u8: npt.NDArray[np.uint8], pairs: npt.NDArray[np.uint16], pos: Int6
              max_bytes: int) -> tuple[Int64s, Int64s]:
     """The zigzag varints at ``pos`` and the positions after them."""
     if pos.size and int(pos.max()) >= len(pairs):
-        return _long_varints(u8, pos, max_bytes)
+        return long_varints(u8, pos, max_bytes)
     pair = pairs[pos]
-    size = _PAIR_SIZE[pair]
-    value = _PAIR_VALUE[pair].astype(np.int64)
+    size = PAIR_SIZE[pair]
+    value = PAIR_VALUE[pair].astype(np.int64)
     after = pos + size
     if size.size and size.min() == 0:
         longer = np.flatnonzero(size == 0)
-        value[longer], after[longer] = _long_varints(u8, pos[longer], max_bytes)
+        value[longer], after[longer] = long_varints(u8, pos[longer], max_bytes)
     return value, after
-
-
-def _long_varints(u8: npt.NDArray[np.uint8], pos: Int64s,
-                  max_bytes: int) -> tuple[Int64s, Int64s]:
-    raw = np.zeros(len(pos), dtype=np.uint64)
-    after = pos.copy()
-    more = np.arange(len(pos))
-    for shift in range(0, 7 * max_bytes, 7):
-        if not more.size:
-            break
-        at = after[more]
-        byte = u8[at]
-        raw[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
-        after[more] = at + 1
-        more = more[byte >= 0x80]
-    if more.size:
-        raise _corrupt("varint too long")
-    one = np.uint64(1)
-    return (raw >> one).astype(np.int64) ^ -(raw & one).astype(np.int64), after
 
 
 def scan_sections(arena: Buffer, spans: list[tuple[int, int]]) -> RecordArrays:
