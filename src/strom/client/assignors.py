@@ -209,7 +209,9 @@ def _general_assign(partitions_per_topic: Mapping[str, int], members: list[str],
     while moved:
         moved = False
         for giver in sorted(members, key=lambda m: (-len(result[m]), rank[m])):
-            for tp in sorted(result[giver]):
+            # Partitions placed this round move first: moving an owned one costs a
+            # revocation and a further rebalance before it reaches its new member.
+            for tp in sorted(result[giver], key=lambda tp: (tp in owned[giver], tp)):
                 receiver = min(eligible[tp[0]], key=lambda m: (len(result[m]), rank[m]))
                 if len(result[giver]) - len(result[receiver]) > 1:
                     result[giver].remove(tp)
