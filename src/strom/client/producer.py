@@ -1,9 +1,16 @@
 """``AsyncProducer``: batching, idempotent, ordered delivery to partition leaders.
 
 ``send`` puts a record into its partition's open batch (``RecordAccumulator``) and
-returns; a sender task drains ready batches (full, lingered ``linger.ms``, or flushing)
-grouped by leader into one Produce request per broker, up to
-``max.in.flight.requests.per.connection`` requests per broker at once.
+returns; ready batches (full, lingered ``linger.ms``, or flushing) go grouped by leader
+into one Produce request per broker, up to ``max.in.flight.requests.per.connection``
+requests per broker at once.
+
+Everything runs on the application's event loop, so the per-record path is kept free
+of it: ``produce`` is a plain call that appends a key-less record to its topic's cached
+sticky batch (no coroutine, no task switch), a batch that fills is sent from that call,
+and an answer is handled in its future's callback, which sends the partition's next
+batch at once. The sender task only times what waits: linger, retries' backoff,
+expiry, a missing leader, (re)connecting.
 
 Ordering and idempotence. With ``enable.idempotence`` (the default) the producer gets
 a producer id from InitProducerId and stamps every batch with a per-partition
