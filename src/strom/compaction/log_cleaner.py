@@ -8,7 +8,7 @@ a missing or unreadable file means every log is dirty from its log start offset
 
 Scheduling: each of ``log.cleaner.threads`` threads picks the compacted log
 (``cleanup.policy`` has ``compact``) with the highest dirty ratio — dirty bytes over
-clean plus dirty bytes — at or above its ``min.cleanable.dirty.ratio`` (or whose
+clean plus dirty bytes — above its ``min.cleanable.dirty.ratio`` (strictly, as Kafka; or whose
 oldest dirty record is older than ``max.compaction.lag.ms``), and not being cleaned
 by another thread; with none, it sleeps ``log.cleaner.backoff.ms``. Each thread has
 its own ``OffsetMap`` of ``log.cleaner.dedupe.buffer.size / threads`` bytes, allocated
@@ -199,7 +199,7 @@ class LogCleaner:
             cleanable = cleanable_range(log, self.checkpoints.get(key), now)
             if cleanable.dirty_bytes == 0:
                 continue
-            if cleanable.dirty_ratio < log.config.min_cleanable_dirty_ratio \
+            if cleanable.dirty_ratio <= log.config.min_cleanable_dirty_ratio \
                     and not _past_max_lag(log, cleanable, now):
                 continue
             if best is None or cleanable.dirty_ratio > best[2].dirty_ratio:
