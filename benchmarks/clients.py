@@ -18,7 +18,9 @@ wrote that round, all 4 partitions assigned (no group), from the earliest offset
   in one call) and ``send`` (a future per record, all checked after), Strom's sync
   ``Producer.send``, confluent-kafka ``produce`` (``poll(0)`` every 10,000 and on
   ``BufferError``), aiokafka ``send`` (the future it returns is collected) and aiokafka
-  ``create_batch``/``send_batch`` (its batch API, round robin over partitions).
+  ``create_batch``/``send_batch`` (its batch API, round robin over partitions). Since the
+  default batch sizes differ 60-fold, two like-for-like lines swap them: Strom
+  ``produce`` with librdkafka's 1 MB and confluent-kafka with Kafka's 16 KiB.
 * Consumers, timed from the first poll (client started, partitions assigned) until the
   last record: Strom ``AsyncConsumer.poll`` (``max.poll.records`` 10,000) and
   ``poll_arrow``, confluent-kafka ``consume(num_messages=10000)`` with defaults and with
@@ -93,8 +95,11 @@ def _values(count: int, size: int) -> list[bytes]:
 
 
 # -- producers: each returns the seconds from first send to flushed -----------------------
-async def strom_produce(load: Load, topic: str) -> float:
-    async with AsyncProducer({"bootstrap.servers": load.bootstrap, "linger.ms": LINGER_MS}) as producer:
+async def strom_produce(load: Load, topic: str, batch_size: int | None = None) -> float:
+    config: dict[str, object] = {"bootstrap.servers": load.bootstrap, "linger.ms": LINGER_MS}
+    if batch_size is not None:
+        config["batch.size"] = batch_size
+    async with AsyncProducer(config) as producer:
         await producer.partitions_for(topic)
         produce = producer.produce
         start = time.perf_counter()
@@ -138,11 +143,12 @@ def strom_sync(load: Load, topic: str) -> float:
         return time.perf_counter() - start
 
 
-def confluent_produce(load: Load, topic: str) -> float:
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": load.bootstrap, "acks": "all", "linger.ms": LINGER_MS,
-        "log.connection.close": False,
-    })
+def confluent_produce(load: Load, topic: str, batch_size: int | None = None) -> float:
+    config: dict[str, object] = {"bootstrap.servers": load.bootstrap, "acks": "all", "linger.ms": LINGER_MS,
+                                 "log.connection.close": False}
+    if batch_size is not None:
+        config["batch.size"] = batch_size
+    producer = confluent_kafka.Producer(config)
     producer.list_topics(topic, timeout=TIMEOUT_S)
     produce, poll = producer.produce, producer.poll
     start = time.perf_counter()
@@ -294,6 +300,8 @@ async def aiokafka_getmany(load: Load, topic: str) -> tuple[float, int]:
         await consumer.stop()
 
 
+JAVA_BATCH_SIZE = 16_384  # Kafka's (and Strom's) default batch.size
+LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 Workload = Callable[[Load, str], object]  # returns seconds, (seconds, bytes), or a coroutine of either
 PRODUCERS: dict[str, Workload] = {
     "Strom AsyncProducer.produce + flush": strom_produce,
@@ -301,6 +309,12 @@ PRODUCERS: dict[str, Workload] = {
     "Strom AsyncProducer.send (futures) + flush": strom_send,
     "Strom sync Producer.send + flush": strom_sync,
     "confluent-kafka produce + poll(0) + flush": confluent_produce,
+    # Like for like: each client's default batch.size differs (Java/Strom 16 KiB,
+    # librdkafka 1 MB), so each also runs with the other's.
+    f"Strom AsyncProducer.produce, batch.size {LIBRDKAFKA_BATCH_SIZE}": lambda load, topic: strom_produce(
+        load, topic, LIBRDKAFKA_BATCH_SIZE),
+    f"confluent-kafka produce, batch.size {JAVA_BATCH_SIZE}": lambda load, topic: confluent_produce(
+        load, topic, JAVA_BATCH_SIZE),
     "aiokafka send (futures) + flush": aiokafka_send,
     "aiokafka create_batch/send_batch + flush": aiokafka_batch,
 }
@@ -390,6 +404,11 @@ def report(load: Load, results: Results) -> None:
         ("Strom producer >= 2x aiokafka send (per-record API)", strom, "aiokafka send (futures) + flush", 2.0),
         ("Strom producer >= 2x aiokafka send_batch (batch API)", strom, "aiokafka create_batch/send_batch + flush",
          2.0),
+        ("same batch.size, 1 MB: Strom producer >= 0.5x confluent-kafka",
+         f"Strom AsyncProducer.produce, batch.size {LIBRDKAFKA_BATCH_SIZE}", "confluent-kafka produce + poll(0) + flush",
+         0.5),
+        ("same batch.size, 16 KiB: Strom producer >= 0.5x confluent-kafka", strom,
+         f"confluent-kafka produce, batch.size {JAVA_BATCH_SIZE}", 0.5),
         ("Strom produce_many (batch API) >= 0.5x confluent-kafka", "Strom AsyncProducer.produce_many (batch API) + flush",
          "confluent-kafka produce + poll(0) + flush", 0.5),
         ("poll_arrow >= confluent-kafka consume (fetch.queue.backoff.ms=10)", arrow,
