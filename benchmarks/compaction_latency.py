@@ -48,24 +48,15 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from benchmarks._fill import fill_topic
 from tests.compat.broker_process import BrokerProcess
 
 
 def fill(bootstrap: str, topic: str, records: int, keys: int) -> None:
     rng = random.Random(2)
     values = [rng.randbytes(100) for _ in range(256)]
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                         "batch.size": 262144, "queue.buffering.max.messages": 500000})
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, values[i & 255], (i % keys).to_bytes(8, "big"), partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 50000 == 0:
-            producer.poll(0)
-    producer.flush()
+    fill_topic(bootstrap, topic, records, value=lambda i: values[i & 255],
+               key=lambda i: (i % keys).to_bytes(8, "big"), partition=lambda i: 0)
 
 
 def probe(bootstrap: str, topic: str, seconds: float, rate: float) -> list[tuple[float, float]]:

@@ -42,6 +42,7 @@ import confluent_kafka
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks._fill import fill_topic
 from strom.client.admin_types import NewTopic
 from strom.client.sync import Admin
 from strom.spark import register
@@ -52,18 +53,8 @@ from tests.compat.broker_process import BrokerProcess
 def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:
     rng = random.Random(1)
     values = [rng.randbytes(size) for _ in range(1024)]
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                         "batch.size": 262144, "queue.buffering.max.messages": 500000})
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, values[i & 1023], i.to_bytes(8, "big"), partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 50000 == 0:
-            producer.poll(0)
-    producer.flush()
+    fill_topic(bootstrap, topic, records, value=lambda i: values[i & 1023],
+               key=lambda i: i.to_bytes(8, "big"), partition=lambda i: i % partitions)
 
 
 def confluent_frame(bootstrap: str, topic: str, records: int, partitions: int) -> object:
