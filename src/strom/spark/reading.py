@@ -25,6 +25,8 @@ from strom.spark.planning import DataLossError, OffsetRange
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from strom.client.consumer import AsyncConsumer
+
 log = logging.getLogger(__name__)
 
 
@@ -97,11 +99,8 @@ async def _read(task: ReadTask) -> AsyncGenerator[pa.RecordBatch, None]:
         await consumer.close()
 
 
-async def _after_data_loss(consumer: object, task: ReadTask, position: int) -> int:
+async def _after_data_loss(consumer: AsyncConsumer, task: ReadTask, position: int) -> int:
     """Records were deleted between planning and reading."""
-    from strom.client.consumer import AsyncConsumer
-
-    assert isinstance(consumer, AsyncConsumer)
     r = task.range
     tp = (r.topic, r.partition)
     start = (await consumer.beginning_offsets([tp]))[tp]

@@ -166,11 +166,12 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise DataLossError(f"the log of {sorted(shrunk)} ends before the query's position: "
                                 "the topic was re-created or truncated. Set failOnDataLoss=false "
                                 "to continue from the new end.")
-        ahead = {tp: max(latest[tp], begin[tp]) if tp not in shrunk else latest[tp] for tp in begin}
+        # A shrunk partition (failOnDataLoss=false) jumps to its new end; the rest advance,
+        # within the read limit.
         if isinstance(limit, ReadMaxRows):
-            ahead = {**ahead, **rate_limit(begin, {tp: o for tp, o in ahead.items() if tp not in shrunk},
-                                           limit.max_rows)}
-        return to_json(ahead)
+            latest.update(rate_limit(begin, {tp: o for tp, o in latest.items() if tp not in shrunk},
+                                     limit.max_rows))
+        return to_json(latest)
 
     def _with_new_partitions(self, begin: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Partitions that appeared since ``begin`` start at their earliest offset, as in Spark."""
