@@ -31,6 +31,8 @@ import logging
 import zlib
 from collections.abc import Collection, Iterable
 
+from strom.protocol.records.varint import encode_unsigned_varint
+
 logger = logging.getLogger(__name__)
 
 MAGIC = "alo1"
@@ -38,13 +40,6 @@ _HEADER = len(MAGIC) + 1
 # A map never holds more finished offsets than this: a damaged or hostile string must
 # not make the decoder build a huge set (a 4096-byte bitset holds ~24k).
 MAX_FINISHED = 1 << 20
-
-
-def _uvarint(value: int, out: bytearray) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
 
 
 def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
@@ -62,26 +57,26 @@ def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 def _run_lengths(base: int, done: list[int]) -> bytes:
     out = bytearray()
-    _uvarint(base, out)
+    out += encode_unsigned_varint(base)
     cursor = base  # the first offset not yet covered by a run
     run_start = -1
     previous = -2
     for offset in done:
         if offset != previous + 1:
             if run_start >= 0:
-                _uvarint(previous + 1 - run_start, out)
+                out += encode_unsigned_varint(previous + 1 - run_start)
                 cursor = previous + 1
-            _uvarint(offset - cursor, out)
+            out += encode_unsigned_varint(offset - cursor)
             run_start = offset
         previous = offset
     if run_start >= 0:
-        _uvarint(previous + 1 - run_start, out)
+        out += encode_unsigned_varint(previous + 1 - run_start)
     return bytes(out)
 
 
 def _bitset(base: int, done: list[int]) -> bytes:
     out = bytearray()
-    _uvarint(base, out)
+    out += encode_unsigned_varint(base)
     if not done:
         return bytes(out)
     bits = bytearray((done[-1] - base + 7) // 8)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strom.alo.metadata_codec import MAX_FINISHED, _text, decode_offset_map, encode_offset_map, fits
+from strom.protocol.records.varint import encode_unsigned_varint
 
 
 @given(base=st.integers(0, 2**62), deltas=st.sets(st.integers(1, 50_000), max_size=300))
@@ -92,14 +93,7 @@ def test_a_map_for_another_base_is_ignored() -> None:
 
 
 def test_a_hostile_run_length_cannot_build_a_huge_set() -> None:
-    def uvarint(value: int) -> bytes:
-        out = bytearray()
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        return bytes(out)
-
+    uvarint = encode_unsigned_varint
     huge = uvarint(0) + uvarint(1) + uvarint(MAX_FINISHED * 4)  # base 0, 1 not done, 4M done
     assert decode_offset_map(0, _text("R", huge)) == frozenset()
     ok = uvarint(0) + uvarint(1) + uvarint(1000)
