@@ -114,11 +114,7 @@ class OffsetReader:
             return self.latest(tps)
         if kind == "offsets":
             assert isinstance(arg, dict)
-            missing = [tp for tp in tps if tp not in arg]
-            if missing:
-                raise OptionError(f"{what} offsets must name every partition the query reads; "
-                                  f"missing {missing}")
-            out = {tp: arg[tp] for tp in tps}
+            out = _every_partition(arg, tps, f"{what} offsets")
             earliest = self.earliest(tp for tp, o in out.items() if o == EARLIEST)
             latest = self.latest(tp for tp, o in out.items() if o == LATEST)
             return {tp: earliest.get(tp, latest.get(tp, o)) for tp, o in out.items()}
@@ -127,11 +123,7 @@ class OffsetReader:
             stamps = dict.fromkeys(tps, arg)
         else:
             assert isinstance(arg, dict)
-            missing = [tp for tp in tps if tp not in arg]
-            if missing:
-                raise OptionError(f"{what}OffsetsByTimestamp must name every partition the query "
-                                  f"reads; missing {missing}")
-            stamps = {tp: arg[tp] for tp in tps}
+            stamps = _every_partition(arg, tps, f"{what}OffsetsByTimestamp")
         found = self._list(stamps)
         none = [tp for tp, o in found.items() if o < 0]
         if none:
@@ -140,6 +132,15 @@ class OffsetReader:
                                   "set startingOffsetsByTimestampStrategy=latest to start at the end")
             found.update(self.latest(none))
         return found
+
+
+def _every_partition(given: dict[TopicPartition, int], tps: list[TopicPartition],
+                     option: str) -> dict[TopicPartition, int]:
+    """Per-partition JSON must name every partition the query reads, as in Spark."""
+    missing = [tp for tp in tps if tp not in given]
+    if missing:
+        raise OptionError(f"{option} must name every partition the query reads; missing {missing}")
+    return {tp: given[tp] for tp in tps}
 
 
 def check_data_loss(ranges: list[OffsetRange], earliest: Mapping[TopicPartition, int],
