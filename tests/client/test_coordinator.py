@@ -17,10 +17,11 @@ from itertools import count
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.client.cluster import Cluster, TopicPartition
+from strom.client.cluster import Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.coordinator import ConsumerCoordinator
 from strom.client.offsets import CommitFailedError, OffsetAndMetadata
+from strom.protocol.topic_partition import TopicPartition
 from tests.client.conftest import Kafka
 
 GROUP_SETTINGS: dict[str, object] = {

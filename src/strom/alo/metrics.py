@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from strom.client.cluster import TopicPartition
+from strom.protocol.topic_partition import TopicPartition
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 
 from strom.alo.metadata_codec import decode_offset_map, encode_offset_map
-from strom.client.cluster import TopicPartition
+from strom.protocol.topic_partition import TopicPartition
 
 
 class OffsetTracker:

@@ -22,8 +22,8 @@ from typing import Any
 
 from strom.alo.config import Ordering
 from strom.alo.offset_tracker import OffsetTracker
-from strom.client.cluster import TopicPartition
 from strom.client.fetcher import ConsumerRecord
+from strom.protocol.topic_partition import TopicPartition
 
 _PARTITION_LANE = 0  # the one lane of a partition in ``partition`` mode
 

@@ -40,11 +40,11 @@ from strom.alo.metrics import PartitionCounters, PartitionMetrics, ProcessorMetr
 from strom.alo.offset_tracker import OffsetTracker
 from strom.alo.partition_buffers import PartitionBuffers, WorkItem
 from strom.alo.worker_pool import WorkerPool, make_pool
-from strom.client.cluster import TopicPartition
 from strom.client.config import ConsumerConfig
 from strom.client.consumer import AsyncConsumer
 from strom.client.errors import ConfigError, KafkaError
 from strom.client.fetcher import ConsumerRecord
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -145,6 +145,7 @@ BROKER_TO_TOPIC = {
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "min.insync.replicas": "min.insync.replicas",
 }
 _UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
 

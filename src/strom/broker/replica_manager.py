@@ -1,10 +1,18 @@
-"""Appends to and reads from the partition logs on behalf of Produce and Fetch.
+"""ReplicaManager: the partitions this broker hosts, and the requests waiting on them.
 
-Kafka's ReplicaManager, for one node: it maps requests onto ``Log.append``/``Log.read``
-and keeps the fetches that are waiting for data (long polls with ``fetch.min.bytes``/
-``fetch.max.wait.ms``) until an append to one of their partitions wakes them. In
-cluster mode it will also track followers and move the high watermark; the log keeps
-the high watermark apart from the log end offset already.
+Kafka's ``ReplicaManager``: it owns one ``Partition`` per hosted partition and is the
+one way a handler reaches one (``partition_or_error``: unknown partitions, a broker
+that does not lead, and stale or future leader epochs are refused there, with Kafka's
+error codes). It also keeps the delayed operations ("purgatory"):
+
+- a **Fetch** from a consumer that has not got ``fetch.min.bytes`` waits until the
+  high watermark of one of its partitions moves (the last stable offset moves only
+  with it), or ``fetch.max.wait.ms`` passes;
+- a Fetch from a **follower** (``replica_id`` >= 0) reads to the log end offset and
+  waits for appends instead;
+- an ``acks=-1`` **Produce** waits until the high watermark passes its last offset
+  (on one node the ISR is this broker alone, so at once), or its timeout, then
+  answers REQUEST_TIMED_OUT.
 
 Everything here runs on the broker's event loop, so no locks: the loop is the one
 owner of this state (as kfake's single goroutine is).
@@ -12,21 +20,24 @@ owner of this state (as kfake's single goroutine is).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from strom.compaction.record_scan import has_keyless_record
+from strom.broker.partition import Partition
+from strom.broker.purgatory import DelayedOperationPurgatory
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.errors import ProtocolError
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
-from strom.storage.log import AppendResult, FetchIsolation, FetchResult, FileRegion, Log
+from strom.storage.log import FetchIsolation, FetchResult, FileRegion, Log
 from strom.storage.log_manager import LogManager
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from strom.broker.fetch_session import FetchTarget
 
-TopicPartition = tuple[str, int]
+logger = logging.getLogger(__name__)
 
 # Below this, a fetched region is read into memory and copied into the response; above
 # it, the response carries the region and the network layer sendfile()s it.
@@ -34,22 +45,10 @@ SENDFILE_MIN_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
-class SendfileRegion:
-    """A segment file range the connection writes with ``os.sendfile``."""
-
-    fd: int
-    position: int
-    length: int
-
-    def __len__(self) -> int:
-        return self.length
-
-
-@dataclass(frozen=True, slots=True)
 class PartitionRead:
     error_code: ErrorCode
     result: FetchResult | None = None
-    records: bytes | SendfileRegion | None = None
+    records: bytes | FileRegion | None = None
 
     @property
     def size(self) -> int:
@@ -57,80 +56,153 @@ class PartitionRead:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, leader_epoch: int = 0) -> None:
+    def __init__(self, log_manager: LogManager, local_broker_id: int) -> None:
         self.log_manager = log_manager
-        self.leader_epoch = leader_epoch
-        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.local_broker_id = local_broker_id
+        self.partitions: dict[TopicPartition, Partition] = {}
+        # Consumers' fetches and acks=-1 produces wait for the high watermark;
+        # followers' fetches for appends.
+        self.high_watermark_purgatory = DelayedOperationPurgatory("high watermark")
+        self.log_end_purgatory = DelayedOperationPurgatory("log end offset")
 
-    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """KIP-320 fencing: a client's view of the leader epoch against ours (-1: no check)."""
-        if current_leader_epoch > self.leader_epoch:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        if 0 <= current_leader_epoch < self.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        return ErrorCode.NONE
+    # -- hosting partitions --------------------------------------------------------------
+    def startup(self) -> None:
+        """Lead every partition the LogManager loaded (one node: this broker leads all)."""
+        for (topic, index), log in sorted(self.log_manager.logs.items()):
+            self._host(topic, index, log)
+
+    def create_partition(self, topic: str, index: int) -> Partition:
+        """The partition, with its log created empty if missing (idempotent)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            partition = self._host(topic, index, self.log_manager.create_log(topic, index))
+        return partition
+
+    def delete_partition(self, topic: str, index: int) -> None:
+        """Stop hosting the partition and delete its log; its waiters re-check and fail."""
+        self.partitions.pop((topic, index), None)
+        self.log_manager.delete_log(topic, index)
+        self.high_watermark_purgatory.check_and_complete((topic, index))
+        self.log_end_purgatory.check_and_complete((topic, index))
+
+    def _host(self, topic: str, index: int, log: Log) -> Partition:
+        partition = Partition(topic, index, log, self.local_broker_id, self._high_watermark_moved)
+        me = self.local_broker_id
+        partition.make_leader(max(log.leader_epoch_cache.latest_epoch, 0), (me,), frozenset({me}))
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def get_partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def partition_or_error(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition this broker leads; raises ``StorageError`` with Kafka's code if not."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise StorageError(f"no partition {topic}-{index}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if current_leader_epoch >= 0:
+            fenced = partition.check_leader_epoch(current_leader_epoch)
+            if fenced:
+                raise StorageError(f"{topic}-{index} is at leader epoch {partition.leader_epoch}, "
+                                   f"the request at {current_leader_epoch}", fenced)
+        return partition
 
     # -- produce -------------------------------------------------------------------------
-    def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
-        """Append one partition's records; raises ``StorageError`` with the Kafka error."""
-        log = self.log_manager.get_log(topic, partition)
-        if log is None:
-            raise StorageError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if log.config.compacts:
-            _require_keys(topic, records)
-        result = log.append(records, leader_epoch=self.leader_epoch, from_client=True)
-        if self._waiters:  # long-polling fetches, if any
-            self._wake((topic, partition))
-        return result
+    def append(self, topic: str, index: int, records: bytes | bytearray | memoryview,
+               required_acks: int = 1) -> tuple[Partition, int]:
+        """Append as leader; (partition, last offset). Raises ``StorageError``."""
+        partition = self.partition_or_error(topic, index)
+        result = partition.append_as_leader(records, required_acks)
+        if self.log_end_purgatory:  # followers long-polling, if any
+            self.log_end_purgatory.check_and_complete((topic, index))
+        return partition, result.last_offset
+
+    async def wait_for_replication(self, pending: Sequence[tuple[Partition, int]], timeout: float
+                                   ) -> dict[TopicPartition, ErrorCode]:
+        """DelayedProduce for acks=-1: each partition's answer once its HW passes the offset.
+
+        ``pending`` holds (partition, last offset appended). A partition still short
+        of it at the timeout answers REQUEST_TIMED_OUT, as in Kafka.
+        """
+        deadline = time.monotonic() + timeout
+        results: dict[TopicPartition, ErrorCode] = {}
+        while True:
+            waiting = []
+            for partition, last_offset in pending:
+                key = partition.topic_partition
+                if key not in results:
+                    done, error = partition.check_enough_replicas_reach_offset(last_offset + 1)
+                    if done:
+                        results[key] = error
+                    else:
+                        waiting.append(key)
+            remaining = deadline - time.monotonic()
+            if not waiting or remaining <= 0:
+                for key in waiting:
+                    results[key] = ErrorCode.REQUEST_TIMED_OUT
+                return results
+            await self.high_watermark_purgatory.wait(waiting, remaining)
 
     # -- fetch ---------------------------------------------------------------------------
-    def read(
-        self, topic: str, partition: int, offset: int, max_bytes: int, isolation: FetchIsolation
-    ) -> PartitionRead:
-        log = self.log_manager.get_log(topic, partition)
-        if log is None:
-            return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    def read(self, target: FetchTarget, max_bytes: int, isolation: FetchIsolation,
+             replica_id: int = -1) -> PartitionRead:
+        """One partition's part of a Fetch; errors become the partition's error code."""
+        if target.topic is None:
+            return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
         try:
-            result = log.read(offset, max_bytes, isolation=isolation, min_one_message=max_bytes > 0)
+            partition = self.partition_or_error(target.topic, target.partition, target.current_leader_epoch)
         except StorageError as exc:
-            return PartitionRead(exc.error_code, _bounds(log))
-        return PartitionRead(ErrorCode.NONE, result, _records(log, result.region))
-
-    async def wait_for_data(self, partitions: Iterable[TopicPartition], timeout: float) -> None:
-        """Return when any of ``partitions`` is appended to, or after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        keys = list(partitions)
-        for key in keys:
-            self._waiters.setdefault(key, set()).add(future)
-        # A timer rather than asyncio.wait_for: no task per wait, and a cancellation
-        # (shutdown) is never swallowed when it races with the data arriving.
-        timer = loop.call_later(timeout, _resolve, future)
+            return PartitionRead(exc.error_code)
         try:
-            await future
-        finally:
-            timer.cancel()
-            for key in keys:
-                waiting = self._waiters.get(key)
-                if waiting is not None:
-                    waiting.discard(future)
-                    if not waiting:
-                        del self._waiters[key]
+            result = partition.read(target.fetch_offset, max_bytes, isolation, replica_id)
+        except StorageError as exc:
+            return PartitionRead(exc.error_code, _bounds(partition.log))
+        return PartitionRead(ErrorCode.NONE, result, _records(partition.log, result.region))
 
-    def _wake(self, key: TopicPartition) -> None:
-        for future in self._waiters.pop(key, ()):
-            _resolve(future)
+    def read_all(self, targets: Sequence[FetchTarget], max_bytes: int, isolation: FetchIsolation,
+                 replica_id: int) -> tuple[list[PartitionRead], int]:
+        """One pass over the partitions within the response's ``max_bytes``."""
+        budget = max_bytes
+        total = 0
+        reads = []
+        for target in targets:
+            read = self.read(target, min(target.max_bytes, budget), isolation, replica_id)
+            # KIP-74: the first non-empty partition may exceed the budget by one batch.
+            budget = max(0, budget - read.size)
+            total += read.size
+            reads.append(read)
+        return reads, total
+
+    async def fetch_messages(self, targets: Sequence[FetchTarget], *, max_bytes: int, min_bytes: int,
+                             max_wait_ms: int, isolation: FetchIsolation, replica_id: int = -1
+                             ) -> list[PartitionRead]:
+        """Read now; below ``min_bytes``, wait in purgatory for the data to move, then read again."""
+        deadline = time.monotonic() + max(max_wait_ms, 0) / 1000
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        purgatory = self.log_end_purgatory if replica_id >= 0 else self.high_watermark_purgatory
+        while True:
+            reads, total = self.read_all(targets, max_bytes, isolation, replica_id)
+            remaining = deadline - time.monotonic()
+            if total >= min_bytes or remaining <= 0 or any(r.error_code for r in reads):
+                return reads
+            await purgatory.wait(_keys(targets), remaining)
+
+    def _high_watermark_moved(self, key: TopicPartition) -> None:
+        if self.high_watermark_purgatory:
+            self.high_watermark_purgatory.check_and_complete(key)
+
+    # -- other partition operations --------------------------------------------------------
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords on the leader; the new log start offset is checkpointed first."""
+        partition = self.partition_or_error(topic, index)
+        low_watermark = partition.delete_records_on_leader(offset)
+        self.log_manager.checkpoint_log_start_offsets()
+        return low_watermark
 
 
-def _require_keys(topic: str, records: bytes | bytearray | memoryview) -> None:
-    """A compacted topic refuses a record set with any keyless record (Kafka's rule)."""
-    try:
-        keyless = has_keyless_record(records)
-    except ProtocolError as exc:
-        raise StorageError(str(exc), ErrorCode(exc.error_code)) from exc
-    if keyless:
-        raise StorageError(f"compacted topic {topic} refuses records without a key",
-                           ErrorCode.INVALID_RECORD)
+def _keys(targets: Iterable[FetchTarget]) -> list[TopicPartition]:
+    return [(t.topic, t.partition) for t in targets if t.topic is not None]
 
 
 def _bounds(log: Log) -> FetchResult:
@@ -140,14 +212,9 @@ def _bounds(log: Log) -> FetchResult:
     )
 
 
-def _records(log: Log, region: FileRegion | None) -> bytes | SendfileRegion | None:
+def _records(log: Log, region: FileRegion | None) -> bytes | FileRegion | None:
     if region is None or region.length == 0:
         return None
     if region.length < SENDFILE_MIN_BYTES:
         return region.read(log.fs)
-    return SendfileRegion(region.fd, region.position, region.length)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    return region

@@ -47,13 +47,13 @@ from strom.client.producer_batch import (
     FutureRecordMetadata,
     ProducerBatch,
     RecordCallback,
-    TopicPartition,
 )
 from strom.protocol.compression import CompressionType
 from strom.protocol.records.header import (
     V2_HEADER_SIZE,
 )
 from strom.protocol.records.v2 import Buffer, HeaderInput, RecordBatchBuilder
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from strom.client.cluster import TopicPartition
+from strom.protocol.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,6 @@ from strom.protocol.messages.metadata_response import MetadataResponse
 
 logger = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 ZERO_UUID = UUID(int=0)
 
 

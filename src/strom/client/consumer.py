@@ -23,11 +23,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from strom.client.cluster import Cluster, TopicPartition
+from strom.client.cluster import Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.errors import ClientClosedError, ConfigError, KafkaError
 from strom.client.fetcher import EARLIEST, LATEST, ConsumerRecord, Fetcher
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa

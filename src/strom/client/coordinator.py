@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from strom.client.assignors import ASSIGNORS, Subscription
-from strom.client.cluster import Cluster, TopicPartition
+from strom.client.cluster import Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.coordinator_link import CoordinatorLink, Retry
 from strom.client.errors import (
@@ -73,6 +73,7 @@ from strom.protocol.messages.offset_commit_response import OffsetCommitResponse
 from strom.protocol.messages.offset_fetch_response import OffsetFetchResponse
 from strom.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from strom.protocol.messages.sync_group_response import SyncGroupResponse
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
 
-from strom.client.cluster import Cluster, TopicPartition
+from strom.client.cluster import Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from strom.client.read_committed import AbortFilter
@@ -44,6 +44,7 @@ from strom.protocol.messages.list_offsets_request import (
 )
 from strom.protocol.messages.list_offsets_response import ListOffsetsResponse
 from strom.protocol.records import decode_batch, decode_message, iter_batches, read_batch_header
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from strom.client.cluster import TopicPartition
 from strom.client.errors import KafkaError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.offset_commit_request import (
@@ -29,6 +28,7 @@ from strom.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from strom.protocol.messages.offset_fetch_response import OffsetFetchResponse
+from strom.protocol.topic_partition import TopicPartition
 
 # OffsetCommit v0 has no generation: a member's commit could not be fenced. v1 is the floor.
 OFFSET_COMMIT_VERSIONS = range(1, OffsetCommitRequest.VALID_VERSIONS.stop)

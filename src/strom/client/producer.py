@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import Self
 
 from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
-from strom.client.cluster import Cluster, ClusterMetadata, TopicPartition
+from strom.client.cluster import Cluster, ClusterMetadata
 from strom.client.config import ProducerConfig
 from strom.client.connection import BrokerConnection
 from strom.client.errors import (
@@ -66,6 +66,7 @@ from strom.protocol.messages.produce_request import (
 )
 from strom.protocol.messages.produce_response import ProduceResponse
 from strom.protocol.records.v2 import Buffer, HeaderInput
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 

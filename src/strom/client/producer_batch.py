@@ -20,10 +20,10 @@ from crc32c import crc32c
 
 from strom.protocol.records.header import ATTR_TRANSACTIONAL, V2_ATTRIBUTES_OFFSET, V2_CRC_OFFSET
 from strom.protocol.records.v2 import RecordBatchBuilder
+from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]  # as in strom.client.cluster
 RecordCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 
 _PRODUCER_ID_OFFSET: Final = 43  # producer_id int64, producer_epoch int16, base_sequence int32

@@ -33,7 +33,6 @@ from strom.client.admin_types import (
     TopicListing,
 )
 from strom.client.admin_types import TopicPartition as NamedPartition
-from strom.client.cluster import TopicPartition
 from strom.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 from strom.client.consumer import AsyncConsumer
 from strom.client.fetcher import ConsumerRecord
@@ -42,6 +41,7 @@ from strom.client.offsets import OffsetAndMetadata
 from strom.client.producer import AsyncProducer
 from strom.client.producer_batch import RecordCallback, RecordMetadata
 from strom.protocol.records.v2 import Buffer, HeaderInput
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa

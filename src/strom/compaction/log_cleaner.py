@@ -34,9 +34,9 @@ from typing import Final
 from strom.compaction.cleaner import CleanableRange, Cleaner, CleanerAborted, cleanable_range
 from strom.compaction.offset_map import DEFAULT_LOAD_FACTOR, OffsetMap
 from strom.protocol.errors import ProtocolError
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.checkpoint import (
     CorruptCheckpointError,
-    TopicPartition,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )

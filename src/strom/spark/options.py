@@ -27,10 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from strom.protocol.topic_partition import TopicPartition
+
 EARLIEST: Final = -2
 LATEST: Final = -1
 
-TopicPartition = tuple[str, int]
 # What a start or end is before the broker is asked: a position for every partition,
 # per-partition offsets (-2/-1 allowed), or timestamps (one for all, or per partition).
 OffsetRequest = (

@@ -18,13 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.protocol.topic_partition import TopicPartition
 from strom.spark.options import (
     EARLIEST,
     LATEST,
     OffsetRequest,
     OptionError,
     SourceOptions,
-    TopicPartition,
 )
 
 if TYPE_CHECKING:

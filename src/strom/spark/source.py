@@ -37,11 +37,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from strom.protocol.topic_partition import TopicPartition
 from strom.spark.options import (
     OptionError,
     SinkOptions,
     SourceOptions,
-    TopicPartition,
     parse_sink_options,
     parse_source_options,
 )

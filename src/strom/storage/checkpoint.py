@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.fs import FileSystem, read_file, write_file_atomically
 
 VERSION: Final = 0
-TopicPartition = tuple[str, int]
 
 
 class CorruptCheckpointError(ValueError):

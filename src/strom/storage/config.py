@@ -55,6 +55,8 @@ class LogConfig:
     # posix_fallocate each new segment to segment.bytes (see ``segment``). Off by
     # default as in Kafka: every partition then holds segment.bytes of disk at once.
     preallocate: bool = field(default=False, metadata=_kafka("preallocate"))
+    # acks=all produces are refused (NOT_ENOUGH_REPLICAS) while the ISR is smaller.
+    min_insync_replicas: int = field(default=1, metadata=_kafka("min.insync.replicas"))
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_index_bytes < 12:
@@ -63,6 +65,8 @@ class LogConfig:
             raise _invalid("index.interval.bytes and max.message.bytes cannot be negative")
         if self.flush_messages < 1 or self.flush_ms < 0 or self.segment_ms < 1:
             raise _invalid("flush.messages/segment.ms must be >= 1, flush.ms >= 0")
+        if self.min_insync_replicas < 1:
+            raise _invalid("min.insync.replicas must be >= 1")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise _invalid(f"message.timestamp.type {self.message_timestamp_type!r}")
         policies = set(self.cleanup_policy.replace(" ", "").split(","))

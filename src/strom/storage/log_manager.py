@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.checkpoint import (
     CorruptCheckpointError,
-    TopicPartition,
     read_offset_checkpoint,
     write_offset_checkpoint,
 )

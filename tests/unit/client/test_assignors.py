@@ -15,7 +15,7 @@ from strom.client.assignors import (
     RoundRobinAssignor,
     Subscription,
 )
-from strom.client.cluster import TopicPartition
+from strom.protocol.topic_partition import TopicPartition
 
 TOPICS = ("t0", "t1", "t2", "t3")
 

@@ -34,7 +34,7 @@ from strom.broker.group.group_metadata import (
     OffsetAndMetadata,
     SyncResult,
 )
-from strom.broker.group.group_metadata_manager import GroupMetadataManager, TopicPartition
+from strom.broker.group.group_metadata_manager import GroupMetadataManager
 from strom.broker.group.rebalance import (
     COMPLETING,
     DEAD,
@@ -48,6 +48,7 @@ from strom.broker.group.rebalance import (
 )
 from strom.broker.periodic import every
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from strom.broker.config import BrokerConfig

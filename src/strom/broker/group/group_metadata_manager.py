@@ -39,6 +39,7 @@ from strom.broker.replica_manager import ReplicaManager
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import build_record_batch, decode_batch, decode_message, iter_batches
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
 from strom.storage.log import FetchIsolation, Log
 from strom.storage.log_manager import LogManager
@@ -46,7 +47,6 @@ from strom.storage.log_manager import LogManager
 logger = logging.getLogger(__name__)
 
 LOAD_READ_BYTES = 1 << 20
-TopicPartition = tuple[str, int]
 
 
 def wall_clock_ms() -> int:
