@@ -1,0 +1,1 @@
+"""Test support shared across test packages (harnesses, fixtures); never a test module itself."""
