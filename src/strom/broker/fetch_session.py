@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -53,10 +54,11 @@ class FetchSession:
     partitions: OrderedDict[tuple[str | uuid.UUID, int], FetchTarget] = field(default_factory=OrderedDict)
 
 
-class FetchSessionError(Exception):
+class FetchSessionError(KafkaException):
+    """A fetch session refused (unknown id, stale epoch, no free slot) with its error code."""
+
     def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
+        super().__init__(message, error_code)
 
 
 class FetchSessionCache:

@@ -4,23 +4,25 @@ A Kafka user branches on the code (``exc.error_code is ErrorCode.NOT_LEADER_OR_F
 and on ``exc.retriable``, the same split the Java client makes with
 ``RetriableException``. Errors that never came from a broker (a timeout, a dropped
 connection, a full buffer) still carry the code the Java client would report for them,
-so one ``except KafkaError`` handles both kinds.
+so one ``except KafkaError`` handles both kinds. ``KafkaError`` derives from
+``strom.protocol.errors.KafkaException``, the root the broker's errors share.
 """
 
 from __future__ import annotations
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 
 
-class KafkaError(Exception):
+class KafkaError(KafkaException):
     """A failed request, with the Kafka error code that explains it."""
 
     def __init__(self, error_code: int, message: str | None = None) -> None:
-        self.error_code = ErrorCode.from_code(error_code)
+        code = ErrorCode.from_code(error_code)
         self.detail = message
-        text = f"{self.error_code.name} ({int(self.error_code)})"
-        text += f": {message}" if message else f": {self.error_code.message}"
-        super().__init__(text)
+        text = f"{code.name} ({int(code)})"
+        text += f": {message}" if message else f": {code.message}"
+        super().__init__(text, code)
 
     @property
     def retriable(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from struct import Struct
 
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import size_prefix
 from strom.protocol.message import Message, UnsupportedVersionError
@@ -69,7 +70,7 @@ class UnsupportedRequestError(ProtocolError):
     UNSUPPORTED_VERSION, or a closed connection for other APIs, as Kafka does).
     """
 
-    error_code = 35
+    error_code = ErrorCode.UNSUPPORTED_VERSION
 
     def __init__(self, message: str, header: RequestHeader) -> None:
         super().__init__(

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.primitives import INT32, Buffer, Records, write_uvarint
 
@@ -43,7 +44,7 @@ _DECODE_FAULTS = (
 class UnsupportedVersionError(ProtocolError):
     """A message asked for in a version its schema does not define."""
 
-    error_code = 35  # UNSUPPORTED_VERSION
+    error_code = ErrorCode.UNSUPPORTED_VERSION
 
 
 class Message:

@@ -1,23 +1,21 @@
 """Storage exceptions: each carries the Kafka error code a broker answers with.
 
-A handler catches ``StorageError`` alone and puts ``error_code`` on the wire; the
+``StorageError`` derives from ``strom.protocol.errors.KafkaException``, the one root of
+every exception carrying an error code. A handler catches ``StorageError`` alone and puts ``error_code`` on the wire; the
 message inside says what happened, for logs.
 """
 
 from __future__ import annotations
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 
 
-class StorageError(Exception):
+class StorageError(KafkaException):
     """Base class; ``error_code`` is the Kafka error for the response."""
 
-    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
-
     def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
-        super().__init__(message)
-        if error_code is not None:
-            self.error_code = error_code
+        super().__init__(message, error_code)
 
 
 class InvalidRecordsError(StorageError):
