@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 from strom.storage.errors import StorageError
 from strom.storage.log_manager import LogManager
 
@@ -44,12 +45,11 @@ class TopicMetadata:
         return self.name in INTERNAL_TOPICS
 
 
-class TopicError(Exception):
+class TopicError(KafkaException):
     """A topic operation refused with a Kafka error code."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
+        super().__init__(message, error_code)
 
 
 def encode_topic_id(topic_id: uuid.UUID) -> str:
