@@ -14,8 +14,8 @@ from typing import Any, Literal, NamedTuple
 from uuid import UUID
 
 from strom.client.errors import KafkaError
+from strom.protocol import consumer_protocol
 from strom.protocol.errors import ProtocolError
-from strom.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 
 ZERO_UUID = UUID(int=0)
 
@@ -180,15 +180,11 @@ def decode_assignment(raw: bytes) -> tuple[TopicPartition, ...]:
     A newer version than we know is read as our newest, as Kafka does: versions only
     append fields. Bytes we cannot read give an empty assignment, not a failed call.
     """
-    if len(raw) < 2:
-        return ()
-    newest = ConsumerProtocolAssignment.VALID_VERSIONS.stop - 1
-    version = min(int.from_bytes(raw[:2], "big", signed=True), newest)
     try:
-        assignment = ConsumerProtocolAssignment.decode(version, memoryview(raw)[2:], exact=False)
+        assignment = consumer_protocol.decode_assignment(raw)
     except ProtocolError:
         return ()
-    return tuple(TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions)
+    return tuple(TopicPartition(*tp) for tp in consumer_protocol.assigned_partitions(assignment))
 
 
 class AdminBatchError(KafkaError):

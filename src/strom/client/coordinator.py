@@ -28,9 +28,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import struct
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -56,14 +54,9 @@ from strom.client.offsets import (
     offset_fetch_request,
     offset_fetch_result,
 )
+from strom.protocol import consumer_protocol
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
-from strom.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
-from strom.protocol.messages.consumer_protocol_assignment import (
-    TopicPartition as AssignedPartitions,
-)
-from strom.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
-from strom.protocol.messages.consumer_protocol_subscription import TopicPartition as OwnedPartitions
 from strom.protocol.messages.heartbeat_request import HeartbeatRequest
 from strom.protocol.messages.heartbeat_response import HeartbeatResponse
 from strom.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
@@ -80,9 +73,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["CommitFailedError", "ConsumerCoordinator", "OffsetAndMetadata", "RebalanceListener"]
 
 PROTOCOL_TYPE = "consumer"
-_VERSION_PREFIX = struct.Struct(">h")  # the embedded ConsumerProtocol formats start with their version
-_SUBSCRIPTION_VERSION = ConsumerProtocolSubscription.VALID_VERSIONS[-1]
-_ASSIGNMENT_VERSION = ConsumerProtocolAssignment.VALID_VERSIONS[-1]
 _COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 # The consumer's positions for auto-commit: offsets alone, or with metadata and epoch.
 Positions = Callable[[], Mapping[TopicPartition, OffsetAndMetadata | int]]
@@ -364,14 +354,9 @@ class ConsumerCoordinator:
         await self._invoke("on_partitions_assigned", added)
 
     def _subscription_metadata(self, topics: frozenset[str]) -> bytes:
-        owned: dict[str, list[int]] = defaultdict(list)
-        for topic, partition in sorted(self._assignment):
-            owned[topic].append(partition)
-        subscription = ConsumerProtocolSubscription(
-            topics=tuple(sorted(topics)),
-            owned_partitions=tuple(OwnedPartitions(topic=t, partitions=tuple(ps)) for t, ps in owned.items()),
-            generation_id=self._generation.generation_id, rack_id=self.config.client_rack or None)
-        return _VERSION_PREFIX.pack(_SUBSCRIPTION_VERSION) + subscription.encode(_SUBSCRIPTION_VERSION)
+        return consumer_protocol.encode_subscription(consumer_protocol.subscription(
+            topics, self._assignment, generation_id=self._generation.generation_id,
+            rack_id=self.config.client_rack or None))
 
     def _check_leader_metadata(self) -> None:
         """The leader rejoins when a topic the group reads gained partitions (Java does too)."""
@@ -624,29 +609,18 @@ class ConsumerCoordinator:
 
 
 def decode_subscription(metadata: bytes, group_instance_id: str | None) -> Subscription:
-    """A member's ConsumerProtocolSubscription, of any version (newer ones read as ours)."""
-    if len(metadata) < 2:
+    """A member's ConsumerProtocolSubscription, of any version; no bytes subscribe to nothing."""
+    if not metadata:
         return Subscription(frozenset(), group_instance_id=group_instance_id)
-    (version,) = _VERSION_PREFIX.unpack_from(metadata)
-    version = min(version, _SUBSCRIPTION_VERSION)
-    decoded = ConsumerProtocolSubscription.decode(version, metadata[2:], exact=False)
-    owned = frozenset((t.topic, p) for t in decoded.owned_partitions for p in t.partitions)
-    return Subscription(frozenset(decoded.topics), owned, decoded.generation_id, group_instance_id)
+    decoded = consumer_protocol.decode_subscription(metadata)
+    return Subscription(frozenset(decoded.topics), consumer_protocol.owned_partitions(decoded),
+                        decoded.generation_id, group_instance_id)
 
 
 def encode_assignment(partitions: Collection[TopicPartition]) -> bytes:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for topic, partition in sorted(partitions):
-        by_topic[topic].append(partition)
-    assignment = ConsumerProtocolAssignment(
-        assigned_partitions=tuple(AssignedPartitions(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
-    return _VERSION_PREFIX.pack(_ASSIGNMENT_VERSION) + assignment.encode(_ASSIGNMENT_VERSION)
+    return consumer_protocol.encode_assignment(consumer_protocol.assignment(partitions))
 
 
 def decode_assignment(data: bytes) -> frozenset[TopicPartition]:
     """The partitions in a SyncGroup answer; empty bytes (no assignment) is none."""
-    if len(data) < 2:
-        return frozenset()
-    (version,) = _VERSION_PREFIX.unpack_from(data)
-    decoded = ConsumerProtocolAssignment.decode(min(version, _ASSIGNMENT_VERSION), data[2:], exact=False)
-    return frozenset((t.topic, p) for t in decoded.assigned_partitions for p in t.partitions)
+    return frozenset(consumer_protocol.assigned_partitions(consumer_protocol.decode_assignment(data)))

@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from strom.broker.group.offsets_topic import GroupMetadataValue, MemberMetadataValue
+from strom.protocol import consumer_protocol
 from strom.protocol.errors import ProtocolError
-from strom.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 
 
 class GroupState(enum.Enum):
@@ -282,18 +282,8 @@ class GroupMetadata:
 
 
 def _subscription_topics(metadata: bytes) -> set[str] | None:
-    """The topics of a ConsumerProtocolSubscription (int16 version, then its body).
-
-    A version newer than the codec knows is read with the newest it knows, as Kafka's
-    ``ConsumerProtocol`` does; the fields only ever grow at the end.
-    """
-    if len(metadata) < 2:
-        return None
-    version = min(int.from_bytes(metadata[:2], "big", signed=True), ConsumerProtocolSubscription.VALID_VERSIONS[-1])
-    if version < 0:
-        return None
+    """The topics of a ConsumerProtocolSubscription; None when the bytes cannot be read."""
     try:
-        subscription = ConsumerProtocolSubscription.decode(version, metadata[2:], exact=False)
-    except (ProtocolError, ValueError, IndexError):
+        return set(consumer_protocol.decode_subscription(metadata).topics)
+    except ProtocolError:
         return None
-    return set(subscription.topics)
