@@ -131,6 +131,16 @@ class IndexFile:
         del self.keys[count:]
         del self.values[count:]
 
+    def drop_stale_entries(self) -> None:
+        """After ``truncate_entries``: make the file hold only the kept entries (an open,
+        active index keeps its preallocated size, zero past them), so a crash cannot
+        leave an entry for data the log no longer has."""
+        if self._fd is None:
+            self.write_all()
+            return
+        self.fs.ftruncate(self._fd, len(self.keys) * self.entry_size)
+        self.fs.ftruncate(self._fd, self.max_entries * self.entry_size)
+
     def check(self) -> None:
         keys = self.keys
         for i in range(1, len(keys)):

@@ -79,6 +79,15 @@ from strom.storage.segment import (
 )
 from strom.storage.segment_swap import swap_in
 from strom.storage.time_index import TimestampOffset
+from strom.storage.truncation import (
+    LogTruncation,
+    TruncationKind,
+    batch_boundary,
+    delete_highest_first,
+    remove_marker,
+    truncate_segments,
+    write_marker,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +128,10 @@ class FileRegion:
     fd: int
     position: int
     length: int
+
+    def __len__(self) -> int:
+        """What the codec sizes it by (``protocol.primitives.Region``)."""
+        return self.length
 
     def read(self, fs: FileSystem) -> bytes:
         return fs.pread(self.fd, self.length, self.position)
@@ -168,11 +181,25 @@ class Log:
         self.closed = False
         # Set by the compaction cleaner while it reads segments: deleted segments' fds
         # then stay open past file.delete.delay.ms (a closed fd number could be reused).
-        self.cleaner_reading = False
+        self._cleaner_reading = False
+        # Truncations so far, and how many there had been when the cleaner began: a
+        # cleaning that saw records since truncated must not be swapped in.
+        self._truncations = 0
+        self._truncations_when_cleaning_began = 0
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, " \
                f"end={self._log_end_offset})"
+
+    @property
+    def cleaner_reading(self) -> bool:
+        return self._cleaner_reading
+
+    @cleaner_reading.setter
+    def cleaner_reading(self, reading: bool) -> None:
+        if reading:
+            self._truncations_when_cleaning_began = self._truncations
+        self._cleaner_reading = reading
 
     # --- offsets ----------------------------------------------------------------------
 
@@ -532,7 +559,8 @@ class Log:
         ``cleaned``, in one step under the writer lock (``segment_swap``); False if
         retention or a truncation changed those segments first."""
         with self._lock:
-            if self.closed or self.offline:
+            if self.closed or self.offline \
+                    or self._truncations != self._truncations_when_cleaning_began:
                 return False
             try:
                 replaced = swap_in(self.fs, self.directory, self.segments, cleaned, old,
@@ -557,6 +585,95 @@ class Log:
             self._pending_deletes = [item for item in self._pending_deletes if item[0] > now_ms]
         for _, segment in due:
             segment.delete_files()
+
+    # --- truncation (followers) -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> LogTruncation | None:
+        """Drop every record at or above ``offset`` (Kafka's ``UnifiedLog.truncateTo``);
+        None if ``offset`` is at or past the log end offset.
+
+        Whole batches only: an offset inside a batch truncates to the batch's base. At or
+        below the first segment's base this is ``truncate_fully_and_start_at``, as in
+        Kafka. Indexes, leader epochs, producer state, the recovery point and the high
+        watermark follow the new end; crash-safe as ``truncation`` describes. Readers
+        that already hold a region of a dropped batch may see it cut short.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        with self._lock:
+            self._check_writable()
+            if offset >= self._log_end_offset:
+                return None
+            target = batch_boundary(self.segments, offset)
+            if target <= self.segments.first.base_offset:
+                return self.truncate_fully_and_start_at(target)
+            previous_end = self._log_end_offset
+            try:
+                write_marker(self.fs, self.directory, TruncationKind.TO, target)
+                self._move_end(target, min(self._log_start_offset, target))
+                kept, doomed, dropped = truncate_segments(self.fs, self.directory,
+                                                          self.segments, target)
+                self.segments = kept
+                self._delete_later(doomed)
+                self.leader_epoch_cache.truncate_from_end(target)
+                self.producer_state.truncate_and_reload(kept, self._log_start_offset, target,
+                                                        self.clock())
+                remove_marker(self.fs, self.directory)
+            except OSError as exc:
+                self.offline = True  # half done: only recovery (it finishes the job) may go on
+                raise KafkaStorageError(f"truncating {self} failed: {exc}") from exc
+            return self._truncated(LogTruncation(previous_end, target, dropped, len(doomed)))
+
+    def truncate_fully_and_start_at(self, offset: int) -> LogTruncation:
+        """Delete every segment and start an empty log at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``): log start = LEO = HW = recovery point = ``offset``;
+        no producer state, no leader epoch. Crash-safe as ``truncation`` describes."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset {offset}")
+        with self._lock:
+            self._check_writable()
+            previous_end, doomed = self._log_end_offset, tuple(self.segments)
+            dropped = self.size_in_bytes
+            try:
+                write_marker(self.fs, self.directory, TruncationKind.START_AT, offset)
+                early_end = min(offset, self._log_end_offset)
+                self._move_end(early_end, min(early_end, self._log_start_offset))
+                delete_highest_first(self.fs, self.directory, doomed)
+                self.producer_state.truncate_fully()
+                self.leader_epoch_cache.clear()
+                segment = self._new_segment(offset, self.clock())
+                self.fs.fsync_dir(self.directory)
+                remove_marker(self.fs, self.directory)
+            except OSError as exc:
+                self.offline = True
+                raise KafkaStorageError(f"truncating {self} fully failed: {exc}") from exc
+            self.segments = LogSegments([segment])
+            self._delete_later(doomed)
+            self._move_end(offset, offset)
+            self._recovery_point = offset
+            return self._truncated(LogTruncation(previous_end, offset, dropped, len(doomed)))
+
+    def _check_writable(self) -> None:
+        if self.offline or self.closed:
+            raise KafkaStorageError(f"{self} is offline or closed")
+
+    def _move_end(self, log_end_offset: int, log_start_offset: int) -> None:
+        """The end first, then what must stay below it (readers take no lock)."""
+        self._log_end_offset = log_end_offset
+        self._log_start_offset = log_start_offset
+        self._high_watermark = log_end_offset if self.hw_follows_leo \
+            else max(log_start_offset, min(self._high_watermark, log_end_offset))
+        self._recovery_point = min(self._recovery_point, log_end_offset)
+
+    def _delete_later(self, segments: tuple[LogSegment, ...]) -> None:
+        due = self.clock() + self.config.file_delete_delay_ms
+        self._pending_deletes += [(due, segment) for segment in segments]
+
+    def _truncated(self, truncation: LogTruncation) -> LogTruncation:
+        self._truncations += 1
+        logger.info("Truncating %s-%d to offset %d: %s", self.topic, self.partition,
+                    truncation.log_end_offset, truncation.describe())
+        return truncation
 
     # --- shutdown ---------------------------------------------------------------------
 

@@ -19,6 +19,10 @@ fdatasync'ed and the recovery point moves to the new log end offset.
 Producer state (``producer_state``) is loaded last, from the recovered log: the newest
 ``.snapshot`` at or below the log end offset plus the batch headers after it.
 
+A ``truncation-in-progress`` marker (see ``truncation``) means a follower's truncation
+was interrupted: ``start-at X`` discards every segment, snapshot and epoch before
+loading and starts the log empty at X; ``to X`` truncates the loaded log to X again.
+
 After a clean shutdown nothing is re-validated; a missing or insane index still
 triggers the rebuild of its segment.
 """
@@ -37,7 +41,11 @@ from strom.storage.index_file import CorruptIndexError
 from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log import Log
 from strom.storage.log_segments import LogSegments
-from strom.storage.producer_state import ProducerStateManager, ProducerStateManagerConfig
+from strom.storage.producer_state import (
+    SNAPSHOT_SUFFIX,
+    ProducerStateManager,
+    ProducerStateManagerConfig,
+)
 from strom.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -46,7 +54,13 @@ from strom.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
-from strom.storage.segment_swap import complete_interrupted_swaps
+from strom.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
+from strom.storage.truncation import (
+    PendingTruncation,
+    TruncationKind,
+    read_marker,
+    remove_marker,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +92,9 @@ class LogLoader:
 
     def load(self) -> Log:
         self.fs.makedirs(self.directory)
+        pending = self._pending_truncation()
+        if pending is not None and pending.kind is TruncationKind.START_AT:
+            self._discard_everything(pending.offset)
         base_offsets = self._clean_directory()
         epochs = self._leader_epoch_cache()
         segments = [self._segment(base) for base in base_offsets]
@@ -100,7 +117,35 @@ class LogLoader:
                   clock=self.clock, hw_follows_leo=self.hw_follows_leo,
                   producer_state=producer_state)
         producer_state.load(log.segments, log.log_start_offset, log_end_offset, self.clock())
+        if pending is not None:
+            self._finish_truncation(log, pending)
         return log
+
+    def _pending_truncation(self) -> PendingTruncation | None:
+        try:
+            return read_marker(self.fs, self.directory)
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning("%s: ignoring an unreadable truncation marker: %s", self.name, exc)
+            remove_marker(self.fs, self.directory)
+            return None
+
+    def _discard_everything(self, offset: int) -> None:
+        """An interrupted ``truncate_fully_and_start_at``: nothing of the old log stays."""
+        names = self.fs.listdir(self.directory)
+        doomed = [name for name in names if name == LEADER_EPOCH_CHECKPOINT
+                  or name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+                                    SNAPSHOT_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX,
+                                    SWAP_SUFFIX))]
+        remove_files(self.fs, [os.path.join(self.directory, name) for name in doomed])
+        self.fs.fsync_dir(self.directory)
+        self.log_start_offset = self.recovery_point = offset
+
+    def _finish_truncation(self, log: Log, pending: PendingTruncation) -> None:
+        logger.warning("%s: finishing a truncation (%s %d) that a crash interrupted",
+                       self.name, pending.kind.value, pending.offset)
+        if pending.kind is TruncationKind.TO:
+            log.truncate_to(pending.offset)
+        remove_marker(self.fs, self.directory)
 
     def _clean_directory(self) -> list[int]:
         for action in complete_interrupted_swaps(self.fs, self.directory):

@@ -42,6 +42,7 @@ from strom.storage.fs import FileSystem, read_file, remove_files, write_file_ato
 from strom.storage.log import Log
 from strom.storage.log_loader import LogLoader
 from strom.storage.producer_state import ProducerStateManagerConfig
+from strom.storage.truncation import LogTruncation
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class LogManager:
             self._lock_fd = self.fs.lock(self._path(LOCK_FILE))
         except OSError as exc:
             raise LogDirLockedError(f"data dir {self.data_dir} is in use: {exc}") from exc
+        new = self._is_new()
         clean = self.fs.exists(self._path(CLEAN_SHUTDOWN_FILE))
         recovery_points = self._checkpoint(RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._checkpoint(LOG_START_OFFSET_CHECKPOINT)
@@ -107,8 +109,16 @@ class LogManager:
                                           start_offsets.get(key, 0)).load()
         remove_files(self.fs, [self._path(CLEAN_SHUTDOWN_FILE)])
         self.fs.fsync_dir(self.data_dir)
-        logger.info("loaded %d logs from %s (%s shutdown)", len(self.logs), self.data_dir,
-                    "clean" if clean else "unclean")
+        if new:
+            logger.info("loaded 0 logs from %s (a new data directory)", self.data_dir)
+        else:
+            logger.info("loaded %d logs from %s (%s shutdown)", len(self.logs), self.data_dir,
+                        "clean" if clean else "unclean")
+
+    def _is_new(self) -> bool:
+        """No log, checkpoint or marker yet: nothing ever ran here, so no shutdown at all
+        (Kafka calls every dir without a marker unclean; that misleads on a first start)."""
+        return all(name in (LOCK_FILE, TOPIC_CONFIGS) for name in self.fs.listdir(self.data_dir))
 
     def _loader(self, key: TopicPartition, clean: bool, recovery_point: int,
                 log_start_offset: int) -> LogLoader:
@@ -178,13 +188,33 @@ class LogManager:
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords; the new log start offset is checkpointed before returning."""
+        log = self._log_or_error(topic, partition)
+        low_watermark = log.delete_records(log.high_watermark if offset == -1 else offset)
+        self.checkpoint_log_start_offsets()
+        return low_watermark
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> LogTruncation | None:
+        """A follower's truncation (``Log.truncate_to``); the recovery point, high
+        watermark and log start offset are checkpointed before returning, as Kafka's
+        ``LogManager.truncateTo`` does."""
+        truncation = self._log_or_error(topic, partition).truncate_to(offset)
+        if truncation is not None:
+            self.checkpoint()
+        return truncation
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int,
+                                    offset: int) -> LogTruncation:
+        """``Log.truncate_fully_and_start_at``, checkpointed before returning."""
+        truncation = self._log_or_error(topic, partition).truncate_fully_and_start_at(offset)
+        self.checkpoint()
+        return truncation
+
+    def _log_or_error(self, topic: str, partition: int) -> Log:
         log = self.logs.get((topic, partition))
         if log is None:
             raise StorageError(f"no log for {topic}-{partition}",
                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        low_watermark = log.delete_records(log.high_watermark if offset == -1 else offset)
-        self.checkpoint_log_start_offsets()
-        return low_watermark
+        return log
 
     # --- topic configs ----------------------------------------------------------------
 

@@ -316,6 +316,23 @@ class ProducerStateManager:
         remove_files(self.fs, [self.snapshot_path(snapshot) for snapshot in
                                self.snapshot_offsets() if snapshot < offset])
 
+    def truncate_and_reload(self, segments: LogSegments, log_start_offset: int,
+                            log_end_offset: int, now_ms: int) -> None:
+        """The log was truncated to ``log_end_offset`` (Kafka's ``truncateAndReload`` then
+        ``rebuildProducerState``): forget everything, delete the snapshots above the new
+        end, and load again from the newest one left plus the batches after it. A
+        producer's last batches are then those the log still holds: a retry of a
+        truncated batch is appended anew, and its sequence must follow what is left."""
+        self.producers = {}
+        self.first_unstable_offset = None
+        self.load(segments, log_start_offset, log_end_offset, now_ms)
+
+    def truncate_fully(self) -> None:
+        """The log starts over empty: no producer, no snapshot."""
+        remove_files(self.fs, [self.snapshot_path(offset) for offset in self.snapshot_offsets()])
+        self.producers = {}
+        self.first_unstable_offset = None
+
     # --- loading ----------------------------------------------------------------------
 
     def load(self, segments: LogSegments, log_start_offset: int, log_end_offset: int,

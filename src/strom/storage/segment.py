@@ -385,22 +385,29 @@ class LogSegment:
         return self.fs.pread(self.fd, size, position)
 
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch holding offsets >= ``offset``; returns bytes dropped."""
+        """Drop every batch holding offsets >= ``offset``; returns bytes dropped.
+
+        The index entries go first (in memory and in the files), then the ``.log`` is
+        cut, so the files never hold an index entry past the log's end.
+        """
         peek = self.translate_offset(offset)
-        if peek is None:
-            return 0
-        if peek.base_offset < offset and peek.position + peek.size <= self.size:
+        if peek is not None and peek.base_offset < offset:
             raise ValueError(f"offset {offset} is inside the batch at {peek.position}")
-        dropped = self.size - peek.position
-        self.fs.ftruncate(self.fd, peek.position)
-        self.size = peek.position
-        self.next_offset = max(self.base_offset, offset)
+        position = self.size if peek is None else peek.position
+        dropped = self.size - position
         self.offset_index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
+        self.offset_index.drop_stale_entries()
+        self.time_index.drop_stale_entries()
+        self.fs.ftruncate(self.fd, position)
+        self.size = position
+        self.next_offset = max(self.base_offset, min(offset, self.next_offset))
         last = self.time_index.last_entry
         self.max_timestamp, self.offset_of_max_timestamp = last.timestamp, last.offset
         for batch in self.iter_batches(self.offset_index.lookup(offset).position):
             self._note_timestamp(batch.max_timestamp, batch.next_offset - 1)
+        if position == 0:
+            self.first_batch_timestamp = -1
         self._bytes_since_index = 0
         return dropped
 
