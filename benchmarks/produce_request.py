@@ -142,7 +142,7 @@ async def measure(args: argparse.Namespace, data_dir: str) -> None:
     config = replace(BrokerConfig(), log_dirs=data_dir)
     broker = Broker(config)
     broker.startup()
-    broker.metadata.create_topic(TOPIC, 1)
+    broker.admin_manager.create_topic(TOPIC, 1)
     frames = Frames()
     try:
         for workload in WORKLOADS:  # warm up, and check that appends succeed

@@ -1,7 +1,8 @@
 """The broker: its parts, its lifecycle, and the dispatch of one request to its handler.
 
-``Broker`` owns the storage (``LogManager``), the topic table (``MetadataCache``), the
-append/fetch path (``ReplicaManager``), the periodic work Kafka's scheduler does
+``Broker`` owns the storage (``LogManager``), the hosted partitions and the requests
+waiting on them (``ReplicaManager``), the topic table handlers read (``MetadataCache``)
+and the one component that changes it (``AdminManager``), the periodic work Kafka's scheduler does
 (retention, ``flush.ms``, checkpoints) and the compaction threads (``LogCleaner``).
 ``handle`` turns one request frame into the response buffers; the network layer (``server``) only moves bytes.
 """
@@ -17,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from strom.broker.admin_manager import AdminManager
 from strom.broker.config import BrokerConfig
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
@@ -58,6 +60,7 @@ class Broker:
             config.data_dir,
             config.log,
             producer_state_config=ProducerStateManagerConfig(config.producer_id_expiration_ms),
+            hw_follows_leo=False,  # each Partition moves its high watermark (ISR's lowest LEO)
         )
         self.log_cleaner = LogCleaner(self.log_manager, CleanerConfig(
             enable=config.log_cleaner_enable, threads=config.log_cleaner_threads,
@@ -65,9 +68,10 @@ class Broker:
             io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
             io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
             backoff_ms=config.log_cleaner_backoff_ms))
-        self.metadata = MetadataCache(self.log_manager)
-        self.replica_manager = ReplicaManager(self.log_manager)
-        self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.log_manager, self.replica_manager)
+        self.metadata = MetadataCache()
+        self.replica_manager = ReplicaManager(self.log_manager, config.node_id)
+        self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
+        self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.admin_manager, self.replica_manager)
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
@@ -79,7 +83,8 @@ class Broker:
         """Open (and recover) the logs and the topic table; no sockets yet."""
         self.log_manager.startup()
         self.log_cleaner.startup()
-        self.metadata.load()
+        self.replica_manager.startup()
+        self.admin_manager.load()
         self.group_coordinator.load()
         self.producer_ids.load()
         self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)

@@ -113,9 +113,13 @@ class ReplicaManager:
         """Append as leader; (partition, last offset). Raises ``StorageError``."""
         partition = self.partition_or_error(topic, index)
         result = partition.append_as_leader(records, required_acks)
-        if self.log_end_purgatory:  # followers long-polling, if any
-            self.log_end_purgatory.check_and_complete((topic, index))
+        self.appended(partition)
         return partition, result.last_offset
+
+    def appended(self, partition: Partition) -> None:
+        """The partition's log end moved: wake followers long-polling it, if any."""
+        if self.log_end_purgatory:
+            self.log_end_purgatory.check_and_complete(partition.topic_partition)
 
     async def wait_for_replication(self, pending: Sequence[tuple[Partition, int]], timeout: float
                                    ) -> dict[TopicPartition, ErrorCode]:

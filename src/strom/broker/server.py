@@ -26,10 +26,9 @@ from collections.abc import Sequence
 
 from strom.broker import request_context
 from strom.broker.broker import Broker, CloseConnection, Endpoint
-from strom.broker.replica_manager import SendfileRegion
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import FrameDecoder
-from strom.protocol.primitives import Records
+from strom.protocol.primitives import Records, Region
 
 logger = logging.getLogger(__name__)
 
@@ -160,15 +159,13 @@ class Connection:
         """Write buffers with sendmsg and file regions with sendfile, in order."""
         pending: list[memoryview] = []
         for chunk in chunks:
-            if isinstance(chunk, SendfileRegion):
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                if len(chunk):
+                    pending.append(memoryview(chunk).cast("B"))
+            else:  # a Region: a range of a segment file
                 await self._sendmsg(pending)
                 pending = []
                 await self._sendfile(chunk)
-            elif isinstance(chunk, bytes | bytearray | memoryview):
-                if len(chunk):
-                    pending.append(memoryview(chunk).cast("B"))
-            else:
-                raise TypeError(f"cannot send {type(chunk).__name__}")
         await self._sendmsg(pending)
 
     async def _sendmsg(self, buffers: list[memoryview]) -> None:
@@ -187,7 +184,7 @@ class Connection:
                     buffers[0] = head[sent:]
                     sent = 0
 
-    async def _sendfile(self, region: SendfileRegion) -> None:
+    async def _sendfile(self, region: Region) -> None:
         offset, remaining = region.position, region.length
         while remaining:
             try:

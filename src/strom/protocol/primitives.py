@@ -27,8 +27,19 @@ Buffer: TypeAlias = bytes | bytearray | memoryview
 class Region(Protocol):
     """Record bytes that are not in memory: a range of a segment file for ``sendfile``.
 
-    The codec only needs its length; whoever sends the encoded buffers writes it.
+    The codec only needs its length; whoever sends the encoded buffers writes it with
+    ``os.sendfile(socket, fd, position, length)``. The storage engine's ``FileRegion``
+    is one; the network layer knows only this protocol, not the storage engine.
     """
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
 
     def __len__(self) -> int: ...
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from strom.broker.admin_manager import AdminManager
 from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.group.group_config import GroupConfig
 from strom.broker.group.group_metadata import GroupState, JoinResult, OffsetAndMetadata
@@ -27,11 +28,14 @@ PROTOCOLS = [("range", b"r"), ("roundrobin", b"rr")]
 
 
 def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]], config: GroupConfig = CONFIG) -> None:
-    log_manager = LogManager(str(data_dir))
+    log_manager = LogManager(str(data_dir), hw_follows_leo=False)
     log_manager.startup()
-    metadata = MetadataCache(log_manager)
-    metadata.load()
-    coordinator = GroupCoordinator(config, GroupMetadataManager(config, metadata, log_manager, ReplicaManager(log_manager)))
+    replica_manager = ReplicaManager(log_manager, local_broker_id=0)
+    replica_manager.startup()
+    metadata = MetadataCache()
+    admin_manager = AdminManager(metadata, replica_manager, log_manager)
+    admin_manager.load()
+    coordinator = GroupCoordinator(config, GroupMetadataManager(config, metadata, admin_manager, replica_manager))
     coordinator.load()
 
     async def main() -> None:

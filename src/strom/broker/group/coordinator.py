@@ -51,10 +51,10 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
+    from strom.broker.admin_manager import AdminManager
     from strom.broker.config import BrokerConfig
     from strom.broker.metadata_cache import MetadataCache
     from strom.broker.replica_manager import ReplicaManager
-    from strom.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +69,10 @@ class GroupCoordinator(GroupRebalancer):
 
     @classmethod
     def build(
-        cls, config: BrokerConfig, metadata: MetadataCache, log_manager: LogManager, replica_manager: ReplicaManager
+        cls, config: BrokerConfig, metadata: MetadataCache, admin_manager: AdminManager, replica_manager: ReplicaManager
     ) -> GroupCoordinator:
         group_config = GroupConfig.from_broker(config)
-        return cls(group_config, GroupMetadataManager(group_config, metadata, log_manager, replica_manager))
+        return cls(group_config, GroupMetadataManager(group_config, metadata, admin_manager, replica_manager))
 
     # -- lifecycle -----------------------------------------------------------------------
     def load(self) -> None:

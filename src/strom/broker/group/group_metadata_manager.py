@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from strom.broker.admin_manager import AdminManager
 from strom.broker.group.group_config import GroupConfig
 from strom.broker.group.group_metadata import GroupMetadata, OffsetAndMetadata
 from strom.broker.group.offsets_topic import (
@@ -42,7 +43,6 @@ from strom.protocol.records import build_record_batch, decode_batch, decode_mess
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
 from strom.storage.log import FetchIsolation, Log
-from strom.storage.log_manager import LogManager
 
 logger = logging.getLogger(__name__)
 
@@ -68,13 +68,13 @@ class GroupMetadataManager:
         self,
         config: GroupConfig,
         metadata: MetadataCache,
-        log_manager: LogManager,
+        admin_manager: AdminManager,
         replica_manager: ReplicaManager,
         clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self.metadata = metadata
-        self.log_manager = log_manager
+        self.admin_manager = admin_manager
         self.replica_manager = replica_manager
         self.clock_ms = clock_ms
         self.groups: dict[str, GroupMetadata] = {}
@@ -96,7 +96,7 @@ class GroupMetadataManager:
             "cleanup.policy": "compact",
             "segment.bytes": str(self.config.offsets_topic_segment_bytes),
         }
-        self.metadata.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
+        self.admin_manager.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
@@ -105,9 +105,9 @@ class GroupMetadataManager:
         state = _LoadState()
         if topic is not None:
             for partition in range(topic.partitions):
-                log = self.log_manager.get_log(OFFSETS_TOPIC, partition)
-                if log is not None:
-                    self._load_partition(log, state)
+                hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+                if hosted is not None:
+                    self._load_partition(hosted.log, state)
         for group_id, value in state.groups.items():
             if value is not None:
                 self.groups[group_id] = GroupMetadata.from_record(group_id, value)

@@ -47,13 +47,13 @@ async def handle(broker: Broker, request: Request) -> Message:
 def _grow(broker: Broker, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
     try:
         current = broker.metadata.get(topic.name)
-        broker.metadata.create_partitions(topic.name, topic.count, validate_only=True)
+        broker.admin_manager.create_partitions(topic.name, topic.count, validate_only=True)
         assert current is not None  # create_partitions refused an unknown topic
         problem = _check_assignments(broker.node_id, topic, topic.count - current.partitions)
         if problem is not None:
             return _result(topic.name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         if not validate_only:
-            broker.metadata.create_partitions(topic.name, topic.count)
+            broker.admin_manager.create_partitions(topic.name, topic.count)
     except TopicError as exc:
         return _result(topic.name, exc.error_code, str(exc))
     return _result(topic.name, ErrorCode.NONE, None)

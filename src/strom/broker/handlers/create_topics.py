@@ -54,7 +54,7 @@ def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> Creat
             )
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
-        created = broker.metadata.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+        created = broker.admin_manager.create_topic(topic.name, partitions, configs, validate_only=validate_only)
     except TopicError as exc:
         return _failed(topic.name, exc.error_code, str(exc))
     return CreatableTopicResult(

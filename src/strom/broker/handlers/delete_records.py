@@ -48,14 +48,8 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 def _delete(broker: Broker, topic: str, request: DeleteRecordsPartition) -> DeleteRecordsPartitionResult:
     index = request.partition_index
-    log = broker.log_manager.get_log(topic, index)
-    if log is None:
-        return _failed(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not log.config.deletes:
-        logger.info("DeleteRecords on %s-%d refused: cleanup.policy=%s", topic, index, log.config.cleanup_policy)
-        return _failed(index, ErrorCode.POLICY_VIOLATION)
     try:
-        low_watermark = broker.log_manager.delete_records(topic, index, request.offset)
+        low_watermark = broker.replica_manager.delete_records(topic, index, request.offset)
     except StorageError as exc:
         logger.info("DeleteRecords on %s-%d up to %d refused: %s", topic, index, request.offset, exc)
         return _failed(index, exc.error_code)

@@ -40,7 +40,7 @@ def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID) -> DeletableT
     if not broker.config.delete_topic_enable:
         return DeletableTopicResult(name, topic_id, ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable=false")
     try:
-        deleted = broker.metadata.delete_topic(name)
+        deleted = broker.admin_manager.delete_topic(name)
     except TopicError as exc:
         return DeletableTopicResult(name, topic_id, exc.error_code, str(exc))
     return DeletableTopicResult(name, deleted.topic_id, 0, None)

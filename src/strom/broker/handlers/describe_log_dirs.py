@@ -31,15 +31,15 @@ VERSIONS = range(0, 5)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DescribeLogDirsRequest)
-    logs = broker.log_manager.logs
+    hosted = broker.replica_manager.partitions
     if body.topics is None:
-        wanted = sorted(logs)
+        wanted = sorted(hosted)
     else:
-        wanted = [(t.topic, p) for t in body.topics for p in t.partitions if (t.topic, p) in logs]
+        wanted = [(t.topic, p) for t in body.topics for p in t.partitions if (t.topic, p) in hosted]
     by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
-    for topic, partition in wanted:
-        size = logs[(topic, partition)].size_in_bytes
-        by_topic.setdefault(topic, []).append(DescribeLogDirsPartition(partition, size, 0, False))
+    for topic, index in wanted:
+        size = hosted[(topic, index)].log.size_in_bytes
+        by_topic.setdefault(topic, []).append(DescribeLogDirsPartition(index, size, 0, False))
     log_dir = os.path.abspath(broker.log_manager.data_dir)
     disk = os.statvfs(log_dir)
     result = DescribeLogDirsResult(

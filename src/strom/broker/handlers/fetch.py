@@ -1,7 +1,10 @@
 """Fetch (1): file regions of each partition's log, long-polling for ``min_bytes``.
 
-Records larger than a few KiB leave as ``SendfileRegion``s that the connection writes
-with ``os.sendfile`` straight from the segment file. Incremental fetch sessions
+The reading and the long poll are the ReplicaManager's (``fetch_messages``): consumers
+read to the high watermark (or the last stable offset) and wait for it to move;
+followers (``replica_id`` >= 0) read to the log end. Records larger than a few KiB
+leave as file regions that the connection writes with ``os.sendfile`` straight from
+the segment file. Incremental fetch sessions
 (KIP-227) are served by ``fetch_session``: a session's answers carry only partitions
 with news. Versions below 4 are not served: they predate record batch v2, and Strom
 stores batches as sent rather than down-converting them for old clients.
@@ -9,7 +12,6 @@ stores batches as sent rather than down-converting them for old clients.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import TYPE_CHECKING
 
@@ -22,7 +24,6 @@ from strom.broker.fetch_session import (
     has_news,
 )
 from strom.broker.replica_manager import PartitionRead
-from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.fetch_request import FetchRequest
 from strom.protocol.messages.fetch_response import (
@@ -40,6 +41,7 @@ API_KEY = 1
 VERSIONS = range(4, 17)
 TOPIC_IDS_FROM = 13  # Fetch v13 addresses topics by id
 SESSIONS_FROM = 7
+REPLICA_STATE_FROM = 15  # replica_id moved into replica_state (KIP-903)
 ZERO_ID = uuid.UUID(int=0)
 
 
@@ -52,14 +54,11 @@ async def handle(broker: Broker, request: Request) -> Message:
     except FetchSessionError as exc:
         return FetchResponse(error_code=exc.error_code, session_id=0)
     isolation = FetchIsolation.TXN_COMMITTED if body.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
-    deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
-    while True:
-        reads, total = _read_all(broker, targets, body.max_bytes, isolation)
-        remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or remaining <= 0 or any(r.error_code for r in reads):
-            break
-        wanted = [(t.topic, t.partition) for t in targets if t.topic is not None]
-        await broker.replica_manager.wait_for_data(wanted, remaining)
+    replica_id = body.replica_state.replica_id if request.api_version >= REPLICA_STATE_FROM else body.replica_id
+    reads = await broker.replica_manager.fetch_messages(
+        targets, max_bytes=body.max_bytes, min_bytes=body.min_bytes, max_wait_ms=body.max_wait_ms,
+        isolation=isolation, replica_id=replica_id,
+    )
     incremental = session is not None and body.session_epoch > INITIAL_EPOCH
     return FetchResponse(
         error_code=0,
@@ -109,31 +108,6 @@ def _topic_name(broker: Broker, name: str, topic_id: uuid.UUID, by_id: bool) -> 
         return name
     found = broker.metadata.by_id(topic_id)
     return None if found is None else found.name
-
-
-def _read_all(
-    broker: Broker, targets: list[FetchTarget], max_bytes: int, isolation: FetchIsolation
-) -> tuple[list[PartitionRead], int]:
-    """One pass over the partitions within the response's ``max_bytes``."""
-    budget = max_bytes
-    total = 0
-    reads = []
-    for target in targets:
-        read = _read_one(broker, target, isolation, min(target.max_bytes, budget))
-        # KIP-74: the first non-empty partition may exceed the budget by one batch.
-        budget = max(0, budget - read.size)
-        total += read.size
-        reads.append(read)
-    return reads, total
-
-
-def _read_one(broker: Broker, target: FetchTarget, isolation: FetchIsolation, max_bytes: int) -> PartitionRead:
-    if target.topic is None:
-        return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
-    fenced = broker.replica_manager.check_leader_epoch(target.current_leader_epoch)
-    if fenced:
-        return PartitionRead(fenced)
-    return broker.replica_manager.read(target.topic, target.partition, target.fetch_offset, max_bytes, isolation)
 
 
 def _group(

@@ -1,4 +1,4 @@
-"""Metadata (3): this broker, and every requested topic with this broker as its leader.
+"""Metadata (3): this broker, and every requested topic with each partition's leader, epoch and ISR.
 
 Unknown topics are created when ``auto.create.topics.enable`` is on and the request
 allows it (v4+), as Kafka does; a single node creates them at once, so the reply
@@ -63,7 +63,7 @@ def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bo
     if not (allow_create and broker.config.auto_create_topics_enable):
         return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name)
     try:
-        topic = broker.metadata.create_topic(name, broker.config.num_partitions)
+        topic = broker.admin_manager.create_topic(name, broker.config.num_partitions)
     except TopicError as exc:
         logger.warning("auto-creating topic %s failed: %s", name, exc)
         return MetadataResponseTopic(error_code=exc.error_code, name=name)
@@ -71,23 +71,27 @@ def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bo
 
 
 def _describe(broker: Broker, topic: TopicMetadata) -> MetadataResponseTopic:
-    node = broker.node_id
-    partitions = tuple(
-        MetadataResponsePartition(
+    hosted = broker.replica_manager.partitions
+    partitions = []
+    for index in range(topic.partitions):
+        partition = hosted.get((topic.name, index))
+        if partition is None:  # known to the cache but not (yet) hosted: no leader
+            partitions.append(MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1))
+            continue
+        partitions.append(MetadataResponsePartition(
             error_code=0,
             partition_index=index,
-            leader_id=node,
-            leader_epoch=broker.replica_manager.leader_epoch,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
+            leader_id=partition.leader_id,
+            leader_epoch=partition.leader_epoch,
+            replica_nodes=partition.replicas,
+            isr_nodes=tuple(sorted(partition.isr)),
             offline_replicas=(),
-        )
-        for index in range(topic.partitions)
-    )
+        ))
     return MetadataResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
-        partitions=partitions,
+        partitions=tuple(partitions),
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -22,6 +21,7 @@ from strom.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
 )
+from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -44,11 +44,9 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 def _end_offset(broker: Broker, topic: str, request: OffsetForLeaderPartition) -> EpochEndOffset:
     index = request.partition
-    log = broker.log_manager.get_log(topic, index)
-    if log is None:
-        return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, index)
-    fenced = broker.replica_manager.check_leader_epoch(request.current_leader_epoch)
-    if fenced:
-        return EpochEndOffset(fenced, index)
-    found_epoch, end_offset = log.end_offset_for_epoch(request.leader_epoch)
+    try:
+        partition = broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch)
+    except StorageError as exc:
+        return EpochEndOffset(exc.error_code, index)
+    found_epoch, end_offset = partition.last_offset_for_leader_epoch(request.leader_epoch)
     return EpochEndOffset(0, index, leader_epoch=found_epoch, end_offset=end_offset)

@@ -1,7 +1,9 @@
 """Produce (0): append each partition's batches as sent; acks=0 gets no answer at all.
 
-On one node acks=1 and acks=-1 mean the same: the append is in the log (and, with
-``flush.messages=1``, on disk) before the answer.
+acks=1 is answered once the leader's log has the records (and, with
+``flush.messages=1``, its disk); acks=-1 once the high watermark passes them — the ISR
+has them — which on one node is at once. The partitions come from
+``ReplicaManager.partition_or_error`` and the wait from its purgatory.
 
 This is the broker's hottest path (one request per batch at linger 0), so the answer
 is built with the generated codec's twin classes (``_New_*``, see
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from strom.broker.broker import Broker
+    from strom.broker.partition import Partition
     from strom.broker.replica_manager import ReplicaManager
     from strom.protocol.headers import Request
 
@@ -62,25 +65,45 @@ async def handle(broker: Broker, request: Request) -> Message | None:
         ))
     replica_manager = broker.replica_manager
     responses = []
+    replicating: list[tuple[Partition, int]] = []
     for topic in body.topic_data:
         name = topic.name
-        partitions = [_append(replica_manager, name, data) for data in topic.partition_data]
+        partitions = [_append(replica_manager, name, data, acks, replicating) for data in topic.partition_data]
         responses.append(_new_topic_response(name, tuple(partitions)))
     if acks == 0:
         return None
+    if replicating:  # acks=-1 and the ISR has not got everything yet (a cluster only)
+        errors = await replica_manager.wait_for_replication(replicating, body.timeout_ms / 1000)
+        responses = [_after_replication(topic, errors) for topic in responses]
     return _new_response(tuple(responses), 0, ())
 
 
-def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData) -> PartitionProduceResponse:
+def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
+            replicating: list[tuple[Partition, int]]) -> PartitionProduceResponse:
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
     try:  # the log refuses empty sets and missing partitions with Kafka's codes
-        result = replica_manager.append(topic, data.index, records)
+        partition = replica_manager.partition_or_error(topic, data.index)
+        result = partition.append_as_leader(records, acks)
     except StorageError as exc:
         logger.info("produce to %s-%d refused: %s", topic, data.index, exc)
         return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))
+    replica_manager.appended(partition)
+    if acks == -1 and partition.high_watermark <= result.last_offset:
+        replicating.append((partition, result.last_offset))
     return _new_partition_response(
         data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset,
         (), None, _NO_LEADER,
     )
+
+
+def _after_replication(topic: TopicProduceResponse, errors: dict[tuple[str, int], ErrorCode]
+                       ) -> TopicProduceResponse:
+    """Replace the answers of partitions whose replication failed or timed out."""
+    partitions = tuple(
+        PartitionProduceResponse(p.index, error, error_message=f"acks=-1: {error.name}")
+        if (error := errors.get((topic.name, p.index), ErrorCode.NONE)) else p
+        for p in topic.partition_responses
+    )
+    return TopicProduceResponse(topic.name, partitions)
