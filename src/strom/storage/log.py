@@ -43,34 +43,25 @@ from __future__ import annotations
 
 import enum
 import logging
-import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-from strom.protocol.error_codes import ErrorCode
-from strom.protocol.errors import ProtocolError
-from strom.protocol.records import (
-    BatchHeader,
-    iter_batches,
-    read_batch_header,
-    set_log_append_time,
-    validate_crc,
-)
-from strom.protocol.records.header import ATTR_CONTROL, LOG_OVERHEAD
-from strom.protocol.records.legacy import assign_offsets
+from strom.protocol.records import iter_batches
 from strom.storage.config import LogConfig
-from strom.storage.errors import InvalidRecordsError, KafkaStorageError, OffsetOutOfRangeError
+from strom.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log_segments import LogSegments
-from strom.storage.producer_state import (
-    NO_PRODUCER_ID,
-    ProducerBatch,
-    ProducerStateManager,
-    producer_batch,
+from strom.storage.log_validator import (
+    assign_legacy_offsets,
+    assign_offsets,
+    find_duplicate,
+    validate_records,
 )
+from strom.storage.producer_state import ProducerStateManager
+from strom.storage.retention import deletable_prefix
 from strom.storage.segment import (
     MAX_RELATIVE_OFFSET,
     MAX_SEGMENT_POSITION,
@@ -90,10 +81,6 @@ from strom.storage.truncation import (
 )
 
 logger = logging.getLogger(__name__)
-
-_INT64: Final = struct.Struct(">q")
-_INT32: Final = struct.Struct(">i")
-
 
 class FetchIsolation(enum.Enum):
     LOG_END = "log_end"  # followers
@@ -254,26 +241,33 @@ class Log:
         ``duplicate=True``. ``from_client`` refuses control batches (transaction markers
         come from the coordinator, never from a producer), as Kafka's client origin does.
 
-        Every batch header is parsed once, by the CRC check; the producer state gets
-        the same header with the offset and epoch it was given (``_assign_offsets``).
+        Validation, duplicate detection and offset assignment are ``log_validator``'s;
+        every batch header is parsed once, by the CRC check, and the producer state gets
+        the same header with the offset and epoch it was given.
         """
         buffer = records if isinstance(records, bytearray) else bytearray(records)
-        headers, legacy, idempotent = self._validate(buffer, from_client)
+        config = self.config
+        headers, legacy, idempotent = validate_records(
+            buffer, segment_bytes=config.segment_bytes,
+            max_message_bytes=config.max_message_bytes, from_client=from_client)
         with self._lock:
             if self.offline or self.closed:
                 raise KafkaStorageError(f"{self} is offline or closed")
             if idempotent:
-                duplicate = self._find_duplicate(headers)
-                if duplicate is not None:
-                    return duplicate
+                original = find_duplicate(headers, self.producer_state.find_duplicate)
+                if original is not None:
+                    append_time = original.max_timestamp if config.log_append_time else -1
+                    return AppendResult(original.first_offset, original.last_offset,
+                                        append_time, self._log_start_offset, duplicate=True)
             now = self.clock() if now_ms is None else now_ms
-            append_time = now if self.config.log_append_time else -1
+            append_time = now if config.log_append_time else -1
             base_offset = self._log_end_offset
             if legacy:
-                buffer = self._assign_legacy_offsets(buffer, headers, base_offset)
+                buffer = assign_legacy_offsets(buffer, headers, base_offset,
+                                               max_uncompressed_size=max(config.segment_bytes, 1))
                 headers = list(iter_batches(buffer))
-            batches, producer_batches = _assign_offsets(buffer, headers, base_offset,
-                                                        leader_epoch, append_time)
+            batches, producer_batches = assign_offsets(buffer, headers, base_offset,
+                                                       leader_epoch, append_time)
             producers = self.producer_state.prepare(producer_batches) \
                 if producer_batches else None
             segment = self._maybe_roll(len(buffer), batches, now)
@@ -286,75 +280,6 @@ class Log:
             last_offset = batches[-1].last_offset
             self._after_append(base_offset, last_offset, leader_epoch, now)
             return AppendResult(base_offset, last_offset, append_time, self._log_start_offset)
-
-    def _find_duplicate(self, headers: list[tuple[int, BatchHeader]]) -> AppendResult | None:
-        """Kafka's rule: if any batch is a retry, the append is answered as that batch."""
-        for _, header in headers:
-            if header.producer_id == NO_PRODUCER_ID or header.magic < 2:
-                continue
-            original = self.producer_state.find_duplicate(header)
-            if original is not None:
-                append_time = original.max_timestamp if self.config.log_append_time else -1
-                return AppendResult(original.first_offset, original.last_offset, append_time,
-                                    self._log_start_offset, duplicate=True)
-        return None
-
-    def _validate(self, buffer: bytearray, from_client: bool
-                  ) -> tuple[list[tuple[int, BatchHeader]], bool, bool]:
-        """Every entry's header, CRC-checked; and whether any is v0/v1, any has a producer id."""
-        if not buffer:
-            raise InvalidRecordsError("an empty record set", ErrorCode.CORRUPT_MESSAGE)
-        size = len(buffer)
-        config = self.config
-        if size > config.segment_bytes:
-            raise InvalidRecordsError(
-                f"{size} bytes exceed segment.bytes={config.segment_bytes}",
-                ErrorCode.RECORD_LIST_TOO_LARGE)
-        max_batch_size = config.max_message_bytes
-        headers: list[tuple[int, BatchHeader]] = []
-        legacy = idempotent = False
-        position = 0
-        while position < size:
-            try:
-                header = validate_crc(buffer, position, max_batch_size=max_batch_size)
-            except ProtocolError as exc:
-                raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
-            if header.magic == 2:
-                if header.records_count != header.last_offset_delta + 1:
-                    raise InvalidRecordsError(
-                        f"batch at {position} has {header.records_count} records but last "
-                        f"offset delta {header.last_offset_delta}", ErrorCode.INVALID_RECORD)
-                if from_client and header.attributes & ATTR_CONTROL:
-                    raise InvalidRecordsError(
-                        f"control batch at {position} in a client's records",
-                        ErrorCode.INVALID_RECORD)
-                if header.producer_id != NO_PRODUCER_ID:
-                    idempotent = True
-            else:
-                legacy = True  # v0/v1 carry no producer id (BatchHeader holds -1)
-            headers.append((position, header))
-            position += header.batch_length + LOG_OVERHEAD
-        return headers, legacy, idempotent
-
-    def _assign_legacy_offsets(self, buffer: bytearray, headers: list[tuple[int, BatchHeader]],
-                               base_offset: int) -> bytearray:
-        """v0/v1 entries get offsets by ``legacy.assign_offsets`` (decompressing if needed)."""
-        out = bytearray()
-        next_offset = base_offset
-        view = memoryview(buffer)
-        for position, header in headers:
-            entry = view[position : position + header.size]
-            if header.magic == 2:
-                out += entry
-                next_offset += header.last_offset_delta + 1
-                continue
-            try:
-                rewritten, next_offset = assign_offsets(
-                    entry, next_offset, max_uncompressed_size=max(self.config.segment_bytes, 1))
-            except ProtocolError as exc:
-                raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
-            out += rewritten
-        return out
 
     def _after_append(self, base_offset: int, last_offset: int, leader_epoch: int,
                       now: int) -> None:
@@ -380,7 +305,7 @@ class Log:
         if segment.size == 0:
             return segment
         if (segment.size + size > min(self.config.segment_bytes, MAX_SEGMENT_POSITION)
-                or _time_waited_for_roll(segment, batches, now) >= self.config.segment_ms
+                or segment.time_waited_for_roll(batches, now) >= self.config.segment_ms
                 or segment.index_full()
                 or batches[-1].last_offset - segment.base_offset > MAX_RELATIVE_OFFSET):
             return self.roll(now)
@@ -517,7 +442,9 @@ class Log:
     def delete_old_segments(self, now_ms: int) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
         with self._lock:
-            count = self._deletable_prefix(now_ms)
+            count = deletable_prefix(self.fs, self.segments, self.config,
+                                     high_watermark=self._high_watermark,
+                                     log_start_offset=self._log_start_offset, now_ms=now_ms)
             if count == 0:
                 return 0
             if count == len(self.segments):
@@ -534,24 +461,6 @@ class Log:
             logger.info("deleted %d segment(s) of %s-%d; log start offset now %d", count,
                         self.topic, self.partition, self._log_start_offset)
             return count
-
-    def _deletable_prefix(self, now_ms: int) -> int:
-        segments, config = tuple(self.segments), self.config
-        excess = self.size_in_bytes - config.retention_bytes
-        for count, segment in enumerate(segments):
-            is_active = count == len(segments) - 1
-            if segment.next_offset > self._high_watermark or segment.size == 0:
-                return count
-            below_start = segment.next_offset <= self._log_start_offset
-            largest = segment.max_timestamp if segment.max_timestamp >= 0 \
-                else self.fs.mtime_ms(segment.log_path)
-            expired = config.deletes and 0 <= config.retention_ms < now_ms - largest
-            oversize = config.deletes and config.retention_bytes >= 0 and not is_active \
-                and excess >= segment.size
-            if not (below_start or expired or oversize):
-                return count
-            excess -= segment.size
-        return len(segments)
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
                          end_offset: int) -> bool:
@@ -697,60 +606,3 @@ class Log:
             self.delete_pending_files(2**63 - 1)
             self.closed = True
             return clean
-
-
-def _assign_offsets(
-    buffer: bytearray, headers: list[tuple[int, BatchHeader]], base_offset: int,
-    leader_epoch: int, append_time: int,
-) -> tuple[list[AppendedBatch], list[ProducerBatch]]:
-    """Write offsets, epoch and append time into v2 batches (v0/v1 have theirs already).
-
-    Returns the batches for the segment, and the batches with a producer id for the
-    producer state, each with its header as now written: the validated header with the
-    new offset and epoch (the only fields changed), or read again if the append time
-    rewrote attributes, max timestamp and CRC.
-    """
-    next_offset = base_offset
-    batches: list[AppendedBatch] = []
-    producer_batches: list[ProducerBatch] = []
-    for position, header in headers:
-        max_timestamp = header.max_timestamp
-        size = header.batch_length + LOG_OVERHEAD
-        if header.magic == 2:
-            _INT64.pack_into(buffer, position, next_offset)
-            epoch = header.partition_leader_epoch
-            if leader_epoch >= 0:
-                _INT32.pack_into(buffer, position + 12, leader_epoch)
-                epoch = leader_epoch
-            last_offset = next_offset + header.last_offset_delta
-            if append_time >= 0:
-                set_log_append_time(buffer, position, append_time)
-                max_timestamp = append_time
-                if header.producer_id != NO_PRODUCER_ID:
-                    producer_batches.append(
-                        producer_batch(buffer, position, read_batch_header(buffer, position)))
-            elif header.producer_id != NO_PRODUCER_ID:
-                written = BatchHeader._make((next_offset, header.batch_length, epoch, *header[3:]))
-                producer_batches.append(producer_batch(buffer, position, written))
-        else:
-            last_offset = header.base_offset  # v0/v1 store their last offset
-            if append_time >= 0 and header.magic > 0:
-                set_log_append_time(buffer, position, append_time)
-                max_timestamp = append_time
-        batches.append(AppendedBatch(position, last_offset, max_timestamp, size))
-        next_offset = last_offset + 1
-    return batches, producer_batches
-
-
-def _time_waited_for_roll(segment: LogSegment, batches: list[AppendedBatch], now: int) -> int:
-    """Kafka's rule for ``segment.ms``: by record time when both batches carry one
-    (the new batches' max timestamp minus the segment's first), else by wall clock
-    since the segment was created.
-    """
-    newest = batches[0].max_timestamp
-    for batch in batches:  # a loop: cheaper than max() over a generator for one batch
-        if batch.max_timestamp > newest:
-            newest = batch.max_timestamp
-    if segment.first_batch_timestamp >= 0 and newest >= 0:
-        return newest - segment.first_batch_timestamp
-    return now - segment.created_ms

@@ -269,6 +269,19 @@ class LogSegment:
         if timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
 
+    def time_waited_for_roll(self, batches: list[AppendedBatch], now: int) -> int:
+        """Kafka's rule for ``segment.ms``: by record time when both batches carry one
+        (the new batches' max timestamp minus the segment's first), else by wall clock
+        since the segment was created.
+        """
+        newest = batches[0].max_timestamp
+        for batch in batches:  # a loop: cheaper than max() over a generator for one batch
+            if batch.max_timestamp > newest:
+                newest = batch.max_timestamp
+        if self.first_batch_timestamp >= 0 and newest >= 0:
+            return newest - self.first_batch_timestamp
+        return now - self.created_ms
+
     def index_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
 
