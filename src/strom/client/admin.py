@@ -1,10 +1,11 @@
 """The admin client: topics, configs, consumer groups and offsets, as Kafka's Admin API.
 
-Every request goes where Kafka routes it: topic creation, deletion and new partitions
-to the controller; group calls to the group's coordinator (FindCoordinator first);
-ListOffsets and DeleteRecords to each partition's leader, one request per leader;
-a broker's configs to that broker. Requests are built for the version the broker
-picks, so the client works with brokers that speak only older shapes (Tansu).
+Every request goes where Kafka routes it (``admin_routing.AdminRouter``): topic
+creation, deletion and new partitions to the controller; group calls to the group's
+coordinator (FindCoordinator first); ListOffsets and DeleteRecords to each partition's
+leader, one request per leader; a broker's configs to that broker. Requests are built
+for the version the broker picks, so the client works with brokers that speak only
+older shapes (Tansu).
 
 Batch calls return a dict keyed by item. If any item fails, they raise
 ``AdminBatchError``: a ``KafkaError`` with the first failure's code whose ``errors``
@@ -21,15 +22,19 @@ connection dropped. Only the failed items are sent again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self
 
+from strom.client.admin_routing import (
+    COORDINATOR_ERRORS,
+    AdminRouter,
+    ItemResults,
+    by_resource_node,
+)
 from strom.client.admin_types import (
     AdminBatchError,
     AlterConfigOp,
@@ -51,9 +56,9 @@ from strom.client.admin_types import (
     TopicPartition,
     decode_assignment,
 )
-from strom.client.cluster import Cluster, ClusterMetadata
+from strom.client.cluster import Cluster
 from strom.client.config import AdminConfig
-from strom.client.errors import KafkaConnectionError, KafkaError, UnsupportedVersionError, raise_for
+from strom.client.errors import KafkaError, UnsupportedVersionError, raise_for
 from strom.client.offsets import OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -76,16 +81,12 @@ from strom.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from strom.protocol.messages.describe_configs_response import DescribeConfigsResponse
 from strom.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from strom.protocol.messages.describe_groups_response import DescribeGroupsResponse
-from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from strom.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
 from strom.protocol.messages.list_groups_request import ListGroupsRequest
 from strom.protocol.messages.list_groups_response import ListGroupsResponse
 from strom.protocol.messages.list_offsets_response import ListOffsetsResponse
-from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from strom.protocol.messages.metadata_response import MetadataResponse
 from strom.protocol.messages.offset_commit_response import OffsetCommitResponse
 from strom.protocol.messages.offset_delete_response import OffsetDeleteResponse
 from strom.protocol.messages.offset_fetch_response import (
@@ -96,25 +97,8 @@ from strom.protocol.messages.offset_fetch_response import (
 
 logger = logging.getLogger(__name__)
 
-R = TypeVar("R", bound=Message)
-K = TypeVar("K")
-V = TypeVar("V")
-
 # ListOffsets' special timestamps (KIP-79, KIP-734).
 _SPEC_TIMESTAMPS = {"latest": -1, "earliest": -2, "max-timestamp": -3}
-_CONTROLLER_ERRORS = frozenset({ErrorCode.NOT_CONTROLLER})
-_COORDINATOR_ERRORS = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
-_LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
-                            ErrorCode.UNKNOWN_LEADER_EPOCH})
-_ANY_BROKER = -1  # a grouping key meaning "whichever broker is least loaded"
-
-ItemResults = dict[K, V | KafkaError]
-
-
-def _retry_worthy(error: KafkaError, retry_on: frozenset[ErrorCode]) -> bool:
-    return isinstance(error, KafkaConnectionError) or error.error_code in retry_on
 
 
 def _error(code: int, message: str | None, what: str) -> KafkaError:
@@ -132,7 +116,7 @@ class AsyncAdmin:
         # An admin inspects topics; asking about one must never create it.
         self.config = replace(config, allow_auto_create_topics=False)
         self._cluster = Cluster(self.config)
-        self._coordinators: dict[str, int] = {}
+        self._router = AdminRouter(self._cluster, self.config)
 
     async def __aenter__(self) -> Self:
         return self
@@ -163,7 +147,7 @@ class AsyncAdmin:
                     else CreatedTopic(r.name, r.topic_id, r.num_partitions, r.replication_factor)
                     for r in response.topics}
 
-        return await self._on_controller(wanted, CreateTopicsResponse, build, outcome, timeout_ms)
+        return await self._router.on_controller(wanted, CreateTopicsResponse, build, outcome, timeout_ms)
 
     async def delete_topics(self, names: Collection[str], timeout_ms: int | None = None) -> None:
         """Delete topics by name; UNKNOWN_TOPIC_OR_PARTITION for one that does not exist (not retried)."""
@@ -177,11 +161,11 @@ class AsyncAdmin:
             return {r.name or "": _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
                     else None for r in response.responses}
 
-        await self._on_controller(names, DeleteTopicsResponse, build, outcome, timeout_ms)
+        await self._router.on_controller(names, DeleteTopicsResponse, build, outcome, timeout_ms)
 
     async def list_topics(self, include_internal: bool = False) -> dict[str, TopicListing]:
         """Every topic, from one Metadata answer (never cached: an admin wants the current list)."""
-        metadata = await self._metadata(None)
+        metadata = await self._router.metadata(None)
         return {name: TopicListing(name, info.topic_id, info.internal)
                 for name, info in sorted(metadata.topics.items())
                 if not info.error_code and (include_internal or not info.internal)}
@@ -189,7 +173,7 @@ class AsyncAdmin:
     async def describe_topics(self, names: Collection[str]) -> dict[str, TopicDescription]:
         """Partitions with leader, replicas and ISR; waits out a leader election in progress."""
         async def attempt(names: list[str]) -> ItemResults[str, TopicDescription]:
-            topics = (await self._metadata(names)).topics
+            topics = (await self._router.metadata(names)).topics
             outcome: ItemResults[str, TopicDescription] = {}
             for name in names:
                 info = topics.get(name)
@@ -203,7 +187,7 @@ class AsyncAdmin:
                 outcome[name] = TopicDescription(name, info.topic_id, info.internal, partitions)
             return outcome
 
-        return await self._batch(names, attempt, frozenset({ErrorCode.LEADER_NOT_AVAILABLE}))
+        return await self._router.batch(names, attempt, frozenset({ErrorCode.LEADER_NOT_AVAILABLE}))
 
     async def create_partitions(self, new_totals: Mapping[str, int], validate_only: bool = False,
                                 timeout_ms: int | None = None) -> None:
@@ -218,7 +202,7 @@ class AsyncAdmin:
             return {r.name: _error(r.error_code, r.error_message, f"topic {r.name!r}") if r.error_code
                     else None for r in response.results}
 
-        await self._on_controller(new_totals, CreatePartitionsResponse, build, outcome, timeout_ms)
+        await self._router.on_controller(new_totals, CreatePartitionsResponse, build, outcome, timeout_ms)
 
     # -- configs -------------------------------------------------------------------------
     async def describe_configs(self, resources: Collection[ConfigResource]
@@ -229,7 +213,7 @@ class AsyncAdmin:
             request = dcq.DescribeConfigsRequest(resources=tuple(
                 dcq.DescribeConfigsResource(resource_type=r.type, resource_name=r.name, configuration_keys=None)
                 for r in resources))
-            response = await self._send(node, DescribeConfigsResponse, lambda _: request)
+            response = await self._router.send(node, DescribeConfigsResponse, lambda _: request)
             outcome: ItemResults[ConfigResource, dict[str, ConfigEntry]] = {}
             for result in response.results:
                 resource = ConfigResource(ConfigResourceType(result.resource_type), result.resource_name)
@@ -242,7 +226,7 @@ class AsyncAdmin:
                     entry.read_only, entry.is_sensitive) for entry in result.configs}
             return outcome
 
-        return await self._batch(resources, lambda pending: self._per_node(_by_resource_node(pending), ask),
+        return await self._router.batch(resources, lambda pending: self._router.per_node(by_resource_node(pending), ask),
                                  frozenset())
 
     async def incremental_alter_configs(self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
@@ -253,7 +237,7 @@ class AsyncAdmin:
                 iacq.AlterConfigsResource(resource_type=r.type, resource_name=r.name, configs=tuple(
                     iacq.AlterableConfig(name=op.name, config_operation=op.op, value=op.value)
                     for op in changes[r])) for r in resources))
-            response = await self._send(node, IncrementalAlterConfigsResponse, lambda _: request)
+            response = await self._router.send(node, IncrementalAlterConfigsResponse, lambda _: request)
             outcome: ItemResults[ConfigResource, None] = {}
             for result in response.responses:
                 resource = ConfigResource(ConfigResourceType(result.resource_type), result.resource_name)
@@ -261,28 +245,28 @@ class AsyncAdmin:
                                      if result.error_code else None)
             return outcome
 
-        await self._batch(changes, lambda pending: self._per_node(_by_resource_node(pending), alter), frozenset())
+        await self._router.batch(changes, lambda pending: self._router.per_node(by_resource_node(pending), alter), frozenset())
 
     # -- consumer groups -----------------------------------------------------------------
     async def list_groups(self) -> list[GroupListing]:
         """Every group on every broker (each coordinator knows only its own)."""
-        await self._metadata(None)
+        await self._router.metadata(None)
 
         async def ask(node: int, _: list[int]) -> ItemResults[int, list[GroupListing]]:
-            response = await self._send(node, ListGroupsResponse, lambda _: ListGroupsRequest())
+            response = await self._router.send(node, ListGroupsResponse, lambda _: ListGroupsRequest())
             if response.error_code:
                 return {node: KafkaError(response.error_code, f"ListGroups on node {node}")}
             return {node: [GroupListing(g.group_id, g.protocol_type, g.group_state) for g in response.groups]}
 
         nodes = list(self._cluster.metadata.brokers)
-        listed = await self._batch(nodes, lambda pending: self._per_node({n: [n] for n in pending}, ask),
-                                   _COORDINATOR_ERRORS)
+        listed = await self._router.batch(nodes, lambda pending: self._router.per_node({n: [n] for n in pending}, ask),
+                                   COORDINATOR_ERRORS)
         return sorted((g for groups in listed.values() for g in groups), key=lambda g: g.group_id)
 
     async def describe_groups(self, group_ids: Collection[str]) -> dict[str, GroupDescription]:
         """State, protocol and members (with their decoded assignments) of each group."""
         async def describe(group_id: str, node: int) -> GroupDescription:
-            response = await self._send(node, DescribeGroupsResponse,
+            response = await self._router.send(node, DescribeGroupsResponse,
                                         lambda _: DescribeGroupsRequest(groups=(group_id,)))
             group = next((g for g in response.groups if g.group_id == group_id), None)
             if group is None:
@@ -294,19 +278,19 @@ class AsyncAdmin:
                 decode_assignment(m.member_assignment) if consumer else ()) for m in group.members)
             return GroupDescription(group_id, group.group_state, group.protocol_type, group.protocol_data, members)
 
-        return await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: describe(g, node)))
+        return await self._router.gather(group_ids, lambda g: self._router.on_coordinator(g, lambda node: describe(g, node)))
 
     async def delete_groups(self, group_ids: Collection[str]) -> None:
         """Delete empty groups with their committed offsets (NON_EMPTY_GROUP otherwise)."""
         async def delete(group_id: str, node: int) -> None:
-            response = await self._send(node, DeleteGroupsResponse,
+            response = await self._router.send(node, DeleteGroupsResponse,
                                         lambda _: DeleteGroupsRequest(groups_names=(group_id,)))
             result = next((r for r in response.results if r.group_id == group_id), None)
             if result is None:
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"group {group_id!r} missing from the answer")
             raise_for(result.error_code, f"group {group_id!r}")
 
-        await self._gather(group_ids, lambda g: self._on_coordinator(g, lambda node: delete(g, node)))
+        await self._router.gather(group_ids, lambda g: self._router.on_coordinator(g, lambda node: delete(g, node)))
 
     async def list_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition] | None = None
                                           ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -324,7 +308,7 @@ class AsyncAdmin:
 
         async def fetch(node: int) -> dict[TopicPartition, OffsetAndMetadata]:
             # v2+: a null topic list means every topic the group committed
-            response = await self._send(node, OffsetFetchResponse, build, versions=range(2, 10))
+            response = await self._router.send(node, OffsetFetchResponse, build, versions=range(2, 10))
             group = response.groups[0] if response.groups else response
             raise_for(group.error_code, f"group {group_id!r}")
             rows: list[tuple[str, OffsetFetchResponsePartition | OffsetFetchResponsePartitions]] = [
@@ -338,7 +322,7 @@ class AsyncAdmin:
                         p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None)
             return offsets
 
-        return await self._on_coordinator(group_id, fetch)
+        return await self._router.on_coordinator(group_id, fetch)
 
     async def group_lag(self, group_id: str) -> dict[TopicPartition, Lag]:
         """Committed offset, end offset and their distance for each partition the group committed."""
@@ -362,11 +346,11 @@ class AsyncAdmin:
                                                        for t, ps in by_topic.items()))
 
         async def commit(node: int) -> None:
-            response = await self._send(node, OffsetCommitResponse, lambda _: request, versions=range(2, 10))
+            response = await self._router.send(node, OffsetCommitResponse, lambda _: request, versions=range(2, 10))
             _raise_partition_errors({TopicPartition(t.name, p.partition_index): p.error_code
                                      for t in response.topics for p in t.partitions}, group_id)
 
-        await self._on_coordinator(group_id, commit)
+        await self._router.on_coordinator(group_id, commit)
 
     async def delete_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition]) -> None:
         """Forget the group's committed offsets of ``partitions`` (not of subscribed topics)."""
@@ -375,12 +359,12 @@ class AsyncAdmin:
             for t, ps in _by_topic(partitions).items()))
 
         async def delete(node: int) -> None:
-            response = await self._send(node, OffsetDeleteResponse, lambda _: request)
+            response = await self._router.send(node, OffsetDeleteResponse, lambda _: request)
             raise_for(response.error_code, f"group {group_id!r}")
             _raise_partition_errors({TopicPartition(t.name, p.partition_index): p.error_code
                                      for t in response.topics for p in t.partitions}, group_id)
 
-        await self._on_coordinator(group_id, delete)
+        await self._router.on_coordinator(group_id, delete)
 
     # -- offsets and records -------------------------------------------------------------
     async def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec],
@@ -406,13 +390,13 @@ class AsyncAdmin:
                     for p in ps)) for t, ps in _by_topic(tps).items()))
 
         async def ask(node: int, tps: list[TopicPartition]) -> ItemResults[TopicPartition, ListOffsetsResult]:
-            response = await self._send(node, ListOffsetsResponse, lambda v: build(v, tps), versions=range(1, 11))
+            response = await self._router.send(node, ListOffsetsResponse, lambda v: build(v, tps), versions=range(1, 11))
             return {TopicPartition(t.name, p.partition_index):
                     KafkaError(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code
                     else ListOffsetsResult(p.offset, p.timestamp, p.leader_epoch)
                     for t in response.topics for p in t.partitions}
 
-        return await self._on_leaders(timestamps, ask)
+        return await self._router.on_leaders(timestamps, ask)
 
     async def delete_records(self, before: Mapping[TopicPartition, int],
                              timeout_ms: int | None = None) -> dict[TopicPartition, int]:
@@ -425,187 +409,13 @@ class AsyncAdmin:
                 drq.DeleteRecordsTopic(name=t, partitions=tuple(
                     drq.DeleteRecordsPartition(partition_index=p, offset=offsets[TopicPartition(t, p)]) for p in ps))
                 for t, ps in _by_topic(tps).items()))
-            response = await self._send(node, DeleteRecordsResponse, lambda _: request,
+            response = await self._router.send(node, DeleteRecordsResponse, lambda _: request,
                                         timeout_ms=broker_timeout + self.config.request_timeout_ms)
             return {TopicPartition(t.name, p.partition_index):
                     KafkaError(p.error_code, f"{t.name}-{p.partition_index}") if p.error_code else p.low_watermark
                     for t in response.topics for p in t.partitions}
 
-        return await self._on_leaders(offsets, delete)
-
-    # -- routing and retries -------------------------------------------------------------
-    async def _send(self, node: int, response_type: type[R], build: Callable[[int], Message],
-                    versions: range | None = None, timeout_ms: int | None = None) -> R:
-        """Send the request ``build`` makes for the version chosen with ``node`` (_ANY_BROKER: any)."""
-        cluster = self._cluster
-        if not cluster.metadata.brokers or (node != _ANY_BROKER and node not in cluster.metadata.brokers):
-            await cluster.refresh()
-        if node != _ANY_BROKER and node not in cluster.metadata.brokers:
-            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"node {node} is not in the cluster")
-        connection = await (cluster.any_connection() if node == _ANY_BROKER else cluster.connection(node))
-        assert response_type.API_KEY is not None
-        version = connection.version_for(response_type.API_KEY, versions or response_type.VALID_VERSIONS)
-        response = await connection.send(build(version), version=version, timeout_ms=timeout_ms)
-        assert isinstance(response, response_type)
-        return response
-
-    async def _metadata(self, topics: Collection[str] | None) -> ClusterMetadata:
-        """A Metadata answer of our own, for ``topics`` (None: all), that never auto-creates."""
-        request = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else tuple(
-            MetadataRequestTopic(name=name) for name in topics))
-        response = await self._send(_ANY_BROKER, MetadataResponse, lambda _: request, versions=range(4, 13))
-        return ClusterMetadata.from_response(response)
-
-    async def _on_controller(self, names: Iterable[str], response_type: type[R],
-                             build: Callable[[int, list[str], int], Message],
-                             outcome: Callable[[R], ItemResults[str, V]], timeout_ms: int | None) -> dict[str, V]:
-        """A topic call on the controller (any broker if it is unknown), again on NOT_CONTROLLER."""
-        broker_timeout = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-
-        async def attempt(names: list[str]) -> ItemResults[str, V]:
-            if not self._cluster.metadata.brokers:
-                await self._cluster.refresh()
-            metadata = self._cluster.metadata
-            controller = metadata.controller_id if metadata.controller_id in metadata.brokers else _ANY_BROKER
-            # the broker may wait up to its timeout_ms before answering: ours must be longer
-            response = await self._send(controller, response_type, lambda v: build(v, names, broker_timeout),
-                                        timeout_ms=broker_timeout + self.config.request_timeout_ms)
-            return outcome(response)
-
-        return await self._batch(names, attempt, _CONTROLLER_ERRORS)
-
-    async def _batch(self, keys: Iterable[K], attempt: Callable[[list[K]], Awaitable[ItemResults[K, V]]],
-                     retry_on: frozenset[ErrorCode]) -> dict[K, V]:
-        """Run ``attempt`` on the items, then again on those that failed retriably, until the timeout."""
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        pending = list(dict.fromkeys(keys))
-        results: dict[K, V] = {}
-        errors: dict[K, KafkaError] = {}
-        while pending:
-            try:
-                outcome = await attempt(pending)
-            except KafkaError as exc:
-                if not _retry_worthy(exc, retry_on):
-                    raise
-                outcome = dict.fromkeys(pending, exc)
-            retry = []
-            for key in pending:
-                value = outcome.get(key, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{key!r} missing from the answer"))
-                if isinstance(value, KafkaError):
-                    errors[key] = value
-                    if _retry_worthy(value, retry_on):
-                        retry.append(key)
-                else:
-                    results[key] = value
-                    errors.pop(key, None)
-            if not retry or time.monotonic() + backoff > deadline:
-                break
-            logger.debug("retrying %d item(s) after %s", len(retry), errors[retry[0]])
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
-            try:  # leaders or the controller may have moved
-                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
-                    await self._cluster.refresh()
-            except (KafkaError, TimeoutError):
-                pass  # the next attempt says what is wrong
-            pending = retry
-        if errors:
-            raise AdminBatchError(errors, results)
-        return results
-
-    async def _per_node(self, groups: Mapping[int, list[K]],
-                        send: Callable[[int, list[K]], Awaitable[ItemResults[K, V]]]) -> ItemResults[K, V]:
-        """One request per node, concurrently; a node's failure is its items' error."""
-        async def one(node: int) -> ItemResults[K, V]:
-            try:
-                return await send(node, groups[node])
-            except KafkaError as exc:
-                return dict.fromkeys(groups[node], exc)
-
-        outcome: ItemResults[K, V] = {}
-        for answer in await asyncio.gather(*(one(node) for node in groups)):
-            outcome.update(answer)
-        return outcome
-
-    async def _on_leaders(self, keys: Iterable[TopicPartition],
-                          send: Callable[[int, list[TopicPartition]], Awaitable[ItemResults[TopicPartition, V]]]
-                          ) -> dict[TopicPartition, V]:
-        """Send each partition's item to its leader, grouped per leader, retrying moved leaders."""
-        async def attempt(tps: list[TopicPartition]) -> ItemResults[TopicPartition, V]:
-            topics = {tp.topic for tp in tps}
-            metadata = self._cluster.metadata
-            if self._cluster.stale or not topics <= metadata.topics.keys():
-                metadata = await self._cluster.refresh(topics)
-            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-            outcome: ItemResults[TopicPartition, V] = {}
-            for tp in tps:
-                leader = metadata.leader(*tp)
-                if leader is None:
-                    info = metadata.topics.get(tp.topic)
-                    known = info is not None and tp.partition in info.partitions
-                    code = ErrorCode.LEADER_NOT_AVAILABLE if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    outcome[tp] = KafkaError(code, f"{tp.topic}-{tp.partition}")
-                else:
-                    by_leader[leader].append(tp)
-            outcome.update(await self._per_node(by_leader, send))
-            return outcome
-
-        return await self._batch(keys, attempt, _LEADER_ERRORS)
-
-    async def _coordinator(self, group_id: str) -> int:
-        node = self._coordinators.get(group_id)
-        if node is not None:
-            return node
-
-        def build(version: int) -> Message:
-            if version >= 4:  # KIP-699: keys batched
-                return FindCoordinatorRequest(key_type=0, coordinator_keys=(group_id,))
-            return FindCoordinatorRequest(key_type=0, key=group_id)
-
-        response = await self._send(_ANY_BROKER, FindCoordinatorResponse, build)
-        code, message, node = response.error_code, response.error_message, response.node_id
-        if response.coordinators:
-            found = response.coordinators[0]
-            code, message, node = found.error_code, found.error_message, found.node_id
-        if code:
-            raise _error(code, message, f"coordinator of group {group_id!r}")
-        if node not in self._cluster.metadata.brokers:
-            await self._cluster.refresh()
-        self._coordinators[group_id] = node
-        return node
-
-    async def _on_coordinator(self, group_id: str, call: Callable[[int], Awaitable[V]]) -> V:
-        """``call`` with the group's coordinator, finding it again while it moves or loads."""
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        while True:
-            try:
-                return await call(await self._coordinator(group_id))
-            except KafkaError as exc:
-                if not _retry_worthy(exc, _COORDINATOR_ERRORS) or time.monotonic() + backoff > deadline:
-                    raise
-                self._coordinators.pop(group_id, None)
-                logger.debug("group %r: retrying after %s", group_id, exc)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
-
-    async def _gather(self, keys: Iterable[str], call: Callable[[str], Awaitable[V]]) -> dict[str, V]:
-        """``call`` for every key concurrently; any failure raises ``AdminBatchError``."""
-        keys = list(dict.fromkeys(keys))
-        answers = await asyncio.gather(*(call(key) for key in keys), return_exceptions=True)
-        results: dict[str, V] = {}
-        errors: dict[str, KafkaError] = {}
-        for key, answer in zip(keys, answers, strict=True):
-            if isinstance(answer, KafkaError):
-                errors[key] = answer
-            elif isinstance(answer, BaseException):
-                raise answer
-            else:
-                results[key] = answer
-        if errors:
-            raise AdminBatchError(errors, results)
-        return results
+        return await self._router.on_leaders(offsets, delete)
 
 
 def _creatable(topic: NewTopic) -> ctq.CreatableTopic:
@@ -623,19 +433,10 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
     return {topic: sorted(ps) for topic, ps in by_topic.items()}
 
 
-def _by_resource_node(resources: Iterable[ConfigResource]) -> dict[int, list[ConfigResource]]:
-    """A broker's configs are answered by that broker; any broker answers for a topic."""
-    by_node: dict[int, list[ConfigResource]] = defaultdict(list)
-    for resource in resources:
-        broker = resource.type == ConfigResourceType.BROKER and resource.name.isdigit()
-        by_node[int(resource.name) if broker else _ANY_BROKER].append(resource)
-    return by_node
-
-
 def _raise_partition_errors(codes: Mapping[TopicPartition, int], group_id: str) -> None:
     errors = {tp: KafkaError(code, f"group {group_id!r} {tp.topic}-{tp.partition}")
               for tp, code in codes.items() if code}
-    coordinator = next((e for e in errors.values() if e.error_code in _COORDINATOR_ERRORS), None)
+    coordinator = next((e for e in errors.values() if e.error_code in COORDINATOR_ERRORS), None)
     if coordinator is not None:
         raise coordinator  # the whole call goes to the coordinator again
     if errors:

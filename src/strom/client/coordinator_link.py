@@ -21,15 +21,10 @@ from strom.client.cluster import BrokerInfo, Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from strom.protocol.error_codes import ErrorCode
+from strom.client.find_coordinator import find_coordinator
 from strom.protocol.message import Message
-from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 
 logger = logging.getLogger(__name__)
-
-FIND_COORDINATOR = 10
-GROUP_KEY_TYPE = 0
 
 
 class Retry(Exception):
@@ -69,24 +64,9 @@ class CoordinatorLink:
         while True:
             try:
                 connection = await self.cluster.any_connection()
-                version = connection.version_for(FIND_COORDINATOR, FindCoordinatorRequest.VALID_VERSIONS)
-                if version >= 4:  # v4 batches keys (KIP-699)
-                    request = FindCoordinatorRequest(key_type=GROUP_KEY_TYPE, coordinator_keys=(self.group_id,))
-                else:
-                    request = FindCoordinatorRequest(key=self.group_id)
-                response = await connection.send(request, version=version)
-                assert isinstance(response, FindCoordinatorResponse)
-                if version >= 4:
-                    if not response.coordinators:
-                        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "FindCoordinator answered no key")
-                    found = response.coordinators[0]
-                    error, node_id, host, port = found.error_code, found.node_id, found.host, found.port
-                else:
-                    error, node_id, host, port = response.error_code, response.node_id, response.host, response.port
-                if error:
-                    raise KafkaError(error, f"FindCoordinator for group {self.group_id!r}")
-                self._coordinator = BrokerInfo(node_id, host, port)
-                logger.info("group %s: coordinator is node %d at %s:%d", self.group_id, node_id, host, port)
+                self._coordinator = await find_coordinator(connection, self.group_id)
+                logger.info("group %s: coordinator is node %d at %s:%d", self.group_id,
+                            self._coordinator.node_id, self._coordinator.host, self._coordinator.port)
                 return self._coordinator
             except KafkaError as exc:
                 if not exc.retriable:
