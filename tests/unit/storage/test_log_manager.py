@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,25 @@ def test_leader_epoch_cache_truncation(tmp_path: Path) -> None:
     assert cache.entries == [(2, 12)]
     reloaded = LeaderEpochFileCache(FileSystem(), str(tmp_path / "leader-epoch-checkpoint"))
     assert reloaded.entries == [(2, 12)]
+
+
+def test_startup_names_a_new_directory_and_each_kind_of_shutdown(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def startup_line() -> str:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="strom.storage.log_manager"):
+            logs.startup()
+        return next(line for line in caplog.messages if line.startswith("loaded"))
+
+    logs = LogManager(str(tmp_path / "data"))
+    assert startup_line() == f"loaded 0 logs from {tmp_path / 'data'} (a new data directory)"
+    logs.create_log("orders", 0).append(batch(1))
+    logs.close()
+    logs = LogManager(str(tmp_path / "data"))
+    assert startup_line().endswith("(clean shutdown)")
+    logs.create_log("empty", 0)
+    assert logs._lock_fd is not None
+    logs.fs.unlock(logs._lock_fd)  # the process dies: no close, no clean-shutdown marker
+    logs = LogManager(str(tmp_path / "data"))
+    assert startup_line() == f"loaded 2 logs from {tmp_path / 'data'} (unclean shutdown)"
+    logs.close()
