@@ -211,16 +211,17 @@ class LogLoader:
         truncated = segment.recover(on_batch)
         if truncated:
             logger.warning(
-                "%s: truncated %d bytes of torn or corrupt data from %s at position %d; "
-                "the log now ends at offset %d", self.name, truncated, segment.log_path,
-                segment.size, segment.next_offset)
+                "%s: recovery truncated the log at offset %d: bytes [%d, %d) of %s were "
+                "torn or corrupt; every offset from %d on is gone", self.name,
+                segment.next_offset, segment.size, segment.size + truncated, segment.log_path,
+                segment.next_offset)
         return truncated
 
     def _drop_after_truncation(self, later: list[LogSegment]) -> None:
         for segment in later:
             segment.size = self.fs.file_size(segment.fd)
-            logger.warning("%s: deleted segment %s (base offset %d, %d bytes) after the "
-                           "truncation", self.name, segment.log_path, segment.base_offset,
+            logger.warning("%s: recovery deleted segment %s (offsets from %d, %d bytes) after "
+                           "the truncation", self.name, segment.log_path, segment.base_offset,
                            segment.size)
             segment.rename_to_deleted()
             segment.delete_files()

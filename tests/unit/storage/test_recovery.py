@@ -85,19 +85,30 @@ def test_torn_tail_is_truncated_and_logged(tmp_path: Path, caplog: pytest.LogCap
     last = sorted(tmp_path.glob("*.log"))[-1]
     with open(last, "ab") as file:
         file.write(written[5][:40])
+    size = last.stat().st_size
     with caplog.at_level(logging.WARNING):
         assert check_log_is_prefix(tmp_path, written) == len(written)
-    assert "truncated 40 bytes" in caplog.text and "topic-0" in caplog.text
+    end = open_log(tmp_path).log_end_offset
+    assert f"topic-0: recovery truncated the log at offset {end}: bytes [{size - 40}, " \
+           f"{size}) of {last} were torn or corrupt; every offset from {end} on is gone" \
+        in caplog.text
 
 
-def test_damage_in_a_middle_segment_drops_later_segments(tmp_path: Path) -> None:
+def test_damage_in_a_middle_segment_drops_later_segments(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     written = build_log(tmp_path)
     second = sorted(tmp_path.glob("*.log"))[1]
     raw = bytearray(second.read_bytes())
     raw[100] ^= 0x55
     second.write_bytes(raw)
-    kept = check_log_is_prefix(tmp_path, written)
+    third = sorted(tmp_path.glob("*.log"))[2]
+    with caplog.at_level(logging.WARNING):
+        kept = check_log_is_prefix(tmp_path, written)
     assert 0 < kept < len(written)
+    end = open_log(tmp_path).log_end_offset
+    assert f"topic-0: recovery truncated the log at offset {end}: bytes [" in caplog.text
+    assert f"topic-0: recovery deleted segment {third} (offsets from {int(third.stem)}" \
+        in caplog.text
     assert len(list(tmp_path.glob("*.log"))) == 2
 
 
