@@ -22,8 +22,7 @@ from strom.broker.admin_manager import AdminManager
 from strom.broker.config import BrokerConfig
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
-from strom.broker.handlers import HANDLERS
-from strom.broker.handlers.api_versions import supported_versions
+from strom.broker.handlers import API_VERSIONS, HANDLERS
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every
 from strom.broker.producer_ids import ProducerIdManager
@@ -32,6 +31,7 @@ from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.headers import UnsupportedRequestError, decode_request, encode_response
+from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.primitives import Records
 from strom.storage.log_manager import LogManager
@@ -39,7 +39,6 @@ from strom.storage.producer_state import ProducerStateManagerConfig
 
 logger = logging.getLogger(__name__)
 
-API_VERSIONS = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +74,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
+        self.api_versions = API_VERSIONS  # what ApiVersions answers, from the handler table
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -135,11 +135,11 @@ class Broker:
 
     def _unsupported(self, exc: UnsupportedRequestError) -> list[Records]:
         header = exc.header
-        if header.request_api_key != API_VERSIONS:
+        if header.request_api_key != ApiVersionsRequest.API_KEY:
             raise CloseConnection(f"{exc} (client {header.client_id})")
         # An ApiVersions version we do not know: answer in v0 with the versions we do,
         # so the client can retry with one of them (KIP-511).
-        response = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=supported_versions())
+        response = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.api_versions)
         return encode_response(response, 0, header.correlation_id)
 
 

@@ -1,10 +1,12 @@
 """One module per API, each declaring the versions it serves.
 
-A handler module has ``API_KEY``, ``VERSIONS`` (a range within the codec's valid
-versions) and ``async def handle(broker, request) -> response | None``; every module
-in this package is one (found at import, so adding an API is adding a file).
-``HANDLERS`` below is the one table: the broker dispatches through it and the ApiVersions response
-is built from it, so the versions a client is told can never drift from the ones served.
+A handler module has ``REQUEST`` (the generated request class: its ``API_KEY`` and
+``VALID_VERSIONS`` come from Kafka's schema), ``VERSIONS`` (the versions served, which
+must lie within the codec's) and ``async def handle(broker, request) -> response | None``;
+every module in this package is one (found at import, so adding an API is adding a file).
+``HANDLERS`` below is the one table: the broker dispatches through it and
+``API_VERSIONS`` (the ApiVersions answer, built once here) comes from it, so the
+versions a client is told can never drift from the ones served.
 Handlers are thin: they translate a request into calls on the broker's parts and the
 results (or ``StorageError``/``TopicError`` codes) into a response.
 """
@@ -16,14 +18,16 @@ import inspect
 import pkgutil
 from typing import TYPE_CHECKING, Protocol, cast
 
+from strom.protocol.message import Message
+from strom.protocol.messages.api_versions_response import ApiVersion
+
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
-    from strom.protocol.message import Message
 
 
 class Handler(Protocol):
-    API_KEY: int
+    REQUEST: type[Message]
     VERSIONS: range
 
     async def handle(self, broker: Broker, request: Request) -> Message | None: ...
@@ -34,11 +38,18 @@ def _discover() -> dict[int, Handler]:
     found: dict[int, Handler] = {}
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        key = getattr(module, "API_KEY", None)
+        request = getattr(module, "REQUEST", None)
         versions = getattr(module, "VERSIONS", None)
         handle = getattr(module, "handle", None)
-        if not (isinstance(key, int) and isinstance(versions, range) and inspect.iscoroutinefunction(handle)):
-            raise TypeError(f"{module.__name__} is not a handler (API_KEY, VERSIONS, async handle)")
+        if not (isinstance(request, type) and issubclass(request, Message) and isinstance(versions, range)
+                and inspect.iscoroutinefunction(handle)):
+            raise TypeError(f"{module.__name__} is not a handler (REQUEST, VERSIONS, async handle)")
+        key = request.API_KEY
+        if key is None:
+            raise TypeError(f"{module.__name__}: {request.__name__} is not a request")
+        codec = request.VALID_VERSIONS
+        if not versions or versions.start < codec.start or versions.stop > codec.stop or versions.step != 1:
+            raise TypeError(f"{module.__name__} serves versions {versions}, outside the codec's {codec}")
         if key in found:
             raise TypeError(f"two handlers for API key {key}")
         found[key] = cast(Handler, module)
@@ -46,3 +57,8 @@ def _discover() -> dict[int, Handler]:
 
 
 HANDLERS: dict[int, Handler] = _discover()
+
+API_VERSIONS: tuple[ApiVersion, ...] = tuple(
+    ApiVersion(key, handler.VERSIONS.start, handler.VERSIONS.stop - 1) for key, handler in sorted(HANDLERS.items())
+)
+"""Every API this broker serves and its versions: what ApiVersions answers."""

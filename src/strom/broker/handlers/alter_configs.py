@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 33
+REQUEST = AlterConfigsRequest
 VERSIONS = range(0, 3)
 
 Outcome = tuple[ErrorCode, str | None]

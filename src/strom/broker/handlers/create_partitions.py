@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 37
+REQUEST = CreatePartitionsRequest
 VERSIONS = range(0, 4)
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 19
+REQUEST = CreateTopicsRequest
 VERSIONS = range(0, 8)
 
 

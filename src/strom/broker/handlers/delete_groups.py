@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 42
+REQUEST = DeleteGroupsRequest
 VERSIONS = range(0, 3)
 
 

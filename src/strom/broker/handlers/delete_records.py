@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 21
+REQUEST = DeleteRecordsRequest
 VERSIONS = range(0, 3)
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 20
+REQUEST = DeleteTopicsRequest
 VERSIONS = range(0, 7)
 ZERO_ID = uuid.UUID(int=0)
 

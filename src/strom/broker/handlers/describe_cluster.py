@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 60
+REQUEST = DescribeClusterRequest
 VERSIONS = range(0, 2)
 
 ENDPOINT_TYPE_BROKER: Final = 1

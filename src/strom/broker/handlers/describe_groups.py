@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 15
+REQUEST = DescribeGroupsRequest
 VERSIONS = range(0, 6)
 # AclOperation codes: READ = 3, DELETE = 6, DESCRIBE = 8
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)

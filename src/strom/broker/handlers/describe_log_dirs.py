@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 35
+REQUEST = DescribeLogDirsRequest
 VERSIONS = range(0, 5)
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 1
+REQUEST = FetchRequest
 VERSIONS = range(4, 17)
 TOPIC_IDS_FROM = 13  # Fetch v13 addresses topics by id
 SESSIONS_FROM = 7

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 10
+REQUEST = FindCoordinatorRequest
 VERSIONS = range(0, 7)
 GROUP, TRANSACTION = 0, 1
 

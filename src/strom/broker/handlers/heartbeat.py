@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 12
+REQUEST = HeartbeatRequest
 VERSIONS = range(0, 5)
 
 

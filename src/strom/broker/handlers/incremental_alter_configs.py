@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 44
+REQUEST = IncrementalAlterConfigsRequest
 VERSIONS = range(0, 2)
 
 SET: Final = 0

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 22
+REQUEST = InitProducerIdRequest
 VERSIONS = range(0, 6)
 MAX_EPOCH = 32767
 

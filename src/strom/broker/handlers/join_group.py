@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 11
+REQUEST = JoinGroupRequest
 VERSIONS = range(0, 10)
 
 

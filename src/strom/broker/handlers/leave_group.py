@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 13
+REQUEST = LeaveGroupRequest
 VERSIONS = range(0, 6)
 
 

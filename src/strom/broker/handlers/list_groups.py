@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 16
+REQUEST = ListGroupsRequest
 VERSIONS = range(0, 6)
 GROUP_TYPE = "classic"
 

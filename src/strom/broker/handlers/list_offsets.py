@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 2
+REQUEST = ListOffsetsRequest
 VERSIONS = range(1, 10)
 
 LEADER_EPOCH_FROM = 4

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 3
+REQUEST = MetadataRequest
 VERSIONS = range(0, 13)
 
 

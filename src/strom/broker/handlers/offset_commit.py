@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 8
+REQUEST = OffsetCommitRequest
 VERSIONS = range(0, 10)
 
 

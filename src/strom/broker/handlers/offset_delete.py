@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 47
+REQUEST = OffsetDeleteRequest
 VERSIONS = range(0, 1)
 
 

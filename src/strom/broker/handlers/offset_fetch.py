@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 9
+REQUEST = OffsetFetchRequest
 VERSIONS = range(0, 10)
 Fetched = dict[tuple[str, int], OffsetAndMetadata | None]
 

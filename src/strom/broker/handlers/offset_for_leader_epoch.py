@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 23
+REQUEST = OffsetForLeaderEpochRequest
 VERSIONS = range(0, 5)
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-API_KEY = 0
+REQUEST = ProduceRequest
 VERSIONS = range(0, 12)
 
 _BUFFERS = (bytes, bytearray, memoryview)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
 
-API_KEY = 14
+REQUEST = SyncGroupRequest
 VERSIONS = range(0, 6)
 
 
