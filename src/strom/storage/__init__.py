@@ -4,8 +4,10 @@ Modules, bottom up: ``fs`` (the filesystem seam), ``index_file``/``offset_index`
 ``time_index`` (sparse indexes), ``segment`` (``LogSegment``), ``log_segments``
 (copy-on-write segment list), ``leader_epoch`` and ``checkpoint`` (small text files),
 ``producer_state`` (``ProducerStateManager``: idempotence, transactions, snapshots),
-``log`` (``Log``: append, read, flush, retention), ``log_loader`` (open + crash
-recovery), ``log_manager`` (a data directory of logs), ``config`` (``LogConfig``).
+``log_validator`` (an append's checks and offsets, pure bytes), ``retention``,
+``truncation`` (followers' truncation steps and their crash marker), ``log`` (``Log``:
+append, read, flush, retention, truncation), ``log_loader`` (open + crash recovery),
+``log_manager`` (a data directory of logs), ``config`` (``LogConfig``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from strom.storage.log_loader import LogLoader
 from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManager, ProducerStateManagerConfig
 from strom.storage.time_index import TimestampOffset
+from strom.storage.truncation import LogTruncation
 
 __all__ = [
     "AppendResult",
@@ -45,6 +48,7 @@ __all__ = [
     "LogDirLockedError",
     "LogLoader",
     "LogManager",
+    "LogTruncation",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerStateError",

@@ -1,9 +1,11 @@
-"""Log: one partition's append-only log — offsets, appends, reads, rolls, flushes, retention.
+"""Log: one partition's append-only log — offsets, appends, reads, rolls, flushes, retention,
+and a follower's truncation (``truncation``).
 
 On disk a partition is the directory ``<data-dir>/<topic>-<partition>/`` holding its
 segments (``segment``), ``leader-epoch-checkpoint`` (``leader_epoch``), producer state
-snapshots (``producer_state``) and nothing else; the data dir's checkpoint files hold
-its recovery point and log start offset.
+snapshots (``producer_state``), ``truncation-in-progress`` while a truncation runs
+(``truncation``), and nothing else; the data dir's checkpoint files hold its recovery
+point and log start offset.
 
 Idempotence: every batch with a producer id is checked against ``producer_state``
 after offsets are assigned in memory and before a byte is written, so a rejected
