@@ -60,12 +60,19 @@ logger = logging.getLogger(__name__)
 
 
 
-class GroupCoordinator(GroupRebalancer):
+class GroupCoordinator:
     def __init__(
         self, config: GroupConfig, manager: GroupMetadataManager, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
-        super().__init__(config, manager, monotonic)
+        self.config = config
+        self.manager = manager
+        self.monotonic = monotonic
+        self.rebalancer = GroupRebalancer(config, manager, monotonic)
         self._expiry_task: asyncio.Task[None] | None = None
+
+    @property
+    def groups(self) -> dict[str, GroupMetadata]:
+        return self.manager.groups
 
     @classmethod
     def build(
@@ -82,11 +89,11 @@ class GroupCoordinator(GroupRebalancer):
         """Arm session timers for loaded members, and the offsets expiration task."""
         for group in self.groups.values():
             for member in group.members.values():
-                self._schedule_session(group, member)
+                self.rebalancer.schedule_session(group, member)
         self._expiry_task = asyncio.create_task(
             every(
                 self.config.offsets_retention_check_interval_ms,
-                lambda: self.expire_offsets(self._now_ms()),
+                lambda: self.expire_offsets(self.rebalancer.now_ms()),
                 "offsets expiration",
             )
         )
@@ -147,7 +154,7 @@ class GroupCoordinator(GroupRebalancer):
         if group is None:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now_ms())
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self.rebalancer.now_ms())
         if group.is_in(DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
@@ -162,20 +169,20 @@ class GroupCoordinator(GroupRebalancer):
                 return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             new_member_id = f"{client_id}-{uuid.uuid4()}"
             if group_instance_id is not None:
-                self._join_static(
+                self.rebalancer.join_static(
                     group, new_member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                     session_timeout_ms, protocol_type, protocols, future, supports_skip_assignment,
                 )
             elif require_known_member_id:
-                self._add_pending_member(group, new_member_id, session_timeout_ms)
+                self.rebalancer.add_pending_member(group, new_member_id, session_timeout_ms)
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_member_id)
             else:
-                self._add_member_and_rebalance(
+                self.rebalancer.add_member_and_rebalance(
                     group, new_member_id, None, client_id, client_host, rebalance_timeout_ms,
                     session_timeout_ms, protocol_type, protocols, future,
                 )
         else:
-            result = self._join_known(
+            result = self.rebalancer.join_known(
                 group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                 session_timeout_ms, protocol_type, protocols, future,
             )
@@ -198,7 +205,7 @@ class GroupCoordinator(GroupRebalancer):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_member(group, member_id, group_instance_id, generation_id)
+        error = self.rebalancer.validate_member(group, member_id, group_instance_id, generation_id)
         if error:
             return SyncResult(error)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -210,7 +217,7 @@ class GroupCoordinator(GroupRebalancer):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(PREPARING):
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        self._touch(group, member)
+        self.rebalancer.touch(group, member)
         if group.is_in(STABLE):
             return SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name)
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
@@ -226,10 +233,10 @@ class GroupCoordinator(GroupRebalancer):
             member.assignment = assignments.get(member.member_id, b"")
         error = self.manager.store_group(group)
         if error:
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+            self.rebalancer.reset_and_propagate_assignment_error(group, error)
+            self.rebalancer.maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
             return
-        group.transition_to(STABLE, self._now_ms())
+        group.transition_to(STABLE, self.rebalancer.now_ms())
         logger.info("group %s: generation %d is Stable", group.group_id, group.generation_id)
         for member in group.members.values():
             complete_sync(member, SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol_name))
@@ -246,12 +253,12 @@ class GroupCoordinator(GroupRebalancer):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_in(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, group_instance_id, generation_id)
+        error = self.rebalancer.validate_member(group, member_id, group_instance_id, generation_id)
         if error:
             return error
         if group.is_in(EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._touch(group, group.members[member_id])
+        self.rebalancer.touch(group, group.members[member_id])
         return ErrorCode.REBALANCE_IN_PROGRESS if group.is_in(PREPARING) else ErrorCode.NONE
 
     def leave_group(
@@ -280,13 +287,13 @@ class GroupCoordinator(GroupRebalancer):
                 return ErrorCode.FENCED_INSTANCE_ID
             member_id = owner
         elif member_id in group.pending_members:
-            self._remove_pending(group, member_id)
-            self._maybe_complete_join(group)
+            self.rebalancer.remove_pending(group, member_id)
+            self.rebalancer.maybe_complete_join(group)
             return ErrorCode.NONE
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._remove_member_and_update_group(group, member, "left the group")
+        self.rebalancer.remove_member_and_update_group(group, member, "left the group")
         return ErrorCode.NONE
 
     # -- offsets -------------------------------------------------------------------------
@@ -299,10 +306,10 @@ class GroupCoordinator(GroupRebalancer):
             return dict.fromkeys(offsets, error)
         group = self.groups.get(group_id)
         if group is None:  # a group that does not use the coordinator for membership
-            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self._now_ms())
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self.rebalancer.now_ms())
         member = group.members.get(member_id)
         if member is not None:
-            self._touch(group, member)
+            self.rebalancer.touch(group, member)
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, offset in offsets.items():
@@ -328,7 +335,7 @@ class GroupCoordinator(GroupRebalancer):
             return ErrorCode.NONE
         if group.is_in(COMPLETING):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        return self._validate_member(group, member_id, instance_id, generation_id)
+        return self.rebalancer.validate_member(group, member_id, instance_id, generation_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
@@ -387,7 +394,7 @@ class GroupCoordinator(GroupRebalancer):
             return ErrorCode.NON_EMPTY_GROUP
         error = self.manager.delete_group(group)
         if error == ErrorCode.NONE:
-            group.transition_to(DEAD, self._now_ms())
+            group.transition_to(DEAD, self.rebalancer.now_ms())
             logger.info("group %s deleted", group_id)
         return error
 

@@ -1,8 +1,10 @@
 """Membership and rebalancing: Kafka's classic JoinGroup state machine and member sessions.
 
-``GroupRebalancer`` holds the machinery the ``GroupCoordinator`` (its subclass, the public
-API) drives: adding, updating and replacing members, preparing a rebalance, ending it
-(Kafka's ``DelayedJoin``/``InitialDelayedJoin``), and the per-member session timers.
+``GroupRebalancer`` holds the machinery the ``GroupCoordinator`` (the public API, which
+owns one) drives: adding, updating and replacing members, preparing a rebalance, ending
+it (Kafka's ``DelayedJoin``/``InitialDelayedJoin``), and the per-member session timers.
+Its public methods are the coordinator's, not the handlers': they expect the group's
+request already validated.
 
 A rebalance ends when every known member has rejoined (never early while the initial
 delay of a group that was Empty runs: that wait is extended by
@@ -57,11 +59,11 @@ class GroupRebalancer:
     def groups(self) -> dict[str, GroupMetadata]:
         return self.manager.groups
 
-    def _now_ms(self) -> int:
+    def now_ms(self) -> int:
         return self.manager.clock_ms()
 
     # -- joining -------------------------------------------------------------------------
-    def _join_known(
+    def join_known(
         self, group: GroupMetadata, member_id: str, instance_id: str | None, client_id: str, client_host: str,
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str, protocols: Protocols,
         future: asyncio.Future[JoinResult],
@@ -70,8 +72,8 @@ class GroupRebalancer:
         if member_id in group.pending_members:
             if instance_id is not None:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
-            self._remove_pending(group, member_id)
-            self._add_member_and_rebalance(
+            self.remove_pending(group, member_id)
+            self.add_member_and_rebalance(
                 group, member_id, None, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                 protocol_type, protocols, future,
             )
@@ -86,27 +88,27 @@ class GroupRebalancer:
             self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
         elif group.is_in(COMPLETING):
             if member.matches(protocols):
-                self._touch(group, member)
+                self.touch(group, member)
                 return self._generation_result(group, member.member_id, leader_view=member_id == group.leader_id)
             self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
         elif group.is_in(STABLE):
             if member_id == group.leader_id or not member.matches(protocols):
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
             else:
-                self._touch(group, member)
+                self.touch(group, member)
                 return self._generation_result(group, member_id, leader_view=False)
         else:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         return None
 
-    def _join_static(
+    def join_static(
         self, group: GroupMetadata, new_member_id: str, instance_id: str, client_id: str, client_host: str,
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str, protocols: Protocols,
         future: asyncio.Future[JoinResult], supports_skip_assignment: bool,
     ) -> None:
         old_member_id = group.static_members.get(instance_id)
         if old_member_id is None:
-            self._add_member_and_rebalance(
+            self.add_member_and_rebalance(
                 group, new_member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
                 session_timeout_ms, protocol_type, protocols, future,
             )
@@ -122,7 +124,7 @@ class GroupRebalancer:
         member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
         member.supported_protocols = protocols
         member.join_future = future
-        self._touch(group, member)
+        self.touch(group, member)
         logger.info("group %s: static member %s rejoined as %s (was %s)", group.group_id, instance_id, new_member_id, old_member_id)
         if group.is_in(STABLE):
             if group.protocol_name == group.select_protocol():
@@ -145,13 +147,13 @@ class GroupRebalancer:
                     result = dataclasses.replace(result, leader_id=previous_leader or "")
                 complete_join(member, result)
             else:
-                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed the group's protocol")
+                self.maybe_prepare_rebalance(group, f"static member {instance_id} changed the group's protocol")
         elif group.is_in(COMPLETING):
-            self._maybe_prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+            self.maybe_prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
         elif group.is_in(PREPARING):
-            self._maybe_complete_join(group)
+            self.maybe_complete_join(group)
 
-    def _add_pending_member(self, group: GroupMetadata, member_id: str, session_timeout_ms: int) -> None:
+    def add_pending_member(self, group: GroupMetadata, member_id: str, session_timeout_ms: int) -> None:
         """MEMBER_ID_REQUIRED (KIP-394): the id is reserved until the member rejoins with it."""
         loop = asyncio.get_running_loop()
         group.pending_members[member_id] = loop.call_later(
@@ -161,16 +163,16 @@ class GroupRebalancer:
     def _expire_pending(self, group: GroupMetadata, member_id: str) -> None:
         if member_id in group.pending_members:
             logger.info("group %s: pending member %s did not rejoin in time", group.group_id, member_id)
-            self._remove_pending(group, member_id)
+            self.remove_pending(group, member_id)
             if group.is_in(PREPARING):
-                self._maybe_complete_join(group)
+                self.maybe_complete_join(group)
 
-    def _remove_pending(self, group: GroupMetadata, member_id: str) -> None:
+    def remove_pending(self, group: GroupMetadata, member_id: str) -> None:
         handle = group.pending_members.pop(member_id, None)
         if handle is not None:
             handle.cancel()
 
-    def _add_member_and_rebalance(
+    def add_member_and_rebalance(
         self, group: GroupMetadata, member_id: str, instance_id: str | None, client_id: str, client_host: str,
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str, protocols: Protocols,
         future: asyncio.Future[JoinResult],
@@ -182,10 +184,10 @@ class GroupRebalancer:
         if group.is_in(PREPARING) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
-        self._touch(group, member)
-        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+        self.touch(group, member)
+        self.maybe_prepare_rebalance(group, f"member {member_id} joined")
         if group.is_in(PREPARING):
-            self._maybe_complete_join(group)
+            self.maybe_complete_join(group)
 
     def _update_member_and_rebalance(
         self, group: GroupMetadata, member: MemberMetadata, protocols: Protocols, rebalance_timeout_ms: int,
@@ -195,10 +197,10 @@ class GroupRebalancer:
         member.supported_protocols = protocols
         member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
         member.join_future = future
-        self._touch(group, member)
-        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self.touch(group, member)
+        self.maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
         if group.is_in(PREPARING):
-            self._maybe_complete_join(group)
+            self.maybe_complete_join(group)
 
     def _generation_result(self, group: GroupMetadata, member_id: str, *, leader_view: bool) -> JoinResult:
         members: tuple[tuple[str, str | None, bytes], ...] = ()
@@ -212,18 +214,18 @@ class GroupRebalancer:
         )
 
     # -- rebalancing ---------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+    def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_in(STABLE, COMPLETING, EMPTY):
             self._prepare_rebalance(group, reason)
 
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_in(COMPLETING):
-            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+            self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         loop = asyncio.get_running_loop()
         if group.join_timer is not None:
             group.join_timer.cancel()
         initial = group.is_in(EMPTY)
-        group.transition_to(PREPARING, self._now_ms())
+        group.transition_to(PREPARING, self.now_ms())
         logger.info("group %s: preparing rebalance for generation %d: %s", group.group_id, group.generation_id + 1, reason)
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
@@ -247,7 +249,7 @@ class GroupRebalancer:
         group.initial_delay = False
         self._on_complete_join(group)
 
-    def _maybe_complete_join(self, group: GroupMetadata) -> None:
+    def maybe_complete_join(self, group: GroupMetadata) -> None:
         if group.is_in(PREPARING) and not group.initial_delay and group.all_members_joined():
             self._on_complete_join(group)
 
@@ -271,14 +273,14 @@ class GroupRebalancer:
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
-            group.transition_to(EMPTY, self._now_ms())
+            group.transition_to(EMPTY, self.now_ms())
             logger.info("group %s: generation %d with no members; Empty", group.group_id, group.generation_id)
             error = self.manager.store_group(group)
             if error:
                 logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
             return
         group.protocol_name = group.select_protocol()
-        group.transition_to(COMPLETING, self._now_ms())
+        group.transition_to(COMPLETING, self.now_ms())
         logger.info(
             "group %s: generation %d, protocol %s, leader %s, %d members", group.group_id, group.generation_id,
             group.protocol_name, group.leader_id, len(group.members),
@@ -287,9 +289,9 @@ class GroupRebalancer:
             if member.join_future is not None:
                 result = self._generation_result(group, member.member_id, leader_view=member.member_id == group.leader_id)
                 complete_join(member, result)
-                self._touch(group, member)
+                self.touch(group, member)
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+    def reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
             complete_sync(member, SyncResult(error))
@@ -302,22 +304,22 @@ class GroupRebalancer:
             member.timer = None
         group.remove(member.member_id)
 
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+    def remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         logger.info("group %s: removing member %s: %s", group.group_id, member.member_id, reason)
         self._remove_member(group, member)
         if group.is_in(STABLE, COMPLETING):
-            self._maybe_prepare_rebalance(group, reason)
+            self.maybe_prepare_rebalance(group, reason)
         elif group.is_in(PREPARING):
-            self._maybe_complete_join(group)
+            self.maybe_complete_join(group)
 
     # -- sessions ------------------------------------------------------------------------
-    def _touch(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def touch(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """A sign of life: the session deadline moves to now + session timeout."""
         member.heartbeat_deadline = self.monotonic() + member.session_timeout_ms / 1000
         if member.timer is None:
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
 
-    def _schedule_session(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def schedule_session(self, group: GroupMetadata, member: MemberMetadata) -> None:
         if member.heartbeat_deadline == 0.0:
             member.heartbeat_deadline = self.monotonic() + member.session_timeout_ms / 1000
         delay = max(member.heartbeat_deadline - self.monotonic(), 0.0)
@@ -331,11 +333,11 @@ class GroupRebalancer:
         if member.is_awaiting_join or member.is_awaiting_sync:
             member.heartbeat_deadline = max(member.heartbeat_deadline, now + member.session_timeout_ms / 1000)
         if now < member.heartbeat_deadline:
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             return
-        self._remove_member_and_update_group(group, member, "session timeout expired")
+        self.remove_member_and_update_group(group, member, "session timeout expired")
 
-    def _validate_member(self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+    def validate_member(self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         if group.is_fenced(member_id, instance_id):
             return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in group.members:
