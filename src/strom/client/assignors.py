@@ -20,10 +20,11 @@ unowned, to its new member. Nobody consumes a partition while another still does
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
+from strom.protocol import consumer_protocol
 from strom.protocol.topic_partition import TopicPartition
 
 
@@ -227,3 +228,24 @@ ASSIGNORS: dict[str, PartitionAssignor] = {
     assignor.name: assignor
     for assignor in (RangeAssignor(), RoundRobinAssignor(), CooperativeStickyAssignor())
 }
+
+
+# -- ConsumerProtocol bytes <-> what an assignor reads and returns -------------------------
+
+
+def decode_subscription(metadata: bytes, group_instance_id: str | None) -> Subscription:
+    """A member's ConsumerProtocolSubscription, of any version; no bytes subscribe to nothing."""
+    if not metadata:
+        return Subscription(frozenset(), group_instance_id=group_instance_id)
+    decoded = consumer_protocol.decode_subscription(metadata)
+    return Subscription(frozenset(decoded.topics), consumer_protocol.owned_partitions(decoded),
+                        decoded.generation_id, group_instance_id)
+
+
+def encode_assignment(partitions: Collection[TopicPartition]) -> bytes:
+    return consumer_protocol.encode_assignment(consumer_protocol.assignment(partitions))
+
+
+def decode_assignment(data: bytes) -> frozenset[TopicPartition]:
+    """The partitions in a SyncGroup answer; empty bytes (no assignment) is none."""
+    return frozenset(consumer_protocol.assigned_partitions(consumer_protocol.decode_assignment(data)))

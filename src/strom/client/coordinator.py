@@ -3,15 +3,11 @@
 The member finds its group coordinator (FindCoordinator, key type 0), joins
 (JoinGroup, offering every configured assignor with its subscription), and learns its
 partitions (SyncGroup; the leader computes everyone's first). A background task then
-heartbeats every ``heartbeat.interval.ms`` to keep the session; a heartbeat answered
-REBALANCE_IN_PROGRESS asks for a rejoin, one answered UNKNOWN_MEMBER_ID,
-ILLEGAL_GENERATION or FENCED_INSTANCE_ID means the partitions are lost. Rejoining
+heartbeats every ``heartbeat.interval.ms`` to keep the session and enforces
+``max.poll.interval.ms`` (``heartbeat.py``); the subscription and assignment bytes
+are Kafka's ConsumerProtocol (``strom.protocol.consumer_protocol``). Rejoining
 happens on the consumer's own task, from ``ensure_active_group`` in its poll, so the
 rebalance listener always runs there, never in the heartbeat task.
-
-As in the Java client, ``max.poll.interval.ms`` bounds the time between polls: the
-heartbeat task leaves the group when the consumer has not called ``poll_called``
-within it, so a stuck consumer hands its partitions over; its next poll rejoins.
 
 The rebalance protocol is cooperative when every configured assignor supports it
 (KIP-429: only partitions taken away are revoked, after the join, and the member
@@ -33,10 +29,15 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from strom.client.assignors import ASSIGNORS, Subscription
+from strom.client.assignors import (
+    ASSIGNORS,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 from strom.client.cluster import Cluster
 from strom.client.config import ConsumerConfig
-from strom.client.coordinator_link import CoordinatorLink, Retry
+from strom.client.coordinator_link import COORDINATOR_GONE, CoordinatorLink, Retry
 from strom.client.errors import (
     ConfigError,
     KafkaConnectionError,
@@ -44,6 +45,7 @@ from strom.client.errors import (
     KafkaTimeoutError,
     UnsupportedVersionError,
 )
+from strom.client.heartbeat import Heartbeat
 from strom.client.offsets import (
     OFFSET_COMMIT_VERSIONS,
     OFFSET_FETCH_VERSIONS,
@@ -57,8 +59,6 @@ from strom.client.offsets import (
 from strom.protocol import consumer_protocol
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
-from strom.protocol.messages.heartbeat_request import HeartbeatRequest
-from strom.protocol.messages.heartbeat_response import HeartbeatResponse
 from strom.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
 from strom.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 from strom.protocol.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
@@ -73,7 +73,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["CommitFailedError", "ConsumerCoordinator", "OffsetAndMetadata", "RebalanceListener"]
 
 PROTOCOL_TYPE = "consumer"
-_COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 # The consumer's positions for auto-commit: offsets alone, or with metadata and epoch.
 Positions = Callable[[], Mapping[TopicPartition, OffsetAndMetadata | int]]
 
@@ -129,9 +128,7 @@ class ConsumerCoordinator:
         self._assignment: frozenset[TopicPartition] = frozenset()
         self._leader_snapshot: dict[str, int] | None = None
         self._join_lock = asyncio.Lock()
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._last_poll = time.monotonic()
-        self._last_heartbeat_ok = time.monotonic()
+        self._heartbeat = Heartbeat(self, config, self._link)
         self._next_auto_commit = time.monotonic() + config.auto_commit_interval_ms / 1000
         self._auto_commit_task: asyncio.Task[None] | None = None
         self._fatal: KafkaError | None = None
@@ -160,6 +157,15 @@ class ConsumerCoordinator:
         return self._leader_snapshot is not None
 
     @property
+    def stable(self) -> bool:
+        """Joined and synced, not rebalancing."""
+        return self._stable
+
+    @property
+    def current_generation(self) -> Generation:
+        return self._generation
+
+    @property
     def need_rejoin(self) -> bool:
         return self._rejoin_reason is not None or not self._stable
 
@@ -176,7 +182,7 @@ class ConsumerCoordinator:
         records the application got from earlier polls (at-least-once).
         """
         now = time.monotonic()
-        self._last_poll = now
+        self._heartbeat.poll()
         if (self._auto_commit_enabled and self._stable and now >= self._next_auto_commit
                 and (self._auto_commit_task is None or self._auto_commit_task.done())):
             self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000
@@ -209,8 +215,8 @@ class ConsumerCoordinator:
                         await asyncio.sleep(self.config.retry_backoff_ms / 1000)
                     continue
                 self._needs_join_prepare = True
-        self._last_poll = time.monotonic()
-        self._start_heartbeat()
+        self._heartbeat.poll()
+        self._heartbeat.start()
         if self._listener_error is not None:
             error, self._listener_error = self._listener_error, None
             raise error
@@ -288,9 +294,9 @@ class ConsumerCoordinator:
             self._generation = Generation(member_id=join.member_id)
             raise Retry("the broker assigned a member id", backoff=False)
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self._reset_generation(f"JoinGroup: {error.name}", keep_member_id=False)
+            self.reset_generation(f"JoinGroup: {error.name}", keep_member_id=False)
             raise Retry(error.name, backoff=False)
-        if error in _COORDINATOR_GONE:
+        if error in COORDINATOR_GONE:
             self._link.mark_unknown(error.name)
             raise Retry(error.name)
         if error in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REBALANCE_IN_PROGRESS) or error.retriable:
@@ -304,9 +310,9 @@ class ConsumerCoordinator:
         if error is ErrorCode.REBALANCE_IN_PROGRESS:
             raise Retry("the group rebalanced again during SyncGroup", backoff=False)
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self._reset_generation(f"SyncGroup: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
+            self.reset_generation(f"SyncGroup: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
             raise Retry(error.name, backoff=False)
-        if error in _COORDINATOR_GONE:
+        if error in COORDINATOR_GONE:
             self._link.mark_unknown(error.name)
             raise Retry(error.name)
         if error.retriable:
@@ -340,7 +346,7 @@ class ConsumerCoordinator:
         # listener may commit in on_partitions_revoked (what a cooperative member must
         # do before handing partitions on).
         self._stable = True
-        self._last_heartbeat_ok = time.monotonic()
+        self._heartbeat.received()
         if self.cooperative:
             added = assigned - self._assignment
             revoked = self._assignment - assigned
@@ -368,59 +374,8 @@ class ConsumerCoordinator:
                 self.request_rejoin(f"topic {topic} now has {len(info.partitions)} partitions")
                 return
 
-    # -- heartbeats ---------------------------------------------------------------------
-    def _start_heartbeat(self) -> None:
-        if self._heartbeat_task is None or self._heartbeat_task.done():
-            self._heartbeat_task = asyncio.create_task(self._heartbeat_loop(), name=f"heartbeat {self.group_id}")
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.config.heartbeat_interval_ms / 1000
-        while not self._closed:
-            await asyncio.sleep(interval)
-            if not self._stable:
-                continue
-            now = time.monotonic()
-            if now - self._last_poll > self.config.max_poll_interval_ms / 1000:
-                logger.warning("group %s: no poll within max.poll.interval.ms (%d ms); leaving the group",
-                               self.group_id, self.config.max_poll_interval_ms)
-                await self._maybe_leave_group("consumer poll timeout has expired")
-                continue
-            if now - self._last_heartbeat_ok > self.config.session_timeout_ms / 1000:
-                self._link.mark_unknown("no successful heartbeat within session.timeout.ms")
-            try:
-                await self._heartbeat()
-            except (KafkaError, Retry) as exc:
-                logger.info("group %s: heartbeat failed: %s", self.group_id, exc)
-
-    async def _heartbeat(self) -> None:
-        generation = self._generation
-
-        def request(version: int) -> HeartbeatRequest:
-            return HeartbeatRequest(
-                group_id=self.group_id, generation_id=generation.generation_id, member_id=generation.member_id,
-                group_instance_id=self.config.group_instance_id if version >= 3 else None)
-
-        await self._link.ensure()
-        response, _ = await self._link.send(12, request, HeartbeatRequest.VALID_VERSIONS)
-        assert isinstance(response, HeartbeatResponse)
-        error = ErrorCode.from_code(response.error_code)
-        if generation != self._generation:
-            return  # answered for a generation that is over
-        if error is ErrorCode.NONE:
-            self._last_heartbeat_ok = time.monotonic()
-        elif error is ErrorCode.REBALANCE_IN_PROGRESS:
-            self._last_heartbeat_ok = time.monotonic()
-            self.request_rejoin("the group is rebalancing")
-        elif error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
-            self._reset_generation(f"heartbeat: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
-        elif error is ErrorCode.FENCED_INSTANCE_ID:
-            self._reset_generation("heartbeat: FENCED_INSTANCE_ID", keep_member_id=False)
-            self._fatal = KafkaError(error, f"group.instance.id {self.config.group_instance_id!r} is used by "
-                                            "another member")
-        elif error in _COORDINATOR_GONE:
-            self._link.mark_unknown(error.name)
-
-    def _reset_generation(self, reason: str, *, keep_member_id: bool) -> None:
+    # -- leaving the group --------------------------------------------------------------
+    def reset_generation(self, reason: str, *, keep_member_id: bool) -> None:
         """Out of the group: the partitions are lost, reported at the next join."""
         logger.info("group %s: member %s is out of generation %d: %s", self.group_id,
                     self._generation.member_id, self._generation.generation_id, reason)
@@ -429,7 +384,7 @@ class ConsumerCoordinator:
         self._stable = False
         self.request_rejoin(reason)
 
-    async def _maybe_leave_group(self, reason: str) -> None:
+    async def maybe_leave_group(self, reason: str) -> None:
         """LeaveGroup, except for a static member: its instance keeps its place until the
         session times out, so a restart gets the same partitions without a rebalance."""
         generation = self._generation
@@ -447,7 +402,7 @@ class ConsumerCoordinator:
             except (KafkaError, Retry) as exc:
                 logger.info("group %s: LeaveGroup failed (%s); the session timeout will remove us",
                             self.group_id, exc)
-        self._reset_generation(reason, keep_member_id=False)
+        self.reset_generation(reason, keep_member_id=False)
 
     # -- offsets ------------------------------------------------------------------------
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *,
@@ -498,7 +453,7 @@ class ConsumerCoordinator:
         return self._generation
 
     def _raise_commit_error(self, error: ErrorCode, generation: Generation) -> None:
-        if error in _COORDINATOR_GONE or error is ErrorCode.REQUEST_TIMED_OUT:
+        if error in COORDINATOR_GONE or error is ErrorCode.REQUEST_TIMED_OUT:
             self._link.mark_unknown(error.name)
             raise Retry(error.name)
         if error is ErrorCode.REBALANCE_IN_PROGRESS:
@@ -506,7 +461,7 @@ class ConsumerCoordinator:
             raise KafkaError(error, f"group {self.group_id!r} is rebalancing; commit after it completes")
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             if generation == self._generation and generation is not NO_GENERATION:
-                self._reset_generation(f"OffsetCommit: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
+                self.reset_generation(f"OffsetCommit: {error.name}", keep_member_id=error is ErrorCode.ILLEGAL_GENERATION)
             raise CommitFailedError(error, "the group rebalanced without this member (polls too far apart, "
                                            "or the session expired); its partitions may have moved")
         raise KafkaError(error, f"OffsetCommit for group {self.group_id!r}")
@@ -529,7 +484,7 @@ class ConsumerCoordinator:
                 if not errors:
                     return {tp: rows[tp][1] if tp in rows else None for tp in partitions}
                 first = min(errors)
-                if first in _COORDINATOR_GONE:
+                if first in COORDINATOR_GONE:
                     self._link.mark_unknown(first.name)
                 elif not first.retriable:
                     raise KafkaError(first, f"OffsetFetch for group {self.group_id!r}")
@@ -582,6 +537,10 @@ class ConsumerCoordinator:
             if callback != "on_partitions_assigned" and self._released is not None:
                 self._released(partitions)
 
+    def fence(self, error: KafkaError) -> None:
+        """Another member took this one's group.instance.id: every later call raises ``error``."""
+        self._fatal = error
+
     def _raise_fatal(self) -> None:
         if self._fatal is not None:
             raise self._fatal
@@ -591,10 +550,7 @@ class ConsumerCoordinator:
         if self._closed:
             return
         async with self._join_lock:
-            if self._heartbeat_task is not None:
-                self._heartbeat_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._heartbeat_task
+            await self._heartbeat.stop()
             try:
                 if self._stable:
                     await self._commit_before_revocation()
@@ -603,24 +559,6 @@ class ConsumerCoordinator:
                 if revoked:
                     await self._invoke("on_partitions_revoked" if self._stable else "on_partitions_lost", revoked)
                 if self._generation.member_id:
-                    await self._maybe_leave_group("the consumer is being closed")
+                    await self.maybe_leave_group("the consumer is being closed")
             self._closed = True
             await self._link.close()
-
-
-def decode_subscription(metadata: bytes, group_instance_id: str | None) -> Subscription:
-    """A member's ConsumerProtocolSubscription, of any version; no bytes subscribe to nothing."""
-    if not metadata:
-        return Subscription(frozenset(), group_instance_id=group_instance_id)
-    decoded = consumer_protocol.decode_subscription(metadata)
-    return Subscription(frozenset(decoded.topics), consumer_protocol.owned_partitions(decoded),
-                        decoded.generation_id, group_instance_id)
-
-
-def encode_assignment(partitions: Collection[TopicPartition]) -> bytes:
-    return consumer_protocol.encode_assignment(consumer_protocol.assignment(partitions))
-
-
-def decode_assignment(data: bytes) -> frozenset[TopicPartition]:
-    """The partitions in a SyncGroup answer; empty bytes (no assignment) is none."""
-    return frozenset(consumer_protocol.assigned_partitions(consumer_protocol.decode_assignment(data)))

@@ -16,15 +16,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
 from strom.client.cluster import BrokerInfo, Cluster
 from strom.client.config import ConsumerConfig
 from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from strom.client.find_coordinator import find_coordinator
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 
 logger = logging.getLogger(__name__)
+
+# The answers that say the coordinator moved or is not ready: forget it, find it again.
+COORDINATOR_GONE: Final = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 class Retry(Exception):
