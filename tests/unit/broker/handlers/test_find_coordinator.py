@@ -44,12 +44,12 @@ def test_the_first_group_lookup_creates_the_offsets_topic(broker: BrokerRunner) 
     broker.run(scenario)
 
 
-def test_a_transaction_coordinator_is_not_available(broker: BrokerRunner) -> None:
-    """No transaction coordinator runs yet: Kafka's answer while none is available."""
+def test_a_transactional_id_is_coordinated_here(broker: BrokerRunner) -> None:
+    """Kafka's broker hosts a transaction coordinator too: a transactional id finds this node."""
 
     async def scenario(h: BrokerHarness) -> None:
         response = await h.request(FindCoordinatorRequest(key="tx", key_type=TRANSACTION), version=3)
-        assert response.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (response.error_code, response.node_id) == (ErrorCode.NONE, 1)
 
     broker.run(scenario)
 
