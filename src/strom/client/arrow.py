@@ -13,11 +13,11 @@ No Python object is made per record. A fetch is decoded in three steps:
 1. Per batch (Python): header, CRC, aborted transactions, control batches, offset
    range, decompression. The record sections to decode are gathered in one buffer,
    the "arena" (the fetch itself when nothing was compressed).
-2. Record starts, the one sequential step (a record starts after the previous one's
-   varint length): a Python loop with one table lookup per record, and runs of
-   equal-size records counted in C (see ``_walk``).
-3. Everything else is numpy over all records of the fetch at once: varints by byte-pair
-   tables, and key/value/header columns cut out of the arena by Arrow's ``take``.
+2. Record starts and fields, by the columnar record walker the log cleaner shares
+   (``strom.protocol.records.columnar``): one table lookup per record (runs of
+   equal-size records counted in C), then numpy over all records of the fetch at once.
+3. Headers (when asked) in vectorised rounds, and key/value/header columns cut out of
+   the arena by Arrow's ``take``.
 
 Validation matches ``strom.protocol.records.decode_records`` (CRC, field bounds, record
 lengths and counts), except that without ``include_headers`` headers are not parsed,
@@ -26,9 +26,7 @@ only bounded by their record's length.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable
-from itertools import accumulate
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -39,6 +37,13 @@ from strom.client.read_committed import AbortedTransactionLike, AbortFilter
 from strom.protocol.compression import CompressionType, decompress
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
+from strom.protocol.records.columnar import (
+    ArenaView,
+    RecordColumns,
+    join_sections,
+    scan_records,
+    sized_field,
+)
 from strom.protocol.records.header import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -52,14 +57,7 @@ from strom.protocol.records.legacy import decode_message
 from strom.protocol.records.v2 import (
     DEFAULT_MAX_UNCOMPRESSED_SIZE,
 )
-from strom.protocol.records.varint import read_varint
-from strom.protocol.records.varint_arrays import (
-    PAIR_SIZE,
-    PAIR_VALUE,
-    RECORD_STEP,
-    SINGLE_BYTES,
-    long_varints,
-)
+from strom.protocol.records.varint_arrays import long_varints
 
 Buffer = bytes | bytearray | memoryview
 Int64s = npt.NDArray[np.int64]
@@ -170,154 +168,10 @@ def records_to_arrow(
     return parts[0] if len(parts) == 1 else _concat(parts, include_headers)
 
 
-# --- step 2: record starts ----------------------------------------------------------
-
-
-def _arena(pieces: list[tuple[Buffer, int, int]]) -> tuple[Buffer, list[tuple[int, int]]]:
-    """One buffer holding every section: the fetch itself unless something was inflated."""
-    if all(piece[0] is pieces[0][0] for piece in pieces):
-        return pieces[0][0], [(start, end) for _, start, end in pieces]
-    ends = list(accumulate(end - start for _, start, end in pieces))
-    spans = [(at - end + start, at) for at, (_, start, end) in zip(ends, pieces, strict=True)]
-    return b"".join(memoryview(buf)[start:end] for buf, start, end in pieces), spans
-
-
-class _Starts:
-    """Record starts as found: single positions, and runs of equal-size records kept as
-    ``(slot, first start, size, count)`` so that a run costs no Python int per record."""
-
-    def __init__(self) -> None:
-        self.singles = array("q")
-        self.runs: list[tuple[int, int, int, int]] = []
-        self.in_runs = 0
-
-    def __len__(self) -> int:
-        return len(self.singles) + self.in_runs
-
-    def to_array(self) -> Int64s:
-        singles = np.frombuffer(self.singles, dtype=np.int64)
-        if not self.runs:
-            return singles
-        slot, first, size, count = (np.array(field) for field in zip(*self.runs, strict=True))
-        run_of = np.repeat(np.arange(len(count)), count)
-        within = np.arange(self.in_runs, dtype=np.int64) - (np.cumsum(count) - count)[run_of]
-        starts = np.empty(len(self), dtype=np.int64)
-        in_run = np.zeros(len(self), dtype=bool)
-        run_slots = slot[run_of] + within
-        in_run[run_slots] = True
-        starts[run_slots] = first[run_of] + within * size[run_of]
-        starts[~in_run] = singles
-        return starts
-
-
-def _walk(arena: Buffer, start: int, end: int, count: int, found: _Starts) -> None:
-    """Find the starts of the ``count`` records filling ``arena[start:end]``.
-
-    Two records in a row of the same size start a run: the records ``step`` bytes apart
-    whose first two bytes (the length varint) are the same have that size too, and
-    ``bytes.lstrip`` on a strided slice counts them in C. Fixed-size values then cost a
-    few runs per batch (sizes change where the offset and timestamp deltas gain a byte);
-    varied sizes cost one table lookup per record.
-    """
-    table = RECORD_STEP
-    singles = found.singles
-    append = singles.append
-    before = len(found)
-    pos, previous, run = start, -1, 32
-    try:
-        while pos < end:
-            step = table[arena[pos] | (arena[pos + 1] << 8)]
-            if step != previous:
-                append(pos)
-                if step:
-                    pos += step
-                else:  # a record of 8 KiB or more, or a corrupt length
-                    length, body = read_varint(arena, pos)
-                    if length < 6:
-                        raise _corrupt(f"record length {length} out of bounds")
-                    pos = body + length
-                    step = -1
-                previous = step
-                continue
-            room = min((end - pos) // step, run)
-            if not room:
-                break  # the record overruns the section
-            same = _leading(arena[pos : pos + room * step : step], arena[pos])
-            if arena[pos] >= 0x80:
-                same = _leading(arena[pos + 1 : pos + same * step : step], arena[pos + 1])
-            found.runs.append((len(singles) + found.in_runs, pos, step, same))
-            found.in_runs += same
-            pos += same * step
-            run = run * 2 if same == room else 32
-    except IndexError:
-        raise _corrupt("records section truncated") from None
-    if pos != end or len(found) - before != count:
-        raise _corrupt(f"records section does not hold its {count} records")
-
-
-
-
-def _leading(strided: Buffer, byte: int) -> int:
-    """How many bytes at the start of ``strided`` equal ``byte``."""
-    return len(strided) - len(bytes(strided).lstrip(SINGLE_BYTES[byte]))
-
-
-def _record_starts(
-    arena: Buffer, spans: list[tuple[int, int]], counts: list[int]
-) -> tuple[Int64s, Int64s]:
-    """Each record's start in the arena, and the index of its section."""
-    found = _Starts()
-    for (start, end), count in zip(spans, counts, strict=True):
-        _walk(arena, start, end, count, found)
-    section_of = np.repeat(np.arange(len(spans), dtype=np.int64), counts)
-    return found.to_array(), section_of
-
-
-# --- step 3: fields, vectorised -----------------------------------------------------
+# --- step 3: headers and columns, vectorised -------------------------------------------
 #
-# Positions only grow while a record is parsed, so one check per record at the end (its
-# fields end exactly at its length) catches every field that overran it; numpy bounds-
-# checks every gather, so nothing is read outside the buffer.
-
-
-class _View(NamedTuple):
-    """The arena as bytes, and as the (unaligned) little-endian byte pair at each position."""
-
-    u8: npt.NDArray[np.uint8]
-    pairs: npt.NDArray[np.uint16]
-
-    @classmethod
-    def of(cls, arena: Buffer) -> _View:
-        u8 = np.frombuffer(arena, dtype=np.uint8)
-        pairs = np.ndarray((max(len(u8) - 1, 0),), "<u2", arena, 0, (1,))
-        return cls(u8, pairs)
-
-
-def _varints(view: _View, pos: Int64s, max_bytes: int) -> tuple[Int64s, Int64s]:
-    """The zigzag varints at every position of ``pos``, and the positions after them.
-
-    Varints of one or two bytes (nearly all) are two table lookups on the byte pair;
-    longer ones go byte by byte, vectorised over just those.
-    """
-    try:
-        pair = view.pairs[pos]
-    except IndexError:  # a varint in the arena's last byte
-        return long_varints(view.u8, pos, max_bytes)
-    size = PAIR_SIZE[pair]
-    value = PAIR_VALUE[pair].astype(np.int64)
-    after = pos + size
-    if size.min() == 0:
-        longer = np.flatnonzero(size == 0)
-        value[longer], after[longer] = long_varints(view.u8, pos[longer], max_bytes)
-    return value, after
-
-
-def _sized_field(view: _View, pos: Int64s, what: str) -> tuple[Int64s, Int64s, Int64s]:
-    """A length-prefixed field (-1 = null): ``(start, length, position after)``."""
-    length, start = _varints(view, pos, 5)
-    if length.min(initial=0) < -1:
-        raise _corrupt(f"negative {what} length")
-    return start, length, start + np.maximum(length, 0)
+# Record starts and fields up to the value are the shared walker's
+# (``strom.protocol.records.columnar``); headers are read here, in rounds.
 
 
 class _Headers(NamedTuple):
@@ -331,7 +185,7 @@ class _Headers(NamedTuple):
     value_length: Int64s
 
 
-def _parse_headers(view: _View, pos: Int64s, counts: Int64s) -> _Headers:
+def _parse_headers(view: ArenaView, pos: Int64s, counts: Int64s) -> _Headers:
     """Headers in rounds: round j reads the j-th header of every record that has one."""
     list_offsets = np.concatenate(([0], np.cumsum(counts)))
     spans = np.empty((4, int(list_offsets[-1])), dtype=np.int64)
@@ -339,10 +193,10 @@ def _parse_headers(view: _View, pos: Int64s, counts: Int64s) -> _Headers:
     at = pos[active]
     round_index = 0
     while active.size:
-        key_start, key_length, at = _sized_field(view, at, "header key")
+        key_start, key_length, at = sized_field(view, at, "header key")
         if key_length.min() < 0:
             raise _corrupt("null header key")
-        value_start, value_length, at = _sized_field(view, at, "header value")
+        value_start, value_length, at = sized_field(view, at, "header value")
         spans[:, list_offsets[active] + round_index] = (
             key_start, key_length, value_start, value_length
         )
@@ -353,24 +207,10 @@ def _parse_headers(view: _View, pos: Int64s, counts: Int64s) -> _Headers:
     return _Headers(list_offsets, *spans)
 
 
-class _Fields(NamedTuple):
-    offset_delta: Int64s
-    timestamp_delta: Int64s
-    key_start: Int64s
-    key_length: Int64s
-    value_start: Int64s
-    value_length: Int64s
-    headers: _Headers | None
-
-
-def _parse_records(view: _View, starts: Int64s, include_headers: bool) -> _Fields:
+def _parse_headers_or_bound(view: ArenaView, records: RecordColumns, include_headers: bool) -> _Headers | None:
+    """Headers (when asked), after checking that the header count and headers end the record."""
+    pos, end = records.after_value, records.end
     try:
-        length, body = _varints(view, starts, 5)
-        end = body + length  # the walk has checked these lengths
-        timestamp_delta, pos = _varints(view, body + 1, 10)  # +1: attributes, unused
-        offset_delta, pos = _varints(view, pos, 5)
-        key_start, key_length, pos = _sized_field(view, pos, "key")
-        value_start, value_length, pos = _sized_field(view, pos, "value")
         first = view.u8[pos]  # the header count; may be the arena's last byte
         if first.max(initial=0) < 0x80:
             header_count = (first >> 1).astype(np.int64) ^ -(first & 1).astype(np.int64)
@@ -389,9 +229,7 @@ def _parse_records(view: _View, starts: Int64s, include_headers: bool) -> _Field
         raise _corrupt("record fields overrun the records section") from None
     if overrun.any():
         raise _corrupt("record length disagrees with its fields")
-    return _Fields(
-        offset_delta, timestamp_delta, key_start, key_length, value_start, value_length, headers
-    )
+    return headers
 
 
 def _decode_sections(
@@ -404,11 +242,12 @@ def _decode_sections(
 ) -> pa.RecordBatch:
     if not sections.pieces:
         return _empty(include_headers)
-    arena, spans = _arena(sections.pieces)
-    view = _View.of(arena)
+    arena, spans = join_sections(sections.pieces)
+    view = ArenaView.of(arena)
     headers = sections.headers
-    starts, batch_of = _record_starts(arena, spans, [h.records_count for h in headers])
-    fields = _parse_records(view, starts, include_headers)
+    fields = scan_records(view, spans, [h.records_count for h in headers])
+    header_spans = _parse_headers_or_bound(view, fields, include_headers)
+    batch_of = fields.section
     offsets = sections.field(h.base_offset for h in headers)[batch_of] + fields.offset_delta
     timestamps = sections.field(h.base_timestamp for h in headers)[batch_of]
     timestamps += fields.timestamp_delta
@@ -420,7 +259,8 @@ def _decode_sections(
     kept = offsets >= start_offset
     if end_offset is not None:
         kept &= offsets < end_offset
-    columns: tuple[npt.NDArray[Any], ...] = (offsets, timestamps, timestamp_type, *fields[2:6])
+    columns: tuple[npt.NDArray[Any], ...] = (offsets, timestamps, timestamp_type, fields.key_start,
+                                             fields.key_length, fields.value_start, fields.value_length)
     selection = None if kept.all() else np.flatnonzero(kept)
     if selection is not None:
         columns = tuple(column[selection] for column in columns)
@@ -435,8 +275,8 @@ def _decode_sections(
         _timestamps(timestamps),
         pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(timestamp_type)]),
     ]
-    if fields.headers is not None:
-        header_column = _header_column(buffer, len(arena), fields.headers)
+    if header_spans is not None:
+        header_column = _header_column(buffer, len(arena), header_spans)
         arrays.append(header_column if selection is None else header_column.take(selection))
     return pa.RecordBatch.from_arrays(arrays, schema=kafka_schema(include_headers))
 
