@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strom.protocol.topic_partition import TopicPartition
 from strom.spark.manifest import DataFile, Manifest, ManifestStore
 from strom.spark.options import SourceOptions, parse_source_options
 from strom.spark.planning import OffsetReader
@@ -167,7 +168,7 @@ def load(spark: SparkSession, bootstrap_servers: str, topics: Sequence[str], pat
 
 
 def _plan(options: SourceOptions, committed: dict[str, dict[int, int]], rewind_to: int | str | None
-          ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+          ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int], dict[TopicPartition, int]]:
     reader = OffsetReader(options)
     try:
         tps = reader.partitions()
@@ -187,7 +188,7 @@ def _plan(options: SourceOptions, committed: dict[str, dict[int, int]], rewind_t
     return start, end, earliest
 
 
-def _latest(options: SourceOptions) -> dict[tuple[str, int], int]:
+def _latest(options: SourceOptions) -> dict[TopicPartition, int]:
     reader = OffsetReader(options)
     try:
         return reader.latest(reader.partitions())
@@ -195,11 +196,11 @@ def _latest(options: SourceOptions) -> dict[tuple[str, int], int]:
         reader.close()
 
 
-def _new_rows(spark: SparkSession, options: SourceOptions, start: dict[tuple[str, int], int],
-              end: dict[tuple[str, int], int]) -> DataFrame:
+def _new_rows(spark: SparkSession, options: SourceOptions, start: dict[TopicPartition, int],
+              end: dict[TopicPartition, int]) -> DataFrame:
     from pyspark.sql import functions as F
 
-    def as_json(offsets: dict[tuple[str, int], int]) -> str:
+    def as_json(offsets: dict[TopicPartition, int]) -> str:
         out: dict[str, dict[str, int]] = {}
         for (t, p), o in offsets.items():
             out.setdefault(t, {})[str(p)] = o
@@ -215,7 +216,7 @@ def _new_rows(spark: SparkSession, options: SourceOptions, start: dict[tuple[str
 
 
 def _kept_rows(spark: SparkSession, root: Path, files: list[DataFile],
-               start: dict[tuple[str, int], int]) -> DataFrame:
+               start: dict[TopicPartition, int]) -> DataFrame:
     """The rows of rewritten files that lie before the rewind point: they stay."""
     from pyspark.sql import functions as F
 

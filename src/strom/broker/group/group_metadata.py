@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from strom.broker.group.offsets_topic import GroupMetadataValue, MemberMetadataValue
 from strom.protocol import consumer_protocol
 from strom.protocol.errors import ProtocolError
+from strom.protocol.topic_partition import TopicPartition
 
 
 class GroupState(enum.Enum):
@@ -125,7 +126,7 @@ class GroupMetadata:
     members: dict[str, MemberMetadata] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     current_state_timestamp: int = -1
     # the JoinGroup wait of the current rebalance (Kafka's DelayedJoin/InitialDelayedJoin)
     join_timer: asyncio.TimerHandle | None = None
