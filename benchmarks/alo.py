@@ -4,7 +4,7 @@ its CPU cost per record.
     .venv/bin/python benchmarks/alo.py [--records 800] [--overhead-records 100000] [--quick]
                                        [--profile]
 
-One ``strom serve`` (``tests/compat/broker_process.py``, a fresh data dir). A topic of 8
+One ``strom serve`` (``tests/support/broker_process.py``, a fresh data dir). A topic of 8
 partitions holds the records (1,000 distinct keys, 100 B values); each consumer reads it
 from the start in a group of its own and commits what it processed.
 
@@ -49,7 +49,7 @@ from strom.client.admin_types import NewTopic
 from strom.client.consumer import AsyncConsumer
 from strom.client.fetcher import ConsumerRecord
 from strom.client.producer import AsyncProducer
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 8
 IO_SECONDS = 0.010

@@ -42,7 +42,7 @@ from strom.protocol.messages.fetch_request import (
 )
 from strom.protocol.messages.fetch_response import FetchResponse
 from strom.protocol.records import RecordBatchBuilder, decode_records
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 BATCH_BYTES = 16 << 10
 REPEATS = 5

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/clients.py [--rounds 3] [--records 1000000] [--size 100]
                                            [--quick] [--profile]
 
-One ``strom serve`` (``tests/compat/broker_process.py``, default settings, a fresh data
+One ``strom serve`` (``tests/support/broker_process.py``, default settings, a fresh data
 dir under a temp dir). Every round, each producer writes ``--records`` records of
 ``--size`` B (values cycled from 1,024 random ones, null keys) to a topic of its own with
 4 partitions; then every consumer reads back the topic Strom's ``AsyncProducer.produce``
@@ -61,7 +61,7 @@ from strom.client.admin_types import NewTopic, TopicPartition
 from strom.client.consumer import AsyncConsumer
 from strom.client.producer import AsyncProducer
 from strom.client.sync import Producer
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 4
 LINGER_MS = 5

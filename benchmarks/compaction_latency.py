@@ -49,7 +49,7 @@ from confluent_kafka.admin import (
 )
 
 from benchmarks._fill import fill_topic
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def fill(bootstrap: str, topic: str, records: int, keys: int) -> None:

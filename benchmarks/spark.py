@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/spark.py [--records 10000000] [--size 100] [--partitions 4]
                                          [--rounds 2] [--master local[2]]
 
-One ``strom serve`` (``tests/compat/broker_process.py``, default settings, a fresh data
+One ``strom serve`` (``tests/support/broker_process.py``, default settings, a fresh data
 dir), one topic of ``--partitions`` partitions filled with ``--records`` records of
 ``--size`` B (values cycled from 1,024 random ones, 8-byte keys) by confluent-kafka. One
 local SparkSession (``--master``, Arrow enabled for pandas conversions). Then, each
@@ -47,7 +47,7 @@ from strom.client.admin_types import NewTopic
 from strom.client.sync import Admin
 from strom.spark import register
 from strom.spark.loader import DATE_UTC, load
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def fill(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> None:

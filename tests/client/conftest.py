@@ -4,27 +4,13 @@ Kafka implementation in Rust, so a bug Strom's clients share with Strom's broker
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from itertools import count
 from pathlib import Path
 
 import pytest
 
-from tests.compat.broker_process import BrokerProcess
-from tests.compat.tansu import TansuProcess
-
-_names = count()
-
-
-@dataclass
-class Kafka:
-    kind: str  # "strom" or "tansu"
-    bootstrap: str
-    strom: BrokerProcess | None = None  # for restarts; None for Tansu
-
-    def topic(self, prefix: str = "t") -> str:
-        """A topic name no other test in the session uses."""
-        return f"{prefix}-{next(_names)}"
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Kafka
+from tests.support.tansu import TansuProcess
 
 
 @pytest.fixture(scope="module", params=["strom", "tansu"])

@@ -29,8 +29,8 @@ from strom.client.admin_types import (
 )
 from strom.client.errors import KafkaError, UnsupportedVersionError
 from strom.protocol.error_codes import ErrorCode
-from tests.client.conftest import Kafka
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Kafka
 
 T = TypeVar("T")
 DEADLINE = 30.0

@@ -20,7 +20,7 @@ from strom.client.admin_types import NewTopic
 from strom.client.consumer import AsyncConsumer
 from strom.client.fetcher import ConsumerRecord
 from strom.client.producer import AsyncProducer
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 _names = iter(range(1_000_000))
 

@@ -32,7 +32,7 @@ from strom.client.admin import AsyncAdmin
 from strom.client.admin_types import NewTopic
 from strom.client.consumer import AsyncConsumer
 from strom.client.producer import AsyncProducer
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 RECORDS = 4_000
 PARTITIONS = 4

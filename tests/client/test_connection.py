@@ -13,9 +13,9 @@ from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaConnectionError, KafkaTimeoutError
 from strom.protocol.messages.metadata_request import MetadataRequest
 from strom.protocol.messages.metadata_response import MetadataResponse
-from tests.client.conftest import Kafka
-from tests.compat.broker_process import BrokerProcess
-from tests.compat.tansu import free_port
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Kafka
+from tests.support.tansu import free_port
 
 
 def _host_port(bootstrap: str) -> tuple[str, int]:

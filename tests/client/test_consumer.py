@@ -6,15 +6,9 @@ import asyncio
 import time
 
 import confluent_kafka
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.client.consumer import AsyncConsumer
-from tests.client.conftest import Kafka
-
-
-def create_topic(kafka: Kafka, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+from tests.support.clients import Kafka, create_topic
 
 
 def produce(kafka: Kafka, topic: str, count: int, partition: int = 0, *, timestamp: int | None = None,

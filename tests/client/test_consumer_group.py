@@ -12,9 +12,8 @@ from strom.client.errors import KafkaError
 from strom.client.offsets import CommitFailedError
 from strom.client.producer import AsyncProducer
 from strom.protocol.error_codes import ErrorCode
-from tests.client.conftest import Kafka
-from tests.client.test_consumer import create_topic
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Kafka, create_topic
 
 
 async def produce_range(bootstrap: str, topic: str, start: int, stop: int) -> None:

@@ -22,7 +22,7 @@ from strom.client.config import ConsumerConfig
 from strom.client.coordinator import ConsumerCoordinator
 from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from strom.protocol.topic_partition import TopicPartition
-from tests.client.conftest import Kafka
+from tests.support.clients import Kafka
 
 GROUP_SETTINGS: dict[str, object] = {
     "session_timeout_ms": 6000, "heartbeat_interval_ms": 200, "max_poll_interval_ms": 20_000,

@@ -13,10 +13,9 @@ from strom.client.consumer import AsyncConsumer
 from strom.client.fetcher import ConsumerRecord
 from strom.client.partitioner import partition_for_key
 from strom.client.producer import AsyncProducer
-from tests.client.conftest import Kafka
 from tests.client.proxy import DroppingProxy
-from tests.client.test_consumer import create_topic
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Kafka, create_topic
 
 
 async def read_back(bootstrap: str, topic: str, partitions: int, count: int,

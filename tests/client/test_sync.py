@@ -9,8 +9,7 @@ import pytest
 
 from strom.client.errors import KafkaError
 from strom.client.sync import Consumer, Producer
-from tests.client.conftest import Kafka
-from tests.client.test_consumer import create_topic
+from tests.support.clients import Kafka, create_topic
 
 
 def test_sync_producer_and_consumer_round_trip(kafka: Kafka) -> None:

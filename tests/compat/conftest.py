@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture

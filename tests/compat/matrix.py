@@ -29,7 +29,7 @@ from pathlib import Path
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 GROUP_MS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 FIVE_MIB = 5 * 1024 * 1024

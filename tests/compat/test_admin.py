@@ -75,7 +75,7 @@ from strom.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderTopic,
 )
 from strom.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 TIMEOUT = 15
 # confluent-kafka deprecates the legacy AlterConfigs API, which these tests drive on purpose.

@@ -16,7 +16,7 @@ from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from strom.protocol.messages.fetch_response import FetchResponse
 from strom.protocol.records import iter_batches
-from tests.compat.broker_process import BrokerProcess, raw_request
+from tests.support.broker_process import BrokerProcess, raw_request
 
 TOPIC = "arrow"
 VERSION = 12

@@ -27,8 +27,8 @@ from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import encode_request
 from strom.protocol.messages import APIS
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
-from tests.compat.broker_process import BrokerProcess
-from tests.unit.protocol.samples import random_message
+from tests.support.broker_process import BrokerProcess
+from tests.support.protocol_samples import random_message
 
 REQUESTS = int(os.environ.get("STROM_BAD_INPUT_REQUESTS", "100000"))
 SEED = int(os.environ.get("STROM_BAD_INPUT_SEED", "7"))

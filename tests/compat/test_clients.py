@@ -20,7 +20,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
-from tests.compat.broker_process import BrokerProcess, raw_request
+from tests.support.broker_process import BrokerProcess, raw_request
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.storage.checkpoint import read_offset_checkpoint
 from strom.storage.fs import FileSystem
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "20000",
              "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "86400000"}

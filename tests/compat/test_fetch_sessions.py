@@ -14,7 +14,7 @@ from strom.protocol.messages.fetch_request import (
     ForgottenTopic,
 )
 from strom.protocol.messages.fetch_response import FetchResponse
-from tests.compat.broker_process import BrokerProcess, raw_request
+from tests.support.broker_process import BrokerProcess, raw_request
 
 VERSION = 12
 

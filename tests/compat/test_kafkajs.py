@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 JS = Path(__file__).parent / "js"
 

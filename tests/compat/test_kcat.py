@@ -15,7 +15,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 KCAT = shutil.which("kcat")
 if KCAT is None:  # scripts/test installs Debian's kcat; without it this suite is incomplete

@@ -13,7 +13,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewTopic as AioNewTopic
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import (
     BASE_TIME,
     GROUP_MS,

@@ -12,7 +12,7 @@ import kafka.errors
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import BASE_TIME, SIX_MIB, _big_value, _create, _produce, _read_all
 
 

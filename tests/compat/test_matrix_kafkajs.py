@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import BASE_TIME, FIVE_MIB, JS, _create, _produce, _read_all
 
 

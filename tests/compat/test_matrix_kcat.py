@@ -12,7 +12,7 @@ from collections.abc import Callable
 import confluent_kafka
 import pytest
 
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import (
     BASE_TIME,
     FIVE_MIB,

@@ -10,7 +10,7 @@ import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from strom.client.partitioner import DefaultPartitioner, murmur2
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 7
 TIMEOUT = 30

@@ -39,7 +39,7 @@ from strom.protocol.messages.produce_request import (
 )
 from strom.protocol.messages.produce_response import ProduceResponse
 from strom.protocol.records import build_record_batch, decode_records
-from tests.compat.tansu import TansuProcess
+from tests.support.tansu import TansuProcess
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from strom.protocol.headers import encode_request
 from strom.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
-from tests.compat.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -23,7 +23,7 @@ from strom.storage import FileSystem, Log
 from strom.storage.errors import KafkaStorageError
 from strom.storage.fs import Buffer
 from strom.storage.truncation import TRUNCATION_MARKER
-from tests.unit.storage.helpers import batch, open_log, read_all
+from tests.support.storage import batch, open_log, read_all
 
 BATCHES = 35  # single-record batches of producer 7, sequence = offset; rolls at 10, 20, 30
 TRUNCATE_TO = 15

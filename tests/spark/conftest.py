@@ -6,15 +6,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from itertools import count
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.compat.broker_process import BrokerProcess
-
-_names = count()
+from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="session")
@@ -41,29 +37,3 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield process
     if process.alive():
         process.stop()
-
-
-def topic_name(prefix: str = "spark") -> str:
-    return f"{prefix}-{next(_names)}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    from strom.client import Admin
-    from strom.client.admin_types import NewTopic
-
-    with Admin({"bootstrap.servers": bootstrap}) as admin:
-        admin.create_topics([NewTopic(name, partitions, 1, configs=configs or {})])
-
-
-def produce(bootstrap: str, records: list[dict[str, Any]]) -> None:
-    """Records as dicts of ``send`` arguments (topic, value, key, partition, headers, timestamp_ms)."""
-    from strom.client import Producer
-
-    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-        for r in records:
-            producer.send(**r)
-        producer.flush()
-
-
-def options(broker: BrokerProcess, **extra: object) -> dict[str, str]:
-    return {"kafka.bootstrap.servers": broker.bootstrap, **{k: str(v) for k, v in extra.items()}}

@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 
 from strom.spark.loader import CRASH_POINTS, load
 from strom.spark.manifest import ManifestStore
-from tests.compat.broker_process import BrokerProcess
-from tests.spark.conftest import create_topic, produce, topic_name
+from tests.support.broker_process import BrokerProcess
+from tests.support.spark import create_topic, produce, topic_name
 
 DAY_MS = 86_400_000
 BASE_TS = 1_700_000_000_000  # 2023-11-14

@@ -9,8 +9,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from tests.compat.broker_process import BrokerProcess
-from tests.spark.conftest import create_topic, options, produce, topic_name
+from tests.support.broker_process import BrokerProcess
+from tests.support.spark import create_topic, options, produce, topic_name
 
 BASE_TS = 1_700_000_000_000
 

@@ -14,20 +14,11 @@ from strom.compaction.cleaner import Cleaner, cleanable_range
 from strom.compaction.offset_map import ENTRY_BYTES, OffsetMap
 from strom.compaction.record_scan import has_keyless_record
 from strom.protocol.compression import CompressionType
-from strom.protocol.records import Record, build_record_batch, decode_records, iter_batches
+from strom.protocol.records import build_record_batch, iter_batches
 from strom.storage import Log
-from tests.unit.storage.helpers import open_log, read_all
+from tests.support.storage import open_log, read_all, records_of, summary
 
 Write = tuple[int, bytes | None]  # key number, value (None: tombstone)
-
-
-def records_of(log: Log) -> list[Record]:
-    return decode_records(read_all(log))
-
-
-def summary(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
-    return [(r.offset, None if r.key is None else bytes(r.key),
-             None if r.value is None else bytes(r.value)) for r in records_of(log)]
 
 
 def compact_fully(log: Log, cleaner: Cleaner, first_dirty: int | None = None) -> int:

@@ -13,8 +13,7 @@ from strom.compaction.offset_map import OffsetMap
 from strom.protocol.records import build_record_batch
 from strom.storage import FileSystem, Log
 from strom.storage.errors import KafkaStorageError
-from tests.unit.compaction.test_cleaner import summary
-from tests.unit.storage.helpers import open_log
+from tests.support.storage import open_log, summary
 
 
 class Crash(Exception):

@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from strom.protocol.messages import message_class
-from tests.unit.protocol.strategies import message_strategy, pairs, schemas
+from tests.support.protocol_strategies import message_strategy, pairs, schemas
 from tools.codegen.emit import layouts
 from tools.codegen.schema import Message as Schema
 from tools.codegen.schema import Struct

@@ -12,7 +12,7 @@ import random
 from strom.protocol.errors import ProtocolError
 from strom.protocol.headers import decode_request, decode_response, encode_request, encode_response
 from strom.protocol.messages import APIS
-from tests.unit.protocol.samples import random_message
+from tests.support.protocol_samples import random_message
 
 SEED = int(os.environ.get("STROM_FUZZ_SEED", "20261122"))
 MUTATIONS = int(os.environ.get("STROM_FUZZ_MUTATIONS", "100000"))

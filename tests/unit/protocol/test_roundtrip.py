@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom.protocol.messages import message_class
-from tests.unit.protocol.strategies import message_strategy, pairs, schemas
+from tests.support.protocol_strategies import message_strategy, pairs, schemas
 
 
 @pytest.mark.parametrize(("name", "version"), pairs(), ids=[f"{n}-v{v}" for n, v in pairs()])

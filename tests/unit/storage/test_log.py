@@ -14,7 +14,7 @@ from strom.protocol.records import (
     validate_crc,
 )
 from strom.storage import FetchIsolation, InvalidRecordsError, OffsetOutOfRangeError
-from tests.unit.storage.helpers import Clock, batch, open_log, read_all
+from tests.support.storage import Clock, batch, open_log, read_all
 
 
 def test_append_assigns_offsets_and_reads_back(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from strom.storage.checkpoint import (
 from strom.storage.errors import StorageError
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
-from tests.unit.storage.helpers import Clock, batch, read_all
+from tests.support.storage import Clock, batch, read_all
 
 SMALL = LogConfig(segment_bytes=500, file_delete_delay_ms=1000)
 

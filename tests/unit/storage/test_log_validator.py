@@ -28,7 +28,7 @@ from strom.storage.log_validator import (
     validate_records,
 )
 from strom.storage.producer_state import BatchMetadata
-from tests.unit.storage.helpers import batch
+from tests.support.storage import batch
 
 LIMITS = {"segment_bytes": 1 << 20, "max_message_bytes": 1 << 16}
 

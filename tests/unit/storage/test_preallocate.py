@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from strom.storage import Log, LogConfig
-from tests.unit.storage.helpers import batch, open_log, read_all
+from tests.support.storage import batch, open_log, read_all
 
 SEGMENT_BYTES = 4096
 

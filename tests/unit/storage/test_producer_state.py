@@ -27,7 +27,7 @@ from strom.storage.producer_state import (
     in_sequence,
     increment_sequence,
 )
-from tests.unit.storage.helpers import Clock, batch, open_log, read_all
+from tests.support.storage import Clock, batch, open_log, read_all
 
 PID = 4242
 

@@ -13,7 +13,7 @@ import pytest
 from strom.protocol.records import iter_batches, validate_crc
 from strom.storage import KafkaStorageError
 from strom.storage.fs import FileSystem
-from tests.unit.storage.helpers import FaultyFileSystem, batch, open_log, read_all
+from tests.support.storage import FaultyFileSystem, batch, open_log, read_all
 
 SEGMENT_BYTES = 3000
 

@@ -8,7 +8,7 @@ from strom.protocol.records import iter_batches
 from strom.storage.fs import FileSystem
 from strom.storage.index_file import CorruptIndexError
 from strom.storage.segment import AppendedBatch, LogSegment, segment_file_name
-from tests.unit.storage.helpers import batch
+from tests.support.storage import batch
 
 FS = FileSystem()
 
@@ -121,7 +121,7 @@ def test_recover_keeps_a_compacted_segment_with_gaps(tmp_path: Path) -> None:
 
 
 def test_failed_append_leaves_segment_unchanged(tmp_path: Path) -> None:
-    from tests.unit.storage.helpers import FaultyFileSystem
+    from tests.support.storage import FaultyFileSystem
 
     fs = FaultyFileSystem()
     segment = LogSegment(fs, str(tmp_path), 0, segment_index_bytes=4096,

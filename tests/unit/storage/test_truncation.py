@@ -16,7 +16,7 @@ from strom.protocol.records import build_record_batch, decode_records, iter_batc
 from strom.storage import FetchIsolation, Log, LogManager, OffsetOutOfRangeError
 from strom.storage.errors import OutOfOrderSequenceError
 from strom.storage.truncation import TRUNCATION_MARKER, TruncationKind, write_marker
-from tests.unit.storage.helpers import batch, open_log, read_all
+from tests.support.storage import batch, open_log, read_all
 
 SEGMENT_BYTES = 700  # a few batches of two 100-byte records per segment
 

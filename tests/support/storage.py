@@ -1,4 +1,5 @@
-"""Shared helpers for storage tests: batches, logs on a temp dir, a fault-injecting fs."""
+"""Shared helpers for storage, compaction and crash tests: batches, logs on a temp dir, a
+log's records read back, a fault-injecting fs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from strom.protocol.records import build_record_batch
+from strom.protocol.records import Record, build_record_batch, decode_records
 from strom.storage import FileSystem, Log, LogConfig, LogLoader
 from strom.storage.fs import Buffer
 
@@ -50,6 +51,16 @@ def read_all(log: Log, start: int | None = None) -> bytes:
         last = [header for _, header in iter_batches(chunk)][-1]
         offset = last.next_offset
     return bytes(out)
+
+
+def records_of(log: Log) -> list[Record]:
+    return decode_records(read_all(log))
+
+
+def summary(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record as (offset, key, value): what compaction must keep or drop."""
+    return [(r.offset, None if r.key is None else bytes(r.key),
+             None if r.value is None else bytes(r.value)) for r in records_of(log)]
 
 
 class FaultyFileSystem(FileSystem):

@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from strom.protocol.messages import message_class
-from tests.unit.protocol.strategies import schemas
+from tests.support.protocol_strategies import schemas
 from tools.codegen.emit import layouts
 from tools.codegen.schema import INT_RANGES, Field, Struct
 from tools.codegen.schema import Message as Schema
