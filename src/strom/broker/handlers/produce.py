@@ -15,6 +15,7 @@ one-partition answer. Every field is positional there, defaults included.
 from __future__ import annotations
 
 import logging
+import struct
 from typing import TYPE_CHECKING, cast
 
 from strom.protocol.error_codes import ErrorCode
@@ -45,6 +46,10 @@ REQUEST = ProduceRequest
 VERSIONS = range(0, 12)
 
 _BUFFERS = (bytes, bytearray, memoryview)
+ONE_V2_BATCH_FROM = 3  # Produce v3+: one record batch v2 per partition
+_INT32 = struct.Struct(">i")
+_LOG_OVERHEAD = 12  # base offset (8) and batch length (4) precede the length's bytes
+_MAGIC_AT = 16
 _NO_LEADER = LeaderIdAndEpoch()  # the schema's default: no current_leader to report
 
 # The twins, typed as what they build (a cast here rather than one per call).
@@ -66,9 +71,11 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     replica_manager = broker.replica_manager
     responses = []
     replicating: list[tuple[Partition, int]] = []
+    one_batch = request.api_version >= ONE_V2_BATCH_FROM
     for topic in body.topic_data:
         name = topic.name
-        partitions = [_append(replica_manager, name, data, acks, replicating) for data in topic.partition_data]
+        partitions = [_append(replica_manager, name, data, acks, replicating, one_batch)
+                      for data in topic.partition_data]
         responses.append(_new_topic_response(name, tuple(partitions)))
     if acks == 0:
         return None
@@ -79,10 +86,12 @@ async def handle(broker: Broker, request: Request) -> Message | None:
 
 
 def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
-            replicating: list[tuple[Partition, int]]) -> PartitionProduceResponse:
+            replicating: list[tuple[Partition, int]], one_batch: bool) -> PartitionProduceResponse:
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
+    if one_batch and (refused := _not_one_v2_batch(records)):
+        return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
     try:  # the log refuses empty sets and missing partitions with Kafka's codes
         partition = replica_manager.partition_or_error(topic, data.index)
         result = partition.append_as_leader(records, acks)
@@ -96,6 +105,21 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
         data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset,
         (), None, _NO_LEADER,
     )
+
+
+def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str | None:
+    """Kafka's ProduceRequest.validateRecords (v3+): exactly one whole batch, format v2.
+
+    Reads two header fields (batchLength at byte 8, magic at byte 16): O(1) per request.
+    """
+    size = len(records)
+    if size < _MAGIC_AT + 1 or (batch_size := _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0]) > size:
+        return "a produce request of v3 or later must carry one whole record batch per partition"
+    if records[_MAGIC_AT] != 2:
+        return "a produce request of v3 or later must carry record batch format v2"
+    if batch_size != size:
+        return "a produce request of v3 or later may carry only one record batch per partition"
+    return None
 
 
 def _after_replication(topic: TopicProduceResponse, errors: dict[tuple[str, int], ErrorCode]
