@@ -526,14 +526,18 @@ class Log:
                                                           self.segments, target)
                 self.segments = kept
                 self._delete_later(doomed)
-                self.leader_epoch_cache.truncate_from_end(target)
-                self.producer_state.truncate_and_reload(kept, self._log_start_offset, target,
+                # A compacted segment may end below the target (a gap): the log ends there,
+                # as a reload would find it.
+                end = min(target, kept.active.next_offset)
+                self._move_end(end, self._log_start_offset)
+                self.leader_epoch_cache.truncate_from_end(end)
+                self.producer_state.truncate_and_reload(kept, self._log_start_offset, end,
                                                         self.clock())
                 remove_marker(self.fs, self.directory)
             except OSError as exc:
                 self.offline = True  # half done: only recovery (it finishes the job) may go on
                 raise KafkaStorageError(f"truncating {self} failed: {exc}") from exc
-            return self._truncated(LogTruncation(previous_end, target, dropped, len(doomed)))
+            return self._truncated(LogTruncation(previous_end, end, dropped, len(doomed)))
 
     def truncate_fully_and_start_at(self, offset: int) -> LogTruncation:
         """Delete every segment and start an empty log at ``offset`` (Kafka's

@@ -414,11 +414,14 @@ class LogSegment:
         self.time_index.drop_stale_entries()
         self.fs.ftruncate(self.fd, position)
         self.size = position
-        self.next_offset = max(self.base_offset, min(offset, self.next_offset))
+        # The segment ends after its last batch kept: below ``offset`` if a compacted
+        # segment has a gap there (as a reload of the file would find it).
+        self.next_offset = self.base_offset
         last = self.time_index.last_entry
         self.max_timestamp, self.offset_of_max_timestamp = last.timestamp, last.offset
         for batch in self.iter_batches(self.offset_index.lookup(offset).position):
             self._note_timestamp(batch.max_timestamp, batch.next_offset - 1)
+            self.next_offset = batch.next_offset
         if position == 0:
             self.first_batch_timestamp = -1
         self._bytes_since_index = 0

@@ -291,3 +291,29 @@ def test_cleaning_that_saw_truncated_records_is_not_swapped_in(tmp_path: Path) -
     assert records[25].value == b"after"
     headers = [header for _, header in iter_batches(read_all(log))]
     assert all(a.next_offset <= b.base_offset for a, b in pairwise(headers))
+
+
+def test_a_compacted_gap_below_the_target_ends_the_log_where_a_reload_would(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=1 << 20, cleanup_policy="compact")
+    for number in range(10):
+        log.append(build_record_batch([(b"k%d" % number, b"first", (), 1000)]))
+    log.roll()
+    for number in range(10):
+        log.append(build_record_batch([(b"k%d" % (5 + number % 5), b"again", (), 1000)]))
+    log.roll()
+    log.append(build_record_batch([(b"k0", b"active", (), 1000)]))
+    Cleaner(OffsetMap(1 << 16)).clean(log, None)
+    assert offsets_of_batches(log) == [0, 1, 2, 3, 4, 15, 16, 17, 18, 19, 20]
+    truncation = log.truncate_to(10)  # inside the gap [5, 15)
+    assert truncation is not None and truncation.log_end_offset == 5
+    assert log.log_end_offset == log.segments.active.next_offset == 5
+    assert log.append(batch(1)).base_offset == 5
+    for clean in (True, False):
+        log.close()
+        log = open_log(tmp_path, clean=clean, segment_bytes=1 << 20, cleanup_policy="compact")
+        assert offsets_of_batches(log) == [0, 1, 2, 3, 4, 5] and log.log_end_offset == 6
+
+
+def offsets_of_batches(log: Log) -> list[int]:
+    return [header.base_offset for _, header in iter_batches(read_all(log))]
