@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from strom.spark.loader import CRASH_POINTS, load
@@ -106,6 +107,9 @@ def test_rewind_rewrites_records_from_a_point_in_time(spark: SparkSession, broke
     assert _output(out) == _expected(topic, 2, 300)
 
 
+# Nine `strom load` processes, each starting a JVM and Spark: about 2-3 minutes on an idle
+# machine, past pytest's default 300 s once the cores are busy (seen in a loaded CI run).
+@pytest.mark.timeout(900)
 def test_killed_loader_reruns_to_exactly_once(broker: BrokerProcess, tmp_path: Path) -> None:
     """SIGKILL at random moments, and os._exit at the commit's edges; every re-run repairs."""
     topic = topic_name("kill")
