@@ -31,7 +31,13 @@ no hole, no index entry or epoch past the log end, no snapshot above it.
 
 Whole batches only: an offset inside a v2 batch truncates to that batch's base offset
 (``batch_boundary``). Kafka also drops the whole batch but then sets the log end offset
-to the target, leaving offsets below it that no batch holds.
+to the target, leaving offsets below it that no batch holds. Likewise a target inside a
+compacted segment's gap ends the log after the last batch kept, where a reload of the
+files would put the end.
+
+Compaction: a cleaning that was reading when a truncation happened is not swapped in
+(``Log.replace_segments`` refuses it), since its copy may hold, or have dropped records
+for, records that are gone. Kafka pauses the cleaner around a truncation instead.
 """
 
 from __future__ import annotations
