@@ -271,8 +271,8 @@ class GroupCoordinator:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        if group is None:  # Kafka: the request is fine, no member of it is known
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
         if group.is_in(DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         return ErrorCode.NONE, [self._leave(group, member_id, instance_id) for member_id, instance_id in leaving]

@@ -235,6 +235,9 @@ class GroupRebalancer:
         else:
             group.join_timer = loop.call_later(group.rebalance_timeout_ms() / 1000, self._on_complete_join, group)
         group.initial_delay = initial
+        # Kafka's tryCompleteElseWatch: a DelayedJoin whose members have all joined already
+        # (e.g. the last one just left) completes now, not at the rebalance timeout.
+        self.maybe_complete_join(group)
 
     def _initial_delay_expired(self, group: GroupMetadata, delay_ms: int, remaining_ms: int) -> None:
         """Kafka's InitialDelayedJoin: wait again while new members keep coming."""
