@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from strom.broker.handlers.describe_configs import ConfigSource
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from strom.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsResponse,
 )
+from strom.storage.config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -64,6 +67,24 @@ def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> Creat
         error_message=None,
         num_partitions=created.partitions,
         replication_factor=1,
+        configs=_configs(broker, configs),
+    )
+
+
+def _configs(broker: Broker, overrides: dict[str, str]) -> tuple[CreatableTopicConfigs, ...]:
+    """KIP-525 (v5+): the new topic's every setting and where its value comes from."""
+    effective = broker.log_manager.default_config.with_overrides(overrides).to_properties()
+    static = broker.log_manager.default_config.to_properties()
+    builtin = LogConfig().to_properties()
+    return tuple(
+        CreatableTopicConfigs(
+            name=name, value=value, read_only=False,
+            config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if name in overrides
+            else ConfigSource.STATIC_BROKER_CONFIG if static[name] != builtin[name]
+            else ConfigSource.DEFAULT_CONFIG,
+            is_sensitive=False,
+        )
+        for name, value in sorted(effective.items())
     )
 
 
