@@ -21,6 +21,7 @@ from strom.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -36,8 +37,8 @@ async def handle(broker: Broker, request: Request) -> Message:
     version = request.api_version
     now = time.time_ns() // 1_000_000
     expire = now + body.retention_time_ms if 2 <= version <= 4 and body.retention_time_ms >= 0 else -1
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     for topic in body.topics:
         metadata = broker.metadata.get(topic.name)
         for p in topic.partitions:

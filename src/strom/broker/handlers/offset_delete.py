@@ -18,6 +18,7 @@ from strom.protocol.messages.offset_delete_response import (
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -30,8 +31,8 @@ VERSIONS = range(0, 1)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, OffsetDeleteRequest)
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    known: list[tuple[str, int]] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    known: list[TopicPartition] = []
     for topic in body.topics:
         metadata = broker.metadata.get(topic.name)
         for partition in topic.partitions:

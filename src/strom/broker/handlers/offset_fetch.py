@@ -24,6 +24,7 @@ from strom.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 REQUEST = OffsetFetchRequest
 VERSIONS = range(0, 10)
-Fetched = dict[tuple[str, int], OffsetAndMetadata | None]
+Fetched = dict[TopicPartition, OffsetAndMetadata | None]
 
 
 

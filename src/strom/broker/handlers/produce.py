@@ -30,6 +30,7 @@ from strom.protocol.messages.produce_response import (
     _New_ProduceResponse,
     _New_TopicProduceResponse,
 )
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str | None:
     return None
 
 
-def _after_replication(topic: TopicProduceResponse, errors: dict[tuple[str, int], ErrorCode]
+def _after_replication(topic: TopicProduceResponse, errors: dict[TopicPartition, ErrorCode]
                        ) -> TopicProduceResponse:
     """Replace the answers of partitions whose replication failed or timed out."""
     partitions = tuple(
