@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pkgutil
+from pathlib import Path
+
 import pytest
 
 from strom.broker.broker import CloseConnection
@@ -69,3 +72,12 @@ def test_a_malformed_request_closes_the_connection(broker: BrokerRunner) -> None
             await h.send_frame(_header_only(3, 1, 4) + b"\x00\x00\x03\xe8")
 
     broker.run(scenario)
+
+
+def test_every_handler_module_has_a_test_module_here() -> None:
+    """A new API comes with its tests: one ``test_<handler>.py`` beside this file per handler module."""
+    import strom.broker.handlers as handlers
+
+    here = Path(__file__).parent
+    missing = [info.name for info in pkgutil.iter_modules(handlers.__path__) if not (here / f"test_{info.name}.py").exists()]
+    assert missing == []
