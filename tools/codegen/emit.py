@@ -174,7 +174,9 @@ class ModuleWriter:
         if root:
             self.emit(f'    """{message.kind.capitalize()} {message.name} ({message.source})."""')
             self.emit("")
-            self.emit(f"    API_KEY: ClassVar[int | None] = {message.api_key}")
+            # A request or response has a key; typed int so callers need no None check.
+            key_type = "int | None" if message.api_key is None else "int"
+            self.emit(f"    API_KEY: ClassVar[{key_type}] = {message.api_key}")
             self.emit(f'    NAME: ClassVar[str] = "{message.name}"')
             self.emit(f'    KIND: ClassVar[str] = "{message.kind}"')
             valid = message.valid

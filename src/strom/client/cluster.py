@@ -259,7 +259,7 @@ class Cluster:
         while True:
             try:
                 connection = await self.any_connection()
-                version = connection.version_for(3, MetadataRequest.VALID_VERSIONS)
+                version = connection.version_for(MetadataRequest.API_KEY, MetadataRequest.VALID_VERSIONS)
                 response = await connection.send(self._metadata_request(version), version=version)
                 assert isinstance(response, MetadataResponse)
                 self.metadata = ClusterMetadata.from_response(response)

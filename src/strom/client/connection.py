@@ -45,7 +45,6 @@ logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 
-API_VERSIONS_KEY = 18
 _UNSUPPORTED = int(ErrorCode.UNSUPPORTED_VERSION).to_bytes(2, "big")
 # Above this many buffered bytes a sender waits for the socket to drain (backpressure).
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -217,7 +216,7 @@ class BrokerConnection(asyncio.Protocol):
         if entry.future.done():  # the caller gave up (cancelled)
             return
         api_version = entry.api_version
-        if entry.api_key == API_VERSIONS_KEY and frame[4:6] == _UNSUPPORTED:
+        if entry.api_key == ApiVersionsRequest.API_KEY and frame[4:6] == _UNSUPPORTED:
             api_version = 0  # KIP-511: a broker that does not know our version answers in v0
         try:
             _, body = decode_response(frame, entry.api_key, api_version)
@@ -250,8 +249,8 @@ class BrokerConnection(asyncio.Protocol):
             response = await self.send(request, version=version)
             assert isinstance(response, ApiVersionsResponse)
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and API_VERSIONS_KEY in self.api_versions:
-                version = self.version_for(API_VERSIONS_KEY, ApiVersionsRequest.VALID_VERSIONS)
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION and ApiVersionsRequest.API_KEY in self.api_versions:
+                version = self.version_for(ApiVersionsRequest.API_KEY, ApiVersionsRequest.VALID_VERSIONS)
                 continue
             if response.error_code:
                 raise KafkaError(response.error_code, f"ApiVersions to {self.host}:{self.port}")

@@ -62,7 +62,9 @@ from strom.protocol.message import Message
 from strom.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
 from strom.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 from strom.protocol.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
+from strom.protocol.messages.offset_commit_request import OffsetCommitRequest
 from strom.protocol.messages.offset_commit_response import OffsetCommitResponse
+from strom.protocol.messages.offset_fetch_request import OffsetFetchRequest
 from strom.protocol.messages.offset_fetch_response import OffsetFetchResponse
 from strom.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from strom.protocol.messages.sync_group_response import SyncGroupResponse
@@ -262,7 +264,7 @@ class ConsumerCoordinator:
         # JoinGroup waits for the whole group, up to the rebalance timeout (Java adds 5 s).
         join_timeout = max(self.config.request_timeout_ms, rebalance_timeout_ms + 5000)
         self._rejoin_reason = None
-        join, _ = await self._link.send(11, join_request, JoinGroupRequest.VALID_VERSIONS, join_timeout)
+        join, _ = await self._link.send(JoinGroupRequest.API_KEY, join_request, JoinGroupRequest.VALID_VERSIONS, join_timeout)
         assert isinstance(join, JoinGroupResponse)
         self._check_join_error(join)
         self._joined_subscription = subscription
@@ -281,7 +283,7 @@ class ConsumerCoordinator:
                 protocol_name=generation.protocol_name if version >= 5 else None,
                 assignments=assignments)
 
-        sync, _ = await self._link.send(14, sync_request, SyncGroupRequest.VALID_VERSIONS, join_timeout)
+        sync, _ = await self._link.send(SyncGroupRequest.API_KEY, sync_request, SyncGroupRequest.VALID_VERSIONS, join_timeout)
         assert isinstance(sync, SyncGroupResponse)
         self._check_sync_error(sync, generation)
         await self._on_join_complete(generation, decode_assignment(sync.assignment))
@@ -397,7 +399,7 @@ class ConsumerCoordinator:
                 return LeaveGroupRequest(group_id=self.group_id, member_id=generation.member_id)
 
             try:
-                await self._link.send(13, request, LeaveGroupRequest.VALID_VERSIONS)
+                await self._link.send(LeaveGroupRequest.API_KEY, request, LeaveGroupRequest.VALID_VERSIONS)
                 logger.info("group %s: member %s left: %s", self.group_id, generation.member_id, reason)
             except (KafkaError, Retry) as exc:
                 logger.info("group %s: LeaveGroup failed (%s); the session timeout will remove us",
@@ -425,7 +427,7 @@ class ConsumerCoordinator:
 
             try:
                 await self._link.ensure()
-                response, _ = await self._link.send(8, request, OFFSET_COMMIT_VERSIONS)
+                response, _ = await self._link.send(OffsetCommitRequest.API_KEY, request, OFFSET_COMMIT_VERSIONS)
                 assert isinstance(response, OffsetCommitResponse)
                 errors = {e for e in offset_commit_errors(response).values() if e is not ErrorCode.NONE}
                 if not errors:
@@ -476,7 +478,7 @@ class ConsumerCoordinator:
             try:
                 await self._link.ensure()
                 response, version = await self._link.send(
-                    9, lambda v: offset_fetch_request(v, self.group_id, partitions), OFFSET_FETCH_VERSIONS)
+                    OffsetFetchRequest.API_KEY, lambda v: offset_fetch_request(v, self.group_id, partitions), OFFSET_FETCH_VERSIONS)
                 assert isinstance(response, OffsetFetchResponse)
                 error, rows = offset_fetch_result(version, response)
                 errors = {error} | {code for code, _ in rows.values()}

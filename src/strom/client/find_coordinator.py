@@ -20,7 +20,6 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 
-FIND_COORDINATOR: Final = 10  # the API key
 GROUP_KEY_TYPE: Final = 0
 TRANSACTION_KEY_TYPE: Final = 1
 _KEY_KINDS: Final = {GROUP_KEY_TYPE: "group", TRANSACTION_KEY_TYPE: "transactional id"}
@@ -54,7 +53,7 @@ def coordinator_from(response: FindCoordinatorResponse, version: int, key: str,
 async def find_coordinator(connection: BrokerConnection, key: str, key_type: int = GROUP_KEY_TYPE,
                            timeout_ms: int | None = None) -> BrokerInfo:
     """Ask the broker at the end of ``connection`` which broker coordinates ``key``."""
-    version = connection.version_for(FIND_COORDINATOR, FindCoordinatorRequest.VALID_VERSIONS)
+    version = connection.version_for(FindCoordinatorRequest.API_KEY, FindCoordinatorRequest.VALID_VERSIONS)
     response = await connection.send(find_coordinator_request(version, key, key_type), version=version,
                                      timeout_ms=timeout_ms)
     assert isinstance(response, FindCoordinatorResponse)

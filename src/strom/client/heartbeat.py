@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from strom.client.config import ConsumerConfig
 from strom.client.coordinator_link import COORDINATOR_GONE, CoordinatorLink, Retry
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT: Final = 12  # the API key
 
 
 class GroupMember(Protocol):
@@ -121,7 +120,7 @@ class Heartbeat:
                 group_instance_id=instance_id if version >= 3 else None)
 
         await self.link.ensure()
-        response, _ = await self.link.send(HEARTBEAT, request, HeartbeatRequest.VALID_VERSIONS)
+        response, _ = await self.link.send(HeartbeatRequest.API_KEY, request, HeartbeatRequest.VALID_VERSIONS)
         assert isinstance(response, HeartbeatResponse)
         error = ErrorCode.from_code(response.error_code)
         if generation != member.current_generation:

@@ -159,7 +159,7 @@ class Sender:
         if connection is not None and not connection.closed:
             try:
                 answer = connection.send_nowait(
-                    self._produce_request(batches), version=connection.version_for(0, PRODUCE_VERSIONS),
+                    self._produce_request(batches), version=connection.version_for(ProduceRequest.API_KEY, PRODUCE_VERSIONS),
                     expect_response=self.config.acks != 0)
             except KafkaError as exc:  # closed meanwhile, or no Produce version in common
                 self._request_done(node)
@@ -189,7 +189,7 @@ class Sender:
         try:
             connection = await self._cluster.connection(node)
             self._connections[node] = connection
-            version = connection.version_for(0, PRODUCE_VERSIONS)
+            version = connection.version_for(ProduceRequest.API_KEY, PRODUCE_VERSIONS)
             await connection.wait_writable()
             response = await connection.send(self._produce_request(batches), version=version,
                                              expect_response=self.config.acks != 0)

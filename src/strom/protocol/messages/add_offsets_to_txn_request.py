@@ -23,7 +23,7 @@ _S0 = Struct(">qh")
 class AddOffsetsToTxnRequest(_Message):
     """Request AddOffsetsToTxnRequest (AddOffsetsToTxnRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 25
+    API_KEY: ClassVar[int] = 25
     NAME: ClassVar[str] = "AddOffsetsToTxnRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

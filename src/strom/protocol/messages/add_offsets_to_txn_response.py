@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class AddOffsetsToTxnResponse(_Message):
     """Response AddOffsetsToTxnResponse (AddOffsetsToTxnResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 25
+    API_KEY: ClassVar[int] = 25
     NAME: ClassVar[str] = "AddOffsetsToTxnResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

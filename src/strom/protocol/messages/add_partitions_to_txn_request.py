@@ -88,7 +88,7 @@ _DEFAULT_AddPartitionsToTxnTransaction = AddPartitionsToTxnTransaction()
 class AddPartitionsToTxnRequest(_Message):
     """Request AddPartitionsToTxnRequest (AddPartitionsToTxnRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 24
+    API_KEY: ClassVar[int] = 24
     NAME: ClassVar[str] = "AddPartitionsToTxnRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

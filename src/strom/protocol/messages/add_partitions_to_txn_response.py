@@ -102,7 +102,7 @@ _DEFAULT_AddPartitionsToTxnResult = AddPartitionsToTxnResult()
 class AddPartitionsToTxnResponse(_Message):
     """Response AddPartitionsToTxnResponse (AddPartitionsToTxnResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 24
+    API_KEY: ClassVar[int] = 24
     NAME: ClassVar[str] = "AddPartitionsToTxnResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -54,7 +54,7 @@ _DEFAULT_Listener = Listener()
 class AddRaftVoterRequest(_Message):
     """Request AddRaftVoterRequest (AddRaftVoterRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 80
+    API_KEY: ClassVar[int] = 80
     NAME: ClassVar[str] = "AddRaftVoterRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

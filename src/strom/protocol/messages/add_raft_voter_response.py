@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class AddRaftVoterResponse(_Message):
     """Response AddRaftVoterResponse (AddRaftVoterResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 80
+    API_KEY: ClassVar[int] = 80
     NAME: ClassVar[str] = "AddRaftVoterResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

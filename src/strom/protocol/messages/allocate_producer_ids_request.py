@@ -23,7 +23,7 @@ _S0 = Struct(">iq")
 class AllocateProducerIdsRequest(_Message):
     """Request AllocateProducerIdsRequest (AllocateProducerIdsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 67
+    API_KEY: ClassVar[int] = 67
     NAME: ClassVar[str] = "AllocateProducerIdsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">ihqi")
 class AllocateProducerIdsResponse(_Message):
     """Response AllocateProducerIdsResponse (AllocateProducerIdsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 67
+    API_KEY: ClassVar[int] = 67
     NAME: ClassVar[str] = "AllocateProducerIdsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -103,7 +103,7 @@ _DEFAULT_EntryData = EntryData()
 class AlterClientQuotasRequest(_Message):
     """Request AlterClientQuotasRequest (AlterClientQuotasRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 49
+    API_KEY: ClassVar[int] = 49
     NAME: ClassVar[str] = "AlterClientQuotasRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -78,7 +78,7 @@ _DEFAULT_EntryData = EntryData()
 class AlterClientQuotasResponse(_Message):
     """Response AlterClientQuotasResponse (AlterClientQuotasResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 49
+    API_KEY: ClassVar[int] = 49
     NAME: ClassVar[str] = "AlterClientQuotasResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

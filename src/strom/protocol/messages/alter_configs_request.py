@@ -80,7 +80,7 @@ _DEFAULT_AlterConfigsResource = AlterConfigsResource()
 class AlterConfigsRequest(_Message):
     """Request AlterConfigsRequest (AlterConfigsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 33
+    API_KEY: ClassVar[int] = 33
     NAME: ClassVar[str] = "AlterConfigsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -58,7 +58,7 @@ _DEFAULT_AlterConfigsResourceResponse = AlterConfigsResourceResponse()
 class AlterConfigsResponse(_Message):
     """Response AlterConfigsResponse (AlterConfigsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 33
+    API_KEY: ClassVar[int] = 33
     NAME: ClassVar[str] = "AlterConfigsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

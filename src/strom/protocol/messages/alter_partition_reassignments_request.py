@@ -73,7 +73,7 @@ _DEFAULT_ReassignableTopic = ReassignableTopic()
 class AlterPartitionReassignmentsRequest(_Message):
     """Request AlterPartitionReassignmentsRequest (AlterPartitionReassignmentsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 45
+    API_KEY: ClassVar[int] = 45
     NAME: ClassVar[str] = "AlterPartitionReassignmentsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

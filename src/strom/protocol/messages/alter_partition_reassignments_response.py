@@ -77,7 +77,7 @@ _DEFAULT_ReassignableTopicResponse = ReassignableTopicResponse()
 class AlterPartitionReassignmentsResponse(_Message):
     """Response AlterPartitionReassignmentsResponse (AlterPartitionReassignmentsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 45
+    API_KEY: ClassVar[int] = 45
     NAME: ClassVar[str] = "AlterPartitionReassignmentsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -119,7 +119,7 @@ _DEFAULT_TopicData = TopicData()
 class AlterPartitionRequest(_Message):
     """Request AlterPartitionRequest (AlterPartitionRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 56
+    API_KEY: ClassVar[int] = 56
     NAME: ClassVar[str] = "AlterPartitionRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -99,7 +99,7 @@ _DEFAULT_TopicData = TopicData()
 class AlterPartitionResponse(_Message):
     """Response AlterPartitionResponse (AlterPartitionResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 56
+    API_KEY: ClassVar[int] = 56
     NAME: ClassVar[str] = "AlterPartitionResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -75,7 +75,7 @@ _DEFAULT_AlterReplicaLogDir = AlterReplicaLogDir()
 class AlterReplicaLogDirsRequest(_Message):
     """Request AlterReplicaLogDirsRequest (AlterReplicaLogDirsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 34
+    API_KEY: ClassVar[int] = 34
     NAME: ClassVar[str] = "AlterReplicaLogDirsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -74,7 +74,7 @@ _DEFAULT_AlterReplicaLogDirTopicResult = AlterReplicaLogDirTopicResult()
 class AlterReplicaLogDirsResponse(_Message):
     """Response AlterReplicaLogDirsResponse (AlterReplicaLogDirsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 34
+    API_KEY: ClassVar[int] = 34
     NAME: ClassVar[str] = "AlterReplicaLogDirsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -86,7 +86,7 @@ _DEFAULT_ScramCredentialUpsertion = ScramCredentialUpsertion()
 class AlterUserScramCredentialsRequest(_Message):
     """Request AlterUserScramCredentialsRequest (AlterUserScramCredentialsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 51
+    API_KEY: ClassVar[int] = 51
     NAME: ClassVar[str] = "AlterUserScramCredentialsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

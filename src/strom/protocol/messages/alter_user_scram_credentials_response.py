@@ -53,7 +53,7 @@ _DEFAULT_AlterUserScramCredentialsResult = AlterUserScramCredentialsResult()
 class AlterUserScramCredentialsResponse(_Message):
     """Response AlterUserScramCredentialsResponse (AlterUserScramCredentialsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 51
+    API_KEY: ClassVar[int] = 51
     NAME: ClassVar[str] = "AlterUserScramCredentialsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

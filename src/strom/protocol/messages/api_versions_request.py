@@ -23,7 +23,7 @@ _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhH
 class ApiVersionsRequest(_Message):
     """Request ApiVersionsRequest (ApiVersionsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 18
+    API_KEY: ClassVar[int] = 18
     NAME: ClassVar[str] = "ApiVersionsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -118,7 +118,7 @@ _DEFAULT_FinalizedFeatureKey = FinalizedFeatureKey()
 class ApiVersionsResponse(_Message):
     """Response ApiVersionsResponse (ApiVersionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 18
+    API_KEY: ClassVar[int] = 18
     NAME: ClassVar[str] = "ApiVersionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

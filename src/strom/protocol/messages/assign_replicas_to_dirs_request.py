@@ -93,7 +93,7 @@ _DEFAULT_DirectoryData = DirectoryData()
 class AssignReplicasToDirsRequest(_Message):
     """Request AssignReplicasToDirsRequest (AssignReplicasToDirsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 73
+    API_KEY: ClassVar[int] = 73
     NAME: ClassVar[str] = "AssignReplicasToDirsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

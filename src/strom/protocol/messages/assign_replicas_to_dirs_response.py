@@ -96,7 +96,7 @@ _DEFAULT_DirectoryData = DirectoryData()
 class AssignReplicasToDirsResponse(_Message):
     """Response AssignReplicasToDirsResponse (AssignReplicasToDirsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 73
+    API_KEY: ClassVar[int] = 73
     NAME: ClassVar[str] = "AssignReplicasToDirsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

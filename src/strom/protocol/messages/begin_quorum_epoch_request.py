@@ -113,7 +113,7 @@ _DEFAULT_LeaderEndpoint = LeaderEndpoint()
 class BeginQuorumEpochRequest(_Message):
     """Request BeginQuorumEpochRequest (BeginQuorumEpochRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 53
+    API_KEY: ClassVar[int] = 53
     NAME: ClassVar[str] = "BeginQuorumEpochRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

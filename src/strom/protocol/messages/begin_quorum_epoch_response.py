@@ -112,7 +112,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class BeginQuorumEpochResponse(_Message):
     """Response BeginQuorumEpochResponse (BeginQuorumEpochResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 53
+    API_KEY: ClassVar[int] = 53
     NAME: ClassVar[str] = "BeginQuorumEpochResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -23,7 +23,7 @@ _S0 = Struct(">iqq??")
 class BrokerHeartbeatRequest(_Message):
     """Request BrokerHeartbeatRequest (BrokerHeartbeatRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 63
+    API_KEY: ClassVar[int] = 63
     NAME: ClassVar[str] = "BrokerHeartbeatRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -23,7 +23,7 @@ _S0 = Struct(">ih???")
 class BrokerHeartbeatResponse(_Message):
     """Response BrokerHeartbeatResponse (BrokerHeartbeatResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 63
+    API_KEY: ClassVar[int] = 63
     NAME: ClassVar[str] = "BrokerHeartbeatResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -91,7 +91,7 @@ _DEFAULT_Feature = Feature()
 class BrokerRegistrationRequest(_Message):
     """Request BrokerRegistrationRequest (BrokerRegistrationRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 62
+    API_KEY: ClassVar[int] = 62
     NAME: ClassVar[str] = "BrokerRegistrationRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -23,7 +23,7 @@ _S0 = Struct(">ihq")
 class BrokerRegistrationResponse(_Message):
     """Response BrokerRegistrationResponse (BrokerRegistrationResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 62
+    API_KEY: ClassVar[int] = 62
     NAME: ClassVar[str] = "BrokerRegistrationResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

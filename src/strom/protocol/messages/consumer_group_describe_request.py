@@ -23,7 +23,7 @@ _S0 = Struct(">?")
 class ConsumerGroupDescribeRequest(_Message):
     """Request ConsumerGroupDescribeRequest (ConsumerGroupDescribeRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 69
+    API_KEY: ClassVar[int] = 69
     NAME: ClassVar[str] = "ConsumerGroupDescribeRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

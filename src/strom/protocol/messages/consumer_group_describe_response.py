@@ -185,7 +185,7 @@ _DEFAULT_DescribedGroup = DescribedGroup()
 class ConsumerGroupDescribeResponse(_Message):
     """Response ConsumerGroupDescribeResponse (ConsumerGroupDescribeResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 69
+    API_KEY: ClassVar[int] = 69
     NAME: ClassVar[str] = "ConsumerGroupDescribeResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

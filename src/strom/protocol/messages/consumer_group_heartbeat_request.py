@@ -48,7 +48,7 @@ _DEFAULT_TopicPartitions = TopicPartitions()
 class ConsumerGroupHeartbeatRequest(_Message):
     """Request ConsumerGroupHeartbeatRequest (ConsumerGroupHeartbeatRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 68
+    API_KEY: ClassVar[int] = 68
     NAME: ClassVar[str] = "ConsumerGroupHeartbeatRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

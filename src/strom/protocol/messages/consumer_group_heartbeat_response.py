@@ -70,7 +70,7 @@ _DEFAULT_Assignment = Assignment()
 class ConsumerGroupHeartbeatResponse(_Message):
     """Response ConsumerGroupHeartbeatResponse (ConsumerGroupHeartbeatResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 68
+    API_KEY: ClassVar[int] = 68
     NAME: ClassVar[str] = "ConsumerGroupHeartbeatResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

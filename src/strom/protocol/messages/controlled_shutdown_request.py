@@ -24,7 +24,7 @@ _S1 = Struct(">iq")
 class ControlledShutdownRequest(_Message):
     """Request ControlledShutdownRequest (ControlledShutdownRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 7
+    API_KEY: ClassVar[int] = 7
     NAME: ClassVar[str] = "ControlledShutdownRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

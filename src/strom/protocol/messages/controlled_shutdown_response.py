@@ -50,7 +50,7 @@ _DEFAULT_RemainingPartition = RemainingPartition()
 class ControlledShutdownResponse(_Message):
     """Response ControlledShutdownResponse (ControlledShutdownResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 7
+    API_KEY: ClassVar[int] = 7
     NAME: ClassVar[str] = "ControlledShutdownResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -90,7 +90,7 @@ _DEFAULT_Feature = Feature()
 class ControllerRegistrationRequest(_Message):
     """Request ControllerRegistrationRequest (ControllerRegistrationRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 70
+    API_KEY: ClassVar[int] = 70
     NAME: ClassVar[str] = "ControllerRegistrationRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class ControllerRegistrationResponse(_Message):
     """Response ControllerRegistrationResponse (ControllerRegistrationResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 70
+    API_KEY: ClassVar[int] = 70
     NAME: ClassVar[str] = "ControllerRegistrationResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -69,7 +69,7 @@ _DEFAULT_AclCreation = AclCreation()
 class CreateAclsRequest(_Message):
     """Request CreateAclsRequest (CreateAclsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 30
+    API_KEY: ClassVar[int] = 30
     NAME: ClassVar[str] = "CreateAclsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -49,7 +49,7 @@ _DEFAULT_AclCreationResult = AclCreationResult()
 class CreateAclsResponse(_Message):
     """Response CreateAclsResponse (CreateAclsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 30
+    API_KEY: ClassVar[int] = 30
     NAME: ClassVar[str] = "CreateAclsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -48,7 +48,7 @@ _DEFAULT_CreatableRenewers = CreatableRenewers()
 class CreateDelegationTokenRequest(_Message):
     """Request CreateDelegationTokenRequest (CreateDelegationTokenRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 38
+    API_KEY: ClassVar[int] = 38
     NAME: ClassVar[str] = "CreateDelegationTokenRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -25,7 +25,7 @@ _S2 = Struct(">i")
 class CreateDelegationTokenResponse(_Message):
     """Response CreateDelegationTokenResponse (CreateDelegationTokenResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 38
+    API_KEY: ClassVar[int] = 38
     NAME: ClassVar[str] = "CreateDelegationTokenResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

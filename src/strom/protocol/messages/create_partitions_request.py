@@ -75,7 +75,7 @@ _DEFAULT_CreatePartitionsTopic = CreatePartitionsTopic()
 class CreatePartitionsRequest(_Message):
     """Request CreatePartitionsRequest (CreatePartitionsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 37
+    API_KEY: ClassVar[int] = 37
     NAME: ClassVar[str] = "CreatePartitionsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

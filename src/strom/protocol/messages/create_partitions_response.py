@@ -53,7 +53,7 @@ _DEFAULT_CreatePartitionsTopicResult = CreatePartitionsTopicResult()
 class CreatePartitionsResponse(_Message):
     """Response CreatePartitionsResponse (CreatePartitionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 37
+    API_KEY: ClassVar[int] = 37
     NAME: ClassVar[str] = "CreatePartitionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

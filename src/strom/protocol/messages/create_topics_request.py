@@ -115,7 +115,7 @@ _DEFAULT_CreatableTopic = CreatableTopic()
 class CreateTopicsRequest(_Message):
     """Request CreateTopicsRequest (CreateTopicsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 19
+    API_KEY: ClassVar[int] = 19
     NAME: ClassVar[str] = "CreateTopicsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)

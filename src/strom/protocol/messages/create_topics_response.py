@@ -113,7 +113,7 @@ _DEFAULT_CreatableTopicResult = CreatableTopicResult()
 class CreateTopicsResponse(_Message):
     """Response CreateTopicsResponse (CreateTopicsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 19
+    API_KEY: ClassVar[int] = 19
     NAME: ClassVar[str] = "CreateTopicsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)

@@ -69,7 +69,7 @@ _DEFAULT_DeleteAclsFilter = DeleteAclsFilter()
 class DeleteAclsRequest(_Message):
     """Request DeleteAclsRequest (DeleteAclsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 31
+    API_KEY: ClassVar[int] = 31
     NAME: ClassVar[str] = "DeleteAclsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

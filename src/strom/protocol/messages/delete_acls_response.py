@@ -108,7 +108,7 @@ _DEFAULT_DeleteAclsFilterResult = DeleteAclsFilterResult()
 class DeleteAclsResponse(_Message):
     """Response DeleteAclsResponse (DeleteAclsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 31
+    API_KEY: ClassVar[int] = 31
     NAME: ClassVar[str] = "DeleteAclsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

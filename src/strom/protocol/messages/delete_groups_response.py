@@ -50,7 +50,7 @@ _DEFAULT_DeletableGroupResult = DeletableGroupResult()
 class DeleteGroupsResponse(_Message):
     """Response DeleteGroupsResponse (DeleteGroupsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 42
+    API_KEY: ClassVar[int] = 42
     NAME: ClassVar[str] = "DeleteGroupsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

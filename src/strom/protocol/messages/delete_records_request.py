@@ -74,7 +74,7 @@ _DEFAULT_DeleteRecordsTopic = DeleteRecordsTopic()
 class DeleteRecordsRequest(_Message):
     """Request DeleteRecordsRequest (DeleteRecordsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 21
+    API_KEY: ClassVar[int] = 21
     NAME: ClassVar[str] = "DeleteRecordsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -80,7 +80,7 @@ _DEFAULT_DeleteRecordsTopicResult = DeleteRecordsTopicResult()
 class DeleteRecordsResponse(_Message):
     """Response DeleteRecordsResponse (DeleteRecordsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 21
+    API_KEY: ClassVar[int] = 21
     NAME: ClassVar[str] = "DeleteRecordsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

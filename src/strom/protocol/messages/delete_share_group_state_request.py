@@ -69,7 +69,7 @@ _DEFAULT_DeleteStateData = DeleteStateData()
 class DeleteShareGroupStateRequest(_Message):
     """Request DeleteShareGroupStateRequest (DeleteShareGroupStateRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 86
+    API_KEY: ClassVar[int] = 86
     NAME: ClassVar[str] = "DeleteShareGroupStateRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -77,7 +77,7 @@ _DEFAULT_DeleteStateResult = DeleteStateResult()
 class DeleteShareGroupStateResponse(_Message):
     """Response DeleteShareGroupStateResponse (DeleteShareGroupStateResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 86
+    API_KEY: ClassVar[int] = 86
     NAME: ClassVar[str] = "DeleteShareGroupStateResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

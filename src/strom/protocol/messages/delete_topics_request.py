@@ -48,7 +48,7 @@ _DEFAULT_DeleteTopicState = DeleteTopicState()
 class DeleteTopicsRequest(_Message):
     """Request DeleteTopicsRequest (DeleteTopicsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 20
+    API_KEY: ClassVar[int] = 20
     NAME: ClassVar[str] = "DeleteTopicsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)

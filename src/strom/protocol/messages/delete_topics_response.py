@@ -58,7 +58,7 @@ _DEFAULT_DeletableTopicResult = DeletableTopicResult()
 class DeleteTopicsResponse(_Message):
     """Response DeleteTopicsResponse (DeleteTopicsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 20
+    API_KEY: ClassVar[int] = 20
     NAME: ClassVar[str] = "DeleteTopicsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)

@@ -24,7 +24,7 @@ _S1 = Struct(">bb")
 class DescribeAclsRequest(_Message):
     """Request DescribeAclsRequest (DescribeAclsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 29
+    API_KEY: ClassVar[int] = 29
     NAME: ClassVar[str] = "DescribeAclsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -91,7 +91,7 @@ _DEFAULT_DescribeAclsResource = DescribeAclsResource()
 class DescribeAclsResponse(_Message):
     """Response DescribeAclsResponse (DescribeAclsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 29
+    API_KEY: ClassVar[int] = 29
     NAME: ClassVar[str] = "DescribeAclsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -53,7 +53,7 @@ _DEFAULT_ComponentData = ComponentData()
 class DescribeClientQuotasRequest(_Message):
     """Request DescribeClientQuotasRequest (DescribeClientQuotasRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 48
+    API_KEY: ClassVar[int] = 48
     NAME: ClassVar[str] = "DescribeClientQuotasRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

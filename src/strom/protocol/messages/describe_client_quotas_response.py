@@ -99,7 +99,7 @@ _DEFAULT_EntryData = EntryData()
 class DescribeClientQuotasResponse(_Message):
     """Response DescribeClientQuotasResponse (DescribeClientQuotasResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 48
+    API_KEY: ClassVar[int] = 48
     NAME: ClassVar[str] = "DescribeClientQuotasResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -24,7 +24,7 @@ _S1 = Struct(">?b")
 class DescribeClusterRequest(_Message):
     """Request DescribeClusterRequest (DescribeClusterRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 60
+    API_KEY: ClassVar[int] = 60
     NAME: ClassVar[str] = "DescribeClusterRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -59,7 +59,7 @@ _DEFAULT_DescribeClusterBroker = DescribeClusterBroker()
 class DescribeClusterResponse(_Message):
     """Response DescribeClusterResponse (DescribeClusterResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 60
+    API_KEY: ClassVar[int] = 60
     NAME: ClassVar[str] = "DescribeClusterResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -54,7 +54,7 @@ _DEFAULT_DescribeConfigsResource = DescribeConfigsResource()
 class DescribeConfigsRequest(_Message):
     """Request DescribeConfigsRequest (DescribeConfigsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 32
+    API_KEY: ClassVar[int] = 32
     NAME: ClassVar[str] = "DescribeConfigsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -146,7 +146,7 @@ _DEFAULT_DescribeConfigsResult = DescribeConfigsResult()
 class DescribeConfigsResponse(_Message):
     """Response DescribeConfigsResponse (DescribeConfigsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 32
+    API_KEY: ClassVar[int] = 32
     NAME: ClassVar[str] = "DescribeConfigsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -48,7 +48,7 @@ _DEFAULT_DescribeDelegationTokenOwner = DescribeDelegationTokenOwner()
 class DescribeDelegationTokenRequest(_Message):
     """Request DescribeDelegationTokenRequest (DescribeDelegationTokenRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 41
+    API_KEY: ClassVar[int] = 41
     NAME: ClassVar[str] = "DescribeDelegationTokenRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -107,7 +107,7 @@ _DEFAULT_DescribedDelegationToken = DescribedDelegationToken()
 class DescribeDelegationTokenResponse(_Message):
     """Response DescribeDelegationTokenResponse (DescribeDelegationTokenResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 41
+    API_KEY: ClassVar[int] = 41
     NAME: ClassVar[str] = "DescribeDelegationTokenResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)

@@ -23,7 +23,7 @@ _S0 = Struct(">?")
 class DescribeGroupsRequest(_Message):
     """Request DescribeGroupsRequest (DescribeGroupsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 15
+    API_KEY: ClassVar[int] = 15
     NAME: ClassVar[str] = "DescribeGroupsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -110,7 +110,7 @@ _DEFAULT_DescribedGroup = DescribedGroup()
 class DescribeGroupsResponse(_Message):
     """Response DescribeGroupsResponse (DescribeGroupsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 15
+    API_KEY: ClassVar[int] = 15
     NAME: ClassVar[str] = "DescribeGroupsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -49,7 +49,7 @@ _DEFAULT_DescribableLogDirTopic = DescribableLogDirTopic()
 class DescribeLogDirsRequest(_Message):
     """Request DescribeLogDirsRequest (DescribeLogDirsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 35
+    API_KEY: ClassVar[int] = 35
     NAME: ClassVar[str] = "DescribeLogDirsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

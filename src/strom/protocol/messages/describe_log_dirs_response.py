@@ -121,7 +121,7 @@ _DEFAULT_DescribeLogDirsResult = DescribeLogDirsResult()
 class DescribeLogDirsResponse(_Message):
     """Response DescribeLogDirsResponse (DescribeLogDirsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 35
+    API_KEY: ClassVar[int] = 35
     NAME: ClassVar[str] = "DescribeLogDirsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

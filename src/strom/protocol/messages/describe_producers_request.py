@@ -48,7 +48,7 @@ _DEFAULT_TopicRequest = TopicRequest()
 class DescribeProducersRequest(_Message):
     """Request DescribeProducersRequest (DescribeProducersRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 61
+    API_KEY: ClassVar[int] = 61
     NAME: ClassVar[str] = "DescribeProducersRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

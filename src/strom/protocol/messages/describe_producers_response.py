@@ -117,7 +117,7 @@ _DEFAULT_TopicResponse = TopicResponse()
 class DescribeProducersResponse(_Message):
     """Response DescribeProducersResponse (DescribeProducersResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 61
+    API_KEY: ClassVar[int] = 61
     NAME: ClassVar[str] = "DescribeProducersResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

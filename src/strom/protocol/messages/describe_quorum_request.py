@@ -68,7 +68,7 @@ _DEFAULT_TopicData = TopicData()
 class DescribeQuorumRequest(_Message):
     """Request DescribeQuorumRequest (DescribeQuorumRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 55
+    API_KEY: ClassVar[int] = 55
     NAME: ClassVar[str] = "DescribeQuorumRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -191,7 +191,7 @@ _DEFAULT_Node = Node()
 class DescribeQuorumResponse(_Message):
     """Response DescribeQuorumResponse (DescribeQuorumResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 55
+    API_KEY: ClassVar[int] = 55
     NAME: ClassVar[str] = "DescribeQuorumResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -69,7 +69,7 @@ _DEFAULT_Cursor = Cursor()
 class DescribeTopicPartitionsRequest(_Message):
     """Request DescribeTopicPartitionsRequest (DescribeTopicPartitionsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 75
+    API_KEY: ClassVar[int] = 75
     NAME: ClassVar[str] = "DescribeTopicPartitionsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

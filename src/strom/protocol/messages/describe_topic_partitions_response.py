@@ -146,7 +146,7 @@ _DEFAULT_Cursor = Cursor()
 class DescribeTopicPartitionsResponse(_Message):
     """Response DescribeTopicPartitionsResponse (DescribeTopicPartitionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 75
+    API_KEY: ClassVar[int] = 75
     NAME: ClassVar[str] = "DescribeTopicPartitionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -91,7 +91,7 @@ _DEFAULT_TransactionState = TransactionState()
 class DescribeTransactionsResponse(_Message):
     """Response DescribeTransactionsResponse (DescribeTransactionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 65
+    API_KEY: ClassVar[int] = 65
     NAME: ClassVar[str] = "DescribeTransactionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -44,7 +44,7 @@ _DEFAULT_UserName = UserName()
 class DescribeUserScramCredentialsRequest(_Message):
     """Request DescribeUserScramCredentialsRequest (DescribeUserScramCredentialsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 50
+    API_KEY: ClassVar[int] = 50
     NAME: ClassVar[str] = "DescribeUserScramCredentialsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -83,7 +83,7 @@ _DEFAULT_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResult
 class DescribeUserScramCredentialsResponse(_Message):
     """Response DescribeUserScramCredentialsResponse (DescribeUserScramCredentialsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 50
+    API_KEY: ClassVar[int] = 50
     NAME: ClassVar[str] = "DescribeUserScramCredentialsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -50,7 +50,7 @@ _DEFAULT_TopicPartitions = TopicPartitions()
 class ElectLeadersRequest(_Message):
     """Request ElectLeadersRequest (ElectLeadersRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 43
+    API_KEY: ClassVar[int] = 43
     NAME: ClassVar[str] = "ElectLeadersRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -78,7 +78,7 @@ _DEFAULT_ReplicaElectionResult = ReplicaElectionResult()
 class ElectLeadersResponse(_Message):
     """Response ElectLeadersResponse (ElectLeadersResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 43
+    API_KEY: ClassVar[int] = 43
     NAME: ClassVar[str] = "ElectLeadersResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -139,7 +139,7 @@ _DEFAULT_LeaderEndpoint = LeaderEndpoint()
 class EndQuorumEpochRequest(_Message):
     """Request EndQuorumEpochRequest (EndQuorumEpochRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 54
+    API_KEY: ClassVar[int] = 54
     NAME: ClassVar[str] = "EndQuorumEpochRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -112,7 +112,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class EndQuorumEpochResponse(_Message):
     """Response EndQuorumEpochResponse (EndQuorumEpochResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 54
+    API_KEY: ClassVar[int] = 54
     NAME: ClassVar[str] = "EndQuorumEpochResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -23,7 +23,7 @@ _S0 = Struct(">qh?")
 class EndTxnRequest(_Message):
     """Request EndTxnRequest (EndTxnRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 26
+    API_KEY: ClassVar[int] = 26
     NAME: ClassVar[str] = "EndTxnRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -24,7 +24,7 @@ _S1 = Struct(">ihqh")
 class EndTxnResponse(_Message):
     """Response EndTxnResponse (EndTxnResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 26
+    API_KEY: ClassVar[int] = 26
     NAME: ClassVar[str] = "EndTxnResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

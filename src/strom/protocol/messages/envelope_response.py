@@ -23,7 +23,7 @@ _S0 = Struct(">h")
 class EnvelopeResponse(_Message):
     """Response EnvelopeResponse (EnvelopeResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 58
+    API_KEY: ClassVar[int] = 58
     NAME: ClassVar[str] = "EnvelopeResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">q")
 class ExpireDelegationTokenRequest(_Message):
     """Request ExpireDelegationTokenRequest (ExpireDelegationTokenRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 40
+    API_KEY: ClassVar[int] = 40
     NAME: ClassVar[str] = "ExpireDelegationTokenRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -23,7 +23,7 @@ _S0 = Struct(">hqi")
 class ExpireDelegationTokenResponse(_Message):
     """Response ExpireDelegationTokenResponse (ExpireDelegationTokenResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 40
+    API_KEY: ClassVar[int] = 40
     NAME: ClassVar[str] = "ExpireDelegationTokenResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -160,7 +160,7 @@ _DEFAULT_ForgottenTopic = ForgottenTopic()
 class FetchRequest(_Message):
     """Request FetchRequest (FetchRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 1
+    API_KEY: ClassVar[int] = 1
     NAME: ClassVar[str] = "FetchRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 18)

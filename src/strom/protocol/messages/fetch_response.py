@@ -250,7 +250,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class FetchResponse(_Message):
     """Response FetchResponse (FetchResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 1
+    API_KEY: ClassVar[int] = 1
     NAME: ClassVar[str] = "FetchResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 18)

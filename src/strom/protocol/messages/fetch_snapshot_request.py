@@ -110,7 +110,7 @@ _DEFAULT_TopicSnapshot = TopicSnapshot()
 class FetchSnapshotRequest(_Message):
     """Request FetchSnapshotRequest (FetchSnapshotRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 59
+    API_KEY: ClassVar[int] = 59
     NAME: ClassVar[str] = "FetchSnapshotRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -175,7 +175,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class FetchSnapshotResponse(_Message):
     """Response FetchSnapshotResponse (FetchSnapshotResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 59
+    API_KEY: ClassVar[int] = 59
     NAME: ClassVar[str] = "FetchSnapshotResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

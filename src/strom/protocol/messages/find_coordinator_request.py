@@ -23,7 +23,7 @@ _S0 = Struct(">b")
 class FindCoordinatorRequest(_Message):
     """Request FindCoordinatorRequest (FindCoordinatorRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 10
+    API_KEY: ClassVar[int] = 10
     NAME: ClassVar[str] = "FindCoordinatorRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)

@@ -66,7 +66,7 @@ _DEFAULT_Coordinator = Coordinator()
 class FindCoordinatorResponse(_Message):
     """Response FindCoordinatorResponse (FindCoordinatorResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 10
+    API_KEY: ClassVar[int] = 10
     NAME: ClassVar[str] = "FindCoordinatorResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)

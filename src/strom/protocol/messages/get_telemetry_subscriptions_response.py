@@ -25,7 +25,7 @@ _S2 = Struct(">ii?")
 class GetTelemetrySubscriptionsResponse(_Message):
     """Response GetTelemetrySubscriptionsResponse (GetTelemetrySubscriptionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 71
+    API_KEY: ClassVar[int] = 71
     NAME: ClassVar[str] = "GetTelemetrySubscriptionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">i")
 class HeartbeatRequest(_Message):
     """Request HeartbeatRequest (HeartbeatRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 12
+    API_KEY: ClassVar[int] = 12
     NAME: ClassVar[str] = "HeartbeatRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

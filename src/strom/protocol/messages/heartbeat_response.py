@@ -24,7 +24,7 @@ _S1 = Struct(">ih")
 class HeartbeatResponse(_Message):
     """Response HeartbeatResponse (HeartbeatResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 12
+    API_KEY: ClassVar[int] = 12
     NAME: ClassVar[str] = "HeartbeatResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

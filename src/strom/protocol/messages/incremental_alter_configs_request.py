@@ -84,7 +84,7 @@ _DEFAULT_AlterConfigsResource = AlterConfigsResource()
 class IncrementalAlterConfigsRequest(_Message):
     """Request IncrementalAlterConfigsRequest (IncrementalAlterConfigsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 44
+    API_KEY: ClassVar[int] = 44
     NAME: ClassVar[str] = "IncrementalAlterConfigsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -58,7 +58,7 @@ _DEFAULT_AlterConfigsResourceResponse = AlterConfigsResourceResponse()
 class IncrementalAlterConfigsResponse(_Message):
     """Response IncrementalAlterConfigsResponse (IncrementalAlterConfigsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 44
+    API_KEY: ClassVar[int] = 44
     NAME: ClassVar[str] = "IncrementalAlterConfigsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

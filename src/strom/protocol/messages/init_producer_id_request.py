@@ -24,7 +24,7 @@ _S1 = Struct(">iqh")
 class InitProducerIdRequest(_Message):
     """Request InitProducerIdRequest (InitProducerIdRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 22
+    API_KEY: ClassVar[int] = 22
     NAME: ClassVar[str] = "InitProducerIdRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -23,7 +23,7 @@ _S0 = Struct(">ihqh")
 class InitProducerIdResponse(_Message):
     """Response InitProducerIdResponse (InitProducerIdResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 22
+    API_KEY: ClassVar[int] = 22
     NAME: ClassVar[str] = "InitProducerIdResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

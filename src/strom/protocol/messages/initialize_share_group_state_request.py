@@ -77,7 +77,7 @@ _DEFAULT_InitializeStateData = InitializeStateData()
 class InitializeShareGroupStateRequest(_Message):
     """Request InitializeShareGroupStateRequest (InitializeShareGroupStateRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 83
+    API_KEY: ClassVar[int] = 83
     NAME: ClassVar[str] = "InitializeShareGroupStateRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -77,7 +77,7 @@ _DEFAULT_InitializeStateResult = InitializeStateResult()
 class InitializeShareGroupStateResponse(_Message):
     """Response InitializeShareGroupStateResponse (InitializeShareGroupStateResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 83
+    API_KEY: ClassVar[int] = 83
     NAME: ClassVar[str] = "InitializeShareGroupStateResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -50,7 +50,7 @@ _DEFAULT_JoinGroupRequestProtocol = JoinGroupRequestProtocol()
 class JoinGroupRequest(_Message):
     """Request JoinGroupRequest (JoinGroupRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 11
+    API_KEY: ClassVar[int] = 11
     NAME: ClassVar[str] = "JoinGroupRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

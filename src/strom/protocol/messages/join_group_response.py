@@ -54,7 +54,7 @@ _DEFAULT_JoinGroupResponseMember = JoinGroupResponseMember()
 class JoinGroupResponse(_Message):
     """Response JoinGroupResponse (JoinGroupResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 11
+    API_KEY: ClassVar[int] = 11
     NAME: ClassVar[str] = "JoinGroupResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

@@ -153,7 +153,7 @@ _DEFAULT_LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader()
 class LeaderAndIsrRequest(_Message):
     """Request LeaderAndIsrRequest (LeaderAndIsrRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 4
+    API_KEY: ClassVar[int] = 4
     NAME: ClassVar[str] = "LeaderAndIsrRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)

@@ -79,7 +79,7 @@ _DEFAULT_LeaderAndIsrTopicError = LeaderAndIsrTopicError()
 class LeaderAndIsrResponse(_Message):
     """Response LeaderAndIsrResponse (LeaderAndIsrResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 4
+    API_KEY: ClassVar[int] = 4
     NAME: ClassVar[str] = "LeaderAndIsrResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)

@@ -52,7 +52,7 @@ _DEFAULT_MemberIdentity = MemberIdentity()
 class LeaveGroupRequest(_Message):
     """Request LeaveGroupRequest (LeaveGroupRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 13
+    API_KEY: ClassVar[int] = 13
     NAME: ClassVar[str] = "LeaveGroupRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

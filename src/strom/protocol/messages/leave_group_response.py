@@ -53,7 +53,7 @@ _DEFAULT_MemberResponse = MemberResponse()
 class LeaveGroupResponse(_Message):
     """Response LeaveGroupResponse (LeaveGroupResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 13
+    API_KEY: ClassVar[int] = 13
     NAME: ClassVar[str] = "LeaveGroupResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -44,7 +44,7 @@ _DEFAULT_ClientMetricsResource = ClientMetricsResource()
 class ListClientMetricsResourcesResponse(_Message):
     """Response ListClientMetricsResourcesResponse (ListClientMetricsResourcesResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 74
+    API_KEY: ClassVar[int] = 74
     NAME: ClassVar[str] = "ListClientMetricsResourcesResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

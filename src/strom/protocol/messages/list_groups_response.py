@@ -57,7 +57,7 @@ _DEFAULT_ListedGroup = ListedGroup()
 class ListGroupsResponse(_Message):
     """Response ListGroupsResponse (ListGroupsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 16
+    API_KEY: ClassVar[int] = 16
     NAME: ClassVar[str] = "ListGroupsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

@@ -85,7 +85,7 @@ _DEFAULT_ListOffsetsTopic = ListOffsetsTopic()
 class ListOffsetsRequest(_Message):
     """Request ListOffsetsRequest (ListOffsetsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 2
+    API_KEY: ClassVar[int] = 2
     NAME: ClassVar[str] = "ListOffsetsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 11)

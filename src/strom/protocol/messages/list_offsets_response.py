@@ -91,7 +91,7 @@ _DEFAULT_ListOffsetsTopicResponse = ListOffsetsTopicResponse()
 class ListOffsetsResponse(_Message):
     """Response ListOffsetsResponse (ListOffsetsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 2
+    API_KEY: ClassVar[int] = 2
     NAME: ClassVar[str] = "ListOffsetsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 11)

@@ -48,7 +48,7 @@ _DEFAULT_ListPartitionReassignmentsTopics = ListPartitionReassignmentsTopics()
 class ListPartitionReassignmentsRequest(_Message):
     """Request ListPartitionReassignmentsRequest (ListPartitionReassignmentsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 46
+    API_KEY: ClassVar[int] = 46
     NAME: ClassVar[str] = "ListPartitionReassignmentsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

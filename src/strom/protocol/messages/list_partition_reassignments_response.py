@@ -82,7 +82,7 @@ _DEFAULT_OngoingTopicReassignment = OngoingTopicReassignment()
 class ListPartitionReassignmentsResponse(_Message):
     """Response ListPartitionReassignmentsResponse (ListPartitionReassignmentsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 46
+    API_KEY: ClassVar[int] = 46
     NAME: ClassVar[str] = "ListPartitionReassignmentsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">q")
 class ListTransactionsRequest(_Message):
     """Request ListTransactionsRequest (ListTransactionsRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 66
+    API_KEY: ClassVar[int] = 66
     NAME: ClassVar[str] = "ListTransactionsRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -51,7 +51,7 @@ _DEFAULT_TransactionState = TransactionState()
 class ListTransactionsResponse(_Message):
     """Response ListTransactionsResponse (ListTransactionsResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 66
+    API_KEY: ClassVar[int] = 66
     NAME: ClassVar[str] = "ListTransactionsResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -50,7 +50,7 @@ _DEFAULT_MetadataRequestTopic = MetadataRequestTopic()
 class MetadataRequest(_Message):
     """Request MetadataRequest (MetadataRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 3
+    API_KEY: ClassVar[int] = 3
     NAME: ClassVar[str] = "MetadataRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 13)

@@ -148,7 +148,7 @@ _DEFAULT_MetadataResponseTopic = MetadataResponseTopic()
 class MetadataResponse(_Message):
     """Response MetadataResponse (MetadataResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 3
+    API_KEY: ClassVar[int] = 3
     NAME: ClassVar[str] = "MetadataResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 13)

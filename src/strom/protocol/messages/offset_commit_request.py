@@ -89,7 +89,7 @@ _DEFAULT_OffsetCommitRequestTopic = OffsetCommitRequestTopic()
 class OffsetCommitRequest(_Message):
     """Request OffsetCommitRequest (OffsetCommitRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 8
+    API_KEY: ClassVar[int] = 8
     NAME: ClassVar[str] = "OffsetCommitRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

@@ -74,7 +74,7 @@ _DEFAULT_OffsetCommitResponseTopic = OffsetCommitResponseTopic()
 class OffsetCommitResponse(_Message):
     """Response OffsetCommitResponse (OffsetCommitResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 8
+    API_KEY: ClassVar[int] = 8
     NAME: ClassVar[str] = "OffsetCommitResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

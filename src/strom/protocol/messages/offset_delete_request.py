@@ -70,7 +70,7 @@ _DEFAULT_OffsetDeleteRequestTopic = OffsetDeleteRequestTopic()
 class OffsetDeleteRequest(_Message):
     """Request OffsetDeleteRequest (OffsetDeleteRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 47
+    API_KEY: ClassVar[int] = 47
     NAME: ClassVar[str] = "OffsetDeleteRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

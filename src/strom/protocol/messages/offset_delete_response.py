@@ -76,7 +76,7 @@ _DEFAULT_OffsetDeleteResponseTopic = OffsetDeleteResponseTopic()
 class OffsetDeleteResponse(_Message):
     """Response OffsetDeleteResponse (OffsetDeleteResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 47
+    API_KEY: ClassVar[int] = 47
     NAME: ClassVar[str] = "OffsetDeleteResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -107,7 +107,7 @@ _DEFAULT_OffsetFetchRequestGroup = OffsetFetchRequestGroup()
 class OffsetFetchRequest(_Message):
     """Request OffsetFetchRequest (OffsetFetchRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 9
+    API_KEY: ClassVar[int] = 9
     NAME: ClassVar[str] = "OffsetFetchRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

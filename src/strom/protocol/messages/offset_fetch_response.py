@@ -179,7 +179,7 @@ _DEFAULT_OffsetFetchResponseGroup = OffsetFetchResponseGroup()
 class OffsetFetchResponse(_Message):
     """Response OffsetFetchResponse (OffsetFetchResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 9
+    API_KEY: ClassVar[int] = 9
     NAME: ClassVar[str] = "OffsetFetchResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)

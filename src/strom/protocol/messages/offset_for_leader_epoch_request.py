@@ -80,7 +80,7 @@ _DEFAULT_OffsetForLeaderTopic = OffsetForLeaderTopic()
 class OffsetForLeaderEpochRequest(_Message):
     """Request OffsetForLeaderEpochRequest (OffsetForLeaderEpochRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 23
+    API_KEY: ClassVar[int] = 23
     NAME: ClassVar[str] = "OffsetForLeaderEpochRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

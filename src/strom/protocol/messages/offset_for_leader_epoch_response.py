@@ -84,7 +84,7 @@ _DEFAULT_OffsetForLeaderTopicResult = OffsetForLeaderTopicResult()
 class OffsetForLeaderEpochResponse(_Message):
     """Response OffsetForLeaderEpochResponse (OffsetForLeaderEpochResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 23
+    API_KEY: ClassVar[int] = 23
     NAME: ClassVar[str] = "OffsetForLeaderEpochResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

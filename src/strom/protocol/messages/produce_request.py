@@ -75,7 +75,7 @@ _DEFAULT_TopicProduceData = TopicProduceData()
 class ProduceRequest(_Message):
     """Request ProduceRequest (ProduceRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 0
+    API_KEY: ClassVar[int] = 0
     NAME: ClassVar[str] = "ProduceRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 12)

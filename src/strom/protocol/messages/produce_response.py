@@ -185,7 +185,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class ProduceResponse(_Message):
     """Response ProduceResponse (ProduceResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 0
+    API_KEY: ClassVar[int] = 0
     NAME: ClassVar[str] = "ProduceResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 12)

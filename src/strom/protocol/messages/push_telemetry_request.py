@@ -23,7 +23,7 @@ _S0 = Struct(">i?b")
 class PushTelemetryRequest(_Message):
     """Request PushTelemetryRequest (PushTelemetryRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 72
+    API_KEY: ClassVar[int] = 72
     NAME: ClassVar[str] = "PushTelemetryRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

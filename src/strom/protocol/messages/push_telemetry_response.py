@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class PushTelemetryResponse(_Message):
     """Response PushTelemetryResponse (PushTelemetryResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 72
+    API_KEY: ClassVar[int] = 72
     NAME: ClassVar[str] = "PushTelemetryResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

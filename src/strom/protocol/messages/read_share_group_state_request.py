@@ -73,7 +73,7 @@ _DEFAULT_ReadStateData = ReadStateData()
 class ReadShareGroupStateRequest(_Message):
     """Request ReadShareGroupStateRequest (ReadShareGroupStateRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 84
+    API_KEY: ClassVar[int] = 84
     NAME: ClassVar[str] = "ReadShareGroupStateRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

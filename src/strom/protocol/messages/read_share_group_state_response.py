@@ -123,7 +123,7 @@ _DEFAULT_ReadStateResult = ReadStateResult()
 class ReadShareGroupStateResponse(_Message):
     """Response ReadShareGroupStateResponse (ReadShareGroupStateResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 84
+    API_KEY: ClassVar[int] = 84
     NAME: ClassVar[str] = "ReadShareGroupStateResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -73,7 +73,7 @@ _DEFAULT_ReadStateSummaryData = ReadStateSummaryData()
 class ReadShareGroupStateSummaryRequest(_Message):
     """Request ReadShareGroupStateSummaryRequest (ReadShareGroupStateSummaryRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 87
+    API_KEY: ClassVar[int] = 87
     NAME: ClassVar[str] = "ReadShareGroupStateSummaryRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -86,7 +86,7 @@ _DEFAULT_ReadStateSummaryResult = ReadStateSummaryResult()
 class ReadShareGroupStateSummaryResponse(_Message):
     """Response ReadShareGroupStateSummaryResponse (ReadShareGroupStateSummaryResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 87
+    API_KEY: ClassVar[int] = 87
     NAME: ClassVar[str] = "ReadShareGroupStateSummaryResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">i")
 class RemoveRaftVoterRequest(_Message):
     """Request RemoveRaftVoterRequest (RemoveRaftVoterRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 81
+    API_KEY: ClassVar[int] = 81
     NAME: ClassVar[str] = "RemoveRaftVoterRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class RemoveRaftVoterResponse(_Message):
     """Response RemoveRaftVoterResponse (RemoveRaftVoterResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 81
+    API_KEY: ClassVar[int] = 81
     NAME: ClassVar[str] = "RemoveRaftVoterResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

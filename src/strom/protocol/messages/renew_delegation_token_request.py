@@ -23,7 +23,7 @@ _S0 = Struct(">q")
 class RenewDelegationTokenRequest(_Message):
     """Request RenewDelegationTokenRequest (RenewDelegationTokenRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 39
+    API_KEY: ClassVar[int] = 39
     NAME: ClassVar[str] = "RenewDelegationTokenRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

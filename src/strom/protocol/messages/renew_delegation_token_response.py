@@ -23,7 +23,7 @@ _S0 = Struct(">hqi")
 class RenewDelegationTokenResponse(_Message):
     """Response RenewDelegationTokenResponse (RenewDelegationTokenResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 39
+    API_KEY: ClassVar[int] = 39
     NAME: ClassVar[str] = "RenewDelegationTokenResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

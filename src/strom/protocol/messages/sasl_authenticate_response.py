@@ -24,7 +24,7 @@ _S1 = Struct(">q")
 class SaslAuthenticateResponse(_Message):
     """Response SaslAuthenticateResponse (SaslAuthenticateResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 36
+    API_KEY: ClassVar[int] = 36
     NAME: ClassVar[str] = "SaslAuthenticateResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

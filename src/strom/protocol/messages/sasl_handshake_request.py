@@ -23,7 +23,7 @@ _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhH
 class SaslHandshakeRequest(_Message):
     """Request SaslHandshakeRequest (SaslHandshakeRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 17
+    API_KEY: ClassVar[int] = 17
     NAME: ClassVar[str] = "SaslHandshakeRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -23,7 +23,7 @@ _S0 = Struct(">h")
 class SaslHandshakeResponse(_Message):
     """Response SaslHandshakeResponse (SaslHandshakeResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 17
+    API_KEY: ClassVar[int] = 17
     NAME: ClassVar[str] = "SaslHandshakeResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -103,7 +103,7 @@ _DEFAULT_AcknowledgeTopic = AcknowledgeTopic()
 class ShareAcknowledgeRequest(_Message):
     """Request ShareAcknowledgeRequest (ShareAcknowledgeRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 79
+    API_KEY: ClassVar[int] = 79
     NAME: ClassVar[str] = "ShareAcknowledgeRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -141,7 +141,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class ShareAcknowledgeResponse(_Message):
     """Response ShareAcknowledgeResponse (ShareAcknowledgeResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 79
+    API_KEY: ClassVar[int] = 79
     NAME: ClassVar[str] = "ShareAcknowledgeResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -133,7 +133,7 @@ _DEFAULT_ForgottenTopic = ForgottenTopic()
 class ShareFetchRequest(_Message):
     """Request ShareFetchRequest (ShareFetchRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 78
+    API_KEY: ClassVar[int] = 78
     NAME: ClassVar[str] = "ShareFetchRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -188,7 +188,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class ShareFetchResponse(_Message):
     """Response ShareFetchResponse (ShareFetchResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 78
+    API_KEY: ClassVar[int] = 78
     NAME: ClassVar[str] = "ShareFetchResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">?")
 class ShareGroupDescribeRequest(_Message):
     """Request ShareGroupDescribeRequest (ShareGroupDescribeRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 77
+    API_KEY: ClassVar[int] = 77
     NAME: ClassVar[str] = "ShareGroupDescribeRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

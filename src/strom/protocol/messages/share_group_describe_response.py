@@ -173,7 +173,7 @@ _DEFAULT_DescribedGroup = DescribedGroup()
 class ShareGroupDescribeResponse(_Message):
     """Response ShareGroupDescribeResponse (ShareGroupDescribeResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 77
+    API_KEY: ClassVar[int] = 77
     NAME: ClassVar[str] = "ShareGroupDescribeResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">i")
 class ShareGroupHeartbeatRequest(_Message):
     """Request ShareGroupHeartbeatRequest (ShareGroupHeartbeatRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 76
+    API_KEY: ClassVar[int] = 76
     NAME: ClassVar[str] = "ShareGroupHeartbeatRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

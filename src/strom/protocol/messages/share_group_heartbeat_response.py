@@ -70,7 +70,7 @@ _DEFAULT_Assignment = Assignment()
 class ShareGroupHeartbeatResponse(_Message):
     """Response ShareGroupHeartbeatResponse (ShareGroupHeartbeatResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 76
+    API_KEY: ClassVar[int] = 76
     NAME: ClassVar[str] = "ShareGroupHeartbeatResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -131,7 +131,7 @@ _DEFAULT_StopReplicaTopicState = StopReplicaTopicState()
 class StopReplicaRequest(_Message):
     """Request StopReplicaRequest (StopReplicaRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 5
+    API_KEY: ClassVar[int] = 5
     NAME: ClassVar[str] = "StopReplicaRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -53,7 +53,7 @@ _DEFAULT_StopReplicaPartitionError = StopReplicaPartitionError()
 class StopReplicaResponse(_Message):
     """Response StopReplicaResponse (StopReplicaResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 5
+    API_KEY: ClassVar[int] = 5
     NAME: ClassVar[str] = "StopReplicaResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

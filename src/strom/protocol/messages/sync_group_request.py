@@ -48,7 +48,7 @@ _DEFAULT_SyncGroupRequestAssignment = SyncGroupRequestAssignment()
 class SyncGroupRequest(_Message):
     """Request SyncGroupRequest (SyncGroupRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 14
+    API_KEY: ClassVar[int] = 14
     NAME: ClassVar[str] = "SyncGroupRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

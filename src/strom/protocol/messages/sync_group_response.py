@@ -24,7 +24,7 @@ _S1 = Struct(">ih")
 class SyncGroupResponse(_Message):
     """Response SyncGroupResponse (SyncGroupResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 14
+    API_KEY: ClassVar[int] = 14
     NAME: ClassVar[str] = "SyncGroupResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)

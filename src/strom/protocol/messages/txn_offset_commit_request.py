@@ -84,7 +84,7 @@ _DEFAULT_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequestTopic()
 class TxnOffsetCommitRequest(_Message):
     """Request TxnOffsetCommitRequest (TxnOffsetCommitRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 28
+    API_KEY: ClassVar[int] = 28
     NAME: ClassVar[str] = "TxnOffsetCommitRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

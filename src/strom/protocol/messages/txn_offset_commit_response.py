@@ -74,7 +74,7 @@ _DEFAULT_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponseTopic()
 class TxnOffsetCommitResponse(_Message):
     """Response TxnOffsetCommitResponse (TxnOffsetCommitResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 28
+    API_KEY: ClassVar[int] = 28
     NAME: ClassVar[str] = "TxnOffsetCommitResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)

@@ -23,7 +23,7 @@ _S0 = Struct(">i")
 class UnregisterBrokerRequest(_Message):
     """Request UnregisterBrokerRequest (UnregisterBrokerRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 64
+    API_KEY: ClassVar[int] = 64
     NAME: ClassVar[str] = "UnregisterBrokerRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -23,7 +23,7 @@ _S0 = Struct(">ih")
 class UnregisterBrokerResponse(_Message):
     """Response UnregisterBrokerResponse (UnregisterBrokerResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 64
+    API_KEY: ClassVar[int] = 64
     NAME: ClassVar[str] = "UnregisterBrokerResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -60,7 +60,7 @@ _DEFAULT_FeatureUpdateKey = FeatureUpdateKey()
 class UpdateFeaturesRequest(_Message):
     """Request UpdateFeaturesRequest (UpdateFeaturesRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 57
+    API_KEY: ClassVar[int] = 57
     NAME: ClassVar[str] = "UpdateFeaturesRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

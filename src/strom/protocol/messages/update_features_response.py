@@ -54,7 +54,7 @@ _DEFAULT_UpdatableFeatureResult = UpdatableFeatureResult()
 class UpdateFeaturesResponse(_Message):
     """Response UpdateFeaturesResponse (UpdateFeaturesResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 57
+    API_KEY: ClassVar[int] = 57
     NAME: ClassVar[str] = "UpdateFeaturesResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)

@@ -181,7 +181,7 @@ _DEFAULT_UpdateMetadataBroker = UpdateMetadataBroker()
 class UpdateMetadataRequest(_Message):
     """Request UpdateMetadataRequest (UpdateMetadataRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 6
+    API_KEY: ClassVar[int] = 6
     NAME: ClassVar[str] = "UpdateMetadataRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 9)

@@ -23,7 +23,7 @@ _S0 = Struct(">h")
 class UpdateMetadataResponse(_Message):
     """Response UpdateMetadataResponse (UpdateMetadataResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 6
+    API_KEY: ClassVar[int] = 6
     NAME: ClassVar[str] = "UpdateMetadataResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 9)

@@ -80,7 +80,7 @@ _DEFAULT_KRaftVersionFeature = KRaftVersionFeature()
 class UpdateRaftVoterRequest(_Message):
     """Request UpdateRaftVoterRequest (UpdateRaftVoterRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 82
+    API_KEY: ClassVar[int] = 82
     NAME: ClassVar[str] = "UpdateRaftVoterRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -58,7 +58,7 @@ _DEFAULT_CurrentLeader = CurrentLeader()
 class UpdateRaftVoterResponse(_Message):
     """Response UpdateRaftVoterResponse (UpdateRaftVoterResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 82
+    API_KEY: ClassVar[int] = 82
     NAME: ClassVar[str] = "UpdateRaftVoterResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -95,7 +95,7 @@ _DEFAULT_TopicData = TopicData()
 class VoteRequest(_Message):
     """Request VoteRequest (VoteRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 52
+    API_KEY: ClassVar[int] = 52
     NAME: ClassVar[str] = "VoteRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -116,7 +116,7 @@ _DEFAULT_NodeEndpoint = NodeEndpoint()
 class VoteResponse(_Message):
     """Response VoteResponse (VoteResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 52
+    API_KEY: ClassVar[int] = 52
     NAME: ClassVar[str] = "VoteResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

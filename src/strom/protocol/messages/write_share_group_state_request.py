@@ -118,7 +118,7 @@ _DEFAULT_WriteStateData = WriteStateData()
 class WriteShareGroupStateRequest(_Message):
     """Request WriteShareGroupStateRequest (WriteShareGroupStateRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 85
+    API_KEY: ClassVar[int] = 85
     NAME: ClassVar[str] = "WriteShareGroupStateRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

@@ -77,7 +77,7 @@ _DEFAULT_WriteStateResult = WriteStateResult()
 class WriteShareGroupStateResponse(_Message):
     """Response WriteShareGroupStateResponse (WriteShareGroupStateResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 85
+    API_KEY: ClassVar[int] = 85
     NAME: ClassVar[str] = "WriteShareGroupStateResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)

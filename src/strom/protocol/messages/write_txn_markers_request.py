@@ -86,7 +86,7 @@ _DEFAULT_WritableTxnMarker = WritableTxnMarker()
 class WriteTxnMarkersRequest(_Message):
     """Request WriteTxnMarkersRequest (WriteTxnMarkersRequest.json)."""
 
-    API_KEY: ClassVar[int | None] = 27
+    API_KEY: ClassVar[int] = 27
     NAME: ClassVar[str] = "WriteTxnMarkersRequest"
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)

@@ -99,7 +99,7 @@ _DEFAULT_WritableTxnMarkerResult = WritableTxnMarkerResult()
 class WriteTxnMarkersResponse(_Message):
     """Response WriteTxnMarkersResponse (WriteTxnMarkersResponse.json)."""
 
-    API_KEY: ClassVar[int | None] = 27
+    API_KEY: ClassVar[int] = 27
     NAME: ClassVar[str] = "WriteTxnMarkersResponse"
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
