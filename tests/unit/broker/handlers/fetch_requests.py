@@ -49,7 +49,7 @@ def fetch(
         else {"replica_id": replica_id}
     )
     return FetchRequest(
-        **replica,  # type: ignore[arg-type]
+        **replica,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
         max_bytes=max_bytes,

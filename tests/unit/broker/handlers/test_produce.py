@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -16,8 +17,8 @@ from strom.protocol.messages.produce_request import (
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, batch, produce_request
 
 
-def _partition(response: object) -> object:
-    ((partition,),) = [t.partition_responses for t in response.responses]  # type: ignore[attr-defined]
+def _partition(response: Any) -> Any:
+    ((partition,),) = [t.partition_responses for t in response.responses]
     return partition
 
 
