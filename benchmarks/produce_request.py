@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import cProfile
 import io
+import os
 import pstats
 import statistics
 import sys
@@ -171,7 +172,7 @@ async def profile(broker: Broker, frames: Frames, count: int) -> None:
         profiler = cProfile.Profile()
         await run_once(broker, frames, workload, count, profiler)
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)
+        pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(int(os.environ.get("PROFILE_ROWS", "20")))
         print(f"\n--- cProfile, {workload.name}, {count} requests, by own time ---")
         print(_trim(out.getvalue()))
 

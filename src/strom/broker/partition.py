@@ -150,7 +150,12 @@ class Partition:
         if config.compacts:
             _require_keys(self.topic, records)
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=from_client)
-        self.maybe_advance_high_watermark()
+        if self.followers:
+            self.maybe_advance_high_watermark()
+        else:  # the ISR is this broker alone (one node): the HW is the log end, at once
+            log.update_high_watermark(log.log_end_offset)
+            if self._on_high_watermark is not None:
+                self._on_high_watermark(self.topic_partition)
         return result
 
     # -- read ----------------------------------------------------------------------------

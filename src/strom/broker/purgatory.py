@@ -23,14 +23,8 @@ class DelayedOperationPurgatory:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
-
-    def __len__(self) -> int:
-        """How many keys have someone waiting (Kafka's purgatory size, roughly)."""
-        return len(self._watchers)
-
-    def __bool__(self) -> bool:
-        return bool(self._watchers)
+        # Read directly on hot paths (``if purgatory.watchers:``): no call when nobody waits.
+        self.watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
         """True when any of ``keys`` completes, False after ``timeout`` seconds."""
@@ -38,22 +32,22 @@ class DelayedOperationPurgatory:
         future: asyncio.Future[bool] = loop.create_future()
         watched = list(keys)
         for key in watched:
-            self._watchers.setdefault(key, set()).add(future)
+            self.watchers.setdefault(key, set()).add(future)
         timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
         try:
             return await future
         finally:
             timer.cancel()
             for key in watched:
-                waiting = self._watchers.get(key)
+                waiting = self.watchers.get(key)
                 if waiting is not None:
                     waiting.discard(future)
                     if not waiting:
-                        del self._watchers[key]
+                        del self.watchers[key]
 
     def check_and_complete(self, key: Hashable) -> int:
         """Wake everything watching ``key``; returns how many were woken."""
-        waiting = self._watchers.pop(key, None)
+        waiting = self.watchers.pop(key, None)
         if not waiting:
             return 0
         for future in waiting:

@@ -118,7 +118,7 @@ class ReplicaManager:
 
     def appended(self, partition: Partition) -> None:
         """The partition's log end moved: wake followers long-polling it, if any."""
-        if self.log_end_purgatory:
+        if self.log_end_purgatory.watchers:
             self.log_end_purgatory.check_and_complete(partition.topic_partition)
 
     async def wait_for_replication(self, pending: Sequence[tuple[Partition, int]], timeout: float
@@ -193,7 +193,7 @@ class ReplicaManager:
             await purgatory.wait(_keys(targets), remaining)
 
     def _high_watermark_moved(self, key: TopicPartition) -> None:
-        if self.high_watermark_purgatory:
+        if self.high_watermark_purgatory.watchers:
             self.high_watermark_purgatory.check_and_complete(key)
 
     # -- other partition operations --------------------------------------------------------
