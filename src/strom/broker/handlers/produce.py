@@ -18,6 +18,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, cast
 
+from strom.broker.log_throttle import LogThrottle
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from strom.protocol.headers import Request
 
 logger = logging.getLogger(__name__)
+# A full disk refuses every produce: one line per message per 10 s, the rest counted.
+_refusals = LogThrottle(logger)
 
 REQUEST = ProduceRequest
 VERSIONS = range(0, 12)
@@ -97,7 +100,7 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
         partition = replica_manager.partition_or_error(topic, data.index)
         result = partition.append_as_leader(records, acks)
     except StorageError as exc:
-        logger.info("produce to %s-%d refused: %s", topic, data.index, exc)
+        _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
         return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))
     replica_manager.appended(partition)
     if acks == -1 and partition.high_watermark <= result.last_offset:
