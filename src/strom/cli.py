@@ -18,7 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
 
     from strom.broker.broker import Broker
-    from strom.broker.config import BrokerConfig
+    from strom.broker.config import BrokerConfig, ConfigError
     from strom.broker.server import serve
 
     overrides = dict(_property(text) for text in args.override)
@@ -35,7 +35,11 @@ def _serve(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    config = BrokerConfig.load(args.config, overrides)
+    try:
+        config = BrokerConfig.load(args.config, overrides)
+    except ConfigError as exc:  # an operator's mistake: one line, not a traceback
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 2
     Path(config.data_dir).mkdir(parents=True, exist_ok=True)
     broker = Broker(config)
     broker.startup()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import confluent_kafka
@@ -61,3 +63,25 @@ def test_shutdown_does_not_wait_for_clients(tmp_path: Path) -> None:
         assert broker.stop() == 0
         assert silent.recv(1) == b""
         assert polling.recv(1) == b""
+
+
+@pytest.mark.parametrize(
+    ("properties", "overrides", "message"),
+    [
+        ("log.retention.msec=1\n", [], "unknown broker property 'log.retention.msec' (did you mean 'log.retention.ms'?)"),
+        ("", ["num.partition=3"], "unknown broker property 'num.partition' (did you mean 'num.partitions'?)"),
+        ("", ["log.segment.bytes=abc"], "invalid value 'abc' for log.segment.bytes: must be an integer"),
+        ("log.cleanup.policy=shred\n", [], "invalid value 'shred' for log.cleanup.policy: cleanup.policy 'shred'"),
+    ],
+    ids=["unknown-in-file", "unknown-override", "not-a-number", "bad-policy"],
+)
+def test_a_bad_property_ends_serve_with_one_line(
+        tmp_path: Path, properties: str, overrides: list[str], message: str) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text(properties)
+    command = [sys.executable, "-m", "strom", "serve", "--data-dir", str(tmp_path / "data"),
+               "--config", str(config), "--listeners", "PLAINTEXT://127.0.0.1:0"]
+    for override in overrides:
+        command += ["--override", override]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"strom serve: {message}\n")

@@ -3,18 +3,25 @@
 A ``server.properties`` file, ``--override name=value`` pairs and the command line's
 own flags all end up as one property map; ``BrokerConfig.from_properties`` turns it
 into a frozen, typed object. Unknown names are refused, so a typo is an error at start
-rather than a setting silently ignored. Topic defaults come from the broker's
+rather than a setting silently ignored: a ``ConfigError`` whose one-line message names
+the property (and, for an unknown name, the closest known one). Topic defaults come from the broker's
 ``log.*`` properties, as in Kafka (``log.retention.ms`` is the default ``retention.ms``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from strom.storage.config import LogConfig, parse_properties
+from strom.storage.errors import StorageError
+
+
+class ConfigError(ValueError):
+    """A property the broker cannot start with; the message is one line for the operator."""
 
 
 def _kafka(name: str) -> dict[str, str]:
@@ -101,18 +108,24 @@ class BrokerConfig:
                 fld = by_name[name]
                 values[fld.name] = _parse(name, fld.type, text)
             elif name in BROKER_TO_TOPIC:
-                topic_defaults[BROKER_TO_TOPIC[name]] = _convert(name, text)
+                topic_defaults[BROKER_TO_TOPIC[name]] = _topic_default(name, text)
             else:
-                raise ValueError(f"unknown broker property {name!r}")
-        values["log"] = LogConfig().with_overrides(topic_defaults)
+                raise ConfigError(_unknown(name, [*by_name, *BROKER_TO_TOPIC]))
+        try:
+            values["log"] = LogConfig().with_overrides(topic_defaults)
+        except StorageError as exc:  # settings valid alone but not together
+            raise ConfigError(f"invalid topic defaults: {_reason(exc)}") from None
         return cls(**values)
 
     @classmethod
     def load(cls, path: str | None, overrides: Mapping[str, str]) -> BrokerConfig:
         properties: dict[str, str] = {}
         if path is not None:
-            with open(path, encoding="utf-8") as file:
-                properties.update(parse_properties(file.read()))
+            try:
+                with open(path, encoding="utf-8") as file:
+                    properties.update(parse_properties(file.read()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
         properties.update(overrides)
         return cls.from_properties(properties)
 
@@ -147,12 +160,31 @@ BROKER_TO_TOPIC = {
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "min.insync.replicas": "min.insync.replicas",
 }
+_TOPIC_TYPES = {f.metadata["kafka"]: type(f.default) for f in dataclasses.fields(LogConfig)}
 _UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
 
 
-def _convert(name: str, text: str) -> str:
-    scale = _UNIT_MS.get(name)
-    return str(int(text) * scale) if scale else text
+def _unknown(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown broker property {name!r}{hint}"
+
+
+def _reason(exc: StorageError) -> str:
+    return str(exc).removeprefix("invalid topic config: ")
+
+
+def _topic_default(name: str, text: str) -> str:
+    """The topic-level value of broker property ``name``, checked on its own."""
+    text = text.strip()
+    topic_name = BROKER_TO_TOPIC[name]
+    parsed = _parse(name, int if name in _UNIT_MS else _TOPIC_TYPES[topic_name], text)
+    value = str(parsed * _UNIT_MS[name]) if name in _UNIT_MS else text
+    try:
+        LogConfig().with_overrides({topic_name: value})
+    except StorageError as exc:
+        raise ConfigError(f"invalid value {text!r} for {name}: {_reason(exc)}") from None
+    return value
 
 
 def _parse(name: str, kind: object, text: str) -> int | float | bool | str:
@@ -161,14 +193,14 @@ def _parse(name: str, kind: object, text: str) -> int | float | bool | str:
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"{name} must be a number, not {text!r}") from None
+            raise ConfigError(f"invalid value {text!r} for {name}: must be a number") from None
     if kind in (int, "int"):
         try:
             return int(text)
         except ValueError:
-            raise ValueError(f"{name} must be an integer, not {text!r}") from None
+            raise ConfigError(f"invalid value {text!r} for {name}: must be an integer") from None
     if kind in (bool, "bool"):
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"{name} must be true or false, not {text!r}")
+            raise ConfigError(f"invalid value {text!r} for {name}: must be true or false")
         return text.lower() == "true"
     return text
