@@ -44,7 +44,7 @@ def render_registry(messages: list[Message]) -> str:
             f"range({flex_req.low}, {max(flex_req.high, flex_req.low - 1) + 1}), "
             f"range({flex_resp.low}, {max(flex_resp.high, flex_resp.low - 1) + 1})),"
         )
-    return HEADER.format(source="every schema") + REGISTRY.replace("@MODULES@", modules).replace(
+    return HEADER.format(source="the schemas") + REGISTRY.replace("@MODULES@", modules).replace(
         "@APIS@", "\n".join(apis)
     )
 
