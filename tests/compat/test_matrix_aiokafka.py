@@ -13,7 +13,6 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewTopic as AioNewTopic
 
-from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import (
     BASE_TIME,
     GROUP_MS,
@@ -23,6 +22,7 @@ from tests.compat.matrix import (
     _produce,
     _read_all,
 )
+from tests.support.broker_process import BrokerProcess
 
 
 def test_aiokafka_admin_creates_and_deletes_topics(broker: BrokerProcess) -> None:

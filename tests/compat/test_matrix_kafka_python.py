@@ -12,8 +12,8 @@ import kafka.errors
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import BASE_TIME, SIX_MIB, _big_value, _create, _produce, _read_all
+from tests.support.broker_process import BrokerProcess
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])

@@ -9,8 +9,8 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import BASE_TIME, FIVE_MIB, JS, _create, _produce, _read_all
+from tests.support.broker_process import BrokerProcess
 
 
 def _kafkajs(scenario: str, broker: BrokerProcess, topic: str, *args: str) -> Any:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 import confluent_kafka
 import pytest
 
-from tests.support.broker_process import BrokerProcess
 from tests.compat.matrix import (
     BASE_TIME,
     FIVE_MIB,
@@ -22,6 +21,7 @@ from tests.compat.matrix import (
     _produce,
     _read_all,
 )
+from tests.support.broker_process import BrokerProcess
 
 
 def _kcat(*args: str, data: str | None = None) -> str:
