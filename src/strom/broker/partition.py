@@ -20,16 +20,18 @@ Invariants (who writes what, which epoch fences it):
 - The high watermark is the lowest log end offset among the leader and every ISR
   member; it never moves back while this broker leads. ``maybe_advance_high_watermark``
   is its only writer, called after every append and every follower fetch; when it
-  moves, the ReplicaManager's purgatory wakes what waits on it.
+  moves, the ReplicaManager's purgatory wakes what waits on it. (A partition with no
+  other replica lets its log move the HW to the log end inside each append,
+  ``hw_follows_leo``: the same rule, without a call per produce.)
 - Followers' log end offsets are learnt only from their Fetch requests (``replica_id``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from strom.broker.purgatory import DelayedOperationPurgatory
 from strom.compaction.record_scan import has_keyless_record
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -56,7 +58,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405/1005: the earliest offset on local disk
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, local_broker_id: int,
-                 on_high_watermark: Callable[[TopicPartition], None] | None = None) -> None:
+                 high_watermark_purgatory: DelayedOperationPurgatory | None = None) -> None:
         self.topic = topic
         self.index = index
         self.topic_partition: TopicPartition = (topic, index)
@@ -69,7 +71,7 @@ class Partition:
         self.isr: frozenset[int] = frozenset({local_broker_id})
         self.followers: dict[int, FollowerState] = {}
         # The ReplicaManager's purgatory: told when the high watermark moves.
-        self._on_high_watermark = on_high_watermark
+        self._purgatory = high_watermark_purgatory
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader_id}, "
@@ -89,6 +91,9 @@ class Partition:
         self.replicas = replicas
         self.isr = isr
         self.followers = {r: FollowerState(r) for r in replicas if r != self.local_broker_id}
+        # A partition with no other replica: the HW is the log end offset, so the log
+        # moves it inside each append (one node's hot path: no call of ours per produce).
+        self.log.hw_follows_leo = not self.followers
         self.maybe_advance_high_watermark()
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
@@ -115,9 +120,13 @@ class Partition:
         if new_hw <= log.high_watermark:
             return False
         log.update_high_watermark(new_hw)
-        if self._on_high_watermark is not None:
-            self._on_high_watermark(self.topic_partition)
+        self._high_watermark_moved()
         return True
+
+    def _high_watermark_moved(self) -> None:
+        purgatory = self._purgatory
+        if purgatory is not None and purgatory.watchers:
+            purgatory.check_and_complete(self.topic_partition)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """An acks=-1 produce up to ``required_offset``: (done, its error code).
@@ -152,10 +161,9 @@ class Partition:
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=from_client)
         if self.followers:
             self.maybe_advance_high_watermark()
-        else:  # the ISR is this broker alone (one node): the HW is the log end, at once
-            log.update_high_watermark(log.log_end_offset)
-            if self._on_high_watermark is not None:
-                self._on_high_watermark(self.topic_partition)
+        elif self._purgatory is not None and self._purgatory.watchers:
+            # Without followers the log moved the HW itself (see make_leader).
+            self._purgatory.check_and_complete(self.topic_partition)
         return result
 
     # -- read ----------------------------------------------------------------------------

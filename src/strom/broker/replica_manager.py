@@ -86,7 +86,7 @@ class ReplicaManager:
         self.log_end_purgatory.check_and_complete((topic, index))
 
     def _host(self, topic: str, index: int, log: Log) -> Partition:
-        partition = Partition(topic, index, log, self.local_broker_id, self._high_watermark_moved)
+        partition = Partition(topic, index, log, self.local_broker_id, self.high_watermark_purgatory)
         me = self.local_broker_id
         partition.make_leader(max(log.leader_epoch_cache.latest_epoch, 0), (me,), frozenset({me}))
         self.partitions[(topic, index)] = partition
@@ -191,10 +191,6 @@ class ReplicaManager:
             if total >= min_bytes or remaining <= 0 or any(r.error_code for r in reads):
                 return reads
             await purgatory.wait(_keys(targets), remaining)
-
-    def _high_watermark_moved(self, key: TopicPartition) -> None:
-        if self.high_watermark_purgatory.watchers:
-            self.high_watermark_purgatory.check_and_complete(key)
 
     # -- other partition operations --------------------------------------------------------
     def delete_records(self, topic: str, index: int, offset: int) -> int:

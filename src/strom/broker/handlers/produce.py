@@ -94,7 +94,9 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
-    if one_batch and (refused := _not_one_v2_batch(records)):
+    if one_batch and (len(records) <= _MAGIC_AT or records[_MAGIC_AT] != 2
+                      or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != len(records)):
+        refused = _not_one_v2_batch(records)  # the reason, off the hot path
         return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
     try:  # the log refuses empty sets and missing partitions with Kafka's codes
         partition = replica_manager.partition_or_error(topic, data.index)
@@ -102,8 +104,9 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
     except StorageError as exc:
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
         return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))
-    replica_manager.appended(partition)
-    if acks == -1 and partition.high_watermark <= result.last_offset:
+    if replica_manager.log_end_purgatory.watchers:  # followers long-polling
+        replica_manager.appended(partition)
+    if acks == -1 and partition.followers and partition.high_watermark <= result.last_offset:
         replicating.append((partition, result.last_offset))
     return _new_partition_response(
         data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset,
@@ -111,19 +114,15 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
     )
 
 
-def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str | None:
-    """Kafka's ProduceRequest.validateRecords (v3+): exactly one whole batch, format v2.
-
-    Reads two header fields (batchLength at byte 8, magic at byte 16): O(1) per request.
-    """
+def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str:
+    """Why a record set is not what Kafka's ProduceRequest.validateRecords (v3+) wants:
+    exactly one whole batch of format v2 (batchLength at byte 8, magic at byte 16)."""
     size = len(records)
-    if size < _MAGIC_AT + 1 or (batch_size := _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0]) > size:
+    if size < _MAGIC_AT + 1 or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > size:
         return "a produce request of v3 or later must carry one whole record batch per partition"
     if records[_MAGIC_AT] != 2:
         return "a produce request of v3 or later must carry record batch format v2"
-    if batch_size != size:
-        return "a produce request of v3 or later may carry only one record batch per partition"
-    return None
+    return "a produce request of v3 or later may carry only one record batch per partition"
 
 
 def _after_replication(topic: TopicProduceResponse, errors: dict[TopicPartition, ErrorCode]
