@@ -147,7 +147,7 @@ class Partition:
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int = 1,
                          *, from_client: bool = True) -> AppendResult:
         """Append a producer's batches stamped with our epoch; raises ``StorageError``."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # not is_leader: a call less per produce
             raise StorageError(f"broker {self.local_broker_id} does not lead {self.topic}-{self.index}",
                                ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log = self.log

@@ -94,8 +94,8 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
-    if one_batch and (len(records) <= _MAGIC_AT or records[_MAGIC_AT] != 2
-                      or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != len(records)):
+    if one_batch and ((size := len(records)) <= _MAGIC_AT or records[_MAGIC_AT] != 2
+                      or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != size):
         refused = _not_one_v2_batch(records)  # the reason, off the hot path
         return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
     try:  # the log refuses empty sets and missing partitions with Kafka's codes
