@@ -30,7 +30,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
@@ -56,6 +56,7 @@ from strom.protocol.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from strom.protocol.primitives import Region
 from strom.protocol.records.header import iter_batches
 from strom.protocol.records.v2 import Record, decode_batch
 from strom.protocol.records.v2_builder import build_record_batch
@@ -73,17 +74,6 @@ TEST_PROPERTIES: Mapping[str, str] = {
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3  # ListOffsets' special timestamps
 
 Scenario = Callable[["BrokerHarness"], Awaitable[None]]
-
-
-class _FileRegion(Protocol):
-    """What the network layer ``sendfile``s: a range of an open segment file."""
-
-    @property
-    def fd(self) -> int: ...
-    @property
-    def position(self) -> int: ...
-    @property
-    def length(self) -> int: ...
 
 
 class BrokerHarness:
@@ -196,7 +186,7 @@ def _materialise(chunk: object) -> bytes:
     """A response chunk as bytes: buffers as they are, a file region read from its file."""
     if isinstance(chunk, bytes | bytearray | memoryview):
         return bytes(chunk)
-    region: _FileRegion = chunk  # type: ignore[assignment]
+    region: Region = chunk  # type: ignore[assignment]
     data = os.pread(region.fd, region.length, region.position)
     assert len(data) == region.length, "a file region must lie within its file"
     return data

@@ -26,7 +26,7 @@ from tests.support.broker_harness import (
     records_of,
 )
 from tests.support.broker_harness import broker as broker  # the fixture
-from tests.unit.broker.handlers.fetch_requests import fetch
+from tests.support.fetch_requests import fetch
 
 FOLLOWER = 2
 TOPIC = "replicated"

@@ -13,7 +13,7 @@ from strom.protocol.messages.delete_records_request import (
     DeleteRecordsTopic,
 )
 from tests.support.broker_harness import EARLIEST, BrokerHarness, BrokerRunner, records_of
-from tests.unit.broker.handlers.fetch_requests import fetch, partitions_of
+from tests.support.fetch_requests import fetch, partitions_of
 
 HIGH_WATERMARK = -1  # DeleteRecords' offset -1: up to the high watermark
 

@@ -10,7 +10,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from strom.protocol.messages.metadata_request import MetadataRequest
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
-from tests.unit.broker.handlers.fetch_requests import fetch, partitions_of
+from tests.support.fetch_requests import fetch, partitions_of
 
 
 async def _topics(h: BrokerHarness) -> set[str]:

@@ -13,7 +13,7 @@ import pytest
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, records_of
-from tests.unit.broker.handlers.fetch_requests import fetch, partitions_of
+from tests.support.fetch_requests import fetch, partitions_of
 
 BIG = b"v" * 6000  # over a few KiB: the broker answers with a file region (sendfile)
 

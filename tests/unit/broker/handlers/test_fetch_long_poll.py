@@ -13,7 +13,7 @@ from typing import Any
 
 from strom.protocol.error_codes import ErrorCode
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, records_of
-from tests.unit.broker.handlers.fetch_requests import fetch, partitions_of
+from tests.support.fetch_requests import fetch, partitions_of
 
 LONG_WAIT_MS = 5000  # an answer in under half of it was woken, not timed out
 SHORT_WAIT_MS = 300  # a poll expected to run to its timeout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from strom.protocol.error_codes import ErrorCode
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, records_of
-from tests.unit.broker.handlers.fetch_requests import fetch, partitions_of
+from tests.support.fetch_requests import fetch, partitions_of
 
 VERSION = 12
 
