@@ -94,12 +94,12 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
-    if one_batch and ((size := len(records)) <= _MAGIC_AT or records[_MAGIC_AT] != 2
-                      or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != size):
-        refused = _not_one_v2_batch(records)  # the reason, off the hot path
-        return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
-    try:  # the log refuses empty sets and missing partitions with Kafka's codes
+    try:  # missing partitions first, then the record set, as Kafka's handleProduceRequest
         partition = replica_manager.partition_or_error(topic, data.index)
+        if one_batch and ((size := len(records)) <= _MAGIC_AT or records[_MAGIC_AT] != 2
+                          or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != size):
+            refused = _not_one_v2_batch(records)  # the reason, off the hot path
+            return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
         result = partition.append_as_leader(records, acks)
     except StorageError as exc:
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)

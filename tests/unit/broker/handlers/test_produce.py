@@ -65,6 +65,9 @@ def test_an_unknown_topic_or_partition_is_refused(broker: BrokerRunner, topic: s
         await h.create_topic("t", partitions=1)
         response = await h.request(produce_request(topic, partition, batch([b"x"])), version=9)
         assert _partition(response).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # Kafka looks the partition up before it validates the record set.
+        empty = await h.request(produce_request(topic, partition, b""), version=9)
+        assert _partition(empty).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     broker.run(scenario, {"auto.create.topics.enable": "false"})
 
