@@ -208,16 +208,21 @@ class Partition:
         return log.offset_for_timestamp(timestamp)
 
     def _max_timestamp(self) -> TimestampOffset | None:
-        """KIP-734: the offset of the (last batch holding the) largest timestamp below the HW."""
+        """KIP-734: the record with the largest timestamp, if consumers may read it.
+
+        A segment only knows the last offset of the batch that reached its largest
+        timestamp, so the batch is decoded to name the first record that carries it, as
+        Kafka does since KAFKA-16310; like Kafka, an answer at or past the high
+        watermark is no answer rather than the next-largest timestamp.
+        """
         log = self.log
-        best: TimestampOffset | None = None
-        for segment in log.segments:
-            offset = segment.offset_of_max_timestamp
-            if segment.max_timestamp < 0 or not log.log_start_offset <= offset < log.high_watermark:
-                continue
-            if best is None or segment.max_timestamp > best.timestamp:
-                best = TimestampOffset(segment.max_timestamp, offset)
-        return best
+        start = log.log_start_offset
+        live = [s for s in log.segments if s.max_timestamp >= 0 and s.next_offset > start]
+        if not live:
+            return None
+        segment = max(live, key=lambda s: s.max_timestamp)  # the first of equals, as maxBy
+        found = segment.find_offset_by_timestamp(segment.max_timestamp, start)
+        return found if found is not None and found.offset < log.high_watermark else None
 
     def last_offset_for_leader_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (the largest epoch <= ``leader_epoch``, where it ends)."""

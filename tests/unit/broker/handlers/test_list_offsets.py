@@ -17,12 +17,14 @@ from strom.protocol.messages.list_offsets_request import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
+from strom.protocol.records.v2_builder import build_record_batch
 from tests.support.broker_harness import (
     EARLIEST,
     LATEST,
     MAX_TIMESTAMP,
     BrokerHarness,
     BrokerRunner,
+    produce_request,
 )
 
 EARLIEST_LOCAL = -4  # KIP-1005, v8+
@@ -111,6 +113,22 @@ def test_max_timestamp_finds_the_record_with_the_largest_timestamp(broker: Broke
 
     async def scenario(h: BrokerHarness) -> None:
         await _three_batches(h)
+        found = await _list(h, 7, "t", 0, MAX_TIMESTAMP)
+        assert (found.error_code, found.offset, found.timestamp) == (0, 1, 3000)
+
+    broker.run(scenario)
+
+
+def test_max_timestamp_names_the_record_inside_its_batch(broker: BrokerRunner) -> None:
+    """KIP-734 as Kafka 3.8+ answers it (KAFKA-16310): the record with the largest timestamp,
+    not the last offset of the batch that holds it. One batch, create times 1000, 3000, 2000."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t")
+        records = build_record_batch((None, value, (), timestamp)
+                                     for value, timestamp in ((b"a", 1000), (b"b", 3000), (b"c", 2000)))
+        response = await h.request(produce_request("t", 0, bytes(records)), version=9)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
         found = await _list(h, 7, "t", 0, MAX_TIMESTAMP)
         assert (found.error_code, found.offset, found.timestamp) == (0, 1, 3000)
 
