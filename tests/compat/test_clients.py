@@ -131,6 +131,22 @@ def test_large_message_with_raised_limits(broker: BrokerProcess) -> None:
     assert message.value() == value
 
 
+def test_keyless_records_on_a_compacted_topic_fail_alone(broker: BrokerProcess) -> None:
+    """KIP-467: librdkafka fails the records the broker names with INVALID_RECORD and the
+    rest of their batch with _INVALID_DIFFERENT_RECORD: 10 invalid of 100, not 100."""
+    _create(broker, "table", 1, {"cleanup.policy": "compact"})
+    producer = _producer(broker, **{"linger.ms": 2000, "batch.num.messages": 1000})
+    outcomes: list[int] = []
+    for i in range(100):
+        key = None if i % 10 == 3 else b"k%d" % i
+        producer.produce("table", b"v", key=key, partition=0,
+                         on_delivery=lambda err, _msg: outcomes.append(err.code() if err else 0))
+    assert producer.flush(30) == 0
+    assert len(outcomes) == 100
+    assert outcomes.count(confluent_kafka.KafkaError.INVALID_RECORD) == 10
+    assert outcomes.count(confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD) == 90
+
+
 def test_too_large_message_is_refused_with_kafkas_error(broker: BrokerProcess) -> None:
     _create(broker, "small", 1, {"max.message.bytes": "1000"})
     producer = _producer(broker, **{"compression.type": "none"})

@@ -32,11 +32,11 @@ import time
 from dataclasses import dataclass
 
 from strom.broker.purgatory import DelayedOperationPurgatory
-from strom.compaction.record_scan import has_keyless_record
+from strom.compaction.record_scan import keyless_records
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
-from strom.storage.errors import StorageError
+from strom.storage.errors import RecordValidationError, StorageError
 from strom.storage.log import AppendResult, FetchIsolation, FetchResult, Log
 from strom.storage.time_index import TimestampOffset
 
@@ -157,7 +157,7 @@ class Partition:
                 f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, "
                 f"min.insync.replicas is {config.min_insync_replicas}", ErrorCode.NOT_ENOUGH_REPLICAS)
         if config.compacts:
-            _require_keys(self.topic, records)
+            _require_keys(self.topic, self.index, records)
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=from_client)
         if self.followers:
             self.maybe_advance_high_watermark()
@@ -237,12 +237,13 @@ class Partition:
         return log.delete_records(log.high_watermark if offset == -1 else offset)
 
 
-def _require_keys(topic: str, records: bytes | bytearray | memoryview) -> None:
-    """A compacted topic refuses a record set with any keyless record (Kafka's rule)."""
+def _require_keys(topic: str, index: int, records: bytes | bytearray | memoryview) -> None:
+    """A compacted topic refuses a record set with any keyless record, naming each (Kafka's
+    LogValidator.validateKey, KIP-467)."""
     try:
-        keyless = has_keyless_record(records)
+        keyless = keyless_records(records)
     except ProtocolError as exc:
         raise StorageError(str(exc), ErrorCode(exc.error_code)) from exc
     if keyless:
-        raise StorageError(f"compacted topic {topic} refuses records without a key",
-                           ErrorCode.INVALID_RECORD)
+        why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+        raise RecordValidationError([(i, why) for i in keyless])

@@ -14,6 +14,8 @@ the batches were appended and again by the caller before any byte is rewritten.
 
 from __future__ import annotations
 
+import numpy as np
+
 from strom.compaction.key_hash import xxh3_128
 from strom.compaction.offset_map import KeyHashes
 from strom.protocol.compression import CompressionType, decompress
@@ -42,20 +44,27 @@ def hash_keys(arena: Buffer, key_start: Int64s, key_length: Int64s) -> KeyHashes
     return KeyHashes(*xxh3_128(arena, key_start, key_length))
 
 
-def has_keyless_record(records: Buffer, max_uncompressed_size: int = 1 << 31) -> bool:
-    """Whether any data record in a produce's record set has a null key.
+def keyless_records(records: Buffer, max_uncompressed_size: int = 1 << 31) -> list[int]:
+    """The index, counted over the set's data records, of each record with a null key.
 
-    A compacted topic refuses such a set whole (Kafka's ``INVALID_RECORD``). v2 key
-    lengths are read vectorised, compressed sections inflated first; v0/v1 messages
-    are decoded (old clients only). Raises ``ProtocolError`` for a malformed set.
+    A compacted topic refuses a produce that has any (Kafka's ``INVALID_RECORD``) and
+    names each of them in its answer (KIP-467), so the client fails those records and
+    not their neighbours. From Produce v3 a set is one batch, so the index is the
+    record's index in its batch, Kafka's ``batch_index``. v2 key lengths are read
+    vectorised over all batches, compressed sections inflated first; v0/v1 messages are
+    decoded (old clients only). Raises ``ProtocolError`` for a malformed set.
     """
     view = memoryview(records)
     pieces: list[tuple[Buffer, int, int]] = []
+    first_index: list[int] = []  # of each v2 piece: its first record's index in the set
+    sizes: list[int] = []  # of each v2 piece: its records
+    keyless: list[int] = []
+    counted = 0
     for position, header in iter_batches(records):
         if header.magic < 2:
-            if any(message.key is None for message in decode_message(
-                    records, position, max_uncompressed_size=max_uncompressed_size)):
-                return True
+            messages = decode_message(records, position, max_uncompressed_size=max_uncompressed_size)
+            keyless += [counted + i for i, message in enumerate(messages) if message.key is None]
+            counted += len(messages)
             continue
         if header.is_control or header.records_count == 0:
             continue
@@ -66,7 +75,18 @@ def has_keyless_record(records: Buffer, max_uncompressed_size: int = 1 << 31) ->
             pieces.append((inflated, 0, len(inflated)))
         else:
             pieces.append((records, start, end))
+        first_index.append(counted)
+        sizes.append(header.records_count)
+        counted += header.records_count
     if not pieces:
-        return False
+        return keyless
     arena, spans = join_sections(pieces)
-    return bool((scan_sections(arena, spans).key_length < 0).any())
+    scanned = scan_sections(arena, spans)
+    missing = np.flatnonzero(scanned.key_length < 0)
+    if not missing.size:
+        return keyless
+    # Scanned records run piece after piece; shift each to its piece's place in the set.
+    ends = np.cumsum(sizes)
+    piece = np.searchsorted(ends, missing, side="right")
+    shift = np.array(first_index) - (ends - np.array(sizes))
+    return sorted(keyless + (missing + shift[piece]).tolist())

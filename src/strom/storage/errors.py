@@ -24,6 +24,23 @@ class InvalidRecordsError(StorageError):
     error_code = ErrorCode.CORRUPT_MESSAGE
 
 
+class RecordValidationError(InvalidRecordsError):
+    """Some records of a batch broke a rule of the topic; nothing of the batch was written.
+
+    ``record_errors`` names each offending record by its index in the batch, with why
+    (KIP-467), so a client fails exactly those records and retries or fails the rest
+    with a different error (librdkafka's ``_INVALID_DIFFERENT_RECORD``).
+    """
+
+    def __init__(self, record_errors: list[tuple[int, str]],
+                 error_code: ErrorCode = ErrorCode.INVALID_RECORD) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in record_errors[:3])
+        super().__init__(
+            f"One or more records have been rejected due to {len(record_errors)} record errors "
+            f"in total, and only showing the first three errors at most: [{shown}]", error_code)
+        self.record_errors = record_errors
+
+
 class OffsetOutOfRangeError(StorageError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 

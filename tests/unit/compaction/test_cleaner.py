@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from strom.compaction.cleaner import Cleaner, cleanable_range
 from strom.compaction.offset_map import ENTRY_BYTES, OffsetMap
-from strom.compaction.record_scan import has_keyless_record
+from strom.compaction.record_scan import keyless_records
 from strom.protocol.compression import CompressionType
 from strom.protocol.records import build_record_batch, iter_batches
 from strom.storage import Log
@@ -169,9 +169,11 @@ def test_keyless_records_are_found_in_plain_and_compressed_sets() -> None:
     keyed = build_record_batch([(b"k", b"v", (), 1), (b"k2", None, (), 2)])
     keyless = build_record_batch([(b"k", b"v", (), 1), (None, b"v", (), 2)],
                                  compression=CompressionType.LZ4)
-    assert not has_keyless_record(keyed)
-    assert has_keyless_record(bytes(keyed) + bytes(keyless))
-    assert has_keyless_record(build_record_batch([(None, b"x" * 300, (("h", b"1"),), 1)]))
+    assert keyless_records(keyed) == []
+    # Counted over the set: the compressed batch's second record is the set's fourth.
+    assert keyless_records(bytes(keyed) + bytes(keyless)) == [3]
+    assert keyless_records(bytes(keyless) + bytes(keyed) + bytes(keyless)) == [1, 5]
+    assert keyless_records(build_record_batch([(None, b"x" * 300, (("h", b"1"),), 1)])) == [0]
 
 
 def append_keys(log: Log, written: dict[int, tuple[bytes, bytes | None]],

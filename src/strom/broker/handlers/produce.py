@@ -23,6 +23,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
 from strom.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     PartitionProduceResponse,
     ProduceResponse,
@@ -32,7 +33,7 @@ from strom.protocol.messages.produce_response import (
     _New_TopicProduceResponse,
 )
 from strom.protocol.topic_partition import TopicPartition
-from strom.storage.errors import StorageError
+from strom.storage.errors import RecordValidationError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,6 +102,11 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
             refused = _not_one_v2_batch(records)  # the reason, off the hot path
             return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
         result = partition.append_as_leader(records, acks)
+    except RecordValidationError as exc:  # KIP-467: name the records, not just the batch
+        _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
+        return PartitionProduceResponse(
+            data.index, exc.error_code, error_message=str(exc),
+            record_errors=tuple(BatchIndexAndErrorMessage(i, why) for i, why in exc.record_errors))
     except StorageError as exc:
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
         return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))

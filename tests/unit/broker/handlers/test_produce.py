@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from crc32c import crc32c
 
+from strom.protocol.compression import CompressionType
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
     TopicProduceData,
 )
+from strom.protocol.records.v2_builder import build_record_batch
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, batch, produce_request
 
 
@@ -138,6 +140,38 @@ def test_a_keyless_record_on_a_compacted_topic_is_an_invalid_record(broker: Brok
         assert _partition(keyless).error_code == ErrorCode.INVALID_RECORD
         keyed = await h.request(produce_request("table", 0, batch([b"v1", b"v2"], keys=[b"k", b"j"])), version=9)
         assert _partition(keyed).error_code == ErrorCode.NONE
+
+    broker.run(scenario)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_keyless_records_on_a_compacted_topic_are_named_one_by_one(broker: BrokerRunner, compression: str) -> None:
+    """KIP-467 (v8+): the answer names each refused record by its index in the batch, so a
+    client fails those and not the rest (100 records, every tenth keyless: 10 named)."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("table", configs={"cleanup.policy": "compact"})
+        keys = [None if i % 10 == 3 else b"k%d" % i for i in range(100)]
+        records = bytes(build_record_batch(((k, b"v", (), 1000) for k in keys),
+                                           compression=CompressionType[compression.upper()]))
+        response = await h.request(produce_request("table", 0, records), version=9)
+        partition = _partition(response)
+        assert partition.error_code == ErrorCode.INVALID_RECORD
+        assert [e.batch_index for e in partition.record_errors] == [i for i in range(100) if i % 10 == 3]
+        assert all("without key" in (e.batch_index_error_message or "") for e in partition.record_errors)
+        assert partition.error_message.startswith("One or more records have been rejected due to 10 record errors")
+        assert await h.list_offset("table", 0) == 0
+
+    broker.run(scenario)
+
+
+def test_record_errors_are_absent_before_produce_v8(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("table", configs={"cleanup.policy": "compact"})
+        response = await h.request(produce_request("table", 0, batch([b"a", b"b"], keys=[b"k", None])), version=7)
+        partition = _partition(response)
+        assert partition.error_code == ErrorCode.INVALID_RECORD
+        assert partition.record_errors == ()
 
     broker.run(scenario)
 
