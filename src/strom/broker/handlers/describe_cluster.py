@@ -1,14 +1,13 @@
 """DescribeCluster (60): this broker is the whole cluster and its controller.
 
-Without an authorizer every operation is allowed, so when the client asks for the
-cluster's authorized operations Kafka answers with all the CLUSTER resource supports;
-so do we. v1's endpoint type 2 (controllers) is refused as a broker refuses it.
+The cluster's authorized operations, when asked for, come from ``authorizer``. v1's endpoint type 2 (controllers) is refused as a broker refuses it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -25,10 +24,6 @@ REQUEST = DescribeClusterRequest
 VERSIONS = range(0, 2)
 
 ENDPOINT_TYPE_BROKER: Final = 1
-# AclOperation codes the CLUSTER resource supports: CREATE, ALTER, DESCRIBE,
-# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS: Final = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
-OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
 
 async def handle(broker: Broker, request: Request) -> Message:
@@ -46,7 +41,6 @@ async def handle(broker: Broker, request: Request) -> Message:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         brokers=(DescribeClusterBroker(broker.node_id, endpoint.host, endpoint.port, None),),
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else OPERATIONS_NOT_REQUESTED
-        ),
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
     )

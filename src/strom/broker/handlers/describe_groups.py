@@ -3,14 +3,15 @@
 As Kafka: a group this coordinator does not know is described as ``Dead`` with no
 error (the codec's versions end at v5; GROUP_ID_NOT_FOUND is v6's); member metadata
 and assignments are only shown while the group is Stable. With
-``include_authorized_operations`` (v3+), every group operation is reported allowed
-(READ, DESCRIBE, DELETE): there is no authorizer. Every codec version is served.
+``include_authorized_operations`` (v3+), each group's operations come from
+``authorizer``. Every codec version is served.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import ResourceType, authorized_operations
 from strom.broker.group.group_metadata import GroupMetadata, GroupState
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -26,17 +27,15 @@ if TYPE_CHECKING:
 
 REQUEST = DescribeGroupsRequest
 VERSIONS = range(0, 6)
-# AclOperation codes: READ = 3, DELETE = 6, DESCRIBE = 8
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-NOT_REQUESTED = -(2**31)
 
 
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DescribeGroupsRequest)
-    operations = GROUP_OPERATIONS if body.include_authorized_operations else NOT_REQUESTED
     described = []
     for group_id in body.groups:
+        operations = authorized_operations(ResourceType.GROUP, group_id,
+                                           requested=body.include_authorized_operations)
         error, group = broker.group_coordinator.describe_group(group_id)
         if group is None:
             described.append(DescribedGroup(error, group_id, GroupState.DEAD.value, "", "", (), operations))

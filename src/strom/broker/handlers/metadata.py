@@ -2,14 +2,17 @@
 
 Unknown topics are created when ``auto.create.topics.enable`` is on and the request
 allows it (v4+), as Kafka does; a single node creates them at once, so the reply
-already carries the new topic rather than LEADER_NOT_AVAILABLE.
+already carries the new topic rather than LEADER_NOT_AVAILABLE. Authorized operations
+(v8+), when asked for, come from ``authorizer``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
 from strom.broker.metadata_cache import TopicError, TopicMetadata, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -38,12 +41,17 @@ async def handle(broker: Broker, request: Request) -> Message:
         topics = [_describe(broker, topic) for topic in broker.metadata.topics()]
     else:
         topics = [_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
+    if body.include_topic_authorized_operations:  # v8+; Kafka fills it in errors too
+        topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or ""))
+                  for t in topics]
     endpoint = broker.advertised
     return MetadataResponse(
         brokers=(MetadataResponseBroker(broker.node_id, endpoint.host, endpoint.port, None),),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
+        cluster_authorized_operations=authorized_operations(  # v8 to v10
+            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
     )
 
 

@@ -94,3 +94,44 @@ def test_by_topic_id(broker: BrokerRunner) -> None:
         assert (missing.error_code, missing.topic_id) == (ErrorCode.UNKNOWN_TOPIC_ID, unknown)
 
     broker.run(scenario)
+
+
+def _bits(field: int) -> set[int]:
+    return {bit for bit in range(32) if field >> bit & 1}
+
+
+TOPIC_OPERATIONS = {3, 4, 5, 6, 7, 8, 10, 11}  # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, *_CONFIGS
+CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, *_CONFIGS, IDEMPOTENT_WRITE
+
+
+@pytest.mark.parametrize("version", [8, 10])
+def test_authorized_operations_are_every_supported_one_without_an_authorizer(broker: BrokerRunner,
+                                                                             version: int) -> None:
+    """Kafka without an authorizer answers all the operations a resource type supports:
+    8 for a topic, 7 for the cluster (v8-v10 only); none asked, INT32_MIN."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("orders")
+        asked = MetadataRequest(topics=(MetadataRequestTopic(name="orders"),), allow_auto_topic_creation=False,
+                                include_cluster_authorized_operations=True,
+                                include_topic_authorized_operations=True)
+        response = await h.request(asked, version=version)
+        (topic,) = response.topics
+        assert _bits(topic.topic_authorized_operations) == TOPIC_OPERATIONS
+        assert _bits(response.cluster_authorized_operations) == CLUSTER_OPERATIONS
+        plain = await h.request(_by_name("orders", allow_create=False), version=version)
+        assert plain.topics[0].topic_authorized_operations == -(2**31)
+        assert plain.cluster_authorized_operations == -(2**31)
+
+    broker.run(scenario)
+
+
+def test_topic_authorized_operations_on_v12(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("orders")
+        asked = MetadataRequest(topics=None, include_topic_authorized_operations=True)
+        response = await h.request(asked, version=12)
+        (topic,) = [t for t in response.topics if t.name == "orders"]
+        assert _bits(topic.topic_authorized_operations) == TOPIC_OPERATIONS
+
+    broker.run(scenario)
