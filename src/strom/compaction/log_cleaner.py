@@ -143,6 +143,17 @@ class LogCleaner:
             thread.join()
         self._threads = []
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New ``log.cleaner.*`` settings at run time (dynamic broker configs), as Kafka's
+        LogCleaner.reconfigure: stop the threads, take the config, start them again if
+        they were running. A compaction in progress is abandoned and redone later."""
+        running = bool(self._threads)
+        self.shutdown()
+        self.config = config
+        self.throttler = Throttler(config.io_max_bytes_per_second)
+        if running:
+            self.start()
+
     def abort_cleaning(self, topic: str, partition: int) -> None:
         """Before a log is deleted: stop its compaction, wait until the thread left it."""
         key = (topic, partition)
