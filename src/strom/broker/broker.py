@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from strom.broker.admin_manager import AdminManager
 from strom.broker.config import BrokerConfig
+from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.handlers import API_VERSIONS, HANDLERS
@@ -67,6 +68,8 @@ class Broker:
             io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
             io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
             backoff_ms=config.log_cleaner_backoff_ms))
+        self.dynamic_config = DynamicBrokerConfig(config, FileConfigStore(config.data_dir), self.log_manager,
+                                                  self.log_cleaner)
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(self.log_manager, config.node_id)
         self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
@@ -81,6 +84,7 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------------------
     def startup(self) -> None:
         """Open (and recover) the logs and the topic table; no sockets yet."""
+        self.dynamic_config.load()  # dynamic topic defaults first: the logs load with them
         self.log_manager.startup()
         self.log_cleaner.startup()
         self.replica_manager.startup()

@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from strom.storage.config import LogConfig, parse_properties
 from strom.storage.errors import StorageError
@@ -100,22 +100,30 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Build from Kafka property names; ``log.*`` names set the topic defaults."""
-        by_name = {f.metadata["kafka"]: f for f in dataclasses.fields(cls) if f.metadata["kafka"]}
+        return cls().with_properties(properties)
+
+    def with_properties(self, properties: Mapping[str, str]) -> BrokerConfig:
+        """A copy with ``properties`` (Kafka names) set over this config's values.
+
+        Static configs are built this way over the defaults, and the dynamic layers
+        (``strom.broker.dynamic_config``) over the static config: a later layer wins for
+        every synonym of a topic default, as Kafka's ``overrideProps`` does.
+        """
         values: dict[str, Any] = {}
         topic_defaults: dict[str, str] = {}
         for name, text in properties.items():
-            if name in by_name:
-                fld = by_name[name]
+            if name in _FIELDS:
+                fld = _FIELDS[name]
                 values[fld.name] = _parse(name, fld.type, text)
             elif name in BROKER_TO_TOPIC:
                 topic_defaults[BROKER_TO_TOPIC[name]] = _topic_default(name, text)
             else:
-                raise ConfigError(_unknown(name, [*by_name, *BROKER_TO_TOPIC]))
+                raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC]))
         try:
-            values["log"] = LogConfig().with_overrides(topic_defaults)
+            values["log"] = self.log.with_overrides(topic_defaults)
         except StorageError as exc:  # settings valid alone but not together
             raise ConfigError(f"invalid topic defaults: {_reason(exc)}") from None
-        return cls(**values)
+        return dataclasses.replace(self, **values)
 
     @classmethod
     def load(cls, path: str | None, overrides: Mapping[str, str]) -> BrokerConfig:
@@ -159,7 +167,12 @@ BROKER_TO_TOPIC = {
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "min.insync.replicas": "min.insync.replicas",
+    # Deprecated, accepted and ignored as in Kafka 3.9 (storage.config.DEPRECATED_TOPIC_CONFIGS).
+    "log.message.format.version": "message.format.version",
+    "log.message.downconversion.enable": "message.downconversion.enable",
 }
+_FIELDS: Final = {f.metadata["kafka"]: f for f in dataclasses.fields(BrokerConfig) if f.metadata["kafka"]}
+PROPERTY_NAMES: Final = frozenset(_FIELDS) | frozenset(BROKER_TO_TOPIC)  # every name Strom knows
 _TOPIC_TYPES = {f.metadata["kafka"]: type(f.default) for f in dataclasses.fields(LogConfig)}
 _UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
 

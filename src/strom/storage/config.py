@@ -13,6 +13,7 @@ picks it up on its next operation.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -57,6 +58,12 @@ class LogConfig:
     preallocate: bool = field(default=False, metadata=_kafka("preallocate"))
     # acks=all produces are refused (NOT_ENOUGH_REPLICAS) while the ISR is smaller.
     min_insync_replicas: int = field(default=1, metadata=_kafka("min.insync.replicas"))
+    # Deprecated settings Kafka 3.9 still accepts and lists, so older tools keep working;
+    # both are ignored (see DEPRECATED_TOPIC_CONFIGS). Defaults are Kafka 3.9's.
+    message_format_version: str = field(default="3.0-IV1", metadata=_kafka("message.format.version"))
+    message_downconversion_enable: bool = field(
+        default=True, metadata=_kafka("message.downconversion.enable")
+    )
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_index_bytes < 12:
@@ -69,6 +76,8 @@ class LogConfig:
             raise _invalid("min.insync.replicas must be >= 1")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise _invalid(f"message.timestamp.type {self.message_timestamp_type!r}")
+        if not _MESSAGE_FORMAT_VERSION.fullmatch(self.message_format_version):
+            raise _invalid(f"message.format.version {self.message_format_version!r} is not a valid version")
         policies = set(self.cleanup_policy.replace(" ", "").split(","))
         if not policies or not policies <= {"delete", "compact"}:
             raise _invalid(f"cleanup.policy {self.cleanup_policy!r}")
@@ -112,6 +121,20 @@ class LogConfig:
             for item in dataclasses.fields(self)
         }
 
+
+# Why each deprecated setting is accepted and ignored: logged (once per topic and value)
+# when a topic sets it. Kafka 3.9 ignores message.format.version since the 3.0
+# inter-broker protocol (records are always v2); message.downconversion.enable only
+# matters for Fetch v0-v3, which Strom does not serve, so there is nothing to convert.
+DEPRECATED_TOPIC_CONFIGS: Final = {
+    "message.format.version": "is ignored because the inter-broker protocol version is greater than or "
+    "equal to 3.0 (records are always written in format v2). This configuration is deprecated and "
+    "removed in Apache Kafka 4.0",
+    "message.downconversion.enable": "is ignored because Strom never down-converts records (it serves "
+    "Fetch v4 and later only). This configuration is deprecated and a no-op in Apache Kafka 4.0",
+}
+# What Kafka's MetadataVersionValidator accepts, in shape: "0.10.2", "2.8-IV1", "3.0-IV1".
+_MESSAGE_FORMAT_VERSION: Final = re.compile(r"(0\.(8|9|10|11)(\.\d+){0,2}|[1-3]\.\d+(\.\d+)?)(-IV\d+)?")
 
 _BY_KAFKA_NAME: Final = {item.metadata["kafka"]: item.name for item in dataclasses.fields(LogConfig)}
 _TYPES: Final = {item.name: type(item.default) for item in dataclasses.fields(LogConfig)}

@@ -1,22 +1,26 @@
 """AlterConfigs (33): replace a topic's config overrides with the given set, or only validate.
 
-The legacy, non-incremental API: the overrides named become the topic's whole set,
-and every setting not named goes back to the broker default, as in Kafka. Unknown
-names and bad values are INVALID_CONFIG; a null value, a name given twice or a
-resource named twice INVALID_REQUEST; a missing topic UNKNOWN_TOPIC_OR_PARTITION.
-BROKER and BROKER_LOGGER resources cannot be altered yet (dynamic broker configs are
-not supported): changing any of their settings is INVALID_REQUEST with a message
-saying so, the answer Kafka gives for a broker setting that is not dynamic. The
-resource checks here are shared with IncrementalAlterConfigs.
+The legacy, non-incremental API: the settings named become the resource's whole set,
+and every setting not named goes back to the layer below, as in Kafka. TOPIC: the
+topic's overrides; unknown names and bad values are INVALID_CONFIG; a missing topic
+UNKNOWN_TOPIC_OR_PARTITION. BROKER: a dynamic layer (``strom.broker.dynamic_config``),
+this broker's own when the name is its id, the cluster-wide default when the name is
+empty; another broker's id, a setting that is not dynamic or a bad value is
+INVALID_REQUEST with Kafka's message (ConfigAdminManager answers INVALID_REQUEST for
+every refused broker config). Deprecated topic settings Kafka 3.9 still accepts are
+taken and ignored, with a warning once per topic and value. A null value, a name given
+twice or a resource named twice is INVALID_REQUEST. BROKER_LOGGER levels cannot be set
+yet. The resource checks here are shared with IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from strom.broker.dynamic_config import DynamicConfigError
 from strom.broker.handlers.describe_configs import ResourceType, broker_id
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
@@ -26,6 +30,7 @@ from strom.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
+from strom.storage.config import DEPRECATED_TOPIC_CONFIGS
 from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -44,7 +49,7 @@ OK: Final[Outcome] = (ErrorCode.NONE, None)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AlterConfigsRequest)
-    answers = answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
+    answers = await answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
     return AlterConfigsResponse(
         responses=tuple(AlterConfigsResourceResponse(code, message, kind, name) for code, message, kind, name in answers)
     )
@@ -60,8 +65,8 @@ class _Resource(Protocol):
 R = TypeVar("R", bound=_Resource)
 
 
-def answer_each_resource(
-    resources: Iterable[R], alter: Callable[[R], Outcome]
+async def answer_each_resource(
+    resources: Iterable[R], alter: Callable[[R], Awaitable[Outcome]]
 ) -> list[tuple[ErrorCode, str | None, int, str]]:
     """(error, message, type, name) per resource; one named twice is refused once, as Kafka."""
     resources = list(resources)
@@ -76,12 +81,12 @@ def answer_each_resource(
         if named[key] > 1:
             outcome: Outcome = (ErrorCode.INVALID_REQUEST, "resource named more than once")
         else:
-            outcome = alter(resource)
+            outcome = await alter(resource)
         answers.append((outcome[0], outcome[1], resource.resource_type, resource.resource_name))
     return answers
 
 
-def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
+async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
     names = [config.name for config in resource.configs]
     refused = check_resource(broker, resource.resource_type, resource.resource_name, names)
     if refused is not None:
@@ -89,12 +94,15 @@ def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) 
     nulls = [config.name for config in resource.configs if config.value is None]
     if nulls:
         return ErrorCode.INVALID_REQUEST, f"null values are not supported: {', '.join(nulls)}"
-    overrides = {config.name: config.value for config in resource.configs if config.value is not None}
-    return apply_topic_overrides(broker, resource.resource_name, overrides, validate_only)
+    values = {config.name: config.value for config in resource.configs if config.value is not None}
+    if resource.resource_type == ResourceType.BROKER:
+        return await apply_broker_configs(broker, resource.resource_name, values, validate_only)
+    return apply_topic_overrides(broker, resource.resource_name, values, validate_only)
 
 
 def check_resource(broker: Broker, resource_type: int, name: str, config_names: list[str]) -> Outcome | None:
-    """None for an existing topic with each setting named once; else the resource's answer."""
+    """None to go on (an existing topic, or this broker / the default, each setting named
+    once); else the resource's answer."""
     if resource_type == ResourceType.TOPIC:
         if broker.metadata.get(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
@@ -102,20 +110,49 @@ def check_resource(broker: Broker, resource_type: int, name: str, config_names: 
         if twice:
             return ErrorCode.INVALID_REQUEST, f"settings named more than once: {', '.join(twice)}"
         return None
-    if resource_type not in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+    if resource_type == ResourceType.BROKER:
+        return _check_broker(broker, name, config_names)
+    if resource_type != ResourceType.BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource_type}"
     try:
-        broker_id(broker, name, allow_empty=resource_type == ResourceType.BROKER)
+        broker_id(broker, name, allow_empty=False)
     except TopicError as exc:
         return exc.error_code, str(exc)
     if not config_names:
         return OK
-    what = "broker" if resource_type == ResourceType.BROKER else "log level"
     return (
         ErrorCode.INVALID_REQUEST,
-        f"dynamic {what} configs are not supported yet; set {', '.join(sorted(config_names))} "
-        "in server.properties (or with --override) and restart",
+        f"dynamic log level configs are not supported yet; set {', '.join(sorted(config_names))} "
+        "in the logging configuration and restart",
     )
+
+
+def _check_broker(broker: Broker, name: str, config_names: list[str]) -> Outcome | None:
+    """Kafka's ConfigAdminManager checks: the name is empty or this broker's id; no key twice."""
+    if name:
+        try:
+            node = int(name)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        if node != broker.node_id:
+            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+    if len(set(config_names)) != len(config_names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    return None
+
+
+async def apply_broker_configs(broker: Broker, name: str, configs: Mapping[str, str], validate_only: bool) -> Outcome:
+    """Make ``configs`` the whole dynamic layer named (this broker's id, or "" for the default)."""
+    dynamic = broker.dynamic_config
+    per_broker = bool(name)
+    try:
+        if validate_only:
+            dynamic.validate(configs, per_broker=per_broker)
+        else:
+            await dynamic.update(configs, per_broker=per_broker)
+    except DynamicConfigError as exc:
+        return ErrorCode.INVALID_REQUEST, str(exc)
+    return OK
 
 
 def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, str], validate_only: bool) -> Outcome:
@@ -129,4 +166,17 @@ def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, st
         return exc.error_code, str(exc)
     if not validate_only:
         logger.info("topic %s config overrides are now %s", topic, dict(overrides))
+    warn_deprecated(topic, overrides)
     return OK
+
+
+_warned: set[tuple[str, str, str]] = set()
+
+
+def warn_deprecated(topic: str, configs: Mapping[str, str]) -> None:
+    """Kafka's warning for a deprecated topic setting that is ignored; once per topic and value."""
+    for name, value in configs.items():
+        reason = DEPRECATED_TOPIC_CONFIGS.get(name)
+        if reason is not None and (topic, name, value) not in _warned:
+            _warned.add((topic, name, value))
+            logger.warning("Topic configuration %s with value `%s` %s (topic `%s`).", name, value, reason, topic)

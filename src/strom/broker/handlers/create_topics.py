@@ -1,11 +1,18 @@
-"""CreateTopics (19): create on this node, or only validate (``validate_only``)."""
+"""CreateTopics (19): create on this node, or only validate (``validate_only``).
+
+The configs given become the topic's overrides; deprecated ones Kafka 3.9 still accepts
+(``message.format.version`` ...) are taken and ignored, with a warning once per topic and
+value. v5+ answers with the new topic's every setting and its source, as DescribeConfigs
+would describe it (dynamic broker layers included).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.describe_configs import ConfigSource
+from strom.broker.handlers.alter_configs import warn_deprecated
+from strom.broker.handlers.describe_configs import topic_synonyms
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -15,7 +22,6 @@ from strom.protocol.messages.create_topics_response import (
     CreatableTopicResult,
     CreateTopicsResponse,
 )
-from strom.storage.config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -60,6 +66,7 @@ def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> Creat
         created = broker.admin_manager.create_topic(topic.name, partitions, configs, validate_only=validate_only)
     except TopicError as exc:
         return _failed(topic.name, exc.error_code, str(exc))
+    warn_deprecated(topic.name, configs)
     return CreatableTopicResult(
         name=topic.name,
         topic_id=created.topic_id,
@@ -74,14 +81,10 @@ def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> Creat
 def _configs(broker: Broker, overrides: dict[str, str]) -> tuple[CreatableTopicConfigs, ...]:
     """KIP-525 (v5+): the new topic's every setting and where its value comes from."""
     effective = broker.log_manager.default_config.with_overrides(overrides).to_properties()
-    static = broker.log_manager.default_config.to_properties()
-    builtin = LogConfig().to_properties()
     return tuple(
         CreatableTopicConfigs(
             name=name, value=value, read_only=False,
-            config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if name in overrides
-            else ConfigSource.STATIC_BROKER_CONFIG if static[name] != builtin[name]
-            else ConfigSource.DEFAULT_CONFIG,
+            config_source=topic_synonyms(broker, name, value, overrides)[0].source,
             is_sensitive=False,
         )
         for name, value in sorted(effective.items())

@@ -1,15 +1,18 @@
 """DescribeConfigs (32): topic, broker and broker-logger configs, as Kafka's ConfigHelper answers.
 
-TOPIC: every topic setting; its source is DYNAMIC_TOPIC_CONFIG when the topic overrides
-it, STATIC_BROKER_CONFIG when the broker's ``log.*`` synonym was set (in
-server.properties or with ``--override``; told apart from the default by its value),
-else DEFAULT_CONFIG. Synonyms (v1+, on request) list those layers, topic first, with
-the broker's property name for the broker layers. Topic settings are never read-only.
-BROKER: the broker's properties (this node's id; the empty name means the dynamic
-cluster defaults, of which Strom has none), all read-only since dynamic broker configs
-are not supported. BROKER_LOGGER: the ``strom`` loggers' levels in Log4j's names
-(read-only here: levels cannot be changed at run time yet). Any other resource type
-gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is "not overridden".
+Every setting's source is its highest layer, Kafka's order: DYNAMIC_TOPIC_CONFIG (the
+topic's override), DYNAMIC_BROKER_CONFIG (this broker's dynamic layer),
+DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster-wide dynamic default), STATIC_BROKER_CONFIG
+(server.properties or ``--override``; told apart from the default by its value), else
+DEFAULT_CONFIG; synonyms (v1+, on request) list every layer that sets it in that order,
+with the broker's property name for the broker layers (ConfigHelper's configSynonyms).
+TOPIC: every topic setting (deprecated ones Kafka 3.9 still lists among them), never
+read-only. BROKER: by this node's id, the broker's properties, read-only unless dynamic
+(``strom.broker.dynamic_config``); by the empty name, only the cluster-wide dynamic
+defaults, each with its one synonym, as Kafka. BROKER_LOGGER: the ``strom`` loggers'
+levels in Log4j's names (read-only here: levels cannot be changed at run time yet). Any
+other resource type gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is "not
+overridden".
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from strom.broker.config import BROKER_TO_TOPIC, BrokerConfig
+from strom.broker.dynamic_config import DYNAMIC_CONFIGS
 from strom.broker.metadata_cache import TopicError, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -51,6 +55,8 @@ class ResourceType(enum.IntEnum):
 
 class ConfigSource(enum.IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
@@ -96,6 +102,8 @@ _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: C
 TOPIC_TO_BROKER: Final = {topic: name for name, topic in reversed(BROKER_TO_TOPIC.items())}
 
 _LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(LogConfig)}
+_BROKER_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(BrokerConfig) if f.metadata["kafka"]}
+_BUILTIN_TOPIC: Final = LogConfig().to_properties()
 
 # Python logging level names in Log4j's words.
 _LOG4J_LEVELS: Final = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
@@ -122,7 +130,8 @@ def _describe(broker: Broker, resource: DescribeConfigsResource) -> DescribeConf
         if kind == ResourceType.TOPIC:
             entries = topic_configs(broker, name)
         elif kind == ResourceType.BROKER:
-            entries = broker_configs(broker) if broker_id(broker, name, allow_empty=True) is not None else []
+            entries = broker_configs(broker) if broker_id(broker, name, allow_empty=True) is not None \
+                else dynamic_default_configs(broker)
         elif kind == ResourceType.BROKER_LOGGER:
             broker_id(broker, name, allow_empty=False)
             entries = logger_configs()
@@ -145,7 +154,8 @@ def broker_id(broker: Broker, name: str, *, allow_empty: bool) -> int | None:
     except ValueError:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"broker id must be an integer, not {name!r}") from None
     if node != broker.node_id:
-        raise TopicError(ErrorCode.INVALID_REQUEST, f"unexpected broker id {node}: this is broker {broker.node_id}")
+        expected = f"{broker.node_id} or empty string" if allow_empty else str(broker.node_id)
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}")
     return node
 
 
@@ -155,40 +165,78 @@ def topic_configs(broker: Broker, topic: str) -> list[DescribeConfigsResourceRes
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
     overrides = broker.log_manager.topic_overrides.get(topic, {})
     effective = broker.log_manager.topic_config(topic).to_properties()
-    static = broker.log_manager.default_config.to_properties()
-    builtin = LogConfig().to_properties()
-    entries = []
-    for name, value in effective.items():
-        broker_name = TOPIC_TO_BROKER.get(name)
-        synonyms = []
-        if name in overrides:
-            synonyms.append(DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        if broker_name is not None and static[name] != builtin[name]:
-            synonyms.append(DescribeConfigsSynonym(broker_name, static[name], ConfigSource.STATIC_BROKER_CONFIG))
-        synonyms.append(DescribeConfigsSynonym(broker_name or name, builtin[name], ConfigSource.DEFAULT_CONFIG))
-        entries.append(_entry(name, value, synonyms, read_only=False, kind=config_type(name, _default(name))))
-    return entries
+    return [
+        _entry(name, value, topic_synonyms(broker, name, value, overrides), read_only=False,
+               kind=config_type(name, _default(name)))
+        for name, value in effective.items()
+    ]
+
+
+def topic_synonyms(
+    broker: Broker, name: str, value: str, overrides: dict[str, str]
+) -> list[DescribeConfigsSynonym]:
+    """The layers that set topic setting ``name``, highest first; the first is its source."""
+    synonyms = []
+    if name in overrides:
+        synonyms.append(DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+    broker_name = TOPIC_TO_BROKER.get(name)
+    builtin = _BUILTIN_TOPIC[name]
+    if broker_name is not None:
+        synonyms += _broker_layers(broker, broker_name, broker.config.log.to_properties()[name], builtin)
+    else:
+        synonyms.append(DescribeConfigsSynonym(name, builtin, ConfigSource.DEFAULT_CONFIG))
+    return synonyms
+
+
+def _broker_layers(broker: Broker, name: str, static: str, builtin: str) -> list[DescribeConfigsSynonym]:
+    """Broker property ``name`` in each layer that sets it: dynamic, dynamic default, static, default."""
+    dynamic = broker.dynamic_config
+    layers = []
+    if name in dynamic.per_broker:
+        layers.append(DescribeConfigsSynonym(name, dynamic.per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+    if name in dynamic.cluster_default:
+        layers.append(DescribeConfigsSynonym(name, dynamic.cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if static != builtin:
+        layers.append(DescribeConfigsSynonym(name, _nullable(static), ConfigSource.STATIC_BROKER_CONFIG))
+    layers.append(DescribeConfigsSynonym(name, _nullable(builtin), ConfigSource.DEFAULT_CONFIG))
+    return layers
 
 
 def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
-    config, defaults = broker.config, BrokerConfig()
-    pairs: list[tuple[str, str, str, ConfigType]] = []
+    """Every broker property: its effective value, the layers that set it, dynamic or not."""
+    effective, static, defaults = broker.dynamic_config.current, broker.config, BrokerConfig()
+    rows: list[tuple[str, str, str, str, ConfigType]] = []
     for item in dataclasses.fields(BrokerConfig):
         name = item.metadata["kafka"]
         if name:
-            value, default = getattr(config, item.name), getattr(defaults, item.name)
-            pairs.append((name, _format(value), _format(default), config_type(name, default)))
-    static, builtin = config.log.to_properties(), LogConfig().to_properties()
+            default = getattr(defaults, item.name)
+            rows.append((name, _format(getattr(effective, item.name)), _format(getattr(static, item.name)),
+                         _format(default), config_type(name, default)))
+    current, static_log = effective.log.to_properties(), static.log.to_properties()
     for topic_name, name in TOPIC_TO_BROKER.items():
         kind = CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
-        pairs.append((name, static[topic_name], builtin[topic_name], kind))
-    entries = []
-    for name, value, default, kind in sorted(pairs):
-        synonyms = [DescribeConfigsSynonym(name, _nullable(default), ConfigSource.DEFAULT_CONFIG)]
-        if value != default:
-            synonyms.insert(0, DescribeConfigsSynonym(name, _nullable(value), ConfigSource.STATIC_BROKER_CONFIG))
-        entries.append(_entry(name, _nullable(value), synonyms, read_only=True, kind=kind))
-    return entries
+        rows.append((name, current[topic_name], static_log[topic_name], _BUILTIN_TOPIC[topic_name], kind))
+    return [
+        _entry(name, _nullable(value), _broker_layers(broker, name, static_value, default),
+               read_only=name not in DYNAMIC_CONFIGS, kind=kind)
+        for name, value, static_value, default, kind in sorted(rows)
+    ]
+
+
+def dynamic_default_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
+    """The BROKER resource "": the cluster-wide dynamic defaults only, as Kafka lists them."""
+    return [
+        _entry(name, value, [DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+               read_only=False, kind=_broker_type(name))
+        for name, value in sorted(broker.dynamic_config.cluster_default.items())
+    ]
+
+
+def _broker_type(name: str) -> ConfigType:
+    topic_name = BROKER_TO_TOPIC.get(name)
+    if topic_name is not None:
+        return CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
+    return config_type(name, getattr(BrokerConfig(), _BROKER_FIELDS[name]))
 
 
 def logger_configs() -> list[DescribeConfigsResourceResult]:

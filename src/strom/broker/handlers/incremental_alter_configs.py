@@ -1,26 +1,33 @@
-"""IncrementalAlterConfigs (44): SET/DELETE/APPEND/SUBTRACT on topic config overrides.
+"""IncrementalAlterConfigs (44): SET/DELETE/APPEND/SUBTRACT on topic overrides or a dynamic broker layer.
 
 Each operation changes one setting and leaves the others as they are. APPEND and
-SUBTRACT apply only to list-valued settings (``cleanup.policy``) and start from the
-setting's current value (the topic's override, else the broker default); APPEND adds
-the values not yet in the list, SUBTRACT removes them. Anything else APPEND/SUBTRACT
-is INVALID_CONFIG, as in Kafka; so are unknown names and values the topic config
-refuses (an empty cleanup.policy among them). An unknown operation or a null value for
-SET/APPEND/SUBTRACT is INVALID_REQUEST. Resource checks (missing topic, broker
-resources, duplicates) are those of AlterConfigs.
+SUBTRACT apply only to list-valued settings (``cleanup.policy``, ``log.cleanup.policy``);
+APPEND adds the values not yet in the list, SUBTRACT removes them. On a topic they start
+from the setting's current value (the topic's override, else the broker default); on a
+BROKER resource from the layer's own value, else Kafka's default (ConfigAdminManager's
+prepareIncrementalConfigs). Anything else APPEND/SUBTRACT is INVALID_CONFIG, as in
+Kafka; so are unknown topic settings and values the topic config refuses (an empty
+cleanup.policy among them). The changed broker layer is then checked as a whole, as
+AlterConfigs checks it (INVALID_REQUEST for a setting that is not dynamic or a bad
+value). An unknown operation or a null value for SET/APPEND/SUBTRACT is
+INVALID_REQUEST. Resource checks (missing topic, broker id, duplicates) are those of
+AlterConfigs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from strom.broker.config import BROKER_TO_TOPIC
 from strom.broker.handlers.alter_configs import (
     Outcome,
     answer_each_resource,
+    apply_broker_configs,
     apply_topic_overrides,
     check_resource,
 )
-from strom.broker.handlers.describe_configs import CONFIG_TYPES, ConfigType
+from strom.broker.handlers.describe_configs import CONFIG_TYPES, ConfigType, ResourceType
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -47,55 +54,72 @@ DELETE: Final = 1
 APPEND: Final = 2
 SUBTRACT: Final = 3
 TOPIC_SETTINGS: Final = frozenset(LogConfig().to_properties())
+_KAFKA_TOPIC_DEFAULTS: Final = LogConfig().to_properties()
 
 
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, IncrementalAlterConfigsRequest)
-    answers = answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
+    answers = await answer_each_resource(body.resources, lambda r: _alter(broker, r, body.validate_only))
     return IncrementalAlterConfigsResponse(
         responses=tuple(AlterConfigsResourceResponse(code, message, kind, name) for code, message, kind, name in answers)
     )
 
 
-def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
-    topic = resource.resource_name
-    refused = check_resource(broker, resource.resource_type, topic, [c.name for c in resource.configs])
+async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
+    name = resource.resource_name
+    refused = check_resource(broker, resource.resource_type, name, [c.name for c in resource.configs])
     if refused is not None:
         return refused
-    overrides = dict(broker.log_manager.topic_overrides.get(topic, {}))
-    current = broker.log_manager.topic_config(topic).to_properties()
+    if resource.resource_type == ResourceType.BROKER:
+        layer = dict(broker.dynamic_config.layer(per_broker=bool(name)))
+        try:
+            for change in resource.configs:
+                _apply(layer, lambda setting: layer.get(setting, _kafka_default(setting)), change, known=None)
+        except TopicError as exc:
+            return exc.error_code, str(exc)
+        return await apply_broker_configs(broker, name, layer, validate_only)
+    overrides = dict(broker.log_manager.topic_overrides.get(name, {}))
+    current = broker.log_manager.topic_config(name).to_properties()
     try:
         for change in resource.configs:
-            _apply(overrides, current, change)
+            _apply(overrides, lambda setting: overrides.get(setting, current[setting]), change, known=TOPIC_SETTINGS)
     except TopicError as exc:
         return exc.error_code, str(exc)
-    return apply_topic_overrides(broker, topic, overrides, validate_only)
+    return apply_topic_overrides(broker, name, overrides, validate_only)
 
 
-def _apply(overrides: dict[str, str], current: dict[str, str], change: AlterableConfig) -> None:
+def _apply(values: dict[str, str], current: Callable[[str], str], change: AlterableConfig,
+           known: frozenset[str] | None) -> None:
+    """One operation on ``values``; ``current`` gives the list APPEND/SUBTRACT start from."""
     name, operation, value = change.name, change.config_operation, change.value
     if operation not in (SET, DELETE, APPEND, SUBTRACT):
         raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {operation} for {name}")
-    if name not in TOPIC_SETTINGS:
+    if known is not None and name not in known:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r}")
     if operation == DELETE:
-        overrides.pop(name, None)
+        values.pop(name, None)
         return
     if value is None:
         raise TopicError(ErrorCode.INVALID_REQUEST, f"null value for {name}")
     if operation == SET:
-        overrides[name] = value
+        values[name] = value
         return
     if CONFIG_TYPES.get(name) != ConfigType.LIST:
         raise TopicError(ErrorCode.INVALID_CONFIG, f"{name} is not a list: APPEND/SUBTRACT do not apply")
-    items = _split(overrides.get(name, current[name]))
+    items = _split(current(name))
     given = _split(value)
     if operation == APPEND:
         items += [item for item in given if item not in items]
     else:
         items = [item for item in items if item not in given]
-    overrides[name] = ",".join(items)
+    values[name] = ",".join(items)
+
+
+def _kafka_default(broker_setting: str) -> str:
+    """Kafka's default of a broker setting that is a list (only topic defaults are, here)."""
+    topic_setting = BROKER_TO_TOPIC.get(broker_setting)
+    return _KAFKA_TOPIC_DEFAULTS[topic_setting] if topic_setting is not None else ""
 
 
 def _split(text: str) -> list[str]:

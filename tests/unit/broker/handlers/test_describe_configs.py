@@ -86,7 +86,7 @@ def test_an_illegal_topic_name_is_an_invalid_topic(broker: BrokerRunner) -> None
     broker.run(scenario)
 
 
-def test_this_broker_s_settings_are_read_only(broker: BrokerRunner) -> None:
+def test_this_broker_s_static_settings_are_read_only_and_dynamic_ones_not(broker: BrokerRunner) -> None:
     async def scenario(h: BrokerHarness) -> None:
         result = await describe(h, BROKER, "1")
         assert result.error_code == ErrorCode.NONE
@@ -94,7 +94,9 @@ def test_this_broker_s_settings_are_read_only(broker: BrokerRunner) -> None:
         assert configs["num.partitions"].value == "3"
         assert configs["num.partitions"].config_source == STATIC_BROKER_CONFIG
         assert configs["delete.topic.enable"].config_source == DEFAULT_CONFIG
-        assert all(c.read_only for c in result.configs)
+        writable = {c.name for c in result.configs if not c.read_only}
+        assert {"log.retention.ms", "message.max.bytes", "log.cleaner.threads"} <= writable
+        assert not writable & {"num.partitions", "log.dirs", "listeners", "log.retention.hours", "log.cleaner.enable"}
 
     broker.run(scenario, {"num.partitions": "3"})
 
