@@ -6,7 +6,10 @@
 kafkajs, kcat) and peer brokers. ``spark``: tests/spark and any test that takes the
 ``spark`` fixture (a real SparkSession, seconds to start). ``slow``: the directories
 whose tests spawn and kill broker processes (tests/client, tests/crash), the protocol's
-exhaustive per-version sweeps, and any test marked by hand. CI (``./scripts/test``) runs everything: markers only select.
+exhaustive per-version sweeps, and any test marked by hand. ``reference``: Apache Kafka
+itself runs beside Strom (tests/differential and any test that takes the ``kafka39`` or
+``kafka4`` fixture; JVMs, seconds to start, so these are ``slow`` too). CI
+(``./scripts/test``) runs everything: markers only select.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ _BY_DIRECTORY: dict[str, tuple[str, ...]] = {
     "spark": ("spark",),
     "client": ("slow",),
     "crash": ("slow",),
+    "differential": ("reference", "slow"),
 }
+_REFERENCE_FIXTURES = frozenset({"kafka39", "kafka4"})
 
 
 # Modules marked slow as a whole: sweeps over every (API, version) pair of the protocol,
@@ -33,6 +38,11 @@ _SLOW_MODULES = frozenset({
     "unit/protocol/test_roundtrip.py",
     "unit/protocol/test_crosscheck_kio.py",
 })
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "reference: Apache Kafka runs beside Strom (tests/differential; set in tests/conftest.py)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,5 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             names.add("slow")
         if "spark" in getattr(item, "fixturenames", ()):
             names.add("spark")
+        if _REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            names.update(("reference", "slow"))
         for name in sorted(names):
             item.add_marker(getattr(pytest.mark, name))

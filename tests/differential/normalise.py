@@ -1,0 +1,65 @@
+"""Decoded responses turned into plain data with what legitimately differs between two
+brokers replaced by placeholders, so Strom's and Kafka's answers compare with ``==`` and a
+difference shows as pytest's field-by-field diff.
+
+What legitimately differs: each broker's own node id (Kafka 3.9 is broker 0, Strom node 1),
+its ports, the cluster id and topic ids (random per cluster/topic, but their presence must
+match), throttle time, and the wording of error messages (whether there is one must match).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from uuid import UUID
+
+from strom.protocol.message import Message
+
+ZERO_UUID = UUID(int=0)
+_NODE_FIELDS = frozenset({"node_id", "leader_id", "controller_id", "replica_nodes", "isr_nodes", "offline_replicas"})
+
+
+def normalise(message: Message, own_node_id: int) -> dict[str, Any]:
+    """``message`` as nested dicts and lists, ``own_node_id`` shown as ``"self"``."""
+    plain = _plain(message, own_node_id)
+    assert isinstance(plain, dict)
+    return plain
+
+
+def _plain(value: Any, own_node_id: int) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            item.name: _field(item.name, getattr(value, item.name), own_node_id)
+            for item in dataclasses.fields(value)
+            if item.name not in ("unknown_tagged_fields", "throttle_time_ms")
+        }
+    if isinstance(value, tuple | list):
+        return [_plain(item, own_node_id) for item in value]
+    return value
+
+
+def _field(name: str, value: Any, own_node_id: int) -> Any:
+    if name in _NODE_FIELDS:
+        if isinstance(value, tuple):
+            return [_node(node, own_node_id) for node in value]
+        return _node(value, own_node_id)
+    if name == "port":
+        return "<port>"
+    if name == "cluster_id":
+        return None if value is None else "<cluster id>"
+    if name == "topic_id":
+        return "<zero>" if value == ZERO_UUID else "<topic id>"
+    if name == "error_message":
+        return None if value is None else "<message>"
+    return _plain(value, own_node_id)
+
+
+def _node(node_id: int, own_node_id: int) -> int | str:
+    return "self" if node_id == own_node_id else node_id
+
+
+def own_node_id(brokers: tuple[Any, ...]) -> int:
+    """The node id of the only broker a single-node cluster lists."""
+    assert len(brokers) == 1, f"expected one broker, got {brokers}"
+    node_id: int = brokers[0].node_id
+    return node_id
