@@ -69,6 +69,9 @@ from strom.protocol.messages.incremental_alter_configs_request import (
 from strom.protocol.messages.incremental_alter_configs_request import (
     AlterConfigsResource as IncrementalResource,
 )
+from strom.protocol.messages.incremental_alter_configs_response import (
+    IncrementalAlterConfigsResponse,
+)
 from strom.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -306,7 +309,9 @@ def test_describe_configs_reports_static_broker_settings(tmp_path: Path) -> None
         assert broker_configs["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
         assert broker_configs["log.retention.ms"].value == "7200000"
         assert broker_configs["auto.create.topics.enable"].source == ConfigSource.DEFAULT_CONFIG.value
-        assert all(entry.is_read_only for entry in broker_configs.values())
+        # Static-only settings are read-only; the dynamic ones (KIP-226) are not.
+        assert broker_configs["num.partitions"].is_read_only
+        assert not broker_configs["log.retention.ms"].is_read_only
     finally:
         broker.stop()
 
@@ -429,6 +434,68 @@ def test_alter_configs_errors_with_confluent_kafka(admin: AdminClient) -> None:
     assert _error_code(legacy_node) == ErrorCode.INVALID_REQUEST
     configs = _topic_configs(admin, "strict")
     assert all(entry.source == ConfigSource.DEFAULT_CONFIG.value for entry in configs.values())
+
+
+@LEGACY_ALTER
+def test_dynamic_broker_configs_with_confluent_kafka_persist_across_restart(broker: BrokerProcess, admin: AdminClient) -> None:
+    _create(admin, "follows-defaults")
+
+    def incremental(*entries: ConfigEntry) -> object:
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=list(entries))
+        (result,) = admin.incremental_alter_configs([resource]).values()
+        return result
+
+    def broker_configs() -> dict[str, ConfigEntry]:
+        (future,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
+        return dict(future.result(TIMEOUT))
+
+    # librdkafka refuses an empty resource name, so the cluster default goes over the wire.
+    request = IncrementalAlterConfigsRequest(
+        resources=(IncrementalResource(4, "", (AlterableConfig("log.retention.ms", 0, "3600000"),)),)
+    )
+    response = _call(broker, request, 1)
+    assert isinstance(response, IncrementalAlterConfigsResponse)
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [("", ErrorCode.NONE)]
+    set_node = ConfigEntry("log.cleaner.backoff.ms", "20000", incremental_operation=AlterConfigOpType.SET)
+    incremental(set_node).result(TIMEOUT)  # type: ignore[attr-defined]
+    # The legacy API replaces this broker's whole layer: log.cleaner.backoff.ms goes.
+    (legacy,) = admin.alter_configs([ConfigResource(ResourceType.BROKER, "1", set_config={"log.segment.bytes": "2000000"})]).values()
+    legacy.result(TIMEOUT)
+    node = broker_configs()
+    assert (node["log.segment.bytes"].value, node["log.segment.bytes"].source) == ("2000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert (node["log.retention.ms"].value, node["log.retention.ms"].source) == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    assert node["log.cleaner.backoff.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert not node["log.segment.bytes"].is_read_only
+    topic = _topic_configs(admin, "follows-defaults")["retention.ms"]
+    assert (topic.value, topic.source) == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+
+    static_only = ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)
+    with pytest.raises(KafkaException) as caught:
+        incremental(static_only).result(TIMEOUT)  # type: ignore[attr-defined]
+    error = caught.value.args[0]
+    assert (error.code(), error.str()) == (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)")
+
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    node = broker_configs()
+    assert (node["log.segment.bytes"].value, node["log.segment.bytes"].source) == ("2000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    topic = _topic_configs(admin, "follows-defaults")["retention.ms"]
+    assert (topic.value, topic.source) == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    describe_default = DescribeConfigsRequest((DescribeConfigsResource(4, "", None),))
+    described = _call(broker, describe_default, 4)
+    assert isinstance(described, DescribeConfigsResponse)
+    assert [(c.name, c.value, c.config_source) for c in described.results[0].configs] == [
+        ("log.retention.ms", "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    ]
+
+
+def test_deprecated_topic_configs_are_accepted_with_confluent_kafka(admin: AdminClient) -> None:
+    _create(admin, "old-tools", 1, {"message.format.version": "0.10.2", "message.downconversion.enable": "false"})
+    configs = _topic_configs(admin, "old-tools")
+    assert (configs["message.format.version"].value, configs["message.format.version"].source) == (
+        "0.10.2", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    _create(admin, "plain")
+    assert _topic_configs(admin, "plain")["message.format.version"].value == "3.0-IV1"
 
 
 def test_alter_configs_with_kafka_python(admin: AdminClient, kp_admin: kafka.KafkaAdminClient) -> None:
