@@ -152,6 +152,9 @@ async def apply_broker_configs(broker: Broker, name: str, configs: Mapping[str, 
             await dynamic.update(configs, per_broker=per_broker)
     except DynamicConfigError as exc:
         return ErrorCode.INVALID_REQUEST, str(exc)
+    except OSError as exc:  # the store could not be written: nothing was applied
+        logger.error("dynamic broker configs not saved: %s", exc)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"dynamic broker configs could not be saved: {exc.strerror or exc}"
     return OK
 
 

@@ -228,6 +228,19 @@ def test_a_stored_setting_no_longer_valid_is_ignored_with_an_error(broker: Broke
     assert ignored == ["dynamic broker config log.segment.bytes", "dynamic broker config num.partitions"]
 
 
+def test_a_layer_that_cannot_be_saved_is_not_applied(broker: BrokerRunner) -> None:
+    (broker.data_dir / STORE_DIR).write_text("a file where the store's directory should be")
+
+    async def scenario(h: BrokerHarness) -> None:
+        error, message = await alter(h, "1", {"log.retention.ms": "1000"})
+        assert error == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert message is not None and "could not be saved" in message
+        entry = (await describe(h, BROKER, "1", "log.retention.ms"))["log.retention.ms"]
+        assert (entry.value, entry.config_source) == ("604800000", DEFAULT_CONFIG)
+
+    broker.run(scenario)
+
+
 def _cleaner_threads() -> int:
     return sum(1 for thread in threading.enumerate() if thread.name.startswith("log-cleaner-"))
 
