@@ -219,16 +219,37 @@ def start_reference_broker(
     version: str, tmp_dir: Path, timeout: float = START_TIMEOUT
 ) -> Iterator[ReferenceBroker]:
     """Start Kafka ``version`` ("39" or "4") on free loopback ports with its data in ``tmp_dir``;
-    stop it on leaving the block."""
+    stop it on leaving the block (or, should this process die first, when it is gone)."""
     line = normalise_line(version)
     jar_dir = install(line)
-    data_dir = Path(tmp_dir) / f"kafka{line}"
-    log_path = Path(tmp_dir) / f"kafka{line}.log"
+    for attempt in range(_BIND_ATTEMPTS):
+        try:
+            broker = _start(line, jar_dir, Path(tmp_dir) / f"kafka{line}-{attempt}", timeout)
+            break
+        except _PortTaken:  # another process took a port between free_port() and the bind
+            if attempt == _BIND_ATTEMPTS - 1:
+                raise RuntimeError(f"Kafka {line}: its ports were taken {_BIND_ATTEMPTS} times") from None
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+_BIND_ATTEMPTS = 3
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _start(line: str, jar_dir: Path, data_dir: Path, timeout: float) -> ReferenceBroker:
+    log_path = data_dir.with_name(f"{data_dir.name}.log")
     port, second_port = free_port(), free_port()
     while second_port == port:
         second_port = free_port()
     second = "--zk-port" if line == "39" else "--controller-port"
-    command = [str(SCRIPT), "start", line, "--port", str(port), "--data", str(data_dir), second, str(second_port)]
+    command = [str(SCRIPT), "start", line, "--port", str(port), "--data", str(data_dir), second, str(second_port),
+               "--owner-pid", str(os.getpid())]
     bootstrap = f"127.0.0.1:{port}"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -238,7 +259,7 @@ def start_reference_broker(
         assert pid is not None, "the launcher wrote no kafka.pid"
         zookeeper_pid = _read_pid(data_dir / "zookeeper.pid") if line == "39" else None
         first_start = process_start_boottime(zookeeper_pid if zookeeper_pid is not None else pid)
-        broker = ReferenceBroker(
+        return ReferenceBroker(
             line=line,
             kafka_version=jar_dir.name,
             bootstrap=bootstrap,
@@ -252,13 +273,12 @@ def start_reference_broker(
         )
     except BaseException as exc:
         stop_group(process, STOP_TIMEOUT, [_read_pid(data_dir / "kafka.pid"), _read_pid(data_dir / "zookeeper.pid")])
-        if isinstance(exc, Exception):
-            raise RuntimeError(f"Kafka {line} did not start ({exc}); its log {log_path}:\n{_tail(log_path)}") from exc
-        raise
-    try:
-        yield broker
-    finally:
-        broker.stop()
+        if not isinstance(exc, Exception):
+            raise
+        output = _tail(log_path)
+        if "Address already in use" in output:
+            raise _PortTaken from exc
+        raise RuntimeError(f"Kafka {line} did not start ({exc}); its log {log_path}:\n{output}") from exc
 
 
 def _tail(path: Path, lines: int = 40) -> str:
