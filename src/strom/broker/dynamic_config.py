@@ -9,10 +9,11 @@ highest first, as in Kafka's DynamicBrokerConfig:
 A topic setting resolves as: topic override > per-broker > cluster default > static >
 Kafka's default. Only the settings Kafka lists as dynamic (``AllDynamicConfigs``) that
 Strom has may be set: ``DYNAMIC_CONFIGS``, the first broker synonym of each topic default
-(``log.retention.ms``, not ``log.retention.hours``, as Kafka) and the log cleaner's
-settings. Anything else is refused with Kafka's message. A change applies at once: the
-LogManager's topic defaults (and so every log that does not override the setting) and,
-for ``log.cleaner.*``, the cleaner threads, restarted as Kafka's LogCleaner.reconfigure does.
+(``log.retention.ms``, not ``log.retention.hours``, as Kafka), the log cleaner's settings
+and ``producer.id.expiration.ms``. Anything else is refused with Kafka's message. A change
+applies at once: the LogManager's topic defaults (and so every log that does not override
+the setting), the producer-state expiry of every log and, for ``log.cleaner.*``, the
+cleaner threads, restarted as Kafka's LogCleaner.reconfigure does.
 
 On disk, single node (``FileConfigStore``): ``<data-dir>/broker-configs/<entity>``, where
 ``<entity>`` is the broker id or ``<default>`` (the names ZooKeeper uses under
@@ -39,6 +40,7 @@ from strom.broker.config import PROPERTY_NAMES, BrokerConfig, ConfigError
 from strom.compaction.log_cleaner import CleanerConfig
 from strom.storage.config import parse_properties
 from strom.storage.fs import FileSystem, read_file, write_file_atomically
+from strom.storage.producer_state import ProducerStateManagerConfig
 
 if TYPE_CHECKING:
     from strom.compaction.log_cleaner import LogCleaner
@@ -64,7 +66,9 @@ DYNAMIC_CLEANER_CONFIGS: Final = frozenset({
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
 })
-DYNAMIC_CONFIGS: Final = DYNAMIC_TOPIC_DEFAULTS | DYNAMIC_CLEANER_CONFIGS
+# Kafka's DynamicProducerStateManagerConfig (transaction.partition.verification.enable: not in Strom).
+DYNAMIC_PRODUCER_STATE_CONFIGS: Final = frozenset({"producer.id.expiration.ms"})
+DYNAMIC_CONFIGS: Final = DYNAMIC_TOPIC_DEFAULTS | DYNAMIC_CLEANER_CONFIGS | DYNAMIC_PRODUCER_STATE_CONFIGS
 
 
 class DynamicConfigError(ValueError):
@@ -130,7 +134,7 @@ class DynamicBrokerConfig:
         self.cluster_default = self._valid_part(self.store.read(DEFAULT_ENTITY), per_broker=False)
         self.per_broker = self._valid_part(self.store.read(self.entity), per_broker=True)
         self.current = self._resolve(self.cluster_default, self.per_broker)
-        self._apply_topic_defaults()
+        self._apply_to_logs()
         self.log_cleaner.reconfigure(self._cleaner_config(self.current))  # threads not started yet
         if self.per_broker or self.cluster_default:
             logger.info("dynamic broker configs: %s (this broker), %s (cluster default)",
@@ -162,7 +166,7 @@ class DynamicBrokerConfig:
                 self.cluster_default = dict(configs)
             cleaner_before = self._cleaner_config(self.current)
             self.current = effective
-            self._apply_topic_defaults()
+            self._apply_to_logs()
             cleaner_after = self._cleaner_config(effective)
             if cleaner_after != cleaner_before:
                 await asyncio.to_thread(self.log_cleaner.reconfigure, cleaner_after)
@@ -187,15 +191,19 @@ class DynamicBrokerConfig:
         except ValueError as exc:
             raise DynamicConfigError(str(exc)) from None
 
-    def _apply_topic_defaults(self) -> None:
-        """New defaults for every log (the config objects are frozen: each log gets a new one).
+    def _apply_to_logs(self) -> None:
+        """New topic defaults and producer-state settings for the LogManager and every log
+        (the config objects are frozen: each log gets new ones).
 
         Runs on the event loop, as every topic config change does, so no handler sees a
         half-applied change; cleaner threads read ``log.config`` whole."""
         manager = self.log_manager
         manager.default_config = self.current.log
+        producer_state = ProducerStateManagerConfig(self.current.producer_id_expiration_ms)
+        manager.producer_state_config = producer_state
         for (topic, _), log in list(manager.logs.items()):
             log.config = manager.topic_config(topic)
+            log.producer_state.config = producer_state
 
     def _valid_part(self, stored: Mapping[str, str], *, per_broker: bool) -> dict[str, str]:
         """The settings of a stored layer that are still valid; the rest logged and ignored."""

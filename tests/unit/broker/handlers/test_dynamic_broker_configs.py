@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from strom.protocol.messages.incremental_alter_configs_request import (
 from strom.protocol.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
+from strom.protocol.records.v2_builder import build_record_batch
 from tests.support.broker_harness import BrokerHarness, BrokerRunner, batch, produce_request
 
 TOPIC, BROKER = 2, 4
@@ -256,6 +258,20 @@ def test_cleaner_settings_restart_the_cleaner_threads(broker: BrokerRunner) -> N
 
     broker.run(scenario, {"log.cleaner.enable": "true"})
     assert _cleaner_threads() == 0
+
+
+def test_producer_id_expiration_applies_to_existing_logs(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t")
+        idempotent = build_record_batch([(None, b"v", (), None)], producer_id=7, producer_epoch=0, base_sequence=0)
+        response = await h.request(produce_request("t", 0, bytes(idempotent)), version=9)
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        later = int(time.time() * 1000) + 60_000  # a minute on: not expired under the 24 h default
+        assert h.broker.log_manager.remove_expired_producers(later) == 0
+        assert await alter(h, "1", {"producer.id.expiration.ms": "1000"}) == (0, None)
+        assert h.broker.log_manager.remove_expired_producers(later) == 1
+
+    broker.run(scenario)
 
 
 def test_every_dynamic_topic_default_is_a_broker_synonym() -> None:
