@@ -141,18 +141,19 @@ class DynamicBrokerConfig:
                         self.per_broker, self.cluster_default)
 
     def validate(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
-        """The effective config ``configs`` would make as the given layer; raises DynamicConfigError."""
-        static_only = sorted(name for name in configs if name in PROPERTY_NAMES and name not in DYNAMIC_CONFIGS)
-        if static_only:
-            raise DynamicConfigError(f"Cannot update these configs dynamically: Set({', '.join(static_only)})")
-        unknown = sorted(name for name in configs if name not in PROPERTY_NAMES)
-        if unknown:  # Kafka would keep them as custom configs; Strom refuses what it cannot use
-            raise DynamicConfigError(f"Unknown broker configs: Set({', '.join(unknown)})")
-        if per_broker:
-            effective = self._resolve(self.cluster_default, configs)
-        else:
-            effective = self._resolve(configs, self.per_broker)
-        self._cleaner_config(effective)
+        """The effective config ``configs`` would make as the given layer; raises DynamicConfigError.
+
+        Beyond each value, a change checks what Kafka's reconfigurables check: the cleaner
+        thread count may at most double or halve in one step (LogCleaner.validateReconfiguration).
+        """
+        effective = self._effective(configs, per_broker=per_broker)
+        threads, current = effective.log_cleaner_threads, self.current.log_cleaner_threads
+        if threads < current / 2:
+            raise DynamicConfigError(
+                f"Log cleaner threads cannot be reduced to less than half the current value {current}")
+        if threads > current * 2:
+            raise DynamicConfigError(
+                f"Log cleaner threads cannot be increased to more than double the current value {current}")
         return effective
 
     async def update(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
@@ -174,6 +175,21 @@ class DynamicBrokerConfig:
                         f"broker {self.entity}" if per_broker else "cluster default", dict(configs))
 
     # -- inside ----------------------------------------------------------------------------
+    def _effective(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
+        """Names dynamic, values valid alone and together: the config the layer would make."""
+        static_only = sorted(name for name in configs if name in PROPERTY_NAMES and name not in DYNAMIC_CONFIGS)
+        if static_only:
+            raise DynamicConfigError(f"Cannot update these configs dynamically: Set({', '.join(static_only)})")
+        unknown = sorted(name for name in configs if name not in PROPERTY_NAMES)
+        if unknown:  # Kafka would keep them as custom configs; Strom refuses what it cannot use
+            raise DynamicConfigError(f"Unknown broker configs: Set({', '.join(unknown)})")
+        if per_broker:
+            effective = self._resolve(self.cluster_default, configs)
+        else:
+            effective = self._resolve(configs, self.per_broker)
+        self._cleaner_config(effective)
+        return effective
+
     def _resolve(self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]) -> BrokerConfig:
         try:
             return self.static.with_properties(cluster_default).with_properties(per_broker)
@@ -211,7 +227,7 @@ class DynamicBrokerConfig:
         kept: dict[str, str] = {}
         for name, value in stored.items():
             try:
-                self.validate({**kept, name: value}, per_broker=per_broker)
+                self._effective({**kept, name: value}, per_broker=per_broker)
             except DynamicConfigError as exc:
                 logger.error("dynamic %s config %s=%s ignored: %s", what, name, value, exc)
                 continue

@@ -250,9 +250,12 @@ def _cleaner_threads() -> int:
 def test_cleaner_settings_restart_the_cleaner_threads(broker: BrokerRunner) -> None:
     async def scenario(h: BrokerHarness) -> None:
         assert _cleaner_threads() == 1
-        assert await alter(h, "1", {"log.cleaner.threads": "3", "log.cleaner.backoff.ms": "100"}) == (0, None)
-        assert _cleaner_threads() == 3
+        assert await alter(h, "1", {"log.cleaner.threads": "2", "log.cleaner.backoff.ms": "100"}) == (0, None)
+        assert _cleaner_threads() == 2
         assert h.broker.log_cleaner.config.backoff_ms == 100
+        # As Kafka, the thread count at most doubles (or halves) in one change.
+        assert await alter(h, "1", {"log.cleaner.threads": "5"}) == (
+            ErrorCode.INVALID_REQUEST, "Log cleaner threads cannot be increased to more than double the current value 2")
         assert await alter(h, "1", {}) == (0, None)
         assert _cleaner_threads() == 1
 
