@@ -52,15 +52,15 @@ DEFAULT_ENTITY: Final = "<default>"  # ZooKeeper's name for the cluster-wide def
 STORE_DIR: Final = "broker-configs"
 
 # Kafka's DynamicLogConfig.ReconfigurableConfigs (the first synonym of each topic default)
-# and LogCleaner.ReconfigurableConfigs, where Strom has the setting. log.message.format.version
-# is dynamic in Kafka 3.9 too (and ignored, like the topic setting).
+# and LogCleaner.ReconfigurableConfigs, where Strom has the setting. As Kafka 3.9 answers:
+# log.message.downconversion.enable is dynamic, log.message.format.version is not.
 DYNAMIC_TOPIC_DEFAULTS: Final = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.index.size.max.bytes", "log.index.interval.bytes",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.ms", "log.retention.bytes",
     "log.cleanup.policy", "log.message.timestamp.type", "log.segment.delete.delay.ms",
     "compression.type", "log.preallocate", "message.max.bytes", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-    "log.cleaner.min.cleanable.ratio", "min.insync.replicas", "log.message.format.version",
+    "log.cleaner.min.cleanable.ratio", "min.insync.replicas", "log.message.downconversion.enable",
 })
 DYNAMIC_CLEANER_CONFIGS: Final = frozenset({
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",

@@ -106,7 +106,8 @@ def _apply(values: dict[str, str], current: Callable[[str], str], change: Altera
         values[name] = value
         return
     if CONFIG_TYPES.get(name) != ConfigType.LIST:
-        raise TopicError(ErrorCode.INVALID_CONFIG, f"{name} is not a list: APPEND/SUBTRACT do not apply")
+        verb = "append" if operation == APPEND else "subtract"
+        raise TopicError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
     items = _split(current(name))
     given = _split(value)
     if operation == APPEND:

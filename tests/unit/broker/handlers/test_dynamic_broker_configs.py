@@ -139,6 +139,8 @@ def test_a_new_default_applies_at_once_to_logs_without_an_override(broker: Broke
     ("1", {"num.partitions": "5"}, "Cannot update these configs dynamically: Set(num.partitions)"),
     ("", {"log.retention.hours": "1", "log.dirs": "/x"},
      "Cannot update these configs dynamically: Set(log.dirs, log.retention.hours)"),
+    ("1", {"log.roll.ms": "100000", "log.roll.hours": "2"}, "Cannot update these configs dynamically: Set(log.roll.hours)"),
+    ("1", {"log.message.format.version": "2.1"}, "Cannot update these configs dynamically: Set(log.message.format.version)"),
     ("1", {"no.such.setting": "1"}, "Unknown broker configs: Set(no.such.setting)"),
     ("7", {"log.retention.ms": "1"}, "Unexpected broker id, expected 1, but received 7"),
     ("one", {}, "Node id must be an integer, but it is: one"),
@@ -181,8 +183,8 @@ def test_incremental_changes_one_setting_of_the_layer(broker: BrokerRunner) -> N
         }
         assert await incremental(h, "", ("log.cleanup.policy", SUBTRACT, "delete")) == (0, None)
         assert (await describe(h, BROKER, "", "log.cleanup.policy"))["log.cleanup.policy"].value == "compact"
-        error, _ = await incremental(h, "1", ("log.retention.ms", APPEND, "1"))
-        assert error == ErrorCode.INVALID_CONFIG  # not a list
+        assert await incremental(h, "1", ("log.retention.ms", APPEND, "1")) == (
+            ErrorCode.INVALID_CONFIG, "Config value append is not allowed for config key: log.retention.ms")
         error, text = await incremental(h, "1", ("num.partitions", SET, "4"))
         assert (error, text) == (ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: Set(num.partitions)")
         error, text = await incremental(h, "1", ("log.retention.ms", SET, "1"), ("log.retention.ms", DELETE, None))
