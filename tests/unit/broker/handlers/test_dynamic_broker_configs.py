@@ -208,7 +208,11 @@ def test_dynamic_configs_survive_a_restart(broker: BrokerRunner) -> None:
         assert refused.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
 
     broker.run(first)
-    assert sorted(p.name for p in (broker.data_dir / STORE_DIR).iterdir()) == ["1", DEFAULT_ENTITY]
+    store = broker.data_dir / STORE_DIR
+    assert sorted(p.name for p in store.iterdir()) == ["1", DEFAULT_ENTITY]
+    # The on-disk format: Java-properties lines of the layer's own settings.
+    assert (store / DEFAULT_ENTITY).read_text().splitlines()[1:] == ["log.retention.ms=5000"]
+    assert (store / "1").read_text().splitlines()[1:] == ["message.max.bytes=500"]
     broker.run(second)
 
 
