@@ -94,6 +94,9 @@ CONFIG_TYPES: Final = {
     "log.index.interval.bytes": ConfigType.INT,
     "message.max.bytes": ConfigType.INT,
     "log.cleanup.policy": ConfigType.LIST,
+    "min.insync.replicas": ConfigType.INT,
+    "log.cleaner.threads": ConfigType.INT,
+    "producer.id.expiration.ms": ConfigType.INT,
 }
 _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: ConfigType.DOUBLE, str: ConfigType.STRING}
 

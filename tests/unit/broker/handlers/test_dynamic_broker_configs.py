@@ -42,6 +42,7 @@ TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+INT = 3
 
 
 async def alter(h: BrokerHarness, name: str, configs: dict[str, str], *,
@@ -85,6 +86,7 @@ def test_a_per_broker_setting_is_described_with_its_layers(broker: BrokerRunner)
         ]
         configs = await describe(h, BROKER, "1")
         assert configs["num.partitions"].read_only and not configs["log.cleaner.threads"].read_only
+        assert configs["log.cleaner.threads"].config_type == INT  # as Kafka types it
         assert await describe(h, BROKER, "") == {}  # nothing at the cluster level
 
     broker.run(scenario, {"log.retention.ms": "7200000"})
