@@ -1,6 +1,14 @@
-"""Broker benchmark: Strom against Tansu and librdkafka's mock cluster, same load, one run.
+"""Broker benchmark: Strom against Apache Kafka, Tansu and librdkafka's mock cluster, same load, one run.
 
     .venv/bin/python benchmarks/broker.py [--rounds 3] [--small 500000] [--large 300000]
+        [--brokers strom,kafka39,kafka4,tansu,mock]
+
+Apache Kafka (``kafka39``: 3.9 with ZooKeeper; ``kafka4``: 4.x in KRaft mode) runs from the
+jars ``scripts/kafka-reference`` fetches from Maven Central, with the shared reference
+settings, and gets one uncounted warm-up pass of the workloads per round (a JVM is run
+warm in practice). Also measured per broker: start to first answered Metadata, resident
+memory after the 1 KiB run (Kafka: the broker JVM alone, not its ZooKeeper), and the time
+for a two-member confluent-kafka group to form and fetch.
 
 Load generators: ``kcat-wheel`` (kcat on librdkafka 2.16, from ../shared/peers/install.sh,
 which this script runs if needed; C, so the client is not the bottleneck) and, for
@@ -29,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.support.reference_broker starts Apache Kafka
 # --pin: the broker on CPU 1 and the latency generator on CPU 0 (taskset), so that on a
 # 2-core machine they do not preempt each other.
 PIN_BROKER: list[str] = []
@@ -42,6 +51,9 @@ class Broker:
     name: str
     bootstrap: str
     stop: Callable[[], None]
+    pid: int | None = None  # the broker process, for its resident memory
+    startup_seconds: float | None = None  # process start to the first answered Metadata
+    warm_up: bool = False  # a JVM: one uncounted round first, as Kafka runs warm in practice
 
 
 @dataclass
@@ -66,13 +78,18 @@ def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
             sys.executable, "-m", "strom", "serve", "--data-dir", data,
             "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
             "--override", f"num.partitions={partitions}", "--event-loop", loop,
+            # as Kafka's shared reference settings (tools/kafka-reference/server.properties)
+            "--override", "group.initial.rebalance.delay.ms=0",
         ]
+        started = time.monotonic()
         process = subprocess.Popen(PIN_BROKER + command, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
+        startup = wait_for_metadata(bootstrap, lambda: process.poll() is None, started)
         try:
-            yield Broker("strom" if loop == "asyncio" else f"strom-{loop}", bootstrap, process.terminate)
+            yield Broker("strom" if loop == "asyncio" else f"strom-{loop}", bootstrap, process.terminate,
+                         process.pid, startup)
         finally:
             process.terminate()
             process.wait(30)
@@ -103,6 +120,75 @@ def mock_cluster(topics: list[str]) -> Iterator[Broker]:
     finally:
         process.terminate()
         process.wait(30)
+
+
+@contextmanager
+def kafka(line: str) -> Iterator[Broker]:
+    """Apache Kafka (``39``: 3.9 with its ZooKeeper, ``4``: 4.x in KRaft mode), from the jars
+    ``scripts/kafka-reference`` fetches, with the shared reference settings; the
+    benchmark's topics are created up front (its ``num.partitions`` is 1)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.reference_broker import start_reference_broker
+
+    with tempfile.TemporaryDirectory(prefix=f"kafka{line}-bench-") as data, \
+            start_reference_broker(line, Path(data)) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        wanted = [NewTopic(name, count, 1) for name, count in TOPICS.items()]
+        for future in admin.create_topics(wanted).values():
+            future.result(60)
+        yield Broker(f"kafka{line}", broker.bootstrap, lambda: None, broker.pid, broker.startup_seconds,
+                     warm_up=True)
+
+
+# The benchmark's topics and their partitions (Strom and Tansu create them on first use).
+TOPICS = {"small": 1, "large": 4, "latency": 1, "probe": 4, "warmup": 1, "warmup4": 4}
+
+
+def wait_for_metadata(bootstrap: str, alive: Callable[[], bool], started: float) -> float:
+    """Seconds from ``started`` (monotonic) to the first answered Metadata request."""
+    from tests.support.reference_broker import metadata_answer
+
+    while alive():
+        if metadata_answer(bootstrap, timeout=1.0) is not None:
+            return time.monotonic() - started
+        time.sleep(0.01)
+    raise RuntimeError(f"the broker on {bootstrap} exited before answering Metadata")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def group_formation(broker: Broker, topic: str) -> float:
+    """Seconds from two consumers subscribing (one group, confluent-kafka) to both having
+    fetched a record: JoinGroup, SyncGroup, OffsetFetch and the first Fetch."""
+    import uuid
+
+    import confluent_kafka
+
+    group = f"formation-{uuid.uuid4().hex[:8]}"
+    members = [confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+               for _ in range(2)]
+    start = time.perf_counter()
+    for member in members:
+        member.subscribe([topic])
+    fetched = [False, False]
+    while not all(fetched) and time.perf_counter() - start < 120:
+        for i, member in enumerate(members):
+            message = member.poll(0.01)
+            if message is not None and message.error() is None:
+                fetched[i] = True
+    elapsed = time.perf_counter() - start
+    for member in members:
+        member.close()
+    if not all(fetched):
+        raise RuntimeError(f"{broker.name}: the two-member group did not fetch in 120 s")
+    return elapsed
 
 
 def _records_file(directory: Path, count: int, size: int) -> Path:
@@ -217,7 +303,20 @@ def count_expected(rate: int, seconds: float) -> int:
     return max(1, rate // 1000) * int(seconds * 1000)
 
 
+def warm_up(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace) -> None:
+    """The workloads once, uncounted, into topics of their own: a JVM's JIT warms up."""
+    kcat_produce(kcat, broker, "warmup", _records_file(work, args.small, 100), 0)
+    kcat_produce(kcat, broker, "warmup4", _records_file(work, args.large, 1024), None)
+    kcat_consume(kcat, broker, "warmup4", 4, args.large)
+    if args.latency_rate:
+        latency(broker, "warmup", args.latency_rate, min(args.latency_seconds, 2))
+
+
 def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, results: Results) -> None:
+    if broker.startup_seconds is not None:
+        results.add(broker.name, "start to first Metadata answer (s)", broker.startup_seconds)
+    if broker.warm_up:
+        warm_up(kcat, broker, work, args)
     small = _records_file(work, args.small, 100)
     large = _records_file(work, args.large, 1024)
     seconds = kcat_produce(kcat, broker, "small", small, 0)
@@ -239,6 +338,9 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
         baseline = kcat_consume(kcat, broker, "probe", 4, 4)
         if seconds > baseline:
             results.add(broker.name, "consume 1 KiB, net of kcat start-up (records/s)", args.large / (seconds - baseline))
+        if broker.pid is not None:
+            results.add(broker.name, "resident memory after the 1 KiB run (MiB)", rss_mib(broker.pid))
+        results.add(broker.name, "two-member group: subscribe to both fetched (s)", group_formation(broker, "large"))
     if args.latency_rate:
         tool = c_latency_tool(work)
         if tool is not None:
@@ -256,7 +358,7 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=300_000, help="1 KiB records per round")
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s for the latency run (0: skip)")
     parser.add_argument("--latency-seconds", type=float, default=5)
-    parser.add_argument("--brokers", default="strom,tansu,mock")
+    parser.add_argument("--brokers", default="strom,kafka39,kafka4,tansu,mock")
     parser.add_argument("--pin", action="store_true", help="pin brokers to CPU 1, the latency generator to CPU 0")
     args = parser.parse_args()
     if args.pin:
@@ -270,6 +372,8 @@ def main() -> None:
         "strom-uvloop": lambda: strom(4, "uvloop"),
         "tansu": lambda: tansu(),
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1", "probe:4"]),
+        "kafka39": lambda: kafka("39"),
+        "kafka4": lambda: kafka("4"),
     }
     with tempfile.TemporaryDirectory(prefix="strom-bench-work-") as work:
         for round_number in range(args.rounds):
@@ -279,7 +383,8 @@ def main() -> None:
                     one_round(kcat, broker, Path(work), args, results)
     print(f"\n{'workload':48} {'broker':12} {'best':>12} {'median':>12}")
     for (workload, name), values in sorted(results.figures.items()):
-        best = min(values) if "latency" in workload else max(values)
+        lower_is_better = "latency" in workload or workload.endswith(("(s)", "(MiB)"))
+        best = min(values) if lower_is_better else max(values)
         print(f"{workload:48} {name:12} {best:12,.1f} {statistics.median(values):12,.1f}")
 
 
