@@ -57,7 +57,8 @@ STORE_DIR: Final = "broker-configs"
 DYNAMIC_TOPIC_DEFAULTS: Final = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.index.size.max.bytes", "log.index.interval.bytes",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.ms", "log.retention.bytes",
-    "log.cleanup.policy", "log.message.timestamp.type", "log.segment.delete.delay.ms",
+    "log.cleanup.policy", "log.message.timestamp.type", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.message.timestamp.difference.max.ms", "log.segment.delete.delay.ms",
     "compression.type", "log.preallocate", "message.max.bytes", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio", "min.insync.replicas", "log.message.downconversion.enable",

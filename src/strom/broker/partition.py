@@ -36,8 +36,10 @@ from strom.compaction.record_scan import keyless_records
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
+from strom.storage.config import LogConfig
 from strom.storage.errors import RecordValidationError, StorageError
 from strom.storage.log import AppendResult, FetchIsolation, FetchResult, Log
+from strom.storage.log_validator import invalid_timestamps
 from strom.storage.time_index import TimestampOffset
 
 
@@ -156,8 +158,8 @@ class Partition:
             raise StorageError(
                 f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, "
                 f"min.insync.replicas is {config.min_insync_replicas}", ErrorCode.NOT_ENOUGH_REPLICAS)
-        if config.compacts:
-            _require_keys(self.topic, self.index, records)
+        if config.compacts or config.bounds_timestamps:
+            _validate_records(self.topic, self.index, records, config, log.clock())
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=from_client)
         if self.followers:
             self.maybe_advance_high_watermark()
@@ -237,13 +239,21 @@ class Partition:
         return log.delete_records(log.high_watermark if offset == -1 else offset)
 
 
-def _require_keys(topic: str, index: int, records: bytes | bytearray | memoryview) -> None:
-    """A compacted topic refuses a record set with any keyless record, naming each (Kafka's
-    LogValidator.validateKey, KIP-467)."""
+def _validate_records(topic: str, index: int, records: bytes | bytearray | memoryview, config: LogConfig,
+                      now_ms: int) -> None:
+    """The per-record rules of a topic (Kafka's LogValidator.validateRecord): a compacted
+    topic refuses keyless records, a topic with timestamp bounds records outside them.
+    Every offending record is named (KIP-467); a timestamp among them makes the answer
+    INVALID_TIMESTAMP, else INVALID_RECORD, as Kafka's processRecordErrors."""
+    errors: list[tuple[int, str]] = []
     try:
-        keyless = keyless_records(records)
+        if config.compacts:
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+            errors += [(i, why) for i in keyless_records(records)]
+        late = (invalid_timestamps(records, now_ms, config.timestamp_before_max_ms, config.timestamp_after_max_ms)
+                if config.bounds_timestamps else [])
     except ProtocolError as exc:
         raise StorageError(str(exc), ErrorCode(exc.error_code)) from exc
-    if keyless:
-        why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
-        raise RecordValidationError([(i, why) for i in keyless])
+    if errors or late:
+        code = ErrorCode.INVALID_TIMESTAMP if late else ErrorCode.INVALID_RECORD
+        raise RecordValidationError(sorted(errors + late), code)

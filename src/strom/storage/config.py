@@ -44,6 +44,16 @@ class LogConfig:
     message_timestamp_type: str = field(
         default="CreateTime", metadata=_kafka("message.timestamp.type")
     )
+    # How far a CreateTime record's timestamp may lie before / after the broker's clock
+    # (KIP-937); a batch with one outside is refused, naming those records. Unbounded by
+    # default, as in Kafka 3.9. The deprecated difference.max.ms bounds both sides
+    # where the newer settings are left at their defaults (Kafka's LogConfig).
+    message_timestamp_before_max_ms: int = field(
+        default=LONG_MAX, metadata=_kafka("message.timestamp.before.max.ms"))
+    message_timestamp_after_max_ms: int = field(
+        default=LONG_MAX, metadata=_kafka("message.timestamp.after.max.ms"))
+    message_timestamp_difference_max_ms: int = field(
+        default=LONG_MAX, metadata=_kafka("message.timestamp.difference.max.ms"))
     max_message_bytes: int = field(default=1048588, metadata=_kafka("max.message.bytes"))
     file_delete_delay_ms: int = field(default=60000, metadata=_kafka("file.delete.delay.ms"))
     compression_type: str = field(default="producer", metadata=_kafka("compression.type"))
@@ -74,6 +84,9 @@ class LogConfig:
             raise _invalid("flush.messages/segment.ms must be >= 1, flush.ms >= 0")
         if self.min_insync_replicas < 1:
             raise _invalid("min.insync.replicas must be >= 1")
+        if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+               self.message_timestamp_difference_max_ms) < 0:
+            raise _invalid("message.timestamp.before.max.ms, after.max.ms and difference.max.ms must be >= 0")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise _invalid(f"message.timestamp.type {self.message_timestamp_type!r}")
         if not _MESSAGE_FORMAT_VERSION.fullmatch(self.message_format_version):
@@ -85,6 +98,23 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """The bound in force: before.max.ms if set, else the deprecated difference.max.ms."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def bounds_timestamps(self) -> bool:
+        """Whether produced CreateTime timestamps are checked at all (not by default)."""
+        return not self.log_append_time and (
+            self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX)
 
     @property
     def deletes(self) -> bool:

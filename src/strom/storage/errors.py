@@ -34,10 +34,13 @@ class RecordValidationError(InvalidRecordsError):
 
     def __init__(self, record_errors: list[tuple[int, str]],
                  error_code: ErrorCode = ErrorCode.INVALID_RECORD) -> None:
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in record_errors[:3])
-        super().__init__(
-            f"One or more records have been rejected due to {len(record_errors)} record errors "
-            f"in total, and only showing the first three errors at most: [{shown}]", error_code)
+        if error_code == ErrorCode.INVALID_TIMESTAMP:  # Kafka's LogValidator.processRecordErrors
+            message = "One or more records have been rejected due to invalid timestamp"
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in record_errors[:3])
+            message = (f"One or more records have been rejected due to {len(record_errors)} record errors "
+                       f"in total, and only showing the first three errors at most: [{shown}]")
+        super().__init__(message, error_code)
         self.record_errors = record_errors
 
 

@@ -32,6 +32,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import (
     BatchHeader,
+    decode_records,
     read_batch_header,
     set_log_append_time,
     validate_crc,
@@ -89,6 +90,24 @@ def validate_records(buffer: bytes | bytearray, *, segment_bytes: int, max_messa
         headers.append((position, header))
         position += header.batch_length + LOG_OVERHEAD
     return headers, legacy, idempotent
+
+
+def invalid_timestamps(records: bytes | bytearray | memoryview, now_ms: int, before_max_ms: int,
+                       after_max_ms: int) -> list[tuple[int, str]]:
+    """Each record whose CreateTime lies more than ``before_max_ms`` before or
+    ``after_max_ms`` after ``now_ms`` (KIP-937), as (index over the set's data records,
+    why) in Kafka's words; records without a timestamp (-1) pass.
+
+    Only topics that bound timestamps pay for this decode (Kafka's defaults are
+    unbounded). Raises ``ProtocolError`` for a malformed set.
+    """
+    low, high = now_ms - before_max_ms, now_ms + after_max_ms
+    return [
+        (index, f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+                f"The timestamp should be within [{low}, {high}]")
+        for index, record in enumerate(decode_records(records, verify_crc=False))
+        if record.timestamp >= 0 and not low <= record.timestamp <= high
+    ]
 
 
 def find_duplicate(headers: Headers,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -161,6 +162,51 @@ def test_keyless_records_on_a_compacted_topic_are_named_one_by_one(broker: Broke
         assert all("without key" in (e.batch_index_error_message or "") for e in partition.record_errors)
         assert partition.error_message.startswith("One or more records have been rejected due to 10 record errors")
         assert await h.list_offset("table", 0) == 0
+
+    broker.run(scenario)
+
+
+def test_timestamps_outside_the_topics_bounds_are_named_one_by_one(broker: BrokerRunner) -> None:
+    """KIP-937 bounds with KIP-467 answers: records more than before.max.ms in the past or
+    after.max.ms in the future are named; the batch is refused as INVALID_TIMESTAMP."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        hour = 3_600_000
+        await h.create_topic("bounded", configs={"message.timestamp.before.max.ms": str(hour),
+                                                 "message.timestamp.after.max.ms": str(hour)})
+        now = int(time.time() * 1000)
+        stamps = [now, now - 2 * hour, now + 10, now + 2 * hour, -1]
+        records = bytes(build_record_batch((b"k", b"v", (), t) for t in stamps))
+        partition = _partition(await h.request(produce_request("bounded", 0, records), version=9))
+        assert partition.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [e.batch_index for e in partition.record_errors] == [1, 3]
+        assert "is out of range" in (partition.record_errors[0].batch_index_error_message or "")
+        assert partition.error_message == "One or more records have been rejected due to invalid timestamp"
+        assert await h.list_offset("bounded", 0) == 0
+        fine = bytes(build_record_batch((b"k", b"v", (), t) for t in (now, now - hour // 2)))
+        assert _partition(await h.request(produce_request("bounded", 0, fine), version=9)).error_code == 0
+
+    broker.run(scenario)
+
+
+def test_the_deprecated_difference_bound_applies_where_the_new_ones_are_unset(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("old-style", configs={"message.timestamp.difference.max.ms": "60000"})
+        now = int(time.time() * 1000)
+        records = bytes(build_record_batch((b"k", b"v", (), t) for t in (now - 120_000, now, now + 120_000)))
+        partition = _partition(await h.request(produce_request("old-style", 0, records), version=9))
+        assert partition.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [e.batch_index for e in partition.record_errors] == [0, 2]
+
+    broker.run(scenario)
+
+
+def test_a_log_append_time_topic_does_not_bound_producer_timestamps(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("stamped-bounded", configs={"message.timestamp.type": "LogAppendTime",
+                                                         "message.timestamp.before.max.ms": "1000"})
+        records = bytes(build_record_batch([(b"k", b"v", (), 5)]))
+        assert _partition(await h.request(produce_request("stamped-bounded", 0, records), version=9)).error_code == 0
 
     broker.run(scenario)
 
