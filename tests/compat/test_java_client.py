@@ -1,0 +1,273 @@
+"""Apache Kafka's Java client (kafka-clients 3.9 and 4.x) against a real ``strom serve``.
+
+tests/compat/java/StromScenarios.java runs one scenario per invocation and prints what the
+client observed as one JSON line; the assertions are here, beside the other clients'. The
+jars come from Maven Central through tests/compat/java/fetch (``./scripts/test`` installs
+them; the fixture fetches them itself when they are missing), and the program is compiled
+with javac once per test session and client version. Where a second opinion is cheap, what
+the Java client wrote is read back with librdkafka or over the wire with Strom's codec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from strom.protocol.compression import CompressionType
+from strom.protocol.headers import decode_response, encode_request
+from strom.protocol.messages.fetch_response import FetchResponse
+from strom.protocol.records.header import iter_batches
+from tests.compat.matrix import BASE_TIME, FIVE_MIB, _big_value, _create, _read_all
+from tests.support.broker_process import BrokerProcess, raw_request
+from tests.support.fetch_requests import fetch, partitions_of
+
+JAVA_DIR = Path(__file__).parent / "java"
+FETCH = JAVA_DIR / "fetch"
+LINES = {"3.9": "39", "4": "4"}
+# One scenario waits at most 60 s for any one condition (StromScenarios.WAIT_MS); a run has
+# a few of them, and a loaded 2-core machine starts a JVM slowly.
+RUN_TIMEOUT = 240
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+FETCH_VERSION = 12
+
+
+def _jdk_tool(name: str) -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    tool = str(Path(java_home) / "bin" / name) if java_home else shutil.which(name)
+    assert tool and Path(tool).exists(), f"no {name} found: the Java client tests need a JDK (set JAVA_HOME)"
+    return tool
+
+
+@dataclass(frozen=True)
+class JavaClient:
+    """StromScenarios compiled against one kafka-clients version."""
+
+    line: str
+    version: str
+    classpath: str
+    java: str
+
+    def command(self, *args: str) -> list[str]:
+        """``java StromScenarios ARGS``, logging WARN and above on stderr (slf4j-simple), so a
+        failed run says why."""
+        return [self.java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.classpath,
+                "StromScenarios", *args]
+
+    def run(self, scenario: str, broker: BrokerProcess, *args: str) -> Any:
+        result = subprocess.run(self.command(scenario, broker.bootstrap, *args),
+                                capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+        assert result.returncode == 0, (
+            f"kafka-clients {self.version} {scenario} exited {result.returncode}:\n{result.stderr[-4000:]}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session", params=sorted(LINES), ids=[f"kafka-clients-{name}" for name in sorted(LINES)])
+def java_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> JavaClient:
+    line = LINES[request.param]
+    javac, java = _jdk_tool("javac"), _jdk_tool("java")
+    fetched = subprocess.run([str(FETCH), line], capture_output=True, text=True, timeout=900, check=False)
+    assert fetched.returncode == 0, f"tests/compat/java/fetch {line}: {fetched.stderr.strip()}"
+    jar_dir = Path(subprocess.run([str(FETCH), "dir", line], capture_output=True, text=True, check=True).stdout.strip())
+    classes = tmp_path_factory.mktemp(f"kafka-clients-{jar_dir.name}")
+    sources = sorted(str(path) for path in JAVA_DIR.glob("*.java"))
+    compiled = subprocess.run([javac, "-d", str(classes), "-cp", f"{jar_dir}/*", *sources],
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert compiled.returncode == 0, f"javac against kafka-clients {jar_dir.name}:\n{compiled.stderr}"
+    return JavaClient(line, jar_dir.name, f"{classes}{os.pathsep}{jar_dir}/*", java)
+
+
+def test_java_program_refuses_a_bad_command_line(java_client: JavaClient) -> None:
+    for args, message in [
+        (("no-such-scenario", "127.0.0.1:9"), "unknown scenario 'no-such-scenario'"),
+        (("codec", "127.0.0.1:9", "topic", "gzip", "many"), "COUNT must be a whole number, got 'many'"),
+        (("admin",), "usage: StromScenarios SCENARIO HOST:PORT"),
+    ]:
+        result = subprocess.run(java_client.command(*args), capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        (line,) = result.stderr.strip().splitlines()  # one clear line, no stack trace
+        assert line.startswith(f"StromScenarios: {message}")
+
+
+def test_java_admin_creates_describes_and_deletes_topics(broker: BrokerProcess, java_client: JavaClient) -> None:
+    outcome = java_client.run("admin", broker, "jadm")
+    assert outcome["dryRunListed"] is False  # validateOnly creates nothing
+    assert outcome["listed"] is True
+    assert outcome["createAgain"] == "TopicExistsException"
+    assert outcome["replicationFactor3"] == "InvalidReplicationFactorException"
+    assert outcome["describeMissing"] == "UnknownTopicOrPartitionException"
+    # Without an authorizer Kafka answers every operation a topic (8) and the cluster (7) support.
+    assert outcome["topic"] == {
+        "name": "jadm-orders", "internal": False, "topicIdSet": True,
+        "partitions": [[0, 1, 1, 1], [1, 1, 1, 1], [2, 1, 1, 1]],
+        "authorizedOperations": ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS",
+                                 "READ", "WRITE"],
+    }
+    host, port = broker.bootstrap.rsplit(":", 1)
+    cluster = outcome["cluster"]
+    assert cluster["nodes"] == [[1, host, int(port)]]
+    assert cluster["controller"] == 1
+    assert len(cluster["clusterId"]) == 22  # a base64 UUID, as Kafka's
+    assert cluster["authorizedOperations"] == ["ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE",
+                                               "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"]
+    assert outcome["retentionMs"] == ["3600000", "DYNAMIC_TOPIC_CONFIG"]
+    assert outcome["cleanupPolicy"] == ["delete", "DEFAULT_CONFIG"]
+    assert outcome["partitionsAfterGrow"] == 5
+    assert outcome["listedAfterDelete"] is False
+    assert outcome["deleteAgain"] == "UnknownTopicOrPartitionException"
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert not {"jadm-orders", "jadm-dry", "jadm-replicated"} & set(topics)
+
+
+def _batch_headers(broker: BrokerProcess, topic: str, partition: int) -> list[Any]:
+    """The record batches' headers at the start of a partition, fetched over the wire."""
+    request = fetch([(topic, partition, 0)], version=FETCH_VERSION, max_bytes=4 << 20, partition_max_bytes=4 << 20)
+    answer = raw_request(broker, encode_request(request, FETCH_VERSION, 7, "wire-check"))
+    assert answer is not None
+    _, response = decode_response(answer, 1, FETCH_VERSION)
+    assert isinstance(response, FetchResponse)
+    records = partitions_of(response)[(topic, partition)].records
+    return [header for _, header in iter_batches(records)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_java_idempotent_producer_with_every_codec(broker: BrokerProcess, java_client: JavaClient, codec: str) -> None:
+    topic = f"jcodec-{codec}"
+    _create(broker, topic, 2)
+    outcome = java_client.run("codec", broker, topic, codec, "2000")
+    assert outcome["sent"] == outcome["received"] == outcome["distinctPositions"] == 2000
+    assert outcome["allMatch"] is True
+    assert outcome["ackedContiguous"] is True  # offsets 0..n-1 per partition: nothing twice
+    assert outcome["partitions"] == 2
+    if codec == "none":
+        assert outcome["compressionRate"] == 1.0
+    else:  # the values repeat a phrase: every codec shrinks them several times
+        assert outcome["compressionRate"] < 0.5
+    for partition in (0, 1):
+        headers = _batch_headers(broker, topic, partition)
+        assert headers
+        assert {header.compression for header in headers} == {CompressionType[codec.upper()]}
+        assert {header.producer_id for header in headers} != {-1}  # idempotent: a producer id
+        assert all(header.producer_id >= 0 and header.base_sequence >= 0 for header in headers)
+
+
+def test_java_cooperative_sticky_group_shares_and_hands_back_partitions(
+    broker: BrokerProcess, java_client: JavaClient
+) -> None:
+    _create(broker, "jcoop", 4)
+    java_client.run("send", broker, "jcoop", "4", "e", "400")
+    outcome = java_client.run("cooperative", broker, "jcoop", "jworkers", "400")
+    moved = outcome["assignedWhileBoth"]["b"]
+    kept = outcome["assignedWhileBoth"]["a"]
+    assert len(moved) == len(kept) == 2 and sorted(moved + kept) == [0, 1, 2, 3]
+    # Cooperative: a gives up only the two partitions that move, never all four, and when b
+    # leaves a is handed exactly those two without giving anything up.
+    assert outcome["events"] == [
+        ["a", "assigned", [0, 1, 2, 3]],
+        ["a", "revoked", moved],
+        ["b", "assigned", moved],
+        ["b", "revoked", moved],  # b's close
+        ["a", "assigned", moved],
+        ["a", "revoked", [0, 1, 2, 3]],  # a's close
+    ]
+    assert outcome["describedWhileBoth"] == {"assignor": "cooperative-sticky",
+                                             "members": {"member-a": kept, "member-b": moved}}
+    assert outcome["describedAfterLeave"] == {"assignor": "cooperative-sticky",
+                                              "members": {"member-a": [0, 1, 2, 3]}}
+    seen = outcome["seen"]
+    positions = [(partition, offset) for _, partition, offset, _ in seen]
+    assert len(positions) == len(set(positions)) == 840  # nothing repeated across the hand-overs
+    expected = [f"e{i}" for i in range(400)] + [f"mid{i}" for i in range(400)] + [f"late{i}" for i in range(40)]
+    assert sorted(value for *_, value in seen) == sorted(expected)
+    # While both were members, each read exactly the partitions it owned; after b left, a read all.
+    readers = Counter((who, value.rstrip("0123456789")) for who, _, _, value in seen)
+    assert readers["a", "mid"] == readers["b", "mid"] == 200
+    assert readers["a", "late"] == 40 and readers["b", "late"] == 0
+    assert {partition for who, partition, _, value in seen if value.startswith("mid") and who == "b"} == set(moved)
+
+
+def test_java_commit_then_broker_restart_resumes_exactly(broker: BrokerProcess, java_client: JavaClient) -> None:
+    _create(broker, "jorders", 2)
+    java_client.run("send", broker, "jorders", "2", "a", "30")
+    first = java_client.run("commit", broker, "jorders", "jbilling", "30")
+    assert first["committedBefore"] == {"0": None, "1": None}
+    assert sorted(value for *_, value in first["records"]) == sorted(f"a{i}" for i in range(30))
+    assert first["committedAfter"] == {"0": 15, "1": 15}
+    assert first["positionsAtEnd"] is True
+
+    broker.restart()  # same port, same data directory
+    java_client.run("send", broker, "jorders", "2", "b", "10")
+    second = java_client.run("commit", broker, "jorders", "jbilling", "10")
+    assert second["committedBefore"] == {"0": 15, "1": 15}  # the commit survived the restart
+    assert sorted(value for *_, value in second["records"]) == sorted(f"b{i}" for i in range(10))
+    for partition in (0, 1):  # resumed at the committed offset: nothing lost, nothing twice
+        offsets = [offset for p, offset, _ in second["records"] if p == partition]
+        assert offsets == list(range(15, 20))
+    assert second["committedAfter"] == {"0": 20, "1": 20}
+    assert second["positionsAtEnd"] is True
+    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "jbilling"})
+    stored = reader.committed([confluent_kafka.TopicPartition("jorders", p) for p in (0, 1)], timeout=10)
+    reader.close()
+    assert [tp.offset for tp in stored] == [20, 20]  # librdkafka reads the same commits
+
+
+def test_java_new_consumer_protocol_fails_clearly(broker: BrokerProcess, java_client: JavaClient) -> None:
+    """KIP-848's group.protocol=consumer needs ConsumerGroupHeartbeat (API 68), which Strom
+    does not list in ApiVersions, as Kafka 3.9 in ZooKeeper mode does not: the client fails
+    poll() with UnsupportedVersionException within the scenario's 60 s (in about a second),
+    rather than retrying forever."""
+    _create(broker, "jnew", 1)
+    outcome = java_client.run("kip848", broker, "jnew", "jnew-group")
+    assert outcome["error"] == "org.apache.kafka.common.errors.UnsupportedVersionException"
+    if java_client.line == "39":
+        assert outcome["message"] == "The node does not support CONSUMER_GROUP_HEARTBEAT"
+    else:
+        assert outcome["message"] == (
+            "The cluster does not support the new CONSUMER group protocol. Set group.protocol=classic on the"
+            " consumer configs to revert to the CLASSIC protocol until the cluster is upgraded.")
+    # No group was made on the way.
+    groups = AdminClient({"bootstrap.servers": broker.bootstrap}).list_consumer_groups().result(10)
+    assert "jnew-group" not in {group.group_id for group in groups.valid}
+
+
+def test_java_seek_by_time(broker: BrokerProcess, java_client: JavaClient) -> None:
+    _create(broker, "jtimed", 1)
+    outcome = java_client.run("times", broker, "jtimed", str(BASE_TIME))
+    assert outcome["found"] == [5, BASE_TIME + 5000]  # first record at or after base + 4.5 s
+    assert outcome["future"] == "null"  # no record that late: the Java client answers null
+    assert (outcome["beginning"], outcome["end"]) == (0, 10)
+    assert outcome["afterSeek"] == [[i, BASE_TIME + i * 1000, f"t{i}"] for i in range(5, 10)]
+    assert outcome["listOffsets"] == {
+        "earliest": [0, -1], "latest": [10, -1],
+        "maxTimestamp": [9, BASE_TIME + 9000], "forTimestamp": [2, BASE_TIME + 2000],
+    }
+
+
+def test_java_headers_and_null_keys_and_values(broker: BrokerProcess, java_client: JavaClient) -> None:
+    _create(broker, "jedge", 1)
+    outcome = java_client.run("edge", broker, "jedge")
+    assert outcome["records"] == [
+        {"offset": 0, "key": "tombstone", "value": None, "headers": []},
+        {"offset": 1, "key": None, "value": "no key", "headers": []},
+        {"offset": 2, "key": None, "value": "headers", "headers": [["h1", "v1"], ["h2", None], ["h1", "again"]]},
+    ]
+    assert [(key, value) for _, _, key, value in _read_all(broker, "jedge", 1)] == [
+        (b"tombstone", None), (None, b"no key"), (None, b"headers")]
+
+
+def test_java_five_mib_record_with_raised_limits(broker: BrokerProcess, java_client: JavaClient) -> None:
+    outcome = java_client.run("big", broker, "jbig")
+    assert outcome == {"offset": 0, "toDefaultLimit": "RecordTooLargeException",
+                       "sentLength": FIVE_MIB, "receivedLength": FIVE_MIB, "same": True}
+    ((_, _, _, value),) = _read_all(broker, "jbig", 1)
+    assert value == _big_value()  # the same bytes as the other clients' 5 MiB record
