@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tools.codegen.classes import ClassWriter, default_expr, python_type
 from tools.codegen.schema import FIXED_FORMATS, Field, Message, Struct
 
 # The first lines of every generated file, in the forms tools recognise: Go's "Code generated
@@ -86,54 +87,7 @@ def signature(message: Message, struct: Struct, version: int) -> tuple[object, .
     return tuple(parts)
 
 
-def python_type(fld: Field) -> str:
-    element = {
-        "bool": "bool",
-        "int8": "int",
-        "int16": "int",
-        "uint16": "int",
-        "int32": "int",
-        "int64": "int",
-        "float64": "float",
-        "uuid": "UUID",
-        "string": "str",
-        "bytes": "_p.Buffer" if fld.zero_copy else "bytes",
-        "records": "_p.Records",
-    }.get(fld.element_type, fld.element_type)
-    text = f"tuple[{element}, ...]" if fld.is_array else element
-    nullable = not fld.nullable.intersect(fld.versions).empty or fld.element_type == "records"
-    return f"{text} | None" if nullable else text
-
-
-def default_expr(fld: Field) -> str:
-    text = fld.default_text
-    if text == "null":
-        if not fld.always_nullable:
-            raise ValueError(f"{fld.name}: null default on a field not nullable in every version")
-        return "None"
-    if fld.is_array:
-        return "()"
-    kind = fld.element_type
-    if fld.is_struct:
-        return f"_DEFAULT_{kind}"
-    if kind in ("int8", "int16", "uint16", "int32", "int64"):
-        return str(int(text, 0)) if text else "0"
-    if kind == "bool":
-        return "True" if text == "true" else "False"
-    if kind == "float64":
-        return repr(float(text)) if text else "0.0"
-    if kind == "string":
-        return repr(text or "")
-    if kind == "uuid":
-        return "_p.ZERO_UUID"
-    if kind == "bytes":
-        return 'b""'
-    if kind == "records":
-        return "None"
-    raise ValueError(f"no default for {fld.type}")
-
-
-class ModuleWriter:
+class ModuleWriter(ClassWriter):
     """Accumulates a module's lines and which schema field each line handles."""
 
     def __init__(self, message: Message) -> None:
@@ -165,66 +119,6 @@ class ModuleWriter:
             self.functions[key] = index
             self.pending.append((struct, version, index))
         return index
-
-    # -- classes -----------------------------------------------------------------------
-    def write_class(self, struct: Struct, root: bool) -> None:
-        message = self.message
-        base = "(_Message)" if root else ""
-        self.emit("")
-        self.emit("")
-        self.emit("@dataclass(frozen=True, slots=True)")
-        self.emit(f"class {struct.name}{base}:")
-        if root:
-            self.emit(f'    """{message.kind.capitalize()} {message.name} ({message.source})."""')
-            self.emit("")
-            # A request or response has a key; typed int so callers need no None check.
-            key_type = "int | None" if message.api_key is None else "int"
-            self.emit(f"    API_KEY: ClassVar[{key_type}] = {message.api_key}")
-            self.emit(f'    NAME: ClassVar[str] = "{message.name}"')
-            self.emit(f'    KIND: ClassVar[str] = "{message.kind}"')
-            valid = message.valid
-            self.emit(f"    VALID_VERSIONS: ClassVar[range] = range({valid.low}, {valid.high + 1})")
-            flexible = message.flexible.intersect(valid)
-            self.emit(
-                f"    FLEXIBLE_VERSIONS: ClassVar[range] = range({flexible.low}, {max(flexible.high, flexible.low - 1) + 1})"
-            )
-        keys = struct.map_keys()
-        if keys:
-            names = ", ".join(repr(k.attr) for k in keys)
-            self.emit(f"    MAP_KEY: ClassVar[tuple[str, ...]] = ({names},)")
-        for fld in struct.fields:
-            about = " ".join(fld.about.split())
-            if about:
-                self.emit(f"    #: {about}")
-            self.emit(f"    {fld.attr}: {python_type(fld)} = {default_expr(fld)}")
-        self.emit(
-            "    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)"
-        )
-        self._write_builder(struct, root)
-
-    def _write_builder(self, struct: Struct, root: bool) -> None:
-        """A mutable twin with the same slots, whose instances become ``struct`` at birth.
-
-        A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
-        which costs several times a plain slot store; decoders build thousands of
-        objects, so they build twins and switch the class (same slots, same layout).
-        """
-        names = [f.attr for f in struct.fields] + ["unknown_tagged_fields"]
-        base = "(_Message)" if root else ""
-        self.emit("")
-        self.emit("")
-        self.emit(f"class _New_{struct.name}{base}:")
-        self.emit(f"    __slots__ = ({''.join(repr(n) + ', ' for n in names)})")
-        for name in names:
-            self.emit(f"    {name}: Any")
-        self.emit("")
-        params = ", ".join(f"{n}: Any" for n in names[:-1])
-        self.emit(
-            f"    def __init__(self, {params}{', ' if params else ''}unknown_tagged_fields: Any = ()) -> None:"
-        )
-        for name in names:
-            self.emit(f"        self.{name} = {name}")
-        self.emit(f"        self.__class__ = {struct.name}  # type: ignore[assignment]")
 
     # -- decoders ----------------------------------------------------------------------
     def write_decoder(self, struct: Struct, version: int, index: int) -> None:
@@ -604,11 +498,11 @@ _PROLOGUE = '''{header}# flake8: noqa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -616,5 +510,12 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\\xff\\xff\\xff\\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 {consts}
 '''

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">qh")
 
 
@@ -29,15 +36,46 @@ class AddOffsetsToTxnRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 5)
-    #: The transactional id corresponding to the transaction.
-    transactional_id: str = ''
-    #: Current producer id in use by the transactional id.
-    producer_id: int = 0
-    #: Current epoch associated with the producer id.
-    producer_epoch: int = 0
-    #: The unique group identifier.
-    group_id: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transactional id corresponding to the transaction.
+        transactional_id: str = ''
+        #: Current producer id in use by the transactional id.
+        producer_id: int = 0
+        #: Current epoch associated with the producer id.
+        producer_epoch: int = 0
+        #: The unique group identifier.
+        group_id: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields', )
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        group_id: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, group_id: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, group_id={self.group_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields, ) == (other.transactional_id, other.producer_id, other.producer_epoch, other.group_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields, ))
 
 
 class _New_AddOffsetsToTxnRequest(_Message):
@@ -118,22 +156,22 @@ AddOffsetsToTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'AddOffsetsToTxnRequest'),
-    (61, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (62, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (64, 'AddOffsetsToTxnRequest.GroupId'),
-    (65, 'AddOffsetsToTxnRequest'),
-    (69, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (70, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (71, 'AddOffsetsToTxnRequest.GroupId'),
-    (74, 'AddOffsetsToTxnRequest'),
-    (75, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (76, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (78, 'AddOffsetsToTxnRequest.GroupId'),
-    (79, 'AddOffsetsToTxnRequest.<tagged fields>'),
-    (92, 'AddOffsetsToTxnRequest'),
-    (96, 'AddOffsetsToTxnRequest.TransactionalId'),
-    (97, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
-    (98, 'AddOffsetsToTxnRequest.GroupId'),
-    (99, 'AddOffsetsToTxnRequest.<tagged fields>'),
+    (98, 'AddOffsetsToTxnRequest'),
+    (99, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (100, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (102, 'AddOffsetsToTxnRequest.GroupId'),
+    (103, 'AddOffsetsToTxnRequest'),
+    (107, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (108, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (109, 'AddOffsetsToTxnRequest.GroupId'),
+    (112, 'AddOffsetsToTxnRequest'),
+    (113, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (114, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (116, 'AddOffsetsToTxnRequest.GroupId'),
+    (117, 'AddOffsetsToTxnRequest.<tagged fields>'),
+    (130, 'AddOffsetsToTxnRequest'),
+    (134, 'AddOffsetsToTxnRequest.TransactionalId'),
+    (135, 'AddOffsetsToTxnRequest.ProducerId,ProducerEpoch'),
+    (136, 'AddOffsetsToTxnRequest.GroupId'),
+    (137, 'AddOffsetsToTxnRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">qh")
 _S1 = Struct(">qh?")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">qh?")
 @dataclass(frozen=True, slots=True)
 class AddPartitionsToTxnTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the topic.
-    name: str = ''
-    #: The partition indexes to add to the transaction
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic.
+        name: str = ''
+        #: The partition indexes to add to the transaction
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnTopic:
@@ -50,17 +84,50 @@ _DEFAULT_AddPartitionsToTxnTopic = AddPartitionsToTxnTopic()
 @dataclass(frozen=True, slots=True)
 class AddPartitionsToTxnTransaction:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('transactional_id',)
-    #: The transactional id corresponding to the transaction.
-    transactional_id: str = ''
-    #: Current producer id in use by the transactional id.
-    producer_id: int = 0
-    #: Current epoch associated with the producer id.
-    producer_epoch: int = 0
-    #: Boolean to signify if we want to check if the partition is in the transaction rather than add it.
-    verify_only: bool = False
-    #: The partitions to add to the transaction.
-    topics: tuple[AddPartitionsToTxnTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transactional id corresponding to the transaction.
+        transactional_id: str = ''
+        #: Current producer id in use by the transactional id.
+        producer_id: int = 0
+        #: Current epoch associated with the producer id.
+        producer_epoch: int = 0
+        #: Boolean to signify if we want to check if the partition is in the transaction rather than add it.
+        verify_only: bool = False
+        #: The partitions to add to the transaction.
+        topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'producer_id', 'producer_epoch', 'verify_only', 'topics', 'unknown_tagged_fields', )
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        verify_only: bool
+        topics: tuple[AddPartitionsToTxnTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, verify_only: bool = False, topics: tuple[AddPartitionsToTxnTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'verify_only', verify_only)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, verify_only={self.verify_only!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.producer_epoch, self.verify_only, self.topics, self.unknown_tagged_fields, ) == (other.transactional_id, other.producer_id, other.producer_epoch, other.verify_only, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.producer_id, self.producer_epoch, self.verify_only, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnTransaction:
@@ -94,17 +161,50 @@ class AddPartitionsToTxnRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: List of transactions to add partitions to.
-    transactions: tuple[AddPartitionsToTxnTransaction, ...] = ()
-    #: The transactional id corresponding to the transaction.
-    v3_and_below_transactional_id: str = ''
-    #: Current producer id in use by the transactional id.
-    v3_and_below_producer_id: int = 0
-    #: Current epoch associated with the producer id.
-    v3_and_below_producer_epoch: int = 0
-    #: The partitions to add to the transaction.
-    v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: List of transactions to add partitions to.
+        transactions: tuple[AddPartitionsToTxnTransaction, ...] = ()
+        #: The transactional id corresponding to the transaction.
+        v3_and_below_transactional_id: str = ''
+        #: Current producer id in use by the transactional id.
+        v3_and_below_producer_id: int = 0
+        #: Current epoch associated with the producer id.
+        v3_and_below_producer_epoch: int = 0
+        #: The partitions to add to the transaction.
+        v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactions', 'v3_and_below_transactional_id', 'v3_and_below_producer_id', 'v3_and_below_producer_epoch', 'v3_and_below_topics', 'unknown_tagged_fields', )
+        transactions: tuple[AddPartitionsToTxnTransaction, ...]
+        v3_and_below_transactional_id: str
+        v3_and_below_producer_id: int
+        v3_and_below_producer_epoch: int
+        v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactions: tuple[AddPartitionsToTxnTransaction, ...] = (), v3_and_below_transactional_id: str = '', v3_and_below_producer_id: int = 0, v3_and_below_producer_epoch: int = 0, v3_and_below_topics: tuple[AddPartitionsToTxnTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactions', transactions)
+            _object_setattr(self, 'v3_and_below_transactional_id', v3_and_below_transactional_id)
+            _object_setattr(self, 'v3_and_below_producer_id', v3_and_below_producer_id)
+            _object_setattr(self, 'v3_and_below_producer_epoch', v3_and_below_producer_epoch)
+            _object_setattr(self, 'v3_and_below_topics', v3_and_below_topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactions={self.transactions!r}, v3_and_below_transactional_id={self.v3_and_below_transactional_id!r}, v3_and_below_producer_id={self.v3_and_below_producer_id!r}, v3_and_below_producer_epoch={self.v3_and_below_producer_epoch!r}, v3_and_below_topics={self.v3_and_below_topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactions, self.v3_and_below_transactional_id, self.v3_and_below_producer_id, self.v3_and_below_producer_epoch, self.v3_and_below_topics, self.unknown_tagged_fields, ) == (other.transactions, other.v3_and_below_transactional_id, other.v3_and_below_producer_id, other.v3_and_below_producer_epoch, other.v3_and_below_topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactions, self.v3_and_below_transactional_id, self.v3_and_below_producer_id, self.v3_and_below_producer_epoch, self.v3_and_below_topics, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnRequest(_Message):
@@ -385,58 +485,58 @@ AddPartitionsToTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (129, 'AddPartitionsToTxnRequest'),
-    (130, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (131, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (133, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (142, 'AddPartitionsToTxnRequest'),
-    (146, 'AddPartitionsToTxnRequest.Transactions'),
-    (148, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (149, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (150, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (157, 'AddPartitionsToTxnRequest'),
-    (158, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (159, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (161, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (173, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (186, 'AddPartitionsToTxnRequest'),
-    (190, 'AddPartitionsToTxnRequest.Transactions'),
-    (192, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (193, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
-    (194, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
-    (202, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (208, 'AddPartitionsToTxnRequest'),
-    (209, 'AddPartitionsToTxnRequest.Transactions'),
-    (221, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (234, 'AddPartitionsToTxnRequest'),
-    (238, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
-    (240, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
-    (242, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
-    (244, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (229, 'AddPartitionsToTxnRequest'),
+    (230, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (231, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (233, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (242, 'AddPartitionsToTxnRequest'),
     (246, 'AddPartitionsToTxnRequest.Transactions'),
-    (254, 'AddPartitionsToTxnRequest.<tagged fields>'),
-    (260, 'AddPartitionsToTxnTopic'),
-    (261, 'AddPartitionsToTxnTopic.Name'),
-    (262, 'AddPartitionsToTxnTopic.Partitions'),
-    (268, 'AddPartitionsToTxnTopic'),
-    (272, 'AddPartitionsToTxnTopic.Name'),
-    (273, 'AddPartitionsToTxnTopic.Partitions'),
-    (279, 'AddPartitionsToTxnTopic'),
-    (280, 'AddPartitionsToTxnTopic.Name'),
-    (281, 'AddPartitionsToTxnTopic.Partitions'),
-    (290, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (303, 'AddPartitionsToTxnTopic'),
-    (307, 'AddPartitionsToTxnTopic.Name'),
-    (308, 'AddPartitionsToTxnTopic.Partitions'),
-    (315, 'AddPartitionsToTxnTopic.<tagged fields>'),
-    (321, 'AddPartitionsToTxnTransaction'),
-    (322, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (323, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (325, 'AddPartitionsToTxnTransaction.Topics'),
-    (337, 'AddPartitionsToTxnTransaction.<tagged fields>'),
-    (350, 'AddPartitionsToTxnTransaction'),
-    (354, 'AddPartitionsToTxnTransaction.TransactionalId'),
-    (355, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
-    (356, 'AddPartitionsToTxnTransaction.Topics'),
-    (364, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (248, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (249, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (250, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (257, 'AddPartitionsToTxnRequest'),
+    (258, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (259, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (261, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (273, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (286, 'AddPartitionsToTxnRequest'),
+    (290, 'AddPartitionsToTxnRequest.Transactions'),
+    (292, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (293, 'AddPartitionsToTxnRequest.V3AndBelowProducerId,V3AndBelowProducerEpoch'),
+    (294, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (302, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (308, 'AddPartitionsToTxnRequest'),
+    (309, 'AddPartitionsToTxnRequest.Transactions'),
+    (321, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (334, 'AddPartitionsToTxnRequest'),
+    (338, 'AddPartitionsToTxnRequest.V3AndBelowTransactionalId'),
+    (340, 'AddPartitionsToTxnRequest.V3AndBelowProducerId'),
+    (342, 'AddPartitionsToTxnRequest.V3AndBelowProducerEpoch'),
+    (344, 'AddPartitionsToTxnRequest.V3AndBelowTopics'),
+    (346, 'AddPartitionsToTxnRequest.Transactions'),
+    (354, 'AddPartitionsToTxnRequest.<tagged fields>'),
+    (360, 'AddPartitionsToTxnTopic'),
+    (361, 'AddPartitionsToTxnTopic.Name'),
+    (362, 'AddPartitionsToTxnTopic.Partitions'),
+    (368, 'AddPartitionsToTxnTopic'),
+    (372, 'AddPartitionsToTxnTopic.Name'),
+    (373, 'AddPartitionsToTxnTopic.Partitions'),
+    (379, 'AddPartitionsToTxnTopic'),
+    (380, 'AddPartitionsToTxnTopic.Name'),
+    (381, 'AddPartitionsToTxnTopic.Partitions'),
+    (390, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (403, 'AddPartitionsToTxnTopic'),
+    (407, 'AddPartitionsToTxnTopic.Name'),
+    (408, 'AddPartitionsToTxnTopic.Partitions'),
+    (415, 'AddPartitionsToTxnTopic.<tagged fields>'),
+    (421, 'AddPartitionsToTxnTransaction'),
+    (422, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (423, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (425, 'AddPartitionsToTxnTransaction.Topics'),
+    (437, 'AddPartitionsToTxnTransaction.<tagged fields>'),
+    (450, 'AddPartitionsToTxnTransaction'),
+    (454, 'AddPartitionsToTxnTransaction.TransactionalId'),
+    (455, 'AddPartitionsToTxnTransaction.ProducerId,ProducerEpoch,VerifyOnly'),
+    (456, 'AddPartitionsToTxnTransaction.Topics'),
+    (464, 'AddPartitionsToTxnTransaction.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">ih")
 @dataclass(frozen=True, slots=True)
 class AddPartitionsToTxnPartitionResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('partition_index',)
-    #: The partition indexes.
-    partition_index: int = 0
-    #: The response error code.
-    partition_error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition indexes.
+        partition_index: int = 0
+        #: The response error code.
+        partition_error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        partition_error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, partition_error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'partition_error_code', partition_error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_error_code={self.partition_error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.partition_error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.partition_error_code, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnPartitionResult:
@@ -50,11 +84,38 @@ _DEFAULT_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnPartitionResult()
 @dataclass(frozen=True, slots=True)
 class AddPartitionsToTxnTopicResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The results for each partition
-    results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The results for each partition
+        results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'results_by_partition', 'unknown_tagged_fields', )
+        name: str
+        results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', results_by_partition: tuple[AddPartitionsToTxnPartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'results_by_partition', results_by_partition)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, results_by_partition={self.results_by_partition!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.results_by_partition, self.unknown_tagged_fields, ) == (other.name, other.results_by_partition, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.results_by_partition, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnTopicResult:
@@ -76,11 +137,38 @@ _DEFAULT_AddPartitionsToTxnTopicResult = AddPartitionsToTxnTopicResult()
 @dataclass(frozen=True, slots=True)
 class AddPartitionsToTxnResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('transactional_id',)
-    #: The transactional id corresponding to the transaction.
-    transactional_id: str = ''
-    #: The results for each topic.
-    topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transactional id corresponding to the transaction.
+        transactional_id: str = ''
+        #: The results for each topic.
+        topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields', )
+        transactional_id: str
+        topic_results: tuple[AddPartitionsToTxnTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', topic_results: tuple[AddPartitionsToTxnTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'topic_results', topic_results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, topic_results={self.topic_results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.topic_results, self.unknown_tagged_fields, ) == (other.transactional_id, other.topic_results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.topic_results, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnResult:
@@ -108,15 +196,46 @@ class AddPartitionsToTxnResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The response top level error code.
-    error_code: int = 0
-    #: Results categorized by transactional ID.
-    results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = ()
-    #: The results for each topic.
-    results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The response top level error code.
+        error_code: int = 0
+        #: Results categorized by transactional ID.
+        results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = ()
+        #: The results for each topic.
+        results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        results_by_transaction: tuple[AddPartitionsToTxnResult, ...]
+        results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, results_by_transaction: tuple[AddPartitionsToTxnResult, ...] = (), results_by_topic_v3_and_below: tuple[AddPartitionsToTxnTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'results_by_transaction', results_by_transaction)
+            _object_setattr(self, 'results_by_topic_v3_and_below', results_by_topic_v3_and_below)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results_by_transaction={self.results_by_transaction!r}, results_by_topic_v3_and_below={self.results_by_topic_v3_and_below!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.results_by_transaction, self.results_by_topic_v3_and_below, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.results_by_transaction, other.results_by_topic_v3_and_below, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.results_by_transaction, self.results_by_topic_v3_and_below, self.unknown_tagged_fields, ))
 
 
 class _New_AddPartitionsToTxnResponse(_Message):
@@ -430,61 +549,61 @@ AddPartitionsToTxnResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (139, 'AddPartitionsToTxnResponse'),
-    (140, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (142, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (151, 'AddPartitionsToTxnResponse'),
-    (155, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (157, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (158, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (165, 'AddPartitionsToTxnResponse'),
-    (166, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (168, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (180, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (193, 'AddPartitionsToTxnResponse'),
-    (197, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (199, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
-    (200, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (208, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (214, 'AddPartitionsToTxnResponse'),
-    (215, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (217, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (229, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (242, 'AddPartitionsToTxnResponse'),
-    (246, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
-    (248, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (249, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
-    (257, 'AddPartitionsToTxnResponse.<tagged fields>'),
-    (263, 'AddPartitionsToTxnTopicResult'),
-    (264, 'AddPartitionsToTxnTopicResult.Name'),
-    (265, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (274, 'AddPartitionsToTxnTopicResult'),
-    (278, 'AddPartitionsToTxnTopicResult.Name'),
-    (279, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (286, 'AddPartitionsToTxnTopicResult'),
-    (287, 'AddPartitionsToTxnTopicResult.Name'),
-    (288, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (300, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (313, 'AddPartitionsToTxnTopicResult'),
-    (317, 'AddPartitionsToTxnTopicResult.Name'),
-    (318, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
-    (326, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
-    (332, 'AddPartitionsToTxnResult'),
-    (333, 'AddPartitionsToTxnResult.TransactionalId'),
-    (334, 'AddPartitionsToTxnResult.TopicResults'),
-    (346, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (359, 'AddPartitionsToTxnResult'),
-    (363, 'AddPartitionsToTxnResult.TransactionalId'),
-    (364, 'AddPartitionsToTxnResult.TopicResults'),
-    (372, 'AddPartitionsToTxnResult.<tagged fields>'),
-    (378, 'AddPartitionsToTxnPartitionResult'),
-    (379, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (381, 'AddPartitionsToTxnPartitionResult'),
-    (385, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (388, 'AddPartitionsToTxnPartitionResult'),
-    (389, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (391, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
-    (404, 'AddPartitionsToTxnPartitionResult'),
-    (408, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
-    (409, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (258, 'AddPartitionsToTxnResponse'),
+    (259, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (261, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (270, 'AddPartitionsToTxnResponse'),
+    (274, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (276, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (277, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (284, 'AddPartitionsToTxnResponse'),
+    (285, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (287, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (299, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (312, 'AddPartitionsToTxnResponse'),
+    (316, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (318, 'AddPartitionsToTxnResponse.ThrottleTimeMs'),
+    (319, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (327, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (333, 'AddPartitionsToTxnResponse'),
+    (334, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (336, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (348, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (361, 'AddPartitionsToTxnResponse'),
+    (365, 'AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow'),
+    (367, 'AddPartitionsToTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (368, 'AddPartitionsToTxnResponse.ResultsByTransaction'),
+    (376, 'AddPartitionsToTxnResponse.<tagged fields>'),
+    (382, 'AddPartitionsToTxnTopicResult'),
+    (383, 'AddPartitionsToTxnTopicResult.Name'),
+    (384, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (393, 'AddPartitionsToTxnTopicResult'),
+    (397, 'AddPartitionsToTxnTopicResult.Name'),
+    (398, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (405, 'AddPartitionsToTxnTopicResult'),
+    (406, 'AddPartitionsToTxnTopicResult.Name'),
+    (407, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (419, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (432, 'AddPartitionsToTxnTopicResult'),
+    (436, 'AddPartitionsToTxnTopicResult.Name'),
+    (437, 'AddPartitionsToTxnTopicResult.ResultsByPartition'),
+    (445, 'AddPartitionsToTxnTopicResult.<tagged fields>'),
+    (451, 'AddPartitionsToTxnResult'),
+    (452, 'AddPartitionsToTxnResult.TransactionalId'),
+    (453, 'AddPartitionsToTxnResult.TopicResults'),
+    (465, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (478, 'AddPartitionsToTxnResult'),
+    (482, 'AddPartitionsToTxnResult.TransactionalId'),
+    (483, 'AddPartitionsToTxnResult.TopicResults'),
+    (491, 'AddPartitionsToTxnResult.<tagged fields>'),
+    (497, 'AddPartitionsToTxnPartitionResult'),
+    (498, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (500, 'AddPartitionsToTxnPartitionResult'),
+    (504, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (507, 'AddPartitionsToTxnPartitionResult'),
+    (508, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (510, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
+    (523, 'AddPartitionsToTxnPartitionResult'),
+    (527, 'AddPartitionsToTxnPartitionResult.PartitionIndex,PartitionErrorCode'),
+    (528, 'AddPartitionsToTxnPartitionResult.<tagged fields>'),
 )

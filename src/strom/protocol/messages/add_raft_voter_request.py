@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 _S1 = Struct(">H")
 
@@ -24,13 +31,42 @@ _S1 = Struct(">H")
 @dataclass(frozen=True, slots=True)
 class Listener:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The hostname
-    host: str = ''
-    #: The port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The hostname
+        host: str = ''
+        #: The port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_Listener:
@@ -60,15 +96,48 @@ class AddRaftVoterRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    cluster_id: str | None = ''
-    timeout_ms: int = 0
-    #: The replica id of the voter getting added to the topic partition
-    voter_id: int = 0
-    #: The directory id of the voter getting added to the topic partition
-    voter_directory_id: UUID = _p.ZERO_UUID
-    #: The endpoints that can be used to communicate with the voter
-    listeners: tuple[Listener, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = ''
+        timeout_ms: int = 0
+        #: The replica id of the voter getting added to the topic partition
+        voter_id: int = 0
+        #: The directory id of the voter getting added to the topic partition
+        voter_directory_id: UUID = _p.ZERO_UUID
+        #: The endpoints that can be used to communicate with the voter
+        listeners: tuple[Listener, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        timeout_ms: int
+        voter_id: int
+        voter_directory_id: UUID
+        listeners: tuple[Listener, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, listeners: tuple[Listener, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'listeners', listeners)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, timeout_ms={self.timeout_ms!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, listeners={self.listeners!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners, self.unknown_tagged_fields, ) == (other.cluster_id, other.timeout_ms, other.voter_id, other.voter_directory_id, other.listeners, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners, self.unknown_tagged_fields, ))
 
 
 class _New_AddRaftVoterRequest(_Message):
@@ -180,26 +249,26 @@ AddRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (93, 'AddRaftVoterRequest'),
-    (94, 'AddRaftVoterRequest.ClusterId'),
-    (95, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
-    (97, 'AddRaftVoterRequest.VoterDirectoryId'),
-    (98, 'AddRaftVoterRequest.Listeners'),
-    (110, 'AddRaftVoterRequest.<tagged fields>'),
-    (123, 'AddRaftVoterRequest'),
-    (127, 'AddRaftVoterRequest.ClusterId'),
-    (128, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
-    (129, 'AddRaftVoterRequest.VoterDirectoryId'),
-    (130, 'AddRaftVoterRequest.Listeners'),
-    (138, 'AddRaftVoterRequest.<tagged fields>'),
-    (144, 'Listener'),
-    (145, 'Listener.Name'),
-    (146, 'Listener.Host'),
-    (147, 'Listener.Port'),
-    (149, 'Listener.<tagged fields>'),
-    (162, 'Listener'),
-    (166, 'Listener.Name'),
-    (167, 'Listener.Host'),
-    (168, 'Listener.Port'),
-    (169, 'Listener.<tagged fields>'),
+    (162, 'AddRaftVoterRequest'),
+    (163, 'AddRaftVoterRequest.ClusterId'),
+    (164, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
+    (166, 'AddRaftVoterRequest.VoterDirectoryId'),
+    (167, 'AddRaftVoterRequest.Listeners'),
+    (179, 'AddRaftVoterRequest.<tagged fields>'),
+    (192, 'AddRaftVoterRequest'),
+    (196, 'AddRaftVoterRequest.ClusterId'),
+    (197, 'AddRaftVoterRequest.TimeoutMs,VoterId'),
+    (198, 'AddRaftVoterRequest.VoterDirectoryId'),
+    (199, 'AddRaftVoterRequest.Listeners'),
+    (207, 'AddRaftVoterRequest.<tagged fields>'),
+    (213, 'Listener'),
+    (214, 'Listener.Name'),
+    (215, 'Listener.Host'),
+    (216, 'Listener.Port'),
+    (218, 'Listener.<tagged fields>'),
+    (231, 'Listener'),
+    (235, 'Listener.Name'),
+    (236, 'Listener.Host'),
+    (237, 'Listener.Port'),
+    (238, 'Listener.<tagged fields>'),
 )

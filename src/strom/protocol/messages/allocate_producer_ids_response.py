@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ihqi")
 
 
@@ -29,15 +36,46 @@ class AllocateProducerIdsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code
-    error_code: int = 0
-    #: The first producer ID in this range, inclusive
-    producer_id_start: int = 0
-    #: The number of producer IDs in this range
-    producer_id_len: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code
+        error_code: int = 0
+        #: The first producer ID in this range, inclusive
+        producer_id_start: int = 0
+        #: The number of producer IDs in this range
+        producer_id_len: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        producer_id_start: int
+        producer_id_len: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, producer_id_start: int = 0, producer_id_len: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'producer_id_start', producer_id_start)
+            _object_setattr(self, 'producer_id_len', producer_id_len)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id_start={self.producer_id_start!r}, producer_id_len={self.producer_id_len!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.producer_id_start, other.producer_id_len, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len, self.unknown_tagged_fields, ))
 
 
 class _New_AllocateProducerIdsResponse(_Message):
@@ -92,10 +130,10 @@ AllocateProducerIdsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'AllocateProducerIdsResponse'),
-    (61, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
-    (63, 'AllocateProducerIdsResponse.<tagged fields>'),
-    (76, 'AllocateProducerIdsResponse'),
-    (80, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
-    (81, 'AllocateProducerIdsResponse.<tagged fields>'),
+    (98, 'AllocateProducerIdsResponse'),
+    (99, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
+    (101, 'AllocateProducerIdsResponse.<tagged fields>'),
+    (114, 'AllocateProducerIdsResponse'),
+    (118, 'AllocateProducerIdsResponse.ThrottleTimeMs,ErrorCode,ProducerIdStart,ProducerIdLen'),
+    (119, 'AllocateProducerIdsResponse.<tagged fields>'),
 )

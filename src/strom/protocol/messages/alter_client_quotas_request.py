@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">d?")
 
 
 @dataclass(frozen=True, slots=True)
 class EntityData:
-    #: The entity type.
-    entity_type: str = ''
-    #: The name of the entity, or null if the default.
-    entity_name: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The entity type.
+        entity_type: str = ''
+        #: The name of the entity, or null if the default.
+        entity_name: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity_type', entity_type)
+            _object_setattr(self, 'entity_name', entity_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields, ) == (other.entity_type, other.entity_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields, ))
 
 
 class _New_EntityData:
@@ -48,13 +82,42 @@ _DEFAULT_EntityData = EntityData()
 
 @dataclass(frozen=True, slots=True)
 class OpData:
-    #: The quota configuration key.
-    key: str = ''
-    #: The value to set, otherwise ignored if the value is to be removed.
-    value: float = 0.0
-    #: Whether the quota configuration value should be removed, otherwise set.
-    remove: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The quota configuration key.
+        key: str = ''
+        #: The value to set, otherwise ignored if the value is to be removed.
+        value: float = 0.0
+        #: Whether the quota configuration value should be removed, otherwise set.
+        remove: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('key', 'value', 'remove', 'unknown_tagged_fields', )
+        key: str
+        value: float
+        remove: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, key: str = '', value: float = 0.0, remove: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'key', key)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'remove', remove)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, remove={self.remove!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.remove, self.unknown_tagged_fields, ) == (other.key, other.value, other.remove, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.value, self.remove, self.unknown_tagged_fields, ))
 
 
 class _New_OpData:
@@ -77,11 +140,38 @@ _DEFAULT_OpData = OpData()
 
 @dataclass(frozen=True, slots=True)
 class EntryData:
-    #: The quota entity to alter.
-    entity: tuple[EntityData, ...] = ()
-    #: An individual quota configuration entry to alter.
-    ops: tuple[OpData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The quota entity to alter.
+        entity: tuple[EntityData, ...] = ()
+        #: An individual quota configuration entry to alter.
+        ops: tuple[OpData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity', 'ops', 'unknown_tagged_fields', )
+        entity: tuple[EntityData, ...]
+        ops: tuple[OpData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity: tuple[EntityData, ...] = (), ops: tuple[OpData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity', entity)
+            _object_setattr(self, 'ops', ops)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity={self.entity!r}, ops={self.ops!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity, self.ops, self.unknown_tagged_fields, ) == (other.entity, other.ops, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity, self.ops, self.unknown_tagged_fields, ))
 
 
 class _New_EntryData:
@@ -109,11 +199,38 @@ class AlterClientQuotasRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The quota configuration entries to alter.
-    entries: tuple[EntryData, ...] = ()
-    #: Whether the alteration should be validated, but not performed.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The quota configuration entries to alter.
+        entries: tuple[EntryData, ...] = ()
+        #: Whether the alteration should be validated, but not performed.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entries', 'validate_only', 'unknown_tagged_fields', )
+        entries: tuple[EntryData, ...]
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entries: tuple[EntryData, ...] = (), validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entries', entries)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entries={self.entries!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entries, self.validate_only, self.unknown_tagged_fields, ) == (other.entries, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entries, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_AlterClientQuotasRequest(_Message):
@@ -389,60 +506,60 @@ AlterClientQuotasRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (132, 'AlterClientQuotasRequest'),
-    (133, 'AlterClientQuotasRequest.Entries'),
-    (142, 'AlterClientQuotasRequest.ValidateOnly'),
-    (144, 'AlterClientQuotasRequest'),
-    (148, 'AlterClientQuotasRequest.Entries'),
-    (153, 'AlterClientQuotasRequest.ValidateOnly'),
-    (156, 'AlterClientQuotasRequest'),
-    (157, 'AlterClientQuotasRequest.Entries'),
-    (169, 'AlterClientQuotasRequest.ValidateOnly'),
-    (171, 'AlterClientQuotasRequest.<tagged fields>'),
-    (184, 'AlterClientQuotasRequest'),
-    (188, 'AlterClientQuotasRequest.Entries'),
-    (196, 'AlterClientQuotasRequest.ValidateOnly'),
-    (197, 'AlterClientQuotasRequest.<tagged fields>'),
-    (203, 'EntryData'),
-    (204, 'EntryData.Entity'),
-    (213, 'EntryData.Ops'),
-    (222, 'EntryData'),
-    (226, 'EntryData.Entity'),
-    (231, 'EntryData.Ops'),
-    (238, 'EntryData'),
-    (239, 'EntryData.Entity'),
-    (251, 'EntryData.Ops'),
-    (263, 'EntryData.<tagged fields>'),
-    (276, 'EntryData'),
-    (280, 'EntryData.Entity'),
-    (288, 'EntryData.Ops'),
-    (296, 'EntryData.<tagged fields>'),
-    (302, 'EntityData'),
-    (303, 'EntityData.EntityType'),
-    (304, 'EntityData.EntityName'),
-    (305, 'EntityData'),
-    (309, 'EntityData.EntityType'),
-    (310, 'EntityData.EntityName'),
-    (313, 'OpData'),
-    (314, 'OpData.Key'),
-    (315, 'OpData.Value,Remove'),
-    (317, 'OpData'),
-    (321, 'OpData.Key'),
-    (322, 'OpData.Value,Remove'),
-    (325, 'EntityData'),
-    (326, 'EntityData.EntityType'),
-    (327, 'EntityData.EntityName'),
-    (328, 'EntityData.<tagged fields>'),
-    (341, 'EntityData'),
-    (345, 'EntityData.EntityType'),
-    (346, 'EntityData.EntityName'),
-    (347, 'EntityData.<tagged fields>'),
-    (353, 'OpData'),
-    (354, 'OpData.Key'),
-    (355, 'OpData.Value,Remove'),
-    (357, 'OpData.<tagged fields>'),
-    (370, 'OpData'),
-    (374, 'OpData.Key'),
-    (375, 'OpData.Value,Remove'),
-    (376, 'OpData.<tagged fields>'),
+    (249, 'AlterClientQuotasRequest'),
+    (250, 'AlterClientQuotasRequest.Entries'),
+    (259, 'AlterClientQuotasRequest.ValidateOnly'),
+    (261, 'AlterClientQuotasRequest'),
+    (265, 'AlterClientQuotasRequest.Entries'),
+    (270, 'AlterClientQuotasRequest.ValidateOnly'),
+    (273, 'AlterClientQuotasRequest'),
+    (274, 'AlterClientQuotasRequest.Entries'),
+    (286, 'AlterClientQuotasRequest.ValidateOnly'),
+    (288, 'AlterClientQuotasRequest.<tagged fields>'),
+    (301, 'AlterClientQuotasRequest'),
+    (305, 'AlterClientQuotasRequest.Entries'),
+    (313, 'AlterClientQuotasRequest.ValidateOnly'),
+    (314, 'AlterClientQuotasRequest.<tagged fields>'),
+    (320, 'EntryData'),
+    (321, 'EntryData.Entity'),
+    (330, 'EntryData.Ops'),
+    (339, 'EntryData'),
+    (343, 'EntryData.Entity'),
+    (348, 'EntryData.Ops'),
+    (355, 'EntryData'),
+    (356, 'EntryData.Entity'),
+    (368, 'EntryData.Ops'),
+    (380, 'EntryData.<tagged fields>'),
+    (393, 'EntryData'),
+    (397, 'EntryData.Entity'),
+    (405, 'EntryData.Ops'),
+    (413, 'EntryData.<tagged fields>'),
+    (419, 'EntityData'),
+    (420, 'EntityData.EntityType'),
+    (421, 'EntityData.EntityName'),
+    (422, 'EntityData'),
+    (426, 'EntityData.EntityType'),
+    (427, 'EntityData.EntityName'),
+    (430, 'OpData'),
+    (431, 'OpData.Key'),
+    (432, 'OpData.Value,Remove'),
+    (434, 'OpData'),
+    (438, 'OpData.Key'),
+    (439, 'OpData.Value,Remove'),
+    (442, 'EntityData'),
+    (443, 'EntityData.EntityType'),
+    (444, 'EntityData.EntityName'),
+    (445, 'EntityData.<tagged fields>'),
+    (458, 'EntityData'),
+    (462, 'EntityData.EntityType'),
+    (463, 'EntityData.EntityName'),
+    (464, 'EntityData.<tagged fields>'),
+    (470, 'OpData'),
+    (471, 'OpData.Key'),
+    (472, 'OpData.Value,Remove'),
+    (474, 'OpData.<tagged fields>'),
+    (487, 'OpData'),
+    (491, 'OpData.Key'),
+    (492, 'OpData.Value,Remove'),
+    (493, 'OpData.<tagged fields>'),
 )

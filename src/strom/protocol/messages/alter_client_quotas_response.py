@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
 class EntityData:
-    #: The entity type.
-    entity_type: str = ''
-    #: The name of the entity, or null if the default.
-    entity_name: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The entity type.
+        entity_type: str = ''
+        #: The name of the entity, or null if the default.
+        entity_name: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity_type', entity_type)
+            _object_setattr(self, 'entity_name', entity_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields, ) == (other.entity_type, other.entity_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields, ))
 
 
 class _New_EntityData:
@@ -48,13 +82,42 @@ _DEFAULT_EntityData = EntityData()
 
 @dataclass(frozen=True, slots=True)
 class EntryData:
-    #: The error code, or `0` if the quota alteration succeeded.
-    error_code: int = 0
-    #: The error message, or `null` if the quota alteration succeeded.
-    error_message: str | None = ''
-    #: The quota entity to alter.
-    entity: tuple[EntityData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or `0` if the quota alteration succeeded.
+        error_code: int = 0
+        #: The error message, or `null` if the quota alteration succeeded.
+        error_message: str | None = ''
+        #: The quota entity to alter.
+        entity: tuple[EntityData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        entity: tuple[EntityData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', entity: tuple[EntityData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'entity', entity)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, entity={self.entity!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.entity, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.entity, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.entity, self.unknown_tagged_fields, ))
 
 
 class _New_EntryData:
@@ -84,11 +147,38 @@ class AlterClientQuotasResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The quota configuration entries to alter.
-    entries: tuple[EntryData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The quota configuration entries to alter.
+        entries: tuple[EntryData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        entries: tuple[EntryData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, entries: tuple[EntryData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'entries', entries)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, entries={self.entries!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.entries, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.entries, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.entries, self.unknown_tagged_fields, ))
 
 
 class _New_AlterClientQuotasResponse(_Message):
@@ -299,50 +389,50 @@ AlterClientQuotasResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (107, 'AlterClientQuotasResponse'),
-    (108, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (110, 'AlterClientQuotasResponse.Entries'),
-    (119, 'AlterClientQuotasResponse'),
-    (123, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (124, 'AlterClientQuotasResponse.Entries'),
-    (131, 'AlterClientQuotasResponse'),
-    (132, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (134, 'AlterClientQuotasResponse.Entries'),
-    (146, 'AlterClientQuotasResponse.<tagged fields>'),
-    (159, 'AlterClientQuotasResponse'),
-    (163, 'AlterClientQuotasResponse.ThrottleTimeMs'),
-    (164, 'AlterClientQuotasResponse.Entries'),
-    (172, 'AlterClientQuotasResponse.<tagged fields>'),
-    (178, 'EntryData'),
-    (179, 'EntryData.ErrorCode'),
-    (181, 'EntryData.ErrorMessage'),
-    (182, 'EntryData.Entity'),
-    (191, 'EntryData'),
-    (195, 'EntryData.ErrorCode'),
-    (196, 'EntryData.ErrorMessage'),
-    (197, 'EntryData.Entity'),
-    (204, 'EntryData'),
-    (205, 'EntryData.ErrorCode'),
-    (207, 'EntryData.ErrorMessage'),
-    (208, 'EntryData.Entity'),
-    (220, 'EntryData.<tagged fields>'),
-    (233, 'EntryData'),
-    (237, 'EntryData.ErrorCode'),
-    (238, 'EntryData.ErrorMessage'),
-    (239, 'EntryData.Entity'),
-    (247, 'EntryData.<tagged fields>'),
-    (253, 'EntityData'),
-    (254, 'EntityData.EntityType'),
-    (255, 'EntityData.EntityName'),
-    (256, 'EntityData'),
-    (260, 'EntityData.EntityType'),
-    (261, 'EntityData.EntityName'),
-    (264, 'EntityData'),
-    (265, 'EntityData.EntityType'),
-    (266, 'EntityData.EntityName'),
-    (267, 'EntityData.<tagged fields>'),
-    (280, 'EntityData'),
-    (284, 'EntityData.EntityType'),
-    (285, 'EntityData.EntityName'),
-    (286, 'EntityData.<tagged fields>'),
+    (197, 'AlterClientQuotasResponse'),
+    (198, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (200, 'AlterClientQuotasResponse.Entries'),
+    (209, 'AlterClientQuotasResponse'),
+    (213, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (214, 'AlterClientQuotasResponse.Entries'),
+    (221, 'AlterClientQuotasResponse'),
+    (222, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (224, 'AlterClientQuotasResponse.Entries'),
+    (236, 'AlterClientQuotasResponse.<tagged fields>'),
+    (249, 'AlterClientQuotasResponse'),
+    (253, 'AlterClientQuotasResponse.ThrottleTimeMs'),
+    (254, 'AlterClientQuotasResponse.Entries'),
+    (262, 'AlterClientQuotasResponse.<tagged fields>'),
+    (268, 'EntryData'),
+    (269, 'EntryData.ErrorCode'),
+    (271, 'EntryData.ErrorMessage'),
+    (272, 'EntryData.Entity'),
+    (281, 'EntryData'),
+    (285, 'EntryData.ErrorCode'),
+    (286, 'EntryData.ErrorMessage'),
+    (287, 'EntryData.Entity'),
+    (294, 'EntryData'),
+    (295, 'EntryData.ErrorCode'),
+    (297, 'EntryData.ErrorMessage'),
+    (298, 'EntryData.Entity'),
+    (310, 'EntryData.<tagged fields>'),
+    (323, 'EntryData'),
+    (327, 'EntryData.ErrorCode'),
+    (328, 'EntryData.ErrorMessage'),
+    (329, 'EntryData.Entity'),
+    (337, 'EntryData.<tagged fields>'),
+    (343, 'EntityData'),
+    (344, 'EntityData.EntityType'),
+    (345, 'EntityData.EntityName'),
+    (346, 'EntityData'),
+    (350, 'EntityData.EntityType'),
+    (351, 'EntityData.EntityName'),
+    (354, 'EntityData'),
+    (355, 'EntityData.EntityType'),
+    (356, 'EntityData.EntityName'),
+    (357, 'EntityData.<tagged fields>'),
+    (370, 'EntityData'),
+    (374, 'EntityData.EntityType'),
+    (375, 'EntityData.EntityName'),
+    (376, 'EntityData.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">b")
 @dataclass(frozen=True, slots=True)
 class AlterableConfig:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The configuration key name.
-    name: str = ''
-    #: The value to set for the configuration key.
-    value: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The configuration key name.
+        name: str = ''
+        #: The value to set for the configuration key.
+        value: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'value', 'unknown_tagged_fields', )
+        name: str
+        value: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', value: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.unknown_tagged_fields, ) == (other.name, other.value, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.unknown_tagged_fields, ))
 
 
 class _New_AlterableConfig:
@@ -50,13 +84,42 @@ _DEFAULT_AlterableConfig = AlterableConfig()
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResource:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('resource_type', 'resource_name',)
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    #: The configurations.
-    configs: tuple[AlterableConfig, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        #: The configurations.
+        configs: tuple[AlterableConfig, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+        resource_type: int
+        resource_name: str
+        configs: tuple[AlterableConfig, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type: int = 0, resource_name: str = '', configs: tuple[AlterableConfig, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'configs', configs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ) == (other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ))
 
 
 class _New_AlterConfigsResource:
@@ -86,11 +149,38 @@ class AlterConfigsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The updates for each resource.
-    resources: tuple[AlterConfigsResource, ...] = ()
-    #: True if we should validate the request, but not change the configurations.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The updates for each resource.
+        resources: tuple[AlterConfigsResource, ...] = ()
+        #: True if we should validate the request, but not change the configurations.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resources', 'validate_only', 'unknown_tagged_fields', )
+        resources: tuple[AlterConfigsResource, ...]
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resources: tuple[AlterConfigsResource, ...] = (), validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resources', resources)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resources={self.resources!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resources, self.validate_only, self.unknown_tagged_fields, ) == (other.resources, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resources, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_AlterConfigsRequest(_Message):
@@ -303,50 +393,50 @@ AlterConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (109, 'AlterConfigsRequest'),
-    (110, 'AlterConfigsRequest.Resources'),
-    (119, 'AlterConfigsRequest.ValidateOnly'),
-    (121, 'AlterConfigsRequest'),
-    (125, 'AlterConfigsRequest.Resources'),
-    (130, 'AlterConfigsRequest.ValidateOnly'),
-    (133, 'AlterConfigsRequest'),
-    (134, 'AlterConfigsRequest.Resources'),
-    (146, 'AlterConfigsRequest.ValidateOnly'),
-    (148, 'AlterConfigsRequest.<tagged fields>'),
-    (161, 'AlterConfigsRequest'),
-    (165, 'AlterConfigsRequest.Resources'),
-    (173, 'AlterConfigsRequest.ValidateOnly'),
-    (174, 'AlterConfigsRequest.<tagged fields>'),
-    (180, 'AlterConfigsResource'),
-    (181, 'AlterConfigsResource.ResourceType'),
-    (183, 'AlterConfigsResource.ResourceName'),
-    (184, 'AlterConfigsResource.Configs'),
-    (193, 'AlterConfigsResource'),
-    (197, 'AlterConfigsResource.ResourceType'),
-    (198, 'AlterConfigsResource.ResourceName'),
-    (199, 'AlterConfigsResource.Configs'),
-    (206, 'AlterConfigsResource'),
-    (207, 'AlterConfigsResource.ResourceType'),
-    (209, 'AlterConfigsResource.ResourceName'),
-    (210, 'AlterConfigsResource.Configs'),
-    (222, 'AlterConfigsResource.<tagged fields>'),
-    (235, 'AlterConfigsResource'),
-    (239, 'AlterConfigsResource.ResourceType'),
-    (240, 'AlterConfigsResource.ResourceName'),
-    (241, 'AlterConfigsResource.Configs'),
-    (249, 'AlterConfigsResource.<tagged fields>'),
-    (255, 'AlterableConfig'),
-    (256, 'AlterableConfig.Name'),
-    (257, 'AlterableConfig.Value'),
-    (258, 'AlterableConfig'),
-    (262, 'AlterableConfig.Name'),
-    (263, 'AlterableConfig.Value'),
-    (266, 'AlterableConfig'),
-    (267, 'AlterableConfig.Name'),
-    (268, 'AlterableConfig.Value'),
-    (269, 'AlterableConfig.<tagged fields>'),
-    (282, 'AlterableConfig'),
-    (286, 'AlterableConfig.Name'),
-    (287, 'AlterableConfig.Value'),
-    (288, 'AlterableConfig.<tagged fields>'),
+    (199, 'AlterConfigsRequest'),
+    (200, 'AlterConfigsRequest.Resources'),
+    (209, 'AlterConfigsRequest.ValidateOnly'),
+    (211, 'AlterConfigsRequest'),
+    (215, 'AlterConfigsRequest.Resources'),
+    (220, 'AlterConfigsRequest.ValidateOnly'),
+    (223, 'AlterConfigsRequest'),
+    (224, 'AlterConfigsRequest.Resources'),
+    (236, 'AlterConfigsRequest.ValidateOnly'),
+    (238, 'AlterConfigsRequest.<tagged fields>'),
+    (251, 'AlterConfigsRequest'),
+    (255, 'AlterConfigsRequest.Resources'),
+    (263, 'AlterConfigsRequest.ValidateOnly'),
+    (264, 'AlterConfigsRequest.<tagged fields>'),
+    (270, 'AlterConfigsResource'),
+    (271, 'AlterConfigsResource.ResourceType'),
+    (273, 'AlterConfigsResource.ResourceName'),
+    (274, 'AlterConfigsResource.Configs'),
+    (283, 'AlterConfigsResource'),
+    (287, 'AlterConfigsResource.ResourceType'),
+    (288, 'AlterConfigsResource.ResourceName'),
+    (289, 'AlterConfigsResource.Configs'),
+    (296, 'AlterConfigsResource'),
+    (297, 'AlterConfigsResource.ResourceType'),
+    (299, 'AlterConfigsResource.ResourceName'),
+    (300, 'AlterConfigsResource.Configs'),
+    (312, 'AlterConfigsResource.<tagged fields>'),
+    (325, 'AlterConfigsResource'),
+    (329, 'AlterConfigsResource.ResourceType'),
+    (330, 'AlterConfigsResource.ResourceName'),
+    (331, 'AlterConfigsResource.Configs'),
+    (339, 'AlterConfigsResource.<tagged fields>'),
+    (345, 'AlterableConfig'),
+    (346, 'AlterableConfig.Name'),
+    (347, 'AlterableConfig.Value'),
+    (348, 'AlterableConfig'),
+    (352, 'AlterableConfig.Name'),
+    (353, 'AlterableConfig.Value'),
+    (356, 'AlterableConfig'),
+    (357, 'AlterableConfig.Name'),
+    (358, 'AlterableConfig.Value'),
+    (359, 'AlterableConfig.<tagged fields>'),
+    (372, 'AlterableConfig'),
+    (376, 'AlterableConfig.Name'),
+    (377, 'AlterableConfig.Value'),
+    (378, 'AlterableConfig.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -24,15 +31,46 @@ _S2 = Struct(">b")
 
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResourceResponse:
-    #: The resource error code.
-    error_code: int = 0
-    #: The resource error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource error code.
+        error_code: int = 0
+        #: The resource error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.unknown_tagged_fields, ))
 
 
 class _New_AlterConfigsResourceResponse:
@@ -64,11 +102,38 @@ class AlterConfigsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The responses for each resource.
-    responses: tuple[AlterConfigsResourceResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The responses for each resource.
+        responses: tuple[AlterConfigsResourceResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        responses: tuple[AlterConfigsResourceResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, responses: tuple[AlterConfigsResourceResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.responses, self.unknown_tagged_fields, ))
 
 
 class _New_AlterConfigsResponse(_Message):
@@ -218,40 +283,40 @@ AlterConfigsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (87, 'AlterConfigsResponse'),
-    (88, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (90, 'AlterConfigsResponse.Responses'),
-    (99, 'AlterConfigsResponse'),
-    (103, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (104, 'AlterConfigsResponse.Responses'),
-    (111, 'AlterConfigsResponse'),
-    (112, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (114, 'AlterConfigsResponse.Responses'),
-    (126, 'AlterConfigsResponse.<tagged fields>'),
-    (139, 'AlterConfigsResponse'),
-    (143, 'AlterConfigsResponse.ThrottleTimeMs'),
-    (144, 'AlterConfigsResponse.Responses'),
-    (152, 'AlterConfigsResponse.<tagged fields>'),
-    (158, 'AlterConfigsResourceResponse'),
-    (159, 'AlterConfigsResourceResponse.ErrorCode'),
-    (161, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (162, 'AlterConfigsResourceResponse.ResourceType'),
-    (164, 'AlterConfigsResourceResponse.ResourceName'),
-    (165, 'AlterConfigsResourceResponse'),
-    (169, 'AlterConfigsResourceResponse.ErrorCode'),
-    (170, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (171, 'AlterConfigsResourceResponse.ResourceType'),
-    (172, 'AlterConfigsResourceResponse.ResourceName'),
-    (175, 'AlterConfigsResourceResponse'),
-    (176, 'AlterConfigsResourceResponse.ErrorCode'),
-    (178, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (179, 'AlterConfigsResourceResponse.ResourceType'),
-    (181, 'AlterConfigsResourceResponse.ResourceName'),
-    (182, 'AlterConfigsResourceResponse.<tagged fields>'),
-    (195, 'AlterConfigsResourceResponse'),
-    (199, 'AlterConfigsResourceResponse.ErrorCode'),
-    (200, 'AlterConfigsResourceResponse.ErrorMessage'),
-    (201, 'AlterConfigsResourceResponse.ResourceType'),
-    (202, 'AlterConfigsResourceResponse.ResourceName'),
-    (203, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (152, 'AlterConfigsResponse'),
+    (153, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (155, 'AlterConfigsResponse.Responses'),
+    (164, 'AlterConfigsResponse'),
+    (168, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (169, 'AlterConfigsResponse.Responses'),
+    (176, 'AlterConfigsResponse'),
+    (177, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (179, 'AlterConfigsResponse.Responses'),
+    (191, 'AlterConfigsResponse.<tagged fields>'),
+    (204, 'AlterConfigsResponse'),
+    (208, 'AlterConfigsResponse.ThrottleTimeMs'),
+    (209, 'AlterConfigsResponse.Responses'),
+    (217, 'AlterConfigsResponse.<tagged fields>'),
+    (223, 'AlterConfigsResourceResponse'),
+    (224, 'AlterConfigsResourceResponse.ErrorCode'),
+    (226, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (227, 'AlterConfigsResourceResponse.ResourceType'),
+    (229, 'AlterConfigsResourceResponse.ResourceName'),
+    (230, 'AlterConfigsResourceResponse'),
+    (234, 'AlterConfigsResourceResponse.ErrorCode'),
+    (235, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (236, 'AlterConfigsResourceResponse.ResourceType'),
+    (237, 'AlterConfigsResourceResponse.ResourceName'),
+    (240, 'AlterConfigsResourceResponse'),
+    (241, 'AlterConfigsResourceResponse.ErrorCode'),
+    (243, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (244, 'AlterConfigsResourceResponse.ResourceType'),
+    (246, 'AlterConfigsResourceResponse.ResourceName'),
+    (247, 'AlterConfigsResourceResponse.<tagged fields>'),
+    (260, 'AlterConfigsResourceResponse'),
+    (264, 'AlterConfigsResourceResponse.ErrorCode'),
+    (265, 'AlterConfigsResourceResponse.ErrorMessage'),
+    (266, 'AlterConfigsResourceResponse.ResourceType'),
+    (267, 'AlterConfigsResourceResponse.ResourceName'),
+    (268, 'AlterConfigsResourceResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class ReassignablePartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
-    replicas: tuple[int, ...] | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The replicas to place the partitions on, or null to cancel a pending reassignment for this partition.
+        replicas: tuple[int, ...] | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'replicas', 'unknown_tagged_fields', )
+        partition_index: int
+        replicas: tuple[int, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, replicas: tuple[int, ...] | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'replicas', replicas)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replicas={self.replicas!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.unknown_tagged_fields, ) == (other.partition_index, other.replicas, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.replicas, self.unknown_tagged_fields, ))
 
 
 class _New_ReassignablePartition:
@@ -47,11 +81,38 @@ _DEFAULT_ReassignablePartition = ReassignablePartition()
 
 @dataclass(frozen=True, slots=True)
 class ReassignableTopic:
-    #: The topic name.
-    name: str = ''
-    #: The partitions to reassign.
-    partitions: tuple[ReassignablePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partitions to reassign.
+        partitions: tuple[ReassignablePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[ReassignablePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[ReassignablePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ReassignableTopic:
@@ -79,11 +140,38 @@ class AlterPartitionReassignmentsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The time in ms to wait for the request to complete.
-    timeout_ms: int = 60000
-    #: The topics to reassign.
-    topics: tuple[ReassignableTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The time in ms to wait for the request to complete.
+        timeout_ms: int = 60000
+        #: The topics to reassign.
+        topics: tuple[ReassignableTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('timeout_ms', 'topics', 'unknown_tagged_fields', )
+        timeout_ms: int
+        topics: tuple[ReassignableTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, timeout_ms: int = 60000, topics: tuple[ReassignableTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.timeout_ms, self.topics, self.unknown_tagged_fields, ) == (other.timeout_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.timeout_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_AlterPartitionReassignmentsRequest(_Message):
@@ -249,28 +337,28 @@ AlterPartitionReassignmentsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (102, 'AlterPartitionReassignmentsRequest'),
-    (103, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
-    (105, 'AlterPartitionReassignmentsRequest.Topics'),
-    (117, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (130, 'AlterPartitionReassignmentsRequest'),
-    (134, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
-    (135, 'AlterPartitionReassignmentsRequest.Topics'),
-    (143, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
-    (149, 'ReassignableTopic'),
-    (150, 'ReassignableTopic.Name'),
-    (151, 'ReassignableTopic.Partitions'),
-    (163, 'ReassignableTopic.<tagged fields>'),
-    (176, 'ReassignableTopic'),
-    (180, 'ReassignableTopic.Name'),
-    (181, 'ReassignableTopic.Partitions'),
-    (189, 'ReassignableTopic.<tagged fields>'),
-    (195, 'ReassignablePartition'),
-    (196, 'ReassignablePartition.PartitionIndex'),
-    (198, 'ReassignablePartition.Replicas'),
-    (210, 'ReassignablePartition.<tagged fields>'),
-    (223, 'ReassignablePartition'),
-    (227, 'ReassignablePartition.PartitionIndex'),
-    (228, 'ReassignablePartition.Replicas'),
-    (238, 'ReassignablePartition.<tagged fields>'),
+    (190, 'AlterPartitionReassignmentsRequest'),
+    (191, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
+    (193, 'AlterPartitionReassignmentsRequest.Topics'),
+    (205, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (218, 'AlterPartitionReassignmentsRequest'),
+    (222, 'AlterPartitionReassignmentsRequest.TimeoutMs'),
+    (223, 'AlterPartitionReassignmentsRequest.Topics'),
+    (231, 'AlterPartitionReassignmentsRequest.<tagged fields>'),
+    (237, 'ReassignableTopic'),
+    (238, 'ReassignableTopic.Name'),
+    (239, 'ReassignableTopic.Partitions'),
+    (251, 'ReassignableTopic.<tagged fields>'),
+    (264, 'ReassignableTopic'),
+    (268, 'ReassignableTopic.Name'),
+    (269, 'ReassignableTopic.Partitions'),
+    (277, 'ReassignableTopic.<tagged fields>'),
+    (283, 'ReassignablePartition'),
+    (284, 'ReassignablePartition.PartitionIndex'),
+    (286, 'ReassignablePartition.Replicas'),
+    (298, 'ReassignablePartition.<tagged fields>'),
+    (311, 'ReassignablePartition'),
+    (315, 'ReassignablePartition.PartitionIndex'),
+    (316, 'ReassignablePartition.Replicas'),
+    (326, 'ReassignablePartition.<tagged fields>'),
 )

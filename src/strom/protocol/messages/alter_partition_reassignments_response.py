@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,18 +17,54 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class ReassignablePartitionResponse:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code for this partition, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message for this partition, or null if there was no error.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code for this partition, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message for this partition, or null if there was no error.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_ReassignablePartitionResponse:
@@ -51,11 +87,38 @@ _DEFAULT_ReassignablePartitionResponse = ReassignablePartitionResponse()
 
 @dataclass(frozen=True, slots=True)
 class ReassignableTopicResponse:
-    #: The topic name
-    name: str = ''
-    #: The responses to partitions to reassign
-    partitions: tuple[ReassignablePartitionResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        #: The responses to partitions to reassign
+        partitions: tuple[ReassignablePartitionResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[ReassignablePartitionResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[ReassignablePartitionResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ReassignableTopicResponse:
@@ -83,15 +146,46 @@ class AlterPartitionReassignmentsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The responses to topics to reassign.
-    responses: tuple[ReassignableTopicResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The responses to topics to reassign.
+        responses: tuple[ReassignableTopicResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        responses: tuple[ReassignableTopicResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', responses: tuple[ReassignableTopicResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields, ))
 
 
 class _New_AlterPartitionReassignmentsResponse(_Message):
@@ -243,30 +337,30 @@ AlterPartitionReassignmentsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (114, 'AlterPartitionReassignmentsResponse'),
-    (115, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (117, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
-    (118, 'AlterPartitionReassignmentsResponse.Responses'),
-    (130, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (143, 'AlterPartitionReassignmentsResponse'),
-    (147, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (148, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
-    (149, 'AlterPartitionReassignmentsResponse.Responses'),
-    (157, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
-    (163, 'ReassignableTopicResponse'),
-    (164, 'ReassignableTopicResponse.Name'),
-    (165, 'ReassignableTopicResponse.Partitions'),
-    (177, 'ReassignableTopicResponse.<tagged fields>'),
-    (190, 'ReassignableTopicResponse'),
-    (194, 'ReassignableTopicResponse.Name'),
-    (195, 'ReassignableTopicResponse.Partitions'),
-    (203, 'ReassignableTopicResponse.<tagged fields>'),
-    (209, 'ReassignablePartitionResponse'),
-    (210, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (212, 'ReassignablePartitionResponse.ErrorMessage'),
-    (213, 'ReassignablePartitionResponse.<tagged fields>'),
-    (226, 'ReassignablePartitionResponse'),
-    (230, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
-    (231, 'ReassignablePartitionResponse.ErrorMessage'),
-    (232, 'ReassignablePartitionResponse.<tagged fields>'),
+    (208, 'AlterPartitionReassignmentsResponse'),
+    (209, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (211, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
+    (212, 'AlterPartitionReassignmentsResponse.Responses'),
+    (224, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (237, 'AlterPartitionReassignmentsResponse'),
+    (241, 'AlterPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (242, 'AlterPartitionReassignmentsResponse.ErrorMessage'),
+    (243, 'AlterPartitionReassignmentsResponse.Responses'),
+    (251, 'AlterPartitionReassignmentsResponse.<tagged fields>'),
+    (257, 'ReassignableTopicResponse'),
+    (258, 'ReassignableTopicResponse.Name'),
+    (259, 'ReassignableTopicResponse.Partitions'),
+    (271, 'ReassignableTopicResponse.<tagged fields>'),
+    (284, 'ReassignableTopicResponse'),
+    (288, 'ReassignableTopicResponse.Name'),
+    (289, 'ReassignableTopicResponse.Partitions'),
+    (297, 'ReassignableTopicResponse.<tagged fields>'),
+    (303, 'ReassignablePartitionResponse'),
+    (304, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (306, 'ReassignablePartitionResponse.ErrorMessage'),
+    (307, 'ReassignablePartitionResponse.<tagged fields>'),
+    (320, 'ReassignablePartitionResponse'),
+    (324, 'ReassignablePartitionResponse.PartitionIndex,ErrorCode'),
+    (325, 'ReassignablePartitionResponse.ErrorMessage'),
+    (326, 'ReassignablePartitionResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iq")
 _S1 = Struct(">ii")
 _S2 = Struct(">i")
@@ -25,11 +32,38 @@ _S3 = Struct(">bi")
 
 @dataclass(frozen=True, slots=True)
 class BrokerState:
-    #: The ID of the broker.
-    broker_id: int = 0
-    #: The epoch of the broker. It will be -1 if the epoch check is not supported.
-    broker_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the broker.
+        broker_id: int = 0
+        #: The epoch of the broker. It will be -1 if the epoch check is not supported.
+        broker_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+        broker_id: int
+        broker_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields, ) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.broker_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_BrokerState:
@@ -50,18 +84,53 @@ _DEFAULT_BrokerState = BrokerState()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index
-    partition_index: int = 0
-    #: The leader epoch of this partition
-    leader_epoch: int = 0
-    #: The ISR for this partition. Deprecated since version 3.
-    new_isr: tuple[int, ...] = ()
-    new_isr_with_epochs: tuple[BrokerState, ...] = ()
-    #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
-    leader_recovery_state: int = 0
-    #: The expected epoch of the partition which is being updated. For legacy cluster this is the ZkVersion in the LeaderAndIsr request.
-    partition_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition_index: int = 0
+        #: The leader epoch of this partition
+        leader_epoch: int = 0
+        #: The ISR for this partition. Deprecated since version 3.
+        new_isr: tuple[int, ...] = ()
+        new_isr_with_epochs: tuple[BrokerState, ...] = ()
+        #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
+        leader_recovery_state: int = 0
+        #: The expected epoch of the partition which is being updated. For legacy cluster this is the ZkVersion in the LeaderAndIsr request.
+        partition_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields', )
+        partition_index: int
+        leader_epoch: int
+        new_isr: tuple[int, ...]
+        new_isr_with_epochs: tuple[BrokerState, ...]
+        leader_recovery_state: int
+        partition_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, leader_epoch: int = 0, new_isr: tuple[int, ...] = (), new_isr_with_epochs: tuple[BrokerState, ...] = (), leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'new_isr', new_isr)
+            _object_setattr(self, 'new_isr_with_epochs', new_isr_with_epochs)
+            _object_setattr(self, 'leader_recovery_state', leader_recovery_state)
+            _object_setattr(self, 'partition_epoch', partition_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, new_isr={self.new_isr!r}, new_isr_with_epochs={self.new_isr_with_epochs!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.leader_epoch, self.new_isr, self.new_isr_with_epochs, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields, ) == (other.partition_index, other.leader_epoch, other.new_isr, other.new_isr_with_epochs, other.leader_recovery_state, other.partition_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.leader_epoch, self.new_isr, self.new_isr_with_epochs, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -90,12 +159,41 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The name of the topic to alter ISRs for
-    topic_name: str = ''
-    #: The ID of the topic to alter ISRs for
-    topic_id: UUID = _p.ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic to alter ISRs for
+        topic_name: str = ''
+        #: The ID of the topic to alter ISRs for
+        topic_id: UUID = _p.ZERO_UUID
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -125,12 +223,41 @@ class AlterPartitionRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 4)
-    #: The ID of the requesting broker
-    broker_id: int = 0
-    #: The epoch of the requesting broker
-    broker_epoch: int = -1
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the requesting broker
+        broker_id: int = 0
+        #: The epoch of the requesting broker
+        broker_epoch: int = -1
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields', )
+        broker_id: int
+        broker_epoch: int
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, broker_epoch: int = -1, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.topics, self.unknown_tagged_fields, ) == (other.broker_id, other.broker_epoch, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.broker_epoch, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_AlterPartitionRequest(_Message):
@@ -711,108 +838,108 @@ AlterPartitionRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (151, 'AlterPartitionRequest'),
-    (152, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (154, 'AlterPartitionRequest.Topics'),
-    (166, 'AlterPartitionRequest.<tagged fields>'),
-    (179, 'AlterPartitionRequest'),
-    (183, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (184, 'AlterPartitionRequest.Topics'),
-    (192, 'AlterPartitionRequest.<tagged fields>'),
-    (198, 'AlterPartitionRequest'),
-    (199, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (201, 'AlterPartitionRequest.Topics'),
-    (213, 'AlterPartitionRequest.<tagged fields>'),
-    (226, 'AlterPartitionRequest'),
-    (230, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (231, 'AlterPartitionRequest.Topics'),
-    (239, 'AlterPartitionRequest.<tagged fields>'),
-    (245, 'AlterPartitionRequest'),
-    (246, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (248, 'AlterPartitionRequest.Topics'),
-    (260, 'AlterPartitionRequest.<tagged fields>'),
-    (273, 'AlterPartitionRequest'),
-    (277, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (278, 'AlterPartitionRequest.Topics'),
-    (286, 'AlterPartitionRequest.<tagged fields>'),
-    (292, 'AlterPartitionRequest'),
-    (293, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (295, 'AlterPartitionRequest.Topics'),
-    (307, 'AlterPartitionRequest.<tagged fields>'),
-    (320, 'AlterPartitionRequest'),
-    (324, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
-    (325, 'AlterPartitionRequest.Topics'),
-    (333, 'AlterPartitionRequest.<tagged fields>'),
-    (339, 'TopicData'),
-    (340, 'TopicData.TopicName'),
-    (341, 'TopicData.Partitions'),
-    (353, 'TopicData.<tagged fields>'),
-    (366, 'TopicData'),
-    (370, 'TopicData.TopicName'),
-    (371, 'TopicData.Partitions'),
-    (379, 'TopicData.<tagged fields>'),
-    (385, 'TopicData'),
-    (386, 'TopicData.TopicName'),
-    (387, 'TopicData.Partitions'),
-    (399, 'TopicData.<tagged fields>'),
-    (412, 'TopicData'),
-    (416, 'TopicData.TopicName'),
-    (417, 'TopicData.Partitions'),
-    (425, 'TopicData.<tagged fields>'),
-    (431, 'TopicData'),
-    (432, 'TopicData.TopicId'),
-    (433, 'TopicData.Partitions'),
-    (445, 'TopicData.<tagged fields>'),
-    (458, 'TopicData'),
-    (462, 'TopicData.TopicId'),
-    (463, 'TopicData.Partitions'),
-    (471, 'TopicData.<tagged fields>'),
-    (477, 'TopicData'),
-    (478, 'TopicData.TopicId'),
-    (479, 'TopicData.Partitions'),
-    (491, 'TopicData.<tagged fields>'),
-    (504, 'TopicData'),
-    (508, 'TopicData.TopicId'),
-    (509, 'TopicData.Partitions'),
-    (517, 'TopicData.<tagged fields>'),
-    (523, 'PartitionData'),
-    (524, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (526, 'PartitionData.NewIsr'),
-    (535, 'PartitionData.PartitionEpoch'),
-    (537, 'PartitionData.<tagged fields>'),
-    (550, 'PartitionData'),
-    (554, 'PartitionData.NewIsrWithEpochs'),
-    (556, 'PartitionData.LeaderRecoveryState'),
-    (558, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (559, 'PartitionData.NewIsr'),
-    (566, 'PartitionData.PartitionEpoch'),
-    (567, 'PartitionData.<tagged fields>'),
-    (573, 'PartitionData'),
-    (574, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (576, 'PartitionData.NewIsr'),
-    (585, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (587, 'PartitionData.<tagged fields>'),
-    (600, 'PartitionData'),
-    (604, 'PartitionData.NewIsrWithEpochs'),
-    (606, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (607, 'PartitionData.NewIsr'),
-    (614, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (615, 'PartitionData.<tagged fields>'),
-    (621, 'PartitionData'),
-    (622, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (624, 'PartitionData.NewIsrWithEpochs'),
-    (636, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (638, 'PartitionData.<tagged fields>'),
-    (651, 'PartitionData'),
-    (655, 'PartitionData.NewIsr'),
-    (657, 'PartitionData.PartitionIndex,LeaderEpoch'),
-    (658, 'PartitionData.NewIsrWithEpochs'),
-    (666, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (667, 'PartitionData.<tagged fields>'),
-    (673, 'BrokerState'),
-    (674, 'BrokerState.BrokerId,BrokerEpoch'),
-    (676, 'BrokerState.<tagged fields>'),
-    (689, 'BrokerState'),
-    (693, 'BrokerState.BrokerId,BrokerEpoch'),
-    (694, 'BrokerState.<tagged fields>'),
+    (278, 'AlterPartitionRequest'),
+    (279, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (281, 'AlterPartitionRequest.Topics'),
+    (293, 'AlterPartitionRequest.<tagged fields>'),
+    (306, 'AlterPartitionRequest'),
+    (310, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (311, 'AlterPartitionRequest.Topics'),
+    (319, 'AlterPartitionRequest.<tagged fields>'),
+    (325, 'AlterPartitionRequest'),
+    (326, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (328, 'AlterPartitionRequest.Topics'),
+    (340, 'AlterPartitionRequest.<tagged fields>'),
+    (353, 'AlterPartitionRequest'),
+    (357, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (358, 'AlterPartitionRequest.Topics'),
+    (366, 'AlterPartitionRequest.<tagged fields>'),
+    (372, 'AlterPartitionRequest'),
+    (373, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (375, 'AlterPartitionRequest.Topics'),
+    (387, 'AlterPartitionRequest.<tagged fields>'),
+    (400, 'AlterPartitionRequest'),
+    (404, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (405, 'AlterPartitionRequest.Topics'),
+    (413, 'AlterPartitionRequest.<tagged fields>'),
+    (419, 'AlterPartitionRequest'),
+    (420, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (422, 'AlterPartitionRequest.Topics'),
+    (434, 'AlterPartitionRequest.<tagged fields>'),
+    (447, 'AlterPartitionRequest'),
+    (451, 'AlterPartitionRequest.BrokerId,BrokerEpoch'),
+    (452, 'AlterPartitionRequest.Topics'),
+    (460, 'AlterPartitionRequest.<tagged fields>'),
+    (466, 'TopicData'),
+    (467, 'TopicData.TopicName'),
+    (468, 'TopicData.Partitions'),
+    (480, 'TopicData.<tagged fields>'),
+    (493, 'TopicData'),
+    (497, 'TopicData.TopicName'),
+    (498, 'TopicData.Partitions'),
+    (506, 'TopicData.<tagged fields>'),
+    (512, 'TopicData'),
+    (513, 'TopicData.TopicName'),
+    (514, 'TopicData.Partitions'),
+    (526, 'TopicData.<tagged fields>'),
+    (539, 'TopicData'),
+    (543, 'TopicData.TopicName'),
+    (544, 'TopicData.Partitions'),
+    (552, 'TopicData.<tagged fields>'),
+    (558, 'TopicData'),
+    (559, 'TopicData.TopicId'),
+    (560, 'TopicData.Partitions'),
+    (572, 'TopicData.<tagged fields>'),
+    (585, 'TopicData'),
+    (589, 'TopicData.TopicId'),
+    (590, 'TopicData.Partitions'),
+    (598, 'TopicData.<tagged fields>'),
+    (604, 'TopicData'),
+    (605, 'TopicData.TopicId'),
+    (606, 'TopicData.Partitions'),
+    (618, 'TopicData.<tagged fields>'),
+    (631, 'TopicData'),
+    (635, 'TopicData.TopicId'),
+    (636, 'TopicData.Partitions'),
+    (644, 'TopicData.<tagged fields>'),
+    (650, 'PartitionData'),
+    (651, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (653, 'PartitionData.NewIsr'),
+    (662, 'PartitionData.PartitionEpoch'),
+    (664, 'PartitionData.<tagged fields>'),
+    (677, 'PartitionData'),
+    (681, 'PartitionData.NewIsrWithEpochs'),
+    (683, 'PartitionData.LeaderRecoveryState'),
+    (685, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (686, 'PartitionData.NewIsr'),
+    (693, 'PartitionData.PartitionEpoch'),
+    (694, 'PartitionData.<tagged fields>'),
+    (700, 'PartitionData'),
+    (701, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (703, 'PartitionData.NewIsr'),
+    (712, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (714, 'PartitionData.<tagged fields>'),
+    (727, 'PartitionData'),
+    (731, 'PartitionData.NewIsrWithEpochs'),
+    (733, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (734, 'PartitionData.NewIsr'),
+    (741, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (742, 'PartitionData.<tagged fields>'),
+    (748, 'PartitionData'),
+    (749, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (751, 'PartitionData.NewIsrWithEpochs'),
+    (763, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (765, 'PartitionData.<tagged fields>'),
+    (778, 'PartitionData'),
+    (782, 'PartitionData.NewIsr'),
+    (784, 'PartitionData.PartitionIndex,LeaderEpoch'),
+    (785, 'PartitionData.NewIsrWithEpochs'),
+    (793, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (794, 'PartitionData.<tagged fields>'),
+    (800, 'BrokerState'),
+    (801, 'BrokerState.BrokerId,BrokerEpoch'),
+    (803, 'BrokerState.<tagged fields>'),
+    (816, 'BrokerState'),
+    (820, 'BrokerState.BrokerId,BrokerEpoch'),
+    (821, 'BrokerState.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">ihii")
 _S2 = Struct(">i")
@@ -25,21 +32,58 @@ _S3 = Struct(">bi")
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index
-    partition_index: int = 0
-    #: The partition level error code
-    error_code: int = 0
-    #: The broker ID of the leader.
-    leader_id: int = 0
-    #: The leader epoch.
-    leader_epoch: int = 0
-    #: The in-sync replica IDs.
-    isr: tuple[int, ...] = ()
-    #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
-    leader_recovery_state: int = 0
-    #: The current epoch for the partition for KRaft controllers. The current ZK version for the legacy controllers.
-    partition_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition_index: int = 0
+        #: The partition level error code
+        error_code: int = 0
+        #: The broker ID of the leader.
+        leader_id: int = 0
+        #: The leader epoch.
+        leader_epoch: int = 0
+        #: The in-sync replica IDs.
+        isr: tuple[int, ...] = ()
+        #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
+        leader_recovery_state: int = 0
+        #: The current epoch for the partition for KRaft controllers. The current ZK version for the legacy controllers.
+        partition_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        isr: tuple[int, ...]
+        leader_recovery_state: int
+        partition_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, isr: tuple[int, ...] = (), leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'isr', isr)
+            _object_setattr(self, 'leader_recovery_state', leader_recovery_state)
+            _object_setattr(self, 'partition_epoch', partition_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.isr, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.isr, other.leader_recovery_state, other.partition_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.isr, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -70,12 +114,41 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The name of the topic
-    topic_name: str = ''
-    #: The ID of the topic
-    topic_id: UUID = _p.ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic
+        topic_name: str = ''
+        #: The ID of the topic
+        topic_id: UUID = _p.ZERO_UUID
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -105,12 +178,41 @@ class AlterPartitionResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 4)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code
-    error_code: int = 0
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code
+        error_code: int = 0
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_AlterPartitionResponse(_Message):
@@ -513,72 +615,72 @@ AlterPartitionResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (131, 'AlterPartitionResponse'),
-    (132, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (134, 'AlterPartitionResponse.Topics'),
-    (146, 'AlterPartitionResponse.<tagged fields>'),
-    (159, 'AlterPartitionResponse'),
-    (163, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (164, 'AlterPartitionResponse.Topics'),
-    (172, 'AlterPartitionResponse.<tagged fields>'),
-    (178, 'AlterPartitionResponse'),
-    (179, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (181, 'AlterPartitionResponse.Topics'),
-    (193, 'AlterPartitionResponse.<tagged fields>'),
-    (206, 'AlterPartitionResponse'),
-    (210, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (211, 'AlterPartitionResponse.Topics'),
-    (219, 'AlterPartitionResponse.<tagged fields>'),
-    (225, 'AlterPartitionResponse'),
-    (226, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (228, 'AlterPartitionResponse.Topics'),
-    (240, 'AlterPartitionResponse.<tagged fields>'),
-    (253, 'AlterPartitionResponse'),
-    (257, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
-    (258, 'AlterPartitionResponse.Topics'),
-    (266, 'AlterPartitionResponse.<tagged fields>'),
-    (272, 'TopicData'),
-    (273, 'TopicData.TopicName'),
-    (274, 'TopicData.Partitions'),
-    (286, 'TopicData.<tagged fields>'),
-    (299, 'TopicData'),
-    (303, 'TopicData.TopicName'),
-    (304, 'TopicData.Partitions'),
-    (312, 'TopicData.<tagged fields>'),
-    (318, 'TopicData'),
-    (319, 'TopicData.TopicName'),
-    (320, 'TopicData.Partitions'),
-    (332, 'TopicData.<tagged fields>'),
-    (345, 'TopicData'),
-    (349, 'TopicData.TopicName'),
-    (350, 'TopicData.Partitions'),
-    (358, 'TopicData.<tagged fields>'),
-    (364, 'TopicData'),
-    (365, 'TopicData.TopicId'),
-    (366, 'TopicData.Partitions'),
-    (378, 'TopicData.<tagged fields>'),
-    (391, 'TopicData'),
-    (395, 'TopicData.TopicId'),
-    (396, 'TopicData.Partitions'),
-    (404, 'TopicData.<tagged fields>'),
-    (410, 'PartitionData'),
-    (411, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (413, 'PartitionData.Isr'),
-    (422, 'PartitionData.PartitionEpoch'),
-    (424, 'PartitionData.<tagged fields>'),
-    (437, 'PartitionData'),
-    (441, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (442, 'PartitionData.Isr'),
-    (449, 'PartitionData.PartitionEpoch'),
-    (450, 'PartitionData.<tagged fields>'),
-    (456, 'PartitionData'),
-    (457, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (459, 'PartitionData.Isr'),
-    (468, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (470, 'PartitionData.<tagged fields>'),
-    (483, 'PartitionData'),
-    (487, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (488, 'PartitionData.Isr'),
-    (495, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
-    (496, 'PartitionData.<tagged fields>'),
+    (233, 'AlterPartitionResponse'),
+    (234, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (236, 'AlterPartitionResponse.Topics'),
+    (248, 'AlterPartitionResponse.<tagged fields>'),
+    (261, 'AlterPartitionResponse'),
+    (265, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (266, 'AlterPartitionResponse.Topics'),
+    (274, 'AlterPartitionResponse.<tagged fields>'),
+    (280, 'AlterPartitionResponse'),
+    (281, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (283, 'AlterPartitionResponse.Topics'),
+    (295, 'AlterPartitionResponse.<tagged fields>'),
+    (308, 'AlterPartitionResponse'),
+    (312, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (313, 'AlterPartitionResponse.Topics'),
+    (321, 'AlterPartitionResponse.<tagged fields>'),
+    (327, 'AlterPartitionResponse'),
+    (328, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (330, 'AlterPartitionResponse.Topics'),
+    (342, 'AlterPartitionResponse.<tagged fields>'),
+    (355, 'AlterPartitionResponse'),
+    (359, 'AlterPartitionResponse.ThrottleTimeMs,ErrorCode'),
+    (360, 'AlterPartitionResponse.Topics'),
+    (368, 'AlterPartitionResponse.<tagged fields>'),
+    (374, 'TopicData'),
+    (375, 'TopicData.TopicName'),
+    (376, 'TopicData.Partitions'),
+    (388, 'TopicData.<tagged fields>'),
+    (401, 'TopicData'),
+    (405, 'TopicData.TopicName'),
+    (406, 'TopicData.Partitions'),
+    (414, 'TopicData.<tagged fields>'),
+    (420, 'TopicData'),
+    (421, 'TopicData.TopicName'),
+    (422, 'TopicData.Partitions'),
+    (434, 'TopicData.<tagged fields>'),
+    (447, 'TopicData'),
+    (451, 'TopicData.TopicName'),
+    (452, 'TopicData.Partitions'),
+    (460, 'TopicData.<tagged fields>'),
+    (466, 'TopicData'),
+    (467, 'TopicData.TopicId'),
+    (468, 'TopicData.Partitions'),
+    (480, 'TopicData.<tagged fields>'),
+    (493, 'TopicData'),
+    (497, 'TopicData.TopicId'),
+    (498, 'TopicData.Partitions'),
+    (506, 'TopicData.<tagged fields>'),
+    (512, 'PartitionData'),
+    (513, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (515, 'PartitionData.Isr'),
+    (524, 'PartitionData.PartitionEpoch'),
+    (526, 'PartitionData.<tagged fields>'),
+    (539, 'PartitionData'),
+    (543, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (544, 'PartitionData.Isr'),
+    (551, 'PartitionData.PartitionEpoch'),
+    (552, 'PartitionData.<tagged fields>'),
+    (558, 'PartitionData'),
+    (559, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (561, 'PartitionData.Isr'),
+    (570, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (572, 'PartitionData.<tagged fields>'),
+    (585, 'PartitionData'),
+    (589, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (590, 'PartitionData.Isr'),
+    (597, 'PartitionData.LeaderRecoveryState,PartitionEpoch'),
+    (598, 'PartitionData.<tagged fields>'),
 )

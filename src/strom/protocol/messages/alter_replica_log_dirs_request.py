@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class AlterReplicaLogDirTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The partition indexes.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partition indexes.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDirTopic:
@@ -49,11 +83,38 @@ _DEFAULT_AlterReplicaLogDirTopic = AlterReplicaLogDirTopic()
 @dataclass(frozen=True, slots=True)
 class AlterReplicaLogDir:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('path',)
-    #: The absolute directory path.
-    path: str = ''
-    #: The topics to add to the directory.
-    topics: tuple[AlterReplicaLogDirTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The absolute directory path.
+        path: str = ''
+        #: The topics to add to the directory.
+        topics: tuple[AlterReplicaLogDirTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('path', 'topics', 'unknown_tagged_fields', )
+        path: str
+        topics: tuple[AlterReplicaLogDirTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, path: str = '', topics: tuple[AlterReplicaLogDirTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'path', path)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(path={self.path!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.path, self.topics, self.unknown_tagged_fields, ) == (other.path, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.path, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDir:
@@ -81,9 +142,34 @@ class AlterReplicaLogDirsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The alterations to make for each directory.
-    dirs: tuple[AlterReplicaLogDir, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The alterations to make for each directory.
+        dirs: tuple[AlterReplicaLogDir, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('dirs', 'unknown_tagged_fields', )
+        dirs: tuple[AlterReplicaLogDir, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, dirs: tuple[AlterReplicaLogDir, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'dirs', dirs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(dirs={self.dirs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.dirs, self.unknown_tagged_fields, ) == (other.dirs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.dirs, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDirsRequest(_Message):
@@ -304,42 +390,42 @@ AlterReplicaLogDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (100, 'AlterReplicaLogDirsRequest'),
-    (101, 'AlterReplicaLogDirsRequest.Dirs'),
-    (110, 'AlterReplicaLogDirsRequest'),
-    (114, 'AlterReplicaLogDirsRequest.Dirs'),
-    (121, 'AlterReplicaLogDirsRequest'),
-    (122, 'AlterReplicaLogDirsRequest.Dirs'),
-    (134, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (147, 'AlterReplicaLogDirsRequest'),
-    (151, 'AlterReplicaLogDirsRequest.Dirs'),
-    (159, 'AlterReplicaLogDirsRequest.<tagged fields>'),
-    (165, 'AlterReplicaLogDir'),
-    (166, 'AlterReplicaLogDir.Path'),
-    (167, 'AlterReplicaLogDir.Topics'),
-    (176, 'AlterReplicaLogDir'),
-    (180, 'AlterReplicaLogDir.Path'),
-    (181, 'AlterReplicaLogDir.Topics'),
-    (188, 'AlterReplicaLogDir'),
-    (189, 'AlterReplicaLogDir.Path'),
-    (190, 'AlterReplicaLogDir.Topics'),
-    (202, 'AlterReplicaLogDir.<tagged fields>'),
-    (215, 'AlterReplicaLogDir'),
-    (219, 'AlterReplicaLogDir.Path'),
-    (220, 'AlterReplicaLogDir.Topics'),
-    (228, 'AlterReplicaLogDir.<tagged fields>'),
-    (234, 'AlterReplicaLogDirTopic'),
-    (235, 'AlterReplicaLogDirTopic.Name'),
-    (236, 'AlterReplicaLogDirTopic.Partitions'),
-    (242, 'AlterReplicaLogDirTopic'),
-    (246, 'AlterReplicaLogDirTopic.Name'),
-    (247, 'AlterReplicaLogDirTopic.Partitions'),
-    (253, 'AlterReplicaLogDirTopic'),
-    (254, 'AlterReplicaLogDirTopic.Name'),
-    (255, 'AlterReplicaLogDirTopic.Partitions'),
-    (264, 'AlterReplicaLogDirTopic.<tagged fields>'),
-    (277, 'AlterReplicaLogDirTopic'),
-    (281, 'AlterReplicaLogDirTopic.Name'),
-    (282, 'AlterReplicaLogDirTopic.Partitions'),
-    (289, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (186, 'AlterReplicaLogDirsRequest'),
+    (187, 'AlterReplicaLogDirsRequest.Dirs'),
+    (196, 'AlterReplicaLogDirsRequest'),
+    (200, 'AlterReplicaLogDirsRequest.Dirs'),
+    (207, 'AlterReplicaLogDirsRequest'),
+    (208, 'AlterReplicaLogDirsRequest.Dirs'),
+    (220, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (233, 'AlterReplicaLogDirsRequest'),
+    (237, 'AlterReplicaLogDirsRequest.Dirs'),
+    (245, 'AlterReplicaLogDirsRequest.<tagged fields>'),
+    (251, 'AlterReplicaLogDir'),
+    (252, 'AlterReplicaLogDir.Path'),
+    (253, 'AlterReplicaLogDir.Topics'),
+    (262, 'AlterReplicaLogDir'),
+    (266, 'AlterReplicaLogDir.Path'),
+    (267, 'AlterReplicaLogDir.Topics'),
+    (274, 'AlterReplicaLogDir'),
+    (275, 'AlterReplicaLogDir.Path'),
+    (276, 'AlterReplicaLogDir.Topics'),
+    (288, 'AlterReplicaLogDir.<tagged fields>'),
+    (301, 'AlterReplicaLogDir'),
+    (305, 'AlterReplicaLogDir.Path'),
+    (306, 'AlterReplicaLogDir.Topics'),
+    (314, 'AlterReplicaLogDir.<tagged fields>'),
+    (320, 'AlterReplicaLogDirTopic'),
+    (321, 'AlterReplicaLogDirTopic.Name'),
+    (322, 'AlterReplicaLogDirTopic.Partitions'),
+    (328, 'AlterReplicaLogDirTopic'),
+    (332, 'AlterReplicaLogDirTopic.Name'),
+    (333, 'AlterReplicaLogDirTopic.Partitions'),
+    (339, 'AlterReplicaLogDirTopic'),
+    (340, 'AlterReplicaLogDirTopic.Name'),
+    (341, 'AlterReplicaLogDirTopic.Partitions'),
+    (350, 'AlterReplicaLogDirTopic.<tagged fields>'),
+    (363, 'AlterReplicaLogDirTopic'),
+    (367, 'AlterReplicaLogDirTopic.Name'),
+    (368, 'AlterReplicaLogDirTopic.Partitions'),
+    (375, 'AlterReplicaLogDirTopic.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class AlterReplicaLogDirPartitionResult:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDirPartitionResult:
@@ -48,11 +82,38 @@ _DEFAULT_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirPartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class AlterReplicaLogDirTopicResult:
-    #: The name of the topic.
-    topic_name: str = ''
-    #: The results for each partition.
-    partitions: tuple[AlterReplicaLogDirPartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic.
+        topic_name: str = ''
+        #: The results for each partition.
+        partitions: tuple[AlterReplicaLogDirPartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[AlterReplicaLogDirPartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[AlterReplicaLogDirPartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDirTopicResult:
@@ -80,11 +141,38 @@ class AlterReplicaLogDirsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for each topic.
-    results: tuple[AlterReplicaLogDirTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for each topic.
+        results: tuple[AlterReplicaLogDirTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[AlterReplicaLogDirTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[AlterReplicaLogDirTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_AlterReplicaLogDirsResponse(_Message):
@@ -289,42 +377,42 @@ AlterReplicaLogDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'AlterReplicaLogDirsResponse'),
-    (104, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (106, 'AlterReplicaLogDirsResponse.Results'),
-    (115, 'AlterReplicaLogDirsResponse'),
-    (119, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (120, 'AlterReplicaLogDirsResponse.Results'),
-    (127, 'AlterReplicaLogDirsResponse'),
-    (128, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (130, 'AlterReplicaLogDirsResponse.Results'),
-    (142, 'AlterReplicaLogDirsResponse.<tagged fields>'),
-    (155, 'AlterReplicaLogDirsResponse'),
-    (159, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
-    (160, 'AlterReplicaLogDirsResponse.Results'),
-    (168, 'AlterReplicaLogDirsResponse.<tagged fields>'),
-    (174, 'AlterReplicaLogDirTopicResult'),
-    (175, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (176, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (185, 'AlterReplicaLogDirTopicResult'),
-    (189, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (190, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (197, 'AlterReplicaLogDirTopicResult'),
-    (198, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (199, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (211, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (224, 'AlterReplicaLogDirTopicResult'),
-    (228, 'AlterReplicaLogDirTopicResult.TopicName'),
-    (229, 'AlterReplicaLogDirTopicResult.Partitions'),
-    (237, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
-    (243, 'AlterReplicaLogDirPartitionResult'),
-    (244, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (246, 'AlterReplicaLogDirPartitionResult'),
-    (250, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (253, 'AlterReplicaLogDirPartitionResult'),
-    (254, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (256, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
-    (269, 'AlterReplicaLogDirPartitionResult'),
-    (273, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
-    (274, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (191, 'AlterReplicaLogDirsResponse'),
+    (192, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (194, 'AlterReplicaLogDirsResponse.Results'),
+    (203, 'AlterReplicaLogDirsResponse'),
+    (207, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (208, 'AlterReplicaLogDirsResponse.Results'),
+    (215, 'AlterReplicaLogDirsResponse'),
+    (216, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (218, 'AlterReplicaLogDirsResponse.Results'),
+    (230, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (243, 'AlterReplicaLogDirsResponse'),
+    (247, 'AlterReplicaLogDirsResponse.ThrottleTimeMs'),
+    (248, 'AlterReplicaLogDirsResponse.Results'),
+    (256, 'AlterReplicaLogDirsResponse.<tagged fields>'),
+    (262, 'AlterReplicaLogDirTopicResult'),
+    (263, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (264, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (273, 'AlterReplicaLogDirTopicResult'),
+    (277, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (278, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (285, 'AlterReplicaLogDirTopicResult'),
+    (286, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (287, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (299, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (312, 'AlterReplicaLogDirTopicResult'),
+    (316, 'AlterReplicaLogDirTopicResult.TopicName'),
+    (317, 'AlterReplicaLogDirTopicResult.Partitions'),
+    (325, 'AlterReplicaLogDirTopicResult.<tagged fields>'),
+    (331, 'AlterReplicaLogDirPartitionResult'),
+    (332, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (334, 'AlterReplicaLogDirPartitionResult'),
+    (338, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (341, 'AlterReplicaLogDirPartitionResult'),
+    (342, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (344, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
+    (357, 'AlterReplicaLogDirPartitionResult'),
+    (361, 'AlterReplicaLogDirPartitionResult.PartitionIndex,ErrorCode'),
+    (362, 'AlterReplicaLogDirPartitionResult.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
 class AlterUserScramCredentialsResult:
-    #: The user name.
-    user: str = ''
-    #: The error code.
-    error_code: int = 0
-    #: The error message, if any.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The user name.
+        user: str = ''
+        #: The error code.
+        error_code: int = 0
+        #: The error message, if any.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('user', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        user: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, user: str = '', error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'user', user)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.user, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.user, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_AlterUserScramCredentialsResult:
@@ -59,11 +95,38 @@ class AlterUserScramCredentialsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for deletions and alterations, one per affected user.
-    results: tuple[AlterUserScramCredentialsResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for deletions and alterations, one per affected user.
+        results: tuple[AlterUserScramCredentialsResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[AlterUserScramCredentialsResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[AlterUserScramCredentialsResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_AlterUserScramCredentialsResponse(_Message):
@@ -165,22 +228,22 @@ AlterUserScramCredentialsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'AlterUserScramCredentialsResponse'),
-    (83, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
-    (85, 'AlterUserScramCredentialsResponse.Results'),
-    (97, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (110, 'AlterUserScramCredentialsResponse'),
-    (114, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
-    (115, 'AlterUserScramCredentialsResponse.Results'),
-    (123, 'AlterUserScramCredentialsResponse.<tagged fields>'),
-    (129, 'AlterUserScramCredentialsResult'),
-    (130, 'AlterUserScramCredentialsResult.User'),
-    (131, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (133, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (134, 'AlterUserScramCredentialsResult.<tagged fields>'),
-    (147, 'AlterUserScramCredentialsResult'),
-    (151, 'AlterUserScramCredentialsResult.User'),
-    (152, 'AlterUserScramCredentialsResult.ErrorCode'),
-    (153, 'AlterUserScramCredentialsResult.ErrorMessage'),
-    (154, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (145, 'AlterUserScramCredentialsResponse'),
+    (146, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
+    (148, 'AlterUserScramCredentialsResponse.Results'),
+    (160, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (173, 'AlterUserScramCredentialsResponse'),
+    (177, 'AlterUserScramCredentialsResponse.ThrottleTimeMs'),
+    (178, 'AlterUserScramCredentialsResponse.Results'),
+    (186, 'AlterUserScramCredentialsResponse.<tagged fields>'),
+    (192, 'AlterUserScramCredentialsResult'),
+    (193, 'AlterUserScramCredentialsResult.User'),
+    (194, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (196, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (197, 'AlterUserScramCredentialsResult.<tagged fields>'),
+    (210, 'AlterUserScramCredentialsResult'),
+    (214, 'AlterUserScramCredentialsResult.User'),
+    (215, 'AlterUserScramCredentialsResult.ErrorCode'),
+    (216, 'AlterUserScramCredentialsResult.ErrorMessage'),
+    (217, 'AlterUserScramCredentialsResult.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,11 +36,38 @@ class ApiVersionsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 5)
-    #: The name of the client.
-    client_software_name: str = ''
-    #: The version of the client.
-    client_software_version: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the client.
+        client_software_name: str = ''
+        #: The version of the client.
+        client_software_version: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields', )
+        client_software_name: str
+        client_software_version: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, client_software_name: str = '', client_software_version: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'client_software_name', client_software_name)
+            _object_setattr(self, 'client_software_version', client_software_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(client_software_name={self.client_software_name!r}, client_software_version={self.client_software_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.client_software_name, self.client_software_version, self.unknown_tagged_fields, ) == (other.client_software_name, other.client_software_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.client_software_name, self.client_software_version, self.unknown_tagged_fields, ))
 
 
 class _New_ApiVersionsRequest(_Message):
@@ -101,12 +135,12 @@ ApiVersionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'ApiVersionsRequest'),
-    (61, 'ApiVersionsRequest.ClientSoftwareName'),
-    (62, 'ApiVersionsRequest.ClientSoftwareVersion'),
-    (63, 'ApiVersionsRequest.<tagged fields>'),
-    (76, 'ApiVersionsRequest'),
-    (80, 'ApiVersionsRequest.ClientSoftwareName'),
-    (81, 'ApiVersionsRequest.ClientSoftwareVersion'),
-    (82, 'ApiVersionsRequest.<tagged fields>'),
+    (86, 'ApiVersionsRequest'),
+    (95, 'ApiVersionsRequest.ClientSoftwareName'),
+    (96, 'ApiVersionsRequest.ClientSoftwareVersion'),
+    (97, 'ApiVersionsRequest.<tagged fields>'),
+    (110, 'ApiVersionsRequest'),
+    (114, 'ApiVersionsRequest.ClientSoftwareName'),
+    (115, 'ApiVersionsRequest.ClientSoftwareVersion'),
+    (116, 'ApiVersionsRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">q")
@@ -28,13 +35,42 @@ _S5 = Struct(">hh")
 @dataclass(frozen=True, slots=True)
 class ApiVersion:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('api_key',)
-    #: The API index.
-    api_key: int = 0
-    #: The minimum supported version, inclusive.
-    min_version: int = 0
-    #: The maximum supported version, inclusive.
-    max_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The API index.
+        api_key: int = 0
+        #: The minimum supported version, inclusive.
+        min_version: int = 0
+        #: The maximum supported version, inclusive.
+        max_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields', )
+        api_key: int
+        min_version: int
+        max_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, api_key: int = 0, min_version: int = 0, max_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'api_key', api_key)
+            _object_setattr(self, 'min_version', min_version)
+            _object_setattr(self, 'max_version', max_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(api_key={self.api_key!r}, min_version={self.min_version!r}, max_version={self.max_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields, ) == (other.api_key, other.min_version, other.max_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields, ))
 
 
 class _New_ApiVersion:
@@ -58,13 +94,42 @@ _DEFAULT_ApiVersion = ApiVersion()
 @dataclass(frozen=True, slots=True)
 class SupportedFeatureKey:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the feature.
-    name: str = ''
-    #: The minimum supported version for the feature.
-    min_version: int = 0
-    #: The maximum supported version for the feature.
-    max_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the feature.
+        name: str = ''
+        #: The minimum supported version for the feature.
+        min_version: int = 0
+        #: The maximum supported version for the feature.
+        max_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields', )
+        name: str
+        min_version: int
+        max_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', min_version: int = 0, max_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'min_version', min_version)
+            _object_setattr(self, 'max_version', max_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, min_version={self.min_version!r}, max_version={self.max_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_version, self.max_version, self.unknown_tagged_fields, ) == (other.name, other.min_version, other.max_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.min_version, self.max_version, self.unknown_tagged_fields, ))
 
 
 class _New_SupportedFeatureKey:
@@ -88,13 +153,42 @@ _DEFAULT_SupportedFeatureKey = SupportedFeatureKey()
 @dataclass(frozen=True, slots=True)
 class FinalizedFeatureKey:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the feature.
-    name: str = ''
-    #: The cluster-wide finalized max version level for the feature.
-    max_version_level: int = 0
-    #: The cluster-wide finalized min version level for the feature.
-    min_version_level: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the feature.
+        name: str = ''
+        #: The cluster-wide finalized max version level for the feature.
+        max_version_level: int = 0
+        #: The cluster-wide finalized min version level for the feature.
+        min_version_level: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields', )
+        name: str
+        max_version_level: int
+        min_version_level: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', max_version_level: int = 0, min_version_level: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'max_version_level', max_version_level)
+            _object_setattr(self, 'min_version_level', min_version_level)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, max_version_level={self.max_version_level!r}, min_version_level={self.min_version_level!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields, ) == (other.name, other.max_version_level, other.min_version_level, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields, ))
 
 
 class _New_FinalizedFeatureKey:
@@ -124,21 +218,58 @@ class ApiVersionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 5)
-    #: The top-level error code.
-    error_code: int = 0
-    #: The APIs supported by the broker.
-    api_keys: tuple[ApiVersion, ...] = ()
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
-    supported_features: tuple[SupportedFeatureKey, ...] = ()
-    #: The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch.
-    finalized_features_epoch: int = -1
-    #: List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
-    finalized_features: tuple[FinalizedFeatureKey, ...] = ()
-    #: Set by a KRaft controller if the required configurations for ZK migration are present
-    zk_migration_ready: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top-level error code.
+        error_code: int = 0
+        #: The APIs supported by the broker.
+        api_keys: tuple[ApiVersion, ...] = ()
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
+        supported_features: tuple[SupportedFeatureKey, ...] = ()
+        #: The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch.
+        finalized_features_epoch: int = -1
+        #: List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
+        finalized_features: tuple[FinalizedFeatureKey, ...] = ()
+        #: Set by a KRaft controller if the required configurations for ZK migration are present
+        zk_migration_ready: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields', )
+        error_code: int
+        api_keys: tuple[ApiVersion, ...]
+        throttle_time_ms: int
+        supported_features: tuple[SupportedFeatureKey, ...]
+        finalized_features_epoch: int
+        finalized_features: tuple[FinalizedFeatureKey, ...]
+        zk_migration_ready: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, api_keys: tuple[ApiVersion, ...] = (), throttle_time_ms: int = 0, supported_features: tuple[SupportedFeatureKey, ...] = (), finalized_features_epoch: int = -1, finalized_features: tuple[FinalizedFeatureKey, ...] = (), zk_migration_ready: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'api_keys', api_keys)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'supported_features', supported_features)
+            _object_setattr(self, 'finalized_features_epoch', finalized_features_epoch)
+            _object_setattr(self, 'finalized_features', finalized_features)
+            _object_setattr(self, 'zk_migration_ready', zk_migration_ready)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, api_keys={self.api_keys!r}, throttle_time_ms={self.throttle_time_ms!r}, supported_features={self.supported_features!r}, finalized_features_epoch={self.finalized_features_epoch!r}, finalized_features={self.finalized_features!r}, zk_migration_ready={self.zk_migration_ready!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields, ) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields, ))
 
 
 class _New_ApiVersionsResponse(_Message):
@@ -441,64 +572,64 @@ ApiVersionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (167, 'ApiVersionsResponse'),
-    (168, 'ApiVersionsResponse.ErrorCode'),
-    (170, 'ApiVersionsResponse.ApiKeys'),
-    (179, 'ApiVersionsResponse'),
-    (183, 'ApiVersionsResponse.ErrorCode'),
-    (184, 'ApiVersionsResponse.ApiKeys'),
-    (191, 'ApiVersionsResponse'),
-    (192, 'ApiVersionsResponse.ErrorCode'),
-    (194, 'ApiVersionsResponse.ApiKeys'),
-    (203, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (205, 'ApiVersionsResponse'),
-    (209, 'ApiVersionsResponse.ErrorCode'),
-    (210, 'ApiVersionsResponse.ApiKeys'),
-    (215, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (218, 'ApiVersionsResponse'),
-    (219, 'ApiVersionsResponse.ErrorCode'),
-    (221, 'ApiVersionsResponse.ApiKeys'),
-    (233, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (235, 'ApiVersionsResponse.<tagged fields>'),
-    (249, 'ApiVersionsResponse.SupportedFeatures'),
-    (262, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (265, 'ApiVersionsResponse.FinalizedFeatures'),
-    (278, 'ApiVersionsResponse.ZkMigrationReady'),
-    (281, 'ApiVersionsResponse.<tagged fields>'),
-    (285, 'ApiVersionsResponse'),
-    (289, 'ApiVersionsResponse.ErrorCode'),
-    (290, 'ApiVersionsResponse.ApiKeys'),
-    (298, 'ApiVersionsResponse.ThrottleTimeMs'),
-    (299, 'ApiVersionsResponse.<tagged fields>'),
-    (300, 'ApiVersionsResponse.SupportedFeatures'),
-    (311, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
-    (315, 'ApiVersionsResponse.FinalizedFeatures'),
-    (326, 'ApiVersionsResponse.ZkMigrationReady'),
-    (330, 'ApiVersionsResponse.<tagged fields>'),
-    (333, 'ApiVersion'),
-    (334, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (336, 'ApiVersion'),
-    (340, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (343, 'ApiVersion'),
-    (344, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (346, 'ApiVersion.<tagged fields>'),
-    (359, 'ApiVersion'),
-    (363, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
-    (364, 'ApiVersion.<tagged fields>'),
-    (370, 'SupportedFeatureKey'),
-    (371, 'SupportedFeatureKey.Name'),
-    (372, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (374, 'SupportedFeatureKey.<tagged fields>'),
-    (387, 'SupportedFeatureKey'),
-    (391, 'SupportedFeatureKey.Name'),
-    (392, 'SupportedFeatureKey.MinVersion,MaxVersion'),
-    (393, 'SupportedFeatureKey.<tagged fields>'),
-    (399, 'FinalizedFeatureKey'),
-    (400, 'FinalizedFeatureKey.Name'),
-    (401, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (403, 'FinalizedFeatureKey.<tagged fields>'),
-    (416, 'FinalizedFeatureKey'),
-    (420, 'FinalizedFeatureKey.Name'),
-    (421, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
-    (422, 'FinalizedFeatureKey.<tagged fields>'),
+    (298, 'ApiVersionsResponse'),
+    (299, 'ApiVersionsResponse.ErrorCode'),
+    (301, 'ApiVersionsResponse.ApiKeys'),
+    (310, 'ApiVersionsResponse'),
+    (314, 'ApiVersionsResponse.ErrorCode'),
+    (315, 'ApiVersionsResponse.ApiKeys'),
+    (322, 'ApiVersionsResponse'),
+    (323, 'ApiVersionsResponse.ErrorCode'),
+    (325, 'ApiVersionsResponse.ApiKeys'),
+    (334, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (336, 'ApiVersionsResponse'),
+    (340, 'ApiVersionsResponse.ErrorCode'),
+    (341, 'ApiVersionsResponse.ApiKeys'),
+    (346, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (349, 'ApiVersionsResponse'),
+    (350, 'ApiVersionsResponse.ErrorCode'),
+    (352, 'ApiVersionsResponse.ApiKeys'),
+    (364, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (366, 'ApiVersionsResponse.<tagged fields>'),
+    (380, 'ApiVersionsResponse.SupportedFeatures'),
+    (393, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (396, 'ApiVersionsResponse.FinalizedFeatures'),
+    (409, 'ApiVersionsResponse.ZkMigrationReady'),
+    (412, 'ApiVersionsResponse.<tagged fields>'),
+    (416, 'ApiVersionsResponse'),
+    (420, 'ApiVersionsResponse.ErrorCode'),
+    (421, 'ApiVersionsResponse.ApiKeys'),
+    (429, 'ApiVersionsResponse.ThrottleTimeMs'),
+    (430, 'ApiVersionsResponse.<tagged fields>'),
+    (431, 'ApiVersionsResponse.SupportedFeatures'),
+    (442, 'ApiVersionsResponse.FinalizedFeaturesEpoch'),
+    (446, 'ApiVersionsResponse.FinalizedFeatures'),
+    (457, 'ApiVersionsResponse.ZkMigrationReady'),
+    (461, 'ApiVersionsResponse.<tagged fields>'),
+    (464, 'ApiVersion'),
+    (465, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (467, 'ApiVersion'),
+    (471, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (474, 'ApiVersion'),
+    (475, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (477, 'ApiVersion.<tagged fields>'),
+    (490, 'ApiVersion'),
+    (494, 'ApiVersion.ApiKey,MinVersion,MaxVersion'),
+    (495, 'ApiVersion.<tagged fields>'),
+    (501, 'SupportedFeatureKey'),
+    (502, 'SupportedFeatureKey.Name'),
+    (503, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (505, 'SupportedFeatureKey.<tagged fields>'),
+    (518, 'SupportedFeatureKey'),
+    (522, 'SupportedFeatureKey.Name'),
+    (523, 'SupportedFeatureKey.MinVersion,MaxVersion'),
+    (524, 'SupportedFeatureKey.<tagged fields>'),
+    (530, 'FinalizedFeatureKey'),
+    (531, 'FinalizedFeatureKey.Name'),
+    (532, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (534, 'FinalizedFeatureKey.<tagged fields>'),
+    (547, 'FinalizedFeatureKey'),
+    (551, 'FinalizedFeatureKey.Name'),
+    (552, 'FinalizedFeatureKey.MaxVersionLevel,MinVersionLevel'),
+    (553, 'FinalizedFeatureKey.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,15 +17,47 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iq")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'unknown_tagged_fields', )
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields, ) == (other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -44,10 +76,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The ID of the assigned topic
-    topic_id: UUID = _p.ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the assigned topic
+        topic_id: UUID = _p.ZERO_UUID
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -68,10 +127,37 @@ _DEFAULT_TopicData = TopicData()
 
 @dataclass(frozen=True, slots=True)
 class DirectoryData:
-    #: The ID of the directory
-    id: UUID = _p.ZERO_UUID
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the directory
+        id: UUID = _p.ZERO_UUID
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('id', 'topics', 'unknown_tagged_fields', )
+        id: UUID
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, id: UUID = _p.ZERO_UUID, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'id', id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(id={self.id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.id, self.topics, self.unknown_tagged_fields, ) == (other.id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DirectoryData:
@@ -99,12 +185,41 @@ class AssignReplicasToDirsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The ID of the requesting broker
-    broker_id: int = 0
-    #: The epoch of the requesting broker
-    broker_epoch: int = -1
-    directories: tuple[DirectoryData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the requesting broker
+        broker_id: int = 0
+        #: The epoch of the requesting broker
+        broker_epoch: int = -1
+        directories: tuple[DirectoryData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'broker_epoch', 'directories', 'unknown_tagged_fields', )
+        broker_id: int
+        broker_epoch: int
+        directories: tuple[DirectoryData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, broker_epoch: int = -1, directories: tuple[DirectoryData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'directories', directories)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, directories={self.directories!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.directories, self.unknown_tagged_fields, ) == (other.broker_id, other.broker_epoch, other.directories, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.broker_epoch, self.directories, self.unknown_tagged_fields, ))
 
 
 class _New_AssignReplicasToDirsRequest(_Message):
@@ -296,34 +411,34 @@ AssignReplicasToDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (125, 'AssignReplicasToDirsRequest'),
-    (126, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
-    (128, 'AssignReplicasToDirsRequest.Directories'),
-    (140, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (153, 'AssignReplicasToDirsRequest'),
-    (157, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
-    (158, 'AssignReplicasToDirsRequest.Directories'),
-    (166, 'AssignReplicasToDirsRequest.<tagged fields>'),
-    (172, 'DirectoryData'),
-    (173, 'DirectoryData.Id'),
-    (174, 'DirectoryData.Topics'),
-    (186, 'DirectoryData.<tagged fields>'),
-    (199, 'DirectoryData'),
-    (203, 'DirectoryData.Id'),
-    (204, 'DirectoryData.Topics'),
-    (212, 'DirectoryData.<tagged fields>'),
-    (218, 'TopicData'),
-    (219, 'TopicData.TopicId'),
-    (220, 'TopicData.Partitions'),
-    (232, 'TopicData.<tagged fields>'),
-    (245, 'TopicData'),
-    (249, 'TopicData.TopicId'),
-    (250, 'TopicData.Partitions'),
-    (258, 'TopicData.<tagged fields>'),
-    (264, 'PartitionData'),
-    (265, 'PartitionData.PartitionIndex'),
-    (267, 'PartitionData.<tagged fields>'),
-    (280, 'PartitionData'),
-    (284, 'PartitionData.PartitionIndex'),
-    (285, 'PartitionData.<tagged fields>'),
+    (240, 'AssignReplicasToDirsRequest'),
+    (241, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
+    (243, 'AssignReplicasToDirsRequest.Directories'),
+    (255, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (268, 'AssignReplicasToDirsRequest'),
+    (272, 'AssignReplicasToDirsRequest.BrokerId,BrokerEpoch'),
+    (273, 'AssignReplicasToDirsRequest.Directories'),
+    (281, 'AssignReplicasToDirsRequest.<tagged fields>'),
+    (287, 'DirectoryData'),
+    (288, 'DirectoryData.Id'),
+    (289, 'DirectoryData.Topics'),
+    (301, 'DirectoryData.<tagged fields>'),
+    (314, 'DirectoryData'),
+    (318, 'DirectoryData.Id'),
+    (319, 'DirectoryData.Topics'),
+    (327, 'DirectoryData.<tagged fields>'),
+    (333, 'TopicData'),
+    (334, 'TopicData.TopicId'),
+    (335, 'TopicData.Partitions'),
+    (347, 'TopicData.<tagged fields>'),
+    (360, 'TopicData'),
+    (364, 'TopicData.TopicId'),
+    (365, 'TopicData.Partitions'),
+    (373, 'TopicData.<tagged fields>'),
+    (379, 'PartitionData'),
+    (380, 'PartitionData.PartitionIndex'),
+    (382, 'PartitionData.<tagged fields>'),
+    (395, 'PartitionData'),
+    (399, 'PartitionData.PartitionIndex'),
+    (400, 'PartitionData.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index
-    partition_index: int = 0
-    #: The partition level error code
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition_index: int = 0
+        #: The partition level error code
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -47,10 +81,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The ID of the assigned topic
-    topic_id: UUID = _p.ZERO_UUID
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the assigned topic
+        topic_id: UUID = _p.ZERO_UUID
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -71,10 +132,37 @@ _DEFAULT_TopicData = TopicData()
 
 @dataclass(frozen=True, slots=True)
 class DirectoryData:
-    #: The ID of the directory
-    id: UUID = _p.ZERO_UUID
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the directory
+        id: UUID = _p.ZERO_UUID
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('id', 'topics', 'unknown_tagged_fields', )
+        id: UUID
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, id: UUID = _p.ZERO_UUID, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'id', id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(id={self.id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.id, self.topics, self.unknown_tagged_fields, ) == (other.id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DirectoryData:
@@ -102,12 +190,41 @@ class AssignReplicasToDirsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code
-    error_code: int = 0
-    directories: tuple[DirectoryData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code
+        error_code: int = 0
+        directories: tuple[DirectoryData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        directories: tuple[DirectoryData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, directories: tuple[DirectoryData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'directories', directories)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, directories={self.directories!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.directories, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.directories, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.directories, self.unknown_tagged_fields, ))
 
 
 class _New_AssignReplicasToDirsResponse(_Message):
@@ -299,34 +416,34 @@ AssignReplicasToDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (128, 'AssignReplicasToDirsResponse'),
-    (129, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (131, 'AssignReplicasToDirsResponse.Directories'),
-    (143, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (156, 'AssignReplicasToDirsResponse'),
-    (160, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (161, 'AssignReplicasToDirsResponse.Directories'),
-    (169, 'AssignReplicasToDirsResponse.<tagged fields>'),
-    (175, 'DirectoryData'),
-    (176, 'DirectoryData.Id'),
-    (177, 'DirectoryData.Topics'),
-    (189, 'DirectoryData.<tagged fields>'),
-    (202, 'DirectoryData'),
-    (206, 'DirectoryData.Id'),
-    (207, 'DirectoryData.Topics'),
-    (215, 'DirectoryData.<tagged fields>'),
-    (221, 'TopicData'),
-    (222, 'TopicData.TopicId'),
-    (223, 'TopicData.Partitions'),
-    (235, 'TopicData.<tagged fields>'),
-    (248, 'TopicData'),
-    (252, 'TopicData.TopicId'),
-    (253, 'TopicData.Partitions'),
-    (261, 'TopicData.<tagged fields>'),
-    (267, 'PartitionData'),
-    (268, 'PartitionData.PartitionIndex,ErrorCode'),
-    (270, 'PartitionData.<tagged fields>'),
-    (283, 'PartitionData'),
-    (287, 'PartitionData.PartitionIndex,ErrorCode'),
-    (288, 'PartitionData.<tagged fields>'),
+    (245, 'AssignReplicasToDirsResponse'),
+    (246, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (248, 'AssignReplicasToDirsResponse.Directories'),
+    (260, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (273, 'AssignReplicasToDirsResponse'),
+    (277, 'AssignReplicasToDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (278, 'AssignReplicasToDirsResponse.Directories'),
+    (286, 'AssignReplicasToDirsResponse.<tagged fields>'),
+    (292, 'DirectoryData'),
+    (293, 'DirectoryData.Id'),
+    (294, 'DirectoryData.Topics'),
+    (306, 'DirectoryData.<tagged fields>'),
+    (319, 'DirectoryData'),
+    (323, 'DirectoryData.Id'),
+    (324, 'DirectoryData.Topics'),
+    (332, 'DirectoryData.<tagged fields>'),
+    (338, 'TopicData'),
+    (339, 'TopicData.TopicId'),
+    (340, 'TopicData.Partitions'),
+    (352, 'TopicData.<tagged fields>'),
+    (365, 'TopicData'),
+    (369, 'TopicData.TopicId'),
+    (370, 'TopicData.Partitions'),
+    (378, 'TopicData.<tagged fields>'),
+    (384, 'PartitionData'),
+    (385, 'PartitionData.PartitionIndex,ErrorCode'),
+    (387, 'PartitionData.<tagged fields>'),
+    (400, 'PartitionData'),
+    (404, 'PartitionData.PartitionIndex,ErrorCode'),
+    (405, 'PartitionData.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">H")
 _S2 = Struct(">iii")
@@ -25,15 +32,46 @@ _S3 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index
-    partition_index: int = 0
-    #: The directory id of the receiving replica
-    voter_directory_id: UUID = _p.ZERO_UUID
-    #: The ID of the newly elected leader
-    leader_id: int = 0
-    #: The epoch of the newly elected leader
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition_index: int = 0
+        #: The directory id of the receiving replica
+        voter_directory_id: UUID = _p.ZERO_UUID
+        #: The ID of the newly elected leader
+        leader_id: int = 0
+        #: The epoch of the newly elected leader
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        partition_index: int
+        voter_directory_id: UUID
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, voter_directory_id={self.voter_directory_id!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.voter_directory_id, self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.partition_index, other.voter_directory_id, other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.voter_directory_id, self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -58,10 +96,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -83,13 +148,42 @@ _DEFAULT_TopicData = TopicData()
 @dataclass(frozen=True, slots=True)
 class LeaderEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderEndpoint:
@@ -119,13 +213,44 @@ class BeginQuorumEpochRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    cluster_id: str | None = None
-    #: The replica id of the voter receiving the request
-    voter_id: int = -1
-    topics: tuple[TopicData, ...] = ()
-    #: Endpoints for the leader
-    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = None
+        #: The replica id of the voter receiving the request
+        voter_id: int = -1
+        topics: tuple[TopicData, ...] = ()
+        #: Endpoints for the leader
+        leader_endpoints: tuple[LeaderEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        voter_id: int
+        topics: tuple[TopicData, ...]
+        leader_endpoints: tuple[LeaderEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: tuple[TopicData, ...] = (), leader_endpoints: tuple[LeaderEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'leader_endpoints', leader_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.voter_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields, ) == (other.cluster_id, other.voter_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.voter_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_BeginQuorumEpochRequest(_Message):
@@ -389,60 +514,60 @@ BeginQuorumEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (148, 'BeginQuorumEpochRequest'),
-    (149, 'BeginQuorumEpochRequest.ClusterId'),
-    (150, 'BeginQuorumEpochRequest.Topics'),
-    (159, 'BeginQuorumEpochRequest'),
-    (163, 'BeginQuorumEpochRequest.ClusterId'),
-    (164, 'BeginQuorumEpochRequest.Topics'),
-    (171, 'BeginQuorumEpochRequest'),
-    (172, 'BeginQuorumEpochRequest.ClusterId'),
-    (173, 'BeginQuorumEpochRequest.VoterId'),
-    (175, 'BeginQuorumEpochRequest.Topics'),
-    (187, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (199, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (212, 'BeginQuorumEpochRequest'),
-    (216, 'BeginQuorumEpochRequest.ClusterId'),
-    (217, 'BeginQuorumEpochRequest.VoterId'),
-    (218, 'BeginQuorumEpochRequest.Topics'),
-    (226, 'BeginQuorumEpochRequest.LeaderEndpoints'),
-    (234, 'BeginQuorumEpochRequest.<tagged fields>'),
-    (240, 'TopicData'),
-    (241, 'TopicData.TopicName'),
-    (242, 'TopicData.Partitions'),
-    (251, 'TopicData'),
-    (255, 'TopicData.TopicName'),
-    (256, 'TopicData.Partitions'),
-    (263, 'TopicData'),
-    (264, 'TopicData.TopicName'),
-    (265, 'TopicData.Partitions'),
-    (277, 'TopicData.<tagged fields>'),
-    (290, 'TopicData'),
-    (294, 'TopicData.TopicName'),
-    (295, 'TopicData.Partitions'),
-    (303, 'TopicData.<tagged fields>'),
-    (309, 'LeaderEndpoint'),
-    (310, 'LeaderEndpoint.Name'),
-    (311, 'LeaderEndpoint.Host'),
-    (312, 'LeaderEndpoint.Port'),
-    (314, 'LeaderEndpoint.<tagged fields>'),
-    (327, 'LeaderEndpoint'),
-    (331, 'LeaderEndpoint.Name'),
-    (332, 'LeaderEndpoint.Host'),
-    (333, 'LeaderEndpoint.Port'),
-    (334, 'LeaderEndpoint.<tagged fields>'),
-    (340, 'PartitionData'),
-    (341, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (343, 'PartitionData'),
-    (347, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (350, 'PartitionData'),
-    (351, 'PartitionData.PartitionIndex'),
-    (353, 'PartitionData.VoterDirectoryId'),
-    (354, 'PartitionData.LeaderId,LeaderEpoch'),
-    (356, 'PartitionData.<tagged fields>'),
-    (369, 'PartitionData'),
-    (373, 'PartitionData.PartitionIndex'),
-    (374, 'PartitionData.VoterDirectoryId'),
-    (375, 'PartitionData.LeaderId,LeaderEpoch'),
-    (376, 'PartitionData.<tagged fields>'),
+    (273, 'BeginQuorumEpochRequest'),
+    (274, 'BeginQuorumEpochRequest.ClusterId'),
+    (275, 'BeginQuorumEpochRequest.Topics'),
+    (284, 'BeginQuorumEpochRequest'),
+    (288, 'BeginQuorumEpochRequest.ClusterId'),
+    (289, 'BeginQuorumEpochRequest.Topics'),
+    (296, 'BeginQuorumEpochRequest'),
+    (297, 'BeginQuorumEpochRequest.ClusterId'),
+    (298, 'BeginQuorumEpochRequest.VoterId'),
+    (300, 'BeginQuorumEpochRequest.Topics'),
+    (312, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (324, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (337, 'BeginQuorumEpochRequest'),
+    (341, 'BeginQuorumEpochRequest.ClusterId'),
+    (342, 'BeginQuorumEpochRequest.VoterId'),
+    (343, 'BeginQuorumEpochRequest.Topics'),
+    (351, 'BeginQuorumEpochRequest.LeaderEndpoints'),
+    (359, 'BeginQuorumEpochRequest.<tagged fields>'),
+    (365, 'TopicData'),
+    (366, 'TopicData.TopicName'),
+    (367, 'TopicData.Partitions'),
+    (376, 'TopicData'),
+    (380, 'TopicData.TopicName'),
+    (381, 'TopicData.Partitions'),
+    (388, 'TopicData'),
+    (389, 'TopicData.TopicName'),
+    (390, 'TopicData.Partitions'),
+    (402, 'TopicData.<tagged fields>'),
+    (415, 'TopicData'),
+    (419, 'TopicData.TopicName'),
+    (420, 'TopicData.Partitions'),
+    (428, 'TopicData.<tagged fields>'),
+    (434, 'LeaderEndpoint'),
+    (435, 'LeaderEndpoint.Name'),
+    (436, 'LeaderEndpoint.Host'),
+    (437, 'LeaderEndpoint.Port'),
+    (439, 'LeaderEndpoint.<tagged fields>'),
+    (452, 'LeaderEndpoint'),
+    (456, 'LeaderEndpoint.Name'),
+    (457, 'LeaderEndpoint.Host'),
+    (458, 'LeaderEndpoint.Port'),
+    (459, 'LeaderEndpoint.<tagged fields>'),
+    (465, 'PartitionData'),
+    (466, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (468, 'PartitionData'),
+    (472, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (475, 'PartitionData'),
+    (476, 'PartitionData.PartitionIndex'),
+    (478, 'PartitionData.VoterDirectoryId'),
+    (479, 'PartitionData.LeaderId,LeaderEpoch'),
+    (481, 'PartitionData.<tagged fields>'),
+    (494, 'PartitionData'),
+    (498, 'PartitionData.PartitionIndex'),
+    (499, 'PartitionData.VoterDirectoryId'),
+    (500, 'PartitionData.LeaderId,LeaderEpoch'),
+    (501, 'PartitionData.<tagged fields>'),
 )

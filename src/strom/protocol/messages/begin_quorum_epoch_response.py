@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -25,14 +32,45 @@ _S3 = Struct(">ihii")
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    error_code: int = 0
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        error_code: int = 0
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -57,10 +95,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -82,13 +147,42 @@ _DEFAULT_TopicData = TopicData()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node
-    node_id: int = 0
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node
+        node_id: int = 0
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -118,12 +212,41 @@ class BeginQuorumEpochResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The top level error code.
-    error_code: int = 0
-    topics: tuple[TopicData, ...] = ()
-    #: Endpoints for all leaders enumerated in PartitionData
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top level error code.
+        error_code: int = 0
+        topics: tuple[TopicData, ...] = ()
+        #: Endpoints for all leaders enumerated in PartitionData
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+        error_code: int
+        topics: tuple[TopicData, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, topics: tuple[TopicData, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_BeginQuorumEpochResponse(_Message):
@@ -386,57 +509,57 @@ BeginQuorumEpochResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (144, 'BeginQuorumEpochResponse'),
-    (145, 'BeginQuorumEpochResponse.ErrorCode'),
-    (147, 'BeginQuorumEpochResponse.Topics'),
-    (156, 'BeginQuorumEpochResponse'),
-    (160, 'BeginQuorumEpochResponse.NodeEndpoints'),
-    (162, 'BeginQuorumEpochResponse.ErrorCode'),
-    (163, 'BeginQuorumEpochResponse.Topics'),
-    (170, 'BeginQuorumEpochResponse'),
-    (171, 'BeginQuorumEpochResponse.ErrorCode'),
-    (173, 'BeginQuorumEpochResponse.Topics'),
-    (185, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (196, 'BeginQuorumEpochResponse.NodeEndpoints'),
-    (209, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (213, 'BeginQuorumEpochResponse'),
-    (217, 'BeginQuorumEpochResponse.ErrorCode'),
-    (218, 'BeginQuorumEpochResponse.Topics'),
-    (226, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (227, 'BeginQuorumEpochResponse.NodeEndpoints'),
-    (238, 'BeginQuorumEpochResponse.<tagged fields>'),
-    (241, 'TopicData'),
-    (242, 'TopicData.TopicName'),
-    (243, 'TopicData.Partitions'),
-    (252, 'TopicData'),
-    (256, 'TopicData.TopicName'),
-    (257, 'TopicData.Partitions'),
-    (264, 'TopicData'),
-    (265, 'TopicData.TopicName'),
-    (266, 'TopicData.Partitions'),
-    (278, 'TopicData.<tagged fields>'),
-    (291, 'TopicData'),
-    (295, 'TopicData.TopicName'),
-    (296, 'TopicData.Partitions'),
-    (304, 'TopicData.<tagged fields>'),
-    (310, 'NodeEndpoint'),
-    (311, 'NodeEndpoint.NodeId'),
-    (313, 'NodeEndpoint.Host'),
-    (314, 'NodeEndpoint.Port'),
-    (316, 'NodeEndpoint.<tagged fields>'),
-    (329, 'NodeEndpoint'),
-    (333, 'NodeEndpoint.NodeId'),
-    (334, 'NodeEndpoint.Host'),
-    (335, 'NodeEndpoint.Port'),
-    (336, 'NodeEndpoint.<tagged fields>'),
-    (342, 'PartitionData'),
-    (343, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (345, 'PartitionData'),
-    (349, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (352, 'PartitionData'),
-    (353, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (355, 'PartitionData.<tagged fields>'),
-    (368, 'PartitionData'),
-    (372, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
-    (373, 'PartitionData.<tagged fields>'),
+    (267, 'BeginQuorumEpochResponse'),
+    (268, 'BeginQuorumEpochResponse.ErrorCode'),
+    (270, 'BeginQuorumEpochResponse.Topics'),
+    (279, 'BeginQuorumEpochResponse'),
+    (283, 'BeginQuorumEpochResponse.NodeEndpoints'),
+    (285, 'BeginQuorumEpochResponse.ErrorCode'),
+    (286, 'BeginQuorumEpochResponse.Topics'),
+    (293, 'BeginQuorumEpochResponse'),
+    (294, 'BeginQuorumEpochResponse.ErrorCode'),
+    (296, 'BeginQuorumEpochResponse.Topics'),
+    (308, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (319, 'BeginQuorumEpochResponse.NodeEndpoints'),
+    (332, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (336, 'BeginQuorumEpochResponse'),
+    (340, 'BeginQuorumEpochResponse.ErrorCode'),
+    (341, 'BeginQuorumEpochResponse.Topics'),
+    (349, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (350, 'BeginQuorumEpochResponse.NodeEndpoints'),
+    (361, 'BeginQuorumEpochResponse.<tagged fields>'),
+    (364, 'TopicData'),
+    (365, 'TopicData.TopicName'),
+    (366, 'TopicData.Partitions'),
+    (375, 'TopicData'),
+    (379, 'TopicData.TopicName'),
+    (380, 'TopicData.Partitions'),
+    (387, 'TopicData'),
+    (388, 'TopicData.TopicName'),
+    (389, 'TopicData.Partitions'),
+    (401, 'TopicData.<tagged fields>'),
+    (414, 'TopicData'),
+    (418, 'TopicData.TopicName'),
+    (419, 'TopicData.Partitions'),
+    (427, 'TopicData.<tagged fields>'),
+    (433, 'NodeEndpoint'),
+    (434, 'NodeEndpoint.NodeId'),
+    (436, 'NodeEndpoint.Host'),
+    (437, 'NodeEndpoint.Port'),
+    (439, 'NodeEndpoint.<tagged fields>'),
+    (452, 'NodeEndpoint'),
+    (456, 'NodeEndpoint.NodeId'),
+    (457, 'NodeEndpoint.Host'),
+    (458, 'NodeEndpoint.Port'),
+    (459, 'NodeEndpoint.<tagged fields>'),
+    (465, 'PartitionData'),
+    (466, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (468, 'PartitionData'),
+    (472, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (475, 'PartitionData'),
+    (476, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (478, 'PartitionData.<tagged fields>'),
+    (491, 'PartitionData'),
+    (495, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch'),
+    (496, 'PartitionData.<tagged fields>'),
 )

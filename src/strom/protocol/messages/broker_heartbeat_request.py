@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iqq??")
 
 
@@ -29,19 +36,54 @@ class BrokerHeartbeatRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The broker ID.
-    broker_id: int = 0
-    #: The broker epoch.
-    broker_epoch: int = -1
-    #: The highest metadata offset which the broker has reached.
-    current_metadata_offset: int = 0
-    #: True if the broker wants to be fenced, false otherwise.
-    want_fence: bool = False
-    #: True if the broker wants to be shut down, false otherwise.
-    want_shut_down: bool = False
-    #: Log directories that failed and went offline.
-    offline_log_dirs: tuple[UUID, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID.
+        broker_id: int = 0
+        #: The broker epoch.
+        broker_epoch: int = -1
+        #: The highest metadata offset which the broker has reached.
+        current_metadata_offset: int = 0
+        #: True if the broker wants to be fenced, false otherwise.
+        want_fence: bool = False
+        #: True if the broker wants to be shut down, false otherwise.
+        want_shut_down: bool = False
+        #: Log directories that failed and went offline.
+        offline_log_dirs: tuple[UUID, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields', )
+        broker_id: int
+        broker_epoch: int
+        current_metadata_offset: int
+        want_fence: bool
+        want_shut_down: bool
+        offline_log_dirs: tuple[UUID, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: tuple[UUID, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'current_metadata_offset', current_metadata_offset)
+            _object_setattr(self, 'want_fence', want_fence)
+            _object_setattr(self, 'want_shut_down', want_shut_down)
+            _object_setattr(self, 'offline_log_dirs', offline_log_dirs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, current_metadata_offset={self.current_metadata_offset!r}, want_fence={self.want_fence!r}, want_shut_down={self.want_shut_down!r}, offline_log_dirs={self.offline_log_dirs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down, self.offline_log_dirs, self.unknown_tagged_fields, ) == (other.broker_id, other.broker_epoch, other.current_metadata_offset, other.want_fence, other.want_shut_down, other.offline_log_dirs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down, self.offline_log_dirs, self.unknown_tagged_fields, ))
 
 
 class _New_BrokerHeartbeatRequest(_Message):
@@ -155,21 +197,21 @@ BrokerHeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (68, 'BrokerHeartbeatRequest'),
-    (69, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (71, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (84, 'BrokerHeartbeatRequest'),
-    (88, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (90, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (91, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (97, 'BrokerHeartbeatRequest'),
-    (98, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
-    (100, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (111, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (124, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (128, 'BrokerHeartbeatRequest'),
+    (110, 'BrokerHeartbeatRequest'),
+    (111, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (113, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (126, 'BrokerHeartbeatRequest'),
+    (130, 'BrokerHeartbeatRequest.OfflineLogDirs'),
     (132, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
     (133, 'BrokerHeartbeatRequest.<tagged fields>'),
-    (134, 'BrokerHeartbeatRequest.OfflineLogDirs'),
-    (145, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (139, 'BrokerHeartbeatRequest'),
+    (140, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (142, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (153, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (166, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (170, 'BrokerHeartbeatRequest'),
+    (174, 'BrokerHeartbeatRequest.BrokerId,BrokerEpoch,CurrentMetadataOffset,WantFence,WantShutDown'),
+    (175, 'BrokerHeartbeatRequest.<tagged fields>'),
+    (176, 'BrokerHeartbeatRequest.OfflineLogDirs'),
+    (187, 'BrokerHeartbeatRequest.<tagged fields>'),
 )

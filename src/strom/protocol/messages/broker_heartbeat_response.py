@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih???")
 
 
@@ -29,17 +36,50 @@ class BrokerHeartbeatResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: True if the broker has approximately caught up with the latest metadata.
-    is_caught_up: bool = False
-    #: True if the broker is fenced.
-    is_fenced: bool = True
-    #: True if the broker should proceed with its shutdown.
-    should_shut_down: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: True if the broker has approximately caught up with the latest metadata.
+        is_caught_up: bool = False
+        #: True if the broker is fenced.
+        is_fenced: bool = True
+        #: True if the broker should proceed with its shutdown.
+        should_shut_down: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        is_caught_up: bool
+        is_fenced: bool
+        should_shut_down: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, is_caught_up: bool = False, is_fenced: bool = True, should_shut_down: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'is_caught_up', is_caught_up)
+            _object_setattr(self, 'is_fenced', is_fenced)
+            _object_setattr(self, 'should_shut_down', should_shut_down)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, is_caught_up={self.is_caught_up!r}, is_fenced={self.is_fenced!r}, should_shut_down={self.should_shut_down!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.is_caught_up, other.is_fenced, other.should_shut_down, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down, self.unknown_tagged_fields, ))
 
 
 class _New_BrokerHeartbeatResponse(_Message):
@@ -98,10 +138,10 @@ BrokerHeartbeatResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (64, 'BrokerHeartbeatResponse'),
-    (65, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
-    (67, 'BrokerHeartbeatResponse.<tagged fields>'),
-    (80, 'BrokerHeartbeatResponse'),
-    (84, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
-    (85, 'BrokerHeartbeatResponse.<tagged fields>'),
+    (104, 'BrokerHeartbeatResponse'),
+    (105, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
+    (107, 'BrokerHeartbeatResponse.<tagged fields>'),
+    (120, 'BrokerHeartbeatResponse'),
+    (124, 'BrokerHeartbeatResponse.ThrottleTimeMs,ErrorCode,IsCaughtUp,IsFenced,ShouldShutDown'),
+    (125, 'BrokerHeartbeatResponse.<tagged fields>'),
 )

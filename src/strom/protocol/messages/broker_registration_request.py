@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">q")
@@ -27,15 +34,46 @@ _S4 = Struct(">hh")
 @dataclass(frozen=True, slots=True)
 class Listener:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint.
-    name: str = ''
-    #: The hostname.
-    host: str = ''
-    #: The port.
-    port: int = 0
-    #: The security protocol.
-    security_protocol: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint.
+        name: str = ''
+        #: The hostname.
+        host: str = ''
+        #: The port.
+        port: int = 0
+        #: The security protocol.
+        security_protocol: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        security_protocol: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'security_protocol', security_protocol)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields, ))
 
 
 class _New_Listener:
@@ -61,13 +99,42 @@ _DEFAULT_Listener = Listener()
 @dataclass(frozen=True, slots=True)
 class Feature:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The feature name.
-    name: str = ''
-    #: The minimum supported feature level.
-    min_supported_version: int = 0
-    #: The maximum supported feature level.
-    max_supported_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The feature name.
+        name: str = ''
+        #: The minimum supported feature level.
+        min_supported_version: int = 0
+        #: The maximum supported feature level.
+        max_supported_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+        name: str
+        min_supported_version: int
+        max_supported_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'min_supported_version', min_supported_version)
+            _object_setattr(self, 'max_supported_version', max_supported_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ))
 
 
 class _New_Feature:
@@ -97,25 +164,66 @@ class BrokerRegistrationRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 5)
-    #: The broker ID.
-    broker_id: int = 0
-    #: The cluster id of the broker process.
-    cluster_id: str = ''
-    #: The incarnation id of the broker process.
-    incarnation_id: UUID = _p.ZERO_UUID
-    #: The listeners of this broker
-    listeners: tuple[Listener, ...] = ()
-    #: The features on this broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
-    features: tuple[Feature, ...] = ()
-    #: The rack which this broker is in.
-    rack: str | None = ''
-    #: If the required configurations for ZK migration are present, this value is set to true
-    is_migrating_zk_broker: bool = False
-    #: Log directories configured in this broker which are available.
-    log_dirs: tuple[UUID, ...] = ()
-    #: The epoch before a clean shutdown.
-    previous_broker_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID.
+        broker_id: int = 0
+        #: The cluster id of the broker process.
+        cluster_id: str = ''
+        #: The incarnation id of the broker process.
+        incarnation_id: UUID = _p.ZERO_UUID
+        #: The listeners of this broker
+        listeners: tuple[Listener, ...] = ()
+        #: The features on this broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
+        features: tuple[Feature, ...] = ()
+        #: The rack which this broker is in.
+        rack: str | None = ''
+        #: If the required configurations for ZK migration are present, this value is set to true
+        is_migrating_zk_broker: bool = False
+        #: Log directories configured in this broker which are available.
+        log_dirs: tuple[UUID, ...] = ()
+        #: The epoch before a clean shutdown.
+        previous_broker_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields', )
+        broker_id: int
+        cluster_id: str
+        incarnation_id: UUID
+        listeners: tuple[Listener, ...]
+        features: tuple[Feature, ...]
+        rack: str | None
+        is_migrating_zk_broker: bool
+        log_dirs: tuple[UUID, ...]
+        previous_broker_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, cluster_id: str = '', incarnation_id: UUID = _p.ZERO_UUID, listeners: tuple[Listener, ...] = (), features: tuple[Feature, ...] = (), rack: str | None = '', is_migrating_zk_broker: bool = False, log_dirs: tuple[UUID, ...] = (), previous_broker_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'incarnation_id', incarnation_id)
+            _object_setattr(self, 'listeners', listeners)
+            _object_setattr(self, 'features', features)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'is_migrating_zk_broker', is_migrating_zk_broker)
+            _object_setattr(self, 'log_dirs', log_dirs)
+            _object_setattr(self, 'previous_broker_epoch', previous_broker_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, cluster_id={self.cluster_id!r}, incarnation_id={self.incarnation_id!r}, listeners={self.listeners!r}, features={self.features!r}, rack={self.rack!r}, is_migrating_zk_broker={self.is_migrating_zk_broker!r}, log_dirs={self.log_dirs!r}, previous_broker_epoch={self.previous_broker_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.features, self.rack, self.is_migrating_zk_broker, self.log_dirs, self.previous_broker_epoch, self.unknown_tagged_fields, ) == (other.broker_id, other.cluster_id, other.incarnation_id, other.listeners, other.features, other.rack, other.is_migrating_zk_broker, other.log_dirs, other.previous_broker_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.features, self.rack, self.is_migrating_zk_broker, self.log_dirs, self.previous_broker_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_BrokerRegistrationRequest(_Message):
@@ -567,99 +675,99 @@ BrokerRegistrationRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (148, 'BrokerRegistrationRequest'),
-    (149, 'BrokerRegistrationRequest.BrokerId'),
-    (151, 'BrokerRegistrationRequest.ClusterId'),
-    (152, 'BrokerRegistrationRequest.IncarnationId'),
-    (153, 'BrokerRegistrationRequest.Listeners'),
-    (165, 'BrokerRegistrationRequest.Features'),
-    (177, 'BrokerRegistrationRequest.Rack'),
-    (178, 'BrokerRegistrationRequest.<tagged fields>'),
-    (191, 'BrokerRegistrationRequest'),
-    (195, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (197, 'BrokerRegistrationRequest.BrokerId'),
-    (198, 'BrokerRegistrationRequest.ClusterId'),
-    (199, 'BrokerRegistrationRequest.IncarnationId'),
-    (200, 'BrokerRegistrationRequest.Listeners'),
-    (208, 'BrokerRegistrationRequest.Features'),
-    (216, 'BrokerRegistrationRequest.Rack'),
-    (217, 'BrokerRegistrationRequest.<tagged fields>'),
-    (223, 'BrokerRegistrationRequest'),
-    (224, 'BrokerRegistrationRequest.BrokerId'),
-    (226, 'BrokerRegistrationRequest.ClusterId'),
-    (227, 'BrokerRegistrationRequest.IncarnationId'),
-    (228, 'BrokerRegistrationRequest.Listeners'),
-    (240, 'BrokerRegistrationRequest.Features'),
-    (252, 'BrokerRegistrationRequest.Rack'),
-    (253, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (255, 'BrokerRegistrationRequest.<tagged fields>'),
-    (268, 'BrokerRegistrationRequest'),
-    (272, 'BrokerRegistrationRequest.BrokerId'),
-    (273, 'BrokerRegistrationRequest.ClusterId'),
-    (274, 'BrokerRegistrationRequest.IncarnationId'),
-    (275, 'BrokerRegistrationRequest.Listeners'),
-    (283, 'BrokerRegistrationRequest.Features'),
-    (291, 'BrokerRegistrationRequest.Rack'),
-    (292, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (293, 'BrokerRegistrationRequest.<tagged fields>'),
+    (256, 'BrokerRegistrationRequest'),
+    (257, 'BrokerRegistrationRequest.BrokerId'),
+    (259, 'BrokerRegistrationRequest.ClusterId'),
+    (260, 'BrokerRegistrationRequest.IncarnationId'),
+    (261, 'BrokerRegistrationRequest.Listeners'),
+    (273, 'BrokerRegistrationRequest.Features'),
+    (285, 'BrokerRegistrationRequest.Rack'),
+    (286, 'BrokerRegistrationRequest.<tagged fields>'),
     (299, 'BrokerRegistrationRequest'),
-    (300, 'BrokerRegistrationRequest.BrokerId'),
-    (302, 'BrokerRegistrationRequest.ClusterId'),
-    (303, 'BrokerRegistrationRequest.IncarnationId'),
-    (304, 'BrokerRegistrationRequest.Listeners'),
+    (303, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (305, 'BrokerRegistrationRequest.BrokerId'),
+    (306, 'BrokerRegistrationRequest.ClusterId'),
+    (307, 'BrokerRegistrationRequest.IncarnationId'),
+    (308, 'BrokerRegistrationRequest.Listeners'),
     (316, 'BrokerRegistrationRequest.Features'),
-    (328, 'BrokerRegistrationRequest.Rack'),
-    (329, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (331, 'BrokerRegistrationRequest.LogDirs'),
-    (343, 'BrokerRegistrationRequest.<tagged fields>'),
-    (356, 'BrokerRegistrationRequest'),
-    (360, 'BrokerRegistrationRequest.BrokerId'),
-    (361, 'BrokerRegistrationRequest.ClusterId'),
-    (362, 'BrokerRegistrationRequest.IncarnationId'),
-    (363, 'BrokerRegistrationRequest.Listeners'),
-    (371, 'BrokerRegistrationRequest.Features'),
-    (379, 'BrokerRegistrationRequest.Rack'),
-    (380, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (381, 'BrokerRegistrationRequest.LogDirs'),
-    (389, 'BrokerRegistrationRequest.<tagged fields>'),
-    (395, 'BrokerRegistrationRequest'),
-    (396, 'BrokerRegistrationRequest.BrokerId'),
-    (398, 'BrokerRegistrationRequest.ClusterId'),
-    (399, 'BrokerRegistrationRequest.IncarnationId'),
-    (400, 'BrokerRegistrationRequest.Listeners'),
-    (412, 'BrokerRegistrationRequest.Features'),
-    (424, 'BrokerRegistrationRequest.Rack'),
-    (425, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (427, 'BrokerRegistrationRequest.LogDirs'),
-    (439, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (441, 'BrokerRegistrationRequest.<tagged fields>'),
-    (454, 'BrokerRegistrationRequest'),
-    (458, 'BrokerRegistrationRequest.BrokerId'),
-    (459, 'BrokerRegistrationRequest.ClusterId'),
-    (460, 'BrokerRegistrationRequest.IncarnationId'),
-    (461, 'BrokerRegistrationRequest.Listeners'),
-    (469, 'BrokerRegistrationRequest.Features'),
-    (477, 'BrokerRegistrationRequest.Rack'),
-    (478, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
-    (479, 'BrokerRegistrationRequest.LogDirs'),
-    (487, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
-    (488, 'BrokerRegistrationRequest.<tagged fields>'),
-    (494, 'Listener'),
-    (495, 'Listener.Name'),
-    (496, 'Listener.Host'),
-    (497, 'Listener.Port,SecurityProtocol'),
-    (499, 'Listener.<tagged fields>'),
-    (512, 'Listener'),
-    (516, 'Listener.Name'),
-    (517, 'Listener.Host'),
-    (518, 'Listener.Port,SecurityProtocol'),
-    (519, 'Listener.<tagged fields>'),
-    (525, 'Feature'),
-    (526, 'Feature.Name'),
-    (527, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (529, 'Feature.<tagged fields>'),
-    (542, 'Feature'),
-    (546, 'Feature.Name'),
-    (547, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (548, 'Feature.<tagged fields>'),
+    (324, 'BrokerRegistrationRequest.Rack'),
+    (325, 'BrokerRegistrationRequest.<tagged fields>'),
+    (331, 'BrokerRegistrationRequest'),
+    (332, 'BrokerRegistrationRequest.BrokerId'),
+    (334, 'BrokerRegistrationRequest.ClusterId'),
+    (335, 'BrokerRegistrationRequest.IncarnationId'),
+    (336, 'BrokerRegistrationRequest.Listeners'),
+    (348, 'BrokerRegistrationRequest.Features'),
+    (360, 'BrokerRegistrationRequest.Rack'),
+    (361, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (363, 'BrokerRegistrationRequest.<tagged fields>'),
+    (376, 'BrokerRegistrationRequest'),
+    (380, 'BrokerRegistrationRequest.BrokerId'),
+    (381, 'BrokerRegistrationRequest.ClusterId'),
+    (382, 'BrokerRegistrationRequest.IncarnationId'),
+    (383, 'BrokerRegistrationRequest.Listeners'),
+    (391, 'BrokerRegistrationRequest.Features'),
+    (399, 'BrokerRegistrationRequest.Rack'),
+    (400, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (401, 'BrokerRegistrationRequest.<tagged fields>'),
+    (407, 'BrokerRegistrationRequest'),
+    (408, 'BrokerRegistrationRequest.BrokerId'),
+    (410, 'BrokerRegistrationRequest.ClusterId'),
+    (411, 'BrokerRegistrationRequest.IncarnationId'),
+    (412, 'BrokerRegistrationRequest.Listeners'),
+    (424, 'BrokerRegistrationRequest.Features'),
+    (436, 'BrokerRegistrationRequest.Rack'),
+    (437, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (439, 'BrokerRegistrationRequest.LogDirs'),
+    (451, 'BrokerRegistrationRequest.<tagged fields>'),
+    (464, 'BrokerRegistrationRequest'),
+    (468, 'BrokerRegistrationRequest.BrokerId'),
+    (469, 'BrokerRegistrationRequest.ClusterId'),
+    (470, 'BrokerRegistrationRequest.IncarnationId'),
+    (471, 'BrokerRegistrationRequest.Listeners'),
+    (479, 'BrokerRegistrationRequest.Features'),
+    (487, 'BrokerRegistrationRequest.Rack'),
+    (488, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (489, 'BrokerRegistrationRequest.LogDirs'),
+    (497, 'BrokerRegistrationRequest.<tagged fields>'),
+    (503, 'BrokerRegistrationRequest'),
+    (504, 'BrokerRegistrationRequest.BrokerId'),
+    (506, 'BrokerRegistrationRequest.ClusterId'),
+    (507, 'BrokerRegistrationRequest.IncarnationId'),
+    (508, 'BrokerRegistrationRequest.Listeners'),
+    (520, 'BrokerRegistrationRequest.Features'),
+    (532, 'BrokerRegistrationRequest.Rack'),
+    (533, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (535, 'BrokerRegistrationRequest.LogDirs'),
+    (547, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (549, 'BrokerRegistrationRequest.<tagged fields>'),
+    (562, 'BrokerRegistrationRequest'),
+    (566, 'BrokerRegistrationRequest.BrokerId'),
+    (567, 'BrokerRegistrationRequest.ClusterId'),
+    (568, 'BrokerRegistrationRequest.IncarnationId'),
+    (569, 'BrokerRegistrationRequest.Listeners'),
+    (577, 'BrokerRegistrationRequest.Features'),
+    (585, 'BrokerRegistrationRequest.Rack'),
+    (586, 'BrokerRegistrationRequest.IsMigratingZkBroker'),
+    (587, 'BrokerRegistrationRequest.LogDirs'),
+    (595, 'BrokerRegistrationRequest.PreviousBrokerEpoch'),
+    (596, 'BrokerRegistrationRequest.<tagged fields>'),
+    (602, 'Listener'),
+    (603, 'Listener.Name'),
+    (604, 'Listener.Host'),
+    (605, 'Listener.Port,SecurityProtocol'),
+    (607, 'Listener.<tagged fields>'),
+    (620, 'Listener'),
+    (624, 'Listener.Name'),
+    (625, 'Listener.Host'),
+    (626, 'Listener.Port,SecurityProtocol'),
+    (627, 'Listener.<tagged fields>'),
+    (633, 'Feature'),
+    (634, 'Feature.Name'),
+    (635, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (637, 'Feature.<tagged fields>'),
+    (650, 'Feature'),
+    (654, 'Feature.Name'),
+    (655, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (656, 'Feature.<tagged fields>'),
 )

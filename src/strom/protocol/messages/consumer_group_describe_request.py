@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 
 
@@ -29,11 +36,38 @@ class ConsumerGroupDescribeRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The ids of the groups to describe
-    group_ids: tuple[str, ...] = ()
-    #: Whether to include authorized operations.
-    include_authorized_operations: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ids of the groups to describe
+        group_ids: tuple[str, ...] = ()
+        #: Whether to include authorized operations.
+        include_authorized_operations: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields', )
+        group_ids: tuple[str, ...]
+        include_authorized_operations: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_ids: tuple[str, ...] = (), include_authorized_operations: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_ids', group_ids)
+            _object_setattr(self, 'include_authorized_operations', include_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_ids={self.group_ids!r}, include_authorized_operations={self.include_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_ids, self.include_authorized_operations, self.unknown_tagged_fields, ) == (other.group_ids, other.include_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_ids, self.include_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_ConsumerGroupDescribeRequest(_Message):
@@ -104,12 +138,12 @@ ConsumerGroupDescribeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'ConsumerGroupDescribeRequest'),
-    (53, 'ConsumerGroupDescribeRequest.GroupIds'),
-    (65, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (67, 'ConsumerGroupDescribeRequest.<tagged fields>'),
-    (80, 'ConsumerGroupDescribeRequest'),
-    (84, 'ConsumerGroupDescribeRequest.GroupIds'),
-    (92, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
-    (93, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (86, 'ConsumerGroupDescribeRequest'),
+    (87, 'ConsumerGroupDescribeRequest.GroupIds'),
+    (99, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (101, 'ConsumerGroupDescribeRequest.<tagged fields>'),
+    (114, 'ConsumerGroupDescribeRequest'),
+    (118, 'ConsumerGroupDescribeRequest.GroupIds'),
+    (126, 'ConsumerGroupDescribeRequest.IncludeAuthorizedOperations'),
+    (127, 'ConsumerGroupDescribeRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ii")
@@ -24,13 +31,42 @@ _S2 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
-    #: The topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic name.
-    topic_name: str = ''
-    #: The partitions.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic name.
+        topic_name: str = ''
+        #: The partitions.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        topic_name: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, topic_name: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartitions:
@@ -53,9 +89,34 @@ _DEFAULT_TopicPartitions = TopicPartitions()
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    #: The assigned topic-partitions to the member.
-    topic_partitions: tuple[TopicPartitions, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The assigned topic-partitions to the member.
+        topic_partitions: tuple[TopicPartitions, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_partitions', 'unknown_tagged_fields', )
+        topic_partitions: tuple[TopicPartitions, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_partitions: tuple[TopicPartitions, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_partitions', topic_partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields, ) == (other.topic_partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields, ))
 
 
 class _New_Assignment:
@@ -74,27 +135,70 @@ _DEFAULT_Assignment = Assignment()
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    #: The member ID.
-    member_id: str = ''
-    #: The member instance ID.
-    instance_id: str | None = None
-    #: The member rack ID.
-    rack_id: str | None = None
-    #: The current member epoch.
-    member_epoch: int = 0
-    #: The client ID.
-    client_id: str = ''
-    #: The client host.
-    client_host: str = ''
-    #: The subscribed topic names.
-    subscribed_topic_names: tuple[str, ...] = ()
-    #: the subscribed topic regex otherwise or null of not provided.
-    subscribed_topic_regex: str | None = None
-    #: The current assignment.
-    assignment: Assignment = _DEFAULT_Assignment
-    #: The target assignment.
-    target_assignment: Assignment = _DEFAULT_Assignment
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The member ID.
+        member_id: str = ''
+        #: The member instance ID.
+        instance_id: str | None = None
+        #: The member rack ID.
+        rack_id: str | None = None
+        #: The current member epoch.
+        member_epoch: int = 0
+        #: The client ID.
+        client_id: str = ''
+        #: The client host.
+        client_host: str = ''
+        #: The subscribed topic names.
+        subscribed_topic_names: tuple[str, ...] = ()
+        #: the subscribed topic regex otherwise or null of not provided.
+        subscribed_topic_regex: str | None = None
+        #: The current assignment.
+        assignment: Assignment = _DEFAULT_Assignment
+        #: The target assignment.
+        target_assignment: Assignment = _DEFAULT_Assignment
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tagged_fields', )
+        member_id: str
+        instance_id: str | None
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: tuple[str, ...]
+        subscribed_topic_regex: str | None
+        assignment: Assignment
+        target_assignment: Assignment
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: tuple[str, ...] = (), subscribed_topic_regex: str | None = None, assignment: Assignment = _DEFAULT_Assignment, target_assignment: Assignment = _DEFAULT_Assignment, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'instance_id', instance_id)
+            _object_setattr(self, 'rack_id', rack_id)
+            _object_setattr(self, 'member_epoch', member_epoch)
+            _object_setattr(self, 'client_id', client_id)
+            _object_setattr(self, 'client_host', client_host)
+            _object_setattr(self, 'subscribed_topic_names', subscribed_topic_names)
+            _object_setattr(self, 'subscribed_topic_regex', subscribed_topic_regex)
+            _object_setattr(self, 'assignment', assignment)
+            _object_setattr(self, 'target_assignment', target_assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, assignment={self.assignment!r}, target_assignment={self.target_assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.instance_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.subscribed_topic_regex, self.assignment, self.target_assignment, self.unknown_tagged_fields, ) == (other.member_id, other.instance_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.subscribed_topic_regex, other.assignment, other.target_assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.instance_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.subscribed_topic_regex, self.assignment, self.target_assignment, self.unknown_tagged_fields, ))
 
 
 class _New_Member:
@@ -131,25 +235,66 @@ _DEFAULT_Member = Member()
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    #: The describe error, or 0 if there was no error.
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The group ID string.
-    group_id: str = ''
-    #: The group state string, or the empty string.
-    group_state: str = ''
-    #: The group epoch.
-    group_epoch: int = 0
-    #: The assignment epoch.
-    assignment_epoch: int = 0
-    #: The selected assignor.
-    assignor_name: str = ''
-    #: The members.
-    members: tuple[Member, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this group.
-    authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The describe error, or 0 if there was no error.
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The group ID string.
+        group_id: str = ''
+        #: The group state string, or the empty string.
+        group_state: str = ''
+        #: The group epoch.
+        group_epoch: int = 0
+        #: The assignment epoch.
+        assignment_epoch: int = 0
+        #: The selected assignor.
+        assignor_name: str = ''
+        #: The members.
+        members: tuple[Member, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this group.
+        authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: tuple[Member, ...]
+        authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, assignor_name: str = '', members: tuple[Member, ...] = (), authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'group_state', group_state)
+            _object_setattr(self, 'group_epoch', group_epoch)
+            _object_setattr(self, 'assignment_epoch', assignment_epoch)
+            _object_setattr(self, 'assignor_name', assignor_name)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'authorized_operations', authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedGroup:
@@ -191,11 +336,38 @@ class ConsumerGroupDescribeResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each described group.
-    groups: tuple[DescribedGroup, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each described group.
+        groups: tuple[DescribedGroup, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        groups: tuple[DescribedGroup, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, groups: tuple[DescribedGroup, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ))
 
 
 class _New_ConsumerGroupDescribeResponse(_Message):
@@ -478,72 +650,72 @@ ConsumerGroupDescribeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (214, 'ConsumerGroupDescribeResponse'),
-    (215, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
-    (217, 'ConsumerGroupDescribeResponse.Groups'),
-    (229, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (242, 'ConsumerGroupDescribeResponse'),
-    (246, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
-    (247, 'ConsumerGroupDescribeResponse.Groups'),
-    (255, 'ConsumerGroupDescribeResponse.<tagged fields>'),
-    (261, 'DescribedGroup'),
-    (262, 'DescribedGroup.ErrorCode'),
-    (264, 'DescribedGroup.ErrorMessage'),
-    (265, 'DescribedGroup.GroupId'),
-    (266, 'DescribedGroup.GroupState'),
-    (267, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (269, 'DescribedGroup.AssignorName'),
-    (270, 'DescribedGroup.Members'),
-    (282, 'DescribedGroup.AuthorizedOperations'),
-    (284, 'DescribedGroup.<tagged fields>'),
-    (297, 'DescribedGroup'),
-    (301, 'DescribedGroup.ErrorCode'),
-    (302, 'DescribedGroup.ErrorMessage'),
-    (303, 'DescribedGroup.GroupId'),
-    (304, 'DescribedGroup.GroupState'),
-    (305, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (306, 'DescribedGroup.AssignorName'),
-    (307, 'DescribedGroup.Members'),
-    (315, 'DescribedGroup.AuthorizedOperations'),
-    (316, 'DescribedGroup.<tagged fields>'),
-    (322, 'Member'),
-    (323, 'Member.MemberId'),
-    (324, 'Member.InstanceId'),
-    (325, 'Member.RackId'),
-    (326, 'Member.MemberEpoch'),
-    (328, 'Member.ClientId'),
-    (329, 'Member.ClientHost'),
-    (330, 'Member.SubscribedTopicNames'),
-    (342, 'Member.SubscribedTopicRegex'),
-    (343, 'Member.Assignment'),
-    (344, 'Member.TargetAssignment'),
-    (345, 'Member.<tagged fields>'),
-    (358, 'Member'),
-    (362, 'Member.MemberId'),
-    (363, 'Member.InstanceId'),
-    (364, 'Member.RackId'),
-    (365, 'Member.MemberEpoch'),
-    (366, 'Member.ClientId'),
-    (367, 'Member.ClientHost'),
-    (368, 'Member.SubscribedTopicNames'),
-    (376, 'Member.SubscribedTopicRegex'),
-    (377, 'Member.Assignment'),
-    (378, 'Member.TargetAssignment'),
-    (379, 'Member.<tagged fields>'),
-    (385, 'Assignment'),
-    (386, 'Assignment.TopicPartitions'),
-    (398, 'Assignment.<tagged fields>'),
-    (411, 'Assignment'),
-    (415, 'Assignment.TopicPartitions'),
-    (423, 'Assignment.<tagged fields>'),
-    (429, 'TopicPartitions'),
-    (430, 'TopicPartitions.TopicId'),
-    (431, 'TopicPartitions.TopicName'),
-    (432, 'TopicPartitions.Partitions'),
-    (441, 'TopicPartitions.<tagged fields>'),
-    (454, 'TopicPartitions'),
-    (458, 'TopicPartitions.TopicId'),
-    (459, 'TopicPartitions.TopicName'),
-    (460, 'TopicPartitions.Partitions'),
-    (467, 'TopicPartitions.<tagged fields>'),
+    (386, 'ConsumerGroupDescribeResponse'),
+    (387, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
+    (389, 'ConsumerGroupDescribeResponse.Groups'),
+    (401, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (414, 'ConsumerGroupDescribeResponse'),
+    (418, 'ConsumerGroupDescribeResponse.ThrottleTimeMs'),
+    (419, 'ConsumerGroupDescribeResponse.Groups'),
+    (427, 'ConsumerGroupDescribeResponse.<tagged fields>'),
+    (433, 'DescribedGroup'),
+    (434, 'DescribedGroup.ErrorCode'),
+    (436, 'DescribedGroup.ErrorMessage'),
+    (437, 'DescribedGroup.GroupId'),
+    (438, 'DescribedGroup.GroupState'),
+    (439, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (441, 'DescribedGroup.AssignorName'),
+    (442, 'DescribedGroup.Members'),
+    (454, 'DescribedGroup.AuthorizedOperations'),
+    (456, 'DescribedGroup.<tagged fields>'),
+    (469, 'DescribedGroup'),
+    (473, 'DescribedGroup.ErrorCode'),
+    (474, 'DescribedGroup.ErrorMessage'),
+    (475, 'DescribedGroup.GroupId'),
+    (476, 'DescribedGroup.GroupState'),
+    (477, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (478, 'DescribedGroup.AssignorName'),
+    (479, 'DescribedGroup.Members'),
+    (487, 'DescribedGroup.AuthorizedOperations'),
+    (488, 'DescribedGroup.<tagged fields>'),
+    (494, 'Member'),
+    (495, 'Member.MemberId'),
+    (496, 'Member.InstanceId'),
+    (497, 'Member.RackId'),
+    (498, 'Member.MemberEpoch'),
+    (500, 'Member.ClientId'),
+    (501, 'Member.ClientHost'),
+    (502, 'Member.SubscribedTopicNames'),
+    (514, 'Member.SubscribedTopicRegex'),
+    (515, 'Member.Assignment'),
+    (516, 'Member.TargetAssignment'),
+    (517, 'Member.<tagged fields>'),
+    (530, 'Member'),
+    (534, 'Member.MemberId'),
+    (535, 'Member.InstanceId'),
+    (536, 'Member.RackId'),
+    (537, 'Member.MemberEpoch'),
+    (538, 'Member.ClientId'),
+    (539, 'Member.ClientHost'),
+    (540, 'Member.SubscribedTopicNames'),
+    (548, 'Member.SubscribedTopicRegex'),
+    (549, 'Member.Assignment'),
+    (550, 'Member.TargetAssignment'),
+    (551, 'Member.<tagged fields>'),
+    (557, 'Assignment'),
+    (558, 'Assignment.TopicPartitions'),
+    (570, 'Assignment.<tagged fields>'),
+    (583, 'Assignment'),
+    (587, 'Assignment.TopicPartitions'),
+    (595, 'Assignment.<tagged fields>'),
+    (601, 'TopicPartitions'),
+    (602, 'TopicPartitions.TopicId'),
+    (603, 'TopicPartitions.TopicName'),
+    (604, 'TopicPartitions.Partitions'),
+    (613, 'TopicPartitions.<tagged fields>'),
+    (626, 'TopicPartitions'),
+    (630, 'TopicPartitions.TopicId'),
+    (631, 'TopicPartitions.TopicName'),
+    (632, 'TopicPartitions.Partitions'),
+    (639, 'TopicPartitions.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,15 +17,49 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class TopicPartition:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    topic: str = ''
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topic: str = ''
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartition:
@@ -53,9 +87,36 @@ class ConsumerProtocolAssignment(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 0)
-    assigned_partitions: tuple[TopicPartition, ...] = ()
-    user_data: _p.Buffer | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        assigned_partitions: tuple[TopicPartition, ...] = ()
+        user_data: _p.Buffer | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('assigned_partitions', 'user_data', 'unknown_tagged_fields', )
+        assigned_partitions: tuple[TopicPartition, ...]
+        user_data: _p.Buffer | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, assigned_partitions: tuple[TopicPartition, ...] = (), user_data: _p.Buffer | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'assigned_partitions', assigned_partitions)
+            _object_setattr(self, 'user_data', user_data)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(assigned_partitions={self.assigned_partitions!r}, user_data={self.user_data!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.assigned_partitions, self.user_data, self.unknown_tagged_fields, ) == (other.assigned_partitions, other.user_data, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.assigned_partitions, self.user_data, self.unknown_tagged_fields, ))
 
 
 class _New_ConsumerProtocolAssignment(_Message):
@@ -127,16 +188,16 @@ ConsumerProtocolAssignment._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (74, 'ConsumerProtocolAssignment'),
-    (75, 'ConsumerProtocolAssignment.AssignedPartitions'),
-    (84, 'ConsumerProtocolAssignment.UserData'),
-    (85, 'ConsumerProtocolAssignment'),
-    (89, 'ConsumerProtocolAssignment.AssignedPartitions'),
-    (94, 'ConsumerProtocolAssignment.UserData'),
-    (97, 'TopicPartition'),
-    (98, 'TopicPartition.Topic'),
-    (99, 'TopicPartition.Partitions'),
-    (105, 'TopicPartition'),
-    (109, 'TopicPartition.Topic'),
-    (110, 'TopicPartition.Partitions'),
+    (135, 'ConsumerProtocolAssignment'),
+    (136, 'ConsumerProtocolAssignment.AssignedPartitions'),
+    (145, 'ConsumerProtocolAssignment.UserData'),
+    (146, 'ConsumerProtocolAssignment'),
+    (150, 'ConsumerProtocolAssignment.AssignedPartitions'),
+    (155, 'ConsumerProtocolAssignment.UserData'),
+    (158, 'TopicPartition'),
+    (159, 'TopicPartition.Topic'),
+    (160, 'TopicPartition.Partitions'),
+    (166, 'TopicPartition'),
+    (170, 'TopicPartition.Topic'),
+    (171, 'TopicPartition.Partitions'),
 )

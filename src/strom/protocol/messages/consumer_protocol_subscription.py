@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,15 +17,49 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class TopicPartition:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    topic: str = ''
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topic: str = ''
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartition:
@@ -53,12 +87,45 @@ class ConsumerProtocolSubscription(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 0)
-    topics: tuple[str, ...] = ()
-    user_data: _p.Buffer | None = None
-    owned_partitions: tuple[TopicPartition, ...] = ()
-    generation_id: int = -1
-    rack_id: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topics: tuple[str, ...] = ()
+        user_data: _p.Buffer | None = None
+        owned_partitions: tuple[TopicPartition, ...] = ()
+        generation_id: int = -1
+        rack_id: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields', )
+        topics: tuple[str, ...]
+        user_data: _p.Buffer | None
+        owned_partitions: tuple[TopicPartition, ...]
+        generation_id: int
+        rack_id: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[str, ...] = (), user_data: _p.Buffer | None = None, owned_partitions: tuple[TopicPartition, ...] = (), generation_id: int = -1, rack_id: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'user_data', user_data)
+            _object_setattr(self, 'owned_partitions', owned_partitions)
+            _object_setattr(self, 'generation_id', generation_id)
+            _object_setattr(self, 'rack_id', rack_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, user_data={self.user_data!r}, owned_partitions={self.owned_partitions!r}, generation_id={self.generation_id!r}, rack_id={self.rack_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id, self.unknown_tagged_fields, ) == (other.topics, other.user_data, other.owned_partitions, other.generation_id, other.rack_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id, self.unknown_tagged_fields, ))
 
 
 class _New_ConsumerProtocolSubscription(_Message):
@@ -255,46 +322,46 @@ ConsumerProtocolSubscription._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (83, 'ConsumerProtocolSubscription'),
-    (84, 'ConsumerProtocolSubscription.Topics'),
-    (93, 'ConsumerProtocolSubscription.UserData'),
-    (94, 'ConsumerProtocolSubscription'),
-    (98, 'ConsumerProtocolSubscription.Topics'),
-    (103, 'ConsumerProtocolSubscription.UserData'),
-    (106, 'ConsumerProtocolSubscription'),
-    (107, 'ConsumerProtocolSubscription.Topics'),
-    (116, 'ConsumerProtocolSubscription.UserData'),
-    (117, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (126, 'ConsumerProtocolSubscription'),
-    (130, 'ConsumerProtocolSubscription.Topics'),
-    (135, 'ConsumerProtocolSubscription.UserData'),
-    (136, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (143, 'ConsumerProtocolSubscription'),
-    (144, 'ConsumerProtocolSubscription.Topics'),
-    (153, 'ConsumerProtocolSubscription.UserData'),
-    (154, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (163, 'ConsumerProtocolSubscription.GenerationId'),
-    (165, 'ConsumerProtocolSubscription'),
-    (169, 'ConsumerProtocolSubscription.Topics'),
-    (174, 'ConsumerProtocolSubscription.UserData'),
-    (175, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (180, 'ConsumerProtocolSubscription.GenerationId'),
-    (183, 'ConsumerProtocolSubscription'),
-    (184, 'ConsumerProtocolSubscription.Topics'),
-    (193, 'ConsumerProtocolSubscription.UserData'),
-    (194, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (203, 'ConsumerProtocolSubscription.GenerationId'),
-    (205, 'ConsumerProtocolSubscription.RackId'),
-    (206, 'ConsumerProtocolSubscription'),
-    (210, 'ConsumerProtocolSubscription.Topics'),
-    (215, 'ConsumerProtocolSubscription.UserData'),
-    (216, 'ConsumerProtocolSubscription.OwnedPartitions'),
-    (221, 'ConsumerProtocolSubscription.GenerationId'),
-    (222, 'ConsumerProtocolSubscription.RackId'),
-    (225, 'TopicPartition'),
-    (226, 'TopicPartition.Topic'),
-    (227, 'TopicPartition.Partitions'),
-    (233, 'TopicPartition'),
-    (237, 'TopicPartition.Topic'),
-    (238, 'TopicPartition.Partitions'),
+    (150, 'ConsumerProtocolSubscription'),
+    (151, 'ConsumerProtocolSubscription.Topics'),
+    (160, 'ConsumerProtocolSubscription.UserData'),
+    (161, 'ConsumerProtocolSubscription'),
+    (165, 'ConsumerProtocolSubscription.Topics'),
+    (170, 'ConsumerProtocolSubscription.UserData'),
+    (173, 'ConsumerProtocolSubscription'),
+    (174, 'ConsumerProtocolSubscription.Topics'),
+    (183, 'ConsumerProtocolSubscription.UserData'),
+    (184, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (193, 'ConsumerProtocolSubscription'),
+    (197, 'ConsumerProtocolSubscription.Topics'),
+    (202, 'ConsumerProtocolSubscription.UserData'),
+    (203, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (210, 'ConsumerProtocolSubscription'),
+    (211, 'ConsumerProtocolSubscription.Topics'),
+    (220, 'ConsumerProtocolSubscription.UserData'),
+    (221, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (230, 'ConsumerProtocolSubscription.GenerationId'),
+    (232, 'ConsumerProtocolSubscription'),
+    (236, 'ConsumerProtocolSubscription.Topics'),
+    (241, 'ConsumerProtocolSubscription.UserData'),
+    (242, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (247, 'ConsumerProtocolSubscription.GenerationId'),
+    (250, 'ConsumerProtocolSubscription'),
+    (251, 'ConsumerProtocolSubscription.Topics'),
+    (260, 'ConsumerProtocolSubscription.UserData'),
+    (261, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (270, 'ConsumerProtocolSubscription.GenerationId'),
+    (272, 'ConsumerProtocolSubscription.RackId'),
+    (273, 'ConsumerProtocolSubscription'),
+    (277, 'ConsumerProtocolSubscription.Topics'),
+    (282, 'ConsumerProtocolSubscription.UserData'),
+    (283, 'ConsumerProtocolSubscription.OwnedPartitions'),
+    (288, 'ConsumerProtocolSubscription.GenerationId'),
+    (289, 'ConsumerProtocolSubscription.RackId'),
+    (292, 'TopicPartition'),
+    (293, 'TopicPartition.Topic'),
+    (294, 'TopicPartition.Partitions'),
+    (300, 'TopicPartition'),
+    (304, 'TopicPartition.Topic'),
+    (305, 'TopicPartition.Partitions'),
 )

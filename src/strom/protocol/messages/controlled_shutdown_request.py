@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">iq")
 
@@ -30,11 +37,38 @@ class ControlledShutdownRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 4)
-    #: The id of the broker for which controlled shutdown has been requested.
-    broker_id: int = 0
-    #: The broker epoch.
-    broker_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The id of the broker for which controlled shutdown has been requested.
+        broker_id: int = 0
+        #: The broker epoch.
+        broker_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields', )
+        broker_id: int
+        broker_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields, ) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.broker_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_ControlledShutdownRequest(_Message):
@@ -111,18 +145,18 @@ ControlledShutdownRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'ControlledShutdownRequest'),
-    (54, 'ControlledShutdownRequest.BrokerId'),
-    (56, 'ControlledShutdownRequest'),
-    (60, 'ControlledShutdownRequest.BrokerId'),
-    (63, 'ControlledShutdownRequest'),
-    (64, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (66, 'ControlledShutdownRequest'),
-    (70, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (73, 'ControlledShutdownRequest'),
-    (74, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (76, 'ControlledShutdownRequest.<tagged fields>'),
-    (89, 'ControlledShutdownRequest'),
-    (93, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
-    (94, 'ControlledShutdownRequest.<tagged fields>'),
+    (87, 'ControlledShutdownRequest'),
+    (88, 'ControlledShutdownRequest.BrokerId'),
+    (90, 'ControlledShutdownRequest'),
+    (94, 'ControlledShutdownRequest.BrokerId'),
+    (97, 'ControlledShutdownRequest'),
+    (98, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (100, 'ControlledShutdownRequest'),
+    (104, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (107, 'ControlledShutdownRequest'),
+    (108, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (110, 'ControlledShutdownRequest.<tagged fields>'),
+    (123, 'ControlledShutdownRequest'),
+    (127, 'ControlledShutdownRequest.BrokerId,BrokerEpoch'),
+    (128, 'ControlledShutdownRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">i")
 @dataclass(frozen=True, slots=True)
 class RemainingPartition:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic_name', 'partition_index',)
-    #: The name of the topic.
-    topic_name: str = ''
-    #: The index of the partition.
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic.
+        topic_name: str = ''
+        #: The index of the partition.
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_RemainingPartition:
@@ -56,11 +90,38 @@ class ControlledShutdownResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 4)
-    #: The top-level error code.
-    error_code: int = 0
-    #: The partitions that the broker still leads.
-    remaining_partitions: tuple[RemainingPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top-level error code.
+        error_code: int = 0
+        #: The partitions that the broker still leads.
+        remaining_partitions: tuple[RemainingPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields', )
+        error_code: int
+        remaining_partitions: tuple[RemainingPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, remaining_partitions: tuple[RemainingPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'remaining_partitions', remaining_partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, remaining_partitions={self.remaining_partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.remaining_partitions, self.unknown_tagged_fields, ) == (other.error_code, other.remaining_partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.remaining_partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ControlledShutdownResponse(_Message):
@@ -202,32 +263,32 @@ ControlledShutdownResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (79, 'ControlledShutdownResponse'),
-    (80, 'ControlledShutdownResponse.ErrorCode'),
-    (82, 'ControlledShutdownResponse.RemainingPartitions'),
-    (91, 'ControlledShutdownResponse'),
-    (95, 'ControlledShutdownResponse.ErrorCode'),
-    (96, 'ControlledShutdownResponse.RemainingPartitions'),
-    (103, 'ControlledShutdownResponse'),
-    (104, 'ControlledShutdownResponse.ErrorCode'),
-    (106, 'ControlledShutdownResponse.RemainingPartitions'),
-    (118, 'ControlledShutdownResponse.<tagged fields>'),
-    (131, 'ControlledShutdownResponse'),
-    (135, 'ControlledShutdownResponse.ErrorCode'),
-    (136, 'ControlledShutdownResponse.RemainingPartitions'),
-    (144, 'ControlledShutdownResponse.<tagged fields>'),
-    (150, 'RemainingPartition'),
-    (151, 'RemainingPartition.TopicName'),
-    (152, 'RemainingPartition.PartitionIndex'),
-    (154, 'RemainingPartition'),
-    (158, 'RemainingPartition.TopicName'),
-    (159, 'RemainingPartition.PartitionIndex'),
-    (162, 'RemainingPartition'),
-    (163, 'RemainingPartition.TopicName'),
-    (164, 'RemainingPartition.PartitionIndex'),
-    (166, 'RemainingPartition.<tagged fields>'),
-    (179, 'RemainingPartition'),
-    (183, 'RemainingPartition.TopicName'),
-    (184, 'RemainingPartition.PartitionIndex'),
-    (185, 'RemainingPartition.<tagged fields>'),
+    (140, 'ControlledShutdownResponse'),
+    (141, 'ControlledShutdownResponse.ErrorCode'),
+    (143, 'ControlledShutdownResponse.RemainingPartitions'),
+    (152, 'ControlledShutdownResponse'),
+    (156, 'ControlledShutdownResponse.ErrorCode'),
+    (157, 'ControlledShutdownResponse.RemainingPartitions'),
+    (164, 'ControlledShutdownResponse'),
+    (165, 'ControlledShutdownResponse.ErrorCode'),
+    (167, 'ControlledShutdownResponse.RemainingPartitions'),
+    (179, 'ControlledShutdownResponse.<tagged fields>'),
+    (192, 'ControlledShutdownResponse'),
+    (196, 'ControlledShutdownResponse.ErrorCode'),
+    (197, 'ControlledShutdownResponse.RemainingPartitions'),
+    (205, 'ControlledShutdownResponse.<tagged fields>'),
+    (211, 'RemainingPartition'),
+    (212, 'RemainingPartition.TopicName'),
+    (213, 'RemainingPartition.PartitionIndex'),
+    (215, 'RemainingPartition'),
+    (219, 'RemainingPartition.TopicName'),
+    (220, 'RemainingPartition.PartitionIndex'),
+    (223, 'RemainingPartition'),
+    (224, 'RemainingPartition.TopicName'),
+    (225, 'RemainingPartition.PartitionIndex'),
+    (227, 'RemainingPartition.<tagged fields>'),
+    (240, 'RemainingPartition'),
+    (244, 'RemainingPartition.TopicName'),
+    (245, 'RemainingPartition.PartitionIndex'),
+    (246, 'RemainingPartition.<tagged fields>'),
 )

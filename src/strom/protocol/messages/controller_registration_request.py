@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">Hh")
@@ -26,15 +33,46 @@ _S3 = Struct(">hh")
 @dataclass(frozen=True, slots=True)
 class Listener:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint.
-    name: str = ''
-    #: The hostname.
-    host: str = ''
-    #: The port.
-    port: int = 0
-    #: The security protocol.
-    security_protocol: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint.
+        name: str = ''
+        #: The hostname.
+        host: str = ''
+        #: The port.
+        port: int = 0
+        #: The security protocol.
+        security_protocol: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        security_protocol: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'security_protocol', security_protocol)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields, ))
 
 
 class _New_Listener:
@@ -60,13 +98,42 @@ _DEFAULT_Listener = Listener()
 @dataclass(frozen=True, slots=True)
 class Feature:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The feature name.
-    name: str = ''
-    #: The minimum supported feature level.
-    min_supported_version: int = 0
-    #: The maximum supported feature level.
-    max_supported_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The feature name.
+        name: str = ''
+        #: The minimum supported feature level.
+        min_supported_version: int = 0
+        #: The maximum supported feature level.
+        max_supported_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+        name: str
+        min_supported_version: int
+        max_supported_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'min_supported_version', min_supported_version)
+            _object_setattr(self, 'max_supported_version', max_supported_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ))
 
 
 class _New_Feature:
@@ -96,17 +163,50 @@ class ControllerRegistrationRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The ID of the controller to register.
-    controller_id: int = 0
-    #: The controller incarnation ID, which is unique to each process run.
-    incarnation_id: UUID = _p.ZERO_UUID
-    #: Set if the required configurations for ZK migration are present.
-    zk_migration_ready: bool = False
-    #: The listeners of this controller
-    listeners: tuple[Listener, ...] = ()
-    #: The features on this controller
-    features: tuple[Feature, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the controller to register.
+        controller_id: int = 0
+        #: The controller incarnation ID, which is unique to each process run.
+        incarnation_id: UUID = _p.ZERO_UUID
+        #: Set if the required configurations for ZK migration are present.
+        zk_migration_ready: bool = False
+        #: The listeners of this controller
+        listeners: tuple[Listener, ...] = ()
+        #: The features on this controller
+        features: tuple[Feature, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields', )
+        controller_id: int
+        incarnation_id: UUID
+        zk_migration_ready: bool
+        listeners: tuple[Listener, ...]
+        features: tuple[Feature, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, controller_id: int = 0, incarnation_id: UUID = _p.ZERO_UUID, zk_migration_ready: bool = False, listeners: tuple[Listener, ...] = (), features: tuple[Feature, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'incarnation_id', incarnation_id)
+            _object_setattr(self, 'zk_migration_ready', zk_migration_ready)
+            _object_setattr(self, 'listeners', listeners)
+            _object_setattr(self, 'features', features)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, incarnation_id={self.incarnation_id!r}, zk_migration_ready={self.zk_migration_ready!r}, listeners={self.listeners!r}, features={self.features!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.controller_id, self.incarnation_id, self.zk_migration_ready, self.listeners, self.features, self.unknown_tagged_fields, ) == (other.controller_id, other.incarnation_id, other.zk_migration_ready, other.listeners, other.features, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.controller_id, self.incarnation_id, self.zk_migration_ready, self.listeners, self.features, self.unknown_tagged_fields, ))
 
 
 class _New_ControllerRegistrationRequest(_Message):
@@ -268,36 +368,36 @@ ControllerRegistrationRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (131, 'ControllerRegistrationRequest'),
-    (132, 'ControllerRegistrationRequest.ControllerId'),
-    (134, 'ControllerRegistrationRequest.IncarnationId'),
-    (135, 'ControllerRegistrationRequest.ZkMigrationReady'),
-    (137, 'ControllerRegistrationRequest.Listeners'),
-    (149, 'ControllerRegistrationRequest.Features'),
-    (161, 'ControllerRegistrationRequest.<tagged fields>'),
-    (174, 'ControllerRegistrationRequest'),
-    (178, 'ControllerRegistrationRequest.ControllerId'),
-    (179, 'ControllerRegistrationRequest.IncarnationId'),
-    (180, 'ControllerRegistrationRequest.ZkMigrationReady'),
-    (181, 'ControllerRegistrationRequest.Listeners'),
-    (189, 'ControllerRegistrationRequest.Features'),
-    (197, 'ControllerRegistrationRequest.<tagged fields>'),
-    (203, 'Listener'),
-    (204, 'Listener.Name'),
-    (205, 'Listener.Host'),
-    (206, 'Listener.Port,SecurityProtocol'),
-    (208, 'Listener.<tagged fields>'),
-    (221, 'Listener'),
-    (225, 'Listener.Name'),
-    (226, 'Listener.Host'),
-    (227, 'Listener.Port,SecurityProtocol'),
-    (228, 'Listener.<tagged fields>'),
-    (234, 'Feature'),
-    (235, 'Feature.Name'),
-    (236, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (238, 'Feature.<tagged fields>'),
-    (251, 'Feature'),
-    (255, 'Feature.Name'),
-    (256, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
-    (257, 'Feature.<tagged fields>'),
+    (231, 'ControllerRegistrationRequest'),
+    (232, 'ControllerRegistrationRequest.ControllerId'),
+    (234, 'ControllerRegistrationRequest.IncarnationId'),
+    (235, 'ControllerRegistrationRequest.ZkMigrationReady'),
+    (237, 'ControllerRegistrationRequest.Listeners'),
+    (249, 'ControllerRegistrationRequest.Features'),
+    (261, 'ControllerRegistrationRequest.<tagged fields>'),
+    (274, 'ControllerRegistrationRequest'),
+    (278, 'ControllerRegistrationRequest.ControllerId'),
+    (279, 'ControllerRegistrationRequest.IncarnationId'),
+    (280, 'ControllerRegistrationRequest.ZkMigrationReady'),
+    (281, 'ControllerRegistrationRequest.Listeners'),
+    (289, 'ControllerRegistrationRequest.Features'),
+    (297, 'ControllerRegistrationRequest.<tagged fields>'),
+    (303, 'Listener'),
+    (304, 'Listener.Name'),
+    (305, 'Listener.Host'),
+    (306, 'Listener.Port,SecurityProtocol'),
+    (308, 'Listener.<tagged fields>'),
+    (321, 'Listener'),
+    (325, 'Listener.Name'),
+    (326, 'Listener.Host'),
+    (327, 'Listener.Port,SecurityProtocol'),
+    (328, 'Listener.<tagged fields>'),
+    (334, 'Feature'),
+    (335, 'Feature.Name'),
+    (336, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (338, 'Feature.<tagged fields>'),
+    (351, 'Feature'),
+    (355, 'Feature.Name'),
+    (356, 'Feature.MinSupportedVersion,MaxSupportedVersion'),
+    (357, 'Feature.<tagged fields>'),
 )

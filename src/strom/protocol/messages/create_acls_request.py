@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,27 +17,71 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
 
 @dataclass(frozen=True, slots=True)
 class AclCreation:
-    #: The type of the resource.
-    resource_type: int = 0
-    #: The resource name for the ACL.
-    resource_name: str = ''
-    #: The pattern type for the ACL.
-    resource_pattern_type: int = 3
-    #: The principal for the ACL.
-    principal: str = ''
-    #: The host for the ACL.
-    host: str = ''
-    #: The operation type for the ACL (read, write, etc.).
-    operation: int = 0
-    #: The permission type for the ACL (allow, deny, etc.).
-    permission_type: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The type of the resource.
+        resource_type: int = 0
+        #: The resource name for the ACL.
+        resource_name: str = ''
+        #: The pattern type for the ACL.
+        resource_pattern_type: int = 3
+        #: The principal for the ACL.
+        principal: str = ''
+        #: The host for the ACL.
+        host: str = ''
+        #: The operation type for the ACL (read, write, etc.).
+        operation: int = 0
+        #: The permission type for the ACL (allow, deny, etc.).
+        permission_type: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type', 'resource_name', 'resource_pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type: int = 0, resource_name: str = '', resource_pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'resource_pattern_type', resource_pattern_type)
+            _object_setattr(self, 'principal', principal)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'operation', operation)
+            _object_setattr(self, 'permission_type', permission_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, resource_pattern_type={self.resource_pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.resource_pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ) == (other.resource_type, other.resource_name, other.resource_pattern_type, other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.resource_pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ))
 
 
 class _New_AclCreation:
@@ -75,9 +119,34 @@ class CreateAclsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The ACLs that we want to create.
-    creations: tuple[AclCreation, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ACLs that we want to create.
+        creations: tuple[AclCreation, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('creations', 'unknown_tagged_fields', )
+        creations: tuple[AclCreation, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, creations: tuple[AclCreation, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'creations', creations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(creations={self.creations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.creations, self.unknown_tagged_fields, ) == (other.creations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.creations, self.unknown_tagged_fields, ))
 
 
 class _New_CreateAclsRequest(_Message):
@@ -273,61 +342,61 @@ CreateAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (94, 'CreateAclsRequest'),
-    (95, 'CreateAclsRequest.Creations'),
-    (104, 'CreateAclsRequest'),
-    (108, 'CreateAclsRequest.Creations'),
-    (115, 'CreateAclsRequest'),
-    (116, 'CreateAclsRequest.Creations'),
-    (125, 'CreateAclsRequest'),
-    (129, 'CreateAclsRequest.Creations'),
-    (136, 'CreateAclsRequest'),
-    (137, 'CreateAclsRequest.Creations'),
-    (149, 'CreateAclsRequest.<tagged fields>'),
-    (162, 'CreateAclsRequest'),
-    (166, 'CreateAclsRequest.Creations'),
-    (174, 'CreateAclsRequest.<tagged fields>'),
-    (180, 'AclCreation'),
-    (181, 'AclCreation.ResourceType'),
-    (183, 'AclCreation.ResourceName'),
-    (184, 'AclCreation.Principal'),
-    (185, 'AclCreation.Host'),
-    (186, 'AclCreation.Operation,PermissionType'),
-    (188, 'AclCreation'),
-    (192, 'AclCreation.ResourcePatternType'),
-    (194, 'AclCreation.ResourceType'),
-    (195, 'AclCreation.ResourceName'),
-    (196, 'AclCreation.Principal'),
-    (197, 'AclCreation.Host'),
-    (198, 'AclCreation.Operation,PermissionType'),
-    (201, 'AclCreation'),
-    (202, 'AclCreation.ResourceType'),
-    (204, 'AclCreation.ResourceName'),
-    (205, 'AclCreation.ResourcePatternType'),
-    (207, 'AclCreation.Principal'),
-    (208, 'AclCreation.Host'),
-    (209, 'AclCreation.Operation,PermissionType'),
-    (211, 'AclCreation'),
-    (215, 'AclCreation.ResourceType'),
-    (216, 'AclCreation.ResourceName'),
-    (217, 'AclCreation.ResourcePatternType'),
-    (218, 'AclCreation.Principal'),
-    (219, 'AclCreation.Host'),
-    (220, 'AclCreation.Operation,PermissionType'),
-    (223, 'AclCreation'),
-    (224, 'AclCreation.ResourceType'),
-    (226, 'AclCreation.ResourceName'),
-    (227, 'AclCreation.ResourcePatternType'),
-    (229, 'AclCreation.Principal'),
-    (230, 'AclCreation.Host'),
-    (231, 'AclCreation.Operation,PermissionType'),
-    (233, 'AclCreation.<tagged fields>'),
-    (246, 'AclCreation'),
+    (163, 'CreateAclsRequest'),
+    (164, 'CreateAclsRequest.Creations'),
+    (173, 'CreateAclsRequest'),
+    (177, 'CreateAclsRequest.Creations'),
+    (184, 'CreateAclsRequest'),
+    (185, 'CreateAclsRequest.Creations'),
+    (194, 'CreateAclsRequest'),
+    (198, 'CreateAclsRequest.Creations'),
+    (205, 'CreateAclsRequest'),
+    (206, 'CreateAclsRequest.Creations'),
+    (218, 'CreateAclsRequest.<tagged fields>'),
+    (231, 'CreateAclsRequest'),
+    (235, 'CreateAclsRequest.Creations'),
+    (243, 'CreateAclsRequest.<tagged fields>'),
+    (249, 'AclCreation'),
     (250, 'AclCreation.ResourceType'),
-    (251, 'AclCreation.ResourceName'),
-    (252, 'AclCreation.ResourcePatternType'),
+    (252, 'AclCreation.ResourceName'),
     (253, 'AclCreation.Principal'),
     (254, 'AclCreation.Host'),
     (255, 'AclCreation.Operation,PermissionType'),
-    (256, 'AclCreation.<tagged fields>'),
+    (257, 'AclCreation'),
+    (261, 'AclCreation.ResourcePatternType'),
+    (263, 'AclCreation.ResourceType'),
+    (264, 'AclCreation.ResourceName'),
+    (265, 'AclCreation.Principal'),
+    (266, 'AclCreation.Host'),
+    (267, 'AclCreation.Operation,PermissionType'),
+    (270, 'AclCreation'),
+    (271, 'AclCreation.ResourceType'),
+    (273, 'AclCreation.ResourceName'),
+    (274, 'AclCreation.ResourcePatternType'),
+    (276, 'AclCreation.Principal'),
+    (277, 'AclCreation.Host'),
+    (278, 'AclCreation.Operation,PermissionType'),
+    (280, 'AclCreation'),
+    (284, 'AclCreation.ResourceType'),
+    (285, 'AclCreation.ResourceName'),
+    (286, 'AclCreation.ResourcePatternType'),
+    (287, 'AclCreation.Principal'),
+    (288, 'AclCreation.Host'),
+    (289, 'AclCreation.Operation,PermissionType'),
+    (292, 'AclCreation'),
+    (293, 'AclCreation.ResourceType'),
+    (295, 'AclCreation.ResourceName'),
+    (296, 'AclCreation.ResourcePatternType'),
+    (298, 'AclCreation.Principal'),
+    (299, 'AclCreation.Host'),
+    (300, 'AclCreation.Operation,PermissionType'),
+    (302, 'AclCreation.<tagged fields>'),
+    (315, 'AclCreation'),
+    (319, 'AclCreation.ResourceType'),
+    (320, 'AclCreation.ResourceName'),
+    (321, 'AclCreation.ResourcePatternType'),
+    (322, 'AclCreation.Principal'),
+    (323, 'AclCreation.Host'),
+    (324, 'AclCreation.Operation,PermissionType'),
+    (325, 'AclCreation.<tagged fields>'),
 )

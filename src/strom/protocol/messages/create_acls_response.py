@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
 class AclCreationResult:
-    #: The result error, or zero if there was no error.
-    error_code: int = 0
-    #: The result message, or null if there was no error.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The result error, or zero if there was no error.
+        error_code: int = 0
+        #: The result message, or null if there was no error.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_AclCreationResult:
@@ -55,11 +89,38 @@ class CreateAclsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for each ACL creation.
-    results: tuple[AclCreationResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for each ACL creation.
+        results: tuple[AclCreationResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[AclCreationResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[AclCreationResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_CreateAclsResponse(_Message):
@@ -201,32 +262,32 @@ CreateAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (78, 'CreateAclsResponse'),
-    (79, 'CreateAclsResponse.ThrottleTimeMs'),
-    (81, 'CreateAclsResponse.Results'),
-    (90, 'CreateAclsResponse'),
-    (94, 'CreateAclsResponse.ThrottleTimeMs'),
-    (95, 'CreateAclsResponse.Results'),
-    (102, 'CreateAclsResponse'),
-    (103, 'CreateAclsResponse.ThrottleTimeMs'),
-    (105, 'CreateAclsResponse.Results'),
-    (117, 'CreateAclsResponse.<tagged fields>'),
-    (130, 'CreateAclsResponse'),
-    (134, 'CreateAclsResponse.ThrottleTimeMs'),
-    (135, 'CreateAclsResponse.Results'),
-    (143, 'CreateAclsResponse.<tagged fields>'),
-    (149, 'AclCreationResult'),
-    (150, 'AclCreationResult.ErrorCode'),
-    (152, 'AclCreationResult.ErrorMessage'),
-    (153, 'AclCreationResult'),
-    (157, 'AclCreationResult.ErrorCode'),
-    (158, 'AclCreationResult.ErrorMessage'),
-    (161, 'AclCreationResult'),
-    (162, 'AclCreationResult.ErrorCode'),
-    (164, 'AclCreationResult.ErrorMessage'),
-    (165, 'AclCreationResult.<tagged fields>'),
-    (178, 'AclCreationResult'),
-    (182, 'AclCreationResult.ErrorCode'),
-    (183, 'AclCreationResult.ErrorMessage'),
-    (184, 'AclCreationResult.<tagged fields>'),
+    (139, 'CreateAclsResponse'),
+    (140, 'CreateAclsResponse.ThrottleTimeMs'),
+    (142, 'CreateAclsResponse.Results'),
+    (151, 'CreateAclsResponse'),
+    (155, 'CreateAclsResponse.ThrottleTimeMs'),
+    (156, 'CreateAclsResponse.Results'),
+    (163, 'CreateAclsResponse'),
+    (164, 'CreateAclsResponse.ThrottleTimeMs'),
+    (166, 'CreateAclsResponse.Results'),
+    (178, 'CreateAclsResponse.<tagged fields>'),
+    (191, 'CreateAclsResponse'),
+    (195, 'CreateAclsResponse.ThrottleTimeMs'),
+    (196, 'CreateAclsResponse.Results'),
+    (204, 'CreateAclsResponse.<tagged fields>'),
+    (210, 'AclCreationResult'),
+    (211, 'AclCreationResult.ErrorCode'),
+    (213, 'AclCreationResult.ErrorMessage'),
+    (214, 'AclCreationResult'),
+    (218, 'AclCreationResult.ErrorCode'),
+    (219, 'AclCreationResult.ErrorMessage'),
+    (222, 'AclCreationResult'),
+    (223, 'AclCreationResult.ErrorCode'),
+    (225, 'AclCreationResult.ErrorMessage'),
+    (226, 'AclCreationResult.<tagged fields>'),
+    (239, 'AclCreationResult'),
+    (243, 'AclCreationResult.ErrorCode'),
+    (244, 'AclCreationResult.ErrorMessage'),
+    (245, 'AclCreationResult.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
 class CreatableRenewers:
-    #: The type of the Kafka principal.
-    principal_type: str = ''
-    #: The name of the Kafka principal.
-    principal_name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The type of the Kafka principal.
+        principal_type: str = ''
+        #: The name of the Kafka principal.
+        principal_name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'principal_type', principal_type)
+            _object_setattr(self, 'principal_name', principal_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields, ) == (other.principal_type, other.principal_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableRenewers:
@@ -54,15 +88,46 @@ class CreateDelegationTokenRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The principal type of the owner of the token. If it's null it defaults to the token request principal.
-    owner_principal_type: str | None = ''
-    #: The principal name of the owner of the token. If it's null it defaults to the token request principal.
-    owner_principal_name: str | None = ''
-    #: A list of those who are allowed to renew this token before it expires.
-    renewers: tuple[CreatableRenewers, ...] = ()
-    #: The maximum lifetime of the token in milliseconds, or -1 to use the server side default.
-    max_lifetime_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The principal type of the owner of the token. If it's null it defaults to the token request principal.
+        owner_principal_type: str | None = ''
+        #: The principal name of the owner of the token. If it's null it defaults to the token request principal.
+        owner_principal_name: str | None = ''
+        #: A list of those who are allowed to renew this token before it expires.
+        renewers: tuple[CreatableRenewers, ...] = ()
+        #: The maximum lifetime of the token in milliseconds, or -1 to use the server side default.
+        max_lifetime_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields', )
+        owner_principal_type: str | None
+        owner_principal_name: str | None
+        renewers: tuple[CreatableRenewers, ...]
+        max_lifetime_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, owner_principal_type: str | None = '', owner_principal_name: str | None = '', renewers: tuple[CreatableRenewers, ...] = (), max_lifetime_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'owner_principal_type', owner_principal_type)
+            _object_setattr(self, 'owner_principal_name', owner_principal_name)
+            _object_setattr(self, 'renewers', renewers)
+            _object_setattr(self, 'max_lifetime_ms', max_lifetime_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(owner_principal_type={self.owner_principal_type!r}, owner_principal_name={self.owner_principal_name!r}, renewers={self.renewers!r}, max_lifetime_ms={self.max_lifetime_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms, self.unknown_tagged_fields, ) == (other.owner_principal_type, other.owner_principal_name, other.renewers, other.max_lifetime_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms, self.unknown_tagged_fields, ))
 
 
 class _New_CreateDelegationTokenRequest(_Message):
@@ -265,48 +330,48 @@ CreateDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (85, 'CreateDelegationTokenRequest'),
-    (86, 'CreateDelegationTokenRequest.Renewers'),
-    (95, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (97, 'CreateDelegationTokenRequest'),
-    (101, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (103, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (105, 'CreateDelegationTokenRequest.Renewers'),
-    (110, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (113, 'CreateDelegationTokenRequest'),
-    (114, 'CreateDelegationTokenRequest.Renewers'),
-    (126, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (128, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (141, 'CreateDelegationTokenRequest'),
-    (145, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (147, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (149, 'CreateDelegationTokenRequest.Renewers'),
-    (157, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (158, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (164, 'CreateDelegationTokenRequest'),
-    (165, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (166, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (167, 'CreateDelegationTokenRequest.Renewers'),
-    (179, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (181, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (194, 'CreateDelegationTokenRequest'),
-    (198, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
-    (199, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
-    (200, 'CreateDelegationTokenRequest.Renewers'),
-    (208, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
-    (209, 'CreateDelegationTokenRequest.<tagged fields>'),
-    (215, 'CreatableRenewers'),
-    (216, 'CreatableRenewers.PrincipalType'),
-    (217, 'CreatableRenewers.PrincipalName'),
-    (218, 'CreatableRenewers'),
-    (222, 'CreatableRenewers.PrincipalType'),
-    (223, 'CreatableRenewers.PrincipalName'),
-    (226, 'CreatableRenewers'),
-    (227, 'CreatableRenewers.PrincipalType'),
-    (228, 'CreatableRenewers.PrincipalName'),
-    (229, 'CreatableRenewers.<tagged fields>'),
-    (242, 'CreatableRenewers'),
-    (246, 'CreatableRenewers.PrincipalType'),
-    (247, 'CreatableRenewers.PrincipalName'),
-    (248, 'CreatableRenewers.<tagged fields>'),
+    (150, 'CreateDelegationTokenRequest'),
+    (151, 'CreateDelegationTokenRequest.Renewers'),
+    (160, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (162, 'CreateDelegationTokenRequest'),
+    (166, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (168, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (170, 'CreateDelegationTokenRequest.Renewers'),
+    (175, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (178, 'CreateDelegationTokenRequest'),
+    (179, 'CreateDelegationTokenRequest.Renewers'),
+    (191, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (193, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (206, 'CreateDelegationTokenRequest'),
+    (210, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (212, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (214, 'CreateDelegationTokenRequest.Renewers'),
+    (222, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (223, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (229, 'CreateDelegationTokenRequest'),
+    (230, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (231, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (232, 'CreateDelegationTokenRequest.Renewers'),
+    (244, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (246, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (259, 'CreateDelegationTokenRequest'),
+    (263, 'CreateDelegationTokenRequest.OwnerPrincipalType'),
+    (264, 'CreateDelegationTokenRequest.OwnerPrincipalName'),
+    (265, 'CreateDelegationTokenRequest.Renewers'),
+    (273, 'CreateDelegationTokenRequest.MaxLifetimeMs'),
+    (274, 'CreateDelegationTokenRequest.<tagged fields>'),
+    (280, 'CreatableRenewers'),
+    (281, 'CreatableRenewers.PrincipalType'),
+    (282, 'CreatableRenewers.PrincipalName'),
+    (283, 'CreatableRenewers'),
+    (287, 'CreatableRenewers.PrincipalType'),
+    (288, 'CreatableRenewers.PrincipalName'),
+    (291, 'CreatableRenewers'),
+    (292, 'CreatableRenewers.PrincipalType'),
+    (293, 'CreatableRenewers.PrincipalName'),
+    (294, 'CreatableRenewers.<tagged fields>'),
+    (307, 'CreatableRenewers'),
+    (311, 'CreatableRenewers.PrincipalType'),
+    (312, 'CreatableRenewers.PrincipalName'),
+    (313, 'CreatableRenewers.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">qqq")
 _S2 = Struct(">i")
@@ -31,29 +38,74 @@ class CreateDelegationTokenResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The top-level error, or zero if there was no error.
-    error_code: int = 0
-    #: The principal type of the token owner.
-    principal_type: str = ''
-    #: The name of the token owner.
-    principal_name: str = ''
-    #: The principal type of the requester of the token.
-    token_requester_principal_type: str = ''
-    #: The principal type of the requester of the token.
-    token_requester_principal_name: str = ''
-    #: When this token was generated.
-    issue_timestamp_ms: int = 0
-    #: When this token expires.
-    expiry_timestamp_ms: int = 0
-    #: The maximum lifetime of this token.
-    max_timestamp_ms: int = 0
-    #: The token UUID.
-    token_id: str = ''
-    #: HMAC of the delegation token.
-    hmac: bytes = b""
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top-level error, or zero if there was no error.
+        error_code: int = 0
+        #: The principal type of the token owner.
+        principal_type: str = ''
+        #: The name of the token owner.
+        principal_name: str = ''
+        #: The principal type of the requester of the token.
+        token_requester_principal_type: str = ''
+        #: The principal type of the requester of the token.
+        token_requester_principal_name: str = ''
+        #: When this token was generated.
+        issue_timestamp_ms: int = 0
+        #: When this token expires.
+        expiry_timestamp_ms: int = 0
+        #: The maximum lifetime of this token.
+        max_timestamp_ms: int = 0
+        #: The token UUID.
+        token_id: str = ''
+        #: HMAC of the delegation token.
+        hmac: bytes = b""
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields', )
+        error_code: int
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp_ms: int
+        expiry_timestamp_ms: int
+        max_timestamp_ms: int
+        token_id: str
+        hmac: bytes
+        throttle_time_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp_ms: int = 0, expiry_timestamp_ms: int = 0, max_timestamp_ms: int = 0, token_id: str = '', hmac: bytes = b"", throttle_time_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'principal_type', principal_type)
+            _object_setattr(self, 'principal_name', principal_name)
+            _object_setattr(self, 'token_requester_principal_type', token_requester_principal_type)
+            _object_setattr(self, 'token_requester_principal_name', token_requester_principal_name)
+            _object_setattr(self, 'issue_timestamp_ms', issue_timestamp_ms)
+            _object_setattr(self, 'expiry_timestamp_ms', expiry_timestamp_ms)
+            _object_setattr(self, 'max_timestamp_ms', max_timestamp_ms)
+            _object_setattr(self, 'token_id', token_id)
+            _object_setattr(self, 'hmac', hmac)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, token_requester_principal_type={self.token_requester_principal_type!r}, token_requester_principal_name={self.token_requester_principal_name!r}, issue_timestamp_ms={self.issue_timestamp_ms!r}, expiry_timestamp_ms={self.expiry_timestamp_ms!r}, max_timestamp_ms={self.max_timestamp_ms!r}, token_id={self.token_id!r}, hmac={self.hmac!r}, throttle_time_ms={self.throttle_time_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms, self.token_id, self.hmac, self.throttle_time_ms, self.unknown_tagged_fields, ) == (other.error_code, other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp_ms, other.expiry_timestamp_ms, other.max_timestamp_ms, other.token_id, other.hmac, other.throttle_time_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp_ms, self.expiry_timestamp_ms, self.max_timestamp_ms, self.token_id, self.hmac, self.throttle_time_ms, self.unknown_tagged_fields, ))
 
 
 class _New_CreateDelegationTokenResponse(_Message):
@@ -219,64 +271,64 @@ CreateDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (90, 'CreateDelegationTokenResponse'),
-    (91, 'CreateDelegationTokenResponse.ErrorCode'),
-    (93, 'CreateDelegationTokenResponse.PrincipalType'),
-    (94, 'CreateDelegationTokenResponse.PrincipalName'),
-    (95, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (97, 'CreateDelegationTokenResponse.TokenId'),
-    (98, 'CreateDelegationTokenResponse.Hmac'),
-    (99, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (101, 'CreateDelegationTokenResponse'),
-    (105, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (107, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (109, 'CreateDelegationTokenResponse.ErrorCode'),
-    (110, 'CreateDelegationTokenResponse.PrincipalType'),
-    (111, 'CreateDelegationTokenResponse.PrincipalName'),
-    (112, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (113, 'CreateDelegationTokenResponse.TokenId'),
-    (114, 'CreateDelegationTokenResponse.Hmac'),
-    (115, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (118, 'CreateDelegationTokenResponse'),
-    (119, 'CreateDelegationTokenResponse.ErrorCode'),
-    (121, 'CreateDelegationTokenResponse.PrincipalType'),
-    (122, 'CreateDelegationTokenResponse.PrincipalName'),
-    (123, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (125, 'CreateDelegationTokenResponse.TokenId'),
-    (126, 'CreateDelegationTokenResponse.Hmac'),
-    (127, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (129, 'CreateDelegationTokenResponse.<tagged fields>'),
     (142, 'CreateDelegationTokenResponse'),
-    (146, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (148, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (150, 'CreateDelegationTokenResponse.ErrorCode'),
-    (151, 'CreateDelegationTokenResponse.PrincipalType'),
-    (152, 'CreateDelegationTokenResponse.PrincipalName'),
-    (153, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (154, 'CreateDelegationTokenResponse.TokenId'),
-    (155, 'CreateDelegationTokenResponse.Hmac'),
-    (156, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (157, 'CreateDelegationTokenResponse.<tagged fields>'),
-    (163, 'CreateDelegationTokenResponse'),
-    (164, 'CreateDelegationTokenResponse.ErrorCode'),
-    (166, 'CreateDelegationTokenResponse.PrincipalType'),
-    (167, 'CreateDelegationTokenResponse.PrincipalName'),
-    (168, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (169, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (170, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (172, 'CreateDelegationTokenResponse.TokenId'),
-    (173, 'CreateDelegationTokenResponse.Hmac'),
-    (174, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (176, 'CreateDelegationTokenResponse.<tagged fields>'),
-    (189, 'CreateDelegationTokenResponse'),
-    (193, 'CreateDelegationTokenResponse.ErrorCode'),
-    (194, 'CreateDelegationTokenResponse.PrincipalType'),
-    (195, 'CreateDelegationTokenResponse.PrincipalName'),
-    (196, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
-    (197, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
-    (198, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
-    (199, 'CreateDelegationTokenResponse.TokenId'),
-    (200, 'CreateDelegationTokenResponse.Hmac'),
-    (201, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
-    (202, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (143, 'CreateDelegationTokenResponse.ErrorCode'),
+    (145, 'CreateDelegationTokenResponse.PrincipalType'),
+    (146, 'CreateDelegationTokenResponse.PrincipalName'),
+    (147, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (149, 'CreateDelegationTokenResponse.TokenId'),
+    (150, 'CreateDelegationTokenResponse.Hmac'),
+    (151, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (153, 'CreateDelegationTokenResponse'),
+    (157, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (159, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (161, 'CreateDelegationTokenResponse.ErrorCode'),
+    (162, 'CreateDelegationTokenResponse.PrincipalType'),
+    (163, 'CreateDelegationTokenResponse.PrincipalName'),
+    (164, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (165, 'CreateDelegationTokenResponse.TokenId'),
+    (166, 'CreateDelegationTokenResponse.Hmac'),
+    (167, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (170, 'CreateDelegationTokenResponse'),
+    (171, 'CreateDelegationTokenResponse.ErrorCode'),
+    (173, 'CreateDelegationTokenResponse.PrincipalType'),
+    (174, 'CreateDelegationTokenResponse.PrincipalName'),
+    (175, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (177, 'CreateDelegationTokenResponse.TokenId'),
+    (178, 'CreateDelegationTokenResponse.Hmac'),
+    (179, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (181, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (194, 'CreateDelegationTokenResponse'),
+    (198, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (200, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (202, 'CreateDelegationTokenResponse.ErrorCode'),
+    (203, 'CreateDelegationTokenResponse.PrincipalType'),
+    (204, 'CreateDelegationTokenResponse.PrincipalName'),
+    (205, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (206, 'CreateDelegationTokenResponse.TokenId'),
+    (207, 'CreateDelegationTokenResponse.Hmac'),
+    (208, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (209, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (215, 'CreateDelegationTokenResponse'),
+    (216, 'CreateDelegationTokenResponse.ErrorCode'),
+    (218, 'CreateDelegationTokenResponse.PrincipalType'),
+    (219, 'CreateDelegationTokenResponse.PrincipalName'),
+    (220, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (221, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (222, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (224, 'CreateDelegationTokenResponse.TokenId'),
+    (225, 'CreateDelegationTokenResponse.Hmac'),
+    (226, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (228, 'CreateDelegationTokenResponse.<tagged fields>'),
+    (241, 'CreateDelegationTokenResponse'),
+    (245, 'CreateDelegationTokenResponse.ErrorCode'),
+    (246, 'CreateDelegationTokenResponse.PrincipalType'),
+    (247, 'CreateDelegationTokenResponse.PrincipalName'),
+    (248, 'CreateDelegationTokenResponse.TokenRequesterPrincipalType'),
+    (249, 'CreateDelegationTokenResponse.TokenRequesterPrincipalName'),
+    (250, 'CreateDelegationTokenResponse.IssueTimestampMs,ExpiryTimestampMs,MaxTimestampMs'),
+    (251, 'CreateDelegationTokenResponse.TokenId'),
+    (252, 'CreateDelegationTokenResponse.Hmac'),
+    (253, 'CreateDelegationTokenResponse.ThrottleTimeMs'),
+    (254, 'CreateDelegationTokenResponse.<tagged fields>'),
 )

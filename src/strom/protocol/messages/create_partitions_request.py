@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,15 +17,47 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i?")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class CreatePartitionsAssignment:
-    #: The assigned broker IDs.
-    broker_ids: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The assigned broker IDs.
+        broker_ids: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_ids', 'unknown_tagged_fields', )
+        broker_ids: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_ids: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_ids', broker_ids)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_ids={self.broker_ids!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_ids, self.unknown_tagged_fields, ) == (other.broker_ids, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_ids, self.unknown_tagged_fields, ))
 
 
 class _New_CreatePartitionsAssignment:
@@ -45,13 +77,42 @@ _DEFAULT_CreatePartitionsAssignment = CreatePartitionsAssignment()
 @dataclass(frozen=True, slots=True)
 class CreatePartitionsTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The new partition count.
-    count: int = 0
-    #: The new partition assignments.
-    assignments: tuple[CreatePartitionsAssignment, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The new partition count.
+        count: int = 0
+        #: The new partition assignments.
+        assignments: tuple[CreatePartitionsAssignment, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'count', 'assignments', 'unknown_tagged_fields', )
+        name: str
+        count: int
+        assignments: tuple[CreatePartitionsAssignment, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', count: int = 0, assignments: tuple[CreatePartitionsAssignment, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'count', count)
+            _object_setattr(self, 'assignments', assignments)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, count={self.count!r}, assignments={self.assignments!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.count, self.assignments, self.unknown_tagged_fields, ) == (other.name, other.count, other.assignments, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.count, self.assignments, self.unknown_tagged_fields, ))
 
 
 class _New_CreatePartitionsTopic:
@@ -81,13 +142,42 @@ class CreatePartitionsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: Each topic that we want to create new partitions inside.
-    topics: tuple[CreatePartitionsTopic, ...] = ()
-    #: The time in ms to wait for the partitions to be created.
-    timeout_ms: int = 0
-    #: If true, then validate the request, but don't actually increase the number of partitions.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Each topic that we want to create new partitions inside.
+        topics: tuple[CreatePartitionsTopic, ...] = ()
+        #: The time in ms to wait for the partitions to be created.
+        timeout_ms: int = 0
+        #: If true, then validate the request, but don't actually increase the number of partitions.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields', )
+        topics: tuple[CreatePartitionsTopic, ...]
+        timeout_ms: int
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[CreatePartitionsTopic, ...] = (), timeout_ms: int = 0, validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields, ) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_CreatePartitionsRequest(_Message):
@@ -334,46 +424,46 @@ CreatePartitionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (108, 'CreatePartitionsRequest'),
-    (109, 'CreatePartitionsRequest.Topics'),
-    (118, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (120, 'CreatePartitionsRequest'),
-    (124, 'CreatePartitionsRequest.Topics'),
-    (129, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (132, 'CreatePartitionsRequest'),
-    (133, 'CreatePartitionsRequest.Topics'),
-    (145, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (147, 'CreatePartitionsRequest.<tagged fields>'),
-    (160, 'CreatePartitionsRequest'),
-    (164, 'CreatePartitionsRequest.Topics'),
-    (172, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
-    (173, 'CreatePartitionsRequest.<tagged fields>'),
-    (179, 'CreatePartitionsTopic'),
-    (180, 'CreatePartitionsTopic.Name'),
-    (181, 'CreatePartitionsTopic.Count'),
-    (183, 'CreatePartitionsTopic.Assignments'),
-    (195, 'CreatePartitionsTopic'),
-    (199, 'CreatePartitionsTopic.Name'),
-    (200, 'CreatePartitionsTopic.Count'),
-    (201, 'CreatePartitionsTopic.Assignments'),
-    (211, 'CreatePartitionsTopic'),
-    (212, 'CreatePartitionsTopic.Name'),
-    (213, 'CreatePartitionsTopic.Count'),
-    (215, 'CreatePartitionsTopic.Assignments'),
-    (230, 'CreatePartitionsTopic.<tagged fields>'),
-    (243, 'CreatePartitionsTopic'),
-    (247, 'CreatePartitionsTopic.Name'),
-    (248, 'CreatePartitionsTopic.Count'),
-    (249, 'CreatePartitionsTopic.Assignments'),
-    (260, 'CreatePartitionsTopic.<tagged fields>'),
-    (266, 'CreatePartitionsAssignment'),
-    (267, 'CreatePartitionsAssignment.BrokerIds'),
-    (273, 'CreatePartitionsAssignment'),
-    (277, 'CreatePartitionsAssignment.BrokerIds'),
-    (283, 'CreatePartitionsAssignment'),
-    (284, 'CreatePartitionsAssignment.BrokerIds'),
-    (293, 'CreatePartitionsAssignment.<tagged fields>'),
-    (306, 'CreatePartitionsAssignment'),
-    (310, 'CreatePartitionsAssignment.BrokerIds'),
-    (317, 'CreatePartitionsAssignment.<tagged fields>'),
+    (198, 'CreatePartitionsRequest'),
+    (199, 'CreatePartitionsRequest.Topics'),
+    (208, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (210, 'CreatePartitionsRequest'),
+    (214, 'CreatePartitionsRequest.Topics'),
+    (219, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (222, 'CreatePartitionsRequest'),
+    (223, 'CreatePartitionsRequest.Topics'),
+    (235, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (237, 'CreatePartitionsRequest.<tagged fields>'),
+    (250, 'CreatePartitionsRequest'),
+    (254, 'CreatePartitionsRequest.Topics'),
+    (262, 'CreatePartitionsRequest.TimeoutMs,ValidateOnly'),
+    (263, 'CreatePartitionsRequest.<tagged fields>'),
+    (269, 'CreatePartitionsTopic'),
+    (270, 'CreatePartitionsTopic.Name'),
+    (271, 'CreatePartitionsTopic.Count'),
+    (273, 'CreatePartitionsTopic.Assignments'),
+    (285, 'CreatePartitionsTopic'),
+    (289, 'CreatePartitionsTopic.Name'),
+    (290, 'CreatePartitionsTopic.Count'),
+    (291, 'CreatePartitionsTopic.Assignments'),
+    (301, 'CreatePartitionsTopic'),
+    (302, 'CreatePartitionsTopic.Name'),
+    (303, 'CreatePartitionsTopic.Count'),
+    (305, 'CreatePartitionsTopic.Assignments'),
+    (320, 'CreatePartitionsTopic.<tagged fields>'),
+    (333, 'CreatePartitionsTopic'),
+    (337, 'CreatePartitionsTopic.Name'),
+    (338, 'CreatePartitionsTopic.Count'),
+    (339, 'CreatePartitionsTopic.Assignments'),
+    (350, 'CreatePartitionsTopic.<tagged fields>'),
+    (356, 'CreatePartitionsAssignment'),
+    (357, 'CreatePartitionsAssignment.BrokerIds'),
+    (363, 'CreatePartitionsAssignment'),
+    (367, 'CreatePartitionsAssignment.BrokerIds'),
+    (373, 'CreatePartitionsAssignment'),
+    (374, 'CreatePartitionsAssignment.BrokerIds'),
+    (383, 'CreatePartitionsAssignment.<tagged fields>'),
+    (396, 'CreatePartitionsAssignment'),
+    (400, 'CreatePartitionsAssignment.BrokerIds'),
+    (407, 'CreatePartitionsAssignment.<tagged fields>'),
 )

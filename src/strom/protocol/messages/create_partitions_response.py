@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
 class CreatePartitionsTopicResult:
-    #: The topic name.
-    name: str = ''
-    #: The result error, or zero if there was no error.
-    error_code: int = 0
-    #: The result message, or null if there was no error.
-    error_message: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The result error, or zero if there was no error.
+        error_code: int = 0
+        #: The result message, or null if there was no error.
+        error_message: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        name: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.name, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_CreatePartitionsTopicResult:
@@ -59,11 +95,38 @@ class CreatePartitionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The partition creation results for each topic.
-    results: tuple[CreatePartitionsTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The partition creation results for each topic.
+        results: tuple[CreatePartitionsTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[CreatePartitionsTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[CreatePartitionsTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_CreatePartitionsResponse(_Message):
@@ -209,36 +272,36 @@ CreatePartitionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'CreatePartitionsResponse'),
-    (83, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (85, 'CreatePartitionsResponse.Results'),
-    (94, 'CreatePartitionsResponse'),
-    (98, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (99, 'CreatePartitionsResponse.Results'),
-    (106, 'CreatePartitionsResponse'),
-    (107, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (109, 'CreatePartitionsResponse.Results'),
-    (121, 'CreatePartitionsResponse.<tagged fields>'),
-    (134, 'CreatePartitionsResponse'),
-    (138, 'CreatePartitionsResponse.ThrottleTimeMs'),
-    (139, 'CreatePartitionsResponse.Results'),
-    (147, 'CreatePartitionsResponse.<tagged fields>'),
-    (153, 'CreatePartitionsTopicResult'),
-    (154, 'CreatePartitionsTopicResult.Name'),
-    (155, 'CreatePartitionsTopicResult.ErrorCode'),
-    (157, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (158, 'CreatePartitionsTopicResult'),
-    (162, 'CreatePartitionsTopicResult.Name'),
-    (163, 'CreatePartitionsTopicResult.ErrorCode'),
-    (164, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (167, 'CreatePartitionsTopicResult'),
-    (168, 'CreatePartitionsTopicResult.Name'),
-    (169, 'CreatePartitionsTopicResult.ErrorCode'),
-    (171, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (172, 'CreatePartitionsTopicResult.<tagged fields>'),
-    (185, 'CreatePartitionsTopicResult'),
-    (189, 'CreatePartitionsTopicResult.Name'),
-    (190, 'CreatePartitionsTopicResult.ErrorCode'),
-    (191, 'CreatePartitionsTopicResult.ErrorMessage'),
-    (192, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (145, 'CreatePartitionsResponse'),
+    (146, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (148, 'CreatePartitionsResponse.Results'),
+    (157, 'CreatePartitionsResponse'),
+    (161, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (162, 'CreatePartitionsResponse.Results'),
+    (169, 'CreatePartitionsResponse'),
+    (170, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (172, 'CreatePartitionsResponse.Results'),
+    (184, 'CreatePartitionsResponse.<tagged fields>'),
+    (197, 'CreatePartitionsResponse'),
+    (201, 'CreatePartitionsResponse.ThrottleTimeMs'),
+    (202, 'CreatePartitionsResponse.Results'),
+    (210, 'CreatePartitionsResponse.<tagged fields>'),
+    (216, 'CreatePartitionsTopicResult'),
+    (217, 'CreatePartitionsTopicResult.Name'),
+    (218, 'CreatePartitionsTopicResult.ErrorCode'),
+    (220, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (221, 'CreatePartitionsTopicResult'),
+    (225, 'CreatePartitionsTopicResult.Name'),
+    (226, 'CreatePartitionsTopicResult.ErrorCode'),
+    (227, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (230, 'CreatePartitionsTopicResult'),
+    (231, 'CreatePartitionsTopicResult.Name'),
+    (232, 'CreatePartitionsTopicResult.ErrorCode'),
+    (234, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (235, 'CreatePartitionsTopicResult.<tagged fields>'),
+    (248, 'CreatePartitionsTopicResult'),
+    (252, 'CreatePartitionsTopicResult.Name'),
+    (253, 'CreatePartitionsTopicResult.ErrorCode'),
+    (254, 'CreatePartitionsTopicResult.ErrorMessage'),
+    (255, 'CreatePartitionsTopicResult.<tagged fields>'),
 )

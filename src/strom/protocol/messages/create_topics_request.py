@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">i?")
 _S2 = Struct(">ih")
@@ -25,11 +32,38 @@ _S2 = Struct(">ih")
 @dataclass(frozen=True, slots=True)
 class CreatableReplicaAssignment:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('partition_index',)
-    #: The partition index.
-    partition_index: int = 0
-    #: The brokers to place the partition on.
-    broker_ids: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The brokers to place the partition on.
+        broker_ids: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields', )
+        partition_index: int
+        broker_ids: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, broker_ids: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'broker_ids', broker_ids)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, broker_ids={self.broker_ids!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.broker_ids, self.unknown_tagged_fields, ) == (other.partition_index, other.broker_ids, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.broker_ids, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableReplicaAssignment:
@@ -51,11 +85,38 @@ _DEFAULT_CreatableReplicaAssignment = CreatableReplicaAssignment()
 @dataclass(frozen=True, slots=True)
 class CreatableTopicConfig:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The configuration name.
-    name: str = ''
-    #: The configuration value.
-    value: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The configuration name.
+        name: str = ''
+        #: The configuration value.
+        value: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'value', 'unknown_tagged_fields', )
+        name: str
+        value: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', value: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.unknown_tagged_fields, ) == (other.name, other.value, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableTopicConfig:
@@ -77,17 +138,50 @@ _DEFAULT_CreatableTopicConfig = CreatableTopicConfig()
 @dataclass(frozen=True, slots=True)
 class CreatableTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The number of partitions to create in the topic, or -1 if we are either specifying a manual partition assignment or using the default partitions.
-    num_partitions: int = 0
-    #: The number of replicas to create for each partition in the topic, or -1 if we are either specifying a manual partition assignment or using the default replication factor.
-    replication_factor: int = 0
-    #: The manual partition assignment, or the empty array if we are using automatic assignment.
-    assignments: tuple[CreatableReplicaAssignment, ...] = ()
-    #: The custom topic configurations to set.
-    configs: tuple[CreatableTopicConfig, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The number of partitions to create in the topic, or -1 if we are either specifying a manual partition assignment or using the default partitions.
+        num_partitions: int = 0
+        #: The number of replicas to create for each partition in the topic, or -1 if we are either specifying a manual partition assignment or using the default replication factor.
+        replication_factor: int = 0
+        #: The manual partition assignment, or the empty array if we are using automatic assignment.
+        assignments: tuple[CreatableReplicaAssignment, ...] = ()
+        #: The custom topic configurations to set.
+        configs: tuple[CreatableTopicConfig, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields', )
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: tuple[CreatableReplicaAssignment, ...]
+        configs: tuple[CreatableTopicConfig, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: tuple[CreatableReplicaAssignment, ...] = (), configs: tuple[CreatableTopicConfig, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'num_partitions', num_partitions)
+            _object_setattr(self, 'replication_factor', replication_factor)
+            _object_setattr(self, 'assignments', assignments)
+            _object_setattr(self, 'configs', configs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, assignments={self.assignments!r}, configs={self.configs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields, ) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableTopic:
@@ -121,13 +215,42 @@ class CreateTopicsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(5, 8)
-    #: The topics to create.
-    topics: tuple[CreatableTopic, ...] = ()
-    #: How long to wait in milliseconds before timing out the request.
-    timeout_ms: int = 60000
-    #: If true, check that the topics can be created as specified, but don't create anything.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topics to create.
+        topics: tuple[CreatableTopic, ...] = ()
+        #: How long to wait in milliseconds before timing out the request.
+        timeout_ms: int = 60000
+        #: If true, check that the topics can be created as specified, but don't create anything.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields', )
+        topics: tuple[CreatableTopic, ...]
+        timeout_ms: int
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[CreatableTopic, ...] = (), timeout_ms: int = 60000, validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields, ) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_CreateTopicsRequest(_Message):
@@ -475,75 +598,75 @@ CreateTopicsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (148, 'CreateTopicsRequest'),
-    (149, 'CreateTopicsRequest.Topics'),
-    (158, 'CreateTopicsRequest.timeoutMs'),
-    (160, 'CreateTopicsRequest'),
-    (164, 'CreateTopicsRequest.validateOnly'),
-    (166, 'CreateTopicsRequest.Topics'),
-    (171, 'CreateTopicsRequest.timeoutMs'),
-    (174, 'CreateTopicsRequest'),
-    (175, 'CreateTopicsRequest.Topics'),
-    (184, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (186, 'CreateTopicsRequest'),
-    (190, 'CreateTopicsRequest.Topics'),
-    (195, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (198, 'CreateTopicsRequest'),
-    (199, 'CreateTopicsRequest.Topics'),
-    (211, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (213, 'CreateTopicsRequest.<tagged fields>'),
-    (226, 'CreateTopicsRequest'),
-    (230, 'CreateTopicsRequest.Topics'),
-    (238, 'CreateTopicsRequest.timeoutMs,validateOnly'),
-    (239, 'CreateTopicsRequest.<tagged fields>'),
-    (245, 'CreatableTopic'),
-    (246, 'CreatableTopic.Name'),
-    (247, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (249, 'CreatableTopic.Assignments'),
-    (258, 'CreatableTopic.Configs'),
-    (267, 'CreatableTopic'),
-    (271, 'CreatableTopic.Name'),
-    (272, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (273, 'CreatableTopic.Assignments'),
-    (278, 'CreatableTopic.Configs'),
-    (285, 'CreatableTopic'),
-    (286, 'CreatableTopic.Name'),
-    (287, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (289, 'CreatableTopic.Assignments'),
-    (301, 'CreatableTopic.Configs'),
-    (313, 'CreatableTopic.<tagged fields>'),
-    (326, 'CreatableTopic'),
-    (330, 'CreatableTopic.Name'),
-    (331, 'CreatableTopic.NumPartitions,ReplicationFactor'),
-    (332, 'CreatableTopic.Assignments'),
-    (340, 'CreatableTopic.Configs'),
-    (348, 'CreatableTopic.<tagged fields>'),
-    (354, 'CreatableReplicaAssignment'),
-    (355, 'CreatableReplicaAssignment.PartitionIndex'),
-    (357, 'CreatableReplicaAssignment.BrokerIds'),
-    (363, 'CreatableReplicaAssignment'),
-    (367, 'CreatableReplicaAssignment.PartitionIndex'),
-    (368, 'CreatableReplicaAssignment.BrokerIds'),
-    (374, 'CreatableTopicConfig'),
-    (375, 'CreatableTopicConfig.Name'),
-    (376, 'CreatableTopicConfig.Value'),
-    (377, 'CreatableTopicConfig'),
-    (381, 'CreatableTopicConfig.Name'),
-    (382, 'CreatableTopicConfig.Value'),
-    (385, 'CreatableReplicaAssignment'),
-    (386, 'CreatableReplicaAssignment.PartitionIndex'),
-    (388, 'CreatableReplicaAssignment.BrokerIds'),
-    (397, 'CreatableReplicaAssignment.<tagged fields>'),
-    (410, 'CreatableReplicaAssignment'),
-    (414, 'CreatableReplicaAssignment.PartitionIndex'),
-    (415, 'CreatableReplicaAssignment.BrokerIds'),
-    (422, 'CreatableReplicaAssignment.<tagged fields>'),
-    (428, 'CreatableTopicConfig'),
-    (429, 'CreatableTopicConfig.Name'),
-    (430, 'CreatableTopicConfig.Value'),
-    (431, 'CreatableTopicConfig.<tagged fields>'),
-    (444, 'CreatableTopicConfig'),
-    (448, 'CreatableTopicConfig.Name'),
-    (449, 'CreatableTopicConfig.Value'),
-    (450, 'CreatableTopicConfig.<tagged fields>'),
+    (271, 'CreateTopicsRequest'),
+    (272, 'CreateTopicsRequest.Topics'),
+    (281, 'CreateTopicsRequest.timeoutMs'),
+    (283, 'CreateTopicsRequest'),
+    (287, 'CreateTopicsRequest.validateOnly'),
+    (289, 'CreateTopicsRequest.Topics'),
+    (294, 'CreateTopicsRequest.timeoutMs'),
+    (297, 'CreateTopicsRequest'),
+    (298, 'CreateTopicsRequest.Topics'),
+    (307, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (309, 'CreateTopicsRequest'),
+    (313, 'CreateTopicsRequest.Topics'),
+    (318, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (321, 'CreateTopicsRequest'),
+    (322, 'CreateTopicsRequest.Topics'),
+    (334, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (336, 'CreateTopicsRequest.<tagged fields>'),
+    (349, 'CreateTopicsRequest'),
+    (353, 'CreateTopicsRequest.Topics'),
+    (361, 'CreateTopicsRequest.timeoutMs,validateOnly'),
+    (362, 'CreateTopicsRequest.<tagged fields>'),
+    (368, 'CreatableTopic'),
+    (369, 'CreatableTopic.Name'),
+    (370, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (372, 'CreatableTopic.Assignments'),
+    (381, 'CreatableTopic.Configs'),
+    (390, 'CreatableTopic'),
+    (394, 'CreatableTopic.Name'),
+    (395, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (396, 'CreatableTopic.Assignments'),
+    (401, 'CreatableTopic.Configs'),
+    (408, 'CreatableTopic'),
+    (409, 'CreatableTopic.Name'),
+    (410, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (412, 'CreatableTopic.Assignments'),
+    (424, 'CreatableTopic.Configs'),
+    (436, 'CreatableTopic.<tagged fields>'),
+    (449, 'CreatableTopic'),
+    (453, 'CreatableTopic.Name'),
+    (454, 'CreatableTopic.NumPartitions,ReplicationFactor'),
+    (455, 'CreatableTopic.Assignments'),
+    (463, 'CreatableTopic.Configs'),
+    (471, 'CreatableTopic.<tagged fields>'),
+    (477, 'CreatableReplicaAssignment'),
+    (478, 'CreatableReplicaAssignment.PartitionIndex'),
+    (480, 'CreatableReplicaAssignment.BrokerIds'),
+    (486, 'CreatableReplicaAssignment'),
+    (490, 'CreatableReplicaAssignment.PartitionIndex'),
+    (491, 'CreatableReplicaAssignment.BrokerIds'),
+    (497, 'CreatableTopicConfig'),
+    (498, 'CreatableTopicConfig.Name'),
+    (499, 'CreatableTopicConfig.Value'),
+    (500, 'CreatableTopicConfig'),
+    (504, 'CreatableTopicConfig.Name'),
+    (505, 'CreatableTopicConfig.Value'),
+    (508, 'CreatableReplicaAssignment'),
+    (509, 'CreatableReplicaAssignment.PartitionIndex'),
+    (511, 'CreatableReplicaAssignment.BrokerIds'),
+    (520, 'CreatableReplicaAssignment.<tagged fields>'),
+    (533, 'CreatableReplicaAssignment'),
+    (537, 'CreatableReplicaAssignment.PartitionIndex'),
+    (538, 'CreatableReplicaAssignment.BrokerIds'),
+    (545, 'CreatableReplicaAssignment.<tagged fields>'),
+    (551, 'CreatableTopicConfig'),
+    (552, 'CreatableTopicConfig.Name'),
+    (553, 'CreatableTopicConfig.Value'),
+    (554, 'CreatableTopicConfig.<tagged fields>'),
+    (567, 'CreatableTopicConfig'),
+    (571, 'CreatableTopicConfig.Name'),
+    (572, 'CreatableTopicConfig.Value'),
+    (573, 'CreatableTopicConfig.<tagged fields>'),
 )

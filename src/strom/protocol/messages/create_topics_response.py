@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ih")
@@ -25,17 +32,50 @@ _S3 = Struct(">?b?")
 
 @dataclass(frozen=True, slots=True)
 class CreatableTopicConfigs:
-    #: The configuration name.
-    name: str = ''
-    #: The configuration value.
-    value: str | None = ''
-    #: True if the configuration is read-only.
-    read_only: bool = False
-    #: The configuration source.
-    config_source: int = -1
-    #: True if this configuration is sensitive.
-    is_sensitive: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The configuration name.
+        name: str = ''
+        #: The configuration value.
+        value: str | None = ''
+        #: True if the configuration is read-only.
+        read_only: bool = False
+        #: The configuration source.
+        config_source: int = -1
+        #: True if this configuration is sensitive.
+        is_sensitive: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields', )
+        name: str
+        value: str | None
+        read_only: bool
+        config_source: int
+        is_sensitive: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'read_only', read_only)
+            _object_setattr(self, 'config_source', config_source)
+            _object_setattr(self, 'is_sensitive', is_sensitive)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.unknown_tagged_fields, ) == (other.name, other.value, other.read_only, other.config_source, other.is_sensitive, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableTopicConfigs:
@@ -63,23 +103,62 @@ _DEFAULT_CreatableTopicConfigs = CreatableTopicConfigs()
 @dataclass(frozen=True, slots=True)
 class CreatableTopicResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    #: Optional topic config error returned if configs are not returned in the response.
-    topic_config_error_code: int = 0
-    #: Number of partitions of the topic.
-    num_partitions: int = -1
-    #: Replication factor of the topic.
-    replication_factor: int = -1
-    #: Configuration of the topic.
-    configs: tuple[CreatableTopicConfigs, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        #: Optional topic config error returned if configs are not returned in the response.
+        topic_config_error_code: int = 0
+        #: Number of partitions of the topic.
+        num_partitions: int = -1
+        #: Replication factor of the topic.
+        replication_factor: int = -1
+        #: Configuration of the topic.
+        configs: tuple[CreatableTopicConfigs, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields', )
+        name: str
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        topic_config_error_code: int
+        num_partitions: int
+        replication_factor: int
+        configs: tuple[CreatableTopicConfigs, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', topic_id: UUID = _p.ZERO_UUID, error_code: int = 0, error_message: str | None = '', topic_config_error_code: int = 0, num_partitions: int = -1, replication_factor: int = -1, configs: tuple[CreatableTopicConfigs, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'topic_config_error_code', topic_config_error_code)
+            _object_setattr(self, 'num_partitions', num_partitions)
+            _object_setattr(self, 'replication_factor', replication_factor)
+            _object_setattr(self, 'configs', configs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, topic_config_error_code={self.topic_config_error_code!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, configs={self.configs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs, self.unknown_tagged_fields, ) == (other.name, other.topic_id, other.error_code, other.error_message, other.topic_config_error_code, other.num_partitions, other.replication_factor, other.configs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs, self.unknown_tagged_fields, ))
 
 
 class _New_CreatableTopicResult:
@@ -119,11 +198,38 @@ class CreateTopicsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(5, 8)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Results for each topic we tried to create.
-    topics: tuple[CreatableTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Results for each topic we tried to create.
+        topics: tuple[CreatableTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[CreatableTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[CreatableTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_CreateTopicsResponse(_Message):
@@ -514,96 +620,96 @@ CreateTopicsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (142, 'CreateTopicsResponse'),
-    (143, 'CreateTopicsResponse.Topics'),
-    (152, 'CreateTopicsResponse'),
-    (156, 'CreateTopicsResponse.Topics'),
-    (163, 'CreateTopicsResponse'),
-    (164, 'CreateTopicsResponse.Topics'),
-    (173, 'CreateTopicsResponse'),
-    (177, 'CreateTopicsResponse.Topics'),
-    (184, 'CreateTopicsResponse'),
-    (185, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (187, 'CreateTopicsResponse.Topics'),
-    (196, 'CreateTopicsResponse'),
-    (200, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (201, 'CreateTopicsResponse.Topics'),
-    (208, 'CreateTopicsResponse'),
-    (209, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (211, 'CreateTopicsResponse.Topics'),
-    (223, 'CreateTopicsResponse.<tagged fields>'),
-    (236, 'CreateTopicsResponse'),
-    (240, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (241, 'CreateTopicsResponse.Topics'),
-    (249, 'CreateTopicsResponse.<tagged fields>'),
-    (255, 'CreateTopicsResponse'),
-    (256, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (258, 'CreateTopicsResponse.Topics'),
-    (270, 'CreateTopicsResponse.<tagged fields>'),
-    (283, 'CreateTopicsResponse'),
-    (287, 'CreateTopicsResponse.ThrottleTimeMs'),
-    (288, 'CreateTopicsResponse.Topics'),
-    (296, 'CreateTopicsResponse.<tagged fields>'),
-    (302, 'CreatableTopicResult'),
-    (303, 'CreatableTopicResult.Name'),
-    (304, 'CreatableTopicResult.ErrorCode'),
-    (306, 'CreatableTopicResult'),
-    (310, 'CreatableTopicResult.Name'),
-    (311, 'CreatableTopicResult.ErrorCode'),
-    (314, 'CreatableTopicResult'),
-    (315, 'CreatableTopicResult.Name'),
-    (316, 'CreatableTopicResult.ErrorCode'),
-    (318, 'CreatableTopicResult.ErrorMessage'),
-    (319, 'CreatableTopicResult'),
-    (323, 'CreatableTopicResult.Name'),
-    (324, 'CreatableTopicResult.ErrorCode'),
-    (325, 'CreatableTopicResult.ErrorMessage'),
-    (328, 'CreatableTopicResult'),
-    (329, 'CreatableTopicResult.Name'),
-    (330, 'CreatableTopicResult.ErrorCode'),
-    (332, 'CreatableTopicResult.ErrorMessage'),
-    (333, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (335, 'CreatableTopicResult.Configs'),
-    (350, 'CreatableTopicResult.<tagged fields>'),
-    (361, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (364, 'CreatableTopicResult.<tagged fields>'),
-    (368, 'CreatableTopicResult'),
-    (372, 'CreatableTopicResult.Name'),
-    (373, 'CreatableTopicResult.ErrorCode'),
-    (374, 'CreatableTopicResult.ErrorMessage'),
-    (375, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (376, 'CreatableTopicResult.Configs'),
-    (387, 'CreatableTopicResult.<tagged fields>'),
-    (388, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (392, 'CreatableTopicResult.<tagged fields>'),
-    (395, 'CreatableTopicResult'),
-    (396, 'CreatableTopicResult.Name'),
-    (397, 'CreatableTopicResult.TopicId'),
-    (398, 'CreatableTopicResult.ErrorCode'),
-    (400, 'CreatableTopicResult.ErrorMessage'),
-    (401, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (403, 'CreatableTopicResult.Configs'),
-    (418, 'CreatableTopicResult.<tagged fields>'),
-    (429, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (432, 'CreatableTopicResult.<tagged fields>'),
-    (436, 'CreatableTopicResult'),
-    (440, 'CreatableTopicResult.Name'),
-    (441, 'CreatableTopicResult.TopicId'),
-    (442, 'CreatableTopicResult.ErrorCode'),
-    (443, 'CreatableTopicResult.ErrorMessage'),
-    (444, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
-    (445, 'CreatableTopicResult.Configs'),
+    (248, 'CreateTopicsResponse'),
+    (249, 'CreateTopicsResponse.Topics'),
+    (258, 'CreateTopicsResponse'),
+    (262, 'CreateTopicsResponse.Topics'),
+    (269, 'CreateTopicsResponse'),
+    (270, 'CreateTopicsResponse.Topics'),
+    (279, 'CreateTopicsResponse'),
+    (283, 'CreateTopicsResponse.Topics'),
+    (290, 'CreateTopicsResponse'),
+    (291, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (293, 'CreateTopicsResponse.Topics'),
+    (302, 'CreateTopicsResponse'),
+    (306, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (307, 'CreateTopicsResponse.Topics'),
+    (314, 'CreateTopicsResponse'),
+    (315, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (317, 'CreateTopicsResponse.Topics'),
+    (329, 'CreateTopicsResponse.<tagged fields>'),
+    (342, 'CreateTopicsResponse'),
+    (346, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (347, 'CreateTopicsResponse.Topics'),
+    (355, 'CreateTopicsResponse.<tagged fields>'),
+    (361, 'CreateTopicsResponse'),
+    (362, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (364, 'CreateTopicsResponse.Topics'),
+    (376, 'CreateTopicsResponse.<tagged fields>'),
+    (389, 'CreateTopicsResponse'),
+    (393, 'CreateTopicsResponse.ThrottleTimeMs'),
+    (394, 'CreateTopicsResponse.Topics'),
+    (402, 'CreateTopicsResponse.<tagged fields>'),
+    (408, 'CreatableTopicResult'),
+    (409, 'CreatableTopicResult.Name'),
+    (410, 'CreatableTopicResult.ErrorCode'),
+    (412, 'CreatableTopicResult'),
+    (416, 'CreatableTopicResult.Name'),
+    (417, 'CreatableTopicResult.ErrorCode'),
+    (420, 'CreatableTopicResult'),
+    (421, 'CreatableTopicResult.Name'),
+    (422, 'CreatableTopicResult.ErrorCode'),
+    (424, 'CreatableTopicResult.ErrorMessage'),
+    (425, 'CreatableTopicResult'),
+    (429, 'CreatableTopicResult.Name'),
+    (430, 'CreatableTopicResult.ErrorCode'),
+    (431, 'CreatableTopicResult.ErrorMessage'),
+    (434, 'CreatableTopicResult'),
+    (435, 'CreatableTopicResult.Name'),
+    (436, 'CreatableTopicResult.ErrorCode'),
+    (438, 'CreatableTopicResult.ErrorMessage'),
+    (439, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (441, 'CreatableTopicResult.Configs'),
     (456, 'CreatableTopicResult.<tagged fields>'),
-    (457, 'CreatableTopicResult.TopicConfigErrorCode'),
-    (461, 'CreatableTopicResult.<tagged fields>'),
-    (464, 'CreatableTopicConfigs'),
-    (465, 'CreatableTopicConfigs.Name'),
-    (466, 'CreatableTopicConfigs.Value'),
-    (467, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (469, 'CreatableTopicConfigs.<tagged fields>'),
-    (482, 'CreatableTopicConfigs'),
-    (486, 'CreatableTopicConfigs.Name'),
-    (487, 'CreatableTopicConfigs.Value'),
-    (488, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
-    (489, 'CreatableTopicConfigs.<tagged fields>'),
+    (467, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (470, 'CreatableTopicResult.<tagged fields>'),
+    (474, 'CreatableTopicResult'),
+    (478, 'CreatableTopicResult.Name'),
+    (479, 'CreatableTopicResult.ErrorCode'),
+    (480, 'CreatableTopicResult.ErrorMessage'),
+    (481, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (482, 'CreatableTopicResult.Configs'),
+    (493, 'CreatableTopicResult.<tagged fields>'),
+    (494, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (498, 'CreatableTopicResult.<tagged fields>'),
+    (501, 'CreatableTopicResult'),
+    (502, 'CreatableTopicResult.Name'),
+    (503, 'CreatableTopicResult.TopicId'),
+    (504, 'CreatableTopicResult.ErrorCode'),
+    (506, 'CreatableTopicResult.ErrorMessage'),
+    (507, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (509, 'CreatableTopicResult.Configs'),
+    (524, 'CreatableTopicResult.<tagged fields>'),
+    (535, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (538, 'CreatableTopicResult.<tagged fields>'),
+    (542, 'CreatableTopicResult'),
+    (546, 'CreatableTopicResult.Name'),
+    (547, 'CreatableTopicResult.TopicId'),
+    (548, 'CreatableTopicResult.ErrorCode'),
+    (549, 'CreatableTopicResult.ErrorMessage'),
+    (550, 'CreatableTopicResult.NumPartitions,ReplicationFactor'),
+    (551, 'CreatableTopicResult.Configs'),
+    (562, 'CreatableTopicResult.<tagged fields>'),
+    (563, 'CreatableTopicResult.TopicConfigErrorCode'),
+    (567, 'CreatableTopicResult.<tagged fields>'),
+    (570, 'CreatableTopicConfigs'),
+    (571, 'CreatableTopicConfigs.Name'),
+    (572, 'CreatableTopicConfigs.Value'),
+    (573, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (575, 'CreatableTopicConfigs.<tagged fields>'),
+    (588, 'CreatableTopicConfigs'),
+    (592, 'CreatableTopicConfigs.Name'),
+    (593, 'CreatableTopicConfigs.Value'),
+    (594, 'CreatableTopicConfigs.ReadOnly,ConfigSource,IsSensitive'),
+    (595, 'CreatableTopicConfigs.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 
 
@@ -29,13 +36,42 @@ class DefaultPrincipalData(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The principal type
-    type: str = ''
-    #: The principal name
-    name: str = ''
-    #: Whether the principal was authenticated by a delegation token on the forwarding broker.
-    token_authenticated: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The principal type
+        type: str = ''
+        #: The principal name
+        name: str = ''
+        #: Whether the principal was authenticated by a delegation token on the forwarding broker.
+        token_authenticated: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('type', 'name', 'token_authenticated', 'unknown_tagged_fields', )
+        type: str
+        name: str
+        token_authenticated: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, type: str = '', name: str = '', token_authenticated: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'type', type)
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'token_authenticated', token_authenticated)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(type={self.type!r}, name={self.name!r}, token_authenticated={self.token_authenticated!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.type, self.name, self.token_authenticated, self.unknown_tagged_fields, ) == (other.type, other.name, other.token_authenticated, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.type, self.name, self.token_authenticated, self.unknown_tagged_fields, ))
 
 
 class _New_DefaultPrincipalData(_Message):
@@ -92,14 +128,14 @@ DefaultPrincipalData._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'DefaultPrincipalData'),
-    (57, 'DefaultPrincipalData.Type'),
-    (58, 'DefaultPrincipalData.Name'),
-    (59, 'DefaultPrincipalData.TokenAuthenticated'),
-    (61, 'DefaultPrincipalData.<tagged fields>'),
-    (74, 'DefaultPrincipalData'),
-    (78, 'DefaultPrincipalData.Type'),
-    (79, 'DefaultPrincipalData.Name'),
-    (80, 'DefaultPrincipalData.TokenAuthenticated'),
-    (81, 'DefaultPrincipalData.<tagged fields>'),
+    (92, 'DefaultPrincipalData'),
+    (93, 'DefaultPrincipalData.Type'),
+    (94, 'DefaultPrincipalData.Name'),
+    (95, 'DefaultPrincipalData.TokenAuthenticated'),
+    (97, 'DefaultPrincipalData.<tagged fields>'),
+    (110, 'DefaultPrincipalData'),
+    (114, 'DefaultPrincipalData.Type'),
+    (115, 'DefaultPrincipalData.Name'),
+    (116, 'DefaultPrincipalData.TokenAuthenticated'),
+    (117, 'DefaultPrincipalData.<tagged fields>'),
 )

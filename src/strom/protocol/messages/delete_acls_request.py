@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,27 +17,71 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteAclsFilter:
-    #: The resource type.
-    resource_type_filter: int = 0
-    #: The resource name.
-    resource_name_filter: str | None = ''
-    #: The pattern type.
-    pattern_type_filter: int = 3
-    #: The principal filter, or null to accept all principals.
-    principal_filter: str | None = ''
-    #: The host filter, or null to accept all hosts.
-    host_filter: str | None = ''
-    #: The ACL operation.
-    operation: int = 0
-    #: The permission type.
-    permission_type: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type_filter: int = 0
+        #: The resource name.
+        resource_name_filter: str | None = ''
+        #: The pattern type.
+        pattern_type_filter: int = 3
+        #: The principal filter, or null to accept all principals.
+        principal_filter: str | None = ''
+        #: The host filter, or null to accept all hosts.
+        host_filter: str | None = ''
+        #: The ACL operation.
+        operation: int = 0
+        #: The permission type.
+        permission_type: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields', )
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type_filter', resource_type_filter)
+            _object_setattr(self, 'resource_name_filter', resource_name_filter)
+            _object_setattr(self, 'pattern_type_filter', pattern_type_filter)
+            _object_setattr(self, 'principal_filter', principal_filter)
+            _object_setattr(self, 'host_filter', host_filter)
+            _object_setattr(self, 'operation', operation)
+            _object_setattr(self, 'permission_type', permission_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type_filter={self.resource_type_filter!r}, resource_name_filter={self.resource_name_filter!r}, pattern_type_filter={self.pattern_type_filter!r}, principal_filter={self.principal_filter!r}, host_filter={self.host_filter!r}, operation={self.operation!r}, permission_type={self.permission_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields, ) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteAclsFilter:
@@ -75,9 +119,34 @@ class DeleteAclsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The filters to use when deleting ACLs.
-    filters: tuple[DeleteAclsFilter, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The filters to use when deleting ACLs.
+        filters: tuple[DeleteAclsFilter, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('filters', 'unknown_tagged_fields', )
+        filters: tuple[DeleteAclsFilter, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, filters: tuple[DeleteAclsFilter, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'filters', filters)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(filters={self.filters!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.filters, self.unknown_tagged_fields, ) == (other.filters, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.filters, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteAclsRequest(_Message):
@@ -273,61 +342,61 @@ DeleteAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (94, 'DeleteAclsRequest'),
-    (95, 'DeleteAclsRequest.Filters'),
-    (104, 'DeleteAclsRequest'),
-    (108, 'DeleteAclsRequest.Filters'),
-    (115, 'DeleteAclsRequest'),
-    (116, 'DeleteAclsRequest.Filters'),
-    (125, 'DeleteAclsRequest'),
-    (129, 'DeleteAclsRequest.Filters'),
-    (136, 'DeleteAclsRequest'),
-    (137, 'DeleteAclsRequest.Filters'),
-    (149, 'DeleteAclsRequest.<tagged fields>'),
-    (162, 'DeleteAclsRequest'),
-    (166, 'DeleteAclsRequest.Filters'),
-    (174, 'DeleteAclsRequest.<tagged fields>'),
-    (180, 'DeleteAclsFilter'),
-    (181, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (183, 'DeleteAclsFilter.ResourceNameFilter'),
-    (184, 'DeleteAclsFilter.PrincipalFilter'),
-    (185, 'DeleteAclsFilter.HostFilter'),
-    (186, 'DeleteAclsFilter.Operation,PermissionType'),
-    (188, 'DeleteAclsFilter'),
-    (192, 'DeleteAclsFilter.PatternTypeFilter'),
-    (194, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (195, 'DeleteAclsFilter.ResourceNameFilter'),
-    (196, 'DeleteAclsFilter.PrincipalFilter'),
-    (197, 'DeleteAclsFilter.HostFilter'),
-    (198, 'DeleteAclsFilter.Operation,PermissionType'),
-    (201, 'DeleteAclsFilter'),
-    (202, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (204, 'DeleteAclsFilter.ResourceNameFilter'),
-    (205, 'DeleteAclsFilter.PatternTypeFilter'),
-    (207, 'DeleteAclsFilter.PrincipalFilter'),
-    (208, 'DeleteAclsFilter.HostFilter'),
-    (209, 'DeleteAclsFilter.Operation,PermissionType'),
-    (211, 'DeleteAclsFilter'),
-    (215, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (216, 'DeleteAclsFilter.ResourceNameFilter'),
-    (217, 'DeleteAclsFilter.PatternTypeFilter'),
-    (218, 'DeleteAclsFilter.PrincipalFilter'),
-    (219, 'DeleteAclsFilter.HostFilter'),
-    (220, 'DeleteAclsFilter.Operation,PermissionType'),
-    (223, 'DeleteAclsFilter'),
-    (224, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (226, 'DeleteAclsFilter.ResourceNameFilter'),
-    (227, 'DeleteAclsFilter.PatternTypeFilter'),
-    (229, 'DeleteAclsFilter.PrincipalFilter'),
-    (230, 'DeleteAclsFilter.HostFilter'),
-    (231, 'DeleteAclsFilter.Operation,PermissionType'),
-    (233, 'DeleteAclsFilter.<tagged fields>'),
-    (246, 'DeleteAclsFilter'),
+    (163, 'DeleteAclsRequest'),
+    (164, 'DeleteAclsRequest.Filters'),
+    (173, 'DeleteAclsRequest'),
+    (177, 'DeleteAclsRequest.Filters'),
+    (184, 'DeleteAclsRequest'),
+    (185, 'DeleteAclsRequest.Filters'),
+    (194, 'DeleteAclsRequest'),
+    (198, 'DeleteAclsRequest.Filters'),
+    (205, 'DeleteAclsRequest'),
+    (206, 'DeleteAclsRequest.Filters'),
+    (218, 'DeleteAclsRequest.<tagged fields>'),
+    (231, 'DeleteAclsRequest'),
+    (235, 'DeleteAclsRequest.Filters'),
+    (243, 'DeleteAclsRequest.<tagged fields>'),
+    (249, 'DeleteAclsFilter'),
     (250, 'DeleteAclsFilter.ResourceTypeFilter'),
-    (251, 'DeleteAclsFilter.ResourceNameFilter'),
-    (252, 'DeleteAclsFilter.PatternTypeFilter'),
+    (252, 'DeleteAclsFilter.ResourceNameFilter'),
     (253, 'DeleteAclsFilter.PrincipalFilter'),
     (254, 'DeleteAclsFilter.HostFilter'),
     (255, 'DeleteAclsFilter.Operation,PermissionType'),
-    (256, 'DeleteAclsFilter.<tagged fields>'),
+    (257, 'DeleteAclsFilter'),
+    (261, 'DeleteAclsFilter.PatternTypeFilter'),
+    (263, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (264, 'DeleteAclsFilter.ResourceNameFilter'),
+    (265, 'DeleteAclsFilter.PrincipalFilter'),
+    (266, 'DeleteAclsFilter.HostFilter'),
+    (267, 'DeleteAclsFilter.Operation,PermissionType'),
+    (270, 'DeleteAclsFilter'),
+    (271, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (273, 'DeleteAclsFilter.ResourceNameFilter'),
+    (274, 'DeleteAclsFilter.PatternTypeFilter'),
+    (276, 'DeleteAclsFilter.PrincipalFilter'),
+    (277, 'DeleteAclsFilter.HostFilter'),
+    (278, 'DeleteAclsFilter.Operation,PermissionType'),
+    (280, 'DeleteAclsFilter'),
+    (284, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (285, 'DeleteAclsFilter.ResourceNameFilter'),
+    (286, 'DeleteAclsFilter.PatternTypeFilter'),
+    (287, 'DeleteAclsFilter.PrincipalFilter'),
+    (288, 'DeleteAclsFilter.HostFilter'),
+    (289, 'DeleteAclsFilter.Operation,PermissionType'),
+    (292, 'DeleteAclsFilter'),
+    (293, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (295, 'DeleteAclsFilter.ResourceNameFilter'),
+    (296, 'DeleteAclsFilter.PatternTypeFilter'),
+    (298, 'DeleteAclsFilter.PrincipalFilter'),
+    (299, 'DeleteAclsFilter.HostFilter'),
+    (300, 'DeleteAclsFilter.Operation,PermissionType'),
+    (302, 'DeleteAclsFilter.<tagged fields>'),
+    (315, 'DeleteAclsFilter'),
+    (319, 'DeleteAclsFilter.ResourceTypeFilter'),
+    (320, 'DeleteAclsFilter.ResourceNameFilter'),
+    (321, 'DeleteAclsFilter.PatternTypeFilter'),
+    (322, 'DeleteAclsFilter.PrincipalFilter'),
+    (323, 'DeleteAclsFilter.HostFilter'),
+    (324, 'DeleteAclsFilter.Operation,PermissionType'),
+    (325, 'DeleteAclsFilter.<tagged fields>'),
 )

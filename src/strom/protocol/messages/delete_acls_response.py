@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -25,25 +32,66 @@ _S3 = Struct(">bb")
 
 @dataclass(frozen=True, slots=True)
 class DeleteAclsMatchingAcl:
-    #: The deletion error code, or 0 if the deletion succeeded.
-    error_code: int = 0
-    #: The deletion error message, or null if the deletion succeeded.
-    error_message: str | None = ''
-    #: The ACL resource type.
-    resource_type: int = 0
-    #: The ACL resource name.
-    resource_name: str = ''
-    #: The ACL resource pattern type.
-    pattern_type: int = 3
-    #: The ACL principal.
-    principal: str = ''
-    #: The ACL host.
-    host: str = ''
-    #: The ACL operation.
-    operation: int = 0
-    #: The ACL permission type.
-    permission_type: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The deletion error code, or 0 if the deletion succeeded.
+        error_code: int = 0
+        #: The deletion error message, or null if the deletion succeeded.
+        error_message: str | None = ''
+        #: The ACL resource type.
+        resource_type: int = 0
+        #: The ACL resource name.
+        resource_name: str = ''
+        #: The ACL resource pattern type.
+        pattern_type: int = 3
+        #: The ACL principal.
+        principal: str = ''
+        #: The ACL host.
+        host: str = ''
+        #: The ACL operation.
+        operation: int = 0
+        #: The ACL permission type.
+        permission_type: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'pattern_type', pattern_type)
+            _object_setattr(self, 'principal', principal)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'operation', operation)
+            _object_setattr(self, 'permission_type', permission_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteAclsMatchingAcl:
@@ -78,13 +126,42 @@ _DEFAULT_DeleteAclsMatchingAcl = DeleteAclsMatchingAcl()
 
 @dataclass(frozen=True, slots=True)
 class DeleteAclsFilterResult:
-    #: The error code, or 0 if the filter succeeded.
-    error_code: int = 0
-    #: The error message, or null if the filter succeeded.
-    error_message: str | None = ''
-    #: The ACLs which matched this filter.
-    matching_acls: tuple[DeleteAclsMatchingAcl, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if the filter succeeded.
+        error_code: int = 0
+        #: The error message, or null if the filter succeeded.
+        error_message: str | None = ''
+        #: The ACLs which matched this filter.
+        matching_acls: tuple[DeleteAclsMatchingAcl, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        matching_acls: tuple[DeleteAclsMatchingAcl, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', matching_acls: tuple[DeleteAclsMatchingAcl, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'matching_acls', matching_acls)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, matching_acls={self.matching_acls!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.matching_acls, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteAclsFilterResult:
@@ -114,11 +191,38 @@ class DeleteAclsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for each filter.
-    filter_results: tuple[DeleteAclsFilterResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for each filter.
+        filter_results: tuple[DeleteAclsFilterResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        filter_results: tuple[DeleteAclsFilterResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, filter_results: tuple[DeleteAclsFilterResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'filter_results', filter_results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, filter_results={self.filter_results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.filter_results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteAclsResponse(_Message):
@@ -441,105 +545,105 @@ DeleteAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (137, 'DeleteAclsResponse'),
-    (138, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (140, 'DeleteAclsResponse.FilterResults'),
-    (149, 'DeleteAclsResponse'),
-    (153, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (154, 'DeleteAclsResponse.FilterResults'),
-    (161, 'DeleteAclsResponse'),
-    (162, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (164, 'DeleteAclsResponse.FilterResults'),
-    (173, 'DeleteAclsResponse'),
-    (177, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (178, 'DeleteAclsResponse.FilterResults'),
-    (185, 'DeleteAclsResponse'),
-    (186, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (188, 'DeleteAclsResponse.FilterResults'),
-    (200, 'DeleteAclsResponse.<tagged fields>'),
-    (213, 'DeleteAclsResponse'),
-    (217, 'DeleteAclsResponse.ThrottleTimeMs'),
-    (218, 'DeleteAclsResponse.FilterResults'),
-    (226, 'DeleteAclsResponse.<tagged fields>'),
-    (232, 'DeleteAclsFilterResult'),
-    (233, 'DeleteAclsFilterResult.ErrorCode'),
-    (235, 'DeleteAclsFilterResult.ErrorMessage'),
-    (236, 'DeleteAclsFilterResult.MatchingAcls'),
-    (245, 'DeleteAclsFilterResult'),
-    (249, 'DeleteAclsFilterResult.ErrorCode'),
-    (250, 'DeleteAclsFilterResult.ErrorMessage'),
-    (251, 'DeleteAclsFilterResult.MatchingAcls'),
-    (258, 'DeleteAclsFilterResult'),
-    (259, 'DeleteAclsFilterResult.ErrorCode'),
-    (261, 'DeleteAclsFilterResult.ErrorMessage'),
-    (262, 'DeleteAclsFilterResult.MatchingAcls'),
-    (271, 'DeleteAclsFilterResult'),
-    (275, 'DeleteAclsFilterResult.ErrorCode'),
-    (276, 'DeleteAclsFilterResult.ErrorMessage'),
-    (277, 'DeleteAclsFilterResult.MatchingAcls'),
-    (284, 'DeleteAclsFilterResult'),
-    (285, 'DeleteAclsFilterResult.ErrorCode'),
-    (287, 'DeleteAclsFilterResult.ErrorMessage'),
-    (288, 'DeleteAclsFilterResult.MatchingAcls'),
-    (300, 'DeleteAclsFilterResult.<tagged fields>'),
-    (313, 'DeleteAclsFilterResult'),
-    (317, 'DeleteAclsFilterResult.ErrorCode'),
-    (318, 'DeleteAclsFilterResult.ErrorMessage'),
-    (319, 'DeleteAclsFilterResult.MatchingAcls'),
-    (327, 'DeleteAclsFilterResult.<tagged fields>'),
-    (333, 'DeleteAclsMatchingAcl'),
-    (334, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (336, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (337, 'DeleteAclsMatchingAcl.ResourceType'),
-    (339, 'DeleteAclsMatchingAcl.ResourceName'),
-    (340, 'DeleteAclsMatchingAcl.Principal'),
-    (341, 'DeleteAclsMatchingAcl.Host'),
-    (342, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (344, 'DeleteAclsMatchingAcl'),
-    (348, 'DeleteAclsMatchingAcl.PatternType'),
-    (350, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (351, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (352, 'DeleteAclsMatchingAcl.ResourceType'),
-    (353, 'DeleteAclsMatchingAcl.ResourceName'),
-    (354, 'DeleteAclsMatchingAcl.Principal'),
-    (355, 'DeleteAclsMatchingAcl.Host'),
-    (356, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (359, 'DeleteAclsMatchingAcl'),
-    (360, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (362, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (363, 'DeleteAclsMatchingAcl.ResourceType'),
-    (365, 'DeleteAclsMatchingAcl.ResourceName'),
-    (366, 'DeleteAclsMatchingAcl.PatternType'),
-    (368, 'DeleteAclsMatchingAcl.Principal'),
-    (369, 'DeleteAclsMatchingAcl.Host'),
-    (370, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (372, 'DeleteAclsMatchingAcl'),
-    (376, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (377, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (378, 'DeleteAclsMatchingAcl.ResourceType'),
-    (379, 'DeleteAclsMatchingAcl.ResourceName'),
-    (380, 'DeleteAclsMatchingAcl.PatternType'),
-    (381, 'DeleteAclsMatchingAcl.Principal'),
-    (382, 'DeleteAclsMatchingAcl.Host'),
-    (383, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (386, 'DeleteAclsMatchingAcl'),
-    (387, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (389, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (390, 'DeleteAclsMatchingAcl.ResourceType'),
-    (392, 'DeleteAclsMatchingAcl.ResourceName'),
-    (393, 'DeleteAclsMatchingAcl.PatternType'),
-    (395, 'DeleteAclsMatchingAcl.Principal'),
-    (396, 'DeleteAclsMatchingAcl.Host'),
-    (397, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (399, 'DeleteAclsMatchingAcl.<tagged fields>'),
-    (412, 'DeleteAclsMatchingAcl'),
-    (416, 'DeleteAclsMatchingAcl.ErrorCode'),
-    (417, 'DeleteAclsMatchingAcl.ErrorMessage'),
-    (418, 'DeleteAclsMatchingAcl.ResourceType'),
-    (419, 'DeleteAclsMatchingAcl.ResourceName'),
-    (420, 'DeleteAclsMatchingAcl.PatternType'),
-    (421, 'DeleteAclsMatchingAcl.Principal'),
-    (422, 'DeleteAclsMatchingAcl.Host'),
-    (423, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
-    (424, 'DeleteAclsMatchingAcl.<tagged fields>'),
+    (241, 'DeleteAclsResponse'),
+    (242, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (244, 'DeleteAclsResponse.FilterResults'),
+    (253, 'DeleteAclsResponse'),
+    (257, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (258, 'DeleteAclsResponse.FilterResults'),
+    (265, 'DeleteAclsResponse'),
+    (266, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (268, 'DeleteAclsResponse.FilterResults'),
+    (277, 'DeleteAclsResponse'),
+    (281, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (282, 'DeleteAclsResponse.FilterResults'),
+    (289, 'DeleteAclsResponse'),
+    (290, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (292, 'DeleteAclsResponse.FilterResults'),
+    (304, 'DeleteAclsResponse.<tagged fields>'),
+    (317, 'DeleteAclsResponse'),
+    (321, 'DeleteAclsResponse.ThrottleTimeMs'),
+    (322, 'DeleteAclsResponse.FilterResults'),
+    (330, 'DeleteAclsResponse.<tagged fields>'),
+    (336, 'DeleteAclsFilterResult'),
+    (337, 'DeleteAclsFilterResult.ErrorCode'),
+    (339, 'DeleteAclsFilterResult.ErrorMessage'),
+    (340, 'DeleteAclsFilterResult.MatchingAcls'),
+    (349, 'DeleteAclsFilterResult'),
+    (353, 'DeleteAclsFilterResult.ErrorCode'),
+    (354, 'DeleteAclsFilterResult.ErrorMessage'),
+    (355, 'DeleteAclsFilterResult.MatchingAcls'),
+    (362, 'DeleteAclsFilterResult'),
+    (363, 'DeleteAclsFilterResult.ErrorCode'),
+    (365, 'DeleteAclsFilterResult.ErrorMessage'),
+    (366, 'DeleteAclsFilterResult.MatchingAcls'),
+    (375, 'DeleteAclsFilterResult'),
+    (379, 'DeleteAclsFilterResult.ErrorCode'),
+    (380, 'DeleteAclsFilterResult.ErrorMessage'),
+    (381, 'DeleteAclsFilterResult.MatchingAcls'),
+    (388, 'DeleteAclsFilterResult'),
+    (389, 'DeleteAclsFilterResult.ErrorCode'),
+    (391, 'DeleteAclsFilterResult.ErrorMessage'),
+    (392, 'DeleteAclsFilterResult.MatchingAcls'),
+    (404, 'DeleteAclsFilterResult.<tagged fields>'),
+    (417, 'DeleteAclsFilterResult'),
+    (421, 'DeleteAclsFilterResult.ErrorCode'),
+    (422, 'DeleteAclsFilterResult.ErrorMessage'),
+    (423, 'DeleteAclsFilterResult.MatchingAcls'),
+    (431, 'DeleteAclsFilterResult.<tagged fields>'),
+    (437, 'DeleteAclsMatchingAcl'),
+    (438, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (440, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (441, 'DeleteAclsMatchingAcl.ResourceType'),
+    (443, 'DeleteAclsMatchingAcl.ResourceName'),
+    (444, 'DeleteAclsMatchingAcl.Principal'),
+    (445, 'DeleteAclsMatchingAcl.Host'),
+    (446, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (448, 'DeleteAclsMatchingAcl'),
+    (452, 'DeleteAclsMatchingAcl.PatternType'),
+    (454, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (455, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (456, 'DeleteAclsMatchingAcl.ResourceType'),
+    (457, 'DeleteAclsMatchingAcl.ResourceName'),
+    (458, 'DeleteAclsMatchingAcl.Principal'),
+    (459, 'DeleteAclsMatchingAcl.Host'),
+    (460, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (463, 'DeleteAclsMatchingAcl'),
+    (464, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (466, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (467, 'DeleteAclsMatchingAcl.ResourceType'),
+    (469, 'DeleteAclsMatchingAcl.ResourceName'),
+    (470, 'DeleteAclsMatchingAcl.PatternType'),
+    (472, 'DeleteAclsMatchingAcl.Principal'),
+    (473, 'DeleteAclsMatchingAcl.Host'),
+    (474, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (476, 'DeleteAclsMatchingAcl'),
+    (480, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (481, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (482, 'DeleteAclsMatchingAcl.ResourceType'),
+    (483, 'DeleteAclsMatchingAcl.ResourceName'),
+    (484, 'DeleteAclsMatchingAcl.PatternType'),
+    (485, 'DeleteAclsMatchingAcl.Principal'),
+    (486, 'DeleteAclsMatchingAcl.Host'),
+    (487, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (490, 'DeleteAclsMatchingAcl'),
+    (491, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (493, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (494, 'DeleteAclsMatchingAcl.ResourceType'),
+    (496, 'DeleteAclsMatchingAcl.ResourceName'),
+    (497, 'DeleteAclsMatchingAcl.PatternType'),
+    (499, 'DeleteAclsMatchingAcl.Principal'),
+    (500, 'DeleteAclsMatchingAcl.Host'),
+    (501, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (503, 'DeleteAclsMatchingAcl.<tagged fields>'),
+    (516, 'DeleteAclsMatchingAcl'),
+    (520, 'DeleteAclsMatchingAcl.ErrorCode'),
+    (521, 'DeleteAclsMatchingAcl.ErrorMessage'),
+    (522, 'DeleteAclsMatchingAcl.ResourceType'),
+    (523, 'DeleteAclsMatchingAcl.ResourceName'),
+    (524, 'DeleteAclsMatchingAcl.PatternType'),
+    (525, 'DeleteAclsMatchingAcl.Principal'),
+    (526, 'DeleteAclsMatchingAcl.Host'),
+    (527, 'DeleteAclsMatchingAcl.Operation,PermissionType'),
+    (528, 'DeleteAclsMatchingAcl.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,9 +36,34 @@ class DeleteGroupsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The group names to delete.
-    groups_names: tuple[str, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group names to delete.
+        groups_names: tuple[str, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('groups_names', 'unknown_tagged_fields', )
+        groups_names: tuple[str, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, groups_names: tuple[str, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'groups_names', groups_names)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(groups_names={self.groups_names!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.groups_names, self.unknown_tagged_fields, ) == (other.groups_names, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.groups_names, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteGroupsRequest(_Message):
@@ -122,14 +154,14 @@ DeleteGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'DeleteGroupsRequest'),
-    (49, 'DeleteGroupsRequest.GroupsNames'),
-    (58, 'DeleteGroupsRequest'),
-    (62, 'DeleteGroupsRequest.GroupsNames'),
-    (69, 'DeleteGroupsRequest'),
-    (70, 'DeleteGroupsRequest.GroupsNames'),
-    (82, 'DeleteGroupsRequest.<tagged fields>'),
-    (95, 'DeleteGroupsRequest'),
-    (99, 'DeleteGroupsRequest.GroupsNames'),
-    (107, 'DeleteGroupsRequest.<tagged fields>'),
+    (80, 'DeleteGroupsRequest'),
+    (81, 'DeleteGroupsRequest.GroupsNames'),
+    (90, 'DeleteGroupsRequest'),
+    (94, 'DeleteGroupsRequest.GroupsNames'),
+    (101, 'DeleteGroupsRequest'),
+    (102, 'DeleteGroupsRequest.GroupsNames'),
+    (114, 'DeleteGroupsRequest.<tagged fields>'),
+    (127, 'DeleteGroupsRequest'),
+    (131, 'DeleteGroupsRequest.GroupsNames'),
+    (139, 'DeleteGroupsRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">h")
 @dataclass(frozen=True, slots=True)
 class DeletableGroupResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('group_id',)
-    #: The group id
-    group_id: str = ''
-    #: The deletion error, or 0 if the deletion succeeded.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group id
+        group_id: str = ''
+        #: The deletion error, or 0 if the deletion succeeded.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'error_code', 'unknown_tagged_fields', )
+        group_id: str
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.error_code, self.unknown_tagged_fields, ) == (other.group_id, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_DeletableGroupResult:
@@ -56,11 +90,38 @@ class DeleteGroupsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The deletion results
-    results: tuple[DeletableGroupResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The deletion results
+        results: tuple[DeletableGroupResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[DeletableGroupResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[DeletableGroupResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteGroupsResponse(_Message):
@@ -200,32 +261,32 @@ DeleteGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (79, 'DeleteGroupsResponse'),
-    (80, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (82, 'DeleteGroupsResponse.Results'),
-    (91, 'DeleteGroupsResponse'),
-    (95, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (96, 'DeleteGroupsResponse.Results'),
-    (103, 'DeleteGroupsResponse'),
-    (104, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (106, 'DeleteGroupsResponse.Results'),
-    (118, 'DeleteGroupsResponse.<tagged fields>'),
-    (131, 'DeleteGroupsResponse'),
-    (135, 'DeleteGroupsResponse.ThrottleTimeMs'),
-    (136, 'DeleteGroupsResponse.Results'),
-    (144, 'DeleteGroupsResponse.<tagged fields>'),
-    (150, 'DeletableGroupResult'),
-    (151, 'DeletableGroupResult.GroupId'),
-    (152, 'DeletableGroupResult.ErrorCode'),
-    (154, 'DeletableGroupResult'),
-    (158, 'DeletableGroupResult.GroupId'),
-    (159, 'DeletableGroupResult.ErrorCode'),
-    (162, 'DeletableGroupResult'),
-    (163, 'DeletableGroupResult.GroupId'),
-    (164, 'DeletableGroupResult.ErrorCode'),
-    (166, 'DeletableGroupResult.<tagged fields>'),
-    (179, 'DeletableGroupResult'),
-    (183, 'DeletableGroupResult.GroupId'),
-    (184, 'DeletableGroupResult.ErrorCode'),
-    (185, 'DeletableGroupResult.<tagged fields>'),
+    (140, 'DeleteGroupsResponse'),
+    (141, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (143, 'DeleteGroupsResponse.Results'),
+    (152, 'DeleteGroupsResponse'),
+    (156, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (157, 'DeleteGroupsResponse.Results'),
+    (164, 'DeleteGroupsResponse'),
+    (165, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (167, 'DeleteGroupsResponse.Results'),
+    (179, 'DeleteGroupsResponse.<tagged fields>'),
+    (192, 'DeleteGroupsResponse'),
+    (196, 'DeleteGroupsResponse.ThrottleTimeMs'),
+    (197, 'DeleteGroupsResponse.Results'),
+    (205, 'DeleteGroupsResponse.<tagged fields>'),
+    (211, 'DeletableGroupResult'),
+    (212, 'DeletableGroupResult.GroupId'),
+    (213, 'DeletableGroupResult.ErrorCode'),
+    (215, 'DeletableGroupResult'),
+    (219, 'DeletableGroupResult.GroupId'),
+    (220, 'DeletableGroupResult.ErrorCode'),
+    (223, 'DeletableGroupResult'),
+    (224, 'DeletableGroupResult.GroupId'),
+    (225, 'DeletableGroupResult.ErrorCode'),
+    (227, 'DeletableGroupResult.<tagged fields>'),
+    (240, 'DeletableGroupResult'),
+    (244, 'DeletableGroupResult.GroupId'),
+    (245, 'DeletableGroupResult.ErrorCode'),
+    (246, 'DeletableGroupResult.<tagged fields>'),
 )

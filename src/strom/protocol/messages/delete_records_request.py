@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">iq")
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsPartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The deletion offset.
-    offset: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The deletion offset.
+        offset: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'offset', 'unknown_tagged_fields', )
+        partition_index: int
+        offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, offset: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'offset', offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, offset={self.offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.offset, self.unknown_tagged_fields, ) == (other.partition_index, other.offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.offset, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsPartition:
@@ -48,11 +82,38 @@ _DEFAULT_DeleteRecordsPartition = DeleteRecordsPartition()
 
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsTopic:
-    #: The topic name.
-    name: str = ''
-    #: Each partition that we want to delete records from.
-    partitions: tuple[DeleteRecordsPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition that we want to delete records from.
+        partitions: tuple[DeleteRecordsPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[DeleteRecordsPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[DeleteRecordsPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsTopic:
@@ -80,11 +141,38 @@ class DeleteRecordsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: Each topic that we want to delete records from.
-    topics: tuple[DeleteRecordsTopic, ...] = ()
-    #: How long to wait for the deletion to complete, in milliseconds.
-    timeout_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Each topic that we want to delete records from.
+        topics: tuple[DeleteRecordsTopic, ...] = ()
+        #: How long to wait for the deletion to complete, in milliseconds.
+        timeout_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'timeout_ms', 'unknown_tagged_fields', )
+        topics: tuple[DeleteRecordsTopic, ...]
+        timeout_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[DeleteRecordsTopic, ...] = (), timeout_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.unknown_tagged_fields, ) == (other.topics, other.timeout_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.timeout_ms, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsRequest(_Message):
@@ -289,42 +377,42 @@ DeleteRecordsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'DeleteRecordsRequest'),
-    (104, 'DeleteRecordsRequest.Topics'),
-    (113, 'DeleteRecordsRequest.TimeoutMs'),
-    (115, 'DeleteRecordsRequest'),
-    (119, 'DeleteRecordsRequest.Topics'),
-    (124, 'DeleteRecordsRequest.TimeoutMs'),
-    (127, 'DeleteRecordsRequest'),
-    (128, 'DeleteRecordsRequest.Topics'),
-    (140, 'DeleteRecordsRequest.TimeoutMs'),
-    (142, 'DeleteRecordsRequest.<tagged fields>'),
-    (155, 'DeleteRecordsRequest'),
-    (159, 'DeleteRecordsRequest.Topics'),
-    (167, 'DeleteRecordsRequest.TimeoutMs'),
-    (168, 'DeleteRecordsRequest.<tagged fields>'),
-    (174, 'DeleteRecordsTopic'),
-    (175, 'DeleteRecordsTopic.Name'),
-    (176, 'DeleteRecordsTopic.Partitions'),
-    (185, 'DeleteRecordsTopic'),
-    (189, 'DeleteRecordsTopic.Name'),
-    (190, 'DeleteRecordsTopic.Partitions'),
-    (197, 'DeleteRecordsTopic'),
-    (198, 'DeleteRecordsTopic.Name'),
-    (199, 'DeleteRecordsTopic.Partitions'),
-    (211, 'DeleteRecordsTopic.<tagged fields>'),
-    (224, 'DeleteRecordsTopic'),
-    (228, 'DeleteRecordsTopic.Name'),
-    (229, 'DeleteRecordsTopic.Partitions'),
-    (237, 'DeleteRecordsTopic.<tagged fields>'),
-    (243, 'DeleteRecordsPartition'),
-    (244, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (246, 'DeleteRecordsPartition'),
-    (250, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (253, 'DeleteRecordsPartition'),
-    (254, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (256, 'DeleteRecordsPartition.<tagged fields>'),
-    (269, 'DeleteRecordsPartition'),
-    (273, 'DeleteRecordsPartition.PartitionIndex,Offset'),
-    (274, 'DeleteRecordsPartition.<tagged fields>'),
+    (191, 'DeleteRecordsRequest'),
+    (192, 'DeleteRecordsRequest.Topics'),
+    (201, 'DeleteRecordsRequest.TimeoutMs'),
+    (203, 'DeleteRecordsRequest'),
+    (207, 'DeleteRecordsRequest.Topics'),
+    (212, 'DeleteRecordsRequest.TimeoutMs'),
+    (215, 'DeleteRecordsRequest'),
+    (216, 'DeleteRecordsRequest.Topics'),
+    (228, 'DeleteRecordsRequest.TimeoutMs'),
+    (230, 'DeleteRecordsRequest.<tagged fields>'),
+    (243, 'DeleteRecordsRequest'),
+    (247, 'DeleteRecordsRequest.Topics'),
+    (255, 'DeleteRecordsRequest.TimeoutMs'),
+    (256, 'DeleteRecordsRequest.<tagged fields>'),
+    (262, 'DeleteRecordsTopic'),
+    (263, 'DeleteRecordsTopic.Name'),
+    (264, 'DeleteRecordsTopic.Partitions'),
+    (273, 'DeleteRecordsTopic'),
+    (277, 'DeleteRecordsTopic.Name'),
+    (278, 'DeleteRecordsTopic.Partitions'),
+    (285, 'DeleteRecordsTopic'),
+    (286, 'DeleteRecordsTopic.Name'),
+    (287, 'DeleteRecordsTopic.Partitions'),
+    (299, 'DeleteRecordsTopic.<tagged fields>'),
+    (312, 'DeleteRecordsTopic'),
+    (316, 'DeleteRecordsTopic.Name'),
+    (317, 'DeleteRecordsTopic.Partitions'),
+    (325, 'DeleteRecordsTopic.<tagged fields>'),
+    (331, 'DeleteRecordsPartition'),
+    (332, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (334, 'DeleteRecordsPartition'),
+    (338, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (341, 'DeleteRecordsPartition'),
+    (342, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (344, 'DeleteRecordsPartition.<tagged fields>'),
+    (357, 'DeleteRecordsPartition'),
+    (361, 'DeleteRecordsPartition.PartitionIndex,Offset'),
+    (362, 'DeleteRecordsPartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">iqh")
 
@@ -24,13 +31,42 @@ _S1 = Struct(">iqh")
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsPartitionResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('partition_index',)
-    #: The partition index.
-    partition_index: int = 0
-    #: The partition low water mark.
-    low_watermark: int = 0
-    #: The deletion error code, or 0 if the deletion succeeded.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The partition low water mark.
+        low_watermark: int = 0
+        #: The deletion error code, or 0 if the deletion succeeded.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        low_watermark: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'low_watermark', low_watermark)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, low_watermark={self.low_watermark!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.low_watermark, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.low_watermark, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.low_watermark, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsPartitionResult:
@@ -54,11 +90,38 @@ _DEFAULT_DeleteRecordsPartitionResult = DeleteRecordsPartitionResult()
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsTopicResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: Each partition that we wanted to delete records from.
-    partitions: tuple[DeleteRecordsPartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition that we wanted to delete records from.
+        partitions: tuple[DeleteRecordsPartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[DeleteRecordsPartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[DeleteRecordsPartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsTopicResult:
@@ -86,11 +149,38 @@ class DeleteRecordsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each topic that we wanted to delete records from.
-    topics: tuple[DeleteRecordsTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each topic that we wanted to delete records from.
+        topics: tuple[DeleteRecordsTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[DeleteRecordsTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[DeleteRecordsTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteRecordsResponse(_Message):
@@ -295,42 +385,42 @@ DeleteRecordsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (109, 'DeleteRecordsResponse'),
-    (110, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (112, 'DeleteRecordsResponse.Topics'),
-    (121, 'DeleteRecordsResponse'),
-    (125, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (126, 'DeleteRecordsResponse.Topics'),
-    (133, 'DeleteRecordsResponse'),
-    (134, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (136, 'DeleteRecordsResponse.Topics'),
-    (148, 'DeleteRecordsResponse.<tagged fields>'),
-    (161, 'DeleteRecordsResponse'),
-    (165, 'DeleteRecordsResponse.ThrottleTimeMs'),
-    (166, 'DeleteRecordsResponse.Topics'),
-    (174, 'DeleteRecordsResponse.<tagged fields>'),
-    (180, 'DeleteRecordsTopicResult'),
-    (181, 'DeleteRecordsTopicResult.Name'),
-    (182, 'DeleteRecordsTopicResult.Partitions'),
-    (191, 'DeleteRecordsTopicResult'),
-    (195, 'DeleteRecordsTopicResult.Name'),
-    (196, 'DeleteRecordsTopicResult.Partitions'),
-    (203, 'DeleteRecordsTopicResult'),
-    (204, 'DeleteRecordsTopicResult.Name'),
-    (205, 'DeleteRecordsTopicResult.Partitions'),
-    (217, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (230, 'DeleteRecordsTopicResult'),
-    (234, 'DeleteRecordsTopicResult.Name'),
-    (235, 'DeleteRecordsTopicResult.Partitions'),
-    (243, 'DeleteRecordsTopicResult.<tagged fields>'),
-    (249, 'DeleteRecordsPartitionResult'),
-    (250, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (252, 'DeleteRecordsPartitionResult'),
-    (256, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (259, 'DeleteRecordsPartitionResult'),
-    (260, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (262, 'DeleteRecordsPartitionResult.<tagged fields>'),
-    (275, 'DeleteRecordsPartitionResult'),
-    (279, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
-    (280, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (199, 'DeleteRecordsResponse'),
+    (200, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (202, 'DeleteRecordsResponse.Topics'),
+    (211, 'DeleteRecordsResponse'),
+    (215, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (216, 'DeleteRecordsResponse.Topics'),
+    (223, 'DeleteRecordsResponse'),
+    (224, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (226, 'DeleteRecordsResponse.Topics'),
+    (238, 'DeleteRecordsResponse.<tagged fields>'),
+    (251, 'DeleteRecordsResponse'),
+    (255, 'DeleteRecordsResponse.ThrottleTimeMs'),
+    (256, 'DeleteRecordsResponse.Topics'),
+    (264, 'DeleteRecordsResponse.<tagged fields>'),
+    (270, 'DeleteRecordsTopicResult'),
+    (271, 'DeleteRecordsTopicResult.Name'),
+    (272, 'DeleteRecordsTopicResult.Partitions'),
+    (281, 'DeleteRecordsTopicResult'),
+    (285, 'DeleteRecordsTopicResult.Name'),
+    (286, 'DeleteRecordsTopicResult.Partitions'),
+    (293, 'DeleteRecordsTopicResult'),
+    (294, 'DeleteRecordsTopicResult.Name'),
+    (295, 'DeleteRecordsTopicResult.Partitions'),
+    (307, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (320, 'DeleteRecordsTopicResult'),
+    (324, 'DeleteRecordsTopicResult.Name'),
+    (325, 'DeleteRecordsTopicResult.Partitions'),
+    (333, 'DeleteRecordsTopicResult.<tagged fields>'),
+    (339, 'DeleteRecordsPartitionResult'),
+    (340, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (342, 'DeleteRecordsPartitionResult'),
+    (346, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (349, 'DeleteRecordsPartitionResult'),
+    (350, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (352, 'DeleteRecordsPartitionResult.<tagged fields>'),
+    (365, 'DeleteRecordsPartitionResult'),
+    (369, 'DeleteRecordsPartitionResult.PartitionIndex,LowWatermark,ErrorCode'),
+    (370, 'DeleteRecordsPartitionResult.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'unknown_tagged_fields', )
+        partition: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.unknown_tagged_fields, ) == (other.partition, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -43,11 +75,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class DeleteStateData:
-    #: The topic identifier.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The data for the partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The data for the partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteStateData:
@@ -75,11 +134,38 @@ class DeleteShareGroupStateRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str = ''
-    #: The data for the topics.
-    topics: tuple[DeleteStateData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str = ''
+        #: The data for the topics.
+        topics: tuple[DeleteStateData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[DeleteStateData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[DeleteStateData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteShareGroupStateRequest(_Message):
@@ -222,26 +308,26 @@ DeleteShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (98, 'DeleteShareGroupStateRequest'),
-    (99, 'DeleteShareGroupStateRequest.GroupId'),
-    (100, 'DeleteShareGroupStateRequest.Topics'),
-    (112, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (125, 'DeleteShareGroupStateRequest'),
-    (129, 'DeleteShareGroupStateRequest.GroupId'),
-    (130, 'DeleteShareGroupStateRequest.Topics'),
-    (138, 'DeleteShareGroupStateRequest.<tagged fields>'),
-    (144, 'DeleteStateData'),
-    (145, 'DeleteStateData.TopicId'),
-    (146, 'DeleteStateData.Partitions'),
-    (158, 'DeleteStateData.<tagged fields>'),
-    (171, 'DeleteStateData'),
-    (175, 'DeleteStateData.TopicId'),
-    (176, 'DeleteStateData.Partitions'),
-    (184, 'DeleteStateData.<tagged fields>'),
-    (190, 'PartitionData'),
-    (191, 'PartitionData.Partition'),
-    (193, 'PartitionData.<tagged fields>'),
-    (206, 'PartitionData'),
-    (210, 'PartitionData.Partition'),
-    (211, 'PartitionData.<tagged fields>'),
+    (184, 'DeleteShareGroupStateRequest'),
+    (185, 'DeleteShareGroupStateRequest.GroupId'),
+    (186, 'DeleteShareGroupStateRequest.Topics'),
+    (198, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (211, 'DeleteShareGroupStateRequest'),
+    (215, 'DeleteShareGroupStateRequest.GroupId'),
+    (216, 'DeleteShareGroupStateRequest.Topics'),
+    (224, 'DeleteShareGroupStateRequest.<tagged fields>'),
+    (230, 'DeleteStateData'),
+    (231, 'DeleteStateData.TopicId'),
+    (232, 'DeleteStateData.Partitions'),
+    (244, 'DeleteStateData.<tagged fields>'),
+    (257, 'DeleteStateData'),
+    (261, 'DeleteStateData.TopicId'),
+    (262, 'DeleteStateData.Partitions'),
+    (270, 'DeleteStateData.<tagged fields>'),
+    (276, 'PartitionData'),
+    (277, 'PartitionData.Partition'),
+    (279, 'PartitionData.<tagged fields>'),
+    (292, 'PartitionData'),
+    (296, 'PartitionData.Partition'),
+    (297, 'PartitionData.<tagged fields>'),
 )

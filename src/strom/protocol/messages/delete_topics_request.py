@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteTopicState:
-    #: The topic name
-    name: str | None = None
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str | None = None
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'topic_id', 'unknown_tagged_fields', )
+        name: str | None
+        topic_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str | None = None, topic_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.unknown_tagged_fields, ) == (other.name, other.topic_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteTopicState:
@@ -54,13 +88,42 @@ class DeleteTopicsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 7)
-    #: The name or topic ID of the topic
-    topics: tuple[DeleteTopicState, ...] = ()
-    #: The names of the topics to delete
-    topic_names: tuple[str, ...] = ()
-    #: The length of time in milliseconds to wait for the deletions to complete.
-    timeout_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name or topic ID of the topic
+        topics: tuple[DeleteTopicState, ...] = ()
+        #: The names of the topics to delete
+        topic_names: tuple[str, ...] = ()
+        #: The length of time in milliseconds to wait for the deletions to complete.
+        timeout_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields', )
+        topics: tuple[DeleteTopicState, ...]
+        topic_names: tuple[str, ...]
+        timeout_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[DeleteTopicState, ...] = (), topic_names: tuple[str, ...] = (), timeout_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'topic_names', topic_names)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, topic_names={self.topic_names!r}, timeout_ms={self.timeout_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields, ) == (other.topics, other.topic_names, other.timeout_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteTopicsRequest(_Message):
@@ -248,36 +311,36 @@ DeleteTopicsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (81, 'DeleteTopicsRequest'),
-    (82, 'DeleteTopicsRequest.TopicNames'),
-    (91, 'DeleteTopicsRequest.TimeoutMs'),
-    (93, 'DeleteTopicsRequest'),
-    (97, 'DeleteTopicsRequest.Topics'),
-    (99, 'DeleteTopicsRequest.TopicNames'),
-    (104, 'DeleteTopicsRequest.TimeoutMs'),
-    (107, 'DeleteTopicsRequest'),
-    (108, 'DeleteTopicsRequest.TopicNames'),
-    (120, 'DeleteTopicsRequest.TimeoutMs'),
-    (122, 'DeleteTopicsRequest.<tagged fields>'),
-    (135, 'DeleteTopicsRequest'),
-    (139, 'DeleteTopicsRequest.Topics'),
-    (141, 'DeleteTopicsRequest.TopicNames'),
-    (149, 'DeleteTopicsRequest.TimeoutMs'),
-    (150, 'DeleteTopicsRequest.<tagged fields>'),
+    (144, 'DeleteTopicsRequest'),
+    (145, 'DeleteTopicsRequest.TopicNames'),
+    (154, 'DeleteTopicsRequest.TimeoutMs'),
     (156, 'DeleteTopicsRequest'),
-    (157, 'DeleteTopicsRequest.Topics'),
-    (169, 'DeleteTopicsRequest.TimeoutMs'),
-    (171, 'DeleteTopicsRequest.<tagged fields>'),
-    (184, 'DeleteTopicsRequest'),
-    (188, 'DeleteTopicsRequest.Topics'),
-    (196, 'DeleteTopicsRequest.TimeoutMs'),
-    (197, 'DeleteTopicsRequest.<tagged fields>'),
-    (203, 'DeleteTopicState'),
-    (204, 'DeleteTopicState.Name'),
-    (205, 'DeleteTopicState.TopicId'),
-    (206, 'DeleteTopicState.<tagged fields>'),
-    (219, 'DeleteTopicState'),
-    (223, 'DeleteTopicState.Name'),
-    (224, 'DeleteTopicState.TopicId'),
-    (225, 'DeleteTopicState.<tagged fields>'),
+    (160, 'DeleteTopicsRequest.Topics'),
+    (162, 'DeleteTopicsRequest.TopicNames'),
+    (167, 'DeleteTopicsRequest.TimeoutMs'),
+    (170, 'DeleteTopicsRequest'),
+    (171, 'DeleteTopicsRequest.TopicNames'),
+    (183, 'DeleteTopicsRequest.TimeoutMs'),
+    (185, 'DeleteTopicsRequest.<tagged fields>'),
+    (198, 'DeleteTopicsRequest'),
+    (202, 'DeleteTopicsRequest.Topics'),
+    (204, 'DeleteTopicsRequest.TopicNames'),
+    (212, 'DeleteTopicsRequest.TimeoutMs'),
+    (213, 'DeleteTopicsRequest.<tagged fields>'),
+    (219, 'DeleteTopicsRequest'),
+    (220, 'DeleteTopicsRequest.Topics'),
+    (232, 'DeleteTopicsRequest.TimeoutMs'),
+    (234, 'DeleteTopicsRequest.<tagged fields>'),
+    (247, 'DeleteTopicsRequest'),
+    (251, 'DeleteTopicsRequest.Topics'),
+    (259, 'DeleteTopicsRequest.TimeoutMs'),
+    (260, 'DeleteTopicsRequest.<tagged fields>'),
+    (266, 'DeleteTopicState'),
+    (267, 'DeleteTopicState.Name'),
+    (268, 'DeleteTopicState.TopicId'),
+    (269, 'DeleteTopicState.<tagged fields>'),
+    (282, 'DeleteTopicState'),
+    (286, 'DeleteTopicState.Name'),
+    (287, 'DeleteTopicState.TopicId'),
+    (288, 'DeleteTopicState.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
@@ -24,15 +31,46 @@ _S1 = Struct(">h")
 @dataclass(frozen=True, slots=True)
 class DeletableTopicResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name
-    name: str | None = ''
-    #: the unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: The deletion error, or 0 if the deletion succeeded.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str | None = ''
+        #: the unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: The deletion error, or 0 if the deletion succeeded.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        name: str | None
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str | None = '', topic_id: UUID = _p.ZERO_UUID, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.name, other.topic_id, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_DeletableTopicResult:
@@ -64,11 +102,38 @@ class DeleteTopicsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 7)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for each topic we tried to delete.
-    responses: tuple[DeletableTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for each topic we tried to delete.
+        responses: tuple[DeletableTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        responses: tuple[DeletableTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, responses: tuple[DeletableTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.responses, self.unknown_tagged_fields, ))
 
 
 class _New_DeleteTopicsResponse(_Message):
@@ -395,74 +460,74 @@ DeleteTopicsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (87, 'DeleteTopicsResponse'),
-    (88, 'DeleteTopicsResponse.Responses'),
-    (97, 'DeleteTopicsResponse'),
-    (101, 'DeleteTopicsResponse.Responses'),
-    (108, 'DeleteTopicsResponse'),
-    (109, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (111, 'DeleteTopicsResponse.Responses'),
-    (120, 'DeleteTopicsResponse'),
-    (124, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (125, 'DeleteTopicsResponse.Responses'),
-    (132, 'DeleteTopicsResponse'),
-    (133, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (135, 'DeleteTopicsResponse.Responses'),
-    (147, 'DeleteTopicsResponse.<tagged fields>'),
-    (160, 'DeleteTopicsResponse'),
-    (164, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (165, 'DeleteTopicsResponse.Responses'),
-    (173, 'DeleteTopicsResponse.<tagged fields>'),
-    (179, 'DeleteTopicsResponse'),
-    (180, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (182, 'DeleteTopicsResponse.Responses'),
-    (194, 'DeleteTopicsResponse.<tagged fields>'),
-    (207, 'DeleteTopicsResponse'),
-    (211, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (212, 'DeleteTopicsResponse.Responses'),
-    (220, 'DeleteTopicsResponse.<tagged fields>'),
-    (226, 'DeleteTopicsResponse'),
-    (227, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (229, 'DeleteTopicsResponse.Responses'),
-    (241, 'DeleteTopicsResponse.<tagged fields>'),
-    (254, 'DeleteTopicsResponse'),
-    (258, 'DeleteTopicsResponse.ThrottleTimeMs'),
-    (259, 'DeleteTopicsResponse.Responses'),
-    (267, 'DeleteTopicsResponse.<tagged fields>'),
-    (273, 'DeletableTopicResult'),
-    (274, 'DeletableTopicResult.Name'),
-    (275, 'DeletableTopicResult.ErrorCode'),
-    (277, 'DeletableTopicResult'),
-    (281, 'DeletableTopicResult.Name'),
-    (282, 'DeletableTopicResult.ErrorCode'),
-    (285, 'DeletableTopicResult'),
-    (286, 'DeletableTopicResult.Name'),
-    (287, 'DeletableTopicResult.ErrorCode'),
-    (289, 'DeletableTopicResult.<tagged fields>'),
-    (302, 'DeletableTopicResult'),
-    (306, 'DeletableTopicResult.Name'),
-    (307, 'DeletableTopicResult.ErrorCode'),
-    (308, 'DeletableTopicResult.<tagged fields>'),
-    (314, 'DeletableTopicResult'),
-    (315, 'DeletableTopicResult.Name'),
-    (316, 'DeletableTopicResult.ErrorCode'),
-    (318, 'DeletableTopicResult.ErrorMessage'),
-    (319, 'DeletableTopicResult.<tagged fields>'),
-    (332, 'DeletableTopicResult'),
-    (336, 'DeletableTopicResult.Name'),
-    (337, 'DeletableTopicResult.ErrorCode'),
-    (338, 'DeletableTopicResult.ErrorMessage'),
-    (339, 'DeletableTopicResult.<tagged fields>'),
-    (345, 'DeletableTopicResult'),
+    (152, 'DeleteTopicsResponse'),
+    (153, 'DeleteTopicsResponse.Responses'),
+    (162, 'DeleteTopicsResponse'),
+    (166, 'DeleteTopicsResponse.Responses'),
+    (173, 'DeleteTopicsResponse'),
+    (174, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (176, 'DeleteTopicsResponse.Responses'),
+    (185, 'DeleteTopicsResponse'),
+    (189, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (190, 'DeleteTopicsResponse.Responses'),
+    (197, 'DeleteTopicsResponse'),
+    (198, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (200, 'DeleteTopicsResponse.Responses'),
+    (212, 'DeleteTopicsResponse.<tagged fields>'),
+    (225, 'DeleteTopicsResponse'),
+    (229, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (230, 'DeleteTopicsResponse.Responses'),
+    (238, 'DeleteTopicsResponse.<tagged fields>'),
+    (244, 'DeleteTopicsResponse'),
+    (245, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (247, 'DeleteTopicsResponse.Responses'),
+    (259, 'DeleteTopicsResponse.<tagged fields>'),
+    (272, 'DeleteTopicsResponse'),
+    (276, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (277, 'DeleteTopicsResponse.Responses'),
+    (285, 'DeleteTopicsResponse.<tagged fields>'),
+    (291, 'DeleteTopicsResponse'),
+    (292, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (294, 'DeleteTopicsResponse.Responses'),
+    (306, 'DeleteTopicsResponse.<tagged fields>'),
+    (319, 'DeleteTopicsResponse'),
+    (323, 'DeleteTopicsResponse.ThrottleTimeMs'),
+    (324, 'DeleteTopicsResponse.Responses'),
+    (332, 'DeleteTopicsResponse.<tagged fields>'),
+    (338, 'DeletableTopicResult'),
+    (339, 'DeletableTopicResult.Name'),
+    (340, 'DeletableTopicResult.ErrorCode'),
+    (342, 'DeletableTopicResult'),
     (346, 'DeletableTopicResult.Name'),
-    (347, 'DeletableTopicResult.TopicId'),
-    (348, 'DeletableTopicResult.ErrorCode'),
-    (350, 'DeletableTopicResult.ErrorMessage'),
-    (351, 'DeletableTopicResult.<tagged fields>'),
-    (364, 'DeletableTopicResult'),
-    (368, 'DeletableTopicResult.Name'),
-    (369, 'DeletableTopicResult.TopicId'),
-    (370, 'DeletableTopicResult.ErrorCode'),
-    (371, 'DeletableTopicResult.ErrorMessage'),
-    (372, 'DeletableTopicResult.<tagged fields>'),
+    (347, 'DeletableTopicResult.ErrorCode'),
+    (350, 'DeletableTopicResult'),
+    (351, 'DeletableTopicResult.Name'),
+    (352, 'DeletableTopicResult.ErrorCode'),
+    (354, 'DeletableTopicResult.<tagged fields>'),
+    (367, 'DeletableTopicResult'),
+    (371, 'DeletableTopicResult.Name'),
+    (372, 'DeletableTopicResult.ErrorCode'),
+    (373, 'DeletableTopicResult.<tagged fields>'),
+    (379, 'DeletableTopicResult'),
+    (380, 'DeletableTopicResult.Name'),
+    (381, 'DeletableTopicResult.ErrorCode'),
+    (383, 'DeletableTopicResult.ErrorMessage'),
+    (384, 'DeletableTopicResult.<tagged fields>'),
+    (397, 'DeletableTopicResult'),
+    (401, 'DeletableTopicResult.Name'),
+    (402, 'DeletableTopicResult.ErrorCode'),
+    (403, 'DeletableTopicResult.ErrorMessage'),
+    (404, 'DeletableTopicResult.<tagged fields>'),
+    (410, 'DeletableTopicResult'),
+    (411, 'DeletableTopicResult.Name'),
+    (412, 'DeletableTopicResult.TopicId'),
+    (413, 'DeletableTopicResult.ErrorCode'),
+    (415, 'DeletableTopicResult.ErrorMessage'),
+    (416, 'DeletableTopicResult.<tagged fields>'),
+    (429, 'DeletableTopicResult'),
+    (433, 'DeletableTopicResult.Name'),
+    (434, 'DeletableTopicResult.TopicId'),
+    (435, 'DeletableTopicResult.ErrorCode'),
+    (436, 'DeletableTopicResult.ErrorMessage'),
+    (437, 'DeletableTopicResult.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">b")
 _S1 = Struct(">bb")
 
@@ -30,21 +37,58 @@ class DescribeAclsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The resource type.
-    resource_type_filter: int = 0
-    #: The resource name, or null to match any resource name.
-    resource_name_filter: str | None = ''
-    #: The resource pattern to match.
-    pattern_type_filter: int = 3
-    #: The principal to match, or null to match any principal.
-    principal_filter: str | None = ''
-    #: The host to match, or null to match any host.
-    host_filter: str | None = ''
-    #: The operation to match.
-    operation: int = 0
-    #: The permission type to match.
-    permission_type: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type_filter: int = 0
+        #: The resource name, or null to match any resource name.
+        resource_name_filter: str | None = ''
+        #: The resource pattern to match.
+        pattern_type_filter: int = 3
+        #: The principal to match, or null to match any principal.
+        principal_filter: str | None = ''
+        #: The host to match, or null to match any host.
+        host_filter: str | None = ''
+        #: The operation to match.
+        operation: int = 0
+        #: The permission type to match.
+        permission_type: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type_filter', 'resource_name_filter', 'pattern_type_filter', 'principal_filter', 'host_filter', 'operation', 'permission_type', 'unknown_tagged_fields', )
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type_filter: int = 0, resource_name_filter: str | None = '', pattern_type_filter: int = 3, principal_filter: str | None = '', host_filter: str | None = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type_filter', resource_type_filter)
+            _object_setattr(self, 'resource_name_filter', resource_name_filter)
+            _object_setattr(self, 'pattern_type_filter', pattern_type_filter)
+            _object_setattr(self, 'principal_filter', principal_filter)
+            _object_setattr(self, 'host_filter', host_filter)
+            _object_setattr(self, 'operation', operation)
+            _object_setattr(self, 'permission_type', permission_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type_filter={self.resource_type_filter!r}, resource_name_filter={self.resource_name_filter!r}, pattern_type_filter={self.pattern_type_filter!r}, principal_filter={self.principal_filter!r}, host_filter={self.host_filter!r}, operation={self.operation!r}, permission_type={self.permission_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields, ) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeAclsRequest(_Message):
@@ -166,47 +210,47 @@ DescribeAclsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (73, 'DescribeAclsRequest'),
-    (74, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (76, 'DescribeAclsRequest.ResourceNameFilter'),
-    (77, 'DescribeAclsRequest.PrincipalFilter'),
-    (78, 'DescribeAclsRequest.HostFilter'),
-    (79, 'DescribeAclsRequest.Operation,PermissionType'),
-    (81, 'DescribeAclsRequest'),
-    (85, 'DescribeAclsRequest.PatternTypeFilter'),
-    (87, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (88, 'DescribeAclsRequest.ResourceNameFilter'),
-    (89, 'DescribeAclsRequest.PrincipalFilter'),
-    (90, 'DescribeAclsRequest.HostFilter'),
-    (91, 'DescribeAclsRequest.Operation,PermissionType'),
-    (94, 'DescribeAclsRequest'),
-    (95, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (97, 'DescribeAclsRequest.ResourceNameFilter'),
-    (98, 'DescribeAclsRequest.PatternTypeFilter'),
-    (100, 'DescribeAclsRequest.PrincipalFilter'),
-    (101, 'DescribeAclsRequest.HostFilter'),
-    (102, 'DescribeAclsRequest.Operation,PermissionType'),
-    (104, 'DescribeAclsRequest'),
-    (108, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (109, 'DescribeAclsRequest.ResourceNameFilter'),
-    (110, 'DescribeAclsRequest.PatternTypeFilter'),
-    (111, 'DescribeAclsRequest.PrincipalFilter'),
-    (112, 'DescribeAclsRequest.HostFilter'),
-    (113, 'DescribeAclsRequest.Operation,PermissionType'),
-    (116, 'DescribeAclsRequest'),
-    (117, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (119, 'DescribeAclsRequest.ResourceNameFilter'),
-    (120, 'DescribeAclsRequest.PatternTypeFilter'),
-    (122, 'DescribeAclsRequest.PrincipalFilter'),
-    (123, 'DescribeAclsRequest.HostFilter'),
-    (124, 'DescribeAclsRequest.Operation,PermissionType'),
-    (126, 'DescribeAclsRequest.<tagged fields>'),
-    (139, 'DescribeAclsRequest'),
-    (143, 'DescribeAclsRequest.ResourceTypeFilter'),
-    (144, 'DescribeAclsRequest.ResourceNameFilter'),
-    (145, 'DescribeAclsRequest.PatternTypeFilter'),
-    (146, 'DescribeAclsRequest.PrincipalFilter'),
-    (147, 'DescribeAclsRequest.HostFilter'),
-    (148, 'DescribeAclsRequest.Operation,PermissionType'),
-    (149, 'DescribeAclsRequest.<tagged fields>'),
+    (117, 'DescribeAclsRequest'),
+    (118, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (120, 'DescribeAclsRequest.ResourceNameFilter'),
+    (121, 'DescribeAclsRequest.PrincipalFilter'),
+    (122, 'DescribeAclsRequest.HostFilter'),
+    (123, 'DescribeAclsRequest.Operation,PermissionType'),
+    (125, 'DescribeAclsRequest'),
+    (129, 'DescribeAclsRequest.PatternTypeFilter'),
+    (131, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (132, 'DescribeAclsRequest.ResourceNameFilter'),
+    (133, 'DescribeAclsRequest.PrincipalFilter'),
+    (134, 'DescribeAclsRequest.HostFilter'),
+    (135, 'DescribeAclsRequest.Operation,PermissionType'),
+    (138, 'DescribeAclsRequest'),
+    (139, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (141, 'DescribeAclsRequest.ResourceNameFilter'),
+    (142, 'DescribeAclsRequest.PatternTypeFilter'),
+    (144, 'DescribeAclsRequest.PrincipalFilter'),
+    (145, 'DescribeAclsRequest.HostFilter'),
+    (146, 'DescribeAclsRequest.Operation,PermissionType'),
+    (148, 'DescribeAclsRequest'),
+    (152, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (153, 'DescribeAclsRequest.ResourceNameFilter'),
+    (154, 'DescribeAclsRequest.PatternTypeFilter'),
+    (155, 'DescribeAclsRequest.PrincipalFilter'),
+    (156, 'DescribeAclsRequest.HostFilter'),
+    (157, 'DescribeAclsRequest.Operation,PermissionType'),
+    (160, 'DescribeAclsRequest'),
+    (161, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (163, 'DescribeAclsRequest.ResourceNameFilter'),
+    (164, 'DescribeAclsRequest.PatternTypeFilter'),
+    (166, 'DescribeAclsRequest.PrincipalFilter'),
+    (167, 'DescribeAclsRequest.HostFilter'),
+    (168, 'DescribeAclsRequest.Operation,PermissionType'),
+    (170, 'DescribeAclsRequest.<tagged fields>'),
+    (183, 'DescribeAclsRequest'),
+    (187, 'DescribeAclsRequest.ResourceTypeFilter'),
+    (188, 'DescribeAclsRequest.ResourceNameFilter'),
+    (189, 'DescribeAclsRequest.PatternTypeFilter'),
+    (190, 'DescribeAclsRequest.PrincipalFilter'),
+    (191, 'DescribeAclsRequest.HostFilter'),
+    (192, 'DescribeAclsRequest.Operation,PermissionType'),
+    (193, 'DescribeAclsRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">b")
 _S2 = Struct(">bb")
@@ -24,15 +31,46 @@ _S2 = Struct(">bb")
 
 @dataclass(frozen=True, slots=True)
 class AclDescription:
-    #: The ACL principal.
-    principal: str = ''
-    #: The ACL host.
-    host: str = ''
-    #: The ACL operation.
-    operation: int = 0
-    #: The ACL permission type.
-    permission_type: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ACL principal.
+        principal: str = ''
+        #: The ACL host.
+        host: str = ''
+        #: The ACL operation.
+        operation: int = 0
+        #: The ACL permission type.
+        permission_type: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields', )
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'principal', principal)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'operation', operation)
+            _object_setattr(self, 'permission_type', permission_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ) == (other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields, ))
 
 
 class _New_AclDescription:
@@ -57,15 +95,46 @@ _DEFAULT_AclDescription = AclDescription()
 
 @dataclass(frozen=True, slots=True)
 class DescribeAclsResource:
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    #: The resource pattern type.
-    pattern_type: int = 3
-    #: The ACLs.
-    acls: tuple[AclDescription, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        #: The resource pattern type.
+        pattern_type: int = 3
+        #: The ACLs.
+        acls: tuple[AclDescription, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields', )
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: tuple[AclDescription, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, acls: tuple[AclDescription, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'pattern_type', pattern_type)
+            _object_setattr(self, 'acls', acls)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, acls={self.acls!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.pattern_type, self.acls, self.unknown_tagged_fields, ) == (other.resource_type, other.resource_name, other.pattern_type, other.acls, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.pattern_type, self.acls, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeAclsResource:
@@ -97,15 +166,46 @@ class DescribeAclsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    #: Each Resource that is referenced in an ACL.
-    resources: tuple[DescribeAclsResource, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        #: Each Resource that is referenced in an ACL.
+        resources: tuple[DescribeAclsResource, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        resources: tuple[DescribeAclsResource, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', resources: tuple[DescribeAclsResource, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'resources', resources)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, resources={self.resources!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.resources, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.resources, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.resources, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeAclsResponse(_Message):
@@ -394,79 +494,79 @@ DescribeAclsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (128, 'DescribeAclsResponse'),
-    (129, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (131, 'DescribeAclsResponse.ErrorMessage'),
-    (132, 'DescribeAclsResponse.Resources'),
-    (141, 'DescribeAclsResponse'),
-    (145, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (146, 'DescribeAclsResponse.ErrorMessage'),
-    (147, 'DescribeAclsResponse.Resources'),
-    (154, 'DescribeAclsResponse'),
-    (155, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (157, 'DescribeAclsResponse.ErrorMessage'),
-    (158, 'DescribeAclsResponse.Resources'),
-    (167, 'DescribeAclsResponse'),
-    (171, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (172, 'DescribeAclsResponse.ErrorMessage'),
-    (173, 'DescribeAclsResponse.Resources'),
-    (180, 'DescribeAclsResponse'),
-    (181, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (183, 'DescribeAclsResponse.ErrorMessage'),
-    (184, 'DescribeAclsResponse.Resources'),
-    (196, 'DescribeAclsResponse.<tagged fields>'),
-    (209, 'DescribeAclsResponse'),
-    (213, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
-    (214, 'DescribeAclsResponse.ErrorMessage'),
-    (215, 'DescribeAclsResponse.Resources'),
-    (223, 'DescribeAclsResponse.<tagged fields>'),
-    (229, 'DescribeAclsResource'),
-    (230, 'DescribeAclsResource.ResourceType'),
-    (232, 'DescribeAclsResource.ResourceName'),
-    (233, 'DescribeAclsResource.Acls'),
-    (242, 'DescribeAclsResource'),
-    (246, 'DescribeAclsResource.PatternType'),
-    (248, 'DescribeAclsResource.ResourceType'),
-    (249, 'DescribeAclsResource.ResourceName'),
-    (250, 'DescribeAclsResource.Acls'),
-    (257, 'DescribeAclsResource'),
-    (258, 'DescribeAclsResource.ResourceType'),
-    (260, 'DescribeAclsResource.ResourceName'),
-    (261, 'DescribeAclsResource.PatternType'),
-    (263, 'DescribeAclsResource.Acls'),
-    (272, 'DescribeAclsResource'),
-    (276, 'DescribeAclsResource.ResourceType'),
-    (277, 'DescribeAclsResource.ResourceName'),
-    (278, 'DescribeAclsResource.PatternType'),
-    (279, 'DescribeAclsResource.Acls'),
-    (286, 'DescribeAclsResource'),
-    (287, 'DescribeAclsResource.ResourceType'),
-    (289, 'DescribeAclsResource.ResourceName'),
-    (290, 'DescribeAclsResource.PatternType'),
-    (292, 'DescribeAclsResource.Acls'),
-    (304, 'DescribeAclsResource.<tagged fields>'),
-    (317, 'DescribeAclsResource'),
-    (321, 'DescribeAclsResource.ResourceType'),
-    (322, 'DescribeAclsResource.ResourceName'),
-    (323, 'DescribeAclsResource.PatternType'),
-    (324, 'DescribeAclsResource.Acls'),
-    (332, 'DescribeAclsResource.<tagged fields>'),
-    (338, 'AclDescription'),
-    (339, 'AclDescription.Principal'),
-    (340, 'AclDescription.Host'),
-    (341, 'AclDescription.Operation,PermissionType'),
-    (343, 'AclDescription'),
-    (347, 'AclDescription.Principal'),
-    (348, 'AclDescription.Host'),
-    (349, 'AclDescription.Operation,PermissionType'),
-    (352, 'AclDescription'),
-    (353, 'AclDescription.Principal'),
-    (354, 'AclDescription.Host'),
-    (355, 'AclDescription.Operation,PermissionType'),
-    (357, 'AclDescription.<tagged fields>'),
-    (370, 'AclDescription'),
-    (374, 'AclDescription.Principal'),
-    (375, 'AclDescription.Host'),
-    (376, 'AclDescription.Operation,PermissionType'),
-    (377, 'AclDescription.<tagged fields>'),
+    (228, 'DescribeAclsResponse'),
+    (229, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (231, 'DescribeAclsResponse.ErrorMessage'),
+    (232, 'DescribeAclsResponse.Resources'),
+    (241, 'DescribeAclsResponse'),
+    (245, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (246, 'DescribeAclsResponse.ErrorMessage'),
+    (247, 'DescribeAclsResponse.Resources'),
+    (254, 'DescribeAclsResponse'),
+    (255, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (257, 'DescribeAclsResponse.ErrorMessage'),
+    (258, 'DescribeAclsResponse.Resources'),
+    (267, 'DescribeAclsResponse'),
+    (271, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (272, 'DescribeAclsResponse.ErrorMessage'),
+    (273, 'DescribeAclsResponse.Resources'),
+    (280, 'DescribeAclsResponse'),
+    (281, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (283, 'DescribeAclsResponse.ErrorMessage'),
+    (284, 'DescribeAclsResponse.Resources'),
+    (296, 'DescribeAclsResponse.<tagged fields>'),
+    (309, 'DescribeAclsResponse'),
+    (313, 'DescribeAclsResponse.ThrottleTimeMs,ErrorCode'),
+    (314, 'DescribeAclsResponse.ErrorMessage'),
+    (315, 'DescribeAclsResponse.Resources'),
+    (323, 'DescribeAclsResponse.<tagged fields>'),
+    (329, 'DescribeAclsResource'),
+    (330, 'DescribeAclsResource.ResourceType'),
+    (332, 'DescribeAclsResource.ResourceName'),
+    (333, 'DescribeAclsResource.Acls'),
+    (342, 'DescribeAclsResource'),
+    (346, 'DescribeAclsResource.PatternType'),
+    (348, 'DescribeAclsResource.ResourceType'),
+    (349, 'DescribeAclsResource.ResourceName'),
+    (350, 'DescribeAclsResource.Acls'),
+    (357, 'DescribeAclsResource'),
+    (358, 'DescribeAclsResource.ResourceType'),
+    (360, 'DescribeAclsResource.ResourceName'),
+    (361, 'DescribeAclsResource.PatternType'),
+    (363, 'DescribeAclsResource.Acls'),
+    (372, 'DescribeAclsResource'),
+    (376, 'DescribeAclsResource.ResourceType'),
+    (377, 'DescribeAclsResource.ResourceName'),
+    (378, 'DescribeAclsResource.PatternType'),
+    (379, 'DescribeAclsResource.Acls'),
+    (386, 'DescribeAclsResource'),
+    (387, 'DescribeAclsResource.ResourceType'),
+    (389, 'DescribeAclsResource.ResourceName'),
+    (390, 'DescribeAclsResource.PatternType'),
+    (392, 'DescribeAclsResource.Acls'),
+    (404, 'DescribeAclsResource.<tagged fields>'),
+    (417, 'DescribeAclsResource'),
+    (421, 'DescribeAclsResource.ResourceType'),
+    (422, 'DescribeAclsResource.ResourceName'),
+    (423, 'DescribeAclsResource.PatternType'),
+    (424, 'DescribeAclsResource.Acls'),
+    (432, 'DescribeAclsResource.<tagged fields>'),
+    (438, 'AclDescription'),
+    (439, 'AclDescription.Principal'),
+    (440, 'AclDescription.Host'),
+    (441, 'AclDescription.Operation,PermissionType'),
+    (443, 'AclDescription'),
+    (447, 'AclDescription.Principal'),
+    (448, 'AclDescription.Host'),
+    (449, 'AclDescription.Operation,PermissionType'),
+    (452, 'AclDescription'),
+    (453, 'AclDescription.Principal'),
+    (454, 'AclDescription.Host'),
+    (455, 'AclDescription.Operation,PermissionType'),
+    (457, 'AclDescription.<tagged fields>'),
+    (470, 'AclDescription'),
+    (474, 'AclDescription.Principal'),
+    (475, 'AclDescription.Host'),
+    (476, 'AclDescription.Operation,PermissionType'),
+    (477, 'AclDescription.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
 
 @dataclass(frozen=True, slots=True)
 class ComponentData:
-    #: The entity type that the filter component applies to.
-    entity_type: str = ''
-    #: How to match the entity {0 = exact name, 1 = default name, 2 = any specified name}.
-    match_type: int = 0
-    #: The string to match against, or null if unused for the match type.
-    match: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The entity type that the filter component applies to.
+        entity_type: str = ''
+        #: How to match the entity {0 = exact name, 1 = default name, 2 = any specified name}.
+        match_type: int = 0
+        #: The string to match against, or null if unused for the match type.
+        match: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields', )
+        entity_type: str
+        match_type: int
+        match: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity_type: str = '', match_type: int = 0, match: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity_type', entity_type)
+            _object_setattr(self, 'match_type', match_type)
+            _object_setattr(self, 'match', match)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, match_type={self.match_type!r}, match={self.match!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.match_type, self.match, self.unknown_tagged_fields, ) == (other.entity_type, other.match_type, other.match, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.match_type, self.match, self.unknown_tagged_fields, ))
 
 
 class _New_ComponentData:
@@ -59,11 +95,38 @@ class DescribeClientQuotasRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: Filter components to apply to quota entities.
-    components: tuple[ComponentData, ...] = ()
-    #: Whether the match is strict, i.e. should exclude entities with unspecified entity types.
-    strict: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Filter components to apply to quota entities.
+        components: tuple[ComponentData, ...] = ()
+        #: Whether the match is strict, i.e. should exclude entities with unspecified entity types.
+        strict: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('components', 'strict', 'unknown_tagged_fields', )
+        components: tuple[ComponentData, ...]
+        strict: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, components: tuple[ComponentData, ...] = (), strict: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'components', components)
+            _object_setattr(self, 'strict', strict)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(components={self.components!r}, strict={self.strict!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.components, self.strict, self.unknown_tagged_fields, ) == (other.components, other.strict, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.components, self.strict, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeClientQuotasRequest(_Message):
@@ -205,36 +268,36 @@ DescribeClientQuotasRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'DescribeClientQuotasRequest'),
-    (83, 'DescribeClientQuotasRequest.Components'),
-    (92, 'DescribeClientQuotasRequest.Strict'),
-    (94, 'DescribeClientQuotasRequest'),
-    (98, 'DescribeClientQuotasRequest.Components'),
-    (103, 'DescribeClientQuotasRequest.Strict'),
-    (106, 'DescribeClientQuotasRequest'),
-    (107, 'DescribeClientQuotasRequest.Components'),
-    (119, 'DescribeClientQuotasRequest.Strict'),
-    (121, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (134, 'DescribeClientQuotasRequest'),
-    (138, 'DescribeClientQuotasRequest.Components'),
-    (146, 'DescribeClientQuotasRequest.Strict'),
-    (147, 'DescribeClientQuotasRequest.<tagged fields>'),
-    (153, 'ComponentData'),
-    (154, 'ComponentData.EntityType'),
-    (155, 'ComponentData.MatchType'),
-    (157, 'ComponentData.Match'),
-    (158, 'ComponentData'),
-    (162, 'ComponentData.EntityType'),
-    (163, 'ComponentData.MatchType'),
-    (164, 'ComponentData.Match'),
-    (167, 'ComponentData'),
-    (168, 'ComponentData.EntityType'),
-    (169, 'ComponentData.MatchType'),
-    (171, 'ComponentData.Match'),
-    (172, 'ComponentData.<tagged fields>'),
-    (185, 'ComponentData'),
-    (189, 'ComponentData.EntityType'),
-    (190, 'ComponentData.MatchType'),
-    (191, 'ComponentData.Match'),
-    (192, 'ComponentData.<tagged fields>'),
+    (145, 'DescribeClientQuotasRequest'),
+    (146, 'DescribeClientQuotasRequest.Components'),
+    (155, 'DescribeClientQuotasRequest.Strict'),
+    (157, 'DescribeClientQuotasRequest'),
+    (161, 'DescribeClientQuotasRequest.Components'),
+    (166, 'DescribeClientQuotasRequest.Strict'),
+    (169, 'DescribeClientQuotasRequest'),
+    (170, 'DescribeClientQuotasRequest.Components'),
+    (182, 'DescribeClientQuotasRequest.Strict'),
+    (184, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (197, 'DescribeClientQuotasRequest'),
+    (201, 'DescribeClientQuotasRequest.Components'),
+    (209, 'DescribeClientQuotasRequest.Strict'),
+    (210, 'DescribeClientQuotasRequest.<tagged fields>'),
+    (216, 'ComponentData'),
+    (217, 'ComponentData.EntityType'),
+    (218, 'ComponentData.MatchType'),
+    (220, 'ComponentData.Match'),
+    (221, 'ComponentData'),
+    (225, 'ComponentData.EntityType'),
+    (226, 'ComponentData.MatchType'),
+    (227, 'ComponentData.Match'),
+    (230, 'ComponentData'),
+    (231, 'ComponentData.EntityType'),
+    (232, 'ComponentData.MatchType'),
+    (234, 'ComponentData.Match'),
+    (235, 'ComponentData.<tagged fields>'),
+    (248, 'ComponentData'),
+    (252, 'ComponentData.EntityType'),
+    (253, 'ComponentData.MatchType'),
+    (254, 'ComponentData.Match'),
+    (255, 'ComponentData.<tagged fields>'),
 )

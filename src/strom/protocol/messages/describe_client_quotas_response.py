@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">d")
 
 
 @dataclass(frozen=True, slots=True)
 class EntityData:
-    #: The entity type.
-    entity_type: str = ''
-    #: The entity name, or null if the default.
-    entity_name: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The entity type.
+        entity_type: str = ''
+        #: The entity name, or null if the default.
+        entity_name: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields', )
+        entity_type: str
+        entity_name: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity_type', entity_type)
+            _object_setattr(self, 'entity_name', entity_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields, ) == (other.entity_type, other.entity_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity_type, self.entity_name, self.unknown_tagged_fields, ))
 
 
 class _New_EntityData:
@@ -48,11 +82,38 @@ _DEFAULT_EntityData = EntityData()
 
 @dataclass(frozen=True, slots=True)
 class ValueData:
-    #: The quota configuration key.
-    key: str = ''
-    #: The quota configuration value.
-    value: float = 0.0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The quota configuration key.
+        key: str = ''
+        #: The quota configuration value.
+        value: float = 0.0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('key', 'value', 'unknown_tagged_fields', )
+        key: str
+        value: float
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, key: str = '', value: float = 0.0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'key', key)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.unknown_tagged_fields, ) == (other.key, other.value, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.value, self.unknown_tagged_fields, ))
 
 
 class _New_ValueData:
@@ -73,11 +134,38 @@ _DEFAULT_ValueData = ValueData()
 
 @dataclass(frozen=True, slots=True)
 class EntryData:
-    #: The quota entity description.
-    entity: tuple[EntityData, ...] = ()
-    #: The quota values for the entity.
-    values: tuple[ValueData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The quota entity description.
+        entity: tuple[EntityData, ...] = ()
+        #: The quota values for the entity.
+        values: tuple[ValueData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('entity', 'values', 'unknown_tagged_fields', )
+        entity: tuple[EntityData, ...]
+        values: tuple[ValueData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, entity: tuple[EntityData, ...] = (), values: tuple[ValueData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'entity', entity)
+            _object_setattr(self, 'values', values)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(entity={self.entity!r}, values={self.values!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.entity, self.values, self.unknown_tagged_fields, ) == (other.entity, other.values, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.entity, self.values, self.unknown_tagged_fields, ))
 
 
 class _New_EntryData:
@@ -105,15 +193,46 @@ class DescribeClientQuotasResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or `0` if the quota description succeeded.
-    error_code: int = 0
-    #: The error message, or `null` if the quota description succeeded.
-    error_message: str | None = ''
-    #: A result entry.
-    entries: tuple[EntryData, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or `0` if the quota description succeeded.
+        error_code: int = 0
+        #: The error message, or `null` if the quota description succeeded.
+        error_message: str | None = ''
+        #: A result entry.
+        entries: tuple[EntryData, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        entries: tuple[EntryData, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', entries: tuple[EntryData, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'entries', entries)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, entries={self.entries!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.entries, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeClientQuotasResponse(_Message):
@@ -409,64 +528,64 @@ DescribeClientQuotasResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (136, 'DescribeClientQuotasResponse'),
-    (137, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (139, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (140, 'DescribeClientQuotasResponse.Entries'),
-    (152, 'DescribeClientQuotasResponse'),
-    (156, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (157, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (158, 'DescribeClientQuotasResponse.Entries'),
-    (168, 'DescribeClientQuotasResponse'),
-    (169, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (171, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (172, 'DescribeClientQuotasResponse.Entries'),
-    (187, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (200, 'DescribeClientQuotasResponse'),
-    (204, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
-    (205, 'DescribeClientQuotasResponse.ErrorMessage'),
-    (206, 'DescribeClientQuotasResponse.Entries'),
-    (217, 'DescribeClientQuotasResponse.<tagged fields>'),
-    (223, 'EntryData'),
-    (224, 'EntryData.Entity'),
-    (233, 'EntryData.Values'),
-    (242, 'EntryData'),
-    (246, 'EntryData.Entity'),
-    (251, 'EntryData.Values'),
-    (258, 'EntryData'),
-    (259, 'EntryData.Entity'),
-    (271, 'EntryData.Values'),
-    (283, 'EntryData.<tagged fields>'),
-    (296, 'EntryData'),
-    (300, 'EntryData.Entity'),
-    (308, 'EntryData.Values'),
-    (316, 'EntryData.<tagged fields>'),
-    (322, 'EntityData'),
-    (323, 'EntityData.EntityType'),
-    (324, 'EntityData.EntityName'),
-    (325, 'EntityData'),
-    (329, 'EntityData.EntityType'),
-    (330, 'EntityData.EntityName'),
-    (333, 'ValueData'),
-    (334, 'ValueData.Key'),
-    (335, 'ValueData.Value'),
-    (337, 'ValueData'),
-    (341, 'ValueData.Key'),
-    (342, 'ValueData.Value'),
-    (345, 'EntityData'),
-    (346, 'EntityData.EntityType'),
-    (347, 'EntityData.EntityName'),
-    (348, 'EntityData.<tagged fields>'),
-    (361, 'EntityData'),
-    (365, 'EntityData.EntityType'),
-    (366, 'EntityData.EntityName'),
-    (367, 'EntityData.<tagged fields>'),
-    (373, 'ValueData'),
-    (374, 'ValueData.Key'),
-    (375, 'ValueData.Value'),
-    (377, 'ValueData.<tagged fields>'),
-    (390, 'ValueData'),
-    (394, 'ValueData.Key'),
-    (395, 'ValueData.Value'),
-    (396, 'ValueData.<tagged fields>'),
+    (255, 'DescribeClientQuotasResponse'),
+    (256, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (258, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (259, 'DescribeClientQuotasResponse.Entries'),
+    (271, 'DescribeClientQuotasResponse'),
+    (275, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (276, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (277, 'DescribeClientQuotasResponse.Entries'),
+    (287, 'DescribeClientQuotasResponse'),
+    (288, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (290, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (291, 'DescribeClientQuotasResponse.Entries'),
+    (306, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (319, 'DescribeClientQuotasResponse'),
+    (323, 'DescribeClientQuotasResponse.ThrottleTimeMs,ErrorCode'),
+    (324, 'DescribeClientQuotasResponse.ErrorMessage'),
+    (325, 'DescribeClientQuotasResponse.Entries'),
+    (336, 'DescribeClientQuotasResponse.<tagged fields>'),
+    (342, 'EntryData'),
+    (343, 'EntryData.Entity'),
+    (352, 'EntryData.Values'),
+    (361, 'EntryData'),
+    (365, 'EntryData.Entity'),
+    (370, 'EntryData.Values'),
+    (377, 'EntryData'),
+    (378, 'EntryData.Entity'),
+    (390, 'EntryData.Values'),
+    (402, 'EntryData.<tagged fields>'),
+    (415, 'EntryData'),
+    (419, 'EntryData.Entity'),
+    (427, 'EntryData.Values'),
+    (435, 'EntryData.<tagged fields>'),
+    (441, 'EntityData'),
+    (442, 'EntityData.EntityType'),
+    (443, 'EntityData.EntityName'),
+    (444, 'EntityData'),
+    (448, 'EntityData.EntityType'),
+    (449, 'EntityData.EntityName'),
+    (452, 'ValueData'),
+    (453, 'ValueData.Key'),
+    (454, 'ValueData.Value'),
+    (456, 'ValueData'),
+    (460, 'ValueData.Key'),
+    (461, 'ValueData.Value'),
+    (464, 'EntityData'),
+    (465, 'EntityData.EntityType'),
+    (466, 'EntityData.EntityName'),
+    (467, 'EntityData.<tagged fields>'),
+    (480, 'EntityData'),
+    (484, 'EntityData.EntityType'),
+    (485, 'EntityData.EntityName'),
+    (486, 'EntityData.<tagged fields>'),
+    (492, 'ValueData'),
+    (493, 'ValueData.Key'),
+    (494, 'ValueData.Value'),
+    (496, 'ValueData.<tagged fields>'),
+    (509, 'ValueData'),
+    (513, 'ValueData.Key'),
+    (514, 'ValueData.Value'),
+    (515, 'ValueData.<tagged fields>'),
 )

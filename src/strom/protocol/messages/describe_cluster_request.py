@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">?b")
 
@@ -30,11 +37,38 @@ class DescribeClusterRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: Whether to include cluster authorized operations.
-    include_cluster_authorized_operations: bool = False
-    #: The endpoint type to describe. 1=brokers, 2=controllers.
-    endpoint_type: int = 1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Whether to include cluster authorized operations.
+        include_cluster_authorized_operations: bool = False
+        #: The endpoint type to describe. 1=brokers, 2=controllers.
+        endpoint_type: int = 1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('include_cluster_authorized_operations', 'endpoint_type', 'unknown_tagged_fields', )
+        include_cluster_authorized_operations: bool
+        endpoint_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'include_cluster_authorized_operations', include_cluster_authorized_operations)
+            _object_setattr(self, 'endpoint_type', endpoint_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, endpoint_type={self.endpoint_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.include_cluster_authorized_operations, self.endpoint_type, self.unknown_tagged_fields, ) == (other.include_cluster_authorized_operations, other.endpoint_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.include_cluster_authorized_operations, self.endpoint_type, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeClusterRequest(_Message):
@@ -116,17 +150,17 @@ DescribeClusterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (53, 'DescribeClusterRequest'),
-    (54, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
-    (56, 'DescribeClusterRequest.<tagged fields>'),
-    (69, 'DescribeClusterRequest'),
-    (73, 'DescribeClusterRequest.EndpointType'),
-    (75, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
-    (76, 'DescribeClusterRequest.<tagged fields>'),
-    (82, 'DescribeClusterRequest'),
-    (83, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
-    (85, 'DescribeClusterRequest.<tagged fields>'),
-    (98, 'DescribeClusterRequest'),
-    (102, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
-    (103, 'DescribeClusterRequest.<tagged fields>'),
+    (87, 'DescribeClusterRequest'),
+    (88, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
+    (90, 'DescribeClusterRequest.<tagged fields>'),
+    (103, 'DescribeClusterRequest'),
+    (107, 'DescribeClusterRequest.EndpointType'),
+    (109, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations'),
+    (110, 'DescribeClusterRequest.<tagged fields>'),
+    (116, 'DescribeClusterRequest'),
+    (117, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
+    (119, 'DescribeClusterRequest.<tagged fields>'),
+    (132, 'DescribeClusterRequest'),
+    (136, 'DescribeClusterRequest.IncludeClusterAuthorizedOperations,EndpointType'),
+    (137, 'DescribeClusterRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">b")
@@ -25,15 +32,46 @@ _S2 = Struct(">b")
 @dataclass(frozen=True, slots=True)
 class DescribeClusterBroker:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('broker_id',)
-    #: The broker ID.
-    broker_id: int = 0
-    #: The broker hostname.
-    host: str = ''
-    #: The broker port.
-    port: int = 0
-    #: The rack of the broker, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID.
+        broker_id: int = 0
+        #: The broker hostname.
+        host: str = ''
+        #: The broker port.
+        port: int = 0
+        #: The rack of the broker, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        broker_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.broker_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeClusterBroker:
@@ -65,23 +103,62 @@ class DescribeClusterResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level error code, or 0 if there was no error
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The endpoint type that was described. 1=brokers, 2=controllers.
-    endpoint_type: int = 1
-    #: The cluster ID that responding broker belongs to.
-    cluster_id: str = ''
-    #: The ID of the controller broker.
-    controller_id: int = -1
-    #: Each broker in the response.
-    brokers: tuple[DescribeClusterBroker, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this cluster.
-    cluster_authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level error code, or 0 if there was no error
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The endpoint type that was described. 1=brokers, 2=controllers.
+        endpoint_type: int = 1
+        #: The cluster ID that responding broker belongs to.
+        cluster_id: str = ''
+        #: The ID of the controller broker.
+        controller_id: int = -1
+        #: Each broker in the response.
+        brokers: tuple[DescribeClusterBroker, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this cluster.
+        cluster_authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        endpoint_type: int
+        cluster_id: str
+        controller_id: int
+        brokers: tuple[DescribeClusterBroker, ...]
+        cluster_authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, endpoint_type: int = 1, cluster_id: str = '', controller_id: int = -1, brokers: tuple[DescribeClusterBroker, ...] = (), cluster_authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'endpoint_type', endpoint_type)
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'brokers', brokers)
+            _object_setattr(self, 'cluster_authorized_operations', cluster_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, endpoint_type={self.endpoint_type!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, brokers={self.brokers!r}, cluster_authorized_operations={self.cluster_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.endpoint_type, other.cluster_id, other.controller_id, other.brokers, other.cluster_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeClusterResponse(_Message):
@@ -272,51 +349,51 @@ DescribeClusterResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (112, 'DescribeClusterResponse'),
-    (113, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (115, 'DescribeClusterResponse.ErrorMessage'),
-    (116, 'DescribeClusterResponse.ClusterId'),
-    (117, 'DescribeClusterResponse.ControllerId'),
-    (119, 'DescribeClusterResponse.Brokers'),
-    (131, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (133, 'DescribeClusterResponse.<tagged fields>'),
-    (146, 'DescribeClusterResponse'),
-    (150, 'DescribeClusterResponse.EndpointType'),
-    (152, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'DescribeClusterResponse.ErrorMessage'),
-    (154, 'DescribeClusterResponse.ClusterId'),
-    (155, 'DescribeClusterResponse.ControllerId'),
-    (156, 'DescribeClusterResponse.Brokers'),
-    (164, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (165, 'DescribeClusterResponse.<tagged fields>'),
-    (171, 'DescribeClusterResponse'),
-    (172, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (174, 'DescribeClusterResponse.ErrorMessage'),
-    (175, 'DescribeClusterResponse.EndpointType'),
-    (177, 'DescribeClusterResponse.ClusterId'),
-    (178, 'DescribeClusterResponse.ControllerId'),
-    (180, 'DescribeClusterResponse.Brokers'),
-    (192, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (194, 'DescribeClusterResponse.<tagged fields>'),
-    (207, 'DescribeClusterResponse'),
-    (211, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
-    (212, 'DescribeClusterResponse.ErrorMessage'),
-    (213, 'DescribeClusterResponse.EndpointType'),
-    (214, 'DescribeClusterResponse.ClusterId'),
-    (215, 'DescribeClusterResponse.ControllerId'),
-    (216, 'DescribeClusterResponse.Brokers'),
-    (224, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
-    (225, 'DescribeClusterResponse.<tagged fields>'),
-    (231, 'DescribeClusterBroker'),
-    (232, 'DescribeClusterBroker.BrokerId'),
-    (234, 'DescribeClusterBroker.Host'),
-    (235, 'DescribeClusterBroker.Port'),
-    (237, 'DescribeClusterBroker.Rack'),
-    (238, 'DescribeClusterBroker.<tagged fields>'),
-    (251, 'DescribeClusterBroker'),
-    (255, 'DescribeClusterBroker.BrokerId'),
-    (256, 'DescribeClusterBroker.Host'),
-    (257, 'DescribeClusterBroker.Port'),
-    (258, 'DescribeClusterBroker.Rack'),
-    (259, 'DescribeClusterBroker.<tagged fields>'),
+    (189, 'DescribeClusterResponse'),
+    (190, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (192, 'DescribeClusterResponse.ErrorMessage'),
+    (193, 'DescribeClusterResponse.ClusterId'),
+    (194, 'DescribeClusterResponse.ControllerId'),
+    (196, 'DescribeClusterResponse.Brokers'),
+    (208, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (210, 'DescribeClusterResponse.<tagged fields>'),
+    (223, 'DescribeClusterResponse'),
+    (227, 'DescribeClusterResponse.EndpointType'),
+    (229, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (230, 'DescribeClusterResponse.ErrorMessage'),
+    (231, 'DescribeClusterResponse.ClusterId'),
+    (232, 'DescribeClusterResponse.ControllerId'),
+    (233, 'DescribeClusterResponse.Brokers'),
+    (241, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (242, 'DescribeClusterResponse.<tagged fields>'),
+    (248, 'DescribeClusterResponse'),
+    (249, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (251, 'DescribeClusterResponse.ErrorMessage'),
+    (252, 'DescribeClusterResponse.EndpointType'),
+    (254, 'DescribeClusterResponse.ClusterId'),
+    (255, 'DescribeClusterResponse.ControllerId'),
+    (257, 'DescribeClusterResponse.Brokers'),
+    (269, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (271, 'DescribeClusterResponse.<tagged fields>'),
+    (284, 'DescribeClusterResponse'),
+    (288, 'DescribeClusterResponse.ThrottleTimeMs,ErrorCode'),
+    (289, 'DescribeClusterResponse.ErrorMessage'),
+    (290, 'DescribeClusterResponse.EndpointType'),
+    (291, 'DescribeClusterResponse.ClusterId'),
+    (292, 'DescribeClusterResponse.ControllerId'),
+    (293, 'DescribeClusterResponse.Brokers'),
+    (301, 'DescribeClusterResponse.ClusterAuthorizedOperations'),
+    (302, 'DescribeClusterResponse.<tagged fields>'),
+    (308, 'DescribeClusterBroker'),
+    (309, 'DescribeClusterBroker.BrokerId'),
+    (311, 'DescribeClusterBroker.Host'),
+    (312, 'DescribeClusterBroker.Port'),
+    (314, 'DescribeClusterBroker.Rack'),
+    (315, 'DescribeClusterBroker.<tagged fields>'),
+    (328, 'DescribeClusterBroker'),
+    (332, 'DescribeClusterBroker.BrokerId'),
+    (333, 'DescribeClusterBroker.Host'),
+    (334, 'DescribeClusterBroker.Port'),
+    (335, 'DescribeClusterBroker.Rack'),
+    (336, 'DescribeClusterBroker.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">??")
 _S2 = Struct(">b")
@@ -24,13 +31,42 @@ _S2 = Struct(">b")
 
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResource:
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    #: The configuration keys to list, or null to list all configuration keys.
-    configuration_keys: tuple[str, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        #: The configuration keys to list, or null to list all configuration keys.
+        configuration_keys: tuple[str, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields', )
+        resource_type: int
+        resource_name: str
+        configuration_keys: tuple[str, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type: int = 0, resource_name: str = '', configuration_keys: tuple[str, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'configuration_keys', configuration_keys)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configuration_keys={self.configuration_keys!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields, ) == (other.resource_type, other.resource_name, other.configuration_keys, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsResource:
@@ -60,13 +96,42 @@ class DescribeConfigsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 5)
-    #: The resources whose configurations we want to describe.
-    resources: tuple[DescribeConfigsResource, ...] = ()
-    #: True if we should include all synonyms.
-    include_synonyms: bool = False
-    #: True if we should include configuration documentation.
-    include_documentation: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resources whose configurations we want to describe.
+        resources: tuple[DescribeConfigsResource, ...] = ()
+        #: True if we should include all synonyms.
+        include_synonyms: bool = False
+        #: True if we should include configuration documentation.
+        include_documentation: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields', )
+        resources: tuple[DescribeConfigsResource, ...]
+        include_synonyms: bool
+        include_documentation: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resources: tuple[DescribeConfigsResource, ...] = (), include_synonyms: bool = False, include_documentation: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resources', resources)
+            _object_setattr(self, 'include_synonyms', include_synonyms)
+            _object_setattr(self, 'include_documentation', include_documentation)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resources={self.resources!r}, include_synonyms={self.include_synonyms!r}, include_documentation={self.include_documentation!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields, ) == (other.resources, other.include_synonyms, other.include_documentation, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsRequest(_Message):
@@ -309,49 +374,49 @@ DescribeConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (87, 'DescribeConfigsRequest'),
-    (88, 'DescribeConfigsRequest.Resources'),
-    (97, 'DescribeConfigsRequest'),
-    (101, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (103, 'DescribeConfigsRequest.IncludeDocumentation'),
-    (105, 'DescribeConfigsRequest.Resources'),
-    (112, 'DescribeConfigsRequest'),
-    (113, 'DescribeConfigsRequest.Resources'),
-    (122, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (124, 'DescribeConfigsRequest'),
-    (128, 'DescribeConfigsRequest.IncludeDocumentation'),
-    (130, 'DescribeConfigsRequest.Resources'),
-    (135, 'DescribeConfigsRequest.IncludeSynonyms'),
-    (138, 'DescribeConfigsRequest'),
-    (139, 'DescribeConfigsRequest.Resources'),
-    (148, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (150, 'DescribeConfigsRequest'),
-    (154, 'DescribeConfigsRequest.Resources'),
-    (159, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (152, 'DescribeConfigsRequest'),
+    (153, 'DescribeConfigsRequest.Resources'),
     (162, 'DescribeConfigsRequest'),
-    (163, 'DescribeConfigsRequest.Resources'),
-    (175, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (177, 'DescribeConfigsRequest.<tagged fields>'),
-    (190, 'DescribeConfigsRequest'),
-    (194, 'DescribeConfigsRequest.Resources'),
-    (202, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
-    (203, 'DescribeConfigsRequest.<tagged fields>'),
-    (209, 'DescribeConfigsResource'),
-    (210, 'DescribeConfigsResource.ResourceType'),
-    (212, 'DescribeConfigsResource.ResourceName'),
-    (213, 'DescribeConfigsResource.ConfigurationKeys'),
-    (225, 'DescribeConfigsResource'),
-    (229, 'DescribeConfigsResource.ResourceType'),
-    (230, 'DescribeConfigsResource.ResourceName'),
-    (231, 'DescribeConfigsResource.ConfigurationKeys'),
-    (241, 'DescribeConfigsResource'),
-    (242, 'DescribeConfigsResource.ResourceType'),
-    (244, 'DescribeConfigsResource.ResourceName'),
-    (245, 'DescribeConfigsResource.ConfigurationKeys'),
-    (260, 'DescribeConfigsResource.<tagged fields>'),
-    (273, 'DescribeConfigsResource'),
-    (277, 'DescribeConfigsResource.ResourceType'),
-    (278, 'DescribeConfigsResource.ResourceName'),
-    (279, 'DescribeConfigsResource.ConfigurationKeys'),
-    (290, 'DescribeConfigsResource.<tagged fields>'),
+    (166, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (168, 'DescribeConfigsRequest.IncludeDocumentation'),
+    (170, 'DescribeConfigsRequest.Resources'),
+    (177, 'DescribeConfigsRequest'),
+    (178, 'DescribeConfigsRequest.Resources'),
+    (187, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (189, 'DescribeConfigsRequest'),
+    (193, 'DescribeConfigsRequest.IncludeDocumentation'),
+    (195, 'DescribeConfigsRequest.Resources'),
+    (200, 'DescribeConfigsRequest.IncludeSynonyms'),
+    (203, 'DescribeConfigsRequest'),
+    (204, 'DescribeConfigsRequest.Resources'),
+    (213, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (215, 'DescribeConfigsRequest'),
+    (219, 'DescribeConfigsRequest.Resources'),
+    (224, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (227, 'DescribeConfigsRequest'),
+    (228, 'DescribeConfigsRequest.Resources'),
+    (240, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (242, 'DescribeConfigsRequest.<tagged fields>'),
+    (255, 'DescribeConfigsRequest'),
+    (259, 'DescribeConfigsRequest.Resources'),
+    (267, 'DescribeConfigsRequest.IncludeSynonyms,IncludeDocumentation'),
+    (268, 'DescribeConfigsRequest.<tagged fields>'),
+    (274, 'DescribeConfigsResource'),
+    (275, 'DescribeConfigsResource.ResourceType'),
+    (277, 'DescribeConfigsResource.ResourceName'),
+    (278, 'DescribeConfigsResource.ConfigurationKeys'),
+    (290, 'DescribeConfigsResource'),
+    (294, 'DescribeConfigsResource.ResourceType'),
+    (295, 'DescribeConfigsResource.ResourceName'),
+    (296, 'DescribeConfigsResource.ConfigurationKeys'),
+    (306, 'DescribeConfigsResource'),
+    (307, 'DescribeConfigsResource.ResourceType'),
+    (309, 'DescribeConfigsResource.ResourceName'),
+    (310, 'DescribeConfigsResource.ConfigurationKeys'),
+    (325, 'DescribeConfigsResource.<tagged fields>'),
+    (338, 'DescribeConfigsResource'),
+    (342, 'DescribeConfigsResource.ResourceType'),
+    (343, 'DescribeConfigsResource.ResourceName'),
+    (344, 'DescribeConfigsResource.ConfigurationKeys'),
+    (355, 'DescribeConfigsResource.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">b")
@@ -26,13 +33,42 @@ _S4 = Struct(">?b?")
 
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsSynonym:
-    #: The synonym name.
-    name: str = ''
-    #: The synonym value.
-    value: str | None = ''
-    #: The synonym source.
-    source: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The synonym name.
+        name: str = ''
+        #: The synonym value.
+        value: str | None = ''
+        #: The synonym source.
+        source: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'value', 'source', 'unknown_tagged_fields', )
+        name: str
+        value: str | None
+        source: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', value: str | None = '', source: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'source', source)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, source={self.source!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.source, self.unknown_tagged_fields, ) == (other.name, other.value, other.source, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.source, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsSynonym:
@@ -55,25 +91,66 @@ _DEFAULT_DescribeConfigsSynonym = DescribeConfigsSynonym()
 
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResourceResult:
-    #: The configuration name.
-    name: str = ''
-    #: The configuration value.
-    value: str | None = ''
-    #: True if the configuration is read-only.
-    read_only: bool = False
-    #: True if the configuration is not set.
-    is_default: bool = False
-    #: The configuration source.
-    config_source: int = -1
-    #: True if this configuration is sensitive.
-    is_sensitive: bool = False
-    #: The synonyms for this configuration key.
-    synonyms: tuple[DescribeConfigsSynonym, ...] = ()
-    #: The configuration data type. Type can be one of the following values - BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
-    config_type: int = 0
-    #: The configuration documentation.
-    documentation: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The configuration name.
+        name: str = ''
+        #: The configuration value.
+        value: str | None = ''
+        #: True if the configuration is read-only.
+        read_only: bool = False
+        #: True if the configuration is not set.
+        is_default: bool = False
+        #: The configuration source.
+        config_source: int = -1
+        #: True if this configuration is sensitive.
+        is_sensitive: bool = False
+        #: The synonyms for this configuration key.
+        synonyms: tuple[DescribeConfigsSynonym, ...] = ()
+        #: The configuration data type. Type can be one of the following values - BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+        config_type: int = 0
+        #: The configuration documentation.
+        documentation: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields', )
+        name: str
+        value: str | None
+        read_only: bool
+        is_default: bool
+        config_source: int
+        is_sensitive: bool
+        synonyms: tuple[DescribeConfigsSynonym, ...]
+        config_type: int
+        documentation: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', value: str | None = '', read_only: bool = False, is_default: bool = False, config_source: int = -1, is_sensitive: bool = False, synonyms: tuple[DescribeConfigsSynonym, ...] = (), config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'read_only', read_only)
+            _object_setattr(self, 'is_default', is_default)
+            _object_setattr(self, 'config_source', config_source)
+            _object_setattr(self, 'is_sensitive', is_sensitive)
+            _object_setattr(self, 'synonyms', synonyms)
+            _object_setattr(self, 'config_type', config_type)
+            _object_setattr(self, 'documentation', documentation)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, is_default={self.is_default!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r}, synonyms={self.synonyms!r}, config_type={self.config_type!r}, documentation={self.documentation!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation, self.unknown_tagged_fields, ) == (other.name, other.value, other.read_only, other.is_default, other.config_source, other.is_sensitive, other.synonyms, other.config_type, other.documentation, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsResourceResult:
@@ -108,17 +185,50 @@ _DEFAULT_DescribeConfigsResourceResult = DescribeConfigsResourceResult()
 
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResult:
-    #: The error code, or 0 if we were able to successfully describe the configurations.
-    error_code: int = 0
-    #: The error message, or null if we were able to successfully describe the configurations.
-    error_message: str | None = ''
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    #: Each listed configuration.
-    configs: tuple[DescribeConfigsResourceResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if we were able to successfully describe the configurations.
+        error_code: int = 0
+        #: The error message, or null if we were able to successfully describe the configurations.
+        error_message: str | None = ''
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        #: Each listed configuration.
+        configs: tuple[DescribeConfigsResourceResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        configs: tuple[DescribeConfigsResourceResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', configs: tuple[DescribeConfigsResourceResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'configs', configs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsResult:
@@ -152,11 +262,38 @@ class DescribeConfigsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 5)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The results for each resource.
-    results: tuple[DescribeConfigsResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The results for each resource.
+        results: tuple[DescribeConfigsResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        results: tuple[DescribeConfigsResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, results: tuple[DescribeConfigsResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeConfigsResponse(_Message):
@@ -636,149 +773,149 @@ DescribeConfigsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (175, 'DescribeConfigsResponse'),
-    (176, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (178, 'DescribeConfigsResponse.Results'),
-    (187, 'DescribeConfigsResponse'),
-    (191, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (192, 'DescribeConfigsResponse.Results'),
-    (199, 'DescribeConfigsResponse'),
-    (200, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (202, 'DescribeConfigsResponse.Results'),
-    (211, 'DescribeConfigsResponse'),
-    (215, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (216, 'DescribeConfigsResponse.Results'),
-    (223, 'DescribeConfigsResponse'),
-    (224, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (226, 'DescribeConfigsResponse.Results'),
-    (235, 'DescribeConfigsResponse'),
-    (239, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (240, 'DescribeConfigsResponse.Results'),
-    (247, 'DescribeConfigsResponse'),
-    (248, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (250, 'DescribeConfigsResponse.Results'),
-    (262, 'DescribeConfigsResponse.<tagged fields>'),
-    (275, 'DescribeConfigsResponse'),
-    (279, 'DescribeConfigsResponse.ThrottleTimeMs'),
-    (280, 'DescribeConfigsResponse.Results'),
-    (288, 'DescribeConfigsResponse.<tagged fields>'),
-    (294, 'DescribeConfigsResult'),
-    (295, 'DescribeConfigsResult.ErrorCode'),
-    (297, 'DescribeConfigsResult.ErrorMessage'),
-    (298, 'DescribeConfigsResult.ResourceType'),
-    (300, 'DescribeConfigsResult.ResourceName'),
-    (301, 'DescribeConfigsResult.Configs'),
-    (310, 'DescribeConfigsResult'),
-    (314, 'DescribeConfigsResult.ErrorCode'),
-    (315, 'DescribeConfigsResult.ErrorMessage'),
-    (316, 'DescribeConfigsResult.ResourceType'),
-    (317, 'DescribeConfigsResult.ResourceName'),
-    (318, 'DescribeConfigsResult.Configs'),
-    (325, 'DescribeConfigsResult'),
-    (326, 'DescribeConfigsResult.ErrorCode'),
-    (328, 'DescribeConfigsResult.ErrorMessage'),
-    (329, 'DescribeConfigsResult.ResourceType'),
-    (331, 'DescribeConfigsResult.ResourceName'),
-    (332, 'DescribeConfigsResult.Configs'),
-    (341, 'DescribeConfigsResult'),
-    (345, 'DescribeConfigsResult.ErrorCode'),
-    (346, 'DescribeConfigsResult.ErrorMessage'),
-    (347, 'DescribeConfigsResult.ResourceType'),
-    (348, 'DescribeConfigsResult.ResourceName'),
-    (349, 'DescribeConfigsResult.Configs'),
-    (356, 'DescribeConfigsResult'),
-    (357, 'DescribeConfigsResult.ErrorCode'),
-    (359, 'DescribeConfigsResult.ErrorMessage'),
-    (360, 'DescribeConfigsResult.ResourceType'),
-    (362, 'DescribeConfigsResult.ResourceName'),
-    (363, 'DescribeConfigsResult.Configs'),
-    (372, 'DescribeConfigsResult'),
-    (376, 'DescribeConfigsResult.ErrorCode'),
-    (377, 'DescribeConfigsResult.ErrorMessage'),
-    (378, 'DescribeConfigsResult.ResourceType'),
-    (379, 'DescribeConfigsResult.ResourceName'),
-    (380, 'DescribeConfigsResult.Configs'),
-    (387, 'DescribeConfigsResult'),
-    (388, 'DescribeConfigsResult.ErrorCode'),
-    (390, 'DescribeConfigsResult.ErrorMessage'),
-    (391, 'DescribeConfigsResult.ResourceType'),
-    (393, 'DescribeConfigsResult.ResourceName'),
-    (394, 'DescribeConfigsResult.Configs'),
-    (406, 'DescribeConfigsResult.<tagged fields>'),
-    (419, 'DescribeConfigsResult'),
-    (423, 'DescribeConfigsResult.ErrorCode'),
-    (424, 'DescribeConfigsResult.ErrorMessage'),
-    (425, 'DescribeConfigsResult.ResourceType'),
-    (426, 'DescribeConfigsResult.ResourceName'),
-    (427, 'DescribeConfigsResult.Configs'),
-    (435, 'DescribeConfigsResult.<tagged fields>'),
-    (441, 'DescribeConfigsResourceResult'),
-    (442, 'DescribeConfigsResourceResult.Name'),
-    (443, 'DescribeConfigsResourceResult.Value'),
-    (444, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
-    (446, 'DescribeConfigsResourceResult'),
-    (450, 'DescribeConfigsResourceResult.Name'),
-    (451, 'DescribeConfigsResourceResult.Value'),
-    (452, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
-    (455, 'DescribeConfigsResourceResult'),
-    (456, 'DescribeConfigsResourceResult.Name'),
-    (457, 'DescribeConfigsResourceResult.Value'),
-    (458, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (460, 'DescribeConfigsResourceResult.Synonyms'),
-    (469, 'DescribeConfigsResourceResult'),
-    (473, 'DescribeConfigsResourceResult.IsDefault'),
-    (475, 'DescribeConfigsResourceResult.Name'),
-    (476, 'DescribeConfigsResourceResult.Value'),
-    (477, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (478, 'DescribeConfigsResourceResult.Synonyms'),
-    (485, 'DescribeConfigsResourceResult'),
-    (486, 'DescribeConfigsResourceResult.Name'),
-    (487, 'DescribeConfigsResourceResult.Value'),
-    (488, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (490, 'DescribeConfigsResourceResult.Synonyms'),
-    (499, 'DescribeConfigsResourceResult.ConfigType'),
-    (501, 'DescribeConfigsResourceResult.Documentation'),
-    (502, 'DescribeConfigsResourceResult'),
-    (506, 'DescribeConfigsResourceResult.IsDefault'),
-    (508, 'DescribeConfigsResourceResult.Name'),
-    (509, 'DescribeConfigsResourceResult.Value'),
-    (510, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (511, 'DescribeConfigsResourceResult.Synonyms'),
-    (516, 'DescribeConfigsResourceResult.ConfigType'),
-    (517, 'DescribeConfigsResourceResult.Documentation'),
-    (520, 'DescribeConfigsResourceResult'),
-    (521, 'DescribeConfigsResourceResult.Name'),
-    (522, 'DescribeConfigsResourceResult.Value'),
-    (523, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (525, 'DescribeConfigsResourceResult.Synonyms'),
-    (537, 'DescribeConfigsResourceResult.ConfigType'),
-    (539, 'DescribeConfigsResourceResult.Documentation'),
-    (540, 'DescribeConfigsResourceResult.<tagged fields>'),
-    (553, 'DescribeConfigsResourceResult'),
-    (557, 'DescribeConfigsResourceResult.IsDefault'),
-    (559, 'DescribeConfigsResourceResult.Name'),
-    (560, 'DescribeConfigsResourceResult.Value'),
-    (561, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
-    (562, 'DescribeConfigsResourceResult.Synonyms'),
-    (570, 'DescribeConfigsResourceResult.ConfigType'),
-    (571, 'DescribeConfigsResourceResult.Documentation'),
-    (572, 'DescribeConfigsResourceResult.<tagged fields>'),
-    (578, 'DescribeConfigsSynonym'),
-    (579, 'DescribeConfigsSynonym.Name'),
-    (580, 'DescribeConfigsSynonym.Value'),
-    (581, 'DescribeConfigsSynonym.Source'),
-    (583, 'DescribeConfigsSynonym'),
-    (587, 'DescribeConfigsSynonym.Name'),
-    (588, 'DescribeConfigsSynonym.Value'),
-    (589, 'DescribeConfigsSynonym.Source'),
-    (592, 'DescribeConfigsSynonym'),
-    (593, 'DescribeConfigsSynonym.Name'),
-    (594, 'DescribeConfigsSynonym.Value'),
-    (595, 'DescribeConfigsSynonym.Source'),
-    (597, 'DescribeConfigsSynonym.<tagged fields>'),
-    (610, 'DescribeConfigsSynonym'),
-    (614, 'DescribeConfigsSynonym.Name'),
-    (615, 'DescribeConfigsSynonym.Value'),
-    (616, 'DescribeConfigsSynonym.Source'),
-    (617, 'DescribeConfigsSynonym.<tagged fields>'),
+    (312, 'DescribeConfigsResponse'),
+    (313, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (315, 'DescribeConfigsResponse.Results'),
+    (324, 'DescribeConfigsResponse'),
+    (328, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (329, 'DescribeConfigsResponse.Results'),
+    (336, 'DescribeConfigsResponse'),
+    (337, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (339, 'DescribeConfigsResponse.Results'),
+    (348, 'DescribeConfigsResponse'),
+    (352, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (353, 'DescribeConfigsResponse.Results'),
+    (360, 'DescribeConfigsResponse'),
+    (361, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (363, 'DescribeConfigsResponse.Results'),
+    (372, 'DescribeConfigsResponse'),
+    (376, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (377, 'DescribeConfigsResponse.Results'),
+    (384, 'DescribeConfigsResponse'),
+    (385, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (387, 'DescribeConfigsResponse.Results'),
+    (399, 'DescribeConfigsResponse.<tagged fields>'),
+    (412, 'DescribeConfigsResponse'),
+    (416, 'DescribeConfigsResponse.ThrottleTimeMs'),
+    (417, 'DescribeConfigsResponse.Results'),
+    (425, 'DescribeConfigsResponse.<tagged fields>'),
+    (431, 'DescribeConfigsResult'),
+    (432, 'DescribeConfigsResult.ErrorCode'),
+    (434, 'DescribeConfigsResult.ErrorMessage'),
+    (435, 'DescribeConfigsResult.ResourceType'),
+    (437, 'DescribeConfigsResult.ResourceName'),
+    (438, 'DescribeConfigsResult.Configs'),
+    (447, 'DescribeConfigsResult'),
+    (451, 'DescribeConfigsResult.ErrorCode'),
+    (452, 'DescribeConfigsResult.ErrorMessage'),
+    (453, 'DescribeConfigsResult.ResourceType'),
+    (454, 'DescribeConfigsResult.ResourceName'),
+    (455, 'DescribeConfigsResult.Configs'),
+    (462, 'DescribeConfigsResult'),
+    (463, 'DescribeConfigsResult.ErrorCode'),
+    (465, 'DescribeConfigsResult.ErrorMessage'),
+    (466, 'DescribeConfigsResult.ResourceType'),
+    (468, 'DescribeConfigsResult.ResourceName'),
+    (469, 'DescribeConfigsResult.Configs'),
+    (478, 'DescribeConfigsResult'),
+    (482, 'DescribeConfigsResult.ErrorCode'),
+    (483, 'DescribeConfigsResult.ErrorMessage'),
+    (484, 'DescribeConfigsResult.ResourceType'),
+    (485, 'DescribeConfigsResult.ResourceName'),
+    (486, 'DescribeConfigsResult.Configs'),
+    (493, 'DescribeConfigsResult'),
+    (494, 'DescribeConfigsResult.ErrorCode'),
+    (496, 'DescribeConfigsResult.ErrorMessage'),
+    (497, 'DescribeConfigsResult.ResourceType'),
+    (499, 'DescribeConfigsResult.ResourceName'),
+    (500, 'DescribeConfigsResult.Configs'),
+    (509, 'DescribeConfigsResult'),
+    (513, 'DescribeConfigsResult.ErrorCode'),
+    (514, 'DescribeConfigsResult.ErrorMessage'),
+    (515, 'DescribeConfigsResult.ResourceType'),
+    (516, 'DescribeConfigsResult.ResourceName'),
+    (517, 'DescribeConfigsResult.Configs'),
+    (524, 'DescribeConfigsResult'),
+    (525, 'DescribeConfigsResult.ErrorCode'),
+    (527, 'DescribeConfigsResult.ErrorMessage'),
+    (528, 'DescribeConfigsResult.ResourceType'),
+    (530, 'DescribeConfigsResult.ResourceName'),
+    (531, 'DescribeConfigsResult.Configs'),
+    (543, 'DescribeConfigsResult.<tagged fields>'),
+    (556, 'DescribeConfigsResult'),
+    (560, 'DescribeConfigsResult.ErrorCode'),
+    (561, 'DescribeConfigsResult.ErrorMessage'),
+    (562, 'DescribeConfigsResult.ResourceType'),
+    (563, 'DescribeConfigsResult.ResourceName'),
+    (564, 'DescribeConfigsResult.Configs'),
+    (572, 'DescribeConfigsResult.<tagged fields>'),
+    (578, 'DescribeConfigsResourceResult'),
+    (579, 'DescribeConfigsResourceResult.Name'),
+    (580, 'DescribeConfigsResourceResult.Value'),
+    (581, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
+    (583, 'DescribeConfigsResourceResult'),
+    (587, 'DescribeConfigsResourceResult.Name'),
+    (588, 'DescribeConfigsResourceResult.Value'),
+    (589, 'DescribeConfigsResourceResult.ReadOnly,IsDefault,IsSensitive'),
+    (592, 'DescribeConfigsResourceResult'),
+    (593, 'DescribeConfigsResourceResult.Name'),
+    (594, 'DescribeConfigsResourceResult.Value'),
+    (595, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (597, 'DescribeConfigsResourceResult.Synonyms'),
+    (606, 'DescribeConfigsResourceResult'),
+    (610, 'DescribeConfigsResourceResult.IsDefault'),
+    (612, 'DescribeConfigsResourceResult.Name'),
+    (613, 'DescribeConfigsResourceResult.Value'),
+    (614, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (615, 'DescribeConfigsResourceResult.Synonyms'),
+    (622, 'DescribeConfigsResourceResult'),
+    (623, 'DescribeConfigsResourceResult.Name'),
+    (624, 'DescribeConfigsResourceResult.Value'),
+    (625, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (627, 'DescribeConfigsResourceResult.Synonyms'),
+    (636, 'DescribeConfigsResourceResult.ConfigType'),
+    (638, 'DescribeConfigsResourceResult.Documentation'),
+    (639, 'DescribeConfigsResourceResult'),
+    (643, 'DescribeConfigsResourceResult.IsDefault'),
+    (645, 'DescribeConfigsResourceResult.Name'),
+    (646, 'DescribeConfigsResourceResult.Value'),
+    (647, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (648, 'DescribeConfigsResourceResult.Synonyms'),
+    (653, 'DescribeConfigsResourceResult.ConfigType'),
+    (654, 'DescribeConfigsResourceResult.Documentation'),
+    (657, 'DescribeConfigsResourceResult'),
+    (658, 'DescribeConfigsResourceResult.Name'),
+    (659, 'DescribeConfigsResourceResult.Value'),
+    (660, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (662, 'DescribeConfigsResourceResult.Synonyms'),
+    (674, 'DescribeConfigsResourceResult.ConfigType'),
+    (676, 'DescribeConfigsResourceResult.Documentation'),
+    (677, 'DescribeConfigsResourceResult.<tagged fields>'),
+    (690, 'DescribeConfigsResourceResult'),
+    (694, 'DescribeConfigsResourceResult.IsDefault'),
+    (696, 'DescribeConfigsResourceResult.Name'),
+    (697, 'DescribeConfigsResourceResult.Value'),
+    (698, 'DescribeConfigsResourceResult.ReadOnly,ConfigSource,IsSensitive'),
+    (699, 'DescribeConfigsResourceResult.Synonyms'),
+    (707, 'DescribeConfigsResourceResult.ConfigType'),
+    (708, 'DescribeConfigsResourceResult.Documentation'),
+    (709, 'DescribeConfigsResourceResult.<tagged fields>'),
+    (715, 'DescribeConfigsSynonym'),
+    (716, 'DescribeConfigsSynonym.Name'),
+    (717, 'DescribeConfigsSynonym.Value'),
+    (718, 'DescribeConfigsSynonym.Source'),
+    (720, 'DescribeConfigsSynonym'),
+    (724, 'DescribeConfigsSynonym.Name'),
+    (725, 'DescribeConfigsSynonym.Value'),
+    (726, 'DescribeConfigsSynonym.Source'),
+    (729, 'DescribeConfigsSynonym'),
+    (730, 'DescribeConfigsSynonym.Name'),
+    (731, 'DescribeConfigsSynonym.Value'),
+    (732, 'DescribeConfigsSynonym.Source'),
+    (734, 'DescribeConfigsSynonym.<tagged fields>'),
+    (747, 'DescribeConfigsSynonym'),
+    (751, 'DescribeConfigsSynonym.Name'),
+    (752, 'DescribeConfigsSynonym.Value'),
+    (753, 'DescribeConfigsSynonym.Source'),
+    (754, 'DescribeConfigsSynonym.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class DescribeDelegationTokenOwner:
-    #: The owner principal type.
-    principal_type: str = ''
-    #: The owner principal name.
-    principal_name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The owner principal type.
+        principal_type: str = ''
+        #: The owner principal name.
+        principal_name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'principal_type', principal_type)
+            _object_setattr(self, 'principal_name', principal_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields, ) == (other.principal_type, other.principal_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeDelegationTokenOwner:
@@ -54,9 +88,34 @@ class DescribeDelegationTokenRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: Each owner that we want to describe delegation tokens for, or null to describe all tokens.
-    owners: tuple[DescribeDelegationTokenOwner, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Each owner that we want to describe delegation tokens for, or null to describe all tokens.
+        owners: tuple[DescribeDelegationTokenOwner, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('owners', 'unknown_tagged_fields', )
+        owners: tuple[DescribeDelegationTokenOwner, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, owners: tuple[DescribeDelegationTokenOwner, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'owners', owners)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(owners={self.owners!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.owners, self.unknown_tagged_fields, ) == (other.owners, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.owners, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeDelegationTokenRequest(_Message):
@@ -200,28 +259,28 @@ DescribeDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (73, 'DescribeDelegationTokenRequest'),
-    (74, 'DescribeDelegationTokenRequest.Owners'),
-    (86, 'DescribeDelegationTokenRequest'),
-    (90, 'DescribeDelegationTokenRequest.Owners'),
-    (100, 'DescribeDelegationTokenRequest'),
-    (101, 'DescribeDelegationTokenRequest.Owners'),
-    (116, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (129, 'DescribeDelegationTokenRequest'),
+    (132, 'DescribeDelegationTokenRequest'),
     (133, 'DescribeDelegationTokenRequest.Owners'),
-    (144, 'DescribeDelegationTokenRequest.<tagged fields>'),
-    (150, 'DescribeDelegationTokenOwner'),
-    (151, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (152, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (153, 'DescribeDelegationTokenOwner'),
-    (157, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (158, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (161, 'DescribeDelegationTokenOwner'),
-    (162, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (163, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (164, 'DescribeDelegationTokenOwner.<tagged fields>'),
-    (177, 'DescribeDelegationTokenOwner'),
-    (181, 'DescribeDelegationTokenOwner.PrincipalType'),
-    (182, 'DescribeDelegationTokenOwner.PrincipalName'),
-    (183, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (145, 'DescribeDelegationTokenRequest'),
+    (149, 'DescribeDelegationTokenRequest.Owners'),
+    (159, 'DescribeDelegationTokenRequest'),
+    (160, 'DescribeDelegationTokenRequest.Owners'),
+    (175, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (188, 'DescribeDelegationTokenRequest'),
+    (192, 'DescribeDelegationTokenRequest.Owners'),
+    (203, 'DescribeDelegationTokenRequest.<tagged fields>'),
+    (209, 'DescribeDelegationTokenOwner'),
+    (210, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (211, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (212, 'DescribeDelegationTokenOwner'),
+    (216, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (217, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (220, 'DescribeDelegationTokenOwner'),
+    (221, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (222, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (223, 'DescribeDelegationTokenOwner.<tagged fields>'),
+    (236, 'DescribeDelegationTokenOwner'),
+    (240, 'DescribeDelegationTokenOwner.PrincipalType'),
+    (241, 'DescribeDelegationTokenOwner.PrincipalName'),
+    (242, 'DescribeDelegationTokenOwner.<tagged fields>'),
 )

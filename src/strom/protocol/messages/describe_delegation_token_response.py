@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">qqq")
@@ -24,11 +31,38 @@ _S2 = Struct(">qqq")
 
 @dataclass(frozen=True, slots=True)
 class DescribedDelegationTokenRenewer:
-    #: The renewer principal type
-    principal_type: str = ''
-    #: The renewer principal name
-    principal_name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The renewer principal type
+        principal_type: str = ''
+        #: The renewer principal name
+        principal_name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields', )
+        principal_type: str
+        principal_name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'principal_type', principal_type)
+            _object_setattr(self, 'principal_name', principal_name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.unknown_tagged_fields, ) == (other.principal_type, other.principal_name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedDelegationTokenRenewer:
@@ -49,27 +83,70 @@ _DEFAULT_DescribedDelegationTokenRenewer = DescribedDelegationTokenRenewer()
 
 @dataclass(frozen=True, slots=True)
 class DescribedDelegationToken:
-    #: The token principal type.
-    principal_type: str = ''
-    #: The token principal name.
-    principal_name: str = ''
-    #: The principal type of the requester of the token.
-    token_requester_principal_type: str = ''
-    #: The principal type of the requester of the token.
-    token_requester_principal_name: str = ''
-    #: The token issue timestamp in milliseconds.
-    issue_timestamp: int = 0
-    #: The token expiry timestamp in milliseconds.
-    expiry_timestamp: int = 0
-    #: The token maximum timestamp length in milliseconds.
-    max_timestamp: int = 0
-    #: The token ID.
-    token_id: str = ''
-    #: The token HMAC.
-    hmac: bytes = b""
-    #: Those who are able to renew this token before it expires.
-    renewers: tuple[DescribedDelegationTokenRenewer, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The token principal type.
+        principal_type: str = ''
+        #: The token principal name.
+        principal_name: str = ''
+        #: The principal type of the requester of the token.
+        token_requester_principal_type: str = ''
+        #: The principal type of the requester of the token.
+        token_requester_principal_name: str = ''
+        #: The token issue timestamp in milliseconds.
+        issue_timestamp: int = 0
+        #: The token expiry timestamp in milliseconds.
+        expiry_timestamp: int = 0
+        #: The token maximum timestamp length in milliseconds.
+        max_timestamp: int = 0
+        #: The token ID.
+        token_id: str = ''
+        #: The token HMAC.
+        hmac: bytes = b""
+        #: Those who are able to renew this token before it expires.
+        renewers: tuple[DescribedDelegationTokenRenewer, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields', )
+        principal_type: str
+        principal_name: str
+        token_requester_principal_type: str
+        token_requester_principal_name: str
+        issue_timestamp: int
+        expiry_timestamp: int
+        max_timestamp: int
+        token_id: str
+        hmac: bytes
+        renewers: tuple[DescribedDelegationTokenRenewer, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp: int = 0, expiry_timestamp: int = 0, max_timestamp: int = 0, token_id: str = '', hmac: bytes = b"", renewers: tuple[DescribedDelegationTokenRenewer, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'principal_type', principal_type)
+            _object_setattr(self, 'principal_name', principal_name)
+            _object_setattr(self, 'token_requester_principal_type', token_requester_principal_type)
+            _object_setattr(self, 'token_requester_principal_name', token_requester_principal_name)
+            _object_setattr(self, 'issue_timestamp', issue_timestamp)
+            _object_setattr(self, 'expiry_timestamp', expiry_timestamp)
+            _object_setattr(self, 'max_timestamp', max_timestamp)
+            _object_setattr(self, 'token_id', token_id)
+            _object_setattr(self, 'hmac', hmac)
+            _object_setattr(self, 'renewers', renewers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, token_requester_principal_type={self.token_requester_principal_type!r}, token_requester_principal_name={self.token_requester_principal_name!r}, issue_timestamp={self.issue_timestamp!r}, expiry_timestamp={self.expiry_timestamp!r}, max_timestamp={self.max_timestamp!r}, token_id={self.token_id!r}, hmac={self.hmac!r}, renewers={self.renewers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers, self.unknown_tagged_fields, ) == (other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp, other.expiry_timestamp, other.max_timestamp, other.token_id, other.hmac, other.renewers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedDelegationToken:
@@ -113,13 +190,42 @@ class DescribeDelegationTokenResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 4)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 4)
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The tokens.
-    tokens: tuple[DescribedDelegationToken, ...] = ()
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The tokens.
+        tokens: tuple[DescribedDelegationToken, ...] = ()
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields', )
+        error_code: int
+        tokens: tuple[DescribedDelegationToken, ...]
+        throttle_time_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, tokens: tuple[DescribedDelegationToken, ...] = (), throttle_time_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'tokens', tokens)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, tokens={self.tokens!r}, throttle_time_ms={self.throttle_time_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.tokens, self.throttle_time_ms, self.unknown_tagged_fields, ) == (other.error_code, other.tokens, other.throttle_time_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.tokens, self.throttle_time_ms, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeDelegationTokenResponse(_Message):
@@ -471,100 +577,100 @@ DescribeDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (140, 'DescribeDelegationTokenResponse'),
-    (141, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (143, 'DescribeDelegationTokenResponse.Tokens'),
-    (152, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (154, 'DescribeDelegationTokenResponse'),
-    (158, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (159, 'DescribeDelegationTokenResponse.Tokens'),
-    (164, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (167, 'DescribeDelegationTokenResponse'),
-    (168, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (170, 'DescribeDelegationTokenResponse.Tokens'),
-    (182, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (184, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (197, 'DescribeDelegationTokenResponse'),
-    (201, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (202, 'DescribeDelegationTokenResponse.Tokens'),
-    (210, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (211, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (217, 'DescribeDelegationTokenResponse'),
-    (218, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (220, 'DescribeDelegationTokenResponse.Tokens'),
-    (232, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (234, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (247, 'DescribeDelegationTokenResponse'),
-    (251, 'DescribeDelegationTokenResponse.ErrorCode'),
-    (252, 'DescribeDelegationTokenResponse.Tokens'),
-    (260, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
-    (261, 'DescribeDelegationTokenResponse.<tagged fields>'),
-    (267, 'DescribedDelegationToken'),
-    (268, 'DescribedDelegationToken.PrincipalType'),
-    (269, 'DescribedDelegationToken.PrincipalName'),
-    (270, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (272, 'DescribedDelegationToken.TokenId'),
-    (273, 'DescribedDelegationToken.Hmac'),
-    (274, 'DescribedDelegationToken.Renewers'),
-    (283, 'DescribedDelegationToken'),
-    (287, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (289, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (291, 'DescribedDelegationToken.PrincipalType'),
-    (292, 'DescribedDelegationToken.PrincipalName'),
-    (293, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (294, 'DescribedDelegationToken.TokenId'),
-    (295, 'DescribedDelegationToken.Hmac'),
-    (296, 'DescribedDelegationToken.Renewers'),
-    (303, 'DescribedDelegationToken'),
-    (304, 'DescribedDelegationToken.PrincipalType'),
-    (305, 'DescribedDelegationToken.PrincipalName'),
-    (306, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (308, 'DescribedDelegationToken.TokenId'),
-    (309, 'DescribedDelegationToken.Hmac'),
-    (310, 'DescribedDelegationToken.Renewers'),
-    (322, 'DescribedDelegationToken.<tagged fields>'),
-    (335, 'DescribedDelegationToken'),
-    (339, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (341, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (343, 'DescribedDelegationToken.PrincipalType'),
-    (344, 'DescribedDelegationToken.PrincipalName'),
-    (345, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (346, 'DescribedDelegationToken.TokenId'),
-    (347, 'DescribedDelegationToken.Hmac'),
-    (348, 'DescribedDelegationToken.Renewers'),
-    (356, 'DescribedDelegationToken.<tagged fields>'),
-    (362, 'DescribedDelegationToken'),
-    (363, 'DescribedDelegationToken.PrincipalType'),
-    (364, 'DescribedDelegationToken.PrincipalName'),
-    (365, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (366, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (367, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (369, 'DescribedDelegationToken.TokenId'),
-    (370, 'DescribedDelegationToken.Hmac'),
-    (371, 'DescribedDelegationToken.Renewers'),
-    (383, 'DescribedDelegationToken.<tagged fields>'),
-    (396, 'DescribedDelegationToken'),
-    (400, 'DescribedDelegationToken.PrincipalType'),
-    (401, 'DescribedDelegationToken.PrincipalName'),
-    (402, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
-    (403, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
-    (404, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
-    (405, 'DescribedDelegationToken.TokenId'),
-    (406, 'DescribedDelegationToken.Hmac'),
-    (407, 'DescribedDelegationToken.Renewers'),
-    (415, 'DescribedDelegationToken.<tagged fields>'),
-    (421, 'DescribedDelegationTokenRenewer'),
-    (422, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (423, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (424, 'DescribedDelegationTokenRenewer'),
-    (428, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (429, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (432, 'DescribedDelegationTokenRenewer'),
-    (433, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (434, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (435, 'DescribedDelegationTokenRenewer.<tagged fields>'),
-    (448, 'DescribedDelegationTokenRenewer'),
-    (452, 'DescribedDelegationTokenRenewer.PrincipalType'),
-    (453, 'DescribedDelegationTokenRenewer.PrincipalName'),
-    (454, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (246, 'DescribeDelegationTokenResponse'),
+    (247, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (249, 'DescribeDelegationTokenResponse.Tokens'),
+    (258, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (260, 'DescribeDelegationTokenResponse'),
+    (264, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (265, 'DescribeDelegationTokenResponse.Tokens'),
+    (270, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (273, 'DescribeDelegationTokenResponse'),
+    (274, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (276, 'DescribeDelegationTokenResponse.Tokens'),
+    (288, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (290, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (303, 'DescribeDelegationTokenResponse'),
+    (307, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (308, 'DescribeDelegationTokenResponse.Tokens'),
+    (316, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (317, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (323, 'DescribeDelegationTokenResponse'),
+    (324, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (326, 'DescribeDelegationTokenResponse.Tokens'),
+    (338, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (340, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (353, 'DescribeDelegationTokenResponse'),
+    (357, 'DescribeDelegationTokenResponse.ErrorCode'),
+    (358, 'DescribeDelegationTokenResponse.Tokens'),
+    (366, 'DescribeDelegationTokenResponse.ThrottleTimeMs'),
+    (367, 'DescribeDelegationTokenResponse.<tagged fields>'),
+    (373, 'DescribedDelegationToken'),
+    (374, 'DescribedDelegationToken.PrincipalType'),
+    (375, 'DescribedDelegationToken.PrincipalName'),
+    (376, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (378, 'DescribedDelegationToken.TokenId'),
+    (379, 'DescribedDelegationToken.Hmac'),
+    (380, 'DescribedDelegationToken.Renewers'),
+    (389, 'DescribedDelegationToken'),
+    (393, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (395, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (397, 'DescribedDelegationToken.PrincipalType'),
+    (398, 'DescribedDelegationToken.PrincipalName'),
+    (399, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (400, 'DescribedDelegationToken.TokenId'),
+    (401, 'DescribedDelegationToken.Hmac'),
+    (402, 'DescribedDelegationToken.Renewers'),
+    (409, 'DescribedDelegationToken'),
+    (410, 'DescribedDelegationToken.PrincipalType'),
+    (411, 'DescribedDelegationToken.PrincipalName'),
+    (412, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (414, 'DescribedDelegationToken.TokenId'),
+    (415, 'DescribedDelegationToken.Hmac'),
+    (416, 'DescribedDelegationToken.Renewers'),
+    (428, 'DescribedDelegationToken.<tagged fields>'),
+    (441, 'DescribedDelegationToken'),
+    (445, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (447, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (449, 'DescribedDelegationToken.PrincipalType'),
+    (450, 'DescribedDelegationToken.PrincipalName'),
+    (451, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (452, 'DescribedDelegationToken.TokenId'),
+    (453, 'DescribedDelegationToken.Hmac'),
+    (454, 'DescribedDelegationToken.Renewers'),
+    (462, 'DescribedDelegationToken.<tagged fields>'),
+    (468, 'DescribedDelegationToken'),
+    (469, 'DescribedDelegationToken.PrincipalType'),
+    (470, 'DescribedDelegationToken.PrincipalName'),
+    (471, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (472, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (473, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (475, 'DescribedDelegationToken.TokenId'),
+    (476, 'DescribedDelegationToken.Hmac'),
+    (477, 'DescribedDelegationToken.Renewers'),
+    (489, 'DescribedDelegationToken.<tagged fields>'),
+    (502, 'DescribedDelegationToken'),
+    (506, 'DescribedDelegationToken.PrincipalType'),
+    (507, 'DescribedDelegationToken.PrincipalName'),
+    (508, 'DescribedDelegationToken.TokenRequesterPrincipalType'),
+    (509, 'DescribedDelegationToken.TokenRequesterPrincipalName'),
+    (510, 'DescribedDelegationToken.IssueTimestamp,ExpiryTimestamp,MaxTimestamp'),
+    (511, 'DescribedDelegationToken.TokenId'),
+    (512, 'DescribedDelegationToken.Hmac'),
+    (513, 'DescribedDelegationToken.Renewers'),
+    (521, 'DescribedDelegationToken.<tagged fields>'),
+    (527, 'DescribedDelegationTokenRenewer'),
+    (528, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (529, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (530, 'DescribedDelegationTokenRenewer'),
+    (534, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (535, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (538, 'DescribedDelegationTokenRenewer'),
+    (539, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (540, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (541, 'DescribedDelegationTokenRenewer.<tagged fields>'),
+    (554, 'DescribedDelegationTokenRenewer'),
+    (558, 'DescribedDelegationTokenRenewer.PrincipalType'),
+    (559, 'DescribedDelegationTokenRenewer.PrincipalName'),
+    (560, 'DescribedDelegationTokenRenewer.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 
 
@@ -29,11 +36,38 @@ class DescribeGroupsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(5, 6)
-    #: The names of the groups to describe
-    groups: tuple[str, ...] = ()
-    #: Whether to include authorized operations.
-    include_authorized_operations: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The names of the groups to describe
+        groups: tuple[str, ...] = ()
+        #: Whether to include authorized operations.
+        include_authorized_operations: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('groups', 'include_authorized_operations', 'unknown_tagged_fields', )
+        groups: tuple[str, ...]
+        include_authorized_operations: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, groups: tuple[str, ...] = (), include_authorized_operations: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'include_authorized_operations', include_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(groups={self.groups!r}, include_authorized_operations={self.include_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.groups, self.include_authorized_operations, self.unknown_tagged_fields, ) == (other.groups, other.include_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.groups, self.include_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeGroupsRequest(_Message):
@@ -161,23 +195,23 @@ DescribeGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'DescribeGroupsRequest'),
-    (53, 'DescribeGroupsRequest.Groups'),
-    (62, 'DescribeGroupsRequest'),
-    (66, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (68, 'DescribeGroupsRequest.Groups'),
-    (75, 'DescribeGroupsRequest'),
-    (76, 'DescribeGroupsRequest.Groups'),
-    (85, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (87, 'DescribeGroupsRequest'),
-    (91, 'DescribeGroupsRequest.Groups'),
-    (96, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (99, 'DescribeGroupsRequest'),
-    (100, 'DescribeGroupsRequest.Groups'),
-    (112, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (114, 'DescribeGroupsRequest.<tagged fields>'),
-    (127, 'DescribeGroupsRequest'),
-    (131, 'DescribeGroupsRequest.Groups'),
-    (139, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
-    (140, 'DescribeGroupsRequest.<tagged fields>'),
+    (86, 'DescribeGroupsRequest'),
+    (87, 'DescribeGroupsRequest.Groups'),
+    (96, 'DescribeGroupsRequest'),
+    (100, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (102, 'DescribeGroupsRequest.Groups'),
+    (109, 'DescribeGroupsRequest'),
+    (110, 'DescribeGroupsRequest.Groups'),
+    (119, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (121, 'DescribeGroupsRequest'),
+    (125, 'DescribeGroupsRequest.Groups'),
+    (130, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (133, 'DescribeGroupsRequest'),
+    (134, 'DescribeGroupsRequest.Groups'),
+    (146, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (148, 'DescribeGroupsRequest.<tagged fields>'),
+    (161, 'DescribeGroupsRequest'),
+    (165, 'DescribeGroupsRequest.Groups'),
+    (173, 'DescribeGroupsRequest.IncludeAuthorizedOperations'),
+    (174, 'DescribeGroupsRequest.<tagged fields>'),
 )

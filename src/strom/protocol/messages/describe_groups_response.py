@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,25 +17,67 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroupMember:
-    #: The member ID assigned by the group coordinator.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: The client ID used in the member's latest join group request.
-    client_id: str = ''
-    #: The client host.
-    client_host: str = ''
-    #: The metadata corresponding to the current group protocol in use.
-    member_metadata: bytes = b""
-    #: The current assignment provided by the group leader.
-    member_assignment: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The member ID assigned by the group coordinator.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: The client ID used in the member's latest join group request.
+        client_id: str = ''
+        #: The client host.
+        client_host: str = ''
+        #: The metadata corresponding to the current group protocol in use.
+        member_metadata: bytes = b""
+        #: The current assignment provided by the group leader.
+        member_assignment: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment', 'unknown_tagged_fields', )
+        member_id: str
+        group_instance_id: str | None
+        client_id: str
+        client_host: str
+        member_metadata: bytes
+        member_assignment: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', group_instance_id: str | None = None, client_id: str = '', client_host: str = '', member_metadata: bytes = b"", member_assignment: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'client_id', client_id)
+            _object_setattr(self, 'client_host', client_host)
+            _object_setattr(self, 'member_metadata', member_metadata)
+            _object_setattr(self, 'member_assignment', member_assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, member_metadata={self.member_metadata!r}, member_assignment={self.member_assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment, self.unknown_tagged_fields, ) == (other.member_id, other.group_instance_id, other.client_id, other.client_host, other.member_metadata, other.member_assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedGroupMember:
@@ -64,21 +106,58 @@ _DEFAULT_DescribedGroupMember = DescribedGroupMember()
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    #: The describe error, or 0 if there was no error.
-    error_code: int = 0
-    #: The group ID string.
-    group_id: str = ''
-    #: The group state string, or the empty string.
-    group_state: str = ''
-    #: The group protocol type, or the empty string.
-    protocol_type: str = ''
-    #: The group protocol data, or the empty string.
-    protocol_data: str = ''
-    #: The group members.
-    members: tuple[DescribedGroupMember, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this group.
-    authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The describe error, or 0 if there was no error.
+        error_code: int = 0
+        #: The group ID string.
+        group_id: str = ''
+        #: The group state string, or the empty string.
+        group_state: str = ''
+        #: The group protocol type, or the empty string.
+        protocol_type: str = ''
+        #: The group protocol data, or the empty string.
+        protocol_data: str = ''
+        #: The group members.
+        members: tuple[DescribedGroupMember, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this group.
+        authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+        error_code: int
+        group_id: str
+        group_state: str
+        protocol_type: str
+        protocol_data: str
+        members: tuple[DescribedGroupMember, ...]
+        authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, group_id: str = '', group_state: str = '', protocol_type: str = '', protocol_data: str = '', members: tuple[DescribedGroupMember, ...] = (), authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'group_state', group_state)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'protocol_data', protocol_data)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'authorized_operations', authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, protocol_type={self.protocol_type!r}, protocol_data={self.protocol_data!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations, self.unknown_tagged_fields, ) == (other.error_code, other.group_id, other.group_state, other.protocol_type, other.protocol_data, other.members, other.authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedGroup:
@@ -116,11 +195,38 @@ class DescribeGroupsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(5, 6)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each described group.
-    groups: tuple[DescribedGroup, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each described group.
+        groups: tuple[DescribedGroup, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        groups: tuple[DescribedGroup, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, groups: tuple[DescribedGroup, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeGroupsResponse(_Message):
@@ -528,141 +634,141 @@ DescribeGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (139, 'DescribeGroupsResponse'),
-    (140, 'DescribeGroupsResponse.Groups'),
-    (149, 'DescribeGroupsResponse'),
-    (153, 'DescribeGroupsResponse.Groups'),
-    (160, 'DescribeGroupsResponse'),
-    (161, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (163, 'DescribeGroupsResponse.Groups'),
-    (172, 'DescribeGroupsResponse'),
-    (176, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (177, 'DescribeGroupsResponse.Groups'),
-    (184, 'DescribeGroupsResponse'),
-    (185, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (187, 'DescribeGroupsResponse.Groups'),
-    (196, 'DescribeGroupsResponse'),
-    (200, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (201, 'DescribeGroupsResponse.Groups'),
-    (208, 'DescribeGroupsResponse'),
-    (209, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (211, 'DescribeGroupsResponse.Groups'),
-    (220, 'DescribeGroupsResponse'),
-    (224, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (225, 'DescribeGroupsResponse.Groups'),
-    (232, 'DescribeGroupsResponse'),
-    (233, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (235, 'DescribeGroupsResponse.Groups'),
-    (247, 'DescribeGroupsResponse.<tagged fields>'),
-    (260, 'DescribeGroupsResponse'),
-    (264, 'DescribeGroupsResponse.ThrottleTimeMs'),
-    (265, 'DescribeGroupsResponse.Groups'),
-    (273, 'DescribeGroupsResponse.<tagged fields>'),
-    (279, 'DescribedGroup'),
-    (280, 'DescribedGroup.ErrorCode'),
-    (282, 'DescribedGroup.GroupId'),
-    (283, 'DescribedGroup.GroupState'),
-    (284, 'DescribedGroup.ProtocolType'),
-    (285, 'DescribedGroup.ProtocolData'),
-    (286, 'DescribedGroup.Members'),
-    (295, 'DescribedGroup'),
-    (299, 'DescribedGroup.AuthorizedOperations'),
-    (301, 'DescribedGroup.ErrorCode'),
-    (302, 'DescribedGroup.GroupId'),
-    (303, 'DescribedGroup.GroupState'),
-    (304, 'DescribedGroup.ProtocolType'),
-    (305, 'DescribedGroup.ProtocolData'),
-    (306, 'DescribedGroup.Members'),
-    (313, 'DescribedGroup'),
-    (314, 'DescribedGroup.ErrorCode'),
-    (316, 'DescribedGroup.GroupId'),
-    (317, 'DescribedGroup.GroupState'),
-    (318, 'DescribedGroup.ProtocolType'),
-    (319, 'DescribedGroup.ProtocolData'),
-    (320, 'DescribedGroup.Members'),
-    (329, 'DescribedGroup.AuthorizedOperations'),
-    (331, 'DescribedGroup'),
-    (335, 'DescribedGroup.ErrorCode'),
-    (336, 'DescribedGroup.GroupId'),
-    (337, 'DescribedGroup.GroupState'),
-    (338, 'DescribedGroup.ProtocolType'),
-    (339, 'DescribedGroup.ProtocolData'),
-    (340, 'DescribedGroup.Members'),
-    (345, 'DescribedGroup.AuthorizedOperations'),
-    (348, 'DescribedGroup'),
-    (349, 'DescribedGroup.ErrorCode'),
-    (351, 'DescribedGroup.GroupId'),
-    (352, 'DescribedGroup.GroupState'),
-    (353, 'DescribedGroup.ProtocolType'),
-    (354, 'DescribedGroup.ProtocolData'),
-    (355, 'DescribedGroup.Members'),
-    (364, 'DescribedGroup.AuthorizedOperations'),
-    (366, 'DescribedGroup'),
-    (370, 'DescribedGroup.ErrorCode'),
-    (371, 'DescribedGroup.GroupId'),
-    (372, 'DescribedGroup.GroupState'),
-    (373, 'DescribedGroup.ProtocolType'),
-    (374, 'DescribedGroup.ProtocolData'),
-    (375, 'DescribedGroup.Members'),
-    (380, 'DescribedGroup.AuthorizedOperations'),
-    (383, 'DescribedGroup'),
-    (384, 'DescribedGroup.ErrorCode'),
-    (386, 'DescribedGroup.GroupId'),
-    (387, 'DescribedGroup.GroupState'),
-    (388, 'DescribedGroup.ProtocolType'),
-    (389, 'DescribedGroup.ProtocolData'),
-    (390, 'DescribedGroup.Members'),
-    (402, 'DescribedGroup.AuthorizedOperations'),
-    (404, 'DescribedGroup.<tagged fields>'),
-    (417, 'DescribedGroup'),
-    (421, 'DescribedGroup.ErrorCode'),
+    (245, 'DescribeGroupsResponse'),
+    (246, 'DescribeGroupsResponse.Groups'),
+    (255, 'DescribeGroupsResponse'),
+    (259, 'DescribeGroupsResponse.Groups'),
+    (266, 'DescribeGroupsResponse'),
+    (267, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (269, 'DescribeGroupsResponse.Groups'),
+    (278, 'DescribeGroupsResponse'),
+    (282, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (283, 'DescribeGroupsResponse.Groups'),
+    (290, 'DescribeGroupsResponse'),
+    (291, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (293, 'DescribeGroupsResponse.Groups'),
+    (302, 'DescribeGroupsResponse'),
+    (306, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (307, 'DescribeGroupsResponse.Groups'),
+    (314, 'DescribeGroupsResponse'),
+    (315, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (317, 'DescribeGroupsResponse.Groups'),
+    (326, 'DescribeGroupsResponse'),
+    (330, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (331, 'DescribeGroupsResponse.Groups'),
+    (338, 'DescribeGroupsResponse'),
+    (339, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (341, 'DescribeGroupsResponse.Groups'),
+    (353, 'DescribeGroupsResponse.<tagged fields>'),
+    (366, 'DescribeGroupsResponse'),
+    (370, 'DescribeGroupsResponse.ThrottleTimeMs'),
+    (371, 'DescribeGroupsResponse.Groups'),
+    (379, 'DescribeGroupsResponse.<tagged fields>'),
+    (385, 'DescribedGroup'),
+    (386, 'DescribedGroup.ErrorCode'),
+    (388, 'DescribedGroup.GroupId'),
+    (389, 'DescribedGroup.GroupState'),
+    (390, 'DescribedGroup.ProtocolType'),
+    (391, 'DescribedGroup.ProtocolData'),
+    (392, 'DescribedGroup.Members'),
+    (401, 'DescribedGroup'),
+    (405, 'DescribedGroup.AuthorizedOperations'),
+    (407, 'DescribedGroup.ErrorCode'),
+    (408, 'DescribedGroup.GroupId'),
+    (409, 'DescribedGroup.GroupState'),
+    (410, 'DescribedGroup.ProtocolType'),
+    (411, 'DescribedGroup.ProtocolData'),
+    (412, 'DescribedGroup.Members'),
+    (419, 'DescribedGroup'),
+    (420, 'DescribedGroup.ErrorCode'),
     (422, 'DescribedGroup.GroupId'),
     (423, 'DescribedGroup.GroupState'),
     (424, 'DescribedGroup.ProtocolType'),
     (425, 'DescribedGroup.ProtocolData'),
     (426, 'DescribedGroup.Members'),
-    (434, 'DescribedGroup.AuthorizedOperations'),
-    (435, 'DescribedGroup.<tagged fields>'),
-    (441, 'DescribedGroupMember'),
-    (442, 'DescribedGroupMember.MemberId'),
-    (443, 'DescribedGroupMember.ClientId'),
-    (444, 'DescribedGroupMember.ClientHost'),
-    (445, 'DescribedGroupMember.MemberMetadata'),
-    (446, 'DescribedGroupMember.MemberAssignment'),
-    (447, 'DescribedGroupMember'),
-    (451, 'DescribedGroupMember.MemberId'),
-    (452, 'DescribedGroupMember.ClientId'),
-    (453, 'DescribedGroupMember.ClientHost'),
-    (454, 'DescribedGroupMember.MemberMetadata'),
-    (455, 'DescribedGroupMember.MemberAssignment'),
-    (458, 'DescribedGroupMember'),
-    (459, 'DescribedGroupMember.MemberId'),
-    (460, 'DescribedGroupMember.GroupInstanceId'),
-    (461, 'DescribedGroupMember.ClientId'),
-    (462, 'DescribedGroupMember.ClientHost'),
-    (463, 'DescribedGroupMember.MemberMetadata'),
-    (464, 'DescribedGroupMember.MemberAssignment'),
-    (465, 'DescribedGroupMember'),
-    (469, 'DescribedGroupMember.MemberId'),
-    (470, 'DescribedGroupMember.GroupInstanceId'),
-    (471, 'DescribedGroupMember.ClientId'),
-    (472, 'DescribedGroupMember.ClientHost'),
-    (473, 'DescribedGroupMember.MemberMetadata'),
-    (474, 'DescribedGroupMember.MemberAssignment'),
-    (477, 'DescribedGroupMember'),
-    (478, 'DescribedGroupMember.MemberId'),
-    (479, 'DescribedGroupMember.GroupInstanceId'),
-    (480, 'DescribedGroupMember.ClientId'),
-    (481, 'DescribedGroupMember.ClientHost'),
-    (482, 'DescribedGroupMember.MemberMetadata'),
-    (483, 'DescribedGroupMember.MemberAssignment'),
-    (484, 'DescribedGroupMember.<tagged fields>'),
-    (497, 'DescribedGroupMember'),
-    (501, 'DescribedGroupMember.MemberId'),
-    (502, 'DescribedGroupMember.GroupInstanceId'),
-    (503, 'DescribedGroupMember.ClientId'),
-    (504, 'DescribedGroupMember.ClientHost'),
-    (505, 'DescribedGroupMember.MemberMetadata'),
-    (506, 'DescribedGroupMember.MemberAssignment'),
-    (507, 'DescribedGroupMember.<tagged fields>'),
+    (435, 'DescribedGroup.AuthorizedOperations'),
+    (437, 'DescribedGroup'),
+    (441, 'DescribedGroup.ErrorCode'),
+    (442, 'DescribedGroup.GroupId'),
+    (443, 'DescribedGroup.GroupState'),
+    (444, 'DescribedGroup.ProtocolType'),
+    (445, 'DescribedGroup.ProtocolData'),
+    (446, 'DescribedGroup.Members'),
+    (451, 'DescribedGroup.AuthorizedOperations'),
+    (454, 'DescribedGroup'),
+    (455, 'DescribedGroup.ErrorCode'),
+    (457, 'DescribedGroup.GroupId'),
+    (458, 'DescribedGroup.GroupState'),
+    (459, 'DescribedGroup.ProtocolType'),
+    (460, 'DescribedGroup.ProtocolData'),
+    (461, 'DescribedGroup.Members'),
+    (470, 'DescribedGroup.AuthorizedOperations'),
+    (472, 'DescribedGroup'),
+    (476, 'DescribedGroup.ErrorCode'),
+    (477, 'DescribedGroup.GroupId'),
+    (478, 'DescribedGroup.GroupState'),
+    (479, 'DescribedGroup.ProtocolType'),
+    (480, 'DescribedGroup.ProtocolData'),
+    (481, 'DescribedGroup.Members'),
+    (486, 'DescribedGroup.AuthorizedOperations'),
+    (489, 'DescribedGroup'),
+    (490, 'DescribedGroup.ErrorCode'),
+    (492, 'DescribedGroup.GroupId'),
+    (493, 'DescribedGroup.GroupState'),
+    (494, 'DescribedGroup.ProtocolType'),
+    (495, 'DescribedGroup.ProtocolData'),
+    (496, 'DescribedGroup.Members'),
+    (508, 'DescribedGroup.AuthorizedOperations'),
+    (510, 'DescribedGroup.<tagged fields>'),
+    (523, 'DescribedGroup'),
+    (527, 'DescribedGroup.ErrorCode'),
+    (528, 'DescribedGroup.GroupId'),
+    (529, 'DescribedGroup.GroupState'),
+    (530, 'DescribedGroup.ProtocolType'),
+    (531, 'DescribedGroup.ProtocolData'),
+    (532, 'DescribedGroup.Members'),
+    (540, 'DescribedGroup.AuthorizedOperations'),
+    (541, 'DescribedGroup.<tagged fields>'),
+    (547, 'DescribedGroupMember'),
+    (548, 'DescribedGroupMember.MemberId'),
+    (549, 'DescribedGroupMember.ClientId'),
+    (550, 'DescribedGroupMember.ClientHost'),
+    (551, 'DescribedGroupMember.MemberMetadata'),
+    (552, 'DescribedGroupMember.MemberAssignment'),
+    (553, 'DescribedGroupMember'),
+    (557, 'DescribedGroupMember.MemberId'),
+    (558, 'DescribedGroupMember.ClientId'),
+    (559, 'DescribedGroupMember.ClientHost'),
+    (560, 'DescribedGroupMember.MemberMetadata'),
+    (561, 'DescribedGroupMember.MemberAssignment'),
+    (564, 'DescribedGroupMember'),
+    (565, 'DescribedGroupMember.MemberId'),
+    (566, 'DescribedGroupMember.GroupInstanceId'),
+    (567, 'DescribedGroupMember.ClientId'),
+    (568, 'DescribedGroupMember.ClientHost'),
+    (569, 'DescribedGroupMember.MemberMetadata'),
+    (570, 'DescribedGroupMember.MemberAssignment'),
+    (571, 'DescribedGroupMember'),
+    (575, 'DescribedGroupMember.MemberId'),
+    (576, 'DescribedGroupMember.GroupInstanceId'),
+    (577, 'DescribedGroupMember.ClientId'),
+    (578, 'DescribedGroupMember.ClientHost'),
+    (579, 'DescribedGroupMember.MemberMetadata'),
+    (580, 'DescribedGroupMember.MemberAssignment'),
+    (583, 'DescribedGroupMember'),
+    (584, 'DescribedGroupMember.MemberId'),
+    (585, 'DescribedGroupMember.GroupInstanceId'),
+    (586, 'DescribedGroupMember.ClientId'),
+    (587, 'DescribedGroupMember.ClientHost'),
+    (588, 'DescribedGroupMember.MemberMetadata'),
+    (589, 'DescribedGroupMember.MemberAssignment'),
+    (590, 'DescribedGroupMember.<tagged fields>'),
+    (603, 'DescribedGroupMember'),
+    (607, 'DescribedGroupMember.MemberId'),
+    (608, 'DescribedGroupMember.GroupInstanceId'),
+    (609, 'DescribedGroupMember.ClientId'),
+    (610, 'DescribedGroupMember.ClientHost'),
+    (611, 'DescribedGroupMember.MemberMetadata'),
+    (612, 'DescribedGroupMember.MemberAssignment'),
+    (613, 'DescribedGroupMember.<tagged fields>'),
 )

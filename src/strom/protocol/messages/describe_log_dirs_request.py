@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class DescribableLogDirTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    #: The topic name
-    topic: str = ''
-    #: The partition indexes.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        topic: str = ''
+        #: The partition indexes.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_DescribableLogDirTopic:
@@ -55,9 +89,34 @@ class DescribeLogDirsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 5)
-    #: Each topic that we want to describe log directories for, or null for all topics.
-    topics: tuple[DescribableLogDirTopic, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Each topic that we want to describe log directories for, or null for all topics.
+        topics: tuple[DescribableLogDirTopic, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'unknown_tagged_fields', )
+        topics: tuple[DescribableLogDirTopic, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[DescribableLogDirTopic, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields, ) == (other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeLogDirsRequest(_Message):
@@ -225,28 +284,28 @@ DescribeLogDirsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (74, 'DescribeLogDirsRequest'),
-    (75, 'DescribeLogDirsRequest.Topics'),
-    (87, 'DescribeLogDirsRequest'),
-    (91, 'DescribeLogDirsRequest.Topics'),
-    (101, 'DescribeLogDirsRequest'),
-    (102, 'DescribeLogDirsRequest.Topics'),
-    (117, 'DescribeLogDirsRequest.<tagged fields>'),
-    (130, 'DescribeLogDirsRequest'),
+    (133, 'DescribeLogDirsRequest'),
     (134, 'DescribeLogDirsRequest.Topics'),
-    (145, 'DescribeLogDirsRequest.<tagged fields>'),
-    (151, 'DescribableLogDirTopic'),
-    (152, 'DescribableLogDirTopic.Topic'),
-    (153, 'DescribableLogDirTopic.Partitions'),
-    (159, 'DescribableLogDirTopic'),
-    (163, 'DescribableLogDirTopic.Topic'),
-    (164, 'DescribableLogDirTopic.Partitions'),
-    (170, 'DescribableLogDirTopic'),
-    (171, 'DescribableLogDirTopic.Topic'),
-    (172, 'DescribableLogDirTopic.Partitions'),
-    (181, 'DescribableLogDirTopic.<tagged fields>'),
-    (194, 'DescribableLogDirTopic'),
-    (198, 'DescribableLogDirTopic.Topic'),
-    (199, 'DescribableLogDirTopic.Partitions'),
-    (206, 'DescribableLogDirTopic.<tagged fields>'),
+    (146, 'DescribeLogDirsRequest'),
+    (150, 'DescribeLogDirsRequest.Topics'),
+    (160, 'DescribeLogDirsRequest'),
+    (161, 'DescribeLogDirsRequest.Topics'),
+    (176, 'DescribeLogDirsRequest.<tagged fields>'),
+    (189, 'DescribeLogDirsRequest'),
+    (193, 'DescribeLogDirsRequest.Topics'),
+    (204, 'DescribeLogDirsRequest.<tagged fields>'),
+    (210, 'DescribableLogDirTopic'),
+    (211, 'DescribableLogDirTopic.Topic'),
+    (212, 'DescribableLogDirTopic.Partitions'),
+    (218, 'DescribableLogDirTopic'),
+    (222, 'DescribableLogDirTopic.Topic'),
+    (223, 'DescribableLogDirTopic.Partitions'),
+    (229, 'DescribableLogDirTopic'),
+    (230, 'DescribableLogDirTopic.Topic'),
+    (231, 'DescribableLogDirTopic.Partitions'),
+    (240, 'DescribableLogDirTopic.<tagged fields>'),
+    (253, 'DescribableLogDirTopic'),
+    (257, 'DescribableLogDirTopic.Topic'),
+    (258, 'DescribableLogDirTopic.Partitions'),
+    (265, 'DescribableLogDirTopic.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">h")
@@ -26,15 +33,46 @@ _S4 = Struct(">iqq?")
 
 @dataclass(frozen=True, slots=True)
 class DescribeLogDirsPartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The size of the log segments in this partition in bytes.
-    partition_size: int = 0
-    #: The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the partition) or current replica's LEO (if it is the future log for the partition)
-    offset_lag: int = 0
-    #: True if this log is created by AlterReplicaLogDirsRequest and will replace the current log of the replica in the future.
-    is_future_key: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The size of the log segments in this partition in bytes.
+        partition_size: int = 0
+        #: The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the partition) or current replica's LEO (if it is the future log for the partition)
+        offset_lag: int = 0
+        #: True if this log is created by AlterReplicaLogDirsRequest and will replace the current log of the replica in the future.
+        is_future_key: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields', )
+        partition_index: int
+        partition_size: int
+        offset_lag: int
+        is_future_key: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'partition_size', partition_size)
+            _object_setattr(self, 'offset_lag', offset_lag)
+            _object_setattr(self, 'is_future_key', is_future_key)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_size={self.partition_size!r}, offset_lag={self.offset_lag!r}, is_future_key={self.is_future_key!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields, ) == (other.partition_index, other.partition_size, other.offset_lag, other.is_future_key, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeLogDirsPartition:
@@ -59,10 +97,37 @@ _DEFAULT_DescribeLogDirsPartition = DescribeLogDirsPartition()
 
 @dataclass(frozen=True, slots=True)
 class DescribeLogDirsTopic:
-    #: The topic name.
-    name: str = ''
-    partitions: tuple[DescribeLogDirsPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        partitions: tuple[DescribeLogDirsPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[DescribeLogDirsPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[DescribeLogDirsPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeLogDirsTopic:
@@ -83,17 +148,50 @@ _DEFAULT_DescribeLogDirsTopic = DescribeLogDirsTopic()
 
 @dataclass(frozen=True, slots=True)
 class DescribeLogDirsResult:
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The absolute log directory path.
-    log_dir: str = ''
-    #: Each topic.
-    topics: tuple[DescribeLogDirsTopic, ...] = ()
-    #: The total size in bytes of the volume the log directory is in.
-    total_bytes: int = -1
-    #: The usable size in bytes of the volume the log directory is in.
-    usable_bytes: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The absolute log directory path.
+        log_dir: str = ''
+        #: Each topic.
+        topics: tuple[DescribeLogDirsTopic, ...] = ()
+        #: The total size in bytes of the volume the log directory is in.
+        total_bytes: int = -1
+        #: The usable size in bytes of the volume the log directory is in.
+        usable_bytes: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'unknown_tagged_fields', )
+        error_code: int
+        log_dir: str
+        topics: tuple[DescribeLogDirsTopic, ...]
+        total_bytes: int
+        usable_bytes: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, log_dir: str = '', topics: tuple[DescribeLogDirsTopic, ...] = (), total_bytes: int = -1, usable_bytes: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'log_dir', log_dir)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'total_bytes', total_bytes)
+            _object_setattr(self, 'usable_bytes', usable_bytes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, log_dir={self.log_dir!r}, topics={self.topics!r}, total_bytes={self.total_bytes!r}, usable_bytes={self.usable_bytes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.unknown_tagged_fields, ) == (other.error_code, other.log_dir, other.topics, other.total_bytes, other.usable_bytes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeLogDirsResult:
@@ -127,13 +225,42 @@ class DescribeLogDirsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 5)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The log directories.
-    results: tuple[DescribeLogDirsResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The log directories.
+        results: tuple[DescribeLogDirsResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        results: tuple[DescribeLogDirsResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, results: tuple[DescribeLogDirsResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeLogDirsResponse(_Message):
@@ -565,88 +692,88 @@ DescribeLogDirsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (154, 'DescribeLogDirsResponse'),
-    (155, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (157, 'DescribeLogDirsResponse.Results'),
-    (166, 'DescribeLogDirsResponse'),
-    (170, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (171, 'DescribeLogDirsResponse.Results'),
-    (178, 'DescribeLogDirsResponse'),
-    (179, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (181, 'DescribeLogDirsResponse.Results'),
-    (193, 'DescribeLogDirsResponse.<tagged fields>'),
-    (206, 'DescribeLogDirsResponse'),
-    (210, 'DescribeLogDirsResponse.ThrottleTimeMs'),
-    (211, 'DescribeLogDirsResponse.Results'),
-    (219, 'DescribeLogDirsResponse.<tagged fields>'),
-    (225, 'DescribeLogDirsResponse'),
-    (226, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (228, 'DescribeLogDirsResponse.Results'),
-    (240, 'DescribeLogDirsResponse.<tagged fields>'),
-    (253, 'DescribeLogDirsResponse'),
-    (257, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (258, 'DescribeLogDirsResponse.Results'),
-    (266, 'DescribeLogDirsResponse.<tagged fields>'),
-    (272, 'DescribeLogDirsResponse'),
-    (273, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (275, 'DescribeLogDirsResponse.Results'),
-    (287, 'DescribeLogDirsResponse.<tagged fields>'),
-    (300, 'DescribeLogDirsResponse'),
-    (304, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
-    (305, 'DescribeLogDirsResponse.Results'),
-    (313, 'DescribeLogDirsResponse.<tagged fields>'),
-    (319, 'DescribeLogDirsResult'),
-    (320, 'DescribeLogDirsResult.ErrorCode'),
-    (322, 'DescribeLogDirsResult.LogDir'),
-    (323, 'DescribeLogDirsResult.Topics'),
-    (332, 'DescribeLogDirsResult'),
-    (336, 'DescribeLogDirsResult.ErrorCode'),
-    (337, 'DescribeLogDirsResult.LogDir'),
-    (338, 'DescribeLogDirsResult.Topics'),
-    (345, 'DescribeLogDirsResult'),
-    (346, 'DescribeLogDirsResult.ErrorCode'),
-    (348, 'DescribeLogDirsResult.LogDir'),
-    (349, 'DescribeLogDirsResult.Topics'),
-    (361, 'DescribeLogDirsResult.<tagged fields>'),
-    (374, 'DescribeLogDirsResult'),
-    (378, 'DescribeLogDirsResult.ErrorCode'),
-    (379, 'DescribeLogDirsResult.LogDir'),
-    (380, 'DescribeLogDirsResult.Topics'),
-    (388, 'DescribeLogDirsResult.<tagged fields>'),
-    (394, 'DescribeLogDirsResult'),
-    (395, 'DescribeLogDirsResult.ErrorCode'),
-    (397, 'DescribeLogDirsResult.LogDir'),
-    (398, 'DescribeLogDirsResult.Topics'),
-    (410, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (412, 'DescribeLogDirsResult.<tagged fields>'),
-    (425, 'DescribeLogDirsResult'),
-    (429, 'DescribeLogDirsResult.ErrorCode'),
-    (430, 'DescribeLogDirsResult.LogDir'),
-    (431, 'DescribeLogDirsResult.Topics'),
-    (439, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
-    (440, 'DescribeLogDirsResult.<tagged fields>'),
-    (446, 'DescribeLogDirsTopic'),
-    (447, 'DescribeLogDirsTopic.Name'),
-    (448, 'DescribeLogDirsTopic.Partitions'),
-    (457, 'DescribeLogDirsTopic'),
-    (461, 'DescribeLogDirsTopic.Name'),
-    (462, 'DescribeLogDirsTopic.Partitions'),
-    (469, 'DescribeLogDirsTopic'),
-    (470, 'DescribeLogDirsTopic.Name'),
-    (471, 'DescribeLogDirsTopic.Partitions'),
-    (483, 'DescribeLogDirsTopic.<tagged fields>'),
-    (496, 'DescribeLogDirsTopic'),
-    (500, 'DescribeLogDirsTopic.Name'),
-    (501, 'DescribeLogDirsTopic.Partitions'),
-    (509, 'DescribeLogDirsTopic.<tagged fields>'),
-    (515, 'DescribeLogDirsPartition'),
-    (516, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (518, 'DescribeLogDirsPartition'),
-    (522, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (525, 'DescribeLogDirsPartition'),
-    (526, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (528, 'DescribeLogDirsPartition.<tagged fields>'),
-    (541, 'DescribeLogDirsPartition'),
-    (545, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
-    (546, 'DescribeLogDirsPartition.<tagged fields>'),
+    (281, 'DescribeLogDirsResponse'),
+    (282, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (284, 'DescribeLogDirsResponse.Results'),
+    (293, 'DescribeLogDirsResponse'),
+    (297, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (298, 'DescribeLogDirsResponse.Results'),
+    (305, 'DescribeLogDirsResponse'),
+    (306, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (308, 'DescribeLogDirsResponse.Results'),
+    (320, 'DescribeLogDirsResponse.<tagged fields>'),
+    (333, 'DescribeLogDirsResponse'),
+    (337, 'DescribeLogDirsResponse.ThrottleTimeMs'),
+    (338, 'DescribeLogDirsResponse.Results'),
+    (346, 'DescribeLogDirsResponse.<tagged fields>'),
+    (352, 'DescribeLogDirsResponse'),
+    (353, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (355, 'DescribeLogDirsResponse.Results'),
+    (367, 'DescribeLogDirsResponse.<tagged fields>'),
+    (380, 'DescribeLogDirsResponse'),
+    (384, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (385, 'DescribeLogDirsResponse.Results'),
+    (393, 'DescribeLogDirsResponse.<tagged fields>'),
+    (399, 'DescribeLogDirsResponse'),
+    (400, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (402, 'DescribeLogDirsResponse.Results'),
+    (414, 'DescribeLogDirsResponse.<tagged fields>'),
+    (427, 'DescribeLogDirsResponse'),
+    (431, 'DescribeLogDirsResponse.ThrottleTimeMs,ErrorCode'),
+    (432, 'DescribeLogDirsResponse.Results'),
+    (440, 'DescribeLogDirsResponse.<tagged fields>'),
+    (446, 'DescribeLogDirsResult'),
+    (447, 'DescribeLogDirsResult.ErrorCode'),
+    (449, 'DescribeLogDirsResult.LogDir'),
+    (450, 'DescribeLogDirsResult.Topics'),
+    (459, 'DescribeLogDirsResult'),
+    (463, 'DescribeLogDirsResult.ErrorCode'),
+    (464, 'DescribeLogDirsResult.LogDir'),
+    (465, 'DescribeLogDirsResult.Topics'),
+    (472, 'DescribeLogDirsResult'),
+    (473, 'DescribeLogDirsResult.ErrorCode'),
+    (475, 'DescribeLogDirsResult.LogDir'),
+    (476, 'DescribeLogDirsResult.Topics'),
+    (488, 'DescribeLogDirsResult.<tagged fields>'),
+    (501, 'DescribeLogDirsResult'),
+    (505, 'DescribeLogDirsResult.ErrorCode'),
+    (506, 'DescribeLogDirsResult.LogDir'),
+    (507, 'DescribeLogDirsResult.Topics'),
+    (515, 'DescribeLogDirsResult.<tagged fields>'),
+    (521, 'DescribeLogDirsResult'),
+    (522, 'DescribeLogDirsResult.ErrorCode'),
+    (524, 'DescribeLogDirsResult.LogDir'),
+    (525, 'DescribeLogDirsResult.Topics'),
+    (537, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (539, 'DescribeLogDirsResult.<tagged fields>'),
+    (552, 'DescribeLogDirsResult'),
+    (556, 'DescribeLogDirsResult.ErrorCode'),
+    (557, 'DescribeLogDirsResult.LogDir'),
+    (558, 'DescribeLogDirsResult.Topics'),
+    (566, 'DescribeLogDirsResult.TotalBytes,UsableBytes'),
+    (567, 'DescribeLogDirsResult.<tagged fields>'),
+    (573, 'DescribeLogDirsTopic'),
+    (574, 'DescribeLogDirsTopic.Name'),
+    (575, 'DescribeLogDirsTopic.Partitions'),
+    (584, 'DescribeLogDirsTopic'),
+    (588, 'DescribeLogDirsTopic.Name'),
+    (589, 'DescribeLogDirsTopic.Partitions'),
+    (596, 'DescribeLogDirsTopic'),
+    (597, 'DescribeLogDirsTopic.Name'),
+    (598, 'DescribeLogDirsTopic.Partitions'),
+    (610, 'DescribeLogDirsTopic.<tagged fields>'),
+    (623, 'DescribeLogDirsTopic'),
+    (627, 'DescribeLogDirsTopic.Name'),
+    (628, 'DescribeLogDirsTopic.Partitions'),
+    (636, 'DescribeLogDirsTopic.<tagged fields>'),
+    (642, 'DescribeLogDirsPartition'),
+    (643, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (645, 'DescribeLogDirsPartition'),
+    (649, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (652, 'DescribeLogDirsPartition'),
+    (653, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (655, 'DescribeLogDirsPartition.<tagged fields>'),
+    (668, 'DescribeLogDirsPartition'),
+    (672, 'DescribeLogDirsPartition.PartitionIndex,PartitionSize,OffsetLag,IsFutureKey'),
+    (673, 'DescribeLogDirsPartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRequest:
-    #: The topic name.
-    name: str = ''
-    #: The indexes of the partitions to list producers for.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The indexes of the partitions to list producers for.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_TopicRequest:
@@ -54,8 +88,33 @@ class DescribeProducersRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    topics: tuple[TopicRequest, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topics: tuple[TopicRequest, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'unknown_tagged_fields', )
+        topics: tuple[TopicRequest, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[TopicRequest, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields, ) == (other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeProducersRequest(_Message):
@@ -163,18 +222,18 @@ DescribeProducersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (72, 'DescribeProducersRequest'),
-    (73, 'DescribeProducersRequest.Topics'),
-    (85, 'DescribeProducersRequest.<tagged fields>'),
-    (98, 'DescribeProducersRequest'),
-    (102, 'DescribeProducersRequest.Topics'),
-    (110, 'DescribeProducersRequest.<tagged fields>'),
-    (116, 'TopicRequest'),
-    (117, 'TopicRequest.Name'),
-    (118, 'TopicRequest.PartitionIndexes'),
-    (127, 'TopicRequest.<tagged fields>'),
-    (140, 'TopicRequest'),
-    (144, 'TopicRequest.Name'),
-    (145, 'TopicRequest.PartitionIndexes'),
-    (152, 'TopicRequest.<tagged fields>'),
+    (131, 'DescribeProducersRequest'),
+    (132, 'DescribeProducersRequest.Topics'),
+    (144, 'DescribeProducersRequest.<tagged fields>'),
+    (157, 'DescribeProducersRequest'),
+    (161, 'DescribeProducersRequest.Topics'),
+    (169, 'DescribeProducersRequest.<tagged fields>'),
+    (175, 'TopicRequest'),
+    (176, 'TopicRequest.Name'),
+    (177, 'TopicRequest.PartitionIndexes'),
+    (186, 'TopicRequest.<tagged fields>'),
+    (199, 'TopicRequest'),
+    (203, 'TopicRequest.Name'),
+    (204, 'TopicRequest.PartitionIndexes'),
+    (211, 'TopicRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">qiiqiq")
@@ -24,13 +31,48 @@ _S2 = Struct(">qiiqiq")
 
 @dataclass(frozen=True, slots=True)
 class ProducerState:
-    producer_id: int = 0
-    producer_epoch: int = 0
-    last_sequence: int = -1
-    last_timestamp: int = -1
-    coordinator_epoch: int = 0
-    current_txn_start_offset: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        producer_id: int = 0
+        producer_epoch: int = 0
+        last_sequence: int = -1
+        last_timestamp: int = -1
+        coordinator_epoch: int = 0
+        current_txn_start_offset: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('producer_id', 'producer_epoch', 'last_sequence', 'last_timestamp', 'coordinator_epoch', 'current_txn_start_offset', 'unknown_tagged_fields', )
+        producer_id: int
+        producer_epoch: int
+        last_sequence: int
+        last_timestamp: int
+        coordinator_epoch: int
+        current_txn_start_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, producer_id: int = 0, producer_epoch: int = 0, last_sequence: int = -1, last_timestamp: int = -1, coordinator_epoch: int = 0, current_txn_start_offset: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'last_sequence', last_sequence)
+            _object_setattr(self, 'last_timestamp', last_timestamp)
+            _object_setattr(self, 'coordinator_epoch', coordinator_epoch)
+            _object_setattr(self, 'current_txn_start_offset', current_txn_start_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, last_sequence={self.last_sequence!r}, last_timestamp={self.last_timestamp!r}, coordinator_epoch={self.coordinator_epoch!r}, current_txn_start_offset={self.current_txn_start_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset, self.unknown_tagged_fields, ) == (other.producer_id, other.producer_epoch, other.last_sequence, other.last_timestamp, other.coordinator_epoch, other.current_txn_start_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset, self.unknown_tagged_fields, ))
 
 
 class _New_ProducerState:
@@ -59,14 +101,45 @@ _DEFAULT_ProducerState = ProducerState()
 
 @dataclass(frozen=True, slots=True)
 class PartitionResponse:
-    #: The partition index.
-    partition_index: int = 0
-    #: The partition error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The partition error message, which may be null if no additional details are available
-    error_message: str | None = None
-    active_producers: tuple[ProducerState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The partition error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The partition error message, which may be null if no additional details are available
+        error_message: str | None = None
+        active_producers: tuple[ProducerState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'error_message', 'active_producers', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        active_producers: tuple[ProducerState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, active_producers: tuple[ProducerState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'active_producers', active_producers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, active_producers={self.active_producers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.active_producers, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.error_message, other.active_producers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.active_producers, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionResponse:
@@ -91,11 +164,38 @@ _DEFAULT_PartitionResponse = PartitionResponse()
 
 @dataclass(frozen=True, slots=True)
 class TopicResponse:
-    #: The topic name
-    name: str = ''
-    #: Each partition in the response.
-    partitions: tuple[PartitionResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        #: Each partition in the response.
+        partitions: tuple[PartitionResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[PartitionResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[PartitionResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicResponse:
@@ -123,11 +223,38 @@ class DescribeProducersResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each topic in the response.
-    topics: tuple[TopicResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each topic in the response.
+        topics: tuple[TopicResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[TopicResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[TopicResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeProducersResponse(_Message):
@@ -320,36 +447,36 @@ DescribeProducersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (146, 'DescribeProducersResponse'),
-    (147, 'DescribeProducersResponse.ThrottleTimeMs'),
-    (149, 'DescribeProducersResponse.Topics'),
-    (161, 'DescribeProducersResponse.<tagged fields>'),
-    (174, 'DescribeProducersResponse'),
-    (178, 'DescribeProducersResponse.ThrottleTimeMs'),
-    (179, 'DescribeProducersResponse.Topics'),
-    (187, 'DescribeProducersResponse.<tagged fields>'),
-    (193, 'TopicResponse'),
-    (194, 'TopicResponse.Name'),
-    (195, 'TopicResponse.Partitions'),
-    (207, 'TopicResponse.<tagged fields>'),
-    (220, 'TopicResponse'),
-    (224, 'TopicResponse.Name'),
-    (225, 'TopicResponse.Partitions'),
-    (233, 'TopicResponse.<tagged fields>'),
-    (239, 'PartitionResponse'),
-    (240, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (242, 'PartitionResponse.ErrorMessage'),
-    (243, 'PartitionResponse.ActiveProducers'),
-    (255, 'PartitionResponse.<tagged fields>'),
-    (268, 'PartitionResponse'),
-    (272, 'PartitionResponse.PartitionIndex,ErrorCode'),
-    (273, 'PartitionResponse.ErrorMessage'),
-    (274, 'PartitionResponse.ActiveProducers'),
-    (282, 'PartitionResponse.<tagged fields>'),
-    (288, 'ProducerState'),
-    (289, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (291, 'ProducerState.<tagged fields>'),
-    (304, 'ProducerState'),
-    (308, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
-    (309, 'ProducerState.<tagged fields>'),
+    (273, 'DescribeProducersResponse'),
+    (274, 'DescribeProducersResponse.ThrottleTimeMs'),
+    (276, 'DescribeProducersResponse.Topics'),
+    (288, 'DescribeProducersResponse.<tagged fields>'),
+    (301, 'DescribeProducersResponse'),
+    (305, 'DescribeProducersResponse.ThrottleTimeMs'),
+    (306, 'DescribeProducersResponse.Topics'),
+    (314, 'DescribeProducersResponse.<tagged fields>'),
+    (320, 'TopicResponse'),
+    (321, 'TopicResponse.Name'),
+    (322, 'TopicResponse.Partitions'),
+    (334, 'TopicResponse.<tagged fields>'),
+    (347, 'TopicResponse'),
+    (351, 'TopicResponse.Name'),
+    (352, 'TopicResponse.Partitions'),
+    (360, 'TopicResponse.<tagged fields>'),
+    (366, 'PartitionResponse'),
+    (367, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (369, 'PartitionResponse.ErrorMessage'),
+    (370, 'PartitionResponse.ActiveProducers'),
+    (382, 'PartitionResponse.<tagged fields>'),
+    (395, 'PartitionResponse'),
+    (399, 'PartitionResponse.PartitionIndex,ErrorCode'),
+    (400, 'PartitionResponse.ErrorMessage'),
+    (401, 'PartitionResponse.ActiveProducers'),
+    (409, 'PartitionResponse.<tagged fields>'),
+    (415, 'ProducerState'),
+    (416, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (418, 'ProducerState.<tagged fields>'),
+    (431, 'ProducerState'),
+    (435, 'ProducerState.ProducerId,ProducerEpoch,LastSequence,LastTimestamp,CoordinatorEpoch,CurrentTxnStartOffset'),
+    (436, 'ProducerState.<tagged fields>'),
 )

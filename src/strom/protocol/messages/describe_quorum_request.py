@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'unknown_tagged_fields', )
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields, ) == (other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -43,10 +75,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -74,8 +133,33 @@ class DescribeQuorumRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 3)
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'unknown_tagged_fields', )
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields, ) == (other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeQuorumRequest(_Message):
@@ -218,24 +302,24 @@ DescribeQuorumRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (92, 'DescribeQuorumRequest'),
-    (93, 'DescribeQuorumRequest.Topics'),
-    (105, 'DescribeQuorumRequest.<tagged fields>'),
-    (118, 'DescribeQuorumRequest'),
-    (122, 'DescribeQuorumRequest.Topics'),
-    (130, 'DescribeQuorumRequest.<tagged fields>'),
-    (136, 'TopicData'),
-    (137, 'TopicData.TopicName'),
-    (138, 'TopicData.Partitions'),
-    (150, 'TopicData.<tagged fields>'),
-    (163, 'TopicData'),
-    (167, 'TopicData.TopicName'),
-    (168, 'TopicData.Partitions'),
-    (176, 'TopicData.<tagged fields>'),
-    (182, 'PartitionData'),
-    (183, 'PartitionData.PartitionIndex'),
-    (185, 'PartitionData.<tagged fields>'),
-    (198, 'PartitionData'),
-    (202, 'PartitionData.PartitionIndex'),
-    (203, 'PartitionData.<tagged fields>'),
+    (176, 'DescribeQuorumRequest'),
+    (177, 'DescribeQuorumRequest.Topics'),
+    (189, 'DescribeQuorumRequest.<tagged fields>'),
+    (202, 'DescribeQuorumRequest'),
+    (206, 'DescribeQuorumRequest.Topics'),
+    (214, 'DescribeQuorumRequest.<tagged fields>'),
+    (220, 'TopicData'),
+    (221, 'TopicData.TopicName'),
+    (222, 'TopicData.Partitions'),
+    (234, 'TopicData.<tagged fields>'),
+    (247, 'TopicData'),
+    (251, 'TopicData.TopicName'),
+    (252, 'TopicData.Partitions'),
+    (260, 'TopicData.<tagged fields>'),
+    (266, 'PartitionData'),
+    (267, 'PartitionData.PartitionIndex'),
+    (269, 'PartitionData.<tagged fields>'),
+    (282, 'PartitionData'),
+    (286, 'PartitionData.PartitionIndex'),
+    (287, 'PartitionData.<tagged fields>'),
 )

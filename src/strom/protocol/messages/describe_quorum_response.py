@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">ihiiq")
@@ -30,15 +37,48 @@ _S8 = Struct(">qqq")
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
-    replica_id: int = 0
-    replica_directory_id: UUID = _p.ZERO_UUID
-    #: The last known log end offset of the follower or -1 if it is unknown
-    log_end_offset: int = 0
-    #: The last known leader wall clock time time when a follower fetched from the leader. This is reported as -1 both for the current leader or if it is unknown for a voter
-    last_fetch_timestamp: int = -1
-    #: The leader wall clock append time of the offset for which the follower made the most recent fetch request. This is reported as the current time for the leader and -1 if unknown for a voter
-    last_caught_up_timestamp: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        replica_id: int = 0
+        replica_directory_id: UUID = _p.ZERO_UUID
+        #: The last known log end offset of the follower or -1 if it is unknown
+        log_end_offset: int = 0
+        #: The last known leader wall clock time time when a follower fetched from the leader. This is reported as -1 both for the current leader or if it is unknown for a voter
+        last_fetch_timestamp: int = -1
+        #: The leader wall clock append time of the offset for which the follower made the most recent fetch request. This is reported as the current time for the leader and -1 if unknown for a voter
+        last_caught_up_timestamp: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields', )
+        replica_id: int
+        replica_directory_id: UUID
+        log_end_offset: int
+        last_fetch_timestamp: int
+        last_caught_up_timestamp: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, replica_id: int = 0, replica_directory_id: UUID = _p.ZERO_UUID, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'replica_directory_id', replica_directory_id)
+            _object_setattr(self, 'log_end_offset', log_end_offset)
+            _object_setattr(self, 'last_fetch_timestamp', last_fetch_timestamp)
+            _object_setattr(self, 'last_caught_up_timestamp', last_caught_up_timestamp)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, replica_directory_id={self.replica_directory_id!r}, log_end_offset={self.log_end_offset!r}, last_fetch_timestamp={self.last_fetch_timestamp!r}, last_caught_up_timestamp={self.last_caught_up_timestamp!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp, self.unknown_tagged_fields, ) == (other.replica_id, other.replica_directory_id, other.log_end_offset, other.last_fetch_timestamp, other.last_caught_up_timestamp, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp, self.unknown_tagged_fields, ))
 
 
 class _New_ReplicaState:
@@ -65,19 +105,58 @@ _DEFAULT_ReplicaState = ReplicaState()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch
-    leader_epoch: int = 0
-    high_watermark: int = 0
-    current_voters: tuple[ReplicaState, ...] = ()
-    observers: tuple[ReplicaState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch
+        leader_epoch: int = 0
+        high_watermark: int = 0
+        current_voters: tuple[ReplicaState, ...] = ()
+        observers: tuple[ReplicaState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        leader_id: int
+        leader_epoch: int
+        high_watermark: int
+        current_voters: tuple[ReplicaState, ...]
+        observers: tuple[ReplicaState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', leader_id: int = 0, leader_epoch: int = 0, high_watermark: int = 0, current_voters: tuple[ReplicaState, ...] = (), observers: tuple[ReplicaState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'high_watermark', high_watermark)
+            _object_setattr(self, 'current_voters', current_voters)
+            _object_setattr(self, 'observers', observers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, high_watermark={self.high_watermark!r}, current_voters={self.current_voters!r}, observers={self.observers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.error_message, other.leader_id, other.leader_epoch, other.high_watermark, other.current_voters, other.observers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -110,10 +189,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -135,13 +241,42 @@ _DEFAULT_TopicData = TopicData()
 @dataclass(frozen=True, slots=True)
 class Listener:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The hostname
-    host: str = ''
-    #: The port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The hostname
+        host: str = ''
+        #: The port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_Listener:
@@ -165,11 +300,38 @@ _DEFAULT_Listener = Listener()
 @dataclass(frozen=True, slots=True)
 class Node:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node
-    node_id: int = 0
-    #: The listeners of this controller
-    listeners: tuple[Listener, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node
+        node_id: int = 0
+        #: The listeners of this controller
+        listeners: tuple[Listener, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'listeners', 'unknown_tagged_fields', )
+        node_id: int
+        listeners: tuple[Listener, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, listeners: tuple[Listener, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'listeners', listeners)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, listeners={self.listeners!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.listeners, self.unknown_tagged_fields, ) == (other.node_id, other.listeners, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.listeners, self.unknown_tagged_fields, ))
 
 
 class _New_Node:
@@ -197,13 +359,44 @@ class DescribeQuorumResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 3)
-    #: The top level error code.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    topics: tuple[TopicData, ...] = ()
-    nodes: tuple[Node, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top level error code.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        topics: tuple[TopicData, ...] = ()
+        nodes: tuple[Node, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        topics: tuple[TopicData, ...]
+        nodes: tuple[Node, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', topics: tuple[TopicData, ...] = (), nodes: tuple[Node, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'nodes', nodes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r}, nodes={self.nodes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.topics, self.nodes, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.topics, other.nodes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.topics, self.nodes, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeQuorumResponse(_Message):
@@ -914,134 +1107,134 @@ DescribeQuorumResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (226, 'DescribeQuorumResponse'),
-    (227, 'DescribeQuorumResponse.ErrorCode'),
-    (229, 'DescribeQuorumResponse.Topics'),
-    (241, 'DescribeQuorumResponse.<tagged fields>'),
-    (254, 'DescribeQuorumResponse'),
-    (258, 'DescribeQuorumResponse.Nodes'),
-    (260, 'DescribeQuorumResponse.ErrorCode'),
-    (261, 'DescribeQuorumResponse.Topics'),
-    (269, 'DescribeQuorumResponse.<tagged fields>'),
-    (275, 'DescribeQuorumResponse'),
-    (276, 'DescribeQuorumResponse.ErrorCode'),
-    (278, 'DescribeQuorumResponse.Topics'),
-    (290, 'DescribeQuorumResponse.<tagged fields>'),
-    (303, 'DescribeQuorumResponse'),
-    (307, 'DescribeQuorumResponse.Nodes'),
-    (309, 'DescribeQuorumResponse.ErrorCode'),
-    (310, 'DescribeQuorumResponse.Topics'),
-    (318, 'DescribeQuorumResponse.<tagged fields>'),
-    (324, 'DescribeQuorumResponse'),
-    (325, 'DescribeQuorumResponse.ErrorCode'),
-    (327, 'DescribeQuorumResponse.ErrorMessage'),
-    (328, 'DescribeQuorumResponse.Topics'),
-    (340, 'DescribeQuorumResponse.Nodes'),
-    (352, 'DescribeQuorumResponse.<tagged fields>'),
-    (365, 'DescribeQuorumResponse'),
-    (369, 'DescribeQuorumResponse.ErrorCode'),
-    (370, 'DescribeQuorumResponse.ErrorMessage'),
-    (371, 'DescribeQuorumResponse.Topics'),
-    (379, 'DescribeQuorumResponse.Nodes'),
-    (387, 'DescribeQuorumResponse.<tagged fields>'),
-    (393, 'TopicData'),
-    (394, 'TopicData.TopicName'),
-    (395, 'TopicData.Partitions'),
-    (407, 'TopicData.<tagged fields>'),
-    (420, 'TopicData'),
-    (424, 'TopicData.TopicName'),
-    (425, 'TopicData.Partitions'),
-    (433, 'TopicData.<tagged fields>'),
-    (439, 'TopicData'),
-    (440, 'TopicData.TopicName'),
-    (441, 'TopicData.Partitions'),
-    (453, 'TopicData.<tagged fields>'),
-    (466, 'TopicData'),
-    (470, 'TopicData.TopicName'),
-    (471, 'TopicData.Partitions'),
-    (479, 'TopicData.<tagged fields>'),
-    (485, 'TopicData'),
-    (486, 'TopicData.TopicName'),
-    (487, 'TopicData.Partitions'),
-    (499, 'TopicData.<tagged fields>'),
-    (512, 'TopicData'),
-    (516, 'TopicData.TopicName'),
-    (517, 'TopicData.Partitions'),
-    (525, 'TopicData.<tagged fields>'),
-    (531, 'Node'),
-    (532, 'Node.NodeId'),
-    (534, 'Node.Listeners'),
-    (546, 'Node.<tagged fields>'),
-    (559, 'Node'),
-    (563, 'Node.NodeId'),
-    (564, 'Node.Listeners'),
-    (572, 'Node.<tagged fields>'),
-    (578, 'PartitionData'),
-    (579, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (581, 'PartitionData.CurrentVoters'),
-    (593, 'PartitionData.Observers'),
-    (605, 'PartitionData.<tagged fields>'),
-    (618, 'PartitionData'),
-    (622, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (623, 'PartitionData.CurrentVoters'),
-    (631, 'PartitionData.Observers'),
-    (639, 'PartitionData.<tagged fields>'),
-    (645, 'PartitionData'),
-    (646, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (648, 'PartitionData.CurrentVoters'),
-    (660, 'PartitionData.Observers'),
-    (672, 'PartitionData.<tagged fields>'),
-    (685, 'PartitionData'),
-    (689, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
-    (690, 'PartitionData.CurrentVoters'),
-    (698, 'PartitionData.Observers'),
-    (706, 'PartitionData.<tagged fields>'),
-    (712, 'PartitionData'),
-    (713, 'PartitionData.PartitionIndex,ErrorCode'),
-    (715, 'PartitionData.ErrorMessage'),
-    (716, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (718, 'PartitionData.CurrentVoters'),
-    (730, 'PartitionData.Observers'),
-    (742, 'PartitionData.<tagged fields>'),
-    (755, 'PartitionData'),
-    (759, 'PartitionData.PartitionIndex,ErrorCode'),
-    (760, 'PartitionData.ErrorMessage'),
-    (761, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
-    (762, 'PartitionData.CurrentVoters'),
-    (770, 'PartitionData.Observers'),
-    (778, 'PartitionData.<tagged fields>'),
-    (784, 'Listener'),
-    (785, 'Listener.Name'),
-    (786, 'Listener.Host'),
-    (787, 'Listener.Port'),
-    (789, 'Listener.<tagged fields>'),
-    (802, 'Listener'),
-    (806, 'Listener.Name'),
-    (807, 'Listener.Host'),
-    (808, 'Listener.Port'),
-    (809, 'Listener.<tagged fields>'),
-    (815, 'ReplicaState'),
-    (816, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (818, 'ReplicaState.<tagged fields>'),
-    (831, 'ReplicaState'),
-    (835, 'ReplicaState.ReplicaDirectoryId'),
-    (837, 'ReplicaState.ReplicaId,LogEndOffset'),
-    (838, 'ReplicaState.<tagged fields>'),
-    (844, 'ReplicaState'),
-    (845, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (847, 'ReplicaState.<tagged fields>'),
-    (860, 'ReplicaState'),
-    (864, 'ReplicaState.ReplicaDirectoryId'),
-    (866, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (867, 'ReplicaState.<tagged fields>'),
-    (873, 'ReplicaState'),
-    (874, 'ReplicaState.ReplicaId'),
-    (876, 'ReplicaState.ReplicaDirectoryId'),
-    (877, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (879, 'ReplicaState.<tagged fields>'),
-    (892, 'ReplicaState'),
-    (896, 'ReplicaState.ReplicaId'),
-    (897, 'ReplicaState.ReplicaDirectoryId'),
-    (898, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
-    (899, 'ReplicaState.<tagged fields>'),
+    (419, 'DescribeQuorumResponse'),
+    (420, 'DescribeQuorumResponse.ErrorCode'),
+    (422, 'DescribeQuorumResponse.Topics'),
+    (434, 'DescribeQuorumResponse.<tagged fields>'),
+    (447, 'DescribeQuorumResponse'),
+    (451, 'DescribeQuorumResponse.Nodes'),
+    (453, 'DescribeQuorumResponse.ErrorCode'),
+    (454, 'DescribeQuorumResponse.Topics'),
+    (462, 'DescribeQuorumResponse.<tagged fields>'),
+    (468, 'DescribeQuorumResponse'),
+    (469, 'DescribeQuorumResponse.ErrorCode'),
+    (471, 'DescribeQuorumResponse.Topics'),
+    (483, 'DescribeQuorumResponse.<tagged fields>'),
+    (496, 'DescribeQuorumResponse'),
+    (500, 'DescribeQuorumResponse.Nodes'),
+    (502, 'DescribeQuorumResponse.ErrorCode'),
+    (503, 'DescribeQuorumResponse.Topics'),
+    (511, 'DescribeQuorumResponse.<tagged fields>'),
+    (517, 'DescribeQuorumResponse'),
+    (518, 'DescribeQuorumResponse.ErrorCode'),
+    (520, 'DescribeQuorumResponse.ErrorMessage'),
+    (521, 'DescribeQuorumResponse.Topics'),
+    (533, 'DescribeQuorumResponse.Nodes'),
+    (545, 'DescribeQuorumResponse.<tagged fields>'),
+    (558, 'DescribeQuorumResponse'),
+    (562, 'DescribeQuorumResponse.ErrorCode'),
+    (563, 'DescribeQuorumResponse.ErrorMessage'),
+    (564, 'DescribeQuorumResponse.Topics'),
+    (572, 'DescribeQuorumResponse.Nodes'),
+    (580, 'DescribeQuorumResponse.<tagged fields>'),
+    (586, 'TopicData'),
+    (587, 'TopicData.TopicName'),
+    (588, 'TopicData.Partitions'),
+    (600, 'TopicData.<tagged fields>'),
+    (613, 'TopicData'),
+    (617, 'TopicData.TopicName'),
+    (618, 'TopicData.Partitions'),
+    (626, 'TopicData.<tagged fields>'),
+    (632, 'TopicData'),
+    (633, 'TopicData.TopicName'),
+    (634, 'TopicData.Partitions'),
+    (646, 'TopicData.<tagged fields>'),
+    (659, 'TopicData'),
+    (663, 'TopicData.TopicName'),
+    (664, 'TopicData.Partitions'),
+    (672, 'TopicData.<tagged fields>'),
+    (678, 'TopicData'),
+    (679, 'TopicData.TopicName'),
+    (680, 'TopicData.Partitions'),
+    (692, 'TopicData.<tagged fields>'),
+    (705, 'TopicData'),
+    (709, 'TopicData.TopicName'),
+    (710, 'TopicData.Partitions'),
+    (718, 'TopicData.<tagged fields>'),
+    (724, 'Node'),
+    (725, 'Node.NodeId'),
+    (727, 'Node.Listeners'),
+    (739, 'Node.<tagged fields>'),
+    (752, 'Node'),
+    (756, 'Node.NodeId'),
+    (757, 'Node.Listeners'),
+    (765, 'Node.<tagged fields>'),
+    (771, 'PartitionData'),
+    (772, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (774, 'PartitionData.CurrentVoters'),
+    (786, 'PartitionData.Observers'),
+    (798, 'PartitionData.<tagged fields>'),
+    (811, 'PartitionData'),
+    (815, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (816, 'PartitionData.CurrentVoters'),
+    (824, 'PartitionData.Observers'),
+    (832, 'PartitionData.<tagged fields>'),
+    (838, 'PartitionData'),
+    (839, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (841, 'PartitionData.CurrentVoters'),
+    (853, 'PartitionData.Observers'),
+    (865, 'PartitionData.<tagged fields>'),
+    (878, 'PartitionData'),
+    (882, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,HighWatermark'),
+    (883, 'PartitionData.CurrentVoters'),
+    (891, 'PartitionData.Observers'),
+    (899, 'PartitionData.<tagged fields>'),
+    (905, 'PartitionData'),
+    (906, 'PartitionData.PartitionIndex,ErrorCode'),
+    (908, 'PartitionData.ErrorMessage'),
+    (909, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (911, 'PartitionData.CurrentVoters'),
+    (923, 'PartitionData.Observers'),
+    (935, 'PartitionData.<tagged fields>'),
+    (948, 'PartitionData'),
+    (952, 'PartitionData.PartitionIndex,ErrorCode'),
+    (953, 'PartitionData.ErrorMessage'),
+    (954, 'PartitionData.LeaderId,LeaderEpoch,HighWatermark'),
+    (955, 'PartitionData.CurrentVoters'),
+    (963, 'PartitionData.Observers'),
+    (971, 'PartitionData.<tagged fields>'),
+    (977, 'Listener'),
+    (978, 'Listener.Name'),
+    (979, 'Listener.Host'),
+    (980, 'Listener.Port'),
+    (982, 'Listener.<tagged fields>'),
+    (995, 'Listener'),
+    (999, 'Listener.Name'),
+    (1000, 'Listener.Host'),
+    (1001, 'Listener.Port'),
+    (1002, 'Listener.<tagged fields>'),
+    (1008, 'ReplicaState'),
+    (1009, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (1011, 'ReplicaState.<tagged fields>'),
+    (1024, 'ReplicaState'),
+    (1028, 'ReplicaState.ReplicaDirectoryId'),
+    (1030, 'ReplicaState.ReplicaId,LogEndOffset'),
+    (1031, 'ReplicaState.<tagged fields>'),
+    (1037, 'ReplicaState'),
+    (1038, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (1040, 'ReplicaState.<tagged fields>'),
+    (1053, 'ReplicaState'),
+    (1057, 'ReplicaState.ReplicaDirectoryId'),
+    (1059, 'ReplicaState.ReplicaId,LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (1060, 'ReplicaState.<tagged fields>'),
+    (1066, 'ReplicaState'),
+    (1067, 'ReplicaState.ReplicaId'),
+    (1069, 'ReplicaState.ReplicaDirectoryId'),
+    (1070, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (1072, 'ReplicaState.<tagged fields>'),
+    (1085, 'ReplicaState'),
+    (1089, 'ReplicaState.ReplicaId'),
+    (1090, 'ReplicaState.ReplicaDirectoryId'),
+    (1091, 'ReplicaState.LogEndOffset,LastFetchTimestamp,LastCaughtUpTimestamp'),
+    (1092, 'ReplicaState.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRequest:
-    #: The topic name
-    name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'unknown_tagged_fields', )
+        name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields, ) == (other.name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.unknown_tagged_fields, ))
 
 
 class _New_TopicRequest:
@@ -43,11 +75,38 @@ _DEFAULT_TopicRequest = TopicRequest()
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    #: The name for the first topic to process
-    topic_name: str = ''
-    #: The partition index to start with
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name for the first topic to process
+        topic_name: str = ''
+        #: The partition index to start with
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_Cursor:
@@ -75,13 +134,42 @@ class DescribeTopicPartitionsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The topics to fetch details for.
-    topics: tuple[TopicRequest, ...] = ()
-    #: The maximum number of partitions included in the response.
-    response_partition_limit: int = 2000
-    #: The first topic and partition index to fetch details for.
-    cursor: Cursor | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topics to fetch details for.
+        topics: tuple[TopicRequest, ...] = ()
+        #: The maximum number of partitions included in the response.
+        response_partition_limit: int = 2000
+        #: The first topic and partition index to fetch details for.
+        cursor: Cursor | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields', )
+        topics: tuple[TopicRequest, ...]
+        response_partition_limit: int
+        cursor: Cursor | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[TopicRequest, ...] = (), response_partition_limit: int = 2000, cursor: Cursor | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'response_partition_limit', response_partition_limit)
+            _object_setattr(self, 'cursor', cursor)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, response_partition_limit={self.response_partition_limit!r}, cursor={self.cursor!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields, ) == (other.topics, other.response_partition_limit, other.cursor, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeTopicPartitionsRequest(_Message):
@@ -218,28 +306,28 @@ DescribeTopicPartitionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (102, 'DescribeTopicPartitionsRequest'),
-    (103, 'DescribeTopicPartitionsRequest.Topics'),
-    (115, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (117, 'DescribeTopicPartitionsRequest.Cursor'),
-    (121, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (134, 'DescribeTopicPartitionsRequest'),
-    (138, 'DescribeTopicPartitionsRequest.Topics'),
-    (146, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
-    (147, 'DescribeTopicPartitionsRequest.Cursor'),
-    (152, 'DescribeTopicPartitionsRequest.<tagged fields>'),
-    (158, 'TopicRequest'),
-    (159, 'TopicRequest.Name'),
-    (160, 'TopicRequest.<tagged fields>'),
-    (173, 'TopicRequest'),
-    (177, 'TopicRequest.Name'),
-    (178, 'TopicRequest.<tagged fields>'),
-    (184, 'Cursor'),
-    (185, 'Cursor.TopicName'),
-    (186, 'Cursor.PartitionIndex'),
-    (188, 'Cursor.<tagged fields>'),
-    (201, 'Cursor'),
-    (205, 'Cursor.TopicName'),
-    (206, 'Cursor.PartitionIndex'),
-    (207, 'Cursor.<tagged fields>'),
+    (190, 'DescribeTopicPartitionsRequest'),
+    (191, 'DescribeTopicPartitionsRequest.Topics'),
+    (203, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (205, 'DescribeTopicPartitionsRequest.Cursor'),
+    (209, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (222, 'DescribeTopicPartitionsRequest'),
+    (226, 'DescribeTopicPartitionsRequest.Topics'),
+    (234, 'DescribeTopicPartitionsRequest.ResponsePartitionLimit'),
+    (235, 'DescribeTopicPartitionsRequest.Cursor'),
+    (240, 'DescribeTopicPartitionsRequest.<tagged fields>'),
+    (246, 'TopicRequest'),
+    (247, 'TopicRequest.Name'),
+    (248, 'TopicRequest.<tagged fields>'),
+    (261, 'TopicRequest'),
+    (265, 'TopicRequest.Name'),
+    (266, 'TopicRequest.<tagged fields>'),
+    (272, 'Cursor'),
+    (273, 'Cursor.TopicName'),
+    (274, 'Cursor.PartitionIndex'),
+    (276, 'Cursor.<tagged fields>'),
+    (289, 'Cursor'),
+    (293, 'Cursor.TopicName'),
+    (294, 'Cursor.PartitionIndex'),
+    (295, 'Cursor.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">?")
@@ -25,25 +32,66 @@ _S3 = Struct(">hiii")
 
 @dataclass(frozen=True, slots=True)
 class DescribeTopicPartitionsResponsePartition:
-    #: The partition error, or 0 if there was no error.
-    error_code: int = 0
-    #: The partition index.
-    partition_index: int = 0
-    #: The ID of the leader broker.
-    leader_id: int = 0
-    #: The leader epoch of this partition.
-    leader_epoch: int = -1
-    #: The set of all nodes that host this partition.
-    replica_nodes: tuple[int, ...] = ()
-    #: The set of nodes that are in sync with the leader for this partition.
-    isr_nodes: tuple[int, ...] = ()
-    #: The new eligible leader replicas otherwise.
-    eligible_leader_replicas: tuple[int, ...] | None = None
-    #: The last known ELR.
-    last_known_elr: tuple[int, ...] | None = None
-    #: The set of offline replicas of this partition.
-    offline_replicas: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition error, or 0 if there was no error.
+        error_code: int = 0
+        #: The partition index.
+        partition_index: int = 0
+        #: The ID of the leader broker.
+        leader_id: int = 0
+        #: The leader epoch of this partition.
+        leader_epoch: int = -1
+        #: The set of all nodes that host this partition.
+        replica_nodes: tuple[int, ...] = ()
+        #: The set of nodes that are in sync with the leader for this partition.
+        isr_nodes: tuple[int, ...] = ()
+        #: The new eligible leader replicas otherwise.
+        eligible_leader_replicas: tuple[int, ...] | None = None
+        #: The last known ELR.
+        last_known_elr: tuple[int, ...] | None = None
+        #: The set of offline replicas of this partition.
+        offline_replicas: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields', )
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: tuple[int, ...]
+        isr_nodes: tuple[int, ...]
+        eligible_leader_replicas: tuple[int, ...] | None
+        last_known_elr: tuple[int, ...] | None
+        offline_replicas: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: tuple[int, ...] = (), isr_nodes: tuple[int, ...] = (), eligible_leader_replicas: tuple[int, ...] | None = None, last_known_elr: tuple[int, ...] | None = None, offline_replicas: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'replica_nodes', replica_nodes)
+            _object_setattr(self, 'isr_nodes', isr_nodes)
+            _object_setattr(self, 'eligible_leader_replicas', eligible_leader_replicas)
+            _object_setattr(self, 'last_known_elr', last_known_elr)
+            _object_setattr(self, 'offline_replicas', offline_replicas)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, eligible_leader_replicas={self.eligible_leader_replicas!r}, last_known_elr={self.last_known_elr!r}, offline_replicas={self.offline_replicas!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas, self.unknown_tagged_fields, ) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.eligible_leader_replicas, other.last_known_elr, other.offline_replicas, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeTopicPartitionsResponsePartition:
@@ -79,19 +127,54 @@ _DEFAULT_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsRespo
 @dataclass(frozen=True, slots=True)
 class DescribeTopicPartitionsResponseTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic error, or 0 if there was no error.
-    error_code: int = 0
-    #: The topic name.
-    name: str | None = ''
-    #: The topic id.
-    topic_id: UUID = _p.ZERO_UUID
-    #: True if the topic is internal.
-    is_internal: bool = False
-    #: Each partition in the topic.
-    partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this topic.
-    topic_authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic error, or 0 if there was no error.
+        error_code: int = 0
+        #: The topic name.
+        name: str | None = ''
+        #: The topic id.
+        topic_id: UUID = _p.ZERO_UUID
+        #: True if the topic is internal.
+        is_internal: bool = False
+        #: Each partition in the topic.
+        partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this topic.
+        topic_authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields', )
+        error_code: int
+        name: str | None
+        topic_id: UUID
+        is_internal: bool
+        partitions: tuple[DescribeTopicPartitionsResponsePartition, ...]
+        topic_authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, name: str | None = '', topic_id: UUID = _p.ZERO_UUID, is_internal: bool = False, partitions: tuple[DescribeTopicPartitionsResponsePartition, ...] = (), topic_authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'is_internal', is_internal)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'topic_authorized_operations', topic_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields, ) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeTopicPartitionsResponseTopic:
@@ -120,11 +203,38 @@ _DEFAULT_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponseT
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    #: The name for the first topic to process
-    topic_name: str = ''
-    #: The partition index to start with
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name for the first topic to process
+        topic_name: str = ''
+        #: The partition index to start with
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_Cursor:
@@ -152,13 +262,42 @@ class DescribeTopicPartitionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each topic in the response.
-    topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
-    #: The next topic and partition index to fetch details for.
-    next_cursor: Cursor | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each topic in the response.
+        topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = ()
+        #: The next topic and partition index to fetch details for.
+        next_cursor: Cursor | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[DescribeTopicPartitionsResponseTopic, ...]
+        next_cursor: Cursor | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[DescribeTopicPartitionsResponseTopic, ...] = (), next_cursor: Cursor | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'next_cursor', next_cursor)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, next_cursor={self.next_cursor!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.next_cursor, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.next_cursor, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.next_cursor, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeTopicPartitionsResponse(_Message):
@@ -445,54 +584,54 @@ DescribeTopicPartitionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (179, 'DescribeTopicPartitionsResponse'),
-    (180, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
-    (182, 'DescribeTopicPartitionsResponse.Topics'),
-    (194, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (198, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (211, 'DescribeTopicPartitionsResponse'),
-    (215, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
-    (216, 'DescribeTopicPartitionsResponse.Topics'),
-    (224, 'DescribeTopicPartitionsResponse.NextCursor'),
-    (229, 'DescribeTopicPartitionsResponse.<tagged fields>'),
-    (235, 'DescribeTopicPartitionsResponseTopic'),
-    (236, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (238, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (239, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (240, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (242, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (254, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (256, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (269, 'DescribeTopicPartitionsResponseTopic'),
-    (273, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
-    (274, 'DescribeTopicPartitionsResponseTopic.Name'),
-    (275, 'DescribeTopicPartitionsResponseTopic.TopicId'),
-    (276, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
-    (277, 'DescribeTopicPartitionsResponseTopic.Partitions'),
-    (285, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
-    (286, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
-    (292, 'Cursor'),
-    (293, 'Cursor.TopicName'),
-    (294, 'Cursor.PartitionIndex'),
-    (296, 'Cursor.<tagged fields>'),
-    (309, 'Cursor'),
-    (313, 'Cursor.TopicName'),
-    (314, 'Cursor.PartitionIndex'),
-    (315, 'Cursor.<tagged fields>'),
-    (321, 'DescribeTopicPartitionsResponsePartition'),
-    (322, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (324, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (333, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (342, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (354, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (366, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (375, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
-    (388, 'DescribeTopicPartitionsResponsePartition'),
-    (392, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (393, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
-    (400, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
-    (407, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
-    (417, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
-    (427, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
-    (434, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (318, 'DescribeTopicPartitionsResponse'),
+    (319, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
+    (321, 'DescribeTopicPartitionsResponse.Topics'),
+    (333, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (337, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (350, 'DescribeTopicPartitionsResponse'),
+    (354, 'DescribeTopicPartitionsResponse.ThrottleTimeMs'),
+    (355, 'DescribeTopicPartitionsResponse.Topics'),
+    (363, 'DescribeTopicPartitionsResponse.NextCursor'),
+    (368, 'DescribeTopicPartitionsResponse.<tagged fields>'),
+    (374, 'DescribeTopicPartitionsResponseTopic'),
+    (375, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (377, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (378, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (379, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (381, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (393, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (395, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (408, 'DescribeTopicPartitionsResponseTopic'),
+    (412, 'DescribeTopicPartitionsResponseTopic.ErrorCode'),
+    (413, 'DescribeTopicPartitionsResponseTopic.Name'),
+    (414, 'DescribeTopicPartitionsResponseTopic.TopicId'),
+    (415, 'DescribeTopicPartitionsResponseTopic.IsInternal'),
+    (416, 'DescribeTopicPartitionsResponseTopic.Partitions'),
+    (424, 'DescribeTopicPartitionsResponseTopic.TopicAuthorizedOperations'),
+    (425, 'DescribeTopicPartitionsResponseTopic.<tagged fields>'),
+    (431, 'Cursor'),
+    (432, 'Cursor.TopicName'),
+    (433, 'Cursor.PartitionIndex'),
+    (435, 'Cursor.<tagged fields>'),
+    (448, 'Cursor'),
+    (452, 'Cursor.TopicName'),
+    (453, 'Cursor.PartitionIndex'),
+    (454, 'Cursor.<tagged fields>'),
+    (460, 'DescribeTopicPartitionsResponsePartition'),
+    (461, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (463, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (472, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (481, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (493, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (505, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (514, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
+    (527, 'DescribeTopicPartitionsResponsePartition'),
+    (531, 'DescribeTopicPartitionsResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (532, 'DescribeTopicPartitionsResponsePartition.ReplicaNodes'),
+    (539, 'DescribeTopicPartitionsResponsePartition.IsrNodes'),
+    (546, 'DescribeTopicPartitionsResponsePartition.EligibleLeaderReplicas'),
+    (556, 'DescribeTopicPartitionsResponsePartition.LastKnownElr'),
+    (566, 'DescribeTopicPartitionsResponsePartition.OfflineReplicas'),
+    (573, 'DescribeTopicPartitionsResponsePartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">iqqh")
@@ -25,9 +32,36 @@ _S2 = Struct(">iqqh")
 @dataclass(frozen=True, slots=True)
 class TopicData:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    topic: str = ''
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        topic: str = ''
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -48,16 +82,55 @@ _DEFAULT_TopicData = TopicData()
 
 @dataclass(frozen=True, slots=True)
 class TransactionState:
-    error_code: int = 0
-    transactional_id: str = ''
-    transaction_state: str = ''
-    transaction_timeout_ms: int = 0
-    transaction_start_time_ms: int = 0
-    producer_id: int = 0
-    producer_epoch: int = 0
-    #: The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers.
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        error_code: int = 0
+        transactional_id: str = ''
+        transaction_state: str = ''
+        transaction_timeout_ms: int = 0
+        transaction_start_time_ms: int = 0
+        producer_id: int = 0
+        producer_epoch: int = 0
+        #: The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers.
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'transactional_id', 'transaction_state', 'transaction_timeout_ms', 'transaction_start_time_ms', 'producer_id', 'producer_epoch', 'topics', 'unknown_tagged_fields', )
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, transactional_id: str = '', transaction_state: str = '', transaction_timeout_ms: int = 0, transaction_start_time_ms: int = 0, producer_id: int = 0, producer_epoch: int = 0, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'transaction_state', transaction_state)
+            _object_setattr(self, 'transaction_timeout_ms', transaction_timeout_ms)
+            _object_setattr(self, 'transaction_start_time_ms', transaction_start_time_ms)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, transactional_id={self.transactional_id!r}, transaction_state={self.transaction_state!r}, transaction_timeout_ms={self.transaction_timeout_ms!r}, transaction_start_time_ms={self.transaction_start_time_ms!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.transactional_id, self.transaction_state, self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch, self.topics, self.unknown_tagged_fields, ) == (other.error_code, other.transactional_id, other.transaction_state, other.transaction_timeout_ms, other.transaction_start_time_ms, other.producer_id, other.producer_epoch, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.transactional_id, self.transaction_state, self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_TransactionState:
@@ -97,10 +170,37 @@ class DescribeTransactionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    transaction_states: tuple[TransactionState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        transaction_states: tuple[TransactionState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'transaction_states', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        transaction_states: tuple[TransactionState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, transaction_states: tuple[TransactionState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'transaction_states', transaction_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, transaction_states={self.transaction_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.transaction_states, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.transaction_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.transaction_states, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeTransactionsResponse(_Message):
@@ -267,34 +367,34 @@ DescribeTransactionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (119, 'DescribeTransactionsResponse'),
-    (120, 'DescribeTransactionsResponse.ThrottleTimeMs'),
-    (122, 'DescribeTransactionsResponse.TransactionStates'),
-    (134, 'DescribeTransactionsResponse.<tagged fields>'),
-    (147, 'DescribeTransactionsResponse'),
-    (151, 'DescribeTransactionsResponse.ThrottleTimeMs'),
-    (152, 'DescribeTransactionsResponse.TransactionStates'),
-    (160, 'DescribeTransactionsResponse.<tagged fields>'),
-    (166, 'TransactionState'),
-    (167, 'TransactionState.ErrorCode'),
-    (169, 'TransactionState.TransactionalId'),
-    (170, 'TransactionState.TransactionState'),
-    (171, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (173, 'TransactionState.Topics'),
-    (185, 'TransactionState.<tagged fields>'),
-    (198, 'TransactionState'),
-    (202, 'TransactionState.ErrorCode'),
-    (203, 'TransactionState.TransactionalId'),
-    (204, 'TransactionState.TransactionState'),
-    (205, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
-    (206, 'TransactionState.Topics'),
-    (214, 'TransactionState.<tagged fields>'),
-    (220, 'TopicData'),
-    (221, 'TopicData.Topic'),
-    (222, 'TopicData.Partitions'),
-    (231, 'TopicData.<tagged fields>'),
-    (244, 'TopicData'),
-    (248, 'TopicData.Topic'),
-    (249, 'TopicData.Partitions'),
-    (256, 'TopicData.<tagged fields>'),
+    (219, 'DescribeTransactionsResponse'),
+    (220, 'DescribeTransactionsResponse.ThrottleTimeMs'),
+    (222, 'DescribeTransactionsResponse.TransactionStates'),
+    (234, 'DescribeTransactionsResponse.<tagged fields>'),
+    (247, 'DescribeTransactionsResponse'),
+    (251, 'DescribeTransactionsResponse.ThrottleTimeMs'),
+    (252, 'DescribeTransactionsResponse.TransactionStates'),
+    (260, 'DescribeTransactionsResponse.<tagged fields>'),
+    (266, 'TransactionState'),
+    (267, 'TransactionState.ErrorCode'),
+    (269, 'TransactionState.TransactionalId'),
+    (270, 'TransactionState.TransactionState'),
+    (271, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (273, 'TransactionState.Topics'),
+    (285, 'TransactionState.<tagged fields>'),
+    (298, 'TransactionState'),
+    (302, 'TransactionState.ErrorCode'),
+    (303, 'TransactionState.TransactionalId'),
+    (304, 'TransactionState.TransactionState'),
+    (305, 'TransactionState.TransactionTimeoutMs,TransactionStartTimeMs,ProducerId,ProducerEpoch'),
+    (306, 'TransactionState.Topics'),
+    (314, 'TransactionState.<tagged fields>'),
+    (320, 'TopicData'),
+    (321, 'TopicData.Topic'),
+    (322, 'TopicData.Partitions'),
+    (331, 'TopicData.<tagged fields>'),
+    (344, 'TopicData'),
+    (348, 'TopicData.Topic'),
+    (349, 'TopicData.Partitions'),
+    (356, 'TopicData.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class UserName:
-    #: The user name.
-    name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The user name.
+        name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'unknown_tagged_fields', )
+        name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields, ) == (other.name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.unknown_tagged_fields, ))
 
 
 class _New_UserName:
@@ -50,9 +82,34 @@ class DescribeUserScramCredentialsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The users to describe, or null/empty to describe all users.
-    users: tuple[UserName, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The users to describe, or null/empty to describe all users.
+        users: tuple[UserName, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('users', 'unknown_tagged_fields', )
+        users: tuple[UserName, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, users: tuple[UserName, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'users', users)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(users={self.users!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.users, self.unknown_tagged_fields, ) == (other.users, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.users, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeUserScramCredentialsRequest(_Message):
@@ -150,16 +207,16 @@ DescribeUserScramCredentialsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (69, 'DescribeUserScramCredentialsRequest'),
-    (70, 'DescribeUserScramCredentialsRequest.Users'),
-    (85, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (98, 'DescribeUserScramCredentialsRequest'),
-    (102, 'DescribeUserScramCredentialsRequest.Users'),
-    (113, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
-    (119, 'UserName'),
-    (120, 'UserName.Name'),
-    (121, 'UserName.<tagged fields>'),
-    (134, 'UserName'),
-    (138, 'UserName.Name'),
-    (139, 'UserName.<tagged fields>'),
+    (126, 'DescribeUserScramCredentialsRequest'),
+    (127, 'DescribeUserScramCredentialsRequest.Users'),
+    (142, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (155, 'DescribeUserScramCredentialsRequest'),
+    (159, 'DescribeUserScramCredentialsRequest.Users'),
+    (170, 'DescribeUserScramCredentialsRequest.<tagged fields>'),
+    (176, 'UserName'),
+    (177, 'UserName.Name'),
+    (178, 'UserName.<tagged fields>'),
+    (191, 'UserName'),
+    (195, 'UserName.Name'),
+    (196, 'UserName.<tagged fields>'),
 )

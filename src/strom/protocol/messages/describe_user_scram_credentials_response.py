@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">h")
 _S2 = Struct(">bi")
@@ -24,11 +31,38 @@ _S2 = Struct(">bi")
 
 @dataclass(frozen=True, slots=True)
 class CredentialInfo:
-    #: The SCRAM mechanism.
-    mechanism: int = 0
-    #: The number of iterations used in the SCRAM credential.
-    iterations: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The SCRAM mechanism.
+        mechanism: int = 0
+        #: The number of iterations used in the SCRAM credential.
+        iterations: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('mechanism', 'iterations', 'unknown_tagged_fields', )
+        mechanism: int
+        iterations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, mechanism: int = 0, iterations: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'mechanism', mechanism)
+            _object_setattr(self, 'iterations', iterations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r}, iterations={self.iterations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.mechanism, self.iterations, self.unknown_tagged_fields, ) == (other.mechanism, other.iterations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.mechanism, self.iterations, self.unknown_tagged_fields, ))
 
 
 class _New_CredentialInfo:
@@ -49,15 +83,46 @@ _DEFAULT_CredentialInfo = CredentialInfo()
 
 @dataclass(frozen=True, slots=True)
 class DescribeUserScramCredentialsResult:
-    #: The user name.
-    user: str = ''
-    #: The user-level error code.
-    error_code: int = 0
-    #: The user-level error message, if any.
-    error_message: str | None = ''
-    #: The mechanism and related information associated with the user's SCRAM credentials.
-    credential_infos: tuple[CredentialInfo, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The user name.
+        user: str = ''
+        #: The user-level error code.
+        error_code: int = 0
+        #: The user-level error message, if any.
+        error_message: str | None = ''
+        #: The mechanism and related information associated with the user's SCRAM credentials.
+        credential_infos: tuple[CredentialInfo, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields', )
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: tuple[CredentialInfo, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, user: str = '', error_code: int = 0, error_message: str | None = '', credential_infos: tuple[CredentialInfo, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'user', user)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'credential_infos', credential_infos)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, credential_infos={self.credential_infos!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields, ) == (other.user, other.error_code, other.error_message, other.credential_infos, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeUserScramCredentialsResult:
@@ -89,15 +154,46 @@ class DescribeUserScramCredentialsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The message-level error code, 0 except for user authorization or infrastructure issues.
-    error_code: int = 0
-    #: The message-level error message, if any.
-    error_message: str | None = ''
-    #: The results for descriptions, one per user.
-    results: tuple[DescribeUserScramCredentialsResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The message-level error code, 0 except for user authorization or infrastructure issues.
+        error_code: int = 0
+        #: The message-level error message, if any.
+        error_message: str | None = ''
+        #: The results for descriptions, one per user.
+        results: tuple[DescribeUserScramCredentialsResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        results: tuple[DescribeUserScramCredentialsResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: tuple[DescribeUserScramCredentialsResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_DescribeUserScramCredentialsResponse(_Message):
@@ -252,32 +348,32 @@ DescribeUserScramCredentialsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (120, 'DescribeUserScramCredentialsResponse'),
-    (121, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
-    (123, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
-    (124, 'DescribeUserScramCredentialsResponse.Results'),
-    (136, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (149, 'DescribeUserScramCredentialsResponse'),
-    (153, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
-    (154, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
-    (155, 'DescribeUserScramCredentialsResponse.Results'),
-    (163, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
-    (169, 'DescribeUserScramCredentialsResult'),
-    (170, 'DescribeUserScramCredentialsResult.User'),
-    (171, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (173, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (174, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (186, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (199, 'DescribeUserScramCredentialsResult'),
-    (203, 'DescribeUserScramCredentialsResult.User'),
-    (204, 'DescribeUserScramCredentialsResult.ErrorCode'),
-    (205, 'DescribeUserScramCredentialsResult.ErrorMessage'),
-    (206, 'DescribeUserScramCredentialsResult.CredentialInfos'),
-    (214, 'DescribeUserScramCredentialsResult.<tagged fields>'),
-    (220, 'CredentialInfo'),
-    (221, 'CredentialInfo.Mechanism,Iterations'),
-    (223, 'CredentialInfo.<tagged fields>'),
-    (236, 'CredentialInfo'),
-    (240, 'CredentialInfo.Mechanism,Iterations'),
-    (241, 'CredentialInfo.<tagged fields>'),
+    (216, 'DescribeUserScramCredentialsResponse'),
+    (217, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
+    (219, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
+    (220, 'DescribeUserScramCredentialsResponse.Results'),
+    (232, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (245, 'DescribeUserScramCredentialsResponse'),
+    (249, 'DescribeUserScramCredentialsResponse.ThrottleTimeMs,ErrorCode'),
+    (250, 'DescribeUserScramCredentialsResponse.ErrorMessage'),
+    (251, 'DescribeUserScramCredentialsResponse.Results'),
+    (259, 'DescribeUserScramCredentialsResponse.<tagged fields>'),
+    (265, 'DescribeUserScramCredentialsResult'),
+    (266, 'DescribeUserScramCredentialsResult.User'),
+    (267, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (269, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (270, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (282, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (295, 'DescribeUserScramCredentialsResult'),
+    (299, 'DescribeUserScramCredentialsResult.User'),
+    (300, 'DescribeUserScramCredentialsResult.ErrorCode'),
+    (301, 'DescribeUserScramCredentialsResult.ErrorMessage'),
+    (302, 'DescribeUserScramCredentialsResult.CredentialInfos'),
+    (310, 'DescribeUserScramCredentialsResult.<tagged fields>'),
+    (316, 'CredentialInfo'),
+    (317, 'CredentialInfo.Mechanism,Iterations'),
+    (319, 'CredentialInfo.<tagged fields>'),
+    (332, 'CredentialInfo'),
+    (336, 'CredentialInfo.Mechanism,Iterations'),
+    (337, 'CredentialInfo.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">b")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">b")
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    #: The name of a topic.
-    topic: str = ''
-    #: The partitions of this topic whose leader should be elected.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of a topic.
+        topic: str = ''
+        #: The partitions of this topic whose leader should be elected.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartitions:
@@ -56,13 +90,42 @@ class ElectLeadersRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of '1' elects the first live replica if there are no in-sync replica.
-    election_type: int = 0
-    #: The topic partitions to elect leaders.
-    topic_partitions: tuple[TopicPartitions, ...] | None = ()
-    #: The time in ms to wait for the election to complete.
-    timeout_ms: int = 60000
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Type of elections to conduct for the partition. A value of '0' elects the preferred replica. A value of '1' elects the first live replica if there are no in-sync replica.
+        election_type: int = 0
+        #: The topic partitions to elect leaders.
+        topic_partitions: tuple[TopicPartitions, ...] | None = ()
+        #: The time in ms to wait for the election to complete.
+        timeout_ms: int = 60000
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields', )
+        election_type: int
+        topic_partitions: tuple[TopicPartitions, ...] | None
+        timeout_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, election_type: int = 0, topic_partitions: tuple[TopicPartitions, ...] | None = (), timeout_ms: int = 60000, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'election_type', election_type)
+            _object_setattr(self, 'topic_partitions', topic_partitions)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(election_type={self.election_type!r}, topic_partitions={self.topic_partitions!r}, timeout_ms={self.timeout_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields, ) == (other.election_type, other.topic_partitions, other.timeout_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields, ))
 
 
 class _New_ElectLeadersRequest(_Message):
@@ -274,43 +337,43 @@ ElectLeadersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (83, 'ElectLeadersRequest'),
-    (84, 'ElectLeadersRequest.TopicPartitions'),
-    (96, 'ElectLeadersRequest.TimeoutMs'),
-    (98, 'ElectLeadersRequest'),
-    (102, 'ElectLeadersRequest.ElectionType'),
-    (104, 'ElectLeadersRequest.TopicPartitions'),
-    (112, 'ElectLeadersRequest.TimeoutMs'),
-    (115, 'ElectLeadersRequest'),
-    (116, 'ElectLeadersRequest.ElectionType'),
-    (118, 'ElectLeadersRequest.TopicPartitions'),
-    (130, 'ElectLeadersRequest.TimeoutMs'),
-    (132, 'ElectLeadersRequest'),
-    (136, 'ElectLeadersRequest.ElectionType'),
-    (137, 'ElectLeadersRequest.TopicPartitions'),
-    (145, 'ElectLeadersRequest.TimeoutMs'),
-    (148, 'ElectLeadersRequest'),
-    (149, 'ElectLeadersRequest.ElectionType'),
-    (151, 'ElectLeadersRequest.TopicPartitions'),
-    (166, 'ElectLeadersRequest.TimeoutMs'),
-    (168, 'ElectLeadersRequest.<tagged fields>'),
-    (181, 'ElectLeadersRequest'),
-    (185, 'ElectLeadersRequest.ElectionType'),
-    (186, 'ElectLeadersRequest.TopicPartitions'),
-    (197, 'ElectLeadersRequest.TimeoutMs'),
-    (198, 'ElectLeadersRequest.<tagged fields>'),
-    (204, 'TopicPartitions'),
-    (205, 'TopicPartitions.Topic'),
-    (206, 'TopicPartitions.Partitions'),
-    (212, 'TopicPartitions'),
-    (216, 'TopicPartitions.Topic'),
-    (217, 'TopicPartitions.Partitions'),
-    (223, 'TopicPartitions'),
-    (224, 'TopicPartitions.Topic'),
-    (225, 'TopicPartitions.Partitions'),
-    (234, 'TopicPartitions.<tagged fields>'),
-    (247, 'TopicPartitions'),
-    (251, 'TopicPartitions.Topic'),
-    (252, 'TopicPartitions.Partitions'),
-    (259, 'TopicPartitions.<tagged fields>'),
+    (146, 'ElectLeadersRequest'),
+    (147, 'ElectLeadersRequest.TopicPartitions'),
+    (159, 'ElectLeadersRequest.TimeoutMs'),
+    (161, 'ElectLeadersRequest'),
+    (165, 'ElectLeadersRequest.ElectionType'),
+    (167, 'ElectLeadersRequest.TopicPartitions'),
+    (175, 'ElectLeadersRequest.TimeoutMs'),
+    (178, 'ElectLeadersRequest'),
+    (179, 'ElectLeadersRequest.ElectionType'),
+    (181, 'ElectLeadersRequest.TopicPartitions'),
+    (193, 'ElectLeadersRequest.TimeoutMs'),
+    (195, 'ElectLeadersRequest'),
+    (199, 'ElectLeadersRequest.ElectionType'),
+    (200, 'ElectLeadersRequest.TopicPartitions'),
+    (208, 'ElectLeadersRequest.TimeoutMs'),
+    (211, 'ElectLeadersRequest'),
+    (212, 'ElectLeadersRequest.ElectionType'),
+    (214, 'ElectLeadersRequest.TopicPartitions'),
+    (229, 'ElectLeadersRequest.TimeoutMs'),
+    (231, 'ElectLeadersRequest.<tagged fields>'),
+    (244, 'ElectLeadersRequest'),
+    (248, 'ElectLeadersRequest.ElectionType'),
+    (249, 'ElectLeadersRequest.TopicPartitions'),
+    (260, 'ElectLeadersRequest.TimeoutMs'),
+    (261, 'ElectLeadersRequest.<tagged fields>'),
+    (267, 'TopicPartitions'),
+    (268, 'TopicPartitions.Topic'),
+    (269, 'TopicPartitions.Partitions'),
+    (275, 'TopicPartitions'),
+    (279, 'TopicPartitions.Topic'),
+    (280, 'TopicPartitions.Partitions'),
+    (286, 'TopicPartitions'),
+    (287, 'TopicPartitions.Topic'),
+    (288, 'TopicPartitions.Partitions'),
+    (297, 'TopicPartitions.<tagged fields>'),
+    (310, 'TopicPartitions'),
+    (314, 'TopicPartitions.Topic'),
+    (315, 'TopicPartitions.Partitions'),
+    (322, 'TopicPartitions.<tagged fields>'),
 )

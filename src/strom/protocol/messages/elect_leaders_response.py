@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
-    #: The partition id
-    partition_id: int = 0
-    #: The result error, or zero if there was no error.
-    error_code: int = 0
-    #: The result message, or null if there was no error.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition id
+        partition_id: int = 0
+        #: The result error, or zero if there was no error.
+        error_code: int = 0
+        #: The result message, or null if there was no error.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        partition_id: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_id: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_id', partition_id)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_id={self.partition_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.partition_id, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionResult:
@@ -52,11 +88,38 @@ _DEFAULT_PartitionResult = PartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class ReplicaElectionResult:
-    #: The topic name
-    topic: str = ''
-    #: The results for each partition
-    partition_result: tuple[PartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        topic: str = ''
+        #: The results for each partition
+        partition_result: tuple[PartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partition_result', 'unknown_tagged_fields', )
+        topic: str
+        partition_result: tuple[PartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partition_result: tuple[PartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partition_result', partition_result)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partition_result={self.partition_result!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partition_result, self.unknown_tagged_fields, ) == (other.topic, other.partition_result, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partition_result, self.unknown_tagged_fields, ))
 
 
 class _New_ReplicaElectionResult:
@@ -84,13 +147,42 @@ class ElectLeadersResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code.
-    error_code: int = 0
-    #: The election results, or an empty array if the requester did not have permission and the request asks for all partitions.
-    replica_election_results: tuple[ReplicaElectionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code.
+        error_code: int = 0
+        #: The election results, or an empty array if the requester did not have permission and the request asks for all partitions.
+        replica_election_results: tuple[ReplicaElectionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        replica_election_results: tuple[ReplicaElectionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: tuple[ReplicaElectionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'replica_election_results', replica_election_results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, replica_election_results={self.replica_election_results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.replica_election_results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields, ))
 
 
 class _New_ElectLeadersResponse(_Message):
@@ -327,53 +419,53 @@ ElectLeadersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (111, 'ElectLeadersResponse'),
-    (112, 'ElectLeadersResponse.ThrottleTimeMs'),
-    (114, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (123, 'ElectLeadersResponse'),
-    (127, 'ElectLeadersResponse.ErrorCode'),
-    (129, 'ElectLeadersResponse.ThrottleTimeMs'),
-    (130, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (137, 'ElectLeadersResponse'),
-    (138, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (140, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (149, 'ElectLeadersResponse'),
-    (153, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (154, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (161, 'ElectLeadersResponse'),
-    (162, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (164, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (176, 'ElectLeadersResponse.<tagged fields>'),
-    (189, 'ElectLeadersResponse'),
-    (193, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
-    (194, 'ElectLeadersResponse.ReplicaElectionResults'),
-    (202, 'ElectLeadersResponse.<tagged fields>'),
-    (208, 'ReplicaElectionResult'),
-    (209, 'ReplicaElectionResult.Topic'),
-    (210, 'ReplicaElectionResult.PartitionResult'),
-    (219, 'ReplicaElectionResult'),
-    (223, 'ReplicaElectionResult.Topic'),
-    (224, 'ReplicaElectionResult.PartitionResult'),
-    (231, 'ReplicaElectionResult'),
-    (232, 'ReplicaElectionResult.Topic'),
-    (233, 'ReplicaElectionResult.PartitionResult'),
-    (245, 'ReplicaElectionResult.<tagged fields>'),
-    (258, 'ReplicaElectionResult'),
-    (262, 'ReplicaElectionResult.Topic'),
-    (263, 'ReplicaElectionResult.PartitionResult'),
-    (271, 'ReplicaElectionResult.<tagged fields>'),
-    (277, 'PartitionResult'),
-    (278, 'PartitionResult.PartitionId,ErrorCode'),
-    (280, 'PartitionResult.ErrorMessage'),
-    (281, 'PartitionResult'),
-    (285, 'PartitionResult.PartitionId,ErrorCode'),
-    (286, 'PartitionResult.ErrorMessage'),
-    (289, 'PartitionResult'),
-    (290, 'PartitionResult.PartitionId,ErrorCode'),
-    (292, 'PartitionResult.ErrorMessage'),
-    (293, 'PartitionResult.<tagged fields>'),
-    (306, 'PartitionResult'),
-    (310, 'PartitionResult.PartitionId,ErrorCode'),
-    (311, 'PartitionResult.ErrorMessage'),
-    (312, 'PartitionResult.<tagged fields>'),
+    (203, 'ElectLeadersResponse'),
+    (204, 'ElectLeadersResponse.ThrottleTimeMs'),
+    (206, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (215, 'ElectLeadersResponse'),
+    (219, 'ElectLeadersResponse.ErrorCode'),
+    (221, 'ElectLeadersResponse.ThrottleTimeMs'),
+    (222, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (229, 'ElectLeadersResponse'),
+    (230, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (232, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (241, 'ElectLeadersResponse'),
+    (245, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (246, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (253, 'ElectLeadersResponse'),
+    (254, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (256, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (268, 'ElectLeadersResponse.<tagged fields>'),
+    (281, 'ElectLeadersResponse'),
+    (285, 'ElectLeadersResponse.ThrottleTimeMs,ErrorCode'),
+    (286, 'ElectLeadersResponse.ReplicaElectionResults'),
+    (294, 'ElectLeadersResponse.<tagged fields>'),
+    (300, 'ReplicaElectionResult'),
+    (301, 'ReplicaElectionResult.Topic'),
+    (302, 'ReplicaElectionResult.PartitionResult'),
+    (311, 'ReplicaElectionResult'),
+    (315, 'ReplicaElectionResult.Topic'),
+    (316, 'ReplicaElectionResult.PartitionResult'),
+    (323, 'ReplicaElectionResult'),
+    (324, 'ReplicaElectionResult.Topic'),
+    (325, 'ReplicaElectionResult.PartitionResult'),
+    (337, 'ReplicaElectionResult.<tagged fields>'),
+    (350, 'ReplicaElectionResult'),
+    (354, 'ReplicaElectionResult.Topic'),
+    (355, 'ReplicaElectionResult.PartitionResult'),
+    (363, 'ReplicaElectionResult.<tagged fields>'),
+    (369, 'PartitionResult'),
+    (370, 'PartitionResult.PartitionId,ErrorCode'),
+    (372, 'PartitionResult.ErrorMessage'),
+    (373, 'PartitionResult'),
+    (377, 'PartitionResult.PartitionId,ErrorCode'),
+    (378, 'PartitionResult.ErrorMessage'),
+    (381, 'PartitionResult'),
+    (382, 'PartitionResult.PartitionId,ErrorCode'),
+    (384, 'PartitionResult.ErrorMessage'),
+    (385, 'PartitionResult.<tagged fields>'),
+    (398, 'PartitionResult'),
+    (402, 'PartitionResult.PartitionId,ErrorCode'),
+    (403, 'PartitionResult.ErrorMessage'),
+    (404, 'PartitionResult.<tagged fields>'),
 )

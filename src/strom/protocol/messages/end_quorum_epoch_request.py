@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">H")
 _S1 = Struct(">iii")
 _S2 = Struct(">i")
@@ -24,9 +31,36 @@ _S2 = Struct(">i")
 
 @dataclass(frozen=True, slots=True)
 class ReplicaInfo:
-    candidate_id: int = 0
-    candidate_directory_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        candidate_id: int = 0
+        candidate_directory_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields', )
+        candidate_id: int
+        candidate_directory_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, candidate_id: int = 0, candidate_directory_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'candidate_id', candidate_id)
+            _object_setattr(self, 'candidate_directory_id', candidate_directory_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(candidate_id={self.candidate_id!r}, candidate_directory_id={self.candidate_directory_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.candidate_id, self.candidate_directory_id, self.unknown_tagged_fields, ) == (other.candidate_id, other.candidate_directory_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.candidate_id, self.candidate_directory_id, self.unknown_tagged_fields, ))
 
 
 class _New_ReplicaInfo:
@@ -47,17 +81,50 @@ _DEFAULT_ReplicaInfo = ReplicaInfo()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    #: The current leader ID that is resigning
-    leader_id: int = 0
-    #: The current epoch
-    leader_epoch: int = 0
-    #: A sorted list of preferred successors to start the election
-    preferred_successors: tuple[int, ...] = ()
-    #: A sorted list of preferred candidates to start the election
-    preferred_candidates: tuple[ReplicaInfo, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The current leader ID that is resigning
+        leader_id: int = 0
+        #: The current epoch
+        leader_epoch: int = 0
+        #: A sorted list of preferred successors to start the election
+        preferred_successors: tuple[int, ...] = ()
+        #: A sorted list of preferred candidates to start the election
+        preferred_candidates: tuple[ReplicaInfo, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields', )
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        preferred_successors: tuple[int, ...]
+        preferred_candidates: tuple[ReplicaInfo, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = 0, preferred_successors: tuple[int, ...] = (), preferred_candidates: tuple[ReplicaInfo, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'preferred_successors', preferred_successors)
+            _object_setattr(self, 'preferred_candidates', preferred_candidates)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, preferred_successors={self.preferred_successors!r}, preferred_candidates={self.preferred_candidates!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.leader_id, self.leader_epoch, self.preferred_successors, self.preferred_candidates, self.unknown_tagged_fields, ) == (other.partition_index, other.leader_id, other.leader_epoch, other.preferred_successors, other.preferred_candidates, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.leader_id, self.leader_epoch, self.preferred_successors, self.preferred_candidates, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -84,10 +151,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -109,13 +203,42 @@ _DEFAULT_TopicData = TopicData()
 @dataclass(frozen=True, slots=True)
 class LeaderEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderEndpoint:
@@ -145,11 +268,40 @@ class EndQuorumEpochRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    cluster_id: str | None = None
-    topics: tuple[TopicData, ...] = ()
-    #: Endpoints for the leader
-    leader_endpoints: tuple[LeaderEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = None
+        topics: tuple[TopicData, ...] = ()
+        #: Endpoints for the leader
+        leader_endpoints: tuple[LeaderEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        topics: tuple[TopicData, ...]
+        leader_endpoints: tuple[LeaderEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = None, topics: tuple[TopicData, ...] = (), leader_endpoints: tuple[LeaderEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'leader_endpoints', leader_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields, ) == (other.cluster_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_EndQuorumEpochRequest(_Message):
@@ -462,66 +614,66 @@ EndQuorumEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (170, 'EndQuorumEpochRequest'),
-    (171, 'EndQuorumEpochRequest.ClusterId'),
-    (172, 'EndQuorumEpochRequest.Topics'),
-    (181, 'EndQuorumEpochRequest'),
-    (185, 'EndQuorumEpochRequest.ClusterId'),
-    (186, 'EndQuorumEpochRequest.Topics'),
-    (193, 'EndQuorumEpochRequest'),
-    (194, 'EndQuorumEpochRequest.ClusterId'),
-    (195, 'EndQuorumEpochRequest.Topics'),
-    (207, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (219, 'EndQuorumEpochRequest.<tagged fields>'),
-    (232, 'EndQuorumEpochRequest'),
-    (236, 'EndQuorumEpochRequest.ClusterId'),
-    (237, 'EndQuorumEpochRequest.Topics'),
-    (245, 'EndQuorumEpochRequest.LeaderEndpoints'),
-    (253, 'EndQuorumEpochRequest.<tagged fields>'),
-    (259, 'TopicData'),
-    (260, 'TopicData.TopicName'),
-    (261, 'TopicData.Partitions'),
-    (270, 'TopicData'),
-    (274, 'TopicData.TopicName'),
-    (275, 'TopicData.Partitions'),
-    (282, 'TopicData'),
-    (283, 'TopicData.TopicName'),
-    (284, 'TopicData.Partitions'),
-    (296, 'TopicData.<tagged fields>'),
-    (309, 'TopicData'),
-    (313, 'TopicData.TopicName'),
-    (314, 'TopicData.Partitions'),
-    (322, 'TopicData.<tagged fields>'),
-    (328, 'LeaderEndpoint'),
-    (329, 'LeaderEndpoint.Name'),
-    (330, 'LeaderEndpoint.Host'),
-    (331, 'LeaderEndpoint.Port'),
-    (333, 'LeaderEndpoint.<tagged fields>'),
-    (346, 'LeaderEndpoint'),
-    (350, 'LeaderEndpoint.Name'),
-    (351, 'LeaderEndpoint.Host'),
-    (352, 'LeaderEndpoint.Port'),
-    (353, 'LeaderEndpoint.<tagged fields>'),
-    (359, 'PartitionData'),
-    (360, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (362, 'PartitionData.PreferredSuccessors'),
-    (368, 'PartitionData'),
-    (372, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (373, 'PartitionData.PreferredSuccessors'),
-    (379, 'PartitionData'),
-    (380, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (382, 'PartitionData.PreferredCandidates'),
-    (394, 'PartitionData.<tagged fields>'),
-    (407, 'PartitionData'),
-    (411, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
-    (412, 'PartitionData.PreferredCandidates'),
-    (420, 'PartitionData.<tagged fields>'),
-    (426, 'ReplicaInfo'),
-    (427, 'ReplicaInfo.CandidateId'),
-    (429, 'ReplicaInfo.CandidateDirectoryId'),
-    (430, 'ReplicaInfo.<tagged fields>'),
-    (443, 'ReplicaInfo'),
-    (447, 'ReplicaInfo.CandidateId'),
-    (448, 'ReplicaInfo.CandidateDirectoryId'),
-    (449, 'ReplicaInfo.<tagged fields>'),
+    (322, 'EndQuorumEpochRequest'),
+    (323, 'EndQuorumEpochRequest.ClusterId'),
+    (324, 'EndQuorumEpochRequest.Topics'),
+    (333, 'EndQuorumEpochRequest'),
+    (337, 'EndQuorumEpochRequest.ClusterId'),
+    (338, 'EndQuorumEpochRequest.Topics'),
+    (345, 'EndQuorumEpochRequest'),
+    (346, 'EndQuorumEpochRequest.ClusterId'),
+    (347, 'EndQuorumEpochRequest.Topics'),
+    (359, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (371, 'EndQuorumEpochRequest.<tagged fields>'),
+    (384, 'EndQuorumEpochRequest'),
+    (388, 'EndQuorumEpochRequest.ClusterId'),
+    (389, 'EndQuorumEpochRequest.Topics'),
+    (397, 'EndQuorumEpochRequest.LeaderEndpoints'),
+    (405, 'EndQuorumEpochRequest.<tagged fields>'),
+    (411, 'TopicData'),
+    (412, 'TopicData.TopicName'),
+    (413, 'TopicData.Partitions'),
+    (422, 'TopicData'),
+    (426, 'TopicData.TopicName'),
+    (427, 'TopicData.Partitions'),
+    (434, 'TopicData'),
+    (435, 'TopicData.TopicName'),
+    (436, 'TopicData.Partitions'),
+    (448, 'TopicData.<tagged fields>'),
+    (461, 'TopicData'),
+    (465, 'TopicData.TopicName'),
+    (466, 'TopicData.Partitions'),
+    (474, 'TopicData.<tagged fields>'),
+    (480, 'LeaderEndpoint'),
+    (481, 'LeaderEndpoint.Name'),
+    (482, 'LeaderEndpoint.Host'),
+    (483, 'LeaderEndpoint.Port'),
+    (485, 'LeaderEndpoint.<tagged fields>'),
+    (498, 'LeaderEndpoint'),
+    (502, 'LeaderEndpoint.Name'),
+    (503, 'LeaderEndpoint.Host'),
+    (504, 'LeaderEndpoint.Port'),
+    (505, 'LeaderEndpoint.<tagged fields>'),
+    (511, 'PartitionData'),
+    (512, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (514, 'PartitionData.PreferredSuccessors'),
+    (520, 'PartitionData'),
+    (524, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (525, 'PartitionData.PreferredSuccessors'),
+    (531, 'PartitionData'),
+    (532, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (534, 'PartitionData.PreferredCandidates'),
+    (546, 'PartitionData.<tagged fields>'),
+    (559, 'PartitionData'),
+    (563, 'PartitionData.PartitionIndex,LeaderId,LeaderEpoch'),
+    (564, 'PartitionData.PreferredCandidates'),
+    (572, 'PartitionData.<tagged fields>'),
+    (578, 'ReplicaInfo'),
+    (579, 'ReplicaInfo.CandidateId'),
+    (581, 'ReplicaInfo.CandidateDirectoryId'),
+    (582, 'ReplicaInfo.<tagged fields>'),
+    (595, 'ReplicaInfo'),
+    (599, 'ReplicaInfo.CandidateId'),
+    (600, 'ReplicaInfo.CandidateDirectoryId'),
+    (601, 'ReplicaInfo.<tagged fields>'),
 )

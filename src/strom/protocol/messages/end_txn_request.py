@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">qh?")
 
 
@@ -29,15 +36,46 @@ class EndTxnRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: The ID of the transaction to end.
-    transactional_id: str = ''
-    #: The producer ID.
-    producer_id: int = 0
-    #: The current epoch associated with the producer.
-    producer_epoch: int = 0
-    #: True if the transaction was committed, false if it was aborted.
-    committed: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the transaction to end.
+        transactional_id: str = ''
+        #: The producer ID.
+        producer_id: int = 0
+        #: The current epoch associated with the producer.
+        producer_epoch: int = 0
+        #: True if the transaction was committed, false if it was aborted.
+        committed: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'producer_id', 'producer_epoch', 'committed', 'unknown_tagged_fields', )
+        transactional_id: str
+        producer_id: int
+        producer_epoch: int
+        committed: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, committed: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'committed', committed)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, committed={self.committed!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.producer_epoch, self.committed, self.unknown_tagged_fields, ) == (other.transactional_id, other.producer_id, other.producer_epoch, other.committed, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.producer_id, self.producer_epoch, self.committed, self.unknown_tagged_fields, ))
 
 
 class _New_EndTxnRequest(_Message):
@@ -116,18 +154,18 @@ EndTxnRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'EndTxnRequest'),
-    (61, 'EndTxnRequest.TransactionalId'),
-    (62, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (64, 'EndTxnRequest'),
-    (68, 'EndTxnRequest.TransactionalId'),
-    (69, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (72, 'EndTxnRequest'),
-    (73, 'EndTxnRequest.TransactionalId'),
-    (74, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (76, 'EndTxnRequest.<tagged fields>'),
-    (89, 'EndTxnRequest'),
-    (93, 'EndTxnRequest.TransactionalId'),
-    (94, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
-    (95, 'EndTxnRequest.<tagged fields>'),
+    (98, 'EndTxnRequest'),
+    (99, 'EndTxnRequest.TransactionalId'),
+    (100, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (102, 'EndTxnRequest'),
+    (106, 'EndTxnRequest.TransactionalId'),
+    (107, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (110, 'EndTxnRequest'),
+    (111, 'EndTxnRequest.TransactionalId'),
+    (112, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (114, 'EndTxnRequest.<tagged fields>'),
+    (127, 'EndTxnRequest'),
+    (131, 'EndTxnRequest.TransactionalId'),
+    (132, 'EndTxnRequest.ProducerId,ProducerEpoch,Committed'),
+    (133, 'EndTxnRequest.<tagged fields>'),
 )

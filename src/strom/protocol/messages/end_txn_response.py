@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">ihqh")
 
@@ -30,15 +37,46 @@ class EndTxnResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The producer ID.
-    producer_id: int = -1
-    #: The current epoch associated with the producer.
-    producer_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The producer ID.
+        producer_id: int = -1
+        #: The current epoch associated with the producer.
+        producer_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'producer_id', 'producer_epoch', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        producer_id: int
+        producer_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, producer_id: int = -1, producer_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.producer_id, other.producer_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.producer_id, self.producer_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_EndTxnResponse(_Message):
@@ -140,20 +178,20 @@ EndTxnResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'EndTxnResponse'),
-    (62, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (64, 'EndTxnResponse'),
-    (68, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (71, 'EndTxnResponse'),
-    (72, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (74, 'EndTxnResponse.<tagged fields>'),
-    (87, 'EndTxnResponse'),
-    (91, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
-    (92, 'EndTxnResponse.<tagged fields>'),
-    (98, 'EndTxnResponse'),
-    (99, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (101, 'EndTxnResponse.<tagged fields>'),
-    (114, 'EndTxnResponse'),
-    (118, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
-    (119, 'EndTxnResponse.<tagged fields>'),
+    (99, 'EndTxnResponse'),
+    (100, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (102, 'EndTxnResponse'),
+    (106, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (109, 'EndTxnResponse'),
+    (110, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (112, 'EndTxnResponse.<tagged fields>'),
+    (125, 'EndTxnResponse'),
+    (129, 'EndTxnResponse.ThrottleTimeMs,ErrorCode'),
+    (130, 'EndTxnResponse.<tagged fields>'),
+    (136, 'EndTxnResponse'),
+    (137, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (139, 'EndTxnResponse.<tagged fields>'),
+    (152, 'EndTxnResponse'),
+    (156, 'EndTxnResponse.ThrottleTimeMs,ErrorCode,ProducerId,ProducerEpoch'),
+    (157, 'EndTxnResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,13 +36,42 @@ class EnvelopeRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The embedded request header and data.
-    request_data: _p.Buffer = b""
-    #: Value of the initial client principal when the request is redirected by a broker.
-    request_principal: bytes | None = b""
-    #: The original client's address in bytes.
-    client_host_address: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The embedded request header and data.
+        request_data: _p.Buffer = b""
+        #: Value of the initial client principal when the request is redirected by a broker.
+        request_principal: bytes | None = b""
+        #: The original client's address in bytes.
+        client_host_address: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields', )
+        request_data: _p.Buffer
+        request_principal: bytes | None
+        client_host_address: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, request_data: _p.Buffer = b"", request_principal: bytes | None = b"", client_host_address: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'request_data', request_data)
+            _object_setattr(self, 'request_principal', request_principal)
+            _object_setattr(self, 'client_host_address', client_host_address)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(request_data={self.request_data!r}, request_principal={self.request_principal!r}, client_host_address={self.client_host_address!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.request_data, self.request_principal, self.client_host_address, self.unknown_tagged_fields, ) == (other.request_data, other.request_principal, other.client_host_address, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.request_data, self.request_principal, self.client_host_address, self.unknown_tagged_fields, ))
 
 
 class _New_EnvelopeRequest(_Message):
@@ -91,14 +127,14 @@ EnvelopeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'EnvelopeRequest'),
-    (57, 'EnvelopeRequest.RequestData'),
-    (58, 'EnvelopeRequest.RequestPrincipal'),
-    (59, 'EnvelopeRequest.ClientHostAddress'),
-    (60, 'EnvelopeRequest.<tagged fields>'),
-    (73, 'EnvelopeRequest'),
-    (77, 'EnvelopeRequest.RequestData'),
-    (78, 'EnvelopeRequest.RequestPrincipal'),
-    (79, 'EnvelopeRequest.ClientHostAddress'),
-    (80, 'EnvelopeRequest.<tagged fields>'),
+    (92, 'EnvelopeRequest'),
+    (93, 'EnvelopeRequest.RequestData'),
+    (94, 'EnvelopeRequest.RequestPrincipal'),
+    (95, 'EnvelopeRequest.ClientHostAddress'),
+    (96, 'EnvelopeRequest.<tagged fields>'),
+    (109, 'EnvelopeRequest'),
+    (113, 'EnvelopeRequest.RequestData'),
+    (114, 'EnvelopeRequest.RequestPrincipal'),
+    (115, 'EnvelopeRequest.ClientHostAddress'),
+    (116, 'EnvelopeRequest.<tagged fields>'),
 )

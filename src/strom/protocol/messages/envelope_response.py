@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 
 
@@ -29,11 +36,38 @@ class EnvelopeResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The embedded response header and data.
-    response_data: _p.Buffer | None = None
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The embedded response header and data.
+        response_data: _p.Buffer | None = None
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('response_data', 'error_code', 'unknown_tagged_fields', )
+        response_data: _p.Buffer | None
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, response_data: _p.Buffer | None = None, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'response_data', response_data)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(response_data={self.response_data!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.response_data, self.error_code, self.unknown_tagged_fields, ) == (other.response_data, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.response_data, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_EnvelopeResponse(_Message):
@@ -86,12 +120,12 @@ EnvelopeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'EnvelopeResponse'),
-    (53, 'EnvelopeResponse.ResponseData'),
-    (54, 'EnvelopeResponse.ErrorCode'),
-    (56, 'EnvelopeResponse.<tagged fields>'),
-    (69, 'EnvelopeResponse'),
-    (73, 'EnvelopeResponse.ResponseData'),
-    (74, 'EnvelopeResponse.ErrorCode'),
-    (75, 'EnvelopeResponse.<tagged fields>'),
+    (86, 'EnvelopeResponse'),
+    (87, 'EnvelopeResponse.ResponseData'),
+    (88, 'EnvelopeResponse.ErrorCode'),
+    (90, 'EnvelopeResponse.<tagged fields>'),
+    (103, 'EnvelopeResponse'),
+    (107, 'EnvelopeResponse.ResponseData'),
+    (108, 'EnvelopeResponse.ErrorCode'),
+    (109, 'EnvelopeResponse.<tagged fields>'),
 )

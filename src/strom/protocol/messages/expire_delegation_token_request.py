@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">q")
 
 
@@ -29,11 +36,38 @@ class ExpireDelegationTokenRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The HMAC of the delegation token to be expired.
-    hmac: bytes = b""
-    #: The expiry time period in milliseconds.
-    expiry_time_period_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The HMAC of the delegation token to be expired.
+        hmac: bytes = b""
+        #: The expiry time period in milliseconds.
+        expiry_time_period_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields', )
+        hmac: bytes
+        expiry_time_period_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, hmac: bytes = b"", expiry_time_period_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'hmac', hmac)
+            _object_setattr(self, 'expiry_time_period_ms', expiry_time_period_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(hmac={self.hmac!r}, expiry_time_period_ms={self.expiry_time_period_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.hmac, self.expiry_time_period_ms, self.unknown_tagged_fields, ) == (other.hmac, other.expiry_time_period_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.hmac, self.expiry_time_period_ms, self.unknown_tagged_fields, ))
 
 
 class _New_ExpireDelegationTokenRequest(_Message):
@@ -102,18 +136,18 @@ ExpireDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'ExpireDelegationTokenRequest'),
-    (53, 'ExpireDelegationTokenRequest.Hmac'),
-    (54, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (56, 'ExpireDelegationTokenRequest'),
-    (60, 'ExpireDelegationTokenRequest.Hmac'),
-    (61, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (64, 'ExpireDelegationTokenRequest'),
-    (65, 'ExpireDelegationTokenRequest.Hmac'),
-    (66, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (68, 'ExpireDelegationTokenRequest.<tagged fields>'),
-    (81, 'ExpireDelegationTokenRequest'),
-    (85, 'ExpireDelegationTokenRequest.Hmac'),
-    (86, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
-    (87, 'ExpireDelegationTokenRequest.<tagged fields>'),
+    (86, 'ExpireDelegationTokenRequest'),
+    (87, 'ExpireDelegationTokenRequest.Hmac'),
+    (88, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (90, 'ExpireDelegationTokenRequest'),
+    (94, 'ExpireDelegationTokenRequest.Hmac'),
+    (95, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (98, 'ExpireDelegationTokenRequest'),
+    (99, 'ExpireDelegationTokenRequest.Hmac'),
+    (100, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (102, 'ExpireDelegationTokenRequest.<tagged fields>'),
+    (115, 'ExpireDelegationTokenRequest'),
+    (119, 'ExpireDelegationTokenRequest.Hmac'),
+    (120, 'ExpireDelegationTokenRequest.ExpiryTimePeriodMs'),
+    (121, 'ExpireDelegationTokenRequest.<tagged fields>'),
 )

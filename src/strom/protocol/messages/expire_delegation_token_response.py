@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hqi")
 
 
@@ -29,13 +36,42 @@ class ExpireDelegationTokenResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The timestamp in milliseconds at which this token expires.
-    expiry_timestamp_ms: int = 0
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The timestamp in milliseconds at which this token expires.
+        expiry_timestamp_ms: int = 0
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields', )
+        error_code: int
+        expiry_timestamp_ms: int
+        throttle_time_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, expiry_timestamp_ms: int = 0, throttle_time_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'expiry_timestamp_ms', expiry_timestamp_ms)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, expiry_timestamp_ms={self.expiry_timestamp_ms!r}, throttle_time_ms={self.throttle_time_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields, ) == (other.error_code, other.expiry_timestamp_ms, other.throttle_time_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields, ))
 
 
 class _New_ExpireDelegationTokenResponse(_Message):
@@ -102,14 +138,14 @@ ExpireDelegationTokenResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'ExpireDelegationTokenResponse'),
-    (57, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (59, 'ExpireDelegationTokenResponse'),
-    (63, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (66, 'ExpireDelegationTokenResponse'),
-    (67, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (69, 'ExpireDelegationTokenResponse.<tagged fields>'),
-    (82, 'ExpireDelegationTokenResponse'),
-    (86, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
-    (87, 'ExpireDelegationTokenResponse.<tagged fields>'),
+    (92, 'ExpireDelegationTokenResponse'),
+    (93, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (95, 'ExpireDelegationTokenResponse'),
+    (99, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (102, 'ExpireDelegationTokenResponse'),
+    (103, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (105, 'ExpireDelegationTokenResponse.<tagged fields>'),
+    (118, 'ExpireDelegationTokenResponse'),
+    (122, 'ExpireDelegationTokenResponse.ErrorCode,ExpiryTimestampMs,ThrottleTimeMs'),
+    (123, 'ExpireDelegationTokenResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iii")
 _S1 = Struct(">iiii")
 _S2 = Struct(">iiiib")
@@ -31,11 +38,38 @@ _S9 = Struct(">iiqiqi")
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
-    #: The replica ID of the follower, or -1 if this request is from a consumer.
-    replica_id: int = -1
-    #: The epoch of this follower, or -1 if not available.
-    replica_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The replica ID of the follower, or -1 if this request is from a consumer.
+        replica_id: int = -1
+        #: The epoch of this follower, or -1 if not available.
+        replica_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields', )
+        replica_id: int
+        replica_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, replica_id: int = -1, replica_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'replica_epoch', replica_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, replica_epoch={self.replica_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_epoch, self.unknown_tagged_fields, ) == (other.replica_id, other.replica_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.replica_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_ReplicaState:
@@ -56,21 +90,58 @@ _DEFAULT_ReplicaState = ReplicaState()
 
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
-    #: The partition index.
-    partition: int = 0
-    #: The current leader epoch of the partition.
-    current_leader_epoch: int = -1
-    #: The message offset.
-    fetch_offset: int = 0
-    #: The epoch of the last fetched record or -1 if there is none
-    last_fetched_epoch: int = -1
-    #: The earliest available offset of the follower replica. The field is only used when the request is sent by the follower.
-    log_start_offset: int = -1
-    #: The maximum bytes to fetch from this partition. See KIP-74 for cases where this limit may not be honored.
-    partition_max_bytes: int = 0
-    #: The directory id of the follower fetching
-    replica_directory_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The current leader epoch of the partition.
+        current_leader_epoch: int = -1
+        #: The message offset.
+        fetch_offset: int = 0
+        #: The epoch of the last fetched record or -1 if there is none
+        last_fetched_epoch: int = -1
+        #: The earliest available offset of the follower replica. The field is only used when the request is sent by the follower.
+        log_start_offset: int = -1
+        #: The maximum bytes to fetch from this partition. See KIP-74 for cases where this limit may not be honored.
+        partition_max_bytes: int = 0
+        #: The directory id of the follower fetching
+        replica_directory_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields', )
+        partition: int
+        current_leader_epoch: int
+        fetch_offset: int
+        last_fetched_epoch: int
+        log_start_offset: int
+        partition_max_bytes: int
+        replica_directory_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'current_leader_epoch', current_leader_epoch)
+            _object_setattr(self, 'fetch_offset', fetch_offset)
+            _object_setattr(self, 'last_fetched_epoch', last_fetched_epoch)
+            _object_setattr(self, 'log_start_offset', log_start_offset)
+            _object_setattr(self, 'partition_max_bytes', partition_max_bytes)
+            _object_setattr(self, 'replica_directory_id', replica_directory_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, fetch_offset={self.fetch_offset!r}, last_fetched_epoch={self.last_fetched_epoch!r}, log_start_offset={self.log_start_offset!r}, partition_max_bytes={self.partition_max_bytes!r}, replica_directory_id={self.replica_directory_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.unknown_tagged_fields, ) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes, other.replica_directory_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.unknown_tagged_fields, ))
 
 
 class _New_FetchPartition:
@@ -101,13 +172,42 @@ _DEFAULT_FetchPartition = FetchPartition()
 
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
-    #: The name of the topic to fetch.
-    topic: str = ''
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions to fetch.
-    partitions: tuple[FetchPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic to fetch.
+        topic: str = ''
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions to fetch.
+        partitions: tuple[FetchPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        topic_id: UUID
+        partitions: tuple[FetchPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', topic_id: UUID = _p.ZERO_UUID, partitions: tuple[FetchPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_FetchTopic:
@@ -130,13 +230,42 @@ _DEFAULT_FetchTopic = FetchTopic()
 
 @dataclass(frozen=True, slots=True)
 class ForgottenTopic:
-    #: The topic name.
-    topic: str = ''
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions indexes to forget.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic: str = ''
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions indexes to forget.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        topic_id: UUID
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', topic_id: UUID = _p.ZERO_UUID, partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ForgottenTopic:
@@ -166,30 +295,77 @@ class FetchRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 18)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(12, 18)
-    #: The clusterId if known. This is used to validate metadata fetches prior to broker registration.
-    cluster_id: str | None = None
-    #: The broker ID of the follower, of -1 if this request is from a consumer.
-    replica_id: int = -1
-    replica_state: ReplicaState = _DEFAULT_ReplicaState
-    #: The maximum time in milliseconds to wait for the response.
-    max_wait_ms: int = 0
-    #: The minimum bytes to accumulate in the response.
-    min_bytes: int = 0
-    #: The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
-    max_bytes: int = 2147483647
-    #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records
-    isolation_level: int = 0
-    #: The fetch session ID.
-    session_id: int = 0
-    #: The fetch session epoch, which is used for ordering requests in a session.
-    session_epoch: int = -1
-    #: The topics to fetch.
-    topics: tuple[FetchTopic, ...] = ()
-    #: In an incremental fetch request, the partitions to remove.
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
-    #: Rack ID of the consumer making this request
-    rack_id: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The clusterId if known. This is used to validate metadata fetches prior to broker registration.
+        cluster_id: str | None = None
+        #: The broker ID of the follower, of -1 if this request is from a consumer.
+        replica_id: int = -1
+        replica_state: ReplicaState = _DEFAULT_ReplicaState
+        #: The maximum time in milliseconds to wait for the response.
+        max_wait_ms: int = 0
+        #: The minimum bytes to accumulate in the response.
+        min_bytes: int = 0
+        #: The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
+        max_bytes: int = 2147483647
+        #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records
+        isolation_level: int = 0
+        #: The fetch session ID.
+        session_id: int = 0
+        #: The fetch session epoch, which is used for ordering requests in a session.
+        session_epoch: int = -1
+        #: The topics to fetch.
+        topics: tuple[FetchTopic, ...] = ()
+        #: In an incremental fetch request, the partitions to remove.
+        forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+        #: Rack ID of the consumer making this request
+        rack_id: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        replica_id: int
+        replica_state: ReplicaState
+        max_wait_ms: int
+        min_bytes: int
+        max_bytes: int
+        isolation_level: int
+        session_id: int
+        session_epoch: int
+        topics: tuple[FetchTopic, ...]
+        forgotten_topics_data: tuple[ForgottenTopic, ...]
+        rack_id: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = None, replica_id: int = -1, replica_state: ReplicaState = _DEFAULT_ReplicaState, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: tuple[FetchTopic, ...] = (), forgotten_topics_data: tuple[ForgottenTopic, ...] = (), rack_id: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'replica_state', replica_state)
+            _object_setattr(self, 'max_wait_ms', max_wait_ms)
+            _object_setattr(self, 'min_bytes', min_bytes)
+            _object_setattr(self, 'max_bytes', max_bytes)
+            _object_setattr(self, 'isolation_level', isolation_level)
+            _object_setattr(self, 'session_id', session_id)
+            _object_setattr(self, 'session_epoch', session_epoch)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'forgotten_topics_data', forgotten_topics_data)
+            _object_setattr(self, 'rack_id', rack_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, replica_state={self.replica_state!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, isolation_level={self.isolation_level!r}, session_id={self.session_id!r}, session_epoch={self.session_epoch!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}, rack_id={self.rack_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields, ) == (other.cluster_id, other.replica_id, other.replica_state, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields, ))
 
 
 class _New_FetchRequest(_Message):
@@ -1256,238 +1432,238 @@ FetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (228, 'FetchRequest'),
-    (229, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
-    (231, 'FetchRequest.Topics'),
-    (240, 'FetchRequest'),
-    (244, 'FetchRequest.ReplicaState'),
-    (246, 'FetchRequest.ForgottenTopicsData'),
-    (248, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
-    (249, 'FetchRequest.Topics'),
-    (256, 'FetchRequest'),
-    (257, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
-    (259, 'FetchRequest.Topics'),
-    (268, 'FetchRequest'),
-    (272, 'FetchRequest.ReplicaState'),
-    (274, 'FetchRequest.ForgottenTopicsData'),
-    (276, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
-    (277, 'FetchRequest.Topics'),
-    (284, 'FetchRequest'),
-    (285, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (287, 'FetchRequest.Topics'),
-    (296, 'FetchRequest'),
-    (300, 'FetchRequest.ReplicaState'),
-    (302, 'FetchRequest.ForgottenTopicsData'),
-    (304, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (305, 'FetchRequest.Topics'),
-    (312, 'FetchRequest'),
-    (313, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (315, 'FetchRequest.Topics'),
-    (324, 'FetchRequest'),
-    (328, 'FetchRequest.ReplicaState'),
-    (330, 'FetchRequest.ForgottenTopicsData'),
-    (332, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
-    (333, 'FetchRequest.Topics'),
-    (340, 'FetchRequest'),
-    (341, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (343, 'FetchRequest.Topics'),
-    (352, 'FetchRequest.ForgottenTopicsData'),
-    (361, 'FetchRequest'),
-    (365, 'FetchRequest.ReplicaState'),
-    (367, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (368, 'FetchRequest.Topics'),
-    (373, 'FetchRequest.ForgottenTopicsData'),
-    (380, 'FetchRequest'),
-    (381, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (383, 'FetchRequest.Topics'),
-    (392, 'FetchRequest.ForgottenTopicsData'),
-    (401, 'FetchRequest'),
-    (405, 'FetchRequest.ReplicaState'),
-    (407, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (408, 'FetchRequest.Topics'),
-    (413, 'FetchRequest.ForgottenTopicsData'),
-    (420, 'FetchRequest'),
-    (421, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (423, 'FetchRequest.Topics'),
-    (432, 'FetchRequest.ForgottenTopicsData'),
-    (441, 'FetchRequest.RackId'),
-    (442, 'FetchRequest'),
-    (446, 'FetchRequest.ReplicaState'),
-    (448, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (449, 'FetchRequest.Topics'),
-    (454, 'FetchRequest.ForgottenTopicsData'),
-    (459, 'FetchRequest.RackId'),
-    (462, 'FetchRequest'),
-    (463, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (465, 'FetchRequest.Topics'),
-    (477, 'FetchRequest.ForgottenTopicsData'),
-    (489, 'FetchRequest.RackId'),
-    (490, 'FetchRequest.<tagged fields>'),
-    (501, 'FetchRequest.ClusterId'),
-    (503, 'FetchRequest.<tagged fields>'),
-    (507, 'FetchRequest'),
-    (511, 'FetchRequest.ReplicaState'),
-    (513, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (514, 'FetchRequest.Topics'),
-    (522, 'FetchRequest.ForgottenTopicsData'),
-    (530, 'FetchRequest.RackId'),
-    (531, 'FetchRequest.<tagged fields>'),
-    (532, 'FetchRequest.ClusterId'),
-    (536, 'FetchRequest.<tagged fields>'),
-    (539, 'FetchRequest'),
-    (540, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (542, 'FetchRequest.Topics'),
-    (554, 'FetchRequest.ForgottenTopicsData'),
-    (566, 'FetchRequest.RackId'),
-    (567, 'FetchRequest.<tagged fields>'),
-    (578, 'FetchRequest.ClusterId'),
-    (580, 'FetchRequest.<tagged fields>'),
-    (584, 'FetchRequest'),
-    (588, 'FetchRequest.ReplicaState'),
-    (590, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (591, 'FetchRequest.Topics'),
-    (599, 'FetchRequest.ForgottenTopicsData'),
-    (607, 'FetchRequest.RackId'),
-    (608, 'FetchRequest.<tagged fields>'),
-    (609, 'FetchRequest.ClusterId'),
-    (613, 'FetchRequest.<tagged fields>'),
-    (616, 'FetchRequest'),
-    (617, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (619, 'FetchRequest.Topics'),
-    (631, 'FetchRequest.ForgottenTopicsData'),
-    (643, 'FetchRequest.RackId'),
-    (644, 'FetchRequest.<tagged fields>'),
-    (656, 'FetchRequest.ClusterId'),
-    (658, 'FetchRequest.ReplicaState'),
-    (660, 'FetchRequest.<tagged fields>'),
-    (664, 'FetchRequest'),
-    (668, 'FetchRequest.ReplicaId'),
-    (670, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (671, 'FetchRequest.Topics'),
-    (679, 'FetchRequest.ForgottenTopicsData'),
-    (687, 'FetchRequest.RackId'),
-    (688, 'FetchRequest.<tagged fields>'),
-    (689, 'FetchRequest.ClusterId'),
-    (693, 'FetchRequest.ReplicaState'),
-    (697, 'FetchRequest.<tagged fields>'),
-    (700, 'FetchRequest'),
-    (701, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (703, 'FetchRequest.Topics'),
-    (715, 'FetchRequest.ForgottenTopicsData'),
-    (727, 'FetchRequest.RackId'),
-    (728, 'FetchRequest.<tagged fields>'),
-    (740, 'FetchRequest.ClusterId'),
-    (742, 'FetchRequest.ReplicaState'),
-    (744, 'FetchRequest.<tagged fields>'),
-    (748, 'FetchRequest'),
-    (752, 'FetchRequest.ReplicaId'),
-    (754, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
-    (755, 'FetchRequest.Topics'),
-    (763, 'FetchRequest.ForgottenTopicsData'),
-    (771, 'FetchRequest.RackId'),
-    (772, 'FetchRequest.<tagged fields>'),
-    (773, 'FetchRequest.ClusterId'),
-    (777, 'FetchRequest.ReplicaState'),
-    (781, 'FetchRequest.<tagged fields>'),
-    (784, 'FetchTopic'),
-    (785, 'FetchTopic.Topic'),
-    (786, 'FetchTopic.Partitions'),
-    (795, 'FetchTopic'),
-    (799, 'FetchTopic.Topic'),
-    (800, 'FetchTopic.Partitions'),
-    (807, 'FetchTopic'),
-    (808, 'FetchTopic.Topic'),
-    (809, 'FetchTopic.Partitions'),
-    (818, 'FetchTopic'),
-    (822, 'FetchTopic.Topic'),
-    (823, 'FetchTopic.Partitions'),
-    (830, 'ForgottenTopic'),
-    (831, 'ForgottenTopic.Topic'),
-    (832, 'ForgottenTopic.Partitions'),
-    (838, 'ForgottenTopic'),
-    (842, 'ForgottenTopic.Topic'),
-    (843, 'ForgottenTopic.Partitions'),
-    (849, 'FetchTopic'),
-    (850, 'FetchTopic.Topic'),
-    (851, 'FetchTopic.Partitions'),
-    (860, 'FetchTopic'),
-    (864, 'FetchTopic.Topic'),
-    (865, 'FetchTopic.Partitions'),
-    (872, 'FetchTopic'),
-    (873, 'FetchTopic.Topic'),
-    (874, 'FetchTopic.Partitions'),
-    (886, 'FetchTopic.<tagged fields>'),
-    (899, 'FetchTopic'),
-    (903, 'FetchTopic.Topic'),
-    (904, 'FetchTopic.Partitions'),
-    (912, 'FetchTopic.<tagged fields>'),
-    (918, 'ForgottenTopic'),
-    (919, 'ForgottenTopic.Topic'),
-    (920, 'ForgottenTopic.Partitions'),
-    (929, 'ForgottenTopic.<tagged fields>'),
-    (942, 'ForgottenTopic'),
-    (946, 'ForgottenTopic.Topic'),
-    (947, 'ForgottenTopic.Partitions'),
-    (954, 'ForgottenTopic.<tagged fields>'),
+    (404, 'FetchRequest'),
+    (405, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
+    (407, 'FetchRequest.Topics'),
+    (416, 'FetchRequest'),
+    (420, 'FetchRequest.ReplicaState'),
+    (422, 'FetchRequest.ForgottenTopicsData'),
+    (424, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes'),
+    (425, 'FetchRequest.Topics'),
+    (432, 'FetchRequest'),
+    (433, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
+    (435, 'FetchRequest.Topics'),
+    (444, 'FetchRequest'),
+    (448, 'FetchRequest.ReplicaState'),
+    (450, 'FetchRequest.ForgottenTopicsData'),
+    (452, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes'),
+    (453, 'FetchRequest.Topics'),
+    (460, 'FetchRequest'),
+    (461, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (463, 'FetchRequest.Topics'),
+    (472, 'FetchRequest'),
+    (476, 'FetchRequest.ReplicaState'),
+    (478, 'FetchRequest.ForgottenTopicsData'),
+    (480, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (481, 'FetchRequest.Topics'),
+    (488, 'FetchRequest'),
+    (489, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (491, 'FetchRequest.Topics'),
+    (500, 'FetchRequest'),
+    (504, 'FetchRequest.ReplicaState'),
+    (506, 'FetchRequest.ForgottenTopicsData'),
+    (508, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel'),
+    (509, 'FetchRequest.Topics'),
+    (516, 'FetchRequest'),
+    (517, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (519, 'FetchRequest.Topics'),
+    (528, 'FetchRequest.ForgottenTopicsData'),
+    (537, 'FetchRequest'),
+    (541, 'FetchRequest.ReplicaState'),
+    (543, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (544, 'FetchRequest.Topics'),
+    (549, 'FetchRequest.ForgottenTopicsData'),
+    (556, 'FetchRequest'),
+    (557, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (559, 'FetchRequest.Topics'),
+    (568, 'FetchRequest.ForgottenTopicsData'),
+    (577, 'FetchRequest'),
+    (581, 'FetchRequest.ReplicaState'),
+    (583, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (584, 'FetchRequest.Topics'),
+    (589, 'FetchRequest.ForgottenTopicsData'),
+    (596, 'FetchRequest'),
+    (597, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (599, 'FetchRequest.Topics'),
+    (608, 'FetchRequest.ForgottenTopicsData'),
+    (617, 'FetchRequest.RackId'),
+    (618, 'FetchRequest'),
+    (622, 'FetchRequest.ReplicaState'),
+    (624, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (625, 'FetchRequest.Topics'),
+    (630, 'FetchRequest.ForgottenTopicsData'),
+    (635, 'FetchRequest.RackId'),
+    (638, 'FetchRequest'),
+    (639, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (641, 'FetchRequest.Topics'),
+    (653, 'FetchRequest.ForgottenTopicsData'),
+    (665, 'FetchRequest.RackId'),
+    (666, 'FetchRequest.<tagged fields>'),
+    (677, 'FetchRequest.ClusterId'),
+    (679, 'FetchRequest.<tagged fields>'),
+    (683, 'FetchRequest'),
+    (687, 'FetchRequest.ReplicaState'),
+    (689, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (690, 'FetchRequest.Topics'),
+    (698, 'FetchRequest.ForgottenTopicsData'),
+    (706, 'FetchRequest.RackId'),
+    (707, 'FetchRequest.<tagged fields>'),
+    (708, 'FetchRequest.ClusterId'),
+    (712, 'FetchRequest.<tagged fields>'),
+    (715, 'FetchRequest'),
+    (716, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (718, 'FetchRequest.Topics'),
+    (730, 'FetchRequest.ForgottenTopicsData'),
+    (742, 'FetchRequest.RackId'),
+    (743, 'FetchRequest.<tagged fields>'),
+    (754, 'FetchRequest.ClusterId'),
+    (756, 'FetchRequest.<tagged fields>'),
+    (760, 'FetchRequest'),
+    (764, 'FetchRequest.ReplicaState'),
+    (766, 'FetchRequest.ReplicaId,MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (767, 'FetchRequest.Topics'),
+    (775, 'FetchRequest.ForgottenTopicsData'),
+    (783, 'FetchRequest.RackId'),
+    (784, 'FetchRequest.<tagged fields>'),
+    (785, 'FetchRequest.ClusterId'),
+    (789, 'FetchRequest.<tagged fields>'),
+    (792, 'FetchRequest'),
+    (793, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (795, 'FetchRequest.Topics'),
+    (807, 'FetchRequest.ForgottenTopicsData'),
+    (819, 'FetchRequest.RackId'),
+    (820, 'FetchRequest.<tagged fields>'),
+    (832, 'FetchRequest.ClusterId'),
+    (834, 'FetchRequest.ReplicaState'),
+    (836, 'FetchRequest.<tagged fields>'),
+    (840, 'FetchRequest'),
+    (844, 'FetchRequest.ReplicaId'),
+    (846, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (847, 'FetchRequest.Topics'),
+    (855, 'FetchRequest.ForgottenTopicsData'),
+    (863, 'FetchRequest.RackId'),
+    (864, 'FetchRequest.<tagged fields>'),
+    (865, 'FetchRequest.ClusterId'),
+    (869, 'FetchRequest.ReplicaState'),
+    (873, 'FetchRequest.<tagged fields>'),
+    (876, 'FetchRequest'),
+    (877, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (879, 'FetchRequest.Topics'),
+    (891, 'FetchRequest.ForgottenTopicsData'),
+    (903, 'FetchRequest.RackId'),
+    (904, 'FetchRequest.<tagged fields>'),
+    (916, 'FetchRequest.ClusterId'),
+    (918, 'FetchRequest.ReplicaState'),
+    (920, 'FetchRequest.<tagged fields>'),
+    (924, 'FetchRequest'),
+    (928, 'FetchRequest.ReplicaId'),
+    (930, 'FetchRequest.MaxWaitMs,MinBytes,MaxBytes,IsolationLevel,SessionId,SessionEpoch'),
+    (931, 'FetchRequest.Topics'),
+    (939, 'FetchRequest.ForgottenTopicsData'),
+    (947, 'FetchRequest.RackId'),
+    (948, 'FetchRequest.<tagged fields>'),
+    (949, 'FetchRequest.ClusterId'),
+    (953, 'FetchRequest.ReplicaState'),
+    (957, 'FetchRequest.<tagged fields>'),
     (960, 'FetchTopic'),
-    (961, 'FetchTopic.TopicId'),
+    (961, 'FetchTopic.Topic'),
     (962, 'FetchTopic.Partitions'),
-    (974, 'FetchTopic.<tagged fields>'),
-    (987, 'FetchTopic'),
-    (991, 'FetchTopic.TopicId'),
-    (992, 'FetchTopic.Partitions'),
-    (1000, 'FetchTopic.<tagged fields>'),
+    (971, 'FetchTopic'),
+    (975, 'FetchTopic.Topic'),
+    (976, 'FetchTopic.Partitions'),
+    (983, 'FetchTopic'),
+    (984, 'FetchTopic.Topic'),
+    (985, 'FetchTopic.Partitions'),
+    (994, 'FetchTopic'),
+    (998, 'FetchTopic.Topic'),
+    (999, 'FetchTopic.Partitions'),
     (1006, 'ForgottenTopic'),
-    (1007, 'ForgottenTopic.TopicId'),
+    (1007, 'ForgottenTopic.Topic'),
     (1008, 'ForgottenTopic.Partitions'),
-    (1017, 'ForgottenTopic.<tagged fields>'),
-    (1030, 'ForgottenTopic'),
-    (1034, 'ForgottenTopic.TopicId'),
-    (1035, 'ForgottenTopic.Partitions'),
-    (1042, 'ForgottenTopic.<tagged fields>'),
-    (1048, 'ReplicaState'),
-    (1049, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (1051, 'ReplicaState.<tagged fields>'),
-    (1064, 'ReplicaState'),
-    (1068, 'ReplicaState.ReplicaId,ReplicaEpoch'),
-    (1069, 'ReplicaState.<tagged fields>'),
+    (1014, 'ForgottenTopic'),
+    (1018, 'ForgottenTopic.Topic'),
+    (1019, 'ForgottenTopic.Partitions'),
+    (1025, 'FetchTopic'),
+    (1026, 'FetchTopic.Topic'),
+    (1027, 'FetchTopic.Partitions'),
+    (1036, 'FetchTopic'),
+    (1040, 'FetchTopic.Topic'),
+    (1041, 'FetchTopic.Partitions'),
+    (1048, 'FetchTopic'),
+    (1049, 'FetchTopic.Topic'),
+    (1050, 'FetchTopic.Partitions'),
+    (1062, 'FetchTopic.<tagged fields>'),
     (1075, 'FetchTopic'),
-    (1076, 'FetchTopic.TopicId'),
-    (1077, 'FetchTopic.Partitions'),
-    (1089, 'FetchTopic.<tagged fields>'),
-    (1102, 'FetchTopic'),
-    (1106, 'FetchTopic.TopicId'),
-    (1107, 'FetchTopic.Partitions'),
-    (1115, 'FetchTopic.<tagged fields>'),
-    (1121, 'FetchPartition'),
-    (1122, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (1124, 'FetchPartition'),
-    (1128, 'FetchPartition.LastFetchedEpoch'),
-    (1130, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
-    (1133, 'FetchPartition'),
-    (1134, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1136, 'FetchPartition'),
-    (1140, 'FetchPartition.LastFetchedEpoch'),
-    (1142, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1145, 'FetchPartition'),
-    (1146, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1148, 'FetchPartition'),
-    (1152, 'FetchPartition.LastFetchedEpoch'),
-    (1154, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
-    (1157, 'FetchPartition'),
-    (1158, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1160, 'FetchPartition.<tagged fields>'),
-    (1173, 'FetchPartition'),
-    (1177, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1178, 'FetchPartition.<tagged fields>'),
-    (1184, 'FetchPartition'),
-    (1185, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1187, 'FetchPartition.<tagged fields>'),
-    (1198, 'FetchPartition.ReplicaDirectoryId'),
-    (1200, 'FetchPartition.<tagged fields>'),
-    (1204, 'FetchPartition'),
-    (1208, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
-    (1209, 'FetchPartition.<tagged fields>'),
-    (1210, 'FetchPartition.ReplicaDirectoryId'),
-    (1214, 'FetchPartition.<tagged fields>'),
+    (1079, 'FetchTopic.Topic'),
+    (1080, 'FetchTopic.Partitions'),
+    (1088, 'FetchTopic.<tagged fields>'),
+    (1094, 'ForgottenTopic'),
+    (1095, 'ForgottenTopic.Topic'),
+    (1096, 'ForgottenTopic.Partitions'),
+    (1105, 'ForgottenTopic.<tagged fields>'),
+    (1118, 'ForgottenTopic'),
+    (1122, 'ForgottenTopic.Topic'),
+    (1123, 'ForgottenTopic.Partitions'),
+    (1130, 'ForgottenTopic.<tagged fields>'),
+    (1136, 'FetchTopic'),
+    (1137, 'FetchTopic.TopicId'),
+    (1138, 'FetchTopic.Partitions'),
+    (1150, 'FetchTopic.<tagged fields>'),
+    (1163, 'FetchTopic'),
+    (1167, 'FetchTopic.TopicId'),
+    (1168, 'FetchTopic.Partitions'),
+    (1176, 'FetchTopic.<tagged fields>'),
+    (1182, 'ForgottenTopic'),
+    (1183, 'ForgottenTopic.TopicId'),
+    (1184, 'ForgottenTopic.Partitions'),
+    (1193, 'ForgottenTopic.<tagged fields>'),
+    (1206, 'ForgottenTopic'),
+    (1210, 'ForgottenTopic.TopicId'),
+    (1211, 'ForgottenTopic.Partitions'),
+    (1218, 'ForgottenTopic.<tagged fields>'),
+    (1224, 'ReplicaState'),
+    (1225, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1227, 'ReplicaState.<tagged fields>'),
+    (1240, 'ReplicaState'),
+    (1244, 'ReplicaState.ReplicaId,ReplicaEpoch'),
+    (1245, 'ReplicaState.<tagged fields>'),
+    (1251, 'FetchTopic'),
+    (1252, 'FetchTopic.TopicId'),
+    (1253, 'FetchTopic.Partitions'),
+    (1265, 'FetchTopic.<tagged fields>'),
+    (1278, 'FetchTopic'),
+    (1282, 'FetchTopic.TopicId'),
+    (1283, 'FetchTopic.Partitions'),
+    (1291, 'FetchTopic.<tagged fields>'),
+    (1297, 'FetchPartition'),
+    (1298, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1300, 'FetchPartition'),
+    (1304, 'FetchPartition.LastFetchedEpoch'),
+    (1306, 'FetchPartition.Partition,FetchOffset,PartitionMaxBytes'),
+    (1309, 'FetchPartition'),
+    (1310, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1312, 'FetchPartition'),
+    (1316, 'FetchPartition.LastFetchedEpoch'),
+    (1318, 'FetchPartition.Partition,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1321, 'FetchPartition'),
+    (1322, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1324, 'FetchPartition'),
+    (1328, 'FetchPartition.LastFetchedEpoch'),
+    (1330, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LogStartOffset,PartitionMaxBytes'),
+    (1333, 'FetchPartition'),
+    (1334, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1336, 'FetchPartition.<tagged fields>'),
+    (1349, 'FetchPartition'),
+    (1353, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1354, 'FetchPartition.<tagged fields>'),
+    (1360, 'FetchPartition'),
+    (1361, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1363, 'FetchPartition.<tagged fields>'),
+    (1374, 'FetchPartition.ReplicaDirectoryId'),
+    (1376, 'FetchPartition.<tagged fields>'),
+    (1380, 'FetchPartition'),
+    (1384, 'FetchPartition.Partition,CurrentLeaderEpoch,FetchOffset,LastFetchedEpoch,LogStartOffset,PartitionMaxBytes'),
+    (1385, 'FetchPartition.<tagged fields>'),
+    (1386, 'FetchPartition.ReplicaDirectoryId'),
+    (1390, 'FetchPartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ihi")
 _S2 = Struct(">ihq")
@@ -30,9 +37,36 @@ _S8 = Struct(">qi")
 
 @dataclass(frozen=True, slots=True)
 class EpochEndOffset:
-    epoch: int = -1
-    end_offset: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        epoch: int = -1
+        end_offset: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('epoch', 'end_offset', 'unknown_tagged_fields', )
+        epoch: int
+        end_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, epoch: int = -1, end_offset: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'epoch', epoch)
+            _object_setattr(self, 'end_offset', end_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(epoch={self.epoch!r}, end_offset={self.end_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.epoch, self.end_offset, self.unknown_tagged_fields, ) == (other.epoch, other.end_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.epoch, self.end_offset, self.unknown_tagged_fields, ))
 
 
 class _New_EpochEndOffset:
@@ -53,11 +87,38 @@ _DEFAULT_EpochEndOffset = EpochEndOffset()
 
 @dataclass(frozen=True, slots=True)
 class LeaderIdAndEpoch:
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = -1
-    #: The latest known leader epoch
-    leader_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = -1
+        #: The latest known leader epoch
+        leader_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = -1, leader_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderIdAndEpoch:
@@ -78,9 +139,36 @@ _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 @dataclass(frozen=True, slots=True)
 class SnapshotId:
-    end_offset: int = -1
-    epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        end_offset: int = -1
+        epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+        end_offset: int
+        epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, end_offset: int = -1, epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'end_offset', end_offset)
+            _object_setattr(self, 'epoch', epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields, ) == (other.end_offset, other.epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.end_offset, self.epoch, self.unknown_tagged_fields, ))
 
 
 class _New_SnapshotId:
@@ -101,11 +189,38 @@ _DEFAULT_SnapshotId = SnapshotId()
 
 @dataclass(frozen=True, slots=True)
 class AbortedTransaction:
-    #: The producer id associated with the aborted transaction.
-    producer_id: int = 0
-    #: The first offset in the aborted transaction.
-    first_offset: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The producer id associated with the aborted transaction.
+        producer_id: int = 0
+        #: The first offset in the aborted transaction.
+        first_offset: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('producer_id', 'first_offset', 'unknown_tagged_fields', )
+        producer_id: int
+        first_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, producer_id: int = 0, first_offset: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, first_offset={self.first_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.first_offset, self.unknown_tagged_fields, ) == (other.producer_id, other.first_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.first_offset, self.unknown_tagged_fields, ))
 
 
 class _New_AbortedTransaction:
@@ -126,28 +241,73 @@ _DEFAULT_AbortedTransaction = AbortedTransaction()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no fetch error.
-    error_code: int = 0
-    #: The current high water mark.
-    high_watermark: int = 0
-    #: The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED)
-    last_stable_offset: int = -1
-    #: The current log start offset.
-    log_start_offset: int = -1
-    #: In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge
-    diverging_epoch: EpochEndOffset = _DEFAULT_EpochEndOffset
-    current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
-    #: In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request.
-    snapshot_id: SnapshotId = _DEFAULT_SnapshotId
-    #: The aborted transactions.
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = ()
-    #: The preferred read replica for the consumer to use on its next fetch request
-    preferred_read_replica: int = -1
-    #: The record data.
-    records: _p.Records | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no fetch error.
+        error_code: int = 0
+        #: The current high water mark.
+        high_watermark: int = 0
+        #: The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED)
+        last_stable_offset: int = -1
+        #: The current log start offset.
+        log_start_offset: int = -1
+        #: In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge
+        diverging_epoch: EpochEndOffset = _DEFAULT_EpochEndOffset
+        current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
+        #: In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request.
+        snapshot_id: SnapshotId = _DEFAULT_SnapshotId
+        #: The aborted transactions.
+        aborted_transactions: tuple[AbortedTransaction, ...] | None = ()
+        #: The preferred read replica for the consumer to use on its next fetch request
+        preferred_read_replica: int = -1
+        #: The record data.
+        records: _p.Records | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        high_watermark: int
+        last_stable_offset: int
+        log_start_offset: int
+        diverging_epoch: EpochEndOffset
+        current_leader: LeaderIdAndEpoch
+        snapshot_id: SnapshotId
+        aborted_transactions: tuple[AbortedTransaction, ...] | None
+        preferred_read_replica: int
+        records: _p.Records | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, high_watermark: int = 0, last_stable_offset: int = -1, log_start_offset: int = -1, diverging_epoch: EpochEndOffset = _DEFAULT_EpochEndOffset, current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch, snapshot_id: SnapshotId = _DEFAULT_SnapshotId, aborted_transactions: tuple[AbortedTransaction, ...] | None = (), preferred_read_replica: int = -1, records: _p.Records | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'high_watermark', high_watermark)
+            _object_setattr(self, 'last_stable_offset', last_stable_offset)
+            _object_setattr(self, 'log_start_offset', log_start_offset)
+            _object_setattr(self, 'diverging_epoch', diverging_epoch)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'snapshot_id', snapshot_id)
+            _object_setattr(self, 'aborted_transactions', aborted_transactions)
+            _object_setattr(self, 'preferred_read_replica', preferred_read_replica)
+            _object_setattr(self, 'records', records)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, high_watermark={self.high_watermark!r}, last_stable_offset={self.last_stable_offset!r}, log_start_offset={self.log_start_offset!r}, diverging_epoch={self.diverging_epoch!r}, current_leader={self.current_leader!r}, snapshot_id={self.snapshot_id!r}, aborted_transactions={self.aborted_transactions!r}, preferred_read_replica={self.preferred_read_replica!r}, records={self.records!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.high_watermark, other.last_stable_offset, other.log_start_offset, other.diverging_epoch, other.current_leader, other.snapshot_id, other.aborted_transactions, other.preferred_read_replica, other.records, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -186,13 +346,42 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class FetchableTopicResponse:
-    #: The topic name.
-    topic: str = ''
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic: str = ''
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_FetchableTopicResponse:
@@ -216,15 +405,46 @@ _DEFAULT_FetchableTopicResponse = FetchableTopicResponse()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node.
-    node_id: int = 0
-    #: The node's hostname.
-    host: str = ''
-    #: The node's port.
-    port: int = 0
-    #: The rack of the node, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node.
+        node_id: int = 0
+        #: The node's hostname.
+        host: str = ''
+        #: The node's port.
+        port: int = 0
+        #: The rack of the node, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -256,17 +476,50 @@ class FetchResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 18)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(12, 18)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code.
-    error_code: int = 0
-    #: The fetch session ID, or 0 if this is not part of a fetch session.
-    session_id: int = 0
-    #: The response topics.
-    responses: tuple[FetchableTopicResponse, ...] = ()
-    #: Endpoints for all current-leaders enumerated in PartitionData, with errors NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH.
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code.
+        error_code: int = 0
+        #: The fetch session ID, or 0 if this is not part of a fetch session.
+        session_id: int = 0
+        #: The response topics.
+        responses: tuple[FetchableTopicResponse, ...] = ()
+        #: Endpoints for all current-leaders enumerated in PartitionData, with errors NOT_LEADER_OR_FOLLOWER & FENCED_LEADER_EPOCH.
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        session_id: int
+        responses: tuple[FetchableTopicResponse, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, session_id: int = 0, responses: tuple[FetchableTopicResponse, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'session_id', session_id)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, session_id={self.session_id!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.session_id, other.responses, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_FetchResponse(_Message):
@@ -1215,225 +1468,225 @@ FetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (291, 'FetchResponse'),
-    (292, 'FetchResponse.Responses'),
-    (301, 'FetchResponse'),
-    (305, 'FetchResponse.SessionId'),
-    (307, 'FetchResponse.NodeEndpoints'),
-    (309, 'FetchResponse.Responses'),
-    (316, 'FetchResponse'),
-    (317, 'FetchResponse.ThrottleTimeMs'),
-    (319, 'FetchResponse.Responses'),
-    (328, 'FetchResponse'),
-    (332, 'FetchResponse.SessionId'),
-    (334, 'FetchResponse.NodeEndpoints'),
-    (336, 'FetchResponse.ThrottleTimeMs'),
-    (337, 'FetchResponse.Responses'),
-    (344, 'FetchResponse'),
-    (345, 'FetchResponse.ThrottleTimeMs'),
-    (347, 'FetchResponse.Responses'),
-    (356, 'FetchResponse'),
-    (360, 'FetchResponse.SessionId'),
-    (362, 'FetchResponse.NodeEndpoints'),
-    (364, 'FetchResponse.ThrottleTimeMs'),
-    (365, 'FetchResponse.Responses'),
-    (372, 'FetchResponse'),
-    (373, 'FetchResponse.ThrottleTimeMs'),
-    (375, 'FetchResponse.Responses'),
-    (384, 'FetchResponse'),
-    (388, 'FetchResponse.SessionId'),
-    (390, 'FetchResponse.NodeEndpoints'),
-    (392, 'FetchResponse.ThrottleTimeMs'),
-    (393, 'FetchResponse.Responses'),
-    (400, 'FetchResponse'),
-    (401, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (403, 'FetchResponse.Responses'),
-    (412, 'FetchResponse'),
-    (416, 'FetchResponse.NodeEndpoints'),
-    (418, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (419, 'FetchResponse.Responses'),
-    (426, 'FetchResponse'),
-    (427, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (429, 'FetchResponse.Responses'),
-    (438, 'FetchResponse'),
-    (442, 'FetchResponse.NodeEndpoints'),
-    (444, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (445, 'FetchResponse.Responses'),
-    (452, 'FetchResponse'),
-    (453, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (455, 'FetchResponse.Responses'),
-    (467, 'FetchResponse.<tagged fields>'),
-    (480, 'FetchResponse'),
-    (484, 'FetchResponse.NodeEndpoints'),
-    (486, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (487, 'FetchResponse.Responses'),
-    (495, 'FetchResponse.<tagged fields>'),
-    (501, 'FetchResponse'),
-    (502, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (504, 'FetchResponse.Responses'),
-    (516, 'FetchResponse.<tagged fields>'),
-    (529, 'FetchResponse'),
-    (533, 'FetchResponse.NodeEndpoints'),
-    (535, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (536, 'FetchResponse.Responses'),
-    (544, 'FetchResponse.<tagged fields>'),
-    (550, 'FetchResponse'),
-    (551, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (553, 'FetchResponse.Responses'),
-    (565, 'FetchResponse.<tagged fields>'),
-    (576, 'FetchResponse.NodeEndpoints'),
-    (589, 'FetchResponse.<tagged fields>'),
-    (593, 'FetchResponse'),
-    (597, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
-    (598, 'FetchResponse.Responses'),
-    (606, 'FetchResponse.<tagged fields>'),
-    (607, 'FetchResponse.NodeEndpoints'),
-    (618, 'FetchResponse.<tagged fields>'),
-    (621, 'FetchableTopicResponse'),
-    (622, 'FetchableTopicResponse.Topic'),
-    (623, 'FetchableTopicResponse.Partitions'),
-    (632, 'FetchableTopicResponse'),
-    (636, 'FetchableTopicResponse.Topic'),
-    (637, 'FetchableTopicResponse.Partitions'),
-    (644, 'FetchableTopicResponse'),
-    (645, 'FetchableTopicResponse.Topic'),
-    (646, 'FetchableTopicResponse.Partitions'),
-    (655, 'FetchableTopicResponse'),
-    (659, 'FetchableTopicResponse.Topic'),
-    (660, 'FetchableTopicResponse.Partitions'),
-    (667, 'FetchableTopicResponse'),
-    (668, 'FetchableTopicResponse.Topic'),
-    (669, 'FetchableTopicResponse.Partitions'),
-    (678, 'FetchableTopicResponse'),
-    (682, 'FetchableTopicResponse.Topic'),
-    (683, 'FetchableTopicResponse.Partitions'),
-    (690, 'FetchableTopicResponse'),
-    (691, 'FetchableTopicResponse.Topic'),
-    (692, 'FetchableTopicResponse.Partitions'),
-    (701, 'FetchableTopicResponse'),
-    (705, 'FetchableTopicResponse.Topic'),
-    (706, 'FetchableTopicResponse.Partitions'),
-    (713, 'FetchableTopicResponse'),
-    (714, 'FetchableTopicResponse.Topic'),
-    (715, 'FetchableTopicResponse.Partitions'),
-    (727, 'FetchableTopicResponse.<tagged fields>'),
-    (740, 'FetchableTopicResponse'),
-    (744, 'FetchableTopicResponse.Topic'),
-    (745, 'FetchableTopicResponse.Partitions'),
-    (753, 'FetchableTopicResponse.<tagged fields>'),
-    (759, 'FetchableTopicResponse'),
-    (760, 'FetchableTopicResponse.TopicId'),
-    (761, 'FetchableTopicResponse.Partitions'),
-    (773, 'FetchableTopicResponse.<tagged fields>'),
-    (786, 'FetchableTopicResponse'),
-    (790, 'FetchableTopicResponse.TopicId'),
-    (791, 'FetchableTopicResponse.Partitions'),
-    (799, 'FetchableTopicResponse.<tagged fields>'),
-    (805, 'NodeEndpoint'),
-    (806, 'NodeEndpoint.NodeId'),
-    (808, 'NodeEndpoint.Host'),
-    (809, 'NodeEndpoint.Port'),
-    (811, 'NodeEndpoint.Rack'),
-    (812, 'NodeEndpoint.<tagged fields>'),
-    (825, 'NodeEndpoint'),
-    (829, 'NodeEndpoint.NodeId'),
-    (830, 'NodeEndpoint.Host'),
-    (831, 'NodeEndpoint.Port'),
-    (832, 'NodeEndpoint.Rack'),
-    (833, 'NodeEndpoint.<tagged fields>'),
-    (839, 'PartitionData'),
-    (840, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (842, 'PartitionData.Records'),
-    (843, 'PartitionData'),
-    (847, 'PartitionData.DivergingEpoch'),
-    (849, 'PartitionData.CurrentLeader'),
-    (851, 'PartitionData.SnapshotId'),
-    (853, 'PartitionData.PreferredReadReplica'),
-    (855, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
-    (856, 'PartitionData.Records'),
-    (859, 'PartitionData'),
-    (860, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (862, 'PartitionData.AbortedTransactions'),
-    (874, 'PartitionData.Records'),
-    (875, 'PartitionData'),
-    (879, 'PartitionData.DivergingEpoch'),
-    (881, 'PartitionData.CurrentLeader'),
-    (883, 'PartitionData.SnapshotId'),
-    (885, 'PartitionData.PreferredReadReplica'),
-    (887, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
-    (888, 'PartitionData.AbortedTransactions'),
-    (896, 'PartitionData.Records'),
-    (899, 'PartitionData'),
-    (900, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (902, 'PartitionData.AbortedTransactions'),
-    (914, 'PartitionData.Records'),
-    (915, 'PartitionData'),
-    (919, 'PartitionData.DivergingEpoch'),
-    (921, 'PartitionData.CurrentLeader'),
-    (923, 'PartitionData.SnapshotId'),
-    (925, 'PartitionData.PreferredReadReplica'),
-    (927, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (928, 'PartitionData.AbortedTransactions'),
-    (936, 'PartitionData.Records'),
-    (939, 'PartitionData'),
-    (940, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (942, 'PartitionData.AbortedTransactions'),
-    (954, 'PartitionData.PreferredReadReplica'),
-    (956, 'PartitionData.Records'),
-    (957, 'PartitionData'),
-    (961, 'PartitionData.DivergingEpoch'),
-    (963, 'PartitionData.CurrentLeader'),
-    (965, 'PartitionData.SnapshotId'),
-    (967, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (968, 'PartitionData.AbortedTransactions'),
-    (976, 'PartitionData.PreferredReadReplica'),
-    (977, 'PartitionData.Records'),
-    (980, 'PartitionData'),
-    (981, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (983, 'PartitionData.AbortedTransactions'),
-    (998, 'PartitionData.PreferredReadReplica'),
-    (1000, 'PartitionData.Records'),
-    (1001, 'PartitionData.<tagged fields>'),
-    (1014, 'PartitionData.DivergingEpoch'),
-    (1016, 'PartitionData.CurrentLeader'),
-    (1018, 'PartitionData.SnapshotId'),
-    (1020, 'PartitionData.<tagged fields>'),
-    (1024, 'PartitionData'),
-    (1028, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
-    (1029, 'PartitionData.AbortedTransactions'),
-    (1040, 'PartitionData.PreferredReadReplica'),
-    (1041, 'PartitionData.Records'),
-    (1042, 'PartitionData.<tagged fields>'),
-    (1043, 'PartitionData.DivergingEpoch'),
-    (1047, 'PartitionData.CurrentLeader'),
-    (1051, 'PartitionData.SnapshotId'),
-    (1055, 'PartitionData.<tagged fields>'),
-    (1058, 'AbortedTransaction'),
-    (1059, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1061, 'AbortedTransaction'),
-    (1065, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1068, 'AbortedTransaction'),
-    (1069, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1071, 'AbortedTransaction.<tagged fields>'),
-    (1084, 'AbortedTransaction'),
-    (1088, 'AbortedTransaction.ProducerId,FirstOffset'),
-    (1089, 'AbortedTransaction.<tagged fields>'),
-    (1095, 'EpochEndOffset'),
-    (1096, 'EpochEndOffset.Epoch,EndOffset'),
-    (1098, 'EpochEndOffset.<tagged fields>'),
-    (1111, 'EpochEndOffset'),
-    (1115, 'EpochEndOffset.Epoch,EndOffset'),
-    (1116, 'EpochEndOffset.<tagged fields>'),
-    (1122, 'LeaderIdAndEpoch'),
-    (1123, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (1125, 'LeaderIdAndEpoch.<tagged fields>'),
-    (1138, 'LeaderIdAndEpoch'),
-    (1142, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (1143, 'LeaderIdAndEpoch.<tagged fields>'),
-    (1149, 'SnapshotId'),
-    (1150, 'SnapshotId.EndOffset,Epoch'),
-    (1152, 'SnapshotId.<tagged fields>'),
-    (1165, 'SnapshotId'),
-    (1169, 'SnapshotId.EndOffset,Epoch'),
-    (1170, 'SnapshotId.<tagged fields>'),
+    (544, 'FetchResponse'),
+    (545, 'FetchResponse.Responses'),
+    (554, 'FetchResponse'),
+    (558, 'FetchResponse.SessionId'),
+    (560, 'FetchResponse.NodeEndpoints'),
+    (562, 'FetchResponse.Responses'),
+    (569, 'FetchResponse'),
+    (570, 'FetchResponse.ThrottleTimeMs'),
+    (572, 'FetchResponse.Responses'),
+    (581, 'FetchResponse'),
+    (585, 'FetchResponse.SessionId'),
+    (587, 'FetchResponse.NodeEndpoints'),
+    (589, 'FetchResponse.ThrottleTimeMs'),
+    (590, 'FetchResponse.Responses'),
+    (597, 'FetchResponse'),
+    (598, 'FetchResponse.ThrottleTimeMs'),
+    (600, 'FetchResponse.Responses'),
+    (609, 'FetchResponse'),
+    (613, 'FetchResponse.SessionId'),
+    (615, 'FetchResponse.NodeEndpoints'),
+    (617, 'FetchResponse.ThrottleTimeMs'),
+    (618, 'FetchResponse.Responses'),
+    (625, 'FetchResponse'),
+    (626, 'FetchResponse.ThrottleTimeMs'),
+    (628, 'FetchResponse.Responses'),
+    (637, 'FetchResponse'),
+    (641, 'FetchResponse.SessionId'),
+    (643, 'FetchResponse.NodeEndpoints'),
+    (645, 'FetchResponse.ThrottleTimeMs'),
+    (646, 'FetchResponse.Responses'),
+    (653, 'FetchResponse'),
+    (654, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (656, 'FetchResponse.Responses'),
+    (665, 'FetchResponse'),
+    (669, 'FetchResponse.NodeEndpoints'),
+    (671, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (672, 'FetchResponse.Responses'),
+    (679, 'FetchResponse'),
+    (680, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (682, 'FetchResponse.Responses'),
+    (691, 'FetchResponse'),
+    (695, 'FetchResponse.NodeEndpoints'),
+    (697, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (698, 'FetchResponse.Responses'),
+    (705, 'FetchResponse'),
+    (706, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (708, 'FetchResponse.Responses'),
+    (720, 'FetchResponse.<tagged fields>'),
+    (733, 'FetchResponse'),
+    (737, 'FetchResponse.NodeEndpoints'),
+    (739, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (740, 'FetchResponse.Responses'),
+    (748, 'FetchResponse.<tagged fields>'),
+    (754, 'FetchResponse'),
+    (755, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (757, 'FetchResponse.Responses'),
+    (769, 'FetchResponse.<tagged fields>'),
+    (782, 'FetchResponse'),
+    (786, 'FetchResponse.NodeEndpoints'),
+    (788, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (789, 'FetchResponse.Responses'),
+    (797, 'FetchResponse.<tagged fields>'),
+    (803, 'FetchResponse'),
+    (804, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (806, 'FetchResponse.Responses'),
+    (818, 'FetchResponse.<tagged fields>'),
+    (829, 'FetchResponse.NodeEndpoints'),
+    (842, 'FetchResponse.<tagged fields>'),
+    (846, 'FetchResponse'),
+    (850, 'FetchResponse.ThrottleTimeMs,ErrorCode,SessionId'),
+    (851, 'FetchResponse.Responses'),
+    (859, 'FetchResponse.<tagged fields>'),
+    (860, 'FetchResponse.NodeEndpoints'),
+    (871, 'FetchResponse.<tagged fields>'),
+    (874, 'FetchableTopicResponse'),
+    (875, 'FetchableTopicResponse.Topic'),
+    (876, 'FetchableTopicResponse.Partitions'),
+    (885, 'FetchableTopicResponse'),
+    (889, 'FetchableTopicResponse.Topic'),
+    (890, 'FetchableTopicResponse.Partitions'),
+    (897, 'FetchableTopicResponse'),
+    (898, 'FetchableTopicResponse.Topic'),
+    (899, 'FetchableTopicResponse.Partitions'),
+    (908, 'FetchableTopicResponse'),
+    (912, 'FetchableTopicResponse.Topic'),
+    (913, 'FetchableTopicResponse.Partitions'),
+    (920, 'FetchableTopicResponse'),
+    (921, 'FetchableTopicResponse.Topic'),
+    (922, 'FetchableTopicResponse.Partitions'),
+    (931, 'FetchableTopicResponse'),
+    (935, 'FetchableTopicResponse.Topic'),
+    (936, 'FetchableTopicResponse.Partitions'),
+    (943, 'FetchableTopicResponse'),
+    (944, 'FetchableTopicResponse.Topic'),
+    (945, 'FetchableTopicResponse.Partitions'),
+    (954, 'FetchableTopicResponse'),
+    (958, 'FetchableTopicResponse.Topic'),
+    (959, 'FetchableTopicResponse.Partitions'),
+    (966, 'FetchableTopicResponse'),
+    (967, 'FetchableTopicResponse.Topic'),
+    (968, 'FetchableTopicResponse.Partitions'),
+    (980, 'FetchableTopicResponse.<tagged fields>'),
+    (993, 'FetchableTopicResponse'),
+    (997, 'FetchableTopicResponse.Topic'),
+    (998, 'FetchableTopicResponse.Partitions'),
+    (1006, 'FetchableTopicResponse.<tagged fields>'),
+    (1012, 'FetchableTopicResponse'),
+    (1013, 'FetchableTopicResponse.TopicId'),
+    (1014, 'FetchableTopicResponse.Partitions'),
+    (1026, 'FetchableTopicResponse.<tagged fields>'),
+    (1039, 'FetchableTopicResponse'),
+    (1043, 'FetchableTopicResponse.TopicId'),
+    (1044, 'FetchableTopicResponse.Partitions'),
+    (1052, 'FetchableTopicResponse.<tagged fields>'),
+    (1058, 'NodeEndpoint'),
+    (1059, 'NodeEndpoint.NodeId'),
+    (1061, 'NodeEndpoint.Host'),
+    (1062, 'NodeEndpoint.Port'),
+    (1064, 'NodeEndpoint.Rack'),
+    (1065, 'NodeEndpoint.<tagged fields>'),
+    (1078, 'NodeEndpoint'),
+    (1082, 'NodeEndpoint.NodeId'),
+    (1083, 'NodeEndpoint.Host'),
+    (1084, 'NodeEndpoint.Port'),
+    (1085, 'NodeEndpoint.Rack'),
+    (1086, 'NodeEndpoint.<tagged fields>'),
+    (1092, 'PartitionData'),
+    (1093, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (1095, 'PartitionData.Records'),
+    (1096, 'PartitionData'),
+    (1100, 'PartitionData.DivergingEpoch'),
+    (1102, 'PartitionData.CurrentLeader'),
+    (1104, 'PartitionData.SnapshotId'),
+    (1106, 'PartitionData.PreferredReadReplica'),
+    (1108, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark'),
+    (1109, 'PartitionData.Records'),
+    (1112, 'PartitionData'),
+    (1113, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (1115, 'PartitionData.AbortedTransactions'),
+    (1127, 'PartitionData.Records'),
+    (1128, 'PartitionData'),
+    (1132, 'PartitionData.DivergingEpoch'),
+    (1134, 'PartitionData.CurrentLeader'),
+    (1136, 'PartitionData.SnapshotId'),
+    (1138, 'PartitionData.PreferredReadReplica'),
+    (1140, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset'),
+    (1141, 'PartitionData.AbortedTransactions'),
+    (1149, 'PartitionData.Records'),
+    (1152, 'PartitionData'),
+    (1153, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1155, 'PartitionData.AbortedTransactions'),
+    (1167, 'PartitionData.Records'),
+    (1168, 'PartitionData'),
+    (1172, 'PartitionData.DivergingEpoch'),
+    (1174, 'PartitionData.CurrentLeader'),
+    (1176, 'PartitionData.SnapshotId'),
+    (1178, 'PartitionData.PreferredReadReplica'),
+    (1180, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1181, 'PartitionData.AbortedTransactions'),
+    (1189, 'PartitionData.Records'),
+    (1192, 'PartitionData'),
+    (1193, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1195, 'PartitionData.AbortedTransactions'),
+    (1207, 'PartitionData.PreferredReadReplica'),
+    (1209, 'PartitionData.Records'),
+    (1210, 'PartitionData'),
+    (1214, 'PartitionData.DivergingEpoch'),
+    (1216, 'PartitionData.CurrentLeader'),
+    (1218, 'PartitionData.SnapshotId'),
+    (1220, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1221, 'PartitionData.AbortedTransactions'),
+    (1229, 'PartitionData.PreferredReadReplica'),
+    (1230, 'PartitionData.Records'),
+    (1233, 'PartitionData'),
+    (1234, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1236, 'PartitionData.AbortedTransactions'),
+    (1251, 'PartitionData.PreferredReadReplica'),
+    (1253, 'PartitionData.Records'),
+    (1254, 'PartitionData.<tagged fields>'),
+    (1267, 'PartitionData.DivergingEpoch'),
+    (1269, 'PartitionData.CurrentLeader'),
+    (1271, 'PartitionData.SnapshotId'),
+    (1273, 'PartitionData.<tagged fields>'),
+    (1277, 'PartitionData'),
+    (1281, 'PartitionData.PartitionIndex,ErrorCode,HighWatermark,LastStableOffset,LogStartOffset'),
+    (1282, 'PartitionData.AbortedTransactions'),
+    (1293, 'PartitionData.PreferredReadReplica'),
+    (1294, 'PartitionData.Records'),
+    (1295, 'PartitionData.<tagged fields>'),
+    (1296, 'PartitionData.DivergingEpoch'),
+    (1300, 'PartitionData.CurrentLeader'),
+    (1304, 'PartitionData.SnapshotId'),
+    (1308, 'PartitionData.<tagged fields>'),
+    (1311, 'AbortedTransaction'),
+    (1312, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1314, 'AbortedTransaction'),
+    (1318, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1321, 'AbortedTransaction'),
+    (1322, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1324, 'AbortedTransaction.<tagged fields>'),
+    (1337, 'AbortedTransaction'),
+    (1341, 'AbortedTransaction.ProducerId,FirstOffset'),
+    (1342, 'AbortedTransaction.<tagged fields>'),
+    (1348, 'EpochEndOffset'),
+    (1349, 'EpochEndOffset.Epoch,EndOffset'),
+    (1351, 'EpochEndOffset.<tagged fields>'),
+    (1364, 'EpochEndOffset'),
+    (1368, 'EpochEndOffset.Epoch,EndOffset'),
+    (1369, 'EpochEndOffset.<tagged fields>'),
+    (1375, 'LeaderIdAndEpoch'),
+    (1376, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1378, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1391, 'LeaderIdAndEpoch'),
+    (1395, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1396, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1402, 'SnapshotId'),
+    (1403, 'SnapshotId.EndOffset,Epoch'),
+    (1405, 'SnapshotId.<tagged fields>'),
+    (1418, 'SnapshotId'),
+    (1422, 'SnapshotId.EndOffset,Epoch'),
+    (1423, 'SnapshotId.<tagged fields>'),
 )

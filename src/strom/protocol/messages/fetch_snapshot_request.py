@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 _S1 = Struct(">q")
 _S2 = Struct(">qi")
@@ -24,9 +31,36 @@ _S2 = Struct(">qi")
 
 @dataclass(frozen=True, slots=True)
 class SnapshotId:
-    end_offset: int = 0
-    epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        end_offset: int = 0
+        epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+        end_offset: int
+        epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'end_offset', end_offset)
+            _object_setattr(self, 'epoch', epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields, ) == (other.end_offset, other.epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.end_offset, self.epoch, self.unknown_tagged_fields, ))
 
 
 class _New_SnapshotId:
@@ -47,17 +81,50 @@ _DEFAULT_SnapshotId = SnapshotId()
 
 @dataclass(frozen=True, slots=True)
 class PartitionSnapshot:
-    #: The partition index
-    partition: int = 0
-    #: The current leader epoch of the partition, -1 for unknown leader epoch
-    current_leader_epoch: int = 0
-    #: The snapshot endOffset and epoch to fetch
-    snapshot_id: SnapshotId = _DEFAULT_SnapshotId
-    #: The byte position within the snapshot to start fetching from
-    position: int = 0
-    #: The directory id of the follower fetching
-    replica_directory_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index
+        partition: int = 0
+        #: The current leader epoch of the partition, -1 for unknown leader epoch
+        current_leader_epoch: int = 0
+        #: The snapshot endOffset and epoch to fetch
+        snapshot_id: SnapshotId = _DEFAULT_SnapshotId
+        #: The byte position within the snapshot to start fetching from
+        position: int = 0
+        #: The directory id of the follower fetching
+        replica_directory_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields', )
+        partition: int
+        current_leader_epoch: int
+        snapshot_id: SnapshotId
+        position: int
+        replica_directory_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, current_leader_epoch: int = 0, snapshot_id: SnapshotId = _DEFAULT_SnapshotId, position: int = 0, replica_directory_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'current_leader_epoch', current_leader_epoch)
+            _object_setattr(self, 'snapshot_id', snapshot_id)
+            _object_setattr(self, 'position', position)
+            _object_setattr(self, 'replica_directory_id', replica_directory_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, snapshot_id={self.snapshot_id!r}, position={self.position!r}, replica_directory_id={self.replica_directory_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.snapshot_id, self.position, self.replica_directory_id, self.unknown_tagged_fields, ) == (other.partition, other.current_leader_epoch, other.snapshot_id, other.position, other.replica_directory_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.current_leader_epoch, self.snapshot_id, self.position, self.replica_directory_id, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionSnapshot:
@@ -84,11 +151,38 @@ _DEFAULT_PartitionSnapshot = PartitionSnapshot()
 
 @dataclass(frozen=True, slots=True)
 class TopicSnapshot:
-    #: The name of the topic to fetch
-    name: str = ''
-    #: The partitions to fetch
-    partitions: tuple[PartitionSnapshot, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic to fetch
+        name: str = ''
+        #: The partitions to fetch
+        partitions: tuple[PartitionSnapshot, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[PartitionSnapshot, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[PartitionSnapshot, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicSnapshot:
@@ -116,15 +210,46 @@ class FetchSnapshotRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The clusterId if known, this is used to validate metadata fetches prior to broker registration
-    cluster_id: str | None = None
-    #: The broker ID of the follower
-    replica_id: int = -1
-    #: The maximum bytes to fetch from all of the snapshots
-    max_bytes: int = 2147483647
-    #: The topics to fetch
-    topics: tuple[TopicSnapshot, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The clusterId if known, this is used to validate metadata fetches prior to broker registration
+        cluster_id: str | None = None
+        #: The broker ID of the follower
+        replica_id: int = -1
+        #: The maximum bytes to fetch from all of the snapshots
+        max_bytes: int = 2147483647
+        #: The topics to fetch
+        topics: tuple[TopicSnapshot, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        replica_id: int
+        max_bytes: int
+        topics: tuple[TopicSnapshot, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = None, replica_id: int = -1, max_bytes: int = 2147483647, topics: tuple[TopicSnapshot, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'max_bytes', max_bytes)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.replica_id, self.max_bytes, self.topics, self.unknown_tagged_fields, ) == (other.cluster_id, other.replica_id, other.max_bytes, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.replica_id, self.max_bytes, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_FetchSnapshotRequest(_Message):
@@ -449,74 +574,74 @@ FetchSnapshotRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (147, 'FetchSnapshotRequest'),
-    (148, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (150, 'FetchSnapshotRequest.Topics'),
-    (162, 'FetchSnapshotRequest.<tagged fields>'),
-    (173, 'FetchSnapshotRequest.ClusterId'),
-    (175, 'FetchSnapshotRequest.<tagged fields>'),
-    (179, 'FetchSnapshotRequest'),
-    (183, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (184, 'FetchSnapshotRequest.Topics'),
-    (192, 'FetchSnapshotRequest.<tagged fields>'),
-    (193, 'FetchSnapshotRequest.ClusterId'),
-    (197, 'FetchSnapshotRequest.<tagged fields>'),
-    (200, 'FetchSnapshotRequest'),
-    (201, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (203, 'FetchSnapshotRequest.Topics'),
-    (215, 'FetchSnapshotRequest.<tagged fields>'),
-    (226, 'FetchSnapshotRequest.ClusterId'),
-    (228, 'FetchSnapshotRequest.<tagged fields>'),
-    (232, 'FetchSnapshotRequest'),
-    (236, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
-    (237, 'FetchSnapshotRequest.Topics'),
-    (245, 'FetchSnapshotRequest.<tagged fields>'),
-    (246, 'FetchSnapshotRequest.ClusterId'),
-    (250, 'FetchSnapshotRequest.<tagged fields>'),
-    (253, 'TopicSnapshot'),
-    (254, 'TopicSnapshot.Name'),
-    (255, 'TopicSnapshot.Partitions'),
-    (267, 'TopicSnapshot.<tagged fields>'),
-    (280, 'TopicSnapshot'),
-    (284, 'TopicSnapshot.Name'),
-    (285, 'TopicSnapshot.Partitions'),
-    (293, 'TopicSnapshot.<tagged fields>'),
-    (299, 'TopicSnapshot'),
-    (300, 'TopicSnapshot.Name'),
-    (301, 'TopicSnapshot.Partitions'),
-    (313, 'TopicSnapshot.<tagged fields>'),
-    (326, 'TopicSnapshot'),
-    (330, 'TopicSnapshot.Name'),
-    (331, 'TopicSnapshot.Partitions'),
-    (339, 'TopicSnapshot.<tagged fields>'),
-    (345, 'PartitionSnapshot'),
-    (346, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (348, 'PartitionSnapshot.SnapshotId'),
-    (349, 'PartitionSnapshot.Position'),
-    (351, 'PartitionSnapshot.<tagged fields>'),
-    (364, 'PartitionSnapshot'),
-    (368, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (369, 'PartitionSnapshot.SnapshotId'),
-    (370, 'PartitionSnapshot.Position'),
-    (371, 'PartitionSnapshot.<tagged fields>'),
-    (377, 'PartitionSnapshot'),
-    (378, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (380, 'PartitionSnapshot.SnapshotId'),
-    (381, 'PartitionSnapshot.Position'),
-    (383, 'PartitionSnapshot.<tagged fields>'),
-    (394, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (396, 'PartitionSnapshot.<tagged fields>'),
-    (400, 'PartitionSnapshot'),
-    (404, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
-    (405, 'PartitionSnapshot.SnapshotId'),
-    (406, 'PartitionSnapshot.Position'),
-    (407, 'PartitionSnapshot.<tagged fields>'),
-    (408, 'PartitionSnapshot.ReplicaDirectoryId'),
-    (412, 'PartitionSnapshot.<tagged fields>'),
-    (415, 'SnapshotId'),
-    (416, 'SnapshotId.EndOffset,Epoch'),
-    (418, 'SnapshotId.<tagged fields>'),
-    (431, 'SnapshotId'),
-    (435, 'SnapshotId.EndOffset,Epoch'),
-    (436, 'SnapshotId.<tagged fields>'),
+    (272, 'FetchSnapshotRequest'),
+    (273, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (275, 'FetchSnapshotRequest.Topics'),
+    (287, 'FetchSnapshotRequest.<tagged fields>'),
+    (298, 'FetchSnapshotRequest.ClusterId'),
+    (300, 'FetchSnapshotRequest.<tagged fields>'),
+    (304, 'FetchSnapshotRequest'),
+    (308, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (309, 'FetchSnapshotRequest.Topics'),
+    (317, 'FetchSnapshotRequest.<tagged fields>'),
+    (318, 'FetchSnapshotRequest.ClusterId'),
+    (322, 'FetchSnapshotRequest.<tagged fields>'),
+    (325, 'FetchSnapshotRequest'),
+    (326, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (328, 'FetchSnapshotRequest.Topics'),
+    (340, 'FetchSnapshotRequest.<tagged fields>'),
+    (351, 'FetchSnapshotRequest.ClusterId'),
+    (353, 'FetchSnapshotRequest.<tagged fields>'),
+    (357, 'FetchSnapshotRequest'),
+    (361, 'FetchSnapshotRequest.ReplicaId,MaxBytes'),
+    (362, 'FetchSnapshotRequest.Topics'),
+    (370, 'FetchSnapshotRequest.<tagged fields>'),
+    (371, 'FetchSnapshotRequest.ClusterId'),
+    (375, 'FetchSnapshotRequest.<tagged fields>'),
+    (378, 'TopicSnapshot'),
+    (379, 'TopicSnapshot.Name'),
+    (380, 'TopicSnapshot.Partitions'),
+    (392, 'TopicSnapshot.<tagged fields>'),
+    (405, 'TopicSnapshot'),
+    (409, 'TopicSnapshot.Name'),
+    (410, 'TopicSnapshot.Partitions'),
+    (418, 'TopicSnapshot.<tagged fields>'),
+    (424, 'TopicSnapshot'),
+    (425, 'TopicSnapshot.Name'),
+    (426, 'TopicSnapshot.Partitions'),
+    (438, 'TopicSnapshot.<tagged fields>'),
+    (451, 'TopicSnapshot'),
+    (455, 'TopicSnapshot.Name'),
+    (456, 'TopicSnapshot.Partitions'),
+    (464, 'TopicSnapshot.<tagged fields>'),
+    (470, 'PartitionSnapshot'),
+    (471, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (473, 'PartitionSnapshot.SnapshotId'),
+    (474, 'PartitionSnapshot.Position'),
+    (476, 'PartitionSnapshot.<tagged fields>'),
+    (489, 'PartitionSnapshot'),
+    (493, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (494, 'PartitionSnapshot.SnapshotId'),
+    (495, 'PartitionSnapshot.Position'),
+    (496, 'PartitionSnapshot.<tagged fields>'),
+    (502, 'PartitionSnapshot'),
+    (503, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (505, 'PartitionSnapshot.SnapshotId'),
+    (506, 'PartitionSnapshot.Position'),
+    (508, 'PartitionSnapshot.<tagged fields>'),
+    (519, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (521, 'PartitionSnapshot.<tagged fields>'),
+    (525, 'PartitionSnapshot'),
+    (529, 'PartitionSnapshot.Partition,CurrentLeaderEpoch'),
+    (530, 'PartitionSnapshot.SnapshotId'),
+    (531, 'PartitionSnapshot.Position'),
+    (532, 'PartitionSnapshot.<tagged fields>'),
+    (533, 'PartitionSnapshot.ReplicaDirectoryId'),
+    (537, 'PartitionSnapshot.<tagged fields>'),
+    (540, 'SnapshotId'),
+    (541, 'SnapshotId.EndOffset,Epoch'),
+    (543, 'SnapshotId.<tagged fields>'),
+    (556, 'SnapshotId'),
+    (560, 'SnapshotId.EndOffset,Epoch'),
+    (561, 'SnapshotId.<tagged fields>'),
 )

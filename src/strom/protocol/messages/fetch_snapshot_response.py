@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -27,9 +34,36 @@ _S5 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class SnapshotId:
-    end_offset: int = 0
-    epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        end_offset: int = 0
+        epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('end_offset', 'epoch', 'unknown_tagged_fields', )
+        end_offset: int
+        epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'end_offset', end_offset)
+            _object_setattr(self, 'epoch', epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields, ) == (other.end_offset, other.epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.end_offset, self.epoch, self.unknown_tagged_fields, ))
 
 
 class _New_SnapshotId:
@@ -50,11 +84,38 @@ _DEFAULT_SnapshotId = SnapshotId()
 
 @dataclass(frozen=True, slots=True)
 class LeaderIdAndEpoch:
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderIdAndEpoch:
@@ -75,20 +136,57 @@ _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 @dataclass(frozen=True, slots=True)
 class PartitionSnapshot:
-    #: The partition index.
-    index: int = 0
-    #: The error code, or 0 if there was no fetch error.
-    error_code: int = 0
-    #: The snapshot endOffset and epoch fetched
-    snapshot_id: SnapshotId = _DEFAULT_SnapshotId
-    current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
-    #: The total size of the snapshot.
-    size: int = 0
-    #: The starting byte position within the snapshot included in the Bytes field.
-    position: int = 0
-    #: Snapshot data in records format which may not be aligned on an offset boundary
-    unaligned_records: _p.Records | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        index: int = 0
+        #: The error code, or 0 if there was no fetch error.
+        error_code: int = 0
+        #: The snapshot endOffset and epoch fetched
+        snapshot_id: SnapshotId = _DEFAULT_SnapshotId
+        current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
+        #: The total size of the snapshot.
+        size: int = 0
+        #: The starting byte position within the snapshot included in the Bytes field.
+        position: int = 0
+        #: Snapshot data in records format which may not be aligned on an offset boundary
+        unaligned_records: _p.Records | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields', )
+        index: int
+        error_code: int
+        snapshot_id: SnapshotId
+        current_leader: LeaderIdAndEpoch
+        size: int
+        position: int
+        unaligned_records: _p.Records | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, index: int = 0, error_code: int = 0, snapshot_id: SnapshotId = _DEFAULT_SnapshotId, current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch, size: int = 0, position: int = 0, unaligned_records: _p.Records | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'index', index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'snapshot_id', snapshot_id)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'size', size)
+            _object_setattr(self, 'position', position)
+            _object_setattr(self, 'unaligned_records', unaligned_records)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, snapshot_id={self.snapshot_id!r}, current_leader={self.current_leader!r}, size={self.size!r}, position={self.position!r}, unaligned_records={self.unaligned_records!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.index, self.error_code, self.snapshot_id, self.current_leader, self.size, self.position, self.unaligned_records, self.unknown_tagged_fields, ) == (other.index, other.error_code, other.snapshot_id, other.current_leader, other.size, other.position, other.unaligned_records, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.index, self.error_code, self.snapshot_id, self.current_leader, self.size, self.position, self.unaligned_records, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionSnapshot:
@@ -119,11 +217,38 @@ _DEFAULT_PartitionSnapshot = PartitionSnapshot()
 
 @dataclass(frozen=True, slots=True)
 class TopicSnapshot:
-    #: The name of the topic to fetch.
-    name: str = ''
-    #: The partitions to fetch.
-    partitions: tuple[PartitionSnapshot, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the topic to fetch.
+        name: str = ''
+        #: The partitions to fetch.
+        partitions: tuple[PartitionSnapshot, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[PartitionSnapshot, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[PartitionSnapshot, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicSnapshot:
@@ -145,13 +270,42 @@ _DEFAULT_TopicSnapshot = TopicSnapshot()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node
-    node_id: int = 0
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node
+        node_id: int = 0
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -181,15 +335,46 @@ class FetchSnapshotResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code.
-    error_code: int = 0
-    #: The topics to fetch.
-    topics: tuple[TopicSnapshot, ...] = ()
-    #: Endpoints for all current-leaders enumerated in PartitionSnapshot
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code.
+        error_code: int = 0
+        #: The topics to fetch.
+        topics: tuple[TopicSnapshot, ...] = ()
+        #: Endpoints for all current-leaders enumerated in PartitionSnapshot
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        topics: tuple[TopicSnapshot, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, topics: tuple[TopicSnapshot, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_FetchSnapshotResponse(_Message):
@@ -511,71 +696,71 @@ FetchSnapshotResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (212, 'FetchSnapshotResponse'),
-    (213, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (215, 'FetchSnapshotResponse.Topics'),
-    (227, 'FetchSnapshotResponse.<tagged fields>'),
-    (240, 'FetchSnapshotResponse'),
-    (244, 'FetchSnapshotResponse.NodeEndpoints'),
-    (246, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (247, 'FetchSnapshotResponse.Topics'),
-    (255, 'FetchSnapshotResponse.<tagged fields>'),
-    (261, 'FetchSnapshotResponse'),
-    (262, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (264, 'FetchSnapshotResponse.Topics'),
-    (276, 'FetchSnapshotResponse.<tagged fields>'),
-    (287, 'FetchSnapshotResponse.NodeEndpoints'),
-    (300, 'FetchSnapshotResponse.<tagged fields>'),
-    (304, 'FetchSnapshotResponse'),
-    (308, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
-    (309, 'FetchSnapshotResponse.Topics'),
-    (317, 'FetchSnapshotResponse.<tagged fields>'),
-    (318, 'FetchSnapshotResponse.NodeEndpoints'),
-    (329, 'FetchSnapshotResponse.<tagged fields>'),
-    (332, 'TopicSnapshot'),
-    (333, 'TopicSnapshot.Name'),
-    (334, 'TopicSnapshot.Partitions'),
-    (346, 'TopicSnapshot.<tagged fields>'),
-    (359, 'TopicSnapshot'),
-    (363, 'TopicSnapshot.Name'),
-    (364, 'TopicSnapshot.Partitions'),
-    (372, 'TopicSnapshot.<tagged fields>'),
-    (378, 'NodeEndpoint'),
-    (379, 'NodeEndpoint.NodeId'),
-    (381, 'NodeEndpoint.Host'),
-    (382, 'NodeEndpoint.Port'),
-    (384, 'NodeEndpoint.<tagged fields>'),
-    (397, 'NodeEndpoint'),
-    (401, 'NodeEndpoint.NodeId'),
-    (402, 'NodeEndpoint.Host'),
-    (403, 'NodeEndpoint.Port'),
-    (404, 'NodeEndpoint.<tagged fields>'),
-    (410, 'PartitionSnapshot'),
-    (411, 'PartitionSnapshot.Index,ErrorCode'),
-    (413, 'PartitionSnapshot.SnapshotId'),
-    (414, 'PartitionSnapshot.Size,Position'),
-    (416, 'PartitionSnapshot.UnalignedRecords'),
-    (417, 'PartitionSnapshot.<tagged fields>'),
-    (428, 'PartitionSnapshot.CurrentLeader'),
-    (430, 'PartitionSnapshot.<tagged fields>'),
-    (434, 'PartitionSnapshot'),
-    (438, 'PartitionSnapshot.Index,ErrorCode'),
-    (439, 'PartitionSnapshot.SnapshotId'),
-    (440, 'PartitionSnapshot.Size,Position'),
-    (441, 'PartitionSnapshot.UnalignedRecords'),
-    (442, 'PartitionSnapshot.<tagged fields>'),
-    (443, 'PartitionSnapshot.CurrentLeader'),
-    (447, 'PartitionSnapshot.<tagged fields>'),
-    (450, 'SnapshotId'),
-    (451, 'SnapshotId.EndOffset,Epoch'),
-    (453, 'SnapshotId.<tagged fields>'),
-    (466, 'SnapshotId'),
-    (470, 'SnapshotId.EndOffset,Epoch'),
-    (471, 'SnapshotId.<tagged fields>'),
-    (477, 'LeaderIdAndEpoch'),
-    (478, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (480, 'LeaderIdAndEpoch.<tagged fields>'),
-    (493, 'LeaderIdAndEpoch'),
-    (497, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (498, 'LeaderIdAndEpoch.<tagged fields>'),
+    (397, 'FetchSnapshotResponse'),
+    (398, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (400, 'FetchSnapshotResponse.Topics'),
+    (412, 'FetchSnapshotResponse.<tagged fields>'),
+    (425, 'FetchSnapshotResponse'),
+    (429, 'FetchSnapshotResponse.NodeEndpoints'),
+    (431, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (432, 'FetchSnapshotResponse.Topics'),
+    (440, 'FetchSnapshotResponse.<tagged fields>'),
+    (446, 'FetchSnapshotResponse'),
+    (447, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (449, 'FetchSnapshotResponse.Topics'),
+    (461, 'FetchSnapshotResponse.<tagged fields>'),
+    (472, 'FetchSnapshotResponse.NodeEndpoints'),
+    (485, 'FetchSnapshotResponse.<tagged fields>'),
+    (489, 'FetchSnapshotResponse'),
+    (493, 'FetchSnapshotResponse.ThrottleTimeMs,ErrorCode'),
+    (494, 'FetchSnapshotResponse.Topics'),
+    (502, 'FetchSnapshotResponse.<tagged fields>'),
+    (503, 'FetchSnapshotResponse.NodeEndpoints'),
+    (514, 'FetchSnapshotResponse.<tagged fields>'),
+    (517, 'TopicSnapshot'),
+    (518, 'TopicSnapshot.Name'),
+    (519, 'TopicSnapshot.Partitions'),
+    (531, 'TopicSnapshot.<tagged fields>'),
+    (544, 'TopicSnapshot'),
+    (548, 'TopicSnapshot.Name'),
+    (549, 'TopicSnapshot.Partitions'),
+    (557, 'TopicSnapshot.<tagged fields>'),
+    (563, 'NodeEndpoint'),
+    (564, 'NodeEndpoint.NodeId'),
+    (566, 'NodeEndpoint.Host'),
+    (567, 'NodeEndpoint.Port'),
+    (569, 'NodeEndpoint.<tagged fields>'),
+    (582, 'NodeEndpoint'),
+    (586, 'NodeEndpoint.NodeId'),
+    (587, 'NodeEndpoint.Host'),
+    (588, 'NodeEndpoint.Port'),
+    (589, 'NodeEndpoint.<tagged fields>'),
+    (595, 'PartitionSnapshot'),
+    (596, 'PartitionSnapshot.Index,ErrorCode'),
+    (598, 'PartitionSnapshot.SnapshotId'),
+    (599, 'PartitionSnapshot.Size,Position'),
+    (601, 'PartitionSnapshot.UnalignedRecords'),
+    (602, 'PartitionSnapshot.<tagged fields>'),
+    (613, 'PartitionSnapshot.CurrentLeader'),
+    (615, 'PartitionSnapshot.<tagged fields>'),
+    (619, 'PartitionSnapshot'),
+    (623, 'PartitionSnapshot.Index,ErrorCode'),
+    (624, 'PartitionSnapshot.SnapshotId'),
+    (625, 'PartitionSnapshot.Size,Position'),
+    (626, 'PartitionSnapshot.UnalignedRecords'),
+    (627, 'PartitionSnapshot.<tagged fields>'),
+    (628, 'PartitionSnapshot.CurrentLeader'),
+    (632, 'PartitionSnapshot.<tagged fields>'),
+    (635, 'SnapshotId'),
+    (636, 'SnapshotId.EndOffset,Epoch'),
+    (638, 'SnapshotId.<tagged fields>'),
+    (651, 'SnapshotId'),
+    (655, 'SnapshotId.EndOffset,Epoch'),
+    (656, 'SnapshotId.<tagged fields>'),
+    (662, 'LeaderIdAndEpoch'),
+    (663, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (665, 'LeaderIdAndEpoch.<tagged fields>'),
+    (678, 'LeaderIdAndEpoch'),
+    (682, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (683, 'LeaderIdAndEpoch.<tagged fields>'),
 )

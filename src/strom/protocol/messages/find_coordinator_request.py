@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">b")
 
 
@@ -29,13 +36,42 @@ class FindCoordinatorRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 7)
-    #: The coordinator key.
-    key: str = ''
-    #: The coordinator key type. (Group, transaction, etc.)
-    key_type: int = 0
-    #: The coordinator keys.
-    coordinator_keys: tuple[str, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The coordinator key.
+        key: str = ''
+        #: The coordinator key type. (Group, transaction, etc.)
+        key_type: int = 0
+        #: The coordinator keys.
+        coordinator_keys: tuple[str, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields', )
+        key: str
+        key_type: int
+        coordinator_keys: tuple[str, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, key: str = '', key_type: int = 0, coordinator_keys: tuple[str, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'key', key)
+            _object_setattr(self, 'key_type', key_type)
+            _object_setattr(self, 'coordinator_keys', coordinator_keys)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(key={self.key!r}, key_type={self.key_type!r}, coordinator_keys={self.coordinator_keys!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields, ) == (other.key, other.key_type, other.coordinator_keys, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields, ))
 
 
 class _New_FindCoordinatorRequest(_Message):
@@ -180,35 +216,35 @@ FindCoordinatorRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'FindCoordinatorRequest'),
-    (57, 'FindCoordinatorRequest.Key'),
-    (58, 'FindCoordinatorRequest'),
-    (62, 'FindCoordinatorRequest.KeyType'),
-    (64, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (66, 'FindCoordinatorRequest.Key'),
-    (69, 'FindCoordinatorRequest'),
-    (70, 'FindCoordinatorRequest.Key'),
-    (71, 'FindCoordinatorRequest.KeyType'),
-    (73, 'FindCoordinatorRequest'),
-    (77, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (79, 'FindCoordinatorRequest.Key'),
-    (80, 'FindCoordinatorRequest.KeyType'),
-    (83, 'FindCoordinatorRequest'),
-    (84, 'FindCoordinatorRequest.Key'),
-    (85, 'FindCoordinatorRequest.KeyType'),
-    (87, 'FindCoordinatorRequest.<tagged fields>'),
-    (100, 'FindCoordinatorRequest'),
-    (104, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (92, 'FindCoordinatorRequest'),
+    (93, 'FindCoordinatorRequest.Key'),
+    (94, 'FindCoordinatorRequest'),
+    (98, 'FindCoordinatorRequest.KeyType'),
+    (100, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (102, 'FindCoordinatorRequest.Key'),
+    (105, 'FindCoordinatorRequest'),
     (106, 'FindCoordinatorRequest.Key'),
     (107, 'FindCoordinatorRequest.KeyType'),
-    (108, 'FindCoordinatorRequest.<tagged fields>'),
-    (114, 'FindCoordinatorRequest'),
-    (115, 'FindCoordinatorRequest.KeyType'),
-    (117, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (129, 'FindCoordinatorRequest.<tagged fields>'),
-    (142, 'FindCoordinatorRequest'),
-    (146, 'FindCoordinatorRequest.Key'),
-    (148, 'FindCoordinatorRequest.KeyType'),
-    (149, 'FindCoordinatorRequest.CoordinatorKeys'),
-    (157, 'FindCoordinatorRequest.<tagged fields>'),
+    (109, 'FindCoordinatorRequest'),
+    (113, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (115, 'FindCoordinatorRequest.Key'),
+    (116, 'FindCoordinatorRequest.KeyType'),
+    (119, 'FindCoordinatorRequest'),
+    (120, 'FindCoordinatorRequest.Key'),
+    (121, 'FindCoordinatorRequest.KeyType'),
+    (123, 'FindCoordinatorRequest.<tagged fields>'),
+    (136, 'FindCoordinatorRequest'),
+    (140, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (142, 'FindCoordinatorRequest.Key'),
+    (143, 'FindCoordinatorRequest.KeyType'),
+    (144, 'FindCoordinatorRequest.<tagged fields>'),
+    (150, 'FindCoordinatorRequest'),
+    (151, 'FindCoordinatorRequest.KeyType'),
+    (153, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (165, 'FindCoordinatorRequest.<tagged fields>'),
+    (178, 'FindCoordinatorRequest'),
+    (182, 'FindCoordinatorRequest.Key'),
+    (184, 'FindCoordinatorRequest.KeyType'),
+    (185, 'FindCoordinatorRequest.CoordinatorKeys'),
+    (193, 'FindCoordinatorRequest.<tagged fields>'),
 )

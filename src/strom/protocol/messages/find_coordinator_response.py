@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 _S2 = Struct(">ih")
@@ -24,19 +31,54 @@ _S2 = Struct(">ih")
 
 @dataclass(frozen=True, slots=True)
 class Coordinator:
-    #: The coordinator key.
-    key: str = ''
-    #: The node id.
-    node_id: int = 0
-    #: The host name.
-    host: str = ''
-    #: The port.
-    port: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The coordinator key.
+        key: str = ''
+        #: The node id.
+        node_id: int = 0
+        #: The host name.
+        host: str = ''
+        #: The port.
+        port: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        key: str
+        node_id: int
+        host: str
+        port: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, key: str = '', node_id: int = 0, host: str = '', port: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'key', key)
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(key={self.key!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.key, self.node_id, self.host, self.port, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.key, other.node_id, other.host, other.port, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.key, self.node_id, self.host, self.port, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_Coordinator:
@@ -72,21 +114,58 @@ class FindCoordinatorResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 7)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 7)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The node id.
-    node_id: int = 0
-    #: The host name.
-    host: str = ''
-    #: The port.
-    port: int = 0
-    #: Each coordinator result in the response
-    coordinators: tuple[Coordinator, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The node id.
+        node_id: int = 0
+        #: The host name.
+        host: str = ''
+        #: The port.
+        port: int = 0
+        #: Each coordinator result in the response
+        coordinators: tuple[Coordinator, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        node_id: int
+        host: str
+        port: int
+        coordinators: tuple[Coordinator, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', node_id: int = 0, host: str = '', port: int = 0, coordinators: tuple[Coordinator, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'coordinators', coordinators)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, coordinators={self.coordinators!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.node_id, other.host, other.port, other.coordinators, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators, self.unknown_tagged_fields, ))
 
 
 class _New_FindCoordinatorResponse(_Message):
@@ -301,67 +380,67 @@ FindCoordinatorResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (115, 'FindCoordinatorResponse'),
-    (116, 'FindCoordinatorResponse.ErrorCode,NodeId'),
-    (118, 'FindCoordinatorResponse.Host'),
-    (119, 'FindCoordinatorResponse.Port'),
-    (121, 'FindCoordinatorResponse'),
-    (125, 'FindCoordinatorResponse.Coordinators'),
-    (127, 'FindCoordinatorResponse.ErrorCode,NodeId'),
-    (128, 'FindCoordinatorResponse.Host'),
-    (129, 'FindCoordinatorResponse.Port'),
-    (132, 'FindCoordinatorResponse'),
-    (133, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (135, 'FindCoordinatorResponse.ErrorMessage'),
-    (136, 'FindCoordinatorResponse.NodeId'),
-    (138, 'FindCoordinatorResponse.Host'),
-    (139, 'FindCoordinatorResponse.Port'),
-    (141, 'FindCoordinatorResponse'),
-    (145, 'FindCoordinatorResponse.Coordinators'),
-    (147, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (148, 'FindCoordinatorResponse.ErrorMessage'),
-    (149, 'FindCoordinatorResponse.NodeId'),
-    (150, 'FindCoordinatorResponse.Host'),
-    (151, 'FindCoordinatorResponse.Port'),
-    (154, 'FindCoordinatorResponse'),
-    (155, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (157, 'FindCoordinatorResponse.ErrorMessage'),
-    (158, 'FindCoordinatorResponse.NodeId'),
-    (160, 'FindCoordinatorResponse.Host'),
-    (161, 'FindCoordinatorResponse.Port'),
-    (163, 'FindCoordinatorResponse.<tagged fields>'),
-    (176, 'FindCoordinatorResponse'),
-    (180, 'FindCoordinatorResponse.Coordinators'),
-    (182, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
-    (183, 'FindCoordinatorResponse.ErrorMessage'),
-    (184, 'FindCoordinatorResponse.NodeId'),
-    (185, 'FindCoordinatorResponse.Host'),
-    (186, 'FindCoordinatorResponse.Port'),
-    (187, 'FindCoordinatorResponse.<tagged fields>'),
-    (193, 'FindCoordinatorResponse'),
-    (194, 'FindCoordinatorResponse.ThrottleTimeMs'),
-    (196, 'FindCoordinatorResponse.Coordinators'),
-    (208, 'FindCoordinatorResponse.<tagged fields>'),
-    (221, 'FindCoordinatorResponse'),
-    (225, 'FindCoordinatorResponse.ErrorCode'),
-    (227, 'FindCoordinatorResponse.NodeId'),
+    (194, 'FindCoordinatorResponse'),
+    (195, 'FindCoordinatorResponse.ErrorCode,NodeId'),
+    (197, 'FindCoordinatorResponse.Host'),
+    (198, 'FindCoordinatorResponse.Port'),
+    (200, 'FindCoordinatorResponse'),
+    (204, 'FindCoordinatorResponse.Coordinators'),
+    (206, 'FindCoordinatorResponse.ErrorCode,NodeId'),
+    (207, 'FindCoordinatorResponse.Host'),
+    (208, 'FindCoordinatorResponse.Port'),
+    (211, 'FindCoordinatorResponse'),
+    (212, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (214, 'FindCoordinatorResponse.ErrorMessage'),
+    (215, 'FindCoordinatorResponse.NodeId'),
+    (217, 'FindCoordinatorResponse.Host'),
+    (218, 'FindCoordinatorResponse.Port'),
+    (220, 'FindCoordinatorResponse'),
+    (224, 'FindCoordinatorResponse.Coordinators'),
+    (226, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (227, 'FindCoordinatorResponse.ErrorMessage'),
+    (228, 'FindCoordinatorResponse.NodeId'),
     (229, 'FindCoordinatorResponse.Host'),
-    (231, 'FindCoordinatorResponse.Port'),
-    (233, 'FindCoordinatorResponse.ThrottleTimeMs'),
-    (234, 'FindCoordinatorResponse.Coordinators'),
+    (230, 'FindCoordinatorResponse.Port'),
+    (233, 'FindCoordinatorResponse'),
+    (234, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (236, 'FindCoordinatorResponse.ErrorMessage'),
+    (237, 'FindCoordinatorResponse.NodeId'),
+    (239, 'FindCoordinatorResponse.Host'),
+    (240, 'FindCoordinatorResponse.Port'),
     (242, 'FindCoordinatorResponse.<tagged fields>'),
-    (248, 'Coordinator'),
-    (249, 'Coordinator.Key'),
-    (250, 'Coordinator.NodeId'),
-    (252, 'Coordinator.Host'),
-    (253, 'Coordinator.Port,ErrorCode'),
-    (255, 'Coordinator.ErrorMessage'),
-    (256, 'Coordinator.<tagged fields>'),
-    (269, 'Coordinator'),
-    (273, 'Coordinator.Key'),
-    (274, 'Coordinator.NodeId'),
-    (275, 'Coordinator.Host'),
-    (276, 'Coordinator.Port,ErrorCode'),
-    (277, 'Coordinator.ErrorMessage'),
-    (278, 'Coordinator.<tagged fields>'),
+    (255, 'FindCoordinatorResponse'),
+    (259, 'FindCoordinatorResponse.Coordinators'),
+    (261, 'FindCoordinatorResponse.ThrottleTimeMs,ErrorCode'),
+    (262, 'FindCoordinatorResponse.ErrorMessage'),
+    (263, 'FindCoordinatorResponse.NodeId'),
+    (264, 'FindCoordinatorResponse.Host'),
+    (265, 'FindCoordinatorResponse.Port'),
+    (266, 'FindCoordinatorResponse.<tagged fields>'),
+    (272, 'FindCoordinatorResponse'),
+    (273, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (275, 'FindCoordinatorResponse.Coordinators'),
+    (287, 'FindCoordinatorResponse.<tagged fields>'),
+    (300, 'FindCoordinatorResponse'),
+    (304, 'FindCoordinatorResponse.ErrorCode'),
+    (306, 'FindCoordinatorResponse.NodeId'),
+    (308, 'FindCoordinatorResponse.Host'),
+    (310, 'FindCoordinatorResponse.Port'),
+    (312, 'FindCoordinatorResponse.ThrottleTimeMs'),
+    (313, 'FindCoordinatorResponse.Coordinators'),
+    (321, 'FindCoordinatorResponse.<tagged fields>'),
+    (327, 'Coordinator'),
+    (328, 'Coordinator.Key'),
+    (329, 'Coordinator.NodeId'),
+    (331, 'Coordinator.Host'),
+    (332, 'Coordinator.Port,ErrorCode'),
+    (334, 'Coordinator.ErrorMessage'),
+    (335, 'Coordinator.<tagged fields>'),
+    (348, 'Coordinator'),
+    (352, 'Coordinator.Key'),
+    (353, 'Coordinator.NodeId'),
+    (354, 'Coordinator.Host'),
+    (355, 'Coordinator.Port,ErrorCode'),
+    (356, 'Coordinator.ErrorMessage'),
+    (357, 'Coordinator.<tagged fields>'),
 )

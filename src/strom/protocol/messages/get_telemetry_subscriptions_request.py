@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,9 +36,34 @@ class GetTelemetrySubscriptionsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: Unique id for this client instance, must be set to 0 on the first request.
-    client_instance_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Unique id for this client instance, must be set to 0 on the first request.
+        client_instance_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('client_instance_id', 'unknown_tagged_fields', )
+        client_instance_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, client_instance_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'client_instance_id', client_instance_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(client_instance_id={self.client_instance_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.client_instance_id, self.unknown_tagged_fields, ) == (other.client_instance_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.client_instance_id, self.unknown_tagged_fields, ))
 
 
 class _New_GetTelemetrySubscriptionsRequest(_Message):
@@ -79,10 +111,10 @@ GetTelemetrySubscriptionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'GetTelemetrySubscriptionsRequest'),
-    (49, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
-    (50, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
-    (63, 'GetTelemetrySubscriptionsRequest'),
-    (67, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
-    (68, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
+    (80, 'GetTelemetrySubscriptionsRequest'),
+    (81, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
+    (82, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
+    (95, 'GetTelemetrySubscriptionsRequest'),
+    (99, 'GetTelemetrySubscriptionsRequest.ClientInstanceId'),
+    (100, 'GetTelemetrySubscriptionsRequest.<tagged fields>'),
 )

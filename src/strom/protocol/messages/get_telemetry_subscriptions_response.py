@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">ii?")
@@ -31,25 +38,66 @@ class GetTelemetrySubscriptionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: Assigned client instance id if ClientInstanceId was 0 in the request, else 0.
-    client_instance_id: UUID = _p.ZERO_UUID
-    #: Unique identifier for the current subscription set for this client instance.
-    subscription_id: int = 0
-    #: Compression types that broker accepts for the PushTelemetryRequest.
-    accepted_compression_types: tuple[int, ...] = ()
-    #: Configured push interval, which is the lowest configured interval in the current subscription set.
-    push_interval_ms: int = 0
-    #: The maximum bytes of binary data the broker accepts in PushTelemetryRequest.
-    telemetry_max_bytes: int = 0
-    #: Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values
-    delta_temporality: bool = False
-    #: Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty string: All metrics subscribed.
-    requested_metrics: tuple[str, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: Assigned client instance id if ClientInstanceId was 0 in the request, else 0.
+        client_instance_id: UUID = _p.ZERO_UUID
+        #: Unique identifier for the current subscription set for this client instance.
+        subscription_id: int = 0
+        #: Compression types that broker accepts for the PushTelemetryRequest.
+        accepted_compression_types: tuple[int, ...] = ()
+        #: Configured push interval, which is the lowest configured interval in the current subscription set.
+        push_interval_ms: int = 0
+        #: The maximum bytes of binary data the broker accepts in PushTelemetryRequest.
+        telemetry_max_bytes: int = 0
+        #: Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values
+        delta_temporality: bool = False
+        #: Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty string: All metrics subscribed.
+        requested_metrics: tuple[str, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        client_instance_id: UUID
+        subscription_id: int
+        accepted_compression_types: tuple[int, ...]
+        push_interval_ms: int
+        telemetry_max_bytes: int
+        delta_temporality: bool
+        requested_metrics: tuple[str, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, client_instance_id: UUID = _p.ZERO_UUID, subscription_id: int = 0, accepted_compression_types: tuple[int, ...] = (), push_interval_ms: int = 0, telemetry_max_bytes: int = 0, delta_temporality: bool = False, requested_metrics: tuple[str, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'client_instance_id', client_instance_id)
+            _object_setattr(self, 'subscription_id', subscription_id)
+            _object_setattr(self, 'accepted_compression_types', accepted_compression_types)
+            _object_setattr(self, 'push_interval_ms', push_interval_ms)
+            _object_setattr(self, 'telemetry_max_bytes', telemetry_max_bytes)
+            _object_setattr(self, 'delta_temporality', delta_temporality)
+            _object_setattr(self, 'requested_metrics', requested_metrics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, accepted_compression_types={self.accepted_compression_types!r}, push_interval_ms={self.push_interval_ms!r}, telemetry_max_bytes={self.telemetry_max_bytes!r}, delta_temporality={self.delta_temporality!r}, requested_metrics={self.requested_metrics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.client_instance_id, other.subscription_id, other.accepted_compression_types, other.push_interval_ms, other.telemetry_max_bytes, other.delta_temporality, other.requested_metrics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics, self.unknown_tagged_fields, ))
 
 
 class _New_GetTelemetrySubscriptionsResponse(_Message):
@@ -158,20 +206,20 @@ GetTelemetrySubscriptionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'GetTelemetrySubscriptionsResponse'),
-    (83, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
-    (85, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
-    (86, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
-    (88, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (97, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (99, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (111, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
-    (124, 'GetTelemetrySubscriptionsResponse'),
-    (128, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
-    (129, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
-    (130, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
-    (131, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
-    (138, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
-    (139, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
-    (147, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (130, 'GetTelemetrySubscriptionsResponse'),
+    (131, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
+    (133, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
+    (134, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
+    (136, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
+    (145, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (147, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (159, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
+    (172, 'GetTelemetrySubscriptionsResponse'),
+    (176, 'GetTelemetrySubscriptionsResponse.ThrottleTimeMs,ErrorCode'),
+    (177, 'GetTelemetrySubscriptionsResponse.ClientInstanceId'),
+    (178, 'GetTelemetrySubscriptionsResponse.SubscriptionId'),
+    (179, 'GetTelemetrySubscriptionsResponse.AcceptedCompressionTypes'),
+    (186, 'GetTelemetrySubscriptionsResponse.PushIntervalMs,TelemetryMaxBytes,DeltaTemporality'),
+    (187, 'GetTelemetrySubscriptionsResponse.RequestedMetrics'),
+    (195, 'GetTelemetrySubscriptionsResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
@@ -29,15 +36,46 @@ class HeartbeatRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 5)
-    #: The group id.
-    group_id: str = ''
-    #: The generation of the group.
-    generation_id: int = 0
-    #: The member ID.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group id.
+        group_id: str = ''
+        #: The generation of the group.
+        generation_id: int = 0
+        #: The member ID.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'unknown_tagged_fields', )
+        group_id: str
+        generation_id: int
+        member_id: str
+        group_instance_id: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'generation_id', generation_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.unknown_tagged_fields, ) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.unknown_tagged_fields, ))
 
 
 class _New_HeartbeatRequest(_Message):
@@ -138,35 +176,35 @@ HeartbeatRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'HeartbeatRequest'),
-    (61, 'HeartbeatRequest.GroupId'),
-    (62, 'HeartbeatRequest.GenerationId'),
-    (64, 'HeartbeatRequest.MemberId'),
-    (65, 'HeartbeatRequest'),
-    (69, 'HeartbeatRequest.GroupInstanceId'),
-    (71, 'HeartbeatRequest.GroupId'),
-    (72, 'HeartbeatRequest.GenerationId'),
-    (73, 'HeartbeatRequest.MemberId'),
-    (76, 'HeartbeatRequest'),
-    (77, 'HeartbeatRequest.GroupId'),
-    (78, 'HeartbeatRequest.GenerationId'),
-    (80, 'HeartbeatRequest.MemberId'),
-    (81, 'HeartbeatRequest.GroupInstanceId'),
-    (82, 'HeartbeatRequest'),
-    (86, 'HeartbeatRequest.GroupId'),
-    (87, 'HeartbeatRequest.GenerationId'),
-    (88, 'HeartbeatRequest.MemberId'),
-    (89, 'HeartbeatRequest.GroupInstanceId'),
-    (92, 'HeartbeatRequest'),
-    (93, 'HeartbeatRequest.GroupId'),
-    (94, 'HeartbeatRequest.GenerationId'),
-    (96, 'HeartbeatRequest.MemberId'),
-    (97, 'HeartbeatRequest.GroupInstanceId'),
-    (98, 'HeartbeatRequest.<tagged fields>'),
-    (111, 'HeartbeatRequest'),
+    (98, 'HeartbeatRequest'),
+    (99, 'HeartbeatRequest.GroupId'),
+    (100, 'HeartbeatRequest.GenerationId'),
+    (102, 'HeartbeatRequest.MemberId'),
+    (103, 'HeartbeatRequest'),
+    (107, 'HeartbeatRequest.GroupInstanceId'),
+    (109, 'HeartbeatRequest.GroupId'),
+    (110, 'HeartbeatRequest.GenerationId'),
+    (111, 'HeartbeatRequest.MemberId'),
+    (114, 'HeartbeatRequest'),
     (115, 'HeartbeatRequest.GroupId'),
     (116, 'HeartbeatRequest.GenerationId'),
-    (117, 'HeartbeatRequest.MemberId'),
-    (118, 'HeartbeatRequest.GroupInstanceId'),
-    (119, 'HeartbeatRequest.<tagged fields>'),
+    (118, 'HeartbeatRequest.MemberId'),
+    (119, 'HeartbeatRequest.GroupInstanceId'),
+    (120, 'HeartbeatRequest'),
+    (124, 'HeartbeatRequest.GroupId'),
+    (125, 'HeartbeatRequest.GenerationId'),
+    (126, 'HeartbeatRequest.MemberId'),
+    (127, 'HeartbeatRequest.GroupInstanceId'),
+    (130, 'HeartbeatRequest'),
+    (131, 'HeartbeatRequest.GroupId'),
+    (132, 'HeartbeatRequest.GenerationId'),
+    (134, 'HeartbeatRequest.MemberId'),
+    (135, 'HeartbeatRequest.GroupInstanceId'),
+    (136, 'HeartbeatRequest.<tagged fields>'),
+    (149, 'HeartbeatRequest'),
+    (153, 'HeartbeatRequest.GroupId'),
+    (154, 'HeartbeatRequest.GenerationId'),
+    (155, 'HeartbeatRequest.MemberId'),
+    (156, 'HeartbeatRequest.GroupInstanceId'),
+    (157, 'HeartbeatRequest.<tagged fields>'),
 )

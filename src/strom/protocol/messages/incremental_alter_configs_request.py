@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">b")
 
@@ -24,13 +31,42 @@ _S1 = Struct(">b")
 @dataclass(frozen=True, slots=True)
 class AlterableConfig:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name', 'config_operation',)
-    #: The configuration key name.
-    name: str = ''
-    #: The type (Set, Delete, Append, Subtract) of operation.
-    config_operation: int = 0
-    #: The value to set for the configuration key.
-    value: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The configuration key name.
+        name: str = ''
+        #: The type (Set, Delete, Append, Subtract) of operation.
+        config_operation: int = 0
+        #: The value to set for the configuration key.
+        value: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields', )
+        name: str
+        config_operation: int
+        value: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', config_operation: int = 0, value: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'config_operation', config_operation)
+            _object_setattr(self, 'value', value)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, config_operation={self.config_operation!r}, value={self.value!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.config_operation, self.value, self.unknown_tagged_fields, ) == (other.name, other.config_operation, other.value, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.config_operation, self.value, self.unknown_tagged_fields, ))
 
 
 class _New_AlterableConfig:
@@ -54,13 +90,42 @@ _DEFAULT_AlterableConfig = AlterableConfig()
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResource:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('resource_type', 'resource_name',)
-    #: The resource type.
-    resource_type: int = 0
-    #: The resource name.
-    resource_name: str = ''
-    #: The configurations.
-    configs: tuple[AlterableConfig, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource type.
+        resource_type: int = 0
+        #: The resource name.
+        resource_name: str = ''
+        #: The configurations.
+        configs: tuple[AlterableConfig, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields', )
+        resource_type: int
+        resource_name: str
+        configs: tuple[AlterableConfig, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resource_type: int = 0, resource_name: str = '', configs: tuple[AlterableConfig, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resource_type', resource_type)
+            _object_setattr(self, 'resource_name', resource_name)
+            _object_setattr(self, 'configs', configs)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ) == (other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields, ))
 
 
 class _New_AlterConfigsResource:
@@ -90,11 +155,38 @@ class IncrementalAlterConfigsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The incremental updates for each resource.
-    resources: tuple[AlterConfigsResource, ...] = ()
-    #: True if we should validate the request, but not change the configurations.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The incremental updates for each resource.
+        resources: tuple[AlterConfigsResource, ...] = ()
+        #: True if we should validate the request, but not change the configurations.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('resources', 'validate_only', 'unknown_tagged_fields', )
+        resources: tuple[AlterConfigsResource, ...]
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, resources: tuple[AlterConfigsResource, ...] = (), validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'resources', resources)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(resources={self.resources!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.resources, self.validate_only, self.unknown_tagged_fields, ) == (other.resources, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.resources, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_IncrementalAlterConfigsRequest(_Message):
@@ -311,54 +403,54 @@ IncrementalAlterConfigsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (113, 'IncrementalAlterConfigsRequest'),
-    (114, 'IncrementalAlterConfigsRequest.Resources'),
-    (123, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (125, 'IncrementalAlterConfigsRequest'),
-    (129, 'IncrementalAlterConfigsRequest.Resources'),
-    (134, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (137, 'IncrementalAlterConfigsRequest'),
-    (138, 'IncrementalAlterConfigsRequest.Resources'),
-    (150, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (152, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (165, 'IncrementalAlterConfigsRequest'),
-    (169, 'IncrementalAlterConfigsRequest.Resources'),
-    (177, 'IncrementalAlterConfigsRequest.ValidateOnly'),
-    (178, 'IncrementalAlterConfigsRequest.<tagged fields>'),
-    (184, 'AlterConfigsResource'),
-    (185, 'AlterConfigsResource.ResourceType'),
-    (187, 'AlterConfigsResource.ResourceName'),
-    (188, 'AlterConfigsResource.Configs'),
-    (197, 'AlterConfigsResource'),
-    (201, 'AlterConfigsResource.ResourceType'),
-    (202, 'AlterConfigsResource.ResourceName'),
-    (203, 'AlterConfigsResource.Configs'),
-    (210, 'AlterConfigsResource'),
-    (211, 'AlterConfigsResource.ResourceType'),
-    (213, 'AlterConfigsResource.ResourceName'),
-    (214, 'AlterConfigsResource.Configs'),
-    (226, 'AlterConfigsResource.<tagged fields>'),
-    (239, 'AlterConfigsResource'),
-    (243, 'AlterConfigsResource.ResourceType'),
-    (244, 'AlterConfigsResource.ResourceName'),
-    (245, 'AlterConfigsResource.Configs'),
-    (253, 'AlterConfigsResource.<tagged fields>'),
-    (259, 'AlterableConfig'),
-    (260, 'AlterableConfig.Name'),
-    (261, 'AlterableConfig.ConfigOperation'),
-    (263, 'AlterableConfig.Value'),
-    (264, 'AlterableConfig'),
-    (268, 'AlterableConfig.Name'),
-    (269, 'AlterableConfig.ConfigOperation'),
-    (270, 'AlterableConfig.Value'),
-    (273, 'AlterableConfig'),
-    (274, 'AlterableConfig.Name'),
-    (275, 'AlterableConfig.ConfigOperation'),
-    (277, 'AlterableConfig.Value'),
-    (278, 'AlterableConfig.<tagged fields>'),
-    (291, 'AlterableConfig'),
-    (295, 'AlterableConfig.Name'),
-    (296, 'AlterableConfig.ConfigOperation'),
-    (297, 'AlterableConfig.Value'),
-    (298, 'AlterableConfig.<tagged fields>'),
+    (205, 'IncrementalAlterConfigsRequest'),
+    (206, 'IncrementalAlterConfigsRequest.Resources'),
+    (215, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (217, 'IncrementalAlterConfigsRequest'),
+    (221, 'IncrementalAlterConfigsRequest.Resources'),
+    (226, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (229, 'IncrementalAlterConfigsRequest'),
+    (230, 'IncrementalAlterConfigsRequest.Resources'),
+    (242, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (244, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (257, 'IncrementalAlterConfigsRequest'),
+    (261, 'IncrementalAlterConfigsRequest.Resources'),
+    (269, 'IncrementalAlterConfigsRequest.ValidateOnly'),
+    (270, 'IncrementalAlterConfigsRequest.<tagged fields>'),
+    (276, 'AlterConfigsResource'),
+    (277, 'AlterConfigsResource.ResourceType'),
+    (279, 'AlterConfigsResource.ResourceName'),
+    (280, 'AlterConfigsResource.Configs'),
+    (289, 'AlterConfigsResource'),
+    (293, 'AlterConfigsResource.ResourceType'),
+    (294, 'AlterConfigsResource.ResourceName'),
+    (295, 'AlterConfigsResource.Configs'),
+    (302, 'AlterConfigsResource'),
+    (303, 'AlterConfigsResource.ResourceType'),
+    (305, 'AlterConfigsResource.ResourceName'),
+    (306, 'AlterConfigsResource.Configs'),
+    (318, 'AlterConfigsResource.<tagged fields>'),
+    (331, 'AlterConfigsResource'),
+    (335, 'AlterConfigsResource.ResourceType'),
+    (336, 'AlterConfigsResource.ResourceName'),
+    (337, 'AlterConfigsResource.Configs'),
+    (345, 'AlterConfigsResource.<tagged fields>'),
+    (351, 'AlterableConfig'),
+    (352, 'AlterableConfig.Name'),
+    (353, 'AlterableConfig.ConfigOperation'),
+    (355, 'AlterableConfig.Value'),
+    (356, 'AlterableConfig'),
+    (360, 'AlterableConfig.Name'),
+    (361, 'AlterableConfig.ConfigOperation'),
+    (362, 'AlterableConfig.Value'),
+    (365, 'AlterableConfig'),
+    (366, 'AlterableConfig.Name'),
+    (367, 'AlterableConfig.ConfigOperation'),
+    (369, 'AlterableConfig.Value'),
+    (370, 'AlterableConfig.<tagged fields>'),
+    (383, 'AlterableConfig'),
+    (387, 'AlterableConfig.Name'),
+    (388, 'AlterableConfig.ConfigOperation'),
+    (389, 'AlterableConfig.Value'),
+    (390, 'AlterableConfig.<tagged fields>'),
 )

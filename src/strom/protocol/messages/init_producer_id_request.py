@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">iqh")
 
@@ -30,15 +37,46 @@ class InitProducerIdRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 6)
-    #: The transactional id, or null if the producer is not transactional.
-    transactional_id: str | None = ''
-    #: The time in ms to wait before aborting idle transactions sent by this producer. This is only relevant if a TransactionalId has been defined.
-    transaction_timeout_ms: int = 0
-    #: The producer id. This is used to disambiguate requests if a transactional id is reused following its expiration.
-    producer_id: int = -1
-    #: The producer's current epoch. This will be checked against the producer epoch on the broker, and the request will return an error if they do not match.
-    producer_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transactional id, or null if the producer is not transactional.
+        transactional_id: str | None = ''
+        #: The time in ms to wait before aborting idle transactions sent by this producer. This is only relevant if a TransactionalId has been defined.
+        transaction_timeout_ms: int = 0
+        #: The producer id. This is used to disambiguate requests if a transactional id is reused following its expiration.
+        producer_id: int = -1
+        #: The producer's current epoch. This will be checked against the producer epoch on the broker, and the request will return an error if they do not match.
+        producer_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'unknown_tagged_fields', )
+        transactional_id: str | None
+        transaction_timeout_ms: int
+        producer_id: int
+        producer_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'transaction_timeout_ms', transaction_timeout_ms)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, transaction_timeout_ms={self.transaction_timeout_ms!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch, self.unknown_tagged_fields, ) == (other.transactional_id, other.transaction_timeout_ms, other.producer_id, other.producer_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_InitProducerIdRequest(_Message):
@@ -154,30 +192,30 @@ InitProducerIdRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'InitProducerIdRequest'),
-    (62, 'InitProducerIdRequest.TransactionalId'),
-    (63, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (65, 'InitProducerIdRequest'),
-    (69, 'InitProducerIdRequest.ProducerId'),
-    (71, 'InitProducerIdRequest.ProducerEpoch'),
-    (73, 'InitProducerIdRequest.TransactionalId'),
-    (74, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (77, 'InitProducerIdRequest'),
-    (78, 'InitProducerIdRequest.TransactionalId'),
-    (79, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (81, 'InitProducerIdRequest.<tagged fields>'),
-    (94, 'InitProducerIdRequest'),
-    (98, 'InitProducerIdRequest.ProducerId'),
-    (100, 'InitProducerIdRequest.ProducerEpoch'),
-    (102, 'InitProducerIdRequest.TransactionalId'),
-    (103, 'InitProducerIdRequest.TransactionTimeoutMs'),
-    (104, 'InitProducerIdRequest.<tagged fields>'),
-    (110, 'InitProducerIdRequest'),
+    (99, 'InitProducerIdRequest'),
+    (100, 'InitProducerIdRequest.TransactionalId'),
+    (101, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (103, 'InitProducerIdRequest'),
+    (107, 'InitProducerIdRequest.ProducerId'),
+    (109, 'InitProducerIdRequest.ProducerEpoch'),
     (111, 'InitProducerIdRequest.TransactionalId'),
-    (112, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
-    (114, 'InitProducerIdRequest.<tagged fields>'),
-    (127, 'InitProducerIdRequest'),
-    (131, 'InitProducerIdRequest.TransactionalId'),
-    (132, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
-    (133, 'InitProducerIdRequest.<tagged fields>'),
+    (112, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (115, 'InitProducerIdRequest'),
+    (116, 'InitProducerIdRequest.TransactionalId'),
+    (117, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (119, 'InitProducerIdRequest.<tagged fields>'),
+    (132, 'InitProducerIdRequest'),
+    (136, 'InitProducerIdRequest.ProducerId'),
+    (138, 'InitProducerIdRequest.ProducerEpoch'),
+    (140, 'InitProducerIdRequest.TransactionalId'),
+    (141, 'InitProducerIdRequest.TransactionTimeoutMs'),
+    (142, 'InitProducerIdRequest.<tagged fields>'),
+    (148, 'InitProducerIdRequest'),
+    (149, 'InitProducerIdRequest.TransactionalId'),
+    (150, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
+    (152, 'InitProducerIdRequest.<tagged fields>'),
+    (165, 'InitProducerIdRequest'),
+    (169, 'InitProducerIdRequest.TransactionalId'),
+    (170, 'InitProducerIdRequest.TransactionTimeoutMs,ProducerId,ProducerEpoch'),
+    (171, 'InitProducerIdRequest.<tagged fields>'),
 )

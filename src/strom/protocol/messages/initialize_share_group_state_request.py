@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,18 +17,54 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iiq")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition: int = 0
-    #: The state epoch for this share-partition.
-    state_epoch: int = 0
-    #: The share-partition start offset, or -1 if the start offset is not being initialized.
-    start_offset: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The state epoch for this share-partition.
+        state_epoch: int = 0
+        #: The share-partition start offset, or -1 if the start offset is not being initialized.
+        start_offset: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'state_epoch', 'start_offset', 'unknown_tagged_fields', )
+        partition: int
+        state_epoch: int
+        start_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, state_epoch: int = 0, start_offset: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'state_epoch', state_epoch)
+            _object_setattr(self, 'start_offset', start_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, state_epoch={self.state_epoch!r}, start_offset={self.start_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.state_epoch, self.start_offset, self.unknown_tagged_fields, ) == (other.partition, other.state_epoch, other.start_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.state_epoch, self.start_offset, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -51,11 +87,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class InitializeStateData:
-    #: The topic identifier.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The data for the partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The data for the partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_InitializeStateData:
@@ -83,11 +146,38 @@ class InitializeShareGroupStateRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str = ''
-    #: The data for the topics.
-    topics: tuple[InitializeStateData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str = ''
+        #: The data for the topics.
+        topics: tuple[InitializeStateData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[InitializeStateData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[InitializeStateData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_InitializeShareGroupStateRequest(_Message):
@@ -230,26 +320,26 @@ InitializeShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (106, 'InitializeShareGroupStateRequest'),
-    (107, 'InitializeShareGroupStateRequest.GroupId'),
-    (108, 'InitializeShareGroupStateRequest.Topics'),
-    (120, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (133, 'InitializeShareGroupStateRequest'),
-    (137, 'InitializeShareGroupStateRequest.GroupId'),
-    (138, 'InitializeShareGroupStateRequest.Topics'),
-    (146, 'InitializeShareGroupStateRequest.<tagged fields>'),
-    (152, 'InitializeStateData'),
-    (153, 'InitializeStateData.TopicId'),
-    (154, 'InitializeStateData.Partitions'),
-    (166, 'InitializeStateData.<tagged fields>'),
-    (179, 'InitializeStateData'),
-    (183, 'InitializeStateData.TopicId'),
-    (184, 'InitializeStateData.Partitions'),
-    (192, 'InitializeStateData.<tagged fields>'),
-    (198, 'PartitionData'),
-    (199, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (201, 'PartitionData.<tagged fields>'),
-    (214, 'PartitionData'),
-    (218, 'PartitionData.Partition,StateEpoch,StartOffset'),
-    (219, 'PartitionData.<tagged fields>'),
+    (196, 'InitializeShareGroupStateRequest'),
+    (197, 'InitializeShareGroupStateRequest.GroupId'),
+    (198, 'InitializeShareGroupStateRequest.Topics'),
+    (210, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (223, 'InitializeShareGroupStateRequest'),
+    (227, 'InitializeShareGroupStateRequest.GroupId'),
+    (228, 'InitializeShareGroupStateRequest.Topics'),
+    (236, 'InitializeShareGroupStateRequest.<tagged fields>'),
+    (242, 'InitializeStateData'),
+    (243, 'InitializeStateData.TopicId'),
+    (244, 'InitializeStateData.Partitions'),
+    (256, 'InitializeStateData.<tagged fields>'),
+    (269, 'InitializeStateData'),
+    (273, 'InitializeStateData.TopicId'),
+    (274, 'InitializeStateData.Partitions'),
+    (282, 'InitializeStateData.<tagged fields>'),
+    (288, 'PartitionData'),
+    (289, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (291, 'PartitionData.<tagged fields>'),
+    (304, 'PartitionData'),
+    (308, 'PartitionData.Partition,StateEpoch,StartOffset'),
+    (309, 'PartitionData.<tagged fields>'),
 )

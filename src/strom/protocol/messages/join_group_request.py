@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ii")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">ii")
 @dataclass(frozen=True, slots=True)
 class JoinGroupRequestProtocol:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The protocol name.
-    name: str = ''
-    #: The protocol metadata.
-    metadata: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The protocol name.
+        name: str = ''
+        #: The protocol metadata.
+        metadata: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'metadata', 'unknown_tagged_fields', )
+        name: str
+        metadata: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', metadata: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'metadata', metadata)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, metadata={self.metadata!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.metadata, self.unknown_tagged_fields, ) == (other.name, other.metadata, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.metadata, self.unknown_tagged_fields, ))
 
 
 class _New_JoinGroupRequestProtocol:
@@ -56,23 +90,62 @@ class JoinGroupRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 10)
-    #: The group identifier.
-    group_id: str = ''
-    #: The coordinator considers the consumer dead if it receives no heartbeat after this timeout in milliseconds.
-    session_timeout_ms: int = 0
-    #: The maximum time in milliseconds that the coordinator will wait for each member to rejoin when rebalancing the group.
-    rebalance_timeout_ms: int = -1
-    #: The member id assigned by the group coordinator.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: The unique name the for class of protocols implemented by the group we want to join.
-    protocol_type: str = ''
-    #: The list of protocols that the member supports.
-    protocols: tuple[JoinGroupRequestProtocol, ...] = ()
-    #: The reason why the member (re-)joins the group.
-    reason: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str = ''
+        #: The coordinator considers the consumer dead if it receives no heartbeat after this timeout in milliseconds.
+        session_timeout_ms: int = 0
+        #: The maximum time in milliseconds that the coordinator will wait for each member to rejoin when rebalancing the group.
+        rebalance_timeout_ms: int = -1
+        #: The member id assigned by the group coordinator.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: The unique name the for class of protocols implemented by the group we want to join.
+        protocol_type: str = ''
+        #: The list of protocols that the member supports.
+        protocols: tuple[JoinGroupRequestProtocol, ...] = ()
+        #: The reason why the member (re-)joins the group.
+        reason: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'session_timeout_ms', 'rebalance_timeout_ms', 'member_id', 'group_instance_id', 'protocol_type', 'protocols', 'reason', 'unknown_tagged_fields', )
+        group_id: str
+        session_timeout_ms: int
+        rebalance_timeout_ms: int
+        member_id: str
+        group_instance_id: str | None
+        protocol_type: str
+        protocols: tuple[JoinGroupRequestProtocol, ...]
+        reason: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', session_timeout_ms: int = 0, rebalance_timeout_ms: int = -1, member_id: str = '', group_instance_id: str | None = None, protocol_type: str = '', protocols: tuple[JoinGroupRequestProtocol, ...] = (), reason: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'session_timeout_ms', session_timeout_ms)
+            _object_setattr(self, 'rebalance_timeout_ms', rebalance_timeout_ms)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'protocols', protocols)
+            _object_setattr(self, 'reason', reason)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, session_timeout_ms={self.session_timeout_ms!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocols={self.protocols!r}, reason={self.reason!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id, self.group_instance_id, self.protocol_type, self.protocols, self.reason, self.unknown_tagged_fields, ) == (other.group_id, other.session_timeout_ms, other.rebalance_timeout_ms, other.member_id, other.group_instance_id, other.protocol_type, other.protocols, other.reason, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id, self.group_instance_id, self.protocol_type, self.protocols, self.reason, self.unknown_tagged_fields, ))
 
 
 class _New_JoinGroupRequest(_Message):
@@ -373,92 +446,92 @@ JoinGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'JoinGroupRequest'),
-    (104, 'JoinGroupRequest.GroupId'),
-    (105, 'JoinGroupRequest.SessionTimeoutMs'),
-    (107, 'JoinGroupRequest.MemberId'),
-    (108, 'JoinGroupRequest.ProtocolType'),
-    (109, 'JoinGroupRequest.Protocols'),
-    (118, 'JoinGroupRequest'),
-    (122, 'JoinGroupRequest.GroupInstanceId'),
-    (124, 'JoinGroupRequest.GroupId'),
-    (125, 'JoinGroupRequest.SessionTimeoutMs'),
-    (126, 'JoinGroupRequest.MemberId'),
-    (127, 'JoinGroupRequest.ProtocolType'),
-    (128, 'JoinGroupRequest.Protocols'),
-    (135, 'JoinGroupRequest'),
-    (136, 'JoinGroupRequest.GroupId'),
-    (137, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (139, 'JoinGroupRequest.MemberId'),
-    (140, 'JoinGroupRequest.ProtocolType'),
-    (141, 'JoinGroupRequest.Protocols'),
-    (150, 'JoinGroupRequest'),
-    (154, 'JoinGroupRequest.GroupInstanceId'),
-    (156, 'JoinGroupRequest.GroupId'),
-    (157, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (158, 'JoinGroupRequest.MemberId'),
-    (159, 'JoinGroupRequest.ProtocolType'),
-    (160, 'JoinGroupRequest.Protocols'),
-    (167, 'JoinGroupRequest'),
-    (168, 'JoinGroupRequest.GroupId'),
-    (169, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (171, 'JoinGroupRequest.MemberId'),
-    (172, 'JoinGroupRequest.GroupInstanceId'),
-    (173, 'JoinGroupRequest.ProtocolType'),
-    (174, 'JoinGroupRequest.Protocols'),
-    (183, 'JoinGroupRequest'),
-    (187, 'JoinGroupRequest.GroupId'),
-    (188, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (189, 'JoinGroupRequest.MemberId'),
-    (190, 'JoinGroupRequest.GroupInstanceId'),
-    (191, 'JoinGroupRequest.ProtocolType'),
-    (192, 'JoinGroupRequest.Protocols'),
-    (199, 'JoinGroupRequest'),
-    (200, 'JoinGroupRequest.GroupId'),
-    (201, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (203, 'JoinGroupRequest.MemberId'),
-    (204, 'JoinGroupRequest.GroupInstanceId'),
-    (205, 'JoinGroupRequest.ProtocolType'),
-    (206, 'JoinGroupRequest.Protocols'),
-    (218, 'JoinGroupRequest.<tagged fields>'),
-    (231, 'JoinGroupRequest'),
-    (235, 'JoinGroupRequest.GroupId'),
-    (236, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (237, 'JoinGroupRequest.MemberId'),
-    (238, 'JoinGroupRequest.GroupInstanceId'),
-    (239, 'JoinGroupRequest.ProtocolType'),
-    (240, 'JoinGroupRequest.Protocols'),
-    (248, 'JoinGroupRequest.<tagged fields>'),
-    (254, 'JoinGroupRequest'),
-    (255, 'JoinGroupRequest.GroupId'),
-    (256, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (258, 'JoinGroupRequest.MemberId'),
-    (259, 'JoinGroupRequest.GroupInstanceId'),
-    (260, 'JoinGroupRequest.ProtocolType'),
-    (261, 'JoinGroupRequest.Protocols'),
-    (273, 'JoinGroupRequest.Reason'),
-    (274, 'JoinGroupRequest.<tagged fields>'),
-    (287, 'JoinGroupRequest'),
-    (291, 'JoinGroupRequest.GroupId'),
-    (292, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
-    (293, 'JoinGroupRequest.MemberId'),
-    (294, 'JoinGroupRequest.GroupInstanceId'),
-    (295, 'JoinGroupRequest.ProtocolType'),
-    (296, 'JoinGroupRequest.Protocols'),
-    (304, 'JoinGroupRequest.Reason'),
-    (305, 'JoinGroupRequest.<tagged fields>'),
-    (311, 'JoinGroupRequestProtocol'),
-    (312, 'JoinGroupRequestProtocol.Name'),
-    (313, 'JoinGroupRequestProtocol.Metadata'),
-    (314, 'JoinGroupRequestProtocol'),
-    (318, 'JoinGroupRequestProtocol.Name'),
-    (319, 'JoinGroupRequestProtocol.Metadata'),
-    (322, 'JoinGroupRequestProtocol'),
-    (323, 'JoinGroupRequestProtocol.Name'),
-    (324, 'JoinGroupRequestProtocol.Metadata'),
-    (325, 'JoinGroupRequestProtocol.<tagged fields>'),
-    (338, 'JoinGroupRequestProtocol'),
-    (342, 'JoinGroupRequestProtocol.Name'),
-    (343, 'JoinGroupRequestProtocol.Metadata'),
-    (344, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (176, 'JoinGroupRequest'),
+    (177, 'JoinGroupRequest.GroupId'),
+    (178, 'JoinGroupRequest.SessionTimeoutMs'),
+    (180, 'JoinGroupRequest.MemberId'),
+    (181, 'JoinGroupRequest.ProtocolType'),
+    (182, 'JoinGroupRequest.Protocols'),
+    (191, 'JoinGroupRequest'),
+    (195, 'JoinGroupRequest.GroupInstanceId'),
+    (197, 'JoinGroupRequest.GroupId'),
+    (198, 'JoinGroupRequest.SessionTimeoutMs'),
+    (199, 'JoinGroupRequest.MemberId'),
+    (200, 'JoinGroupRequest.ProtocolType'),
+    (201, 'JoinGroupRequest.Protocols'),
+    (208, 'JoinGroupRequest'),
+    (209, 'JoinGroupRequest.GroupId'),
+    (210, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (212, 'JoinGroupRequest.MemberId'),
+    (213, 'JoinGroupRequest.ProtocolType'),
+    (214, 'JoinGroupRequest.Protocols'),
+    (223, 'JoinGroupRequest'),
+    (227, 'JoinGroupRequest.GroupInstanceId'),
+    (229, 'JoinGroupRequest.GroupId'),
+    (230, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (231, 'JoinGroupRequest.MemberId'),
+    (232, 'JoinGroupRequest.ProtocolType'),
+    (233, 'JoinGroupRequest.Protocols'),
+    (240, 'JoinGroupRequest'),
+    (241, 'JoinGroupRequest.GroupId'),
+    (242, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (244, 'JoinGroupRequest.MemberId'),
+    (245, 'JoinGroupRequest.GroupInstanceId'),
+    (246, 'JoinGroupRequest.ProtocolType'),
+    (247, 'JoinGroupRequest.Protocols'),
+    (256, 'JoinGroupRequest'),
+    (260, 'JoinGroupRequest.GroupId'),
+    (261, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (262, 'JoinGroupRequest.MemberId'),
+    (263, 'JoinGroupRequest.GroupInstanceId'),
+    (264, 'JoinGroupRequest.ProtocolType'),
+    (265, 'JoinGroupRequest.Protocols'),
+    (272, 'JoinGroupRequest'),
+    (273, 'JoinGroupRequest.GroupId'),
+    (274, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (276, 'JoinGroupRequest.MemberId'),
+    (277, 'JoinGroupRequest.GroupInstanceId'),
+    (278, 'JoinGroupRequest.ProtocolType'),
+    (279, 'JoinGroupRequest.Protocols'),
+    (291, 'JoinGroupRequest.<tagged fields>'),
+    (304, 'JoinGroupRequest'),
+    (308, 'JoinGroupRequest.GroupId'),
+    (309, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (310, 'JoinGroupRequest.MemberId'),
+    (311, 'JoinGroupRequest.GroupInstanceId'),
+    (312, 'JoinGroupRequest.ProtocolType'),
+    (313, 'JoinGroupRequest.Protocols'),
+    (321, 'JoinGroupRequest.<tagged fields>'),
+    (327, 'JoinGroupRequest'),
+    (328, 'JoinGroupRequest.GroupId'),
+    (329, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (331, 'JoinGroupRequest.MemberId'),
+    (332, 'JoinGroupRequest.GroupInstanceId'),
+    (333, 'JoinGroupRequest.ProtocolType'),
+    (334, 'JoinGroupRequest.Protocols'),
+    (346, 'JoinGroupRequest.Reason'),
+    (347, 'JoinGroupRequest.<tagged fields>'),
+    (360, 'JoinGroupRequest'),
+    (364, 'JoinGroupRequest.GroupId'),
+    (365, 'JoinGroupRequest.SessionTimeoutMs,RebalanceTimeoutMs'),
+    (366, 'JoinGroupRequest.MemberId'),
+    (367, 'JoinGroupRequest.GroupInstanceId'),
+    (368, 'JoinGroupRequest.ProtocolType'),
+    (369, 'JoinGroupRequest.Protocols'),
+    (377, 'JoinGroupRequest.Reason'),
+    (378, 'JoinGroupRequest.<tagged fields>'),
+    (384, 'JoinGroupRequestProtocol'),
+    (385, 'JoinGroupRequestProtocol.Name'),
+    (386, 'JoinGroupRequestProtocol.Metadata'),
+    (387, 'JoinGroupRequestProtocol'),
+    (391, 'JoinGroupRequestProtocol.Name'),
+    (392, 'JoinGroupRequestProtocol.Metadata'),
+    (395, 'JoinGroupRequestProtocol'),
+    (396, 'JoinGroupRequestProtocol.Name'),
+    (397, 'JoinGroupRequestProtocol.Metadata'),
+    (398, 'JoinGroupRequestProtocol.<tagged fields>'),
+    (411, 'JoinGroupRequestProtocol'),
+    (415, 'JoinGroupRequestProtocol.Name'),
+    (416, 'JoinGroupRequestProtocol.Metadata'),
+    (417, 'JoinGroupRequestProtocol.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hi")
 _S1 = Struct(">ihi")
 _S2 = Struct(">?")
@@ -24,13 +31,42 @@ _S2 = Struct(">?")
 
 @dataclass(frozen=True, slots=True)
 class JoinGroupResponseMember:
-    #: The group member ID.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: The group member metadata.
-    metadata: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group member ID.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: The group member metadata.
+        metadata: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields', )
+        member_id: str
+        group_instance_id: str | None
+        metadata: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', group_instance_id: str | None = None, metadata: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'metadata', metadata)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, metadata={self.metadata!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.metadata, self.unknown_tagged_fields, ) == (other.member_id, other.group_instance_id, other.metadata, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.metadata, self.unknown_tagged_fields, ))
 
 
 class _New_JoinGroupResponseMember:
@@ -60,24 +96,65 @@ class JoinGroupResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 10)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The generation ID of the group.
-    generation_id: int = -1
-    #: The group protocol name.
-    protocol_type: str | None = None
-    #: The group protocol selected by the coordinator.
-    protocol_name: str | None = ''
-    #: The leader of the group.
-    leader: str = ''
-    #: True if the leader must skip running the assignment.
-    skip_assignment: bool = False
-    #: The member ID assigned by the group coordinator.
-    member_id: str = ''
-    members: tuple[JoinGroupResponseMember, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The generation ID of the group.
+        generation_id: int = -1
+        #: The group protocol name.
+        protocol_type: str | None = None
+        #: The group protocol selected by the coordinator.
+        protocol_name: str | None = ''
+        #: The leader of the group.
+        leader: str = ''
+        #: True if the leader must skip running the assignment.
+        skip_assignment: bool = False
+        #: The member ID assigned by the group coordinator.
+        member_id: str = ''
+        members: tuple[JoinGroupResponseMember, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        generation_id: int
+        protocol_type: str | None
+        protocol_name: str | None
+        leader: str
+        skip_assignment: bool
+        member_id: str
+        members: tuple[JoinGroupResponseMember, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, generation_id: int = -1, protocol_type: str | None = None, protocol_name: str | None = '', leader: str = '', skip_assignment: bool = False, member_id: str = '', members: tuple[JoinGroupResponseMember, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'generation_id', generation_id)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'protocol_name', protocol_name)
+            _object_setattr(self, 'leader', leader)
+            _object_setattr(self, 'skip_assignment', skip_assignment)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, generation_id={self.generation_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, leader={self.leader!r}, skip_assignment={self.skip_assignment!r}, member_id={self.member_id!r}, members={self.members!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.generation_id, self.protocol_type, self.protocol_name, self.leader, self.skip_assignment, self.member_id, self.members, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.generation_id, other.protocol_type, other.protocol_name, other.leader, other.skip_assignment, other.member_id, other.members, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.generation_id, self.protocol_type, self.protocol_name, self.leader, self.skip_assignment, self.member_id, self.members, self.unknown_tagged_fields, ))
 
 
 class _New_JoinGroupResponse(_Message):
@@ -453,117 +530,117 @@ JoinGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (110, 'JoinGroupResponse'),
-    (111, 'JoinGroupResponse.ErrorCode,GenerationId'),
-    (113, 'JoinGroupResponse.ProtocolName'),
-    (114, 'JoinGroupResponse.Leader'),
-    (115, 'JoinGroupResponse.MemberId'),
-    (116, 'JoinGroupResponse.Members'),
-    (125, 'JoinGroupResponse'),
-    (129, 'JoinGroupResponse.SkipAssignment'),
-    (131, 'JoinGroupResponse.ErrorCode,GenerationId'),
-    (132, 'JoinGroupResponse.ProtocolName'),
-    (133, 'JoinGroupResponse.Leader'),
-    (134, 'JoinGroupResponse.MemberId'),
-    (135, 'JoinGroupResponse.Members'),
-    (142, 'JoinGroupResponse'),
-    (143, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (145, 'JoinGroupResponse.ProtocolName'),
-    (146, 'JoinGroupResponse.Leader'),
-    (147, 'JoinGroupResponse.MemberId'),
-    (148, 'JoinGroupResponse.Members'),
-    (157, 'JoinGroupResponse'),
-    (161, 'JoinGroupResponse.SkipAssignment'),
-    (163, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (164, 'JoinGroupResponse.ProtocolName'),
-    (165, 'JoinGroupResponse.Leader'),
-    (166, 'JoinGroupResponse.MemberId'),
-    (167, 'JoinGroupResponse.Members'),
-    (174, 'JoinGroupResponse'),
-    (175, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (177, 'JoinGroupResponse.ProtocolName'),
-    (178, 'JoinGroupResponse.Leader'),
-    (179, 'JoinGroupResponse.MemberId'),
-    (180, 'JoinGroupResponse.Members'),
-    (189, 'JoinGroupResponse'),
-    (193, 'JoinGroupResponse.SkipAssignment'),
-    (195, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (196, 'JoinGroupResponse.ProtocolName'),
-    (197, 'JoinGroupResponse.Leader'),
-    (198, 'JoinGroupResponse.MemberId'),
-    (199, 'JoinGroupResponse.Members'),
-    (206, 'JoinGroupResponse'),
-    (207, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (187, 'JoinGroupResponse'),
+    (188, 'JoinGroupResponse.ErrorCode,GenerationId'),
+    (190, 'JoinGroupResponse.ProtocolName'),
+    (191, 'JoinGroupResponse.Leader'),
+    (192, 'JoinGroupResponse.MemberId'),
+    (193, 'JoinGroupResponse.Members'),
+    (202, 'JoinGroupResponse'),
+    (206, 'JoinGroupResponse.SkipAssignment'),
+    (208, 'JoinGroupResponse.ErrorCode,GenerationId'),
     (209, 'JoinGroupResponse.ProtocolName'),
     (210, 'JoinGroupResponse.Leader'),
     (211, 'JoinGroupResponse.MemberId'),
     (212, 'JoinGroupResponse.Members'),
-    (224, 'JoinGroupResponse.<tagged fields>'),
-    (237, 'JoinGroupResponse'),
-    (241, 'JoinGroupResponse.SkipAssignment'),
-    (243, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (244, 'JoinGroupResponse.ProtocolName'),
-    (245, 'JoinGroupResponse.Leader'),
-    (246, 'JoinGroupResponse.MemberId'),
-    (247, 'JoinGroupResponse.Members'),
-    (255, 'JoinGroupResponse.<tagged fields>'),
-    (261, 'JoinGroupResponse'),
-    (262, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (264, 'JoinGroupResponse.ProtocolType'),
-    (265, 'JoinGroupResponse.ProtocolName'),
-    (266, 'JoinGroupResponse.Leader'),
-    (267, 'JoinGroupResponse.MemberId'),
-    (268, 'JoinGroupResponse.Members'),
-    (280, 'JoinGroupResponse.<tagged fields>'),
-    (293, 'JoinGroupResponse'),
-    (297, 'JoinGroupResponse.SkipAssignment'),
-    (299, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (300, 'JoinGroupResponse.ProtocolType'),
-    (301, 'JoinGroupResponse.ProtocolName'),
-    (302, 'JoinGroupResponse.Leader'),
-    (303, 'JoinGroupResponse.MemberId'),
-    (304, 'JoinGroupResponse.Members'),
-    (312, 'JoinGroupResponse.<tagged fields>'),
-    (318, 'JoinGroupResponse'),
-    (319, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (321, 'JoinGroupResponse.ProtocolType'),
-    (322, 'JoinGroupResponse.ProtocolName'),
-    (323, 'JoinGroupResponse.Leader'),
-    (324, 'JoinGroupResponse.SkipAssignment'),
-    (326, 'JoinGroupResponse.MemberId'),
-    (327, 'JoinGroupResponse.Members'),
-    (339, 'JoinGroupResponse.<tagged fields>'),
-    (352, 'JoinGroupResponse'),
-    (356, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
-    (357, 'JoinGroupResponse.ProtocolType'),
-    (358, 'JoinGroupResponse.ProtocolName'),
-    (359, 'JoinGroupResponse.Leader'),
-    (360, 'JoinGroupResponse.SkipAssignment'),
-    (361, 'JoinGroupResponse.MemberId'),
-    (362, 'JoinGroupResponse.Members'),
-    (370, 'JoinGroupResponse.<tagged fields>'),
-    (376, 'JoinGroupResponseMember'),
-    (377, 'JoinGroupResponseMember.MemberId'),
-    (378, 'JoinGroupResponseMember.Metadata'),
-    (379, 'JoinGroupResponseMember'),
-    (383, 'JoinGroupResponseMember.MemberId'),
-    (384, 'JoinGroupResponseMember.Metadata'),
-    (387, 'JoinGroupResponseMember'),
-    (388, 'JoinGroupResponseMember.MemberId'),
-    (389, 'JoinGroupResponseMember.GroupInstanceId'),
-    (390, 'JoinGroupResponseMember.Metadata'),
-    (391, 'JoinGroupResponseMember'),
-    (395, 'JoinGroupResponseMember.MemberId'),
-    (396, 'JoinGroupResponseMember.GroupInstanceId'),
-    (397, 'JoinGroupResponseMember.Metadata'),
-    (400, 'JoinGroupResponseMember'),
-    (401, 'JoinGroupResponseMember.MemberId'),
-    (402, 'JoinGroupResponseMember.GroupInstanceId'),
-    (403, 'JoinGroupResponseMember.Metadata'),
-    (404, 'JoinGroupResponseMember.<tagged fields>'),
-    (417, 'JoinGroupResponseMember'),
-    (421, 'JoinGroupResponseMember.MemberId'),
-    (422, 'JoinGroupResponseMember.GroupInstanceId'),
-    (423, 'JoinGroupResponseMember.Metadata'),
-    (424, 'JoinGroupResponseMember.<tagged fields>'),
+    (219, 'JoinGroupResponse'),
+    (220, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (222, 'JoinGroupResponse.ProtocolName'),
+    (223, 'JoinGroupResponse.Leader'),
+    (224, 'JoinGroupResponse.MemberId'),
+    (225, 'JoinGroupResponse.Members'),
+    (234, 'JoinGroupResponse'),
+    (238, 'JoinGroupResponse.SkipAssignment'),
+    (240, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (241, 'JoinGroupResponse.ProtocolName'),
+    (242, 'JoinGroupResponse.Leader'),
+    (243, 'JoinGroupResponse.MemberId'),
+    (244, 'JoinGroupResponse.Members'),
+    (251, 'JoinGroupResponse'),
+    (252, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (254, 'JoinGroupResponse.ProtocolName'),
+    (255, 'JoinGroupResponse.Leader'),
+    (256, 'JoinGroupResponse.MemberId'),
+    (257, 'JoinGroupResponse.Members'),
+    (266, 'JoinGroupResponse'),
+    (270, 'JoinGroupResponse.SkipAssignment'),
+    (272, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (273, 'JoinGroupResponse.ProtocolName'),
+    (274, 'JoinGroupResponse.Leader'),
+    (275, 'JoinGroupResponse.MemberId'),
+    (276, 'JoinGroupResponse.Members'),
+    (283, 'JoinGroupResponse'),
+    (284, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (286, 'JoinGroupResponse.ProtocolName'),
+    (287, 'JoinGroupResponse.Leader'),
+    (288, 'JoinGroupResponse.MemberId'),
+    (289, 'JoinGroupResponse.Members'),
+    (301, 'JoinGroupResponse.<tagged fields>'),
+    (314, 'JoinGroupResponse'),
+    (318, 'JoinGroupResponse.SkipAssignment'),
+    (320, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (321, 'JoinGroupResponse.ProtocolName'),
+    (322, 'JoinGroupResponse.Leader'),
+    (323, 'JoinGroupResponse.MemberId'),
+    (324, 'JoinGroupResponse.Members'),
+    (332, 'JoinGroupResponse.<tagged fields>'),
+    (338, 'JoinGroupResponse'),
+    (339, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (341, 'JoinGroupResponse.ProtocolType'),
+    (342, 'JoinGroupResponse.ProtocolName'),
+    (343, 'JoinGroupResponse.Leader'),
+    (344, 'JoinGroupResponse.MemberId'),
+    (345, 'JoinGroupResponse.Members'),
+    (357, 'JoinGroupResponse.<tagged fields>'),
+    (370, 'JoinGroupResponse'),
+    (374, 'JoinGroupResponse.SkipAssignment'),
+    (376, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (377, 'JoinGroupResponse.ProtocolType'),
+    (378, 'JoinGroupResponse.ProtocolName'),
+    (379, 'JoinGroupResponse.Leader'),
+    (380, 'JoinGroupResponse.MemberId'),
+    (381, 'JoinGroupResponse.Members'),
+    (389, 'JoinGroupResponse.<tagged fields>'),
+    (395, 'JoinGroupResponse'),
+    (396, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (398, 'JoinGroupResponse.ProtocolType'),
+    (399, 'JoinGroupResponse.ProtocolName'),
+    (400, 'JoinGroupResponse.Leader'),
+    (401, 'JoinGroupResponse.SkipAssignment'),
+    (403, 'JoinGroupResponse.MemberId'),
+    (404, 'JoinGroupResponse.Members'),
+    (416, 'JoinGroupResponse.<tagged fields>'),
+    (429, 'JoinGroupResponse'),
+    (433, 'JoinGroupResponse.ThrottleTimeMs,ErrorCode,GenerationId'),
+    (434, 'JoinGroupResponse.ProtocolType'),
+    (435, 'JoinGroupResponse.ProtocolName'),
+    (436, 'JoinGroupResponse.Leader'),
+    (437, 'JoinGroupResponse.SkipAssignment'),
+    (438, 'JoinGroupResponse.MemberId'),
+    (439, 'JoinGroupResponse.Members'),
+    (447, 'JoinGroupResponse.<tagged fields>'),
+    (453, 'JoinGroupResponseMember'),
+    (454, 'JoinGroupResponseMember.MemberId'),
+    (455, 'JoinGroupResponseMember.Metadata'),
+    (456, 'JoinGroupResponseMember'),
+    (460, 'JoinGroupResponseMember.MemberId'),
+    (461, 'JoinGroupResponseMember.Metadata'),
+    (464, 'JoinGroupResponseMember'),
+    (465, 'JoinGroupResponseMember.MemberId'),
+    (466, 'JoinGroupResponseMember.GroupInstanceId'),
+    (467, 'JoinGroupResponseMember.Metadata'),
+    (468, 'JoinGroupResponseMember'),
+    (472, 'JoinGroupResponseMember.MemberId'),
+    (473, 'JoinGroupResponseMember.GroupInstanceId'),
+    (474, 'JoinGroupResponseMember.Metadata'),
+    (477, 'JoinGroupResponseMember'),
+    (478, 'JoinGroupResponseMember.MemberId'),
+    (479, 'JoinGroupResponseMember.GroupInstanceId'),
+    (480, 'JoinGroupResponseMember.Metadata'),
+    (481, 'JoinGroupResponseMember.<tagged fields>'),
+    (494, 'JoinGroupResponseMember'),
+    (498, 'JoinGroupResponseMember.MemberId'),
+    (499, 'JoinGroupResponseMember.GroupInstanceId'),
+    (500, 'JoinGroupResponseMember.Metadata'),
+    (501, 'JoinGroupResponseMember.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hh")
 
 
@@ -29,11 +36,38 @@ class KRaftVersionRecord(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The version of the kraft version record
-    version: int = 0
-    #: The kraft protocol version
-    k_raft_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The version of the kraft version record
+        version: int = 0
+        #: The kraft protocol version
+        k_raft_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('version', 'k_raft_version', 'unknown_tagged_fields', )
+        version: int
+        k_raft_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, version: int = 0, k_raft_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'version', version)
+            _object_setattr(self, 'k_raft_version', k_raft_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(version={self.version!r}, k_raft_version={self.k_raft_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.version, self.k_raft_version, self.unknown_tagged_fields, ) == (other.version, other.k_raft_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.version, self.k_raft_version, self.unknown_tagged_fields, ))
 
 
 class _New_KRaftVersionRecord(_Message):
@@ -84,10 +118,10 @@ KRaftVersionRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'KRaftVersionRecord'),
-    (53, 'KRaftVersionRecord.Version,KRaftVersion'),
-    (55, 'KRaftVersionRecord.<tagged fields>'),
-    (68, 'KRaftVersionRecord'),
-    (72, 'KRaftVersionRecord.Version,KRaftVersion'),
-    (73, 'KRaftVersionRecord.<tagged fields>'),
+    (86, 'KRaftVersionRecord'),
+    (87, 'KRaftVersionRecord.Version,KRaftVersion'),
+    (89, 'KRaftVersionRecord.<tagged fields>'),
+    (102, 'KRaftVersionRecord'),
+    (106, 'KRaftVersionRecord.Version,KRaftVersion'),
+    (107, 'KRaftVersionRecord.<tagged fields>'),
 )

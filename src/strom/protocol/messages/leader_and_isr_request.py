@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 _S1 = Struct(">iiq")
 _S2 = Struct(">iiqb")
@@ -29,31 +36,78 @@ _S7 = Struct(">?b")
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionState:
-    #: The topic name. This is only present in v0 or v1.
-    topic_name: str = ''
-    #: The partition index.
-    partition_index: int = 0
-    #: The controller epoch.
-    controller_epoch: int = 0
-    #: The broker ID of the leader.
-    leader: int = 0
-    #: The leader epoch.
-    leader_epoch: int = 0
-    #: The in-sync replica IDs.
-    isr: tuple[int, ...] = ()
-    #: The current epoch for the partition. The epoch is a monotonically increasing value which is incremented after every partition change. (Since the LeaderAndIsr request is only used by the legacy controller, this corresponds to the zkVersion)
-    partition_epoch: int = 0
-    #: The replica IDs.
-    replicas: tuple[int, ...] = ()
-    #: The replica IDs that we are adding this partition to, or null if no replicas are being added.
-    adding_replicas: tuple[int, ...] = ()
-    #: The replica IDs that we are removing this partition from, or null if no replicas are being removed.
-    removing_replicas: tuple[int, ...] = ()
-    #: Whether the replica should have existed on the broker or not.
-    is_new: bool = False
-    #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
-    leader_recovery_state: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name. This is only present in v0 or v1.
+        topic_name: str = ''
+        #: The partition index.
+        partition_index: int = 0
+        #: The controller epoch.
+        controller_epoch: int = 0
+        #: The broker ID of the leader.
+        leader: int = 0
+        #: The leader epoch.
+        leader_epoch: int = 0
+        #: The in-sync replica IDs.
+        isr: tuple[int, ...] = ()
+        #: The current epoch for the partition. The epoch is a monotonically increasing value which is incremented after every partition change. (Since the LeaderAndIsr request is only used by the legacy controller, this corresponds to the zkVersion)
+        partition_epoch: int = 0
+        #: The replica IDs.
+        replicas: tuple[int, ...] = ()
+        #: The replica IDs that we are adding this partition to, or null if no replicas are being added.
+        adding_replicas: tuple[int, ...] = ()
+        #: The replica IDs that we are removing this partition from, or null if no replicas are being removed.
+        removing_replicas: tuple[int, ...] = ()
+        #: Whether the replica should have existed on the broker or not.
+        is_new: bool = False
+        #: 1 if the partition is recovering from an unclean leader election; 0 otherwise.
+        leader_recovery_state: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: tuple[int, ...]
+        partition_epoch: int
+        replicas: tuple[int, ...]
+        adding_replicas: tuple[int, ...]
+        removing_replicas: tuple[int, ...]
+        is_new: bool
+        leader_recovery_state: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: tuple[int, ...] = (), partition_epoch: int = 0, replicas: tuple[int, ...] = (), adding_replicas: tuple[int, ...] = (), removing_replicas: tuple[int, ...] = (), is_new: bool = False, leader_recovery_state: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'controller_epoch', controller_epoch)
+            _object_setattr(self, 'leader', leader)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'isr', isr)
+            _object_setattr(self, 'partition_epoch', partition_epoch)
+            _object_setattr(self, 'replicas', replicas)
+            _object_setattr(self, 'adding_replicas', adding_replicas)
+            _object_setattr(self, 'removing_replicas', removing_replicas)
+            _object_setattr(self, 'is_new', is_new)
+            _object_setattr(self, 'leader_recovery_state', leader_recovery_state)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, partition_epoch={self.partition_epoch!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r}, is_new={self.is_new!r}, leader_recovery_state={self.leader_recovery_state!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.partition_epoch, self.replicas, self.adding_replicas, self.removing_replicas, self.is_new, self.leader_recovery_state, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.partition_epoch, other.replicas, other.adding_replicas, other.removing_replicas, other.is_new, other.leader_recovery_state, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.partition_epoch, self.replicas, self.adding_replicas, self.removing_replicas, self.is_new, self.leader_recovery_state, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrPartitionState:
@@ -94,13 +148,42 @@ _DEFAULT_LeaderAndIsrPartitionState = LeaderAndIsrPartitionState()
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrTopicState:
-    #: The topic name.
-    topic_name: str = ''
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The state of each partition
-    partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The state of each partition
+        partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+        topic_name: str
+        topic_id: UUID
+        partition_states: tuple[LeaderAndIsrPartitionState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', topic_id: UUID = _p.ZERO_UUID, partition_states: tuple[LeaderAndIsrPartitionState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partition_states', partition_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields, ) == (other.topic_name, other.topic_id, other.partition_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrTopicState:
@@ -123,13 +206,42 @@ _DEFAULT_LeaderAndIsrTopicState = LeaderAndIsrTopicState()
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrLiveLeader:
-    #: The leader's broker ID.
-    broker_id: int = 0
-    #: The leader's hostname.
-    host_name: str = ''
-    #: The leader's port.
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The leader's broker ID.
+        broker_id: int = 0
+        #: The leader's hostname.
+        host_name: str = ''
+        #: The leader's port.
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields', )
+        broker_id: int
+        host_name: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, broker_id: int = 0, host_name: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'broker_id', broker_id)
+            _object_setattr(self, 'host_name', host_name)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, host_name={self.host_name!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.host_name, self.port, self.unknown_tagged_fields, ) == (other.broker_id, other.host_name, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.broker_id, self.host_name, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrLiveLeader:
@@ -159,23 +271,62 @@ class LeaderAndIsrRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 8)
-    #: The current controller ID.
-    controller_id: int = 0
-    #: If KRaft controller id is used during migration. See KIP-866
-    is_k_raft_controller: bool = False
-    #: The current controller epoch.
-    controller_epoch: int = 0
-    #: The current broker epoch.
-    broker_epoch: int = -1
-    #: The type that indicates whether all topics are included in the request
-    type: int = 0
-    #: The state of each partition, in a v0 or v1 message.
-    ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
-    #: Each topic.
-    topic_states: tuple[LeaderAndIsrTopicState, ...] = ()
-    #: The current live leaders.
-    live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The current controller ID.
+        controller_id: int = 0
+        #: If KRaft controller id is used during migration. See KIP-866
+        is_k_raft_controller: bool = False
+        #: The current controller epoch.
+        controller_epoch: int = 0
+        #: The current broker epoch.
+        broker_epoch: int = -1
+        #: The type that indicates whether all topics are included in the request
+        type: int = 0
+        #: The state of each partition, in a v0 or v1 message.
+        ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...] = ()
+        #: Each topic.
+        topic_states: tuple[LeaderAndIsrTopicState, ...] = ()
+        #: The current live leaders.
+        live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields', )
+        controller_id: int
+        is_k_raft_controller: bool
+        controller_epoch: int
+        broker_epoch: int
+        type: int
+        ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...]
+        topic_states: tuple[LeaderAndIsrTopicState, ...]
+        live_leaders: tuple[LeaderAndIsrLiveLeader, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = -1, type: int = 0, ungrouped_partition_states: tuple[LeaderAndIsrPartitionState, ...] = (), topic_states: tuple[LeaderAndIsrTopicState, ...] = (), live_leaders: tuple[LeaderAndIsrLiveLeader, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'is_k_raft_controller', is_k_raft_controller)
+            _object_setattr(self, 'controller_epoch', controller_epoch)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'type', type)
+            _object_setattr(self, 'ungrouped_partition_states', ungrouped_partition_states)
+            _object_setattr(self, 'topic_states', topic_states)
+            _object_setattr(self, 'live_leaders', live_leaders)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, type={self.type!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, topic_states={self.topic_states!r}, live_leaders={self.live_leaders!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.type, self.ungrouped_partition_states, self.topic_states, self.live_leaders, self.unknown_tagged_fields, ) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.type, other.ungrouped_partition_states, other.topic_states, other.live_leaders, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.type, self.ungrouped_partition_states, self.topic_states, self.live_leaders, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrRequest(_Message):
@@ -1289,249 +1440,249 @@ LeaderAndIsrRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (206, 'LeaderAndIsrRequest'),
-    (207, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (209, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (218, 'LeaderAndIsrRequest.LiveLeaders'),
-    (227, 'LeaderAndIsrRequest'),
-    (231, 'LeaderAndIsrRequest.isKRaftController'),
-    (233, 'LeaderAndIsrRequest.Type'),
-    (235, 'LeaderAndIsrRequest.TopicStates'),
-    (237, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (238, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (243, 'LeaderAndIsrRequest.LiveLeaders'),
-    (250, 'LeaderAndIsrRequest'),
-    (251, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (253, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (262, 'LeaderAndIsrRequest.LiveLeaders'),
-    (271, 'LeaderAndIsrRequest'),
-    (275, 'LeaderAndIsrRequest.isKRaftController'),
-    (277, 'LeaderAndIsrRequest.Type'),
-    (279, 'LeaderAndIsrRequest.TopicStates'),
-    (281, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
-    (282, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (287, 'LeaderAndIsrRequest.LiveLeaders'),
-    (294, 'LeaderAndIsrRequest'),
-    (295, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (297, 'LeaderAndIsrRequest.TopicStates'),
-    (306, 'LeaderAndIsrRequest.LiveLeaders'),
-    (315, 'LeaderAndIsrRequest'),
-    (319, 'LeaderAndIsrRequest.isKRaftController'),
-    (321, 'LeaderAndIsrRequest.Type'),
-    (323, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (325, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (326, 'LeaderAndIsrRequest.TopicStates'),
-    (331, 'LeaderAndIsrRequest.LiveLeaders'),
-    (338, 'LeaderAndIsrRequest'),
-    (339, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (341, 'LeaderAndIsrRequest.TopicStates'),
-    (350, 'LeaderAndIsrRequest.LiveLeaders'),
-    (359, 'LeaderAndIsrRequest'),
-    (363, 'LeaderAndIsrRequest.isKRaftController'),
-    (365, 'LeaderAndIsrRequest.Type'),
-    (367, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (369, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (370, 'LeaderAndIsrRequest.TopicStates'),
-    (375, 'LeaderAndIsrRequest.LiveLeaders'),
-    (382, 'LeaderAndIsrRequest'),
-    (383, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (385, 'LeaderAndIsrRequest.TopicStates'),
-    (397, 'LeaderAndIsrRequest.LiveLeaders'),
-    (409, 'LeaderAndIsrRequest.<tagged fields>'),
+    (357, 'LeaderAndIsrRequest'),
+    (358, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (360, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (369, 'LeaderAndIsrRequest.LiveLeaders'),
+    (378, 'LeaderAndIsrRequest'),
+    (382, 'LeaderAndIsrRequest.isKRaftController'),
+    (384, 'LeaderAndIsrRequest.Type'),
+    (386, 'LeaderAndIsrRequest.TopicStates'),
+    (388, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (389, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (394, 'LeaderAndIsrRequest.LiveLeaders'),
+    (401, 'LeaderAndIsrRequest'),
+    (402, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (404, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (413, 'LeaderAndIsrRequest.LiveLeaders'),
     (422, 'LeaderAndIsrRequest'),
     (426, 'LeaderAndIsrRequest.isKRaftController'),
     (428, 'LeaderAndIsrRequest.Type'),
-    (430, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (432, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (433, 'LeaderAndIsrRequest.TopicStates'),
-    (441, 'LeaderAndIsrRequest.LiveLeaders'),
-    (449, 'LeaderAndIsrRequest.<tagged fields>'),
-    (455, 'LeaderAndIsrRequest'),
-    (456, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (458, 'LeaderAndIsrRequest.TopicStates'),
-    (470, 'LeaderAndIsrRequest.LiveLeaders'),
-    (482, 'LeaderAndIsrRequest.<tagged fields>'),
-    (495, 'LeaderAndIsrRequest'),
-    (499, 'LeaderAndIsrRequest.isKRaftController'),
-    (501, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (503, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (504, 'LeaderAndIsrRequest.TopicStates'),
-    (512, 'LeaderAndIsrRequest.LiveLeaders'),
-    (520, 'LeaderAndIsrRequest.<tagged fields>'),
-    (526, 'LeaderAndIsrRequest'),
-    (527, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (529, 'LeaderAndIsrRequest.TopicStates'),
-    (541, 'LeaderAndIsrRequest.LiveLeaders'),
-    (553, 'LeaderAndIsrRequest.<tagged fields>'),
-    (566, 'LeaderAndIsrRequest'),
-    (570, 'LeaderAndIsrRequest.isKRaftController'),
-    (572, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (574, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
-    (575, 'LeaderAndIsrRequest.TopicStates'),
-    (583, 'LeaderAndIsrRequest.LiveLeaders'),
-    (591, 'LeaderAndIsrRequest.<tagged fields>'),
-    (597, 'LeaderAndIsrRequest'),
-    (598, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (600, 'LeaderAndIsrRequest.TopicStates'),
-    (612, 'LeaderAndIsrRequest.LiveLeaders'),
-    (624, 'LeaderAndIsrRequest.<tagged fields>'),
-    (637, 'LeaderAndIsrRequest'),
-    (641, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
-    (643, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
-    (644, 'LeaderAndIsrRequest.TopicStates'),
-    (652, 'LeaderAndIsrRequest.LiveLeaders'),
-    (660, 'LeaderAndIsrRequest.<tagged fields>'),
-    (666, 'LeaderAndIsrPartitionState'),
-    (667, 'LeaderAndIsrPartitionState.TopicName'),
-    (668, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (670, 'LeaderAndIsrPartitionState.Isr'),
-    (676, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (678, 'LeaderAndIsrPartitionState.Replicas'),
-    (684, 'LeaderAndIsrPartitionState'),
-    (688, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (690, 'LeaderAndIsrPartitionState.TopicName'),
-    (691, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (692, 'LeaderAndIsrPartitionState.Isr'),
-    (696, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (697, 'LeaderAndIsrPartitionState.Replicas'),
-    (703, 'LeaderAndIsrLiveLeader'),
-    (704, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (706, 'LeaderAndIsrLiveLeader.HostName'),
-    (707, 'LeaderAndIsrLiveLeader.Port'),
-    (709, 'LeaderAndIsrLiveLeader'),
-    (713, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (714, 'LeaderAndIsrLiveLeader.HostName'),
-    (715, 'LeaderAndIsrLiveLeader.Port'),
-    (718, 'LeaderAndIsrPartitionState'),
-    (719, 'LeaderAndIsrPartitionState.TopicName'),
-    (720, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (722, 'LeaderAndIsrPartitionState.Isr'),
-    (728, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (730, 'LeaderAndIsrPartitionState.Replicas'),
-    (736, 'LeaderAndIsrPartitionState.IsNew'),
-    (738, 'LeaderAndIsrPartitionState'),
-    (742, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (744, 'LeaderAndIsrPartitionState.TopicName'),
-    (745, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (746, 'LeaderAndIsrPartitionState.Isr'),
-    (750, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (751, 'LeaderAndIsrPartitionState.Replicas'),
-    (755, 'LeaderAndIsrPartitionState.IsNew'),
-    (758, 'LeaderAndIsrTopicState'),
-    (759, 'LeaderAndIsrTopicState.TopicName'),
-    (760, 'LeaderAndIsrTopicState.PartitionStates'),
-    (769, 'LeaderAndIsrTopicState'),
-    (773, 'LeaderAndIsrTopicState.TopicName'),
-    (774, 'LeaderAndIsrTopicState.PartitionStates'),
-    (781, 'LeaderAndIsrTopicState'),
-    (782, 'LeaderAndIsrTopicState.TopicName'),
-    (783, 'LeaderAndIsrTopicState.PartitionStates'),
-    (792, 'LeaderAndIsrTopicState'),
-    (796, 'LeaderAndIsrTopicState.TopicName'),
-    (797, 'LeaderAndIsrTopicState.PartitionStates'),
-    (804, 'LeaderAndIsrTopicState'),
-    (805, 'LeaderAndIsrTopicState.TopicName'),
-    (806, 'LeaderAndIsrTopicState.PartitionStates'),
-    (818, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (831, 'LeaderAndIsrTopicState'),
-    (835, 'LeaderAndIsrTopicState.TopicName'),
-    (836, 'LeaderAndIsrTopicState.PartitionStates'),
-    (844, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (850, 'LeaderAndIsrLiveLeader'),
-    (851, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (853, 'LeaderAndIsrLiveLeader.HostName'),
-    (854, 'LeaderAndIsrLiveLeader.Port'),
-    (856, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (869, 'LeaderAndIsrLiveLeader'),
-    (873, 'LeaderAndIsrLiveLeader.BrokerId'),
-    (874, 'LeaderAndIsrLiveLeader.HostName'),
-    (875, 'LeaderAndIsrLiveLeader.Port'),
-    (876, 'LeaderAndIsrLiveLeader.<tagged fields>'),
-    (882, 'LeaderAndIsrTopicState'),
-    (883, 'LeaderAndIsrTopicState.TopicName'),
-    (884, 'LeaderAndIsrTopicState.TopicId'),
-    (885, 'LeaderAndIsrTopicState.PartitionStates'),
-    (897, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (910, 'LeaderAndIsrTopicState'),
-    (914, 'LeaderAndIsrTopicState.TopicName'),
-    (915, 'LeaderAndIsrTopicState.TopicId'),
-    (916, 'LeaderAndIsrTopicState.PartitionStates'),
-    (924, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (930, 'LeaderAndIsrTopicState'),
-    (931, 'LeaderAndIsrTopicState.TopicName'),
-    (932, 'LeaderAndIsrTopicState.TopicId'),
-    (933, 'LeaderAndIsrTopicState.PartitionStates'),
-    (945, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (958, 'LeaderAndIsrTopicState'),
-    (962, 'LeaderAndIsrTopicState.TopicName'),
-    (963, 'LeaderAndIsrTopicState.TopicId'),
-    (964, 'LeaderAndIsrTopicState.PartitionStates'),
-    (972, 'LeaderAndIsrTopicState.<tagged fields>'),
-    (978, 'LeaderAndIsrPartitionState'),
-    (979, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (981, 'LeaderAndIsrPartitionState.Isr'),
-    (987, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (989, 'LeaderAndIsrPartitionState.Replicas'),
-    (995, 'LeaderAndIsrPartitionState.IsNew'),
-    (997, 'LeaderAndIsrPartitionState'),
-    (1001, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1003, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1004, 'LeaderAndIsrPartitionState.Isr'),
-    (1008, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1009, 'LeaderAndIsrPartitionState.Replicas'),
-    (1013, 'LeaderAndIsrPartitionState.IsNew'),
-    (1016, 'LeaderAndIsrPartitionState'),
-    (1017, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1019, 'LeaderAndIsrPartitionState.Isr'),
-    (1025, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1027, 'LeaderAndIsrPartitionState.Replicas'),
-    (1033, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1039, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1045, 'LeaderAndIsrPartitionState.IsNew'),
-    (1047, 'LeaderAndIsrPartitionState'),
-    (1051, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1053, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1054, 'LeaderAndIsrPartitionState.Isr'),
-    (1058, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1059, 'LeaderAndIsrPartitionState.Replicas'),
-    (1063, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1067, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1071, 'LeaderAndIsrPartitionState.IsNew'),
-    (1074, 'LeaderAndIsrPartitionState'),
-    (1075, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1077, 'LeaderAndIsrPartitionState.Isr'),
-    (1086, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1088, 'LeaderAndIsrPartitionState.Replicas'),
-    (1097, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1106, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1115, 'LeaderAndIsrPartitionState.IsNew'),
-    (1117, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1130, 'LeaderAndIsrPartitionState'),
-    (1134, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
-    (1136, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1137, 'LeaderAndIsrPartitionState.Isr'),
-    (1144, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1145, 'LeaderAndIsrPartitionState.Replicas'),
-    (1152, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1159, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1166, 'LeaderAndIsrPartitionState.IsNew'),
-    (1167, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1173, 'LeaderAndIsrPartitionState'),
-    (1174, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1176, 'LeaderAndIsrPartitionState.Isr'),
-    (1185, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1187, 'LeaderAndIsrPartitionState.Replicas'),
-    (1196, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1205, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1214, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (1216, 'LeaderAndIsrPartitionState.<tagged fields>'),
-    (1229, 'LeaderAndIsrPartitionState'),
-    (1233, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1234, 'LeaderAndIsrPartitionState.Isr'),
-    (1241, 'LeaderAndIsrPartitionState.PartitionEpoch'),
-    (1242, 'LeaderAndIsrPartitionState.Replicas'),
-    (1249, 'LeaderAndIsrPartitionState.AddingReplicas'),
-    (1256, 'LeaderAndIsrPartitionState.RemovingReplicas'),
-    (1263, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
-    (1264, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (430, 'LeaderAndIsrRequest.TopicStates'),
+    (432, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch'),
+    (433, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (438, 'LeaderAndIsrRequest.LiveLeaders'),
+    (445, 'LeaderAndIsrRequest'),
+    (446, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (448, 'LeaderAndIsrRequest.TopicStates'),
+    (457, 'LeaderAndIsrRequest.LiveLeaders'),
+    (466, 'LeaderAndIsrRequest'),
+    (470, 'LeaderAndIsrRequest.isKRaftController'),
+    (472, 'LeaderAndIsrRequest.Type'),
+    (474, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (476, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (477, 'LeaderAndIsrRequest.TopicStates'),
+    (482, 'LeaderAndIsrRequest.LiveLeaders'),
+    (489, 'LeaderAndIsrRequest'),
+    (490, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (492, 'LeaderAndIsrRequest.TopicStates'),
+    (501, 'LeaderAndIsrRequest.LiveLeaders'),
+    (510, 'LeaderAndIsrRequest'),
+    (514, 'LeaderAndIsrRequest.isKRaftController'),
+    (516, 'LeaderAndIsrRequest.Type'),
+    (518, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (520, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (521, 'LeaderAndIsrRequest.TopicStates'),
+    (526, 'LeaderAndIsrRequest.LiveLeaders'),
+    (533, 'LeaderAndIsrRequest'),
+    (534, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (536, 'LeaderAndIsrRequest.TopicStates'),
+    (548, 'LeaderAndIsrRequest.LiveLeaders'),
+    (560, 'LeaderAndIsrRequest.<tagged fields>'),
+    (573, 'LeaderAndIsrRequest'),
+    (577, 'LeaderAndIsrRequest.isKRaftController'),
+    (579, 'LeaderAndIsrRequest.Type'),
+    (581, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (583, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (584, 'LeaderAndIsrRequest.TopicStates'),
+    (592, 'LeaderAndIsrRequest.LiveLeaders'),
+    (600, 'LeaderAndIsrRequest.<tagged fields>'),
+    (606, 'LeaderAndIsrRequest'),
+    (607, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (609, 'LeaderAndIsrRequest.TopicStates'),
+    (621, 'LeaderAndIsrRequest.LiveLeaders'),
+    (633, 'LeaderAndIsrRequest.<tagged fields>'),
+    (646, 'LeaderAndIsrRequest'),
+    (650, 'LeaderAndIsrRequest.isKRaftController'),
+    (652, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (654, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (655, 'LeaderAndIsrRequest.TopicStates'),
+    (663, 'LeaderAndIsrRequest.LiveLeaders'),
+    (671, 'LeaderAndIsrRequest.<tagged fields>'),
+    (677, 'LeaderAndIsrRequest'),
+    (678, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (680, 'LeaderAndIsrRequest.TopicStates'),
+    (692, 'LeaderAndIsrRequest.LiveLeaders'),
+    (704, 'LeaderAndIsrRequest.<tagged fields>'),
+    (717, 'LeaderAndIsrRequest'),
+    (721, 'LeaderAndIsrRequest.isKRaftController'),
+    (723, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (725, 'LeaderAndIsrRequest.ControllerId,ControllerEpoch,BrokerEpoch,Type'),
+    (726, 'LeaderAndIsrRequest.TopicStates'),
+    (734, 'LeaderAndIsrRequest.LiveLeaders'),
+    (742, 'LeaderAndIsrRequest.<tagged fields>'),
+    (748, 'LeaderAndIsrRequest'),
+    (749, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (751, 'LeaderAndIsrRequest.TopicStates'),
+    (763, 'LeaderAndIsrRequest.LiveLeaders'),
+    (775, 'LeaderAndIsrRequest.<tagged fields>'),
+    (788, 'LeaderAndIsrRequest'),
+    (792, 'LeaderAndIsrRequest.UngroupedPartitionStates'),
+    (794, 'LeaderAndIsrRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch,Type'),
+    (795, 'LeaderAndIsrRequest.TopicStates'),
+    (803, 'LeaderAndIsrRequest.LiveLeaders'),
+    (811, 'LeaderAndIsrRequest.<tagged fields>'),
+    (817, 'LeaderAndIsrPartitionState'),
+    (818, 'LeaderAndIsrPartitionState.TopicName'),
+    (819, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (821, 'LeaderAndIsrPartitionState.Isr'),
+    (827, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (829, 'LeaderAndIsrPartitionState.Replicas'),
+    (835, 'LeaderAndIsrPartitionState'),
+    (839, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (841, 'LeaderAndIsrPartitionState.TopicName'),
+    (842, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (843, 'LeaderAndIsrPartitionState.Isr'),
+    (847, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (848, 'LeaderAndIsrPartitionState.Replicas'),
+    (854, 'LeaderAndIsrLiveLeader'),
+    (855, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (857, 'LeaderAndIsrLiveLeader.HostName'),
+    (858, 'LeaderAndIsrLiveLeader.Port'),
+    (860, 'LeaderAndIsrLiveLeader'),
+    (864, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (865, 'LeaderAndIsrLiveLeader.HostName'),
+    (866, 'LeaderAndIsrLiveLeader.Port'),
+    (869, 'LeaderAndIsrPartitionState'),
+    (870, 'LeaderAndIsrPartitionState.TopicName'),
+    (871, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (873, 'LeaderAndIsrPartitionState.Isr'),
+    (879, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (881, 'LeaderAndIsrPartitionState.Replicas'),
+    (887, 'LeaderAndIsrPartitionState.IsNew'),
+    (889, 'LeaderAndIsrPartitionState'),
+    (893, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (895, 'LeaderAndIsrPartitionState.TopicName'),
+    (896, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (897, 'LeaderAndIsrPartitionState.Isr'),
+    (901, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (902, 'LeaderAndIsrPartitionState.Replicas'),
+    (906, 'LeaderAndIsrPartitionState.IsNew'),
+    (909, 'LeaderAndIsrTopicState'),
+    (910, 'LeaderAndIsrTopicState.TopicName'),
+    (911, 'LeaderAndIsrTopicState.PartitionStates'),
+    (920, 'LeaderAndIsrTopicState'),
+    (924, 'LeaderAndIsrTopicState.TopicName'),
+    (925, 'LeaderAndIsrTopicState.PartitionStates'),
+    (932, 'LeaderAndIsrTopicState'),
+    (933, 'LeaderAndIsrTopicState.TopicName'),
+    (934, 'LeaderAndIsrTopicState.PartitionStates'),
+    (943, 'LeaderAndIsrTopicState'),
+    (947, 'LeaderAndIsrTopicState.TopicName'),
+    (948, 'LeaderAndIsrTopicState.PartitionStates'),
+    (955, 'LeaderAndIsrTopicState'),
+    (956, 'LeaderAndIsrTopicState.TopicName'),
+    (957, 'LeaderAndIsrTopicState.PartitionStates'),
+    (969, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (982, 'LeaderAndIsrTopicState'),
+    (986, 'LeaderAndIsrTopicState.TopicName'),
+    (987, 'LeaderAndIsrTopicState.PartitionStates'),
+    (995, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (1001, 'LeaderAndIsrLiveLeader'),
+    (1002, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (1004, 'LeaderAndIsrLiveLeader.HostName'),
+    (1005, 'LeaderAndIsrLiveLeader.Port'),
+    (1007, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (1020, 'LeaderAndIsrLiveLeader'),
+    (1024, 'LeaderAndIsrLiveLeader.BrokerId'),
+    (1025, 'LeaderAndIsrLiveLeader.HostName'),
+    (1026, 'LeaderAndIsrLiveLeader.Port'),
+    (1027, 'LeaderAndIsrLiveLeader.<tagged fields>'),
+    (1033, 'LeaderAndIsrTopicState'),
+    (1034, 'LeaderAndIsrTopicState.TopicName'),
+    (1035, 'LeaderAndIsrTopicState.TopicId'),
+    (1036, 'LeaderAndIsrTopicState.PartitionStates'),
+    (1048, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (1061, 'LeaderAndIsrTopicState'),
+    (1065, 'LeaderAndIsrTopicState.TopicName'),
+    (1066, 'LeaderAndIsrTopicState.TopicId'),
+    (1067, 'LeaderAndIsrTopicState.PartitionStates'),
+    (1075, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (1081, 'LeaderAndIsrTopicState'),
+    (1082, 'LeaderAndIsrTopicState.TopicName'),
+    (1083, 'LeaderAndIsrTopicState.TopicId'),
+    (1084, 'LeaderAndIsrTopicState.PartitionStates'),
+    (1096, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (1109, 'LeaderAndIsrTopicState'),
+    (1113, 'LeaderAndIsrTopicState.TopicName'),
+    (1114, 'LeaderAndIsrTopicState.TopicId'),
+    (1115, 'LeaderAndIsrTopicState.PartitionStates'),
+    (1123, 'LeaderAndIsrTopicState.<tagged fields>'),
+    (1129, 'LeaderAndIsrPartitionState'),
+    (1130, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1132, 'LeaderAndIsrPartitionState.Isr'),
+    (1138, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1140, 'LeaderAndIsrPartitionState.Replicas'),
+    (1146, 'LeaderAndIsrPartitionState.IsNew'),
+    (1148, 'LeaderAndIsrPartitionState'),
+    (1152, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1154, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1155, 'LeaderAndIsrPartitionState.Isr'),
+    (1159, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1160, 'LeaderAndIsrPartitionState.Replicas'),
+    (1164, 'LeaderAndIsrPartitionState.IsNew'),
+    (1167, 'LeaderAndIsrPartitionState'),
+    (1168, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1170, 'LeaderAndIsrPartitionState.Isr'),
+    (1176, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1178, 'LeaderAndIsrPartitionState.Replicas'),
+    (1184, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1190, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1196, 'LeaderAndIsrPartitionState.IsNew'),
+    (1198, 'LeaderAndIsrPartitionState'),
+    (1202, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1204, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1205, 'LeaderAndIsrPartitionState.Isr'),
+    (1209, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1210, 'LeaderAndIsrPartitionState.Replicas'),
+    (1214, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1218, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1222, 'LeaderAndIsrPartitionState.IsNew'),
+    (1225, 'LeaderAndIsrPartitionState'),
+    (1226, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1228, 'LeaderAndIsrPartitionState.Isr'),
+    (1237, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1239, 'LeaderAndIsrPartitionState.Replicas'),
+    (1248, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1257, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1266, 'LeaderAndIsrPartitionState.IsNew'),
+    (1268, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1281, 'LeaderAndIsrPartitionState'),
+    (1285, 'LeaderAndIsrPartitionState.LeaderRecoveryState'),
+    (1287, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1288, 'LeaderAndIsrPartitionState.Isr'),
+    (1295, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1296, 'LeaderAndIsrPartitionState.Replicas'),
+    (1303, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1310, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1317, 'LeaderAndIsrPartitionState.IsNew'),
+    (1318, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1324, 'LeaderAndIsrPartitionState'),
+    (1325, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1327, 'LeaderAndIsrPartitionState.Isr'),
+    (1336, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1338, 'LeaderAndIsrPartitionState.Replicas'),
+    (1347, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1356, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1365, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1367, 'LeaderAndIsrPartitionState.<tagged fields>'),
+    (1380, 'LeaderAndIsrPartitionState'),
+    (1384, 'LeaderAndIsrPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1385, 'LeaderAndIsrPartitionState.Isr'),
+    (1392, 'LeaderAndIsrPartitionState.PartitionEpoch'),
+    (1393, 'LeaderAndIsrPartitionState.Replicas'),
+    (1400, 'LeaderAndIsrPartitionState.AddingReplicas'),
+    (1407, 'LeaderAndIsrPartitionState.RemovingReplicas'),
+    (1414, 'LeaderAndIsrPartitionState.IsNew,LeaderRecoveryState'),
+    (1415, 'LeaderAndIsrPartitionState.<tagged fields>'),
 )

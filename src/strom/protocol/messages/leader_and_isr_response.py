@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionError:
-    #: The topic name.
-    topic_name: str = ''
-    #: The partition index.
-    partition_index: int = 0
-    #: The partition error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The partition index.
+        partition_index: int = 0
+        #: The partition error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrPartitionError:
@@ -53,11 +89,38 @@ _DEFAULT_LeaderAndIsrPartitionError = LeaderAndIsrPartitionError()
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrTopicError:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic_id',)
-    #: The unique topic ID
-    topic_id: UUID = _p.ZERO_UUID
-    #: Each partition.
-    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID
+        topic_id: UUID = _p.ZERO_UUID
+        #: Each partition.
+        partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partition_errors: tuple[LeaderAndIsrPartitionError, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partition_errors: tuple[LeaderAndIsrPartitionError, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partition_errors', partition_errors)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partition_errors={self.partition_errors!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partition_errors, self.unknown_tagged_fields, ) == (other.topic_id, other.partition_errors, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partition_errors, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrTopicError:
@@ -85,13 +148,42 @@ class LeaderAndIsrResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 8)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 8)
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: Each partition in v0 to v4 message.
-    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
-    #: Each topic
-    topics: tuple[LeaderAndIsrTopicError, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: Each partition in v0 to v4 message.
+        partition_errors: tuple[LeaderAndIsrPartitionError, ...] = ()
+        #: Each topic
+        topics: tuple[LeaderAndIsrTopicError, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields', )
+        error_code: int
+        partition_errors: tuple[LeaderAndIsrPartitionError, ...]
+        topics: tuple[LeaderAndIsrTopicError, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, partition_errors: tuple[LeaderAndIsrPartitionError, ...] = (), topics: tuple[LeaderAndIsrTopicError, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'partition_errors', partition_errors)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_errors={self.partition_errors!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_errors, self.topics, self.unknown_tagged_fields, ) == (other.error_code, other.partition_errors, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_errors, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderAndIsrResponse(_Message):
@@ -369,57 +461,57 @@ LeaderAndIsrResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (112, 'LeaderAndIsrResponse'),
-    (113, 'LeaderAndIsrResponse.ErrorCode'),
-    (115, 'LeaderAndIsrResponse.PartitionErrors'),
-    (124, 'LeaderAndIsrResponse'),
-    (128, 'LeaderAndIsrResponse.Topics'),
-    (130, 'LeaderAndIsrResponse.ErrorCode'),
-    (131, 'LeaderAndIsrResponse.PartitionErrors'),
-    (138, 'LeaderAndIsrResponse'),
-    (139, 'LeaderAndIsrResponse.ErrorCode'),
-    (141, 'LeaderAndIsrResponse.PartitionErrors'),
-    (153, 'LeaderAndIsrResponse.<tagged fields>'),
-    (166, 'LeaderAndIsrResponse'),
-    (170, 'LeaderAndIsrResponse.Topics'),
-    (172, 'LeaderAndIsrResponse.ErrorCode'),
-    (173, 'LeaderAndIsrResponse.PartitionErrors'),
-    (181, 'LeaderAndIsrResponse.<tagged fields>'),
-    (187, 'LeaderAndIsrResponse'),
-    (188, 'LeaderAndIsrResponse.ErrorCode'),
-    (190, 'LeaderAndIsrResponse.Topics'),
-    (202, 'LeaderAndIsrResponse.<tagged fields>'),
-    (215, 'LeaderAndIsrResponse'),
-    (219, 'LeaderAndIsrResponse.PartitionErrors'),
-    (221, 'LeaderAndIsrResponse.ErrorCode'),
-    (222, 'LeaderAndIsrResponse.Topics'),
-    (230, 'LeaderAndIsrResponse.<tagged fields>'),
-    (236, 'LeaderAndIsrPartitionError'),
-    (237, 'LeaderAndIsrPartitionError.TopicName'),
-    (238, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (240, 'LeaderAndIsrPartitionError'),
-    (244, 'LeaderAndIsrPartitionError.TopicName'),
-    (245, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (248, 'LeaderAndIsrPartitionError'),
-    (249, 'LeaderAndIsrPartitionError.TopicName'),
-    (250, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (252, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (265, 'LeaderAndIsrPartitionError'),
-    (269, 'LeaderAndIsrPartitionError.TopicName'),
-    (270, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (271, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (277, 'LeaderAndIsrTopicError'),
-    (278, 'LeaderAndIsrTopicError.TopicId'),
-    (279, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (291, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (304, 'LeaderAndIsrTopicError'),
-    (308, 'LeaderAndIsrTopicError.TopicId'),
-    (309, 'LeaderAndIsrTopicError.PartitionErrors'),
-    (317, 'LeaderAndIsrTopicError.<tagged fields>'),
-    (323, 'LeaderAndIsrPartitionError'),
-    (324, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
-    (326, 'LeaderAndIsrPartitionError.<tagged fields>'),
-    (339, 'LeaderAndIsrPartitionError'),
-    (343, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (204, 'LeaderAndIsrResponse'),
+    (205, 'LeaderAndIsrResponse.ErrorCode'),
+    (207, 'LeaderAndIsrResponse.PartitionErrors'),
+    (216, 'LeaderAndIsrResponse'),
+    (220, 'LeaderAndIsrResponse.Topics'),
+    (222, 'LeaderAndIsrResponse.ErrorCode'),
+    (223, 'LeaderAndIsrResponse.PartitionErrors'),
+    (230, 'LeaderAndIsrResponse'),
+    (231, 'LeaderAndIsrResponse.ErrorCode'),
+    (233, 'LeaderAndIsrResponse.PartitionErrors'),
+    (245, 'LeaderAndIsrResponse.<tagged fields>'),
+    (258, 'LeaderAndIsrResponse'),
+    (262, 'LeaderAndIsrResponse.Topics'),
+    (264, 'LeaderAndIsrResponse.ErrorCode'),
+    (265, 'LeaderAndIsrResponse.PartitionErrors'),
+    (273, 'LeaderAndIsrResponse.<tagged fields>'),
+    (279, 'LeaderAndIsrResponse'),
+    (280, 'LeaderAndIsrResponse.ErrorCode'),
+    (282, 'LeaderAndIsrResponse.Topics'),
+    (294, 'LeaderAndIsrResponse.<tagged fields>'),
+    (307, 'LeaderAndIsrResponse'),
+    (311, 'LeaderAndIsrResponse.PartitionErrors'),
+    (313, 'LeaderAndIsrResponse.ErrorCode'),
+    (314, 'LeaderAndIsrResponse.Topics'),
+    (322, 'LeaderAndIsrResponse.<tagged fields>'),
+    (328, 'LeaderAndIsrPartitionError'),
+    (329, 'LeaderAndIsrPartitionError.TopicName'),
+    (330, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (332, 'LeaderAndIsrPartitionError'),
+    (336, 'LeaderAndIsrPartitionError.TopicName'),
+    (337, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (340, 'LeaderAndIsrPartitionError'),
+    (341, 'LeaderAndIsrPartitionError.TopicName'),
+    (342, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
     (344, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (357, 'LeaderAndIsrPartitionError'),
+    (361, 'LeaderAndIsrPartitionError.TopicName'),
+    (362, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (363, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (369, 'LeaderAndIsrTopicError'),
+    (370, 'LeaderAndIsrTopicError.TopicId'),
+    (371, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (383, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (396, 'LeaderAndIsrTopicError'),
+    (400, 'LeaderAndIsrTopicError.TopicId'),
+    (401, 'LeaderAndIsrTopicError.PartitionErrors'),
+    (409, 'LeaderAndIsrTopicError.<tagged fields>'),
+    (415, 'LeaderAndIsrPartitionError'),
+    (416, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (418, 'LeaderAndIsrPartitionError.<tagged fields>'),
+    (431, 'LeaderAndIsrPartitionError'),
+    (435, 'LeaderAndIsrPartitionError.PartitionIndex,ErrorCode'),
+    (436, 'LeaderAndIsrPartitionError.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class Voter:
-    voter_id: int = 0
-    #: The directory id of the voter
-    voter_directory_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        voter_id: int = 0
+        #: The directory id of the voter
+        voter_directory_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields', )
+        voter_id: int
+        voter_directory_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, voter_id: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.voter_id, self.voter_directory_id, self.unknown_tagged_fields, ) == (other.voter_id, other.voter_directory_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.voter_id, self.voter_directory_id, self.unknown_tagged_fields, ))
 
 
 class _New_Voter:
@@ -54,15 +88,46 @@ class LeaderChangeMessage(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The version of the leader change message
-    version: int = 0
-    #: The ID of the newly elected leader
-    leader_id: int = 0
-    #: The set of voters in the quorum for this epoch
-    voters: tuple[Voter, ...] = ()
-    #: The voters who voted for the leader at the time of election
-    granting_voters: tuple[Voter, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The version of the leader change message
+        version: int = 0
+        #: The ID of the newly elected leader
+        leader_id: int = 0
+        #: The set of voters in the quorum for this epoch
+        voters: tuple[Voter, ...] = ()
+        #: The voters who voted for the leader at the time of election
+        granting_voters: tuple[Voter, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields', )
+        version: int
+        leader_id: int
+        voters: tuple[Voter, ...]
+        granting_voters: tuple[Voter, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, version: int = 0, leader_id: int = 0, voters: tuple[Voter, ...] = (), granting_voters: tuple[Voter, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'version', version)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'voters', voters)
+            _object_setattr(self, 'granting_voters', granting_voters)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(version={self.version!r}, leader_id={self.leader_id!r}, voters={self.voters!r}, granting_voters={self.granting_voters!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.version, self.leader_id, self.voters, self.granting_voters, self.unknown_tagged_fields, ) == (other.version, other.leader_id, other.voters, other.granting_voters, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.version, self.leader_id, self.voters, self.granting_voters, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderChangeMessage(_Message):
@@ -284,39 +349,39 @@ LeaderChangeMessage._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (85, 'LeaderChangeMessage'),
-    (86, 'LeaderChangeMessage.Version,LeaderId'),
-    (88, 'LeaderChangeMessage.Voters'),
-    (100, 'LeaderChangeMessage.GrantingVoters'),
-    (112, 'LeaderChangeMessage.<tagged fields>'),
-    (125, 'LeaderChangeMessage'),
-    (129, 'LeaderChangeMessage.Version,LeaderId'),
-    (130, 'LeaderChangeMessage.Voters'),
-    (138, 'LeaderChangeMessage.GrantingVoters'),
-    (146, 'LeaderChangeMessage.<tagged fields>'),
-    (152, 'LeaderChangeMessage'),
-    (153, 'LeaderChangeMessage.Version,LeaderId'),
-    (155, 'LeaderChangeMessage.Voters'),
-    (167, 'LeaderChangeMessage.GrantingVoters'),
-    (179, 'LeaderChangeMessage.<tagged fields>'),
-    (192, 'LeaderChangeMessage'),
-    (196, 'LeaderChangeMessage.Version,LeaderId'),
-    (197, 'LeaderChangeMessage.Voters'),
-    (205, 'LeaderChangeMessage.GrantingVoters'),
-    (213, 'LeaderChangeMessage.<tagged fields>'),
-    (219, 'Voter'),
-    (220, 'Voter.VoterId'),
-    (222, 'Voter.<tagged fields>'),
-    (235, 'Voter'),
-    (239, 'Voter.VoterDirectoryId'),
-    (241, 'Voter.VoterId'),
-    (242, 'Voter.<tagged fields>'),
-    (248, 'Voter'),
-    (249, 'Voter.VoterId'),
-    (251, 'Voter.VoterDirectoryId'),
-    (252, 'Voter.<tagged fields>'),
-    (265, 'Voter'),
-    (269, 'Voter.VoterId'),
-    (270, 'Voter.VoterDirectoryId'),
-    (271, 'Voter.<tagged fields>'),
+    (150, 'LeaderChangeMessage'),
+    (151, 'LeaderChangeMessage.Version,LeaderId'),
+    (153, 'LeaderChangeMessage.Voters'),
+    (165, 'LeaderChangeMessage.GrantingVoters'),
+    (177, 'LeaderChangeMessage.<tagged fields>'),
+    (190, 'LeaderChangeMessage'),
+    (194, 'LeaderChangeMessage.Version,LeaderId'),
+    (195, 'LeaderChangeMessage.Voters'),
+    (203, 'LeaderChangeMessage.GrantingVoters'),
+    (211, 'LeaderChangeMessage.<tagged fields>'),
+    (217, 'LeaderChangeMessage'),
+    (218, 'LeaderChangeMessage.Version,LeaderId'),
+    (220, 'LeaderChangeMessage.Voters'),
+    (232, 'LeaderChangeMessage.GrantingVoters'),
+    (244, 'LeaderChangeMessage.<tagged fields>'),
+    (257, 'LeaderChangeMessage'),
+    (261, 'LeaderChangeMessage.Version,LeaderId'),
+    (262, 'LeaderChangeMessage.Voters'),
+    (270, 'LeaderChangeMessage.GrantingVoters'),
+    (278, 'LeaderChangeMessage.<tagged fields>'),
+    (284, 'Voter'),
+    (285, 'Voter.VoterId'),
+    (287, 'Voter.<tagged fields>'),
+    (300, 'Voter'),
+    (304, 'Voter.VoterDirectoryId'),
+    (306, 'Voter.VoterId'),
+    (307, 'Voter.<tagged fields>'),
+    (313, 'Voter'),
+    (314, 'Voter.VoterId'),
+    (316, 'Voter.VoterDirectoryId'),
+    (317, 'Voter.<tagged fields>'),
+    (330, 'Voter'),
+    (334, 'Voter.VoterId'),
+    (335, 'Voter.VoterDirectoryId'),
+    (336, 'Voter.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,18 +17,54 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
 @dataclass(frozen=True, slots=True)
 class MemberIdentity:
-    #: The member ID to remove from the group.
-    member_id: str = ''
-    #: The group instance ID to remove from the group.
-    group_instance_id: str | None = None
-    #: The reason why the member left the group.
-    reason: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The member ID to remove from the group.
+        member_id: str = ''
+        #: The group instance ID to remove from the group.
+        group_instance_id: str | None = None
+        #: The reason why the member left the group.
+        reason: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields', )
+        member_id: str
+        group_instance_id: str | None
+        reason: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'reason', reason)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, reason={self.reason!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields, ) == (other.member_id, other.group_instance_id, other.reason, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields, ))
 
 
 class _New_MemberIdentity:
@@ -58,13 +94,42 @@ class LeaveGroupRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 6)
-    #: The ID of the group to leave.
-    group_id: str = ''
-    #: The member ID to remove from the group.
-    member_id: str = ''
-    #: List of leaving member identities.
-    members: tuple[MemberIdentity, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the group to leave.
+        group_id: str = ''
+        #: The member ID to remove from the group.
+        member_id: str = ''
+        #: List of leaving member identities.
+        members: tuple[MemberIdentity, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields', )
+        group_id: str
+        member_id: str
+        members: tuple[MemberIdentity, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', member_id: str = '', members: tuple[MemberIdentity, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, members={self.members!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.members, self.unknown_tagged_fields, ) == (other.group_id, other.member_id, other.members, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.member_id, self.members, self.unknown_tagged_fields, ))
 
 
 class _New_LeaveGroupRequest(_Message):
@@ -303,60 +368,60 @@ LeaveGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (85, 'LeaveGroupRequest'),
-    (86, 'LeaveGroupRequest.GroupId'),
-    (87, 'LeaveGroupRequest.MemberId'),
-    (88, 'LeaveGroupRequest'),
-    (92, 'LeaveGroupRequest.Members'),
-    (94, 'LeaveGroupRequest.GroupId'),
-    (95, 'LeaveGroupRequest.MemberId'),
-    (98, 'LeaveGroupRequest'),
-    (99, 'LeaveGroupRequest.GroupId'),
-    (100, 'LeaveGroupRequest.Members'),
-    (109, 'LeaveGroupRequest'),
-    (113, 'LeaveGroupRequest.MemberId'),
-    (115, 'LeaveGroupRequest.GroupId'),
-    (116, 'LeaveGroupRequest.Members'),
-    (123, 'LeaveGroupRequest'),
-    (124, 'LeaveGroupRequest.GroupId'),
-    (125, 'LeaveGroupRequest.Members'),
-    (137, 'LeaveGroupRequest.<tagged fields>'),
     (150, 'LeaveGroupRequest'),
-    (154, 'LeaveGroupRequest.MemberId'),
-    (156, 'LeaveGroupRequest.GroupId'),
+    (151, 'LeaveGroupRequest.GroupId'),
+    (152, 'LeaveGroupRequest.MemberId'),
+    (153, 'LeaveGroupRequest'),
     (157, 'LeaveGroupRequest.Members'),
-    (165, 'LeaveGroupRequest.<tagged fields>'),
-    (171, 'LeaveGroupRequest'),
-    (172, 'LeaveGroupRequest.GroupId'),
-    (173, 'LeaveGroupRequest.Members'),
-    (185, 'LeaveGroupRequest.<tagged fields>'),
-    (198, 'LeaveGroupRequest'),
-    (202, 'LeaveGroupRequest.MemberId'),
-    (204, 'LeaveGroupRequest.GroupId'),
-    (205, 'LeaveGroupRequest.Members'),
-    (213, 'LeaveGroupRequest.<tagged fields>'),
-    (219, 'MemberIdentity'),
-    (220, 'MemberIdentity.MemberId'),
-    (221, 'MemberIdentity.GroupInstanceId'),
-    (222, 'MemberIdentity'),
-    (226, 'MemberIdentity.MemberId'),
-    (227, 'MemberIdentity.GroupInstanceId'),
-    (230, 'MemberIdentity'),
-    (231, 'MemberIdentity.MemberId'),
-    (232, 'MemberIdentity.GroupInstanceId'),
-    (233, 'MemberIdentity.<tagged fields>'),
-    (246, 'MemberIdentity'),
-    (250, 'MemberIdentity.MemberId'),
-    (251, 'MemberIdentity.GroupInstanceId'),
-    (252, 'MemberIdentity.<tagged fields>'),
-    (258, 'MemberIdentity'),
-    (259, 'MemberIdentity.MemberId'),
-    (260, 'MemberIdentity.GroupInstanceId'),
-    (261, 'MemberIdentity.Reason'),
-    (262, 'MemberIdentity.<tagged fields>'),
-    (275, 'MemberIdentity'),
-    (279, 'MemberIdentity.MemberId'),
-    (280, 'MemberIdentity.GroupInstanceId'),
-    (281, 'MemberIdentity.Reason'),
-    (282, 'MemberIdentity.<tagged fields>'),
+    (159, 'LeaveGroupRequest.GroupId'),
+    (160, 'LeaveGroupRequest.MemberId'),
+    (163, 'LeaveGroupRequest'),
+    (164, 'LeaveGroupRequest.GroupId'),
+    (165, 'LeaveGroupRequest.Members'),
+    (174, 'LeaveGroupRequest'),
+    (178, 'LeaveGroupRequest.MemberId'),
+    (180, 'LeaveGroupRequest.GroupId'),
+    (181, 'LeaveGroupRequest.Members'),
+    (188, 'LeaveGroupRequest'),
+    (189, 'LeaveGroupRequest.GroupId'),
+    (190, 'LeaveGroupRequest.Members'),
+    (202, 'LeaveGroupRequest.<tagged fields>'),
+    (215, 'LeaveGroupRequest'),
+    (219, 'LeaveGroupRequest.MemberId'),
+    (221, 'LeaveGroupRequest.GroupId'),
+    (222, 'LeaveGroupRequest.Members'),
+    (230, 'LeaveGroupRequest.<tagged fields>'),
+    (236, 'LeaveGroupRequest'),
+    (237, 'LeaveGroupRequest.GroupId'),
+    (238, 'LeaveGroupRequest.Members'),
+    (250, 'LeaveGroupRequest.<tagged fields>'),
+    (263, 'LeaveGroupRequest'),
+    (267, 'LeaveGroupRequest.MemberId'),
+    (269, 'LeaveGroupRequest.GroupId'),
+    (270, 'LeaveGroupRequest.Members'),
+    (278, 'LeaveGroupRequest.<tagged fields>'),
+    (284, 'MemberIdentity'),
+    (285, 'MemberIdentity.MemberId'),
+    (286, 'MemberIdentity.GroupInstanceId'),
+    (287, 'MemberIdentity'),
+    (291, 'MemberIdentity.MemberId'),
+    (292, 'MemberIdentity.GroupInstanceId'),
+    (295, 'MemberIdentity'),
+    (296, 'MemberIdentity.MemberId'),
+    (297, 'MemberIdentity.GroupInstanceId'),
+    (298, 'MemberIdentity.<tagged fields>'),
+    (311, 'MemberIdentity'),
+    (315, 'MemberIdentity.MemberId'),
+    (316, 'MemberIdentity.GroupInstanceId'),
+    (317, 'MemberIdentity.<tagged fields>'),
+    (323, 'MemberIdentity'),
+    (324, 'MemberIdentity.MemberId'),
+    (325, 'MemberIdentity.GroupInstanceId'),
+    (326, 'MemberIdentity.Reason'),
+    (327, 'MemberIdentity.<tagged fields>'),
+    (340, 'MemberIdentity'),
+    (344, 'MemberIdentity.MemberId'),
+    (345, 'MemberIdentity.GroupInstanceId'),
+    (346, 'MemberIdentity.Reason'),
+    (347, 'MemberIdentity.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class MemberResponse:
-    #: The member ID to remove from the group.
-    member_id: str = ''
-    #: The group instance ID to remove from the group.
-    group_instance_id: str | None = ''
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The member ID to remove from the group.
+        member_id: str = ''
+        #: The group instance ID to remove from the group.
+        group_instance_id: str | None = ''
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields', )
+        member_id: str
+        group_instance_id: str | None
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', group_instance_id: str | None = '', error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields, ) == (other.member_id, other.group_instance_id, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_MemberResponse:
@@ -59,13 +95,42 @@ class LeaveGroupResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 6)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: List of leaving member responses.
-    members: tuple[MemberResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: List of leaving member responses.
+        members: tuple[MemberResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        members: tuple[MemberResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, members: tuple[MemberResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, members={self.members!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.members, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields, ))
 
 
 class _New_LeaveGroupResponse(_Message):
@@ -241,46 +306,46 @@ LeaveGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (86, 'LeaveGroupResponse'),
-    (87, 'LeaveGroupResponse.ErrorCode'),
-    (89, 'LeaveGroupResponse'),
-    (93, 'LeaveGroupResponse.Members'),
-    (95, 'LeaveGroupResponse.ErrorCode'),
-    (98, 'LeaveGroupResponse'),
-    (99, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (101, 'LeaveGroupResponse'),
-    (105, 'LeaveGroupResponse.Members'),
-    (107, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (110, 'LeaveGroupResponse'),
-    (111, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (113, 'LeaveGroupResponse.Members'),
-    (122, 'LeaveGroupResponse'),
-    (126, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (127, 'LeaveGroupResponse.Members'),
-    (134, 'LeaveGroupResponse'),
-    (135, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (137, 'LeaveGroupResponse.Members'),
-    (149, 'LeaveGroupResponse.<tagged fields>'),
-    (162, 'LeaveGroupResponse'),
-    (166, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (167, 'LeaveGroupResponse.Members'),
-    (175, 'LeaveGroupResponse.<tagged fields>'),
-    (181, 'MemberResponse'),
-    (182, 'MemberResponse.MemberId'),
-    (183, 'MemberResponse.GroupInstanceId'),
-    (184, 'MemberResponse.ErrorCode'),
-    (186, 'MemberResponse'),
-    (190, 'MemberResponse.MemberId'),
-    (191, 'MemberResponse.GroupInstanceId'),
-    (192, 'MemberResponse.ErrorCode'),
-    (195, 'MemberResponse'),
-    (196, 'MemberResponse.MemberId'),
-    (197, 'MemberResponse.GroupInstanceId'),
-    (198, 'MemberResponse.ErrorCode'),
-    (200, 'MemberResponse.<tagged fields>'),
-    (213, 'MemberResponse'),
-    (217, 'MemberResponse.MemberId'),
-    (218, 'MemberResponse.GroupInstanceId'),
-    (219, 'MemberResponse.ErrorCode'),
-    (220, 'MemberResponse.<tagged fields>'),
+    (151, 'LeaveGroupResponse'),
+    (152, 'LeaveGroupResponse.ErrorCode'),
+    (154, 'LeaveGroupResponse'),
+    (158, 'LeaveGroupResponse.Members'),
+    (160, 'LeaveGroupResponse.ErrorCode'),
+    (163, 'LeaveGroupResponse'),
+    (164, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (166, 'LeaveGroupResponse'),
+    (170, 'LeaveGroupResponse.Members'),
+    (172, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (175, 'LeaveGroupResponse'),
+    (176, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (178, 'LeaveGroupResponse.Members'),
+    (187, 'LeaveGroupResponse'),
+    (191, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (192, 'LeaveGroupResponse.Members'),
+    (199, 'LeaveGroupResponse'),
+    (200, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (202, 'LeaveGroupResponse.Members'),
+    (214, 'LeaveGroupResponse.<tagged fields>'),
+    (227, 'LeaveGroupResponse'),
+    (231, 'LeaveGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (232, 'LeaveGroupResponse.Members'),
+    (240, 'LeaveGroupResponse.<tagged fields>'),
+    (246, 'MemberResponse'),
+    (247, 'MemberResponse.MemberId'),
+    (248, 'MemberResponse.GroupInstanceId'),
+    (249, 'MemberResponse.ErrorCode'),
+    (251, 'MemberResponse'),
+    (255, 'MemberResponse.MemberId'),
+    (256, 'MemberResponse.GroupInstanceId'),
+    (257, 'MemberResponse.ErrorCode'),
+    (260, 'MemberResponse'),
+    (261, 'MemberResponse.MemberId'),
+    (262, 'MemberResponse.GroupInstanceId'),
+    (263, 'MemberResponse.ErrorCode'),
+    (265, 'MemberResponse.<tagged fields>'),
+    (278, 'MemberResponse'),
+    (282, 'MemberResponse.MemberId'),
+    (283, 'MemberResponse.GroupInstanceId'),
+    (284, 'MemberResponse.ErrorCode'),
+    (285, 'MemberResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class ClientMetricsResource:
-    #: The resource name.
-    name: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The resource name.
+        name: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'unknown_tagged_fields', )
+        name: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields, ) == (other.name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.unknown_tagged_fields, ))
 
 
 class _New_ClientMetricsResource:
@@ -50,13 +82,42 @@ class ListClientMetricsResourcesResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: Each client metrics resource in the response.
-    client_metrics_resources: tuple[ClientMetricsResource, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: Each client metrics resource in the response.
+        client_metrics_resources: tuple[ClientMetricsResource, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'client_metrics_resources', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        client_metrics_resources: tuple[ClientMetricsResource, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, client_metrics_resources: tuple[ClientMetricsResource, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'client_metrics_resources', client_metrics_resources)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_metrics_resources={self.client_metrics_resources!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.client_metrics_resources, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.client_metrics_resources, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.client_metrics_resources, self.unknown_tagged_fields, ))
 
 
 class _New_ListClientMetricsResourcesResponse(_Message):
@@ -155,18 +216,18 @@ ListClientMetricsResourcesResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (77, 'ListClientMetricsResourcesResponse'),
-    (78, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
-    (80, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (92, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (105, 'ListClientMetricsResourcesResponse'),
-    (109, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
-    (110, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
-    (118, 'ListClientMetricsResourcesResponse.<tagged fields>'),
-    (124, 'ClientMetricsResource'),
-    (125, 'ClientMetricsResource.Name'),
-    (126, 'ClientMetricsResource.<tagged fields>'),
-    (139, 'ClientMetricsResource'),
-    (143, 'ClientMetricsResource.Name'),
-    (144, 'ClientMetricsResource.<tagged fields>'),
+    (138, 'ListClientMetricsResourcesResponse'),
+    (139, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
+    (141, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
+    (153, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (166, 'ListClientMetricsResourcesResponse'),
+    (170, 'ListClientMetricsResourcesResponse.ThrottleTimeMs,ErrorCode'),
+    (171, 'ListClientMetricsResourcesResponse.ClientMetricsResources'),
+    (179, 'ListClientMetricsResourcesResponse.<tagged fields>'),
+    (185, 'ClientMetricsResource'),
+    (186, 'ClientMetricsResource.Name'),
+    (187, 'ClientMetricsResource.<tagged fields>'),
+    (200, 'ClientMetricsResource'),
+    (204, 'ClientMetricsResource.Name'),
+    (205, 'ClientMetricsResource.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,11 +36,38 @@ class ListGroupsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: The states of the groups we want to list. If empty, all groups are returned with their state.
-    states_filter: tuple[str, ...] = ()
-    #: The types of the groups we want to list. If empty, all groups are returned with their type.
-    types_filter: tuple[str, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The states of the groups we want to list. If empty, all groups are returned with their state.
+        states_filter: tuple[str, ...] = ()
+        #: The types of the groups we want to list. If empty, all groups are returned with their type.
+        types_filter: tuple[str, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('states_filter', 'types_filter', 'unknown_tagged_fields', )
+        states_filter: tuple[str, ...]
+        types_filter: tuple[str, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, states_filter: tuple[str, ...] = (), types_filter: tuple[str, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'states_filter', states_filter)
+            _object_setattr(self, 'types_filter', types_filter)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(states_filter={self.states_filter!r}, types_filter={self.types_filter!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.states_filter, self.types_filter, self.unknown_tagged_fields, ) == (other.states_filter, other.types_filter, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.states_filter, self.types_filter, self.unknown_tagged_fields, ))
 
 
 class _New_ListGroupsRequest(_Message):
@@ -216,28 +250,28 @@ ListGroupsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'ListGroupsRequest'),
-    (57, 'ListGroupsRequest.StatesFilter'),
-    (59, 'ListGroupsRequest.TypesFilter'),
-    (63, 'ListGroupsRequest'),
-    (64, 'ListGroupsRequest.<tagged fields>'),
-    (77, 'ListGroupsRequest'),
-    (81, 'ListGroupsRequest.StatesFilter'),
-    (83, 'ListGroupsRequest.TypesFilter'),
-    (85, 'ListGroupsRequest.<tagged fields>'),
-    (91, 'ListGroupsRequest'),
-    (92, 'ListGroupsRequest.StatesFilter'),
-    (104, 'ListGroupsRequest.<tagged fields>'),
-    (117, 'ListGroupsRequest'),
-    (121, 'ListGroupsRequest.TypesFilter'),
-    (123, 'ListGroupsRequest.StatesFilter'),
-    (131, 'ListGroupsRequest.<tagged fields>'),
-    (137, 'ListGroupsRequest'),
-    (138, 'ListGroupsRequest.StatesFilter'),
-    (150, 'ListGroupsRequest.TypesFilter'),
-    (162, 'ListGroupsRequest.<tagged fields>'),
-    (175, 'ListGroupsRequest'),
-    (179, 'ListGroupsRequest.StatesFilter'),
-    (187, 'ListGroupsRequest.TypesFilter'),
-    (195, 'ListGroupsRequest.<tagged fields>'),
+    (86, 'ListGroupsRequest'),
+    (91, 'ListGroupsRequest.StatesFilter'),
+    (93, 'ListGroupsRequest.TypesFilter'),
+    (97, 'ListGroupsRequest'),
+    (98, 'ListGroupsRequest.<tagged fields>'),
+    (111, 'ListGroupsRequest'),
+    (115, 'ListGroupsRequest.StatesFilter'),
+    (117, 'ListGroupsRequest.TypesFilter'),
+    (119, 'ListGroupsRequest.<tagged fields>'),
+    (125, 'ListGroupsRequest'),
+    (126, 'ListGroupsRequest.StatesFilter'),
+    (138, 'ListGroupsRequest.<tagged fields>'),
+    (151, 'ListGroupsRequest'),
+    (155, 'ListGroupsRequest.TypesFilter'),
+    (157, 'ListGroupsRequest.StatesFilter'),
+    (165, 'ListGroupsRequest.<tagged fields>'),
+    (171, 'ListGroupsRequest'),
+    (172, 'ListGroupsRequest.StatesFilter'),
+    (184, 'ListGroupsRequest.TypesFilter'),
+    (196, 'ListGroupsRequest.<tagged fields>'),
+    (209, 'ListGroupsRequest'),
+    (213, 'ListGroupsRequest.StatesFilter'),
+    (221, 'ListGroupsRequest.TypesFilter'),
+    (229, 'ListGroupsRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,21 +17,59 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class ListedGroup:
-    #: The group ID.
-    group_id: str = ''
-    #: The group protocol type.
-    protocol_type: str = ''
-    #: The group state name.
-    group_state: str = ''
-    #: The group type name.
-    group_type: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group ID.
+        group_id: str = ''
+        #: The group protocol type.
+        protocol_type: str = ''
+        #: The group state name.
+        group_state: str = ''
+        #: The group type name.
+        group_type: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields', )
+        group_id: str
+        protocol_type: str
+        group_state: str
+        group_type: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', protocol_type: str = '', group_state: str = '', group_type: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'group_state', group_state)
+            _object_setattr(self, 'group_type', group_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, protocol_type={self.protocol_type!r}, group_state={self.group_state!r}, group_type={self.group_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields, ) == (other.group_id, other.protocol_type, other.group_state, other.group_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields, ))
 
 
 class _New_ListedGroup:
@@ -63,13 +101,42 @@ class ListGroupsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 6)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: Each group in the response.
-    groups: tuple[ListedGroup, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: Each group in the response.
+        groups: tuple[ListedGroup, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        groups: tuple[ListedGroup, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, groups: tuple[ListedGroup, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, groups={self.groups!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.groups, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields, ))
 
 
 class _New_ListGroupsResponse(_Message):
@@ -395,76 +462,76 @@ ListGroupsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (90, 'ListGroupsResponse'),
-    (91, 'ListGroupsResponse.ErrorCode'),
-    (93, 'ListGroupsResponse.Groups'),
-    (102, 'ListGroupsResponse'),
-    (106, 'ListGroupsResponse.ErrorCode'),
-    (107, 'ListGroupsResponse.Groups'),
-    (114, 'ListGroupsResponse'),
-    (115, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (117, 'ListGroupsResponse.Groups'),
-    (126, 'ListGroupsResponse'),
-    (130, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (131, 'ListGroupsResponse.Groups'),
-    (138, 'ListGroupsResponse'),
-    (139, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (141, 'ListGroupsResponse.Groups'),
-    (153, 'ListGroupsResponse.<tagged fields>'),
-    (166, 'ListGroupsResponse'),
-    (170, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (171, 'ListGroupsResponse.Groups'),
-    (179, 'ListGroupsResponse.<tagged fields>'),
-    (185, 'ListGroupsResponse'),
-    (186, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (188, 'ListGroupsResponse.Groups'),
-    (200, 'ListGroupsResponse.<tagged fields>'),
-    (213, 'ListGroupsResponse'),
-    (217, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (218, 'ListGroupsResponse.Groups'),
-    (226, 'ListGroupsResponse.<tagged fields>'),
-    (232, 'ListGroupsResponse'),
-    (233, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (235, 'ListGroupsResponse.Groups'),
-    (247, 'ListGroupsResponse.<tagged fields>'),
-    (260, 'ListGroupsResponse'),
-    (264, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
-    (265, 'ListGroupsResponse.Groups'),
-    (273, 'ListGroupsResponse.<tagged fields>'),
-    (279, 'ListedGroup'),
-    (280, 'ListedGroup.GroupId'),
-    (281, 'ListedGroup.ProtocolType'),
-    (282, 'ListedGroup'),
-    (286, 'ListedGroup.GroupId'),
-    (287, 'ListedGroup.ProtocolType'),
-    (290, 'ListedGroup'),
-    (291, 'ListedGroup.GroupId'),
-    (292, 'ListedGroup.ProtocolType'),
-    (293, 'ListedGroup.<tagged fields>'),
-    (306, 'ListedGroup'),
-    (310, 'ListedGroup.GroupId'),
-    (311, 'ListedGroup.ProtocolType'),
-    (312, 'ListedGroup.<tagged fields>'),
-    (318, 'ListedGroup'),
-    (319, 'ListedGroup.GroupId'),
-    (320, 'ListedGroup.ProtocolType'),
-    (321, 'ListedGroup.GroupState'),
-    (322, 'ListedGroup.<tagged fields>'),
-    (335, 'ListedGroup'),
-    (339, 'ListedGroup.GroupId'),
-    (340, 'ListedGroup.ProtocolType'),
-    (341, 'ListedGroup.GroupState'),
-    (342, 'ListedGroup.<tagged fields>'),
-    (348, 'ListedGroup'),
-    (349, 'ListedGroup.GroupId'),
-    (350, 'ListedGroup.ProtocolType'),
-    (351, 'ListedGroup.GroupState'),
-    (352, 'ListedGroup.GroupType'),
-    (353, 'ListedGroup.<tagged fields>'),
-    (366, 'ListedGroup'),
-    (370, 'ListedGroup.GroupId'),
-    (371, 'ListedGroup.ProtocolType'),
-    (372, 'ListedGroup.GroupState'),
-    (373, 'ListedGroup.GroupType'),
-    (374, 'ListedGroup.<tagged fields>'),
+    (157, 'ListGroupsResponse'),
+    (158, 'ListGroupsResponse.ErrorCode'),
+    (160, 'ListGroupsResponse.Groups'),
+    (169, 'ListGroupsResponse'),
+    (173, 'ListGroupsResponse.ErrorCode'),
+    (174, 'ListGroupsResponse.Groups'),
+    (181, 'ListGroupsResponse'),
+    (182, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (184, 'ListGroupsResponse.Groups'),
+    (193, 'ListGroupsResponse'),
+    (197, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (198, 'ListGroupsResponse.Groups'),
+    (205, 'ListGroupsResponse'),
+    (206, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (208, 'ListGroupsResponse.Groups'),
+    (220, 'ListGroupsResponse.<tagged fields>'),
+    (233, 'ListGroupsResponse'),
+    (237, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (238, 'ListGroupsResponse.Groups'),
+    (246, 'ListGroupsResponse.<tagged fields>'),
+    (252, 'ListGroupsResponse'),
+    (253, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (255, 'ListGroupsResponse.Groups'),
+    (267, 'ListGroupsResponse.<tagged fields>'),
+    (280, 'ListGroupsResponse'),
+    (284, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (285, 'ListGroupsResponse.Groups'),
+    (293, 'ListGroupsResponse.<tagged fields>'),
+    (299, 'ListGroupsResponse'),
+    (300, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (302, 'ListGroupsResponse.Groups'),
+    (314, 'ListGroupsResponse.<tagged fields>'),
+    (327, 'ListGroupsResponse'),
+    (331, 'ListGroupsResponse.ThrottleTimeMs,ErrorCode'),
+    (332, 'ListGroupsResponse.Groups'),
+    (340, 'ListGroupsResponse.<tagged fields>'),
+    (346, 'ListedGroup'),
+    (347, 'ListedGroup.GroupId'),
+    (348, 'ListedGroup.ProtocolType'),
+    (349, 'ListedGroup'),
+    (353, 'ListedGroup.GroupId'),
+    (354, 'ListedGroup.ProtocolType'),
+    (357, 'ListedGroup'),
+    (358, 'ListedGroup.GroupId'),
+    (359, 'ListedGroup.ProtocolType'),
+    (360, 'ListedGroup.<tagged fields>'),
+    (373, 'ListedGroup'),
+    (377, 'ListedGroup.GroupId'),
+    (378, 'ListedGroup.ProtocolType'),
+    (379, 'ListedGroup.<tagged fields>'),
+    (385, 'ListedGroup'),
+    (386, 'ListedGroup.GroupId'),
+    (387, 'ListedGroup.ProtocolType'),
+    (388, 'ListedGroup.GroupState'),
+    (389, 'ListedGroup.<tagged fields>'),
+    (402, 'ListedGroup'),
+    (406, 'ListedGroup.GroupId'),
+    (407, 'ListedGroup.ProtocolType'),
+    (408, 'ListedGroup.GroupState'),
+    (409, 'ListedGroup.<tagged fields>'),
+    (415, 'ListedGroup'),
+    (416, 'ListedGroup.GroupId'),
+    (417, 'ListedGroup.ProtocolType'),
+    (418, 'ListedGroup.GroupState'),
+    (419, 'ListedGroup.GroupType'),
+    (420, 'ListedGroup.<tagged fields>'),
+    (433, 'ListedGroup'),
+    (437, 'ListedGroup.GroupId'),
+    (438, 'ListedGroup.ProtocolType'),
+    (439, 'ListedGroup.GroupState'),
+    (440, 'ListedGroup.GroupType'),
+    (441, 'ListedGroup.<tagged fields>'),
 )

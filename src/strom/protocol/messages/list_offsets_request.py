@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ib")
 _S2 = Struct(">iqi")
@@ -26,15 +33,46 @@ _S4 = Struct(">iiq")
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsPartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The current leader epoch.
-    current_leader_epoch: int = -1
-    #: The current timestamp.
-    timestamp: int = 0
-    #: The maximum number of offsets to report.
-    max_num_offsets: int = 1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The current leader epoch.
+        current_leader_epoch: int = -1
+        #: The current timestamp.
+        timestamp: int = 0
+        #: The maximum number of offsets to report.
+        max_num_offsets: int = 1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields', )
+        partition_index: int
+        current_leader_epoch: int
+        timestamp: int
+        max_num_offsets: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'current_leader_epoch', current_leader_epoch)
+            _object_setattr(self, 'timestamp', timestamp)
+            _object_setattr(self, 'max_num_offsets', max_num_offsets)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, current_leader_epoch={self.current_leader_epoch!r}, timestamp={self.timestamp!r}, max_num_offsets={self.max_num_offsets!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields, ) == (other.partition_index, other.current_leader_epoch, other.timestamp, other.max_num_offsets, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsPartition:
@@ -59,11 +97,38 @@ _DEFAULT_ListOffsetsPartition = ListOffsetsPartition()
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsTopic:
-    #: The topic name.
-    name: str = ''
-    #: Each partition in the request.
-    partitions: tuple[ListOffsetsPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition in the request.
+        partitions: tuple[ListOffsetsPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[ListOffsetsPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[ListOffsetsPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsTopic:
@@ -91,15 +156,46 @@ class ListOffsetsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 11)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 11)
-    #: The broker ID of the requester, or -1 if this request is being made by a normal consumer.
-    replica_id: int = 0
-    #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records
-    isolation_level: int = 0
-    #: Each topic in the request.
-    topics: tuple[ListOffsetsTopic, ...] = ()
-    #: The timeout to await a response in milliseconds for requests that require reading from remote storage for topics enabled with tiered storage.
-    timeout_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID of the requester, or -1 if this request is being made by a normal consumer.
+        replica_id: int = 0
+        #: This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records
+        isolation_level: int = 0
+        #: Each topic in the request.
+        topics: tuple[ListOffsetsTopic, ...] = ()
+        #: The timeout to await a response in milliseconds for requests that require reading from remote storage for topics enabled with tiered storage.
+        timeout_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields', )
+        replica_id: int
+        isolation_level: int
+        topics: tuple[ListOffsetsTopic, ...]
+        timeout_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, replica_id: int = 0, isolation_level: int = 0, topics: tuple[ListOffsetsTopic, ...] = (), timeout_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'isolation_level', isolation_level)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, isolation_level={self.isolation_level!r}, topics={self.topics!r}, timeout_ms={self.timeout_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields, ) == (other.replica_id, other.isolation_level, other.topics, other.timeout_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsRequest(_Message):
@@ -522,95 +618,95 @@ ListOffsetsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (122, 'ListOffsetsRequest'),
-    (123, 'ListOffsetsRequest.ReplicaId'),
-    (125, 'ListOffsetsRequest.Topics'),
-    (134, 'ListOffsetsRequest'),
-    (138, 'ListOffsetsRequest.IsolationLevel'),
-    (140, 'ListOffsetsRequest.ReplicaId'),
-    (141, 'ListOffsetsRequest.Topics'),
-    (148, 'ListOffsetsRequest'),
-    (149, 'ListOffsetsRequest.ReplicaId'),
-    (151, 'ListOffsetsRequest.Topics'),
-    (160, 'ListOffsetsRequest'),
-    (164, 'ListOffsetsRequest.IsolationLevel'),
-    (166, 'ListOffsetsRequest.ReplicaId'),
-    (167, 'ListOffsetsRequest.Topics'),
-    (174, 'ListOffsetsRequest'),
-    (175, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (177, 'ListOffsetsRequest.Topics'),
-    (186, 'ListOffsetsRequest'),
-    (190, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (191, 'ListOffsetsRequest.Topics'),
-    (198, 'ListOffsetsRequest'),
-    (199, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (201, 'ListOffsetsRequest.Topics'),
-    (210, 'ListOffsetsRequest'),
-    (214, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (215, 'ListOffsetsRequest.Topics'),
-    (222, 'ListOffsetsRequest'),
-    (223, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (225, 'ListOffsetsRequest.Topics'),
-    (237, 'ListOffsetsRequest.<tagged fields>'),
-    (250, 'ListOffsetsRequest'),
-    (254, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (255, 'ListOffsetsRequest.Topics'),
-    (263, 'ListOffsetsRequest.<tagged fields>'),
-    (269, 'ListOffsetsRequest'),
-    (270, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (272, 'ListOffsetsRequest.Topics'),
-    (284, 'ListOffsetsRequest.TimeoutMs'),
-    (286, 'ListOffsetsRequest.<tagged fields>'),
-    (299, 'ListOffsetsRequest'),
-    (303, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
-    (304, 'ListOffsetsRequest.Topics'),
-    (312, 'ListOffsetsRequest.TimeoutMs'),
-    (313, 'ListOffsetsRequest.<tagged fields>'),
-    (319, 'ListOffsetsTopic'),
-    (320, 'ListOffsetsTopic.Name'),
-    (321, 'ListOffsetsTopic.Partitions'),
-    (330, 'ListOffsetsTopic'),
-    (334, 'ListOffsetsTopic.Name'),
-    (335, 'ListOffsetsTopic.Partitions'),
-    (342, 'ListOffsetsTopic'),
-    (343, 'ListOffsetsTopic.Name'),
-    (344, 'ListOffsetsTopic.Partitions'),
-    (353, 'ListOffsetsTopic'),
-    (357, 'ListOffsetsTopic.Name'),
-    (358, 'ListOffsetsTopic.Partitions'),
-    (365, 'ListOffsetsTopic'),
-    (366, 'ListOffsetsTopic.Name'),
-    (367, 'ListOffsetsTopic.Partitions'),
-    (376, 'ListOffsetsTopic'),
-    (380, 'ListOffsetsTopic.Name'),
-    (381, 'ListOffsetsTopic.Partitions'),
-    (388, 'ListOffsetsTopic'),
-    (389, 'ListOffsetsTopic.Name'),
-    (390, 'ListOffsetsTopic.Partitions'),
-    (402, 'ListOffsetsTopic.<tagged fields>'),
+    (218, 'ListOffsetsRequest'),
+    (219, 'ListOffsetsRequest.ReplicaId'),
+    (221, 'ListOffsetsRequest.Topics'),
+    (230, 'ListOffsetsRequest'),
+    (234, 'ListOffsetsRequest.IsolationLevel'),
+    (236, 'ListOffsetsRequest.ReplicaId'),
+    (237, 'ListOffsetsRequest.Topics'),
+    (244, 'ListOffsetsRequest'),
+    (245, 'ListOffsetsRequest.ReplicaId'),
+    (247, 'ListOffsetsRequest.Topics'),
+    (256, 'ListOffsetsRequest'),
+    (260, 'ListOffsetsRequest.IsolationLevel'),
+    (262, 'ListOffsetsRequest.ReplicaId'),
+    (263, 'ListOffsetsRequest.Topics'),
+    (270, 'ListOffsetsRequest'),
+    (271, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (273, 'ListOffsetsRequest.Topics'),
+    (282, 'ListOffsetsRequest'),
+    (286, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (287, 'ListOffsetsRequest.Topics'),
+    (294, 'ListOffsetsRequest'),
+    (295, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (297, 'ListOffsetsRequest.Topics'),
+    (306, 'ListOffsetsRequest'),
+    (310, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (311, 'ListOffsetsRequest.Topics'),
+    (318, 'ListOffsetsRequest'),
+    (319, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (321, 'ListOffsetsRequest.Topics'),
+    (333, 'ListOffsetsRequest.<tagged fields>'),
+    (346, 'ListOffsetsRequest'),
+    (350, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (351, 'ListOffsetsRequest.Topics'),
+    (359, 'ListOffsetsRequest.<tagged fields>'),
+    (365, 'ListOffsetsRequest'),
+    (366, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (368, 'ListOffsetsRequest.Topics'),
+    (380, 'ListOffsetsRequest.TimeoutMs'),
+    (382, 'ListOffsetsRequest.<tagged fields>'),
+    (395, 'ListOffsetsRequest'),
+    (399, 'ListOffsetsRequest.ReplicaId,IsolationLevel'),
+    (400, 'ListOffsetsRequest.Topics'),
+    (408, 'ListOffsetsRequest.TimeoutMs'),
+    (409, 'ListOffsetsRequest.<tagged fields>'),
     (415, 'ListOffsetsTopic'),
-    (419, 'ListOffsetsTopic.Name'),
-    (420, 'ListOffsetsTopic.Partitions'),
-    (428, 'ListOffsetsTopic.<tagged fields>'),
-    (434, 'ListOffsetsPartition'),
-    (435, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
-    (437, 'ListOffsetsPartition'),
-    (441, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
-    (444, 'ListOffsetsPartition'),
-    (445, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
-    (447, 'ListOffsetsPartition'),
-    (451, 'ListOffsetsPartition.MaxNumOffsets'),
-    (453, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
-    (456, 'ListOffsetsPartition'),
-    (457, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (459, 'ListOffsetsPartition'),
-    (463, 'ListOffsetsPartition.MaxNumOffsets'),
-    (465, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (468, 'ListOffsetsPartition'),
-    (469, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (471, 'ListOffsetsPartition.<tagged fields>'),
-    (484, 'ListOffsetsPartition'),
-    (488, 'ListOffsetsPartition.MaxNumOffsets'),
-    (490, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
-    (491, 'ListOffsetsPartition.<tagged fields>'),
+    (416, 'ListOffsetsTopic.Name'),
+    (417, 'ListOffsetsTopic.Partitions'),
+    (426, 'ListOffsetsTopic'),
+    (430, 'ListOffsetsTopic.Name'),
+    (431, 'ListOffsetsTopic.Partitions'),
+    (438, 'ListOffsetsTopic'),
+    (439, 'ListOffsetsTopic.Name'),
+    (440, 'ListOffsetsTopic.Partitions'),
+    (449, 'ListOffsetsTopic'),
+    (453, 'ListOffsetsTopic.Name'),
+    (454, 'ListOffsetsTopic.Partitions'),
+    (461, 'ListOffsetsTopic'),
+    (462, 'ListOffsetsTopic.Name'),
+    (463, 'ListOffsetsTopic.Partitions'),
+    (472, 'ListOffsetsTopic'),
+    (476, 'ListOffsetsTopic.Name'),
+    (477, 'ListOffsetsTopic.Partitions'),
+    (484, 'ListOffsetsTopic'),
+    (485, 'ListOffsetsTopic.Name'),
+    (486, 'ListOffsetsTopic.Partitions'),
+    (498, 'ListOffsetsTopic.<tagged fields>'),
+    (511, 'ListOffsetsTopic'),
+    (515, 'ListOffsetsTopic.Name'),
+    (516, 'ListOffsetsTopic.Partitions'),
+    (524, 'ListOffsetsTopic.<tagged fields>'),
+    (530, 'ListOffsetsPartition'),
+    (531, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (533, 'ListOffsetsPartition'),
+    (537, 'ListOffsetsPartition.PartitionIndex,Timestamp,MaxNumOffsets'),
+    (540, 'ListOffsetsPartition'),
+    (541, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (543, 'ListOffsetsPartition'),
+    (547, 'ListOffsetsPartition.MaxNumOffsets'),
+    (549, 'ListOffsetsPartition.PartitionIndex,Timestamp'),
+    (552, 'ListOffsetsPartition'),
+    (553, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (555, 'ListOffsetsPartition'),
+    (559, 'ListOffsetsPartition.MaxNumOffsets'),
+    (561, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (564, 'ListOffsetsPartition'),
+    (565, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (567, 'ListOffsetsPartition.<tagged fields>'),
+    (580, 'ListOffsetsPartition'),
+    (584, 'ListOffsetsPartition.MaxNumOffsets'),
+    (586, 'ListOffsetsPartition.PartitionIndex,CurrentLeaderEpoch,Timestamp'),
+    (587, 'ListOffsetsPartition.<tagged fields>'),
 )

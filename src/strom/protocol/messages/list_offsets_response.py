@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 _S2 = Struct(">ihqq")
@@ -25,18 +32,53 @@ _S3 = Struct(">ihqqi")
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsPartitionResponse:
-    #: The partition index.
-    partition_index: int = 0
-    #: The partition error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The result offsets.
-    old_style_offsets: tuple[int, ...] = ()
-    #: The timestamp associated with the returned offset.
-    timestamp: int = -1
-    #: The returned offset.
-    offset: int = -1
-    leader_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The partition error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The result offsets.
+        old_style_offsets: tuple[int, ...] = ()
+        #: The timestamp associated with the returned offset.
+        timestamp: int = -1
+        #: The returned offset.
+        offset: int = -1
+        leader_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        old_style_offsets: tuple[int, ...]
+        timestamp: int
+        offset: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, old_style_offsets: tuple[int, ...] = (), timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'old_style_offsets', old_style_offsets)
+            _object_setattr(self, 'timestamp', timestamp)
+            _object_setattr(self, 'offset', offset)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, old_style_offsets={self.old_style_offsets!r}, timestamp={self.timestamp!r}, offset={self.offset!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.old_style_offsets, other.timestamp, other.offset, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsPartitionResponse:
@@ -65,11 +107,38 @@ _DEFAULT_ListOffsetsPartitionResponse = ListOffsetsPartitionResponse()
 
 @dataclass(frozen=True, slots=True)
 class ListOffsetsTopicResponse:
-    #: The topic name
-    name: str = ''
-    #: Each partition in the response.
-    partitions: tuple[ListOffsetsPartitionResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        #: Each partition in the response.
+        partitions: tuple[ListOffsetsPartitionResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[ListOffsetsPartitionResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[ListOffsetsPartitionResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsTopicResponse:
@@ -97,11 +166,38 @@ class ListOffsetsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 11)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 11)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each topic in the response.
-    topics: tuple[ListOffsetsTopicResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each topic in the response.
+        topics: tuple[ListOffsetsTopicResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[ListOffsetsTopicResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[ListOffsetsTopicResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_ListOffsetsResponse(_Message):
@@ -478,85 +574,85 @@ ListOffsetsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (120, 'ListOffsetsResponse'),
-    (121, 'ListOffsetsResponse.Topics'),
-    (130, 'ListOffsetsResponse'),
-    (134, 'ListOffsetsResponse.Topics'),
-    (141, 'ListOffsetsResponse'),
-    (142, 'ListOffsetsResponse.Topics'),
-    (151, 'ListOffsetsResponse'),
-    (155, 'ListOffsetsResponse.Topics'),
-    (162, 'ListOffsetsResponse'),
-    (163, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (165, 'ListOffsetsResponse.Topics'),
-    (174, 'ListOffsetsResponse'),
-    (178, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (179, 'ListOffsetsResponse.Topics'),
-    (186, 'ListOffsetsResponse'),
-    (187, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (189, 'ListOffsetsResponse.Topics'),
-    (198, 'ListOffsetsResponse'),
-    (202, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (203, 'ListOffsetsResponse.Topics'),
-    (210, 'ListOffsetsResponse'),
-    (211, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (213, 'ListOffsetsResponse.Topics'),
-    (225, 'ListOffsetsResponse.<tagged fields>'),
-    (238, 'ListOffsetsResponse'),
-    (242, 'ListOffsetsResponse.ThrottleTimeMs'),
-    (243, 'ListOffsetsResponse.Topics'),
-    (251, 'ListOffsetsResponse.<tagged fields>'),
-    (257, 'ListOffsetsTopicResponse'),
-    (258, 'ListOffsetsTopicResponse.Name'),
-    (259, 'ListOffsetsTopicResponse.Partitions'),
-    (268, 'ListOffsetsTopicResponse'),
-    (272, 'ListOffsetsTopicResponse.Name'),
-    (273, 'ListOffsetsTopicResponse.Partitions'),
-    (280, 'ListOffsetsTopicResponse'),
-    (281, 'ListOffsetsTopicResponse.Name'),
-    (282, 'ListOffsetsTopicResponse.Partitions'),
-    (291, 'ListOffsetsTopicResponse'),
-    (295, 'ListOffsetsTopicResponse.Name'),
-    (296, 'ListOffsetsTopicResponse.Partitions'),
-    (303, 'ListOffsetsTopicResponse'),
-    (304, 'ListOffsetsTopicResponse.Name'),
-    (305, 'ListOffsetsTopicResponse.Partitions'),
-    (314, 'ListOffsetsTopicResponse'),
-    (318, 'ListOffsetsTopicResponse.Name'),
-    (319, 'ListOffsetsTopicResponse.Partitions'),
-    (326, 'ListOffsetsTopicResponse'),
-    (327, 'ListOffsetsTopicResponse.Name'),
-    (328, 'ListOffsetsTopicResponse.Partitions'),
-    (340, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (216, 'ListOffsetsResponse'),
+    (217, 'ListOffsetsResponse.Topics'),
+    (226, 'ListOffsetsResponse'),
+    (230, 'ListOffsetsResponse.Topics'),
+    (237, 'ListOffsetsResponse'),
+    (238, 'ListOffsetsResponse.Topics'),
+    (247, 'ListOffsetsResponse'),
+    (251, 'ListOffsetsResponse.Topics'),
+    (258, 'ListOffsetsResponse'),
+    (259, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (261, 'ListOffsetsResponse.Topics'),
+    (270, 'ListOffsetsResponse'),
+    (274, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (275, 'ListOffsetsResponse.Topics'),
+    (282, 'ListOffsetsResponse'),
+    (283, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (285, 'ListOffsetsResponse.Topics'),
+    (294, 'ListOffsetsResponse'),
+    (298, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (299, 'ListOffsetsResponse.Topics'),
+    (306, 'ListOffsetsResponse'),
+    (307, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (309, 'ListOffsetsResponse.Topics'),
+    (321, 'ListOffsetsResponse.<tagged fields>'),
+    (334, 'ListOffsetsResponse'),
+    (338, 'ListOffsetsResponse.ThrottleTimeMs'),
+    (339, 'ListOffsetsResponse.Topics'),
+    (347, 'ListOffsetsResponse.<tagged fields>'),
     (353, 'ListOffsetsTopicResponse'),
-    (357, 'ListOffsetsTopicResponse.Name'),
-    (358, 'ListOffsetsTopicResponse.Partitions'),
-    (366, 'ListOffsetsTopicResponse.<tagged fields>'),
-    (372, 'ListOffsetsPartitionResponse'),
-    (373, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (375, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (381, 'ListOffsetsPartitionResponse'),
-    (385, 'ListOffsetsPartitionResponse.Timestamp'),
-    (387, 'ListOffsetsPartitionResponse.Offset'),
-    (389, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (391, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
-    (392, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (398, 'ListOffsetsPartitionResponse'),
-    (399, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (401, 'ListOffsetsPartitionResponse'),
-    (405, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (407, 'ListOffsetsPartitionResponse.LeaderEpoch'),
-    (409, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
-    (412, 'ListOffsetsPartitionResponse'),
-    (413, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (415, 'ListOffsetsPartitionResponse'),
-    (419, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (421, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (424, 'ListOffsetsPartitionResponse'),
-    (425, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (427, 'ListOffsetsPartitionResponse.<tagged fields>'),
-    (440, 'ListOffsetsPartitionResponse'),
-    (444, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
-    (446, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
-    (447, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (354, 'ListOffsetsTopicResponse.Name'),
+    (355, 'ListOffsetsTopicResponse.Partitions'),
+    (364, 'ListOffsetsTopicResponse'),
+    (368, 'ListOffsetsTopicResponse.Name'),
+    (369, 'ListOffsetsTopicResponse.Partitions'),
+    (376, 'ListOffsetsTopicResponse'),
+    (377, 'ListOffsetsTopicResponse.Name'),
+    (378, 'ListOffsetsTopicResponse.Partitions'),
+    (387, 'ListOffsetsTopicResponse'),
+    (391, 'ListOffsetsTopicResponse.Name'),
+    (392, 'ListOffsetsTopicResponse.Partitions'),
+    (399, 'ListOffsetsTopicResponse'),
+    (400, 'ListOffsetsTopicResponse.Name'),
+    (401, 'ListOffsetsTopicResponse.Partitions'),
+    (410, 'ListOffsetsTopicResponse'),
+    (414, 'ListOffsetsTopicResponse.Name'),
+    (415, 'ListOffsetsTopicResponse.Partitions'),
+    (422, 'ListOffsetsTopicResponse'),
+    (423, 'ListOffsetsTopicResponse.Name'),
+    (424, 'ListOffsetsTopicResponse.Partitions'),
+    (436, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (449, 'ListOffsetsTopicResponse'),
+    (453, 'ListOffsetsTopicResponse.Name'),
+    (454, 'ListOffsetsTopicResponse.Partitions'),
+    (462, 'ListOffsetsTopicResponse.<tagged fields>'),
+    (468, 'ListOffsetsPartitionResponse'),
+    (469, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (471, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (477, 'ListOffsetsPartitionResponse'),
+    (481, 'ListOffsetsPartitionResponse.Timestamp'),
+    (483, 'ListOffsetsPartitionResponse.Offset'),
+    (485, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (487, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode'),
+    (488, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (494, 'ListOffsetsPartitionResponse'),
+    (495, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (497, 'ListOffsetsPartitionResponse'),
+    (501, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (503, 'ListOffsetsPartitionResponse.LeaderEpoch'),
+    (505, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset'),
+    (508, 'ListOffsetsPartitionResponse'),
+    (509, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (511, 'ListOffsetsPartitionResponse'),
+    (515, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (517, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (520, 'ListOffsetsPartitionResponse'),
+    (521, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (523, 'ListOffsetsPartitionResponse.<tagged fields>'),
+    (536, 'ListOffsetsPartitionResponse'),
+    (540, 'ListOffsetsPartitionResponse.OldStyleOffsets'),
+    (542, 'ListOffsetsPartitionResponse.PartitionIndex,ErrorCode,Timestamp,Offset,LeaderEpoch'),
+    (543, 'ListOffsetsPartitionResponse.<tagged fields>'),
 )

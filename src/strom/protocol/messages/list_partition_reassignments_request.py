@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class ListPartitionReassignmentsTopics:
-    #: The topic name
-    name: str = ''
-    #: The partitions to list partition reassignments for.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        #: The partitions to list partition reassignments for.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_ListPartitionReassignmentsTopics:
@@ -54,11 +88,38 @@ class ListPartitionReassignmentsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The time in ms to wait for the request to complete.
-    timeout_ms: int = 60000
-    #: The topics to list partition reassignments for, or null to list everything.
-    topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The time in ms to wait for the request to complete.
+        timeout_ms: int = 60000
+        #: The topics to list partition reassignments for, or null to list everything.
+        topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('timeout_ms', 'topics', 'unknown_tagged_fields', )
+        timeout_ms: int
+        topics: tuple[ListPartitionReassignmentsTopics, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, timeout_ms: int = 60000, topics: tuple[ListPartitionReassignmentsTopics, ...] | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.timeout_ms, self.topics, self.unknown_tagged_fields, ) == (other.timeout_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.timeout_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_ListPartitionReassignmentsRequest(_Message):
@@ -177,20 +238,20 @@ ListPartitionReassignmentsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (77, 'ListPartitionReassignmentsRequest'),
-    (78, 'ListPartitionReassignmentsRequest.TimeoutMs'),
-    (80, 'ListPartitionReassignmentsRequest.Topics'),
-    (95, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (108, 'ListPartitionReassignmentsRequest'),
-    (112, 'ListPartitionReassignmentsRequest.TimeoutMs'),
-    (113, 'ListPartitionReassignmentsRequest.Topics'),
-    (124, 'ListPartitionReassignmentsRequest.<tagged fields>'),
-    (130, 'ListPartitionReassignmentsTopics'),
-    (131, 'ListPartitionReassignmentsTopics.Name'),
-    (132, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (141, 'ListPartitionReassignmentsTopics.<tagged fields>'),
-    (154, 'ListPartitionReassignmentsTopics'),
-    (158, 'ListPartitionReassignmentsTopics.Name'),
-    (159, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
-    (166, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (138, 'ListPartitionReassignmentsRequest'),
+    (139, 'ListPartitionReassignmentsRequest.TimeoutMs'),
+    (141, 'ListPartitionReassignmentsRequest.Topics'),
+    (156, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (169, 'ListPartitionReassignmentsRequest'),
+    (173, 'ListPartitionReassignmentsRequest.TimeoutMs'),
+    (174, 'ListPartitionReassignmentsRequest.Topics'),
+    (185, 'ListPartitionReassignmentsRequest.<tagged fields>'),
+    (191, 'ListPartitionReassignmentsTopics'),
+    (192, 'ListPartitionReassignmentsTopics.Name'),
+    (193, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (202, 'ListPartitionReassignmentsTopics.<tagged fields>'),
+    (215, 'ListPartitionReassignmentsTopics'),
+    (219, 'ListPartitionReassignmentsTopics.Name'),
+    (220, 'ListPartitionReassignmentsTopics.PartitionIndexes'),
+    (227, 'ListPartitionReassignmentsTopics.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,21 +17,59 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class OngoingPartitionReassignment:
-    #: The index of the partition.
-    partition_index: int = 0
-    #: The current replica set.
-    replicas: tuple[int, ...] = ()
-    #: The set of replicas we are currently adding.
-    adding_replicas: tuple[int, ...] = ()
-    #: The set of replicas we are currently removing.
-    removing_replicas: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The index of the partition.
+        partition_index: int = 0
+        #: The current replica set.
+        replicas: tuple[int, ...] = ()
+        #: The set of replicas we are currently adding.
+        adding_replicas: tuple[int, ...] = ()
+        #: The set of replicas we are currently removing.
+        removing_replicas: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields', )
+        partition_index: int
+        replicas: tuple[int, ...]
+        adding_replicas: tuple[int, ...]
+        removing_replicas: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, replicas: tuple[int, ...] = (), adding_replicas: tuple[int, ...] = (), removing_replicas: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'replicas', replicas)
+            _object_setattr(self, 'adding_replicas', adding_replicas)
+            _object_setattr(self, 'removing_replicas', removing_replicas)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas, self.unknown_tagged_fields, ) == (other.partition_index, other.replicas, other.adding_replicas, other.removing_replicas, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas, self.unknown_tagged_fields, ))
 
 
 class _New_OngoingPartitionReassignment:
@@ -56,11 +94,38 @@ _DEFAULT_OngoingPartitionReassignment = OngoingPartitionReassignment()
 
 @dataclass(frozen=True, slots=True)
 class OngoingTopicReassignment:
-    #: The topic name.
-    name: str = ''
-    #: The ongoing reassignments for each partition.
-    partitions: tuple[OngoingPartitionReassignment, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The ongoing reassignments for each partition.
+        partitions: tuple[OngoingPartitionReassignment, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OngoingPartitionReassignment, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OngoingPartitionReassignment, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OngoingTopicReassignment:
@@ -88,15 +153,46 @@ class ListPartitionReassignmentsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level error code, or 0 if there was no error
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The ongoing reassignments for each topic.
-    topics: tuple[OngoingTopicReassignment, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level error code, or 0 if there was no error
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The ongoing reassignments for each topic.
+        topics: tuple[OngoingTopicReassignment, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        topics: tuple[OngoingTopicReassignment, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', topics: tuple[OngoingTopicReassignment, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_ListPartitionReassignmentsResponse(_Message):
@@ -294,34 +390,34 @@ ListPartitionReassignmentsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (119, 'ListPartitionReassignmentsResponse'),
-    (120, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (122, 'ListPartitionReassignmentsResponse.ErrorMessage'),
-    (123, 'ListPartitionReassignmentsResponse.Topics'),
-    (135, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (148, 'ListPartitionReassignmentsResponse'),
-    (152, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
-    (153, 'ListPartitionReassignmentsResponse.ErrorMessage'),
-    (154, 'ListPartitionReassignmentsResponse.Topics'),
-    (162, 'ListPartitionReassignmentsResponse.<tagged fields>'),
-    (168, 'OngoingTopicReassignment'),
-    (169, 'OngoingTopicReassignment.Name'),
-    (170, 'OngoingTopicReassignment.Partitions'),
-    (182, 'OngoingTopicReassignment.<tagged fields>'),
-    (195, 'OngoingTopicReassignment'),
-    (199, 'OngoingTopicReassignment.Name'),
-    (200, 'OngoingTopicReassignment.Partitions'),
-    (208, 'OngoingTopicReassignment.<tagged fields>'),
-    (214, 'OngoingPartitionReassignment'),
-    (215, 'OngoingPartitionReassignment.PartitionIndex'),
-    (217, 'OngoingPartitionReassignment.Replicas'),
-    (226, 'OngoingPartitionReassignment.AddingReplicas'),
-    (235, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (244, 'OngoingPartitionReassignment.<tagged fields>'),
-    (257, 'OngoingPartitionReassignment'),
-    (261, 'OngoingPartitionReassignment.PartitionIndex'),
-    (262, 'OngoingPartitionReassignment.Replicas'),
-    (269, 'OngoingPartitionReassignment.AddingReplicas'),
-    (276, 'OngoingPartitionReassignment.RemovingReplicas'),
-    (283, 'OngoingPartitionReassignment.<tagged fields>'),
+    (215, 'ListPartitionReassignmentsResponse'),
+    (216, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (218, 'ListPartitionReassignmentsResponse.ErrorMessage'),
+    (219, 'ListPartitionReassignmentsResponse.Topics'),
+    (231, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (244, 'ListPartitionReassignmentsResponse'),
+    (248, 'ListPartitionReassignmentsResponse.ThrottleTimeMs,ErrorCode'),
+    (249, 'ListPartitionReassignmentsResponse.ErrorMessage'),
+    (250, 'ListPartitionReassignmentsResponse.Topics'),
+    (258, 'ListPartitionReassignmentsResponse.<tagged fields>'),
+    (264, 'OngoingTopicReassignment'),
+    (265, 'OngoingTopicReassignment.Name'),
+    (266, 'OngoingTopicReassignment.Partitions'),
+    (278, 'OngoingTopicReassignment.<tagged fields>'),
+    (291, 'OngoingTopicReassignment'),
+    (295, 'OngoingTopicReassignment.Name'),
+    (296, 'OngoingTopicReassignment.Partitions'),
+    (304, 'OngoingTopicReassignment.<tagged fields>'),
+    (310, 'OngoingPartitionReassignment'),
+    (311, 'OngoingPartitionReassignment.PartitionIndex'),
+    (313, 'OngoingPartitionReassignment.Replicas'),
+    (322, 'OngoingPartitionReassignment.AddingReplicas'),
+    (331, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (340, 'OngoingPartitionReassignment.<tagged fields>'),
+    (353, 'OngoingPartitionReassignment'),
+    (357, 'OngoingPartitionReassignment.PartitionIndex'),
+    (358, 'OngoingPartitionReassignment.Replicas'),
+    (365, 'OngoingPartitionReassignment.AddingReplicas'),
+    (372, 'OngoingPartitionReassignment.RemovingReplicas'),
+    (379, 'OngoingPartitionReassignment.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">q")
 
 
@@ -29,13 +36,42 @@ class ListTransactionsRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only transactions matching one of the filtered states will be returned
-    state_filters: tuple[str, ...] = ()
-    #: The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only transactions which match one of the filtered producerIds will be returned
-    producer_id_filters: tuple[int, ...] = ()
-    #: Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only transactions running longer than this duration will be returned
-    duration_filter: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only transactions matching one of the filtered states will be returned
+        state_filters: tuple[str, ...] = ()
+        #: The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only transactions which match one of the filtered producerIds will be returned
+        producer_id_filters: tuple[int, ...] = ()
+        #: Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only transactions running longer than this duration will be returned
+        duration_filter: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'unknown_tagged_fields', )
+        state_filters: tuple[str, ...]
+        producer_id_filters: tuple[int, ...]
+        duration_filter: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, state_filters: tuple[str, ...] = (), producer_id_filters: tuple[int, ...] = (), duration_filter: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'state_filters', state_filters)
+            _object_setattr(self, 'producer_id_filters', producer_id_filters)
+            _object_setattr(self, 'duration_filter', duration_filter)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(state_filters={self.state_filters!r}, producer_id_filters={self.producer_id_filters!r}, duration_filter={self.duration_filter!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.state_filters, self.producer_id_filters, self.duration_filter, self.unknown_tagged_fields, ) == (other.state_filters, other.producer_id_filters, other.duration_filter, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.state_filters, self.producer_id_filters, self.duration_filter, self.unknown_tagged_fields, ))
 
 
 class _New_ListTransactionsRequest(_Message):
@@ -188,23 +224,23 @@ ListTransactionsRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'ListTransactionsRequest'),
-    (57, 'ListTransactionsRequest.StateFilters'),
-    (69, 'ListTransactionsRequest.ProducerIdFilters'),
-    (78, 'ListTransactionsRequest.<tagged fields>'),
-    (91, 'ListTransactionsRequest'),
-    (95, 'ListTransactionsRequest.DurationFilter'),
-    (97, 'ListTransactionsRequest.StateFilters'),
+    (92, 'ListTransactionsRequest'),
+    (93, 'ListTransactionsRequest.StateFilters'),
     (105, 'ListTransactionsRequest.ProducerIdFilters'),
-    (112, 'ListTransactionsRequest.<tagged fields>'),
-    (118, 'ListTransactionsRequest'),
-    (119, 'ListTransactionsRequest.StateFilters'),
-    (131, 'ListTransactionsRequest.ProducerIdFilters'),
-    (140, 'ListTransactionsRequest.DurationFilter'),
-    (142, 'ListTransactionsRequest.<tagged fields>'),
-    (155, 'ListTransactionsRequest'),
-    (159, 'ListTransactionsRequest.StateFilters'),
+    (114, 'ListTransactionsRequest.<tagged fields>'),
+    (127, 'ListTransactionsRequest'),
+    (131, 'ListTransactionsRequest.DurationFilter'),
+    (133, 'ListTransactionsRequest.StateFilters'),
+    (141, 'ListTransactionsRequest.ProducerIdFilters'),
+    (148, 'ListTransactionsRequest.<tagged fields>'),
+    (154, 'ListTransactionsRequest'),
+    (155, 'ListTransactionsRequest.StateFilters'),
     (167, 'ListTransactionsRequest.ProducerIdFilters'),
-    (174, 'ListTransactionsRequest.DurationFilter'),
-    (175, 'ListTransactionsRequest.<tagged fields>'),
+    (176, 'ListTransactionsRequest.DurationFilter'),
+    (178, 'ListTransactionsRequest.<tagged fields>'),
+    (191, 'ListTransactionsRequest'),
+    (195, 'ListTransactionsRequest.StateFilters'),
+    (203, 'ListTransactionsRequest.ProducerIdFilters'),
+    (210, 'ListTransactionsRequest.DurationFilter'),
+    (211, 'ListTransactionsRequest.<tagged fields>'),
 )

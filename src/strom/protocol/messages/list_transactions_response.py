@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,53 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionState:
-    transactional_id: str = ''
-    producer_id: int = 0
-    #: The current transaction state of the producer
-    transaction_state: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        transactional_id: str = ''
+        producer_id: int = 0
+        #: The current transaction state of the producer
+        transaction_state: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields', )
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', producer_id: int = 0, transaction_state: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'transaction_state', transaction_state)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, transaction_state={self.transaction_state!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields, ) == (other.transactional_id, other.producer_id, other.transaction_state, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields, ))
 
 
 class _New_TransactionState:
@@ -57,13 +93,44 @@ class ListTransactionsResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    #: Set of state filters provided in the request which were unknown to the transaction coordinator
-    unknown_state_filters: tuple[str, ...] = ()
-    transaction_states: tuple[TransactionState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        error_code: int = 0
+        #: Set of state filters provided in the request which were unknown to the transaction coordinator
+        unknown_state_filters: tuple[str, ...] = ()
+        transaction_states: tuple[TransactionState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        unknown_state_filters: tuple[str, ...]
+        transaction_states: tuple[TransactionState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, unknown_state_filters: tuple[str, ...] = (), transaction_states: tuple[TransactionState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_state_filters', unknown_state_filters)
+            _object_setattr(self, 'transaction_states', transaction_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_state_filters={self.unknown_state_filters!r}, transaction_states={self.transaction_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.unknown_state_filters, other.transaction_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields, ))
 
 
 class _New_ListTransactionsResponse(_Message):
@@ -191,24 +258,24 @@ ListTransactionsResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (86, 'ListTransactionsResponse'),
-    (87, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
-    (89, 'ListTransactionsResponse.UnknownStateFilters'),
-    (101, 'ListTransactionsResponse.TransactionStates'),
-    (113, 'ListTransactionsResponse.<tagged fields>'),
-    (126, 'ListTransactionsResponse'),
-    (130, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
-    (131, 'ListTransactionsResponse.UnknownStateFilters'),
-    (139, 'ListTransactionsResponse.TransactionStates'),
-    (147, 'ListTransactionsResponse.<tagged fields>'),
-    (153, 'TransactionState'),
-    (154, 'TransactionState.TransactionalId'),
-    (155, 'TransactionState.ProducerId'),
-    (157, 'TransactionState.TransactionState'),
-    (158, 'TransactionState.<tagged fields>'),
-    (171, 'TransactionState'),
-    (175, 'TransactionState.TransactionalId'),
-    (176, 'TransactionState.ProducerId'),
-    (177, 'TransactionState.TransactionState'),
-    (178, 'TransactionState.<tagged fields>'),
+    (153, 'ListTransactionsResponse'),
+    (154, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
+    (156, 'ListTransactionsResponse.UnknownStateFilters'),
+    (168, 'ListTransactionsResponse.TransactionStates'),
+    (180, 'ListTransactionsResponse.<tagged fields>'),
+    (193, 'ListTransactionsResponse'),
+    (197, 'ListTransactionsResponse.ThrottleTimeMs,ErrorCode'),
+    (198, 'ListTransactionsResponse.UnknownStateFilters'),
+    (206, 'ListTransactionsResponse.TransactionStates'),
+    (214, 'ListTransactionsResponse.<tagged fields>'),
+    (220, 'TransactionState'),
+    (221, 'TransactionState.TransactionalId'),
+    (222, 'TransactionState.ProducerId'),
+    (224, 'TransactionState.TransactionState'),
+    (225, 'TransactionState.<tagged fields>'),
+    (238, 'TransactionState'),
+    (242, 'TransactionState.TransactionalId'),
+    (243, 'TransactionState.ProducerId'),
+    (244, 'TransactionState.TransactionState'),
+    (245, 'TransactionState.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">???")
 _S2 = Struct(">??")
@@ -24,11 +31,38 @@ _S2 = Struct(">??")
 
 @dataclass(frozen=True, slots=True)
 class MetadataRequestTopic:
-    #: The topic id.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic name.
-    name: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic id.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic name.
+        name: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'name', 'unknown_tagged_fields', )
+        topic_id: UUID
+        name: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, name: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, name={self.name!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.name, self.unknown_tagged_fields, ) == (other.topic_id, other.name, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.name, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataRequestTopic:
@@ -56,15 +90,46 @@ class MetadataRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 13)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(9, 13)
-    #: The topics to fetch metadata for.
-    topics: tuple[MetadataRequestTopic, ...] | None = ()
-    #: If this is true, the broker may auto-create topics that we requested which do not already exist, if it is configured to do so.
-    allow_auto_topic_creation: bool = True
-    #: Whether to include cluster authorized operations.
-    include_cluster_authorized_operations: bool = False
-    #: Whether to include topic authorized operations.
-    include_topic_authorized_operations: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topics to fetch metadata for.
+        topics: tuple[MetadataRequestTopic, ...] | None = ()
+        #: If this is true, the broker may auto-create topics that we requested which do not already exist, if it is configured to do so.
+        allow_auto_topic_creation: bool = True
+        #: Whether to include cluster authorized operations.
+        include_cluster_authorized_operations: bool = False
+        #: Whether to include topic authorized operations.
+        include_topic_authorized_operations: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields', )
+        topics: tuple[MetadataRequestTopic, ...] | None
+        allow_auto_topic_creation: bool
+        include_cluster_authorized_operations: bool
+        include_topic_authorized_operations: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topics: tuple[MetadataRequestTopic, ...] | None = (), allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'allow_auto_topic_creation', allow_auto_topic_creation)
+            _object_setattr(self, 'include_cluster_authorized_operations', include_cluster_authorized_operations)
+            _object_setattr(self, 'include_topic_authorized_operations', include_topic_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, allow_auto_topic_creation={self.allow_auto_topic_creation!r}, include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, include_topic_authorized_operations={self.include_topic_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields, ) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataRequest(_Message):
@@ -464,75 +529,75 @@ MetadataRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (87, 'MetadataRequest'),
-    (88, 'MetadataRequest.Topics'),
-    (97, 'MetadataRequest'),
-    (101, 'MetadataRequest.AllowAutoTopicCreation'),
-    (103, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (105, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (107, 'MetadataRequest.Topics'),
-    (114, 'MetadataRequest'),
-    (115, 'MetadataRequest.Topics'),
-    (127, 'MetadataRequest'),
-    (131, 'MetadataRequest.AllowAutoTopicCreation'),
-    (133, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (135, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (137, 'MetadataRequest.Topics'),
-    (147, 'MetadataRequest'),
-    (148, 'MetadataRequest.Topics'),
-    (160, 'MetadataRequest.AllowAutoTopicCreation'),
+    (152, 'MetadataRequest'),
+    (153, 'MetadataRequest.Topics'),
     (162, 'MetadataRequest'),
-    (166, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (168, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
-    (170, 'MetadataRequest.Topics'),
-    (178, 'MetadataRequest.AllowAutoTopicCreation'),
-    (181, 'MetadataRequest'),
-    (182, 'MetadataRequest.Topics'),
-    (194, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (196, 'MetadataRequest'),
-    (200, 'MetadataRequest.Topics'),
-    (208, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (211, 'MetadataRequest'),
-    (212, 'MetadataRequest.Topics'),
-    (227, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (229, 'MetadataRequest.<tagged fields>'),
-    (242, 'MetadataRequest'),
-    (246, 'MetadataRequest.Topics'),
-    (257, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (258, 'MetadataRequest.<tagged fields>'),
-    (264, 'MetadataRequest'),
+    (166, 'MetadataRequest.AllowAutoTopicCreation'),
+    (168, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (170, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (172, 'MetadataRequest.Topics'),
+    (179, 'MetadataRequest'),
+    (180, 'MetadataRequest.Topics'),
+    (192, 'MetadataRequest'),
+    (196, 'MetadataRequest.AllowAutoTopicCreation'),
+    (198, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (200, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (202, 'MetadataRequest.Topics'),
+    (212, 'MetadataRequest'),
+    (213, 'MetadataRequest.Topics'),
+    (225, 'MetadataRequest.AllowAutoTopicCreation'),
+    (227, 'MetadataRequest'),
+    (231, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (233, 'MetadataRequest.IncludeTopicAuthorizedOperations'),
+    (235, 'MetadataRequest.Topics'),
+    (243, 'MetadataRequest.AllowAutoTopicCreation'),
+    (246, 'MetadataRequest'),
+    (247, 'MetadataRequest.Topics'),
+    (259, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (261, 'MetadataRequest'),
     (265, 'MetadataRequest.Topics'),
-    (280, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (282, 'MetadataRequest.<tagged fields>'),
-    (295, 'MetadataRequest'),
-    (299, 'MetadataRequest.Topics'),
-    (310, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
-    (311, 'MetadataRequest.<tagged fields>'),
-    (317, 'MetadataRequest'),
-    (318, 'MetadataRequest.Topics'),
-    (333, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (335, 'MetadataRequest.<tagged fields>'),
-    (348, 'MetadataRequest'),
-    (352, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
-    (354, 'MetadataRequest.Topics'),
-    (365, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
-    (366, 'MetadataRequest.<tagged fields>'),
-    (372, 'MetadataRequestTopic'),
-    (373, 'MetadataRequestTopic.Name'),
-    (374, 'MetadataRequestTopic'),
-    (378, 'MetadataRequestTopic.Name'),
-    (381, 'MetadataRequestTopic'),
-    (382, 'MetadataRequestTopic.Name'),
-    (383, 'MetadataRequestTopic.<tagged fields>'),
-    (396, 'MetadataRequestTopic'),
-    (400, 'MetadataRequestTopic.Name'),
-    (401, 'MetadataRequestTopic.<tagged fields>'),
-    (407, 'MetadataRequestTopic'),
-    (408, 'MetadataRequestTopic.TopicId'),
-    (409, 'MetadataRequestTopic.Name'),
-    (410, 'MetadataRequestTopic.<tagged fields>'),
-    (423, 'MetadataRequestTopic'),
-    (427, 'MetadataRequestTopic.TopicId'),
-    (428, 'MetadataRequestTopic.Name'),
-    (429, 'MetadataRequestTopic.<tagged fields>'),
+    (273, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (276, 'MetadataRequest'),
+    (277, 'MetadataRequest.Topics'),
+    (292, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (294, 'MetadataRequest.<tagged fields>'),
+    (307, 'MetadataRequest'),
+    (311, 'MetadataRequest.Topics'),
+    (322, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (323, 'MetadataRequest.<tagged fields>'),
+    (329, 'MetadataRequest'),
+    (330, 'MetadataRequest.Topics'),
+    (345, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (347, 'MetadataRequest.<tagged fields>'),
+    (360, 'MetadataRequest'),
+    (364, 'MetadataRequest.Topics'),
+    (375, 'MetadataRequest.AllowAutoTopicCreation,IncludeClusterAuthorizedOperations,IncludeTopicAuthorizedOperations'),
+    (376, 'MetadataRequest.<tagged fields>'),
+    (382, 'MetadataRequest'),
+    (383, 'MetadataRequest.Topics'),
+    (398, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (400, 'MetadataRequest.<tagged fields>'),
+    (413, 'MetadataRequest'),
+    (417, 'MetadataRequest.IncludeClusterAuthorizedOperations'),
+    (419, 'MetadataRequest.Topics'),
+    (430, 'MetadataRequest.AllowAutoTopicCreation,IncludeTopicAuthorizedOperations'),
+    (431, 'MetadataRequest.<tagged fields>'),
+    (437, 'MetadataRequestTopic'),
+    (438, 'MetadataRequestTopic.Name'),
+    (439, 'MetadataRequestTopic'),
+    (443, 'MetadataRequestTopic.Name'),
+    (446, 'MetadataRequestTopic'),
+    (447, 'MetadataRequestTopic.Name'),
+    (448, 'MetadataRequestTopic.<tagged fields>'),
+    (461, 'MetadataRequestTopic'),
+    (465, 'MetadataRequestTopic.Name'),
+    (466, 'MetadataRequestTopic.<tagged fields>'),
+    (472, 'MetadataRequestTopic'),
+    (473, 'MetadataRequestTopic.TopicId'),
+    (474, 'MetadataRequestTopic.Name'),
+    (475, 'MetadataRequestTopic.<tagged fields>'),
+    (488, 'MetadataRequestTopic'),
+    (492, 'MetadataRequestTopic.TopicId'),
+    (493, 'MetadataRequestTopic.Name'),
+    (494, 'MetadataRequestTopic.<tagged fields>'),
 )

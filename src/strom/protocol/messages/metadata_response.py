@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">?")
@@ -27,15 +34,46 @@ _S4 = Struct(">hiii")
 @dataclass(frozen=True, slots=True)
 class MetadataResponseBroker:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The broker ID.
-    node_id: int = 0
-    #: The broker hostname.
-    host: str = ''
-    #: The broker port.
-    port: int = 0
-    #: The rack of the broker, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID.
+        node_id: int = 0
+        #: The broker hostname.
+        host: str = ''
+        #: The broker port.
+        port: int = 0
+        #: The rack of the broker, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataResponseBroker:
@@ -60,21 +98,58 @@ _DEFAULT_MetadataResponseBroker = MetadataResponseBroker()
 
 @dataclass(frozen=True, slots=True)
 class MetadataResponsePartition:
-    #: The partition error, or 0 if there was no error.
-    error_code: int = 0
-    #: The partition index.
-    partition_index: int = 0
-    #: The ID of the leader broker.
-    leader_id: int = 0
-    #: The leader epoch of this partition.
-    leader_epoch: int = -1
-    #: The set of all nodes that host this partition.
-    replica_nodes: tuple[int, ...] = ()
-    #: The set of nodes that are in sync with the leader for this partition.
-    isr_nodes: tuple[int, ...] = ()
-    #: The set of offline replicas of this partition.
-    offline_replicas: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition error, or 0 if there was no error.
+        error_code: int = 0
+        #: The partition index.
+        partition_index: int = 0
+        #: The ID of the leader broker.
+        leader_id: int = 0
+        #: The leader epoch of this partition.
+        leader_epoch: int = -1
+        #: The set of all nodes that host this partition.
+        replica_nodes: tuple[int, ...] = ()
+        #: The set of nodes that are in sync with the leader for this partition.
+        isr_nodes: tuple[int, ...] = ()
+        #: The set of offline replicas of this partition.
+        offline_replicas: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields', )
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: tuple[int, ...]
+        isr_nodes: tuple[int, ...]
+        offline_replicas: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: tuple[int, ...] = (), isr_nodes: tuple[int, ...] = (), offline_replicas: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'replica_nodes', replica_nodes)
+            _object_setattr(self, 'isr_nodes', isr_nodes)
+            _object_setattr(self, 'offline_replicas', offline_replicas)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, offline_replicas={self.offline_replicas!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas, self.unknown_tagged_fields, ) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.offline_replicas, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataResponsePartition:
@@ -106,19 +181,54 @@ _DEFAULT_MetadataResponsePartition = MetadataResponsePartition()
 @dataclass(frozen=True, slots=True)
 class MetadataResponseTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic error, or 0 if there was no error.
-    error_code: int = 0
-    #: The topic name. Null for non-existing topics queried by ID. This is never null when ErrorCode is zero. One of Name and TopicId is always populated.
-    name: str | None = ''
-    #: The topic id. Zero for non-existing topics queried by name. This is never zero when ErrorCode is zero. One of Name and TopicId is always populated.
-    topic_id: UUID = _p.ZERO_UUID
-    #: True if the topic is internal.
-    is_internal: bool = False
-    #: Each partition in the topic.
-    partitions: tuple[MetadataResponsePartition, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this topic.
-    topic_authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic error, or 0 if there was no error.
+        error_code: int = 0
+        #: The topic name. Null for non-existing topics queried by ID. This is never null when ErrorCode is zero. One of Name and TopicId is always populated.
+        name: str | None = ''
+        #: The topic id. Zero for non-existing topics queried by name. This is never zero when ErrorCode is zero. One of Name and TopicId is always populated.
+        topic_id: UUID = _p.ZERO_UUID
+        #: True if the topic is internal.
+        is_internal: bool = False
+        #: Each partition in the topic.
+        partitions: tuple[MetadataResponsePartition, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this topic.
+        topic_authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields', )
+        error_code: int
+        name: str | None
+        topic_id: UUID
+        is_internal: bool
+        partitions: tuple[MetadataResponsePartition, ...]
+        topic_authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, name: str | None = '', topic_id: UUID = _p.ZERO_UUID, is_internal: bool = False, partitions: tuple[MetadataResponsePartition, ...] = (), topic_authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'is_internal', is_internal)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'topic_authorized_operations', topic_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields, ) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataResponseTopic:
@@ -154,19 +264,54 @@ class MetadataResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 13)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(9, 13)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: A list of brokers present in the cluster.
-    brokers: tuple[MetadataResponseBroker, ...] = ()
-    #: The cluster ID that responding broker belongs to.
-    cluster_id: str | None = None
-    #: The ID of the controller broker.
-    controller_id: int = -1
-    #: Each topic in the response.
-    topics: tuple[MetadataResponseTopic, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this cluster.
-    cluster_authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: A list of brokers present in the cluster.
+        brokers: tuple[MetadataResponseBroker, ...] = ()
+        #: The cluster ID that responding broker belongs to.
+        cluster_id: str | None = None
+        #: The ID of the controller broker.
+        controller_id: int = -1
+        #: Each topic in the response.
+        topics: tuple[MetadataResponseTopic, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this cluster.
+        cluster_authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        brokers: tuple[MetadataResponseBroker, ...]
+        cluster_id: str | None
+        controller_id: int
+        topics: tuple[MetadataResponseTopic, ...]
+        cluster_authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, brokers: tuple[MetadataResponseBroker, ...] = (), cluster_id: str | None = None, controller_id: int = -1, topics: tuple[MetadataResponseTopic, ...] = (), cluster_authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'brokers', brokers)
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'cluster_authorized_operations', cluster_authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, brokers={self.brokers!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, topics={self.topics!r}, cluster_authorized_operations={self.cluster_authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.brokers, other.cluster_id, other.controller_id, other.topics, other.cluster_authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_MetadataResponse(_Message):
@@ -1393,316 +1538,316 @@ MetadataResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (193, 'MetadataResponse'),
-    (194, 'MetadataResponse.Brokers'),
-    (203, 'MetadataResponse.Topics'),
-    (212, 'MetadataResponse'),
-    (216, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (218, 'MetadataResponse.Brokers'),
-    (223, 'MetadataResponse.Topics'),
-    (230, 'MetadataResponse'),
-    (231, 'MetadataResponse.Brokers'),
-    (240, 'MetadataResponse.ControllerId'),
-    (242, 'MetadataResponse.Topics'),
-    (251, 'MetadataResponse'),
-    (255, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (257, 'MetadataResponse.Brokers'),
-    (262, 'MetadataResponse.ControllerId'),
-    (263, 'MetadataResponse.Topics'),
-    (270, 'MetadataResponse'),
-    (271, 'MetadataResponse.Brokers'),
-    (280, 'MetadataResponse.ClusterId'),
-    (281, 'MetadataResponse.ControllerId'),
-    (283, 'MetadataResponse.Topics'),
-    (292, 'MetadataResponse'),
-    (296, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (298, 'MetadataResponse.Brokers'),
-    (303, 'MetadataResponse.ClusterId'),
-    (304, 'MetadataResponse.ControllerId'),
-    (305, 'MetadataResponse.Topics'),
-    (312, 'MetadataResponse'),
-    (313, 'MetadataResponse.ThrottleTimeMs'),
-    (315, 'MetadataResponse.Brokers'),
-    (324, 'MetadataResponse.ClusterId'),
-    (325, 'MetadataResponse.ControllerId'),
-    (327, 'MetadataResponse.Topics'),
-    (336, 'MetadataResponse'),
-    (340, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (342, 'MetadataResponse.ThrottleTimeMs'),
-    (343, 'MetadataResponse.Brokers'),
-    (348, 'MetadataResponse.ClusterId'),
-    (349, 'MetadataResponse.ControllerId'),
-    (350, 'MetadataResponse.Topics'),
+    (338, 'MetadataResponse'),
+    (339, 'MetadataResponse.Brokers'),
+    (348, 'MetadataResponse.Topics'),
     (357, 'MetadataResponse'),
-    (358, 'MetadataResponse.ThrottleTimeMs'),
-    (360, 'MetadataResponse.Brokers'),
-    (369, 'MetadataResponse.ClusterId'),
-    (370, 'MetadataResponse.ControllerId'),
-    (372, 'MetadataResponse.Topics'),
-    (381, 'MetadataResponse'),
-    (385, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (387, 'MetadataResponse.ThrottleTimeMs'),
-    (388, 'MetadataResponse.Brokers'),
-    (393, 'MetadataResponse.ClusterId'),
-    (394, 'MetadataResponse.ControllerId'),
-    (395, 'MetadataResponse.Topics'),
-    (402, 'MetadataResponse'),
-    (403, 'MetadataResponse.ThrottleTimeMs'),
-    (405, 'MetadataResponse.Brokers'),
-    (414, 'MetadataResponse.ClusterId'),
-    (415, 'MetadataResponse.ControllerId'),
-    (417, 'MetadataResponse.Topics'),
-    (426, 'MetadataResponse'),
-    (430, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (432, 'MetadataResponse.ThrottleTimeMs'),
-    (433, 'MetadataResponse.Brokers'),
-    (438, 'MetadataResponse.ClusterId'),
-    (439, 'MetadataResponse.ControllerId'),
-    (440, 'MetadataResponse.Topics'),
-    (447, 'MetadataResponse'),
-    (448, 'MetadataResponse.ThrottleTimeMs'),
-    (450, 'MetadataResponse.Brokers'),
-    (459, 'MetadataResponse.ClusterId'),
-    (460, 'MetadataResponse.ControllerId'),
-    (462, 'MetadataResponse.Topics'),
-    (471, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (473, 'MetadataResponse'),
-    (477, 'MetadataResponse.ThrottleTimeMs'),
-    (478, 'MetadataResponse.Brokers'),
-    (483, 'MetadataResponse.ClusterId'),
-    (484, 'MetadataResponse.ControllerId'),
-    (485, 'MetadataResponse.Topics'),
-    (490, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (493, 'MetadataResponse'),
-    (494, 'MetadataResponse.ThrottleTimeMs'),
-    (496, 'MetadataResponse.Brokers'),
-    (508, 'MetadataResponse.ClusterId'),
-    (509, 'MetadataResponse.ControllerId'),
-    (511, 'MetadataResponse.Topics'),
-    (523, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (525, 'MetadataResponse.<tagged fields>'),
-    (538, 'MetadataResponse'),
-    (542, 'MetadataResponse.ThrottleTimeMs'),
-    (543, 'MetadataResponse.Brokers'),
-    (551, 'MetadataResponse.ClusterId'),
-    (552, 'MetadataResponse.ControllerId'),
-    (553, 'MetadataResponse.Topics'),
-    (561, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (562, 'MetadataResponse.<tagged fields>'),
-    (568, 'MetadataResponse'),
-    (569, 'MetadataResponse.ThrottleTimeMs'),
-    (571, 'MetadataResponse.Brokers'),
+    (361, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (363, 'MetadataResponse.Brokers'),
+    (368, 'MetadataResponse.Topics'),
+    (375, 'MetadataResponse'),
+    (376, 'MetadataResponse.Brokers'),
+    (385, 'MetadataResponse.ControllerId'),
+    (387, 'MetadataResponse.Topics'),
+    (396, 'MetadataResponse'),
+    (400, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (402, 'MetadataResponse.Brokers'),
+    (407, 'MetadataResponse.ControllerId'),
+    (408, 'MetadataResponse.Topics'),
+    (415, 'MetadataResponse'),
+    (416, 'MetadataResponse.Brokers'),
+    (425, 'MetadataResponse.ClusterId'),
+    (426, 'MetadataResponse.ControllerId'),
+    (428, 'MetadataResponse.Topics'),
+    (437, 'MetadataResponse'),
+    (441, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (443, 'MetadataResponse.Brokers'),
+    (448, 'MetadataResponse.ClusterId'),
+    (449, 'MetadataResponse.ControllerId'),
+    (450, 'MetadataResponse.Topics'),
+    (457, 'MetadataResponse'),
+    (458, 'MetadataResponse.ThrottleTimeMs'),
+    (460, 'MetadataResponse.Brokers'),
+    (469, 'MetadataResponse.ClusterId'),
+    (470, 'MetadataResponse.ControllerId'),
+    (472, 'MetadataResponse.Topics'),
+    (481, 'MetadataResponse'),
+    (485, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (487, 'MetadataResponse.ThrottleTimeMs'),
+    (488, 'MetadataResponse.Brokers'),
+    (493, 'MetadataResponse.ClusterId'),
+    (494, 'MetadataResponse.ControllerId'),
+    (495, 'MetadataResponse.Topics'),
+    (502, 'MetadataResponse'),
+    (503, 'MetadataResponse.ThrottleTimeMs'),
+    (505, 'MetadataResponse.Brokers'),
+    (514, 'MetadataResponse.ClusterId'),
+    (515, 'MetadataResponse.ControllerId'),
+    (517, 'MetadataResponse.Topics'),
+    (526, 'MetadataResponse'),
+    (530, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (532, 'MetadataResponse.ThrottleTimeMs'),
+    (533, 'MetadataResponse.Brokers'),
+    (538, 'MetadataResponse.ClusterId'),
+    (539, 'MetadataResponse.ControllerId'),
+    (540, 'MetadataResponse.Topics'),
+    (547, 'MetadataResponse'),
+    (548, 'MetadataResponse.ThrottleTimeMs'),
+    (550, 'MetadataResponse.Brokers'),
+    (559, 'MetadataResponse.ClusterId'),
+    (560, 'MetadataResponse.ControllerId'),
+    (562, 'MetadataResponse.Topics'),
+    (571, 'MetadataResponse'),
+    (575, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (577, 'MetadataResponse.ThrottleTimeMs'),
+    (578, 'MetadataResponse.Brokers'),
     (583, 'MetadataResponse.ClusterId'),
     (584, 'MetadataResponse.ControllerId'),
-    (586, 'MetadataResponse.Topics'),
-    (598, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (600, 'MetadataResponse.<tagged fields>'),
-    (613, 'MetadataResponse'),
-    (617, 'MetadataResponse.ThrottleTimeMs'),
-    (618, 'MetadataResponse.Brokers'),
-    (626, 'MetadataResponse.ClusterId'),
-    (627, 'MetadataResponse.ControllerId'),
-    (628, 'MetadataResponse.Topics'),
-    (636, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (637, 'MetadataResponse.<tagged fields>'),
-    (643, 'MetadataResponse'),
-    (644, 'MetadataResponse.ThrottleTimeMs'),
-    (646, 'MetadataResponse.Brokers'),
-    (658, 'MetadataResponse.ClusterId'),
-    (659, 'MetadataResponse.ControllerId'),
-    (661, 'MetadataResponse.Topics'),
-    (673, 'MetadataResponse.<tagged fields>'),
-    (686, 'MetadataResponse'),
-    (690, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (692, 'MetadataResponse.ThrottleTimeMs'),
-    (693, 'MetadataResponse.Brokers'),
-    (701, 'MetadataResponse.ClusterId'),
-    (702, 'MetadataResponse.ControllerId'),
-    (703, 'MetadataResponse.Topics'),
-    (711, 'MetadataResponse.<tagged fields>'),
-    (717, 'MetadataResponse'),
-    (718, 'MetadataResponse.ThrottleTimeMs'),
-    (720, 'MetadataResponse.Brokers'),
-    (732, 'MetadataResponse.ClusterId'),
-    (733, 'MetadataResponse.ControllerId'),
-    (735, 'MetadataResponse.Topics'),
-    (747, 'MetadataResponse.<tagged fields>'),
-    (760, 'MetadataResponse'),
-    (764, 'MetadataResponse.ClusterAuthorizedOperations'),
-    (766, 'MetadataResponse.ThrottleTimeMs'),
-    (767, 'MetadataResponse.Brokers'),
-    (775, 'MetadataResponse.ClusterId'),
-    (776, 'MetadataResponse.ControllerId'),
-    (777, 'MetadataResponse.Topics'),
-    (785, 'MetadataResponse.<tagged fields>'),
-    (791, 'MetadataResponseBroker'),
-    (792, 'MetadataResponseBroker.NodeId'),
-    (794, 'MetadataResponseBroker.Host'),
-    (795, 'MetadataResponseBroker.Port'),
-    (797, 'MetadataResponseBroker'),
-    (801, 'MetadataResponseBroker.NodeId'),
-    (802, 'MetadataResponseBroker.Host'),
-    (803, 'MetadataResponseBroker.Port'),
-    (806, 'MetadataResponseTopic'),
-    (807, 'MetadataResponseTopic.ErrorCode'),
-    (809, 'MetadataResponseTopic.Name'),
-    (810, 'MetadataResponseTopic.Partitions'),
-    (819, 'MetadataResponseTopic'),
-    (823, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (825, 'MetadataResponseTopic.ErrorCode'),
-    (826, 'MetadataResponseTopic.Name'),
-    (827, 'MetadataResponseTopic.Partitions'),
-    (834, 'MetadataResponseBroker'),
-    (835, 'MetadataResponseBroker.NodeId'),
-    (837, 'MetadataResponseBroker.Host'),
-    (838, 'MetadataResponseBroker.Port'),
-    (840, 'MetadataResponseBroker.Rack'),
-    (841, 'MetadataResponseBroker'),
-    (845, 'MetadataResponseBroker.NodeId'),
-    (846, 'MetadataResponseBroker.Host'),
-    (847, 'MetadataResponseBroker.Port'),
-    (848, 'MetadataResponseBroker.Rack'),
-    (851, 'MetadataResponseTopic'),
-    (852, 'MetadataResponseTopic.ErrorCode'),
-    (854, 'MetadataResponseTopic.Name'),
-    (855, 'MetadataResponseTopic.IsInternal'),
-    (857, 'MetadataResponseTopic.Partitions'),
-    (866, 'MetadataResponseTopic'),
-    (870, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (872, 'MetadataResponseTopic.ErrorCode'),
-    (873, 'MetadataResponseTopic.Name'),
-    (874, 'MetadataResponseTopic.IsInternal'),
-    (875, 'MetadataResponseTopic.Partitions'),
-    (882, 'MetadataResponseTopic'),
-    (883, 'MetadataResponseTopic.ErrorCode'),
-    (885, 'MetadataResponseTopic.Name'),
-    (886, 'MetadataResponseTopic.IsInternal'),
-    (888, 'MetadataResponseTopic.Partitions'),
-    (897, 'MetadataResponseTopic'),
-    (901, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (903, 'MetadataResponseTopic.ErrorCode'),
-    (904, 'MetadataResponseTopic.Name'),
-    (905, 'MetadataResponseTopic.IsInternal'),
-    (906, 'MetadataResponseTopic.Partitions'),
-    (913, 'MetadataResponseTopic'),
-    (914, 'MetadataResponseTopic.ErrorCode'),
-    (916, 'MetadataResponseTopic.Name'),
-    (917, 'MetadataResponseTopic.IsInternal'),
-    (919, 'MetadataResponseTopic.Partitions'),
-    (928, 'MetadataResponseTopic'),
-    (932, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (934, 'MetadataResponseTopic.ErrorCode'),
-    (935, 'MetadataResponseTopic.Name'),
-    (936, 'MetadataResponseTopic.IsInternal'),
-    (937, 'MetadataResponseTopic.Partitions'),
-    (944, 'MetadataResponseTopic'),
-    (945, 'MetadataResponseTopic.ErrorCode'),
-    (947, 'MetadataResponseTopic.Name'),
-    (948, 'MetadataResponseTopic.IsInternal'),
-    (950, 'MetadataResponseTopic.Partitions'),
-    (959, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (961, 'MetadataResponseTopic'),
-    (965, 'MetadataResponseTopic.ErrorCode'),
-    (966, 'MetadataResponseTopic.Name'),
-    (967, 'MetadataResponseTopic.IsInternal'),
-    (968, 'MetadataResponseTopic.Partitions'),
-    (973, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (976, 'MetadataResponseBroker'),
-    (977, 'MetadataResponseBroker.NodeId'),
-    (979, 'MetadataResponseBroker.Host'),
-    (980, 'MetadataResponseBroker.Port'),
-    (982, 'MetadataResponseBroker.Rack'),
-    (983, 'MetadataResponseBroker.<tagged fields>'),
-    (996, 'MetadataResponseBroker'),
-    (1000, 'MetadataResponseBroker.NodeId'),
-    (1001, 'MetadataResponseBroker.Host'),
-    (1002, 'MetadataResponseBroker.Port'),
-    (1003, 'MetadataResponseBroker.Rack'),
-    (1004, 'MetadataResponseBroker.<tagged fields>'),
-    (1010, 'MetadataResponseTopic'),
-    (1011, 'MetadataResponseTopic.ErrorCode'),
-    (1013, 'MetadataResponseTopic.Name'),
-    (1014, 'MetadataResponseTopic.IsInternal'),
-    (1016, 'MetadataResponseTopic.Partitions'),
-    (1028, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1030, 'MetadataResponseTopic.<tagged fields>'),
-    (1043, 'MetadataResponseTopic'),
-    (1047, 'MetadataResponseTopic.ErrorCode'),
-    (1048, 'MetadataResponseTopic.Name'),
-    (1049, 'MetadataResponseTopic.IsInternal'),
-    (1050, 'MetadataResponseTopic.Partitions'),
-    (1058, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1059, 'MetadataResponseTopic.<tagged fields>'),
-    (1065, 'MetadataResponseTopic'),
-    (1066, 'MetadataResponseTopic.ErrorCode'),
-    (1068, 'MetadataResponseTopic.Name'),
-    (1069, 'MetadataResponseTopic.TopicId'),
-    (1070, 'MetadataResponseTopic.IsInternal'),
-    (1072, 'MetadataResponseTopic.Partitions'),
-    (1084, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1086, 'MetadataResponseTopic.<tagged fields>'),
-    (1099, 'MetadataResponseTopic'),
-    (1103, 'MetadataResponseTopic.ErrorCode'),
-    (1104, 'MetadataResponseTopic.Name'),
-    (1105, 'MetadataResponseTopic.TopicId'),
-    (1106, 'MetadataResponseTopic.IsInternal'),
-    (1107, 'MetadataResponseTopic.Partitions'),
-    (1115, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1116, 'MetadataResponseTopic.<tagged fields>'),
-    (1122, 'MetadataResponseTopic'),
-    (1123, 'MetadataResponseTopic.ErrorCode'),
-    (1125, 'MetadataResponseTopic.Name'),
-    (1126, 'MetadataResponseTopic.TopicId'),
-    (1127, 'MetadataResponseTopic.IsInternal'),
-    (1129, 'MetadataResponseTopic.Partitions'),
-    (1141, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1143, 'MetadataResponseTopic.<tagged fields>'),
-    (1156, 'MetadataResponseTopic'),
-    (1160, 'MetadataResponseTopic.ErrorCode'),
-    (1161, 'MetadataResponseTopic.Name'),
-    (1162, 'MetadataResponseTopic.TopicId'),
-    (1163, 'MetadataResponseTopic.IsInternal'),
-    (1164, 'MetadataResponseTopic.Partitions'),
-    (1172, 'MetadataResponseTopic.TopicAuthorizedOperations'),
-    (1173, 'MetadataResponseTopic.<tagged fields>'),
-    (1179, 'MetadataResponsePartition'),
-    (1180, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1182, 'MetadataResponsePartition.ReplicaNodes'),
-    (1188, 'MetadataResponsePartition.IsrNodes'),
-    (1194, 'MetadataResponsePartition'),
-    (1198, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1199, 'MetadataResponsePartition.ReplicaNodes'),
-    (1203, 'MetadataResponsePartition.IsrNodes'),
-    (1209, 'MetadataResponsePartition'),
-    (1210, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1212, 'MetadataResponsePartition.ReplicaNodes'),
-    (1218, 'MetadataResponsePartition.IsrNodes'),
-    (1224, 'MetadataResponsePartition.OfflineReplicas'),
-    (1230, 'MetadataResponsePartition'),
-    (1234, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
-    (1235, 'MetadataResponsePartition.ReplicaNodes'),
-    (1239, 'MetadataResponsePartition.IsrNodes'),
-    (1243, 'MetadataResponsePartition.OfflineReplicas'),
-    (1249, 'MetadataResponsePartition'),
-    (1250, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1252, 'MetadataResponsePartition.ReplicaNodes'),
-    (1258, 'MetadataResponsePartition.IsrNodes'),
-    (1264, 'MetadataResponsePartition.OfflineReplicas'),
-    (1270, 'MetadataResponsePartition'),
-    (1274, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1275, 'MetadataResponsePartition.ReplicaNodes'),
-    (1279, 'MetadataResponsePartition.IsrNodes'),
-    (1283, 'MetadataResponsePartition.OfflineReplicas'),
-    (1289, 'MetadataResponsePartition'),
-    (1290, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1292, 'MetadataResponsePartition.ReplicaNodes'),
-    (1301, 'MetadataResponsePartition.IsrNodes'),
-    (1310, 'MetadataResponsePartition.OfflineReplicas'),
-    (1319, 'MetadataResponsePartition.<tagged fields>'),
-    (1332, 'MetadataResponsePartition'),
-    (1336, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
-    (1337, 'MetadataResponsePartition.ReplicaNodes'),
-    (1344, 'MetadataResponsePartition.IsrNodes'),
-    (1351, 'MetadataResponsePartition.OfflineReplicas'),
-    (1358, 'MetadataResponsePartition.<tagged fields>'),
+    (585, 'MetadataResponse.Topics'),
+    (592, 'MetadataResponse'),
+    (593, 'MetadataResponse.ThrottleTimeMs'),
+    (595, 'MetadataResponse.Brokers'),
+    (604, 'MetadataResponse.ClusterId'),
+    (605, 'MetadataResponse.ControllerId'),
+    (607, 'MetadataResponse.Topics'),
+    (616, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (618, 'MetadataResponse'),
+    (622, 'MetadataResponse.ThrottleTimeMs'),
+    (623, 'MetadataResponse.Brokers'),
+    (628, 'MetadataResponse.ClusterId'),
+    (629, 'MetadataResponse.ControllerId'),
+    (630, 'MetadataResponse.Topics'),
+    (635, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (638, 'MetadataResponse'),
+    (639, 'MetadataResponse.ThrottleTimeMs'),
+    (641, 'MetadataResponse.Brokers'),
+    (653, 'MetadataResponse.ClusterId'),
+    (654, 'MetadataResponse.ControllerId'),
+    (656, 'MetadataResponse.Topics'),
+    (668, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (670, 'MetadataResponse.<tagged fields>'),
+    (683, 'MetadataResponse'),
+    (687, 'MetadataResponse.ThrottleTimeMs'),
+    (688, 'MetadataResponse.Brokers'),
+    (696, 'MetadataResponse.ClusterId'),
+    (697, 'MetadataResponse.ControllerId'),
+    (698, 'MetadataResponse.Topics'),
+    (706, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (707, 'MetadataResponse.<tagged fields>'),
+    (713, 'MetadataResponse'),
+    (714, 'MetadataResponse.ThrottleTimeMs'),
+    (716, 'MetadataResponse.Brokers'),
+    (728, 'MetadataResponse.ClusterId'),
+    (729, 'MetadataResponse.ControllerId'),
+    (731, 'MetadataResponse.Topics'),
+    (743, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (745, 'MetadataResponse.<tagged fields>'),
+    (758, 'MetadataResponse'),
+    (762, 'MetadataResponse.ThrottleTimeMs'),
+    (763, 'MetadataResponse.Brokers'),
+    (771, 'MetadataResponse.ClusterId'),
+    (772, 'MetadataResponse.ControllerId'),
+    (773, 'MetadataResponse.Topics'),
+    (781, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (782, 'MetadataResponse.<tagged fields>'),
+    (788, 'MetadataResponse'),
+    (789, 'MetadataResponse.ThrottleTimeMs'),
+    (791, 'MetadataResponse.Brokers'),
+    (803, 'MetadataResponse.ClusterId'),
+    (804, 'MetadataResponse.ControllerId'),
+    (806, 'MetadataResponse.Topics'),
+    (818, 'MetadataResponse.<tagged fields>'),
+    (831, 'MetadataResponse'),
+    (835, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (837, 'MetadataResponse.ThrottleTimeMs'),
+    (838, 'MetadataResponse.Brokers'),
+    (846, 'MetadataResponse.ClusterId'),
+    (847, 'MetadataResponse.ControllerId'),
+    (848, 'MetadataResponse.Topics'),
+    (856, 'MetadataResponse.<tagged fields>'),
+    (862, 'MetadataResponse'),
+    (863, 'MetadataResponse.ThrottleTimeMs'),
+    (865, 'MetadataResponse.Brokers'),
+    (877, 'MetadataResponse.ClusterId'),
+    (878, 'MetadataResponse.ControllerId'),
+    (880, 'MetadataResponse.Topics'),
+    (892, 'MetadataResponse.<tagged fields>'),
+    (905, 'MetadataResponse'),
+    (909, 'MetadataResponse.ClusterAuthorizedOperations'),
+    (911, 'MetadataResponse.ThrottleTimeMs'),
+    (912, 'MetadataResponse.Brokers'),
+    (920, 'MetadataResponse.ClusterId'),
+    (921, 'MetadataResponse.ControllerId'),
+    (922, 'MetadataResponse.Topics'),
+    (930, 'MetadataResponse.<tagged fields>'),
+    (936, 'MetadataResponseBroker'),
+    (937, 'MetadataResponseBroker.NodeId'),
+    (939, 'MetadataResponseBroker.Host'),
+    (940, 'MetadataResponseBroker.Port'),
+    (942, 'MetadataResponseBroker'),
+    (946, 'MetadataResponseBroker.NodeId'),
+    (947, 'MetadataResponseBroker.Host'),
+    (948, 'MetadataResponseBroker.Port'),
+    (951, 'MetadataResponseTopic'),
+    (952, 'MetadataResponseTopic.ErrorCode'),
+    (954, 'MetadataResponseTopic.Name'),
+    (955, 'MetadataResponseTopic.Partitions'),
+    (964, 'MetadataResponseTopic'),
+    (968, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (970, 'MetadataResponseTopic.ErrorCode'),
+    (971, 'MetadataResponseTopic.Name'),
+    (972, 'MetadataResponseTopic.Partitions'),
+    (979, 'MetadataResponseBroker'),
+    (980, 'MetadataResponseBroker.NodeId'),
+    (982, 'MetadataResponseBroker.Host'),
+    (983, 'MetadataResponseBroker.Port'),
+    (985, 'MetadataResponseBroker.Rack'),
+    (986, 'MetadataResponseBroker'),
+    (990, 'MetadataResponseBroker.NodeId'),
+    (991, 'MetadataResponseBroker.Host'),
+    (992, 'MetadataResponseBroker.Port'),
+    (993, 'MetadataResponseBroker.Rack'),
+    (996, 'MetadataResponseTopic'),
+    (997, 'MetadataResponseTopic.ErrorCode'),
+    (999, 'MetadataResponseTopic.Name'),
+    (1000, 'MetadataResponseTopic.IsInternal'),
+    (1002, 'MetadataResponseTopic.Partitions'),
+    (1011, 'MetadataResponseTopic'),
+    (1015, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1017, 'MetadataResponseTopic.ErrorCode'),
+    (1018, 'MetadataResponseTopic.Name'),
+    (1019, 'MetadataResponseTopic.IsInternal'),
+    (1020, 'MetadataResponseTopic.Partitions'),
+    (1027, 'MetadataResponseTopic'),
+    (1028, 'MetadataResponseTopic.ErrorCode'),
+    (1030, 'MetadataResponseTopic.Name'),
+    (1031, 'MetadataResponseTopic.IsInternal'),
+    (1033, 'MetadataResponseTopic.Partitions'),
+    (1042, 'MetadataResponseTopic'),
+    (1046, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1048, 'MetadataResponseTopic.ErrorCode'),
+    (1049, 'MetadataResponseTopic.Name'),
+    (1050, 'MetadataResponseTopic.IsInternal'),
+    (1051, 'MetadataResponseTopic.Partitions'),
+    (1058, 'MetadataResponseTopic'),
+    (1059, 'MetadataResponseTopic.ErrorCode'),
+    (1061, 'MetadataResponseTopic.Name'),
+    (1062, 'MetadataResponseTopic.IsInternal'),
+    (1064, 'MetadataResponseTopic.Partitions'),
+    (1073, 'MetadataResponseTopic'),
+    (1077, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1079, 'MetadataResponseTopic.ErrorCode'),
+    (1080, 'MetadataResponseTopic.Name'),
+    (1081, 'MetadataResponseTopic.IsInternal'),
+    (1082, 'MetadataResponseTopic.Partitions'),
+    (1089, 'MetadataResponseTopic'),
+    (1090, 'MetadataResponseTopic.ErrorCode'),
+    (1092, 'MetadataResponseTopic.Name'),
+    (1093, 'MetadataResponseTopic.IsInternal'),
+    (1095, 'MetadataResponseTopic.Partitions'),
+    (1104, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1106, 'MetadataResponseTopic'),
+    (1110, 'MetadataResponseTopic.ErrorCode'),
+    (1111, 'MetadataResponseTopic.Name'),
+    (1112, 'MetadataResponseTopic.IsInternal'),
+    (1113, 'MetadataResponseTopic.Partitions'),
+    (1118, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1121, 'MetadataResponseBroker'),
+    (1122, 'MetadataResponseBroker.NodeId'),
+    (1124, 'MetadataResponseBroker.Host'),
+    (1125, 'MetadataResponseBroker.Port'),
+    (1127, 'MetadataResponseBroker.Rack'),
+    (1128, 'MetadataResponseBroker.<tagged fields>'),
+    (1141, 'MetadataResponseBroker'),
+    (1145, 'MetadataResponseBroker.NodeId'),
+    (1146, 'MetadataResponseBroker.Host'),
+    (1147, 'MetadataResponseBroker.Port'),
+    (1148, 'MetadataResponseBroker.Rack'),
+    (1149, 'MetadataResponseBroker.<tagged fields>'),
+    (1155, 'MetadataResponseTopic'),
+    (1156, 'MetadataResponseTopic.ErrorCode'),
+    (1158, 'MetadataResponseTopic.Name'),
+    (1159, 'MetadataResponseTopic.IsInternal'),
+    (1161, 'MetadataResponseTopic.Partitions'),
+    (1173, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1175, 'MetadataResponseTopic.<tagged fields>'),
+    (1188, 'MetadataResponseTopic'),
+    (1192, 'MetadataResponseTopic.ErrorCode'),
+    (1193, 'MetadataResponseTopic.Name'),
+    (1194, 'MetadataResponseTopic.IsInternal'),
+    (1195, 'MetadataResponseTopic.Partitions'),
+    (1203, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1204, 'MetadataResponseTopic.<tagged fields>'),
+    (1210, 'MetadataResponseTopic'),
+    (1211, 'MetadataResponseTopic.ErrorCode'),
+    (1213, 'MetadataResponseTopic.Name'),
+    (1214, 'MetadataResponseTopic.TopicId'),
+    (1215, 'MetadataResponseTopic.IsInternal'),
+    (1217, 'MetadataResponseTopic.Partitions'),
+    (1229, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1231, 'MetadataResponseTopic.<tagged fields>'),
+    (1244, 'MetadataResponseTopic'),
+    (1248, 'MetadataResponseTopic.ErrorCode'),
+    (1249, 'MetadataResponseTopic.Name'),
+    (1250, 'MetadataResponseTopic.TopicId'),
+    (1251, 'MetadataResponseTopic.IsInternal'),
+    (1252, 'MetadataResponseTopic.Partitions'),
+    (1260, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1261, 'MetadataResponseTopic.<tagged fields>'),
+    (1267, 'MetadataResponseTopic'),
+    (1268, 'MetadataResponseTopic.ErrorCode'),
+    (1270, 'MetadataResponseTopic.Name'),
+    (1271, 'MetadataResponseTopic.TopicId'),
+    (1272, 'MetadataResponseTopic.IsInternal'),
+    (1274, 'MetadataResponseTopic.Partitions'),
+    (1286, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1288, 'MetadataResponseTopic.<tagged fields>'),
+    (1301, 'MetadataResponseTopic'),
+    (1305, 'MetadataResponseTopic.ErrorCode'),
+    (1306, 'MetadataResponseTopic.Name'),
+    (1307, 'MetadataResponseTopic.TopicId'),
+    (1308, 'MetadataResponseTopic.IsInternal'),
+    (1309, 'MetadataResponseTopic.Partitions'),
+    (1317, 'MetadataResponseTopic.TopicAuthorizedOperations'),
+    (1318, 'MetadataResponseTopic.<tagged fields>'),
+    (1324, 'MetadataResponsePartition'),
+    (1325, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1327, 'MetadataResponsePartition.ReplicaNodes'),
+    (1333, 'MetadataResponsePartition.IsrNodes'),
+    (1339, 'MetadataResponsePartition'),
+    (1343, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1344, 'MetadataResponsePartition.ReplicaNodes'),
+    (1348, 'MetadataResponsePartition.IsrNodes'),
+    (1354, 'MetadataResponsePartition'),
+    (1355, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1357, 'MetadataResponsePartition.ReplicaNodes'),
+    (1363, 'MetadataResponsePartition.IsrNodes'),
+    (1369, 'MetadataResponsePartition.OfflineReplicas'),
+    (1375, 'MetadataResponsePartition'),
+    (1379, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId'),
+    (1380, 'MetadataResponsePartition.ReplicaNodes'),
+    (1384, 'MetadataResponsePartition.IsrNodes'),
+    (1388, 'MetadataResponsePartition.OfflineReplicas'),
+    (1394, 'MetadataResponsePartition'),
+    (1395, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1397, 'MetadataResponsePartition.ReplicaNodes'),
+    (1403, 'MetadataResponsePartition.IsrNodes'),
+    (1409, 'MetadataResponsePartition.OfflineReplicas'),
+    (1415, 'MetadataResponsePartition'),
+    (1419, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1420, 'MetadataResponsePartition.ReplicaNodes'),
+    (1424, 'MetadataResponsePartition.IsrNodes'),
+    (1428, 'MetadataResponsePartition.OfflineReplicas'),
+    (1434, 'MetadataResponsePartition'),
+    (1435, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1437, 'MetadataResponsePartition.ReplicaNodes'),
+    (1446, 'MetadataResponsePartition.IsrNodes'),
+    (1455, 'MetadataResponsePartition.OfflineReplicas'),
+    (1464, 'MetadataResponsePartition.<tagged fields>'),
+    (1477, 'MetadataResponsePartition'),
+    (1481, 'MetadataResponsePartition.ErrorCode,PartitionIndex,LeaderId,LeaderEpoch'),
+    (1482, 'MetadataResponsePartition.ReplicaNodes'),
+    (1489, 'MetadataResponsePartition.IsrNodes'),
+    (1496, 'MetadataResponsePartition.OfflineReplicas'),
+    (1503, 'MetadataResponsePartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">q")
 _S2 = Struct(">iq")
@@ -26,17 +33,50 @@ _S4 = Struct(">iqi")
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRequestPartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The message offset to be committed.
-    committed_offset: int = 0
-    #: The leader epoch of this partition.
-    committed_leader_epoch: int = -1
-    #: The timestamp of the commit.
-    commit_timestamp: int = -1
-    #: Any associated metadata the client wants to keep.
-    committed_metadata: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The message offset to be committed.
+        committed_offset: int = 0
+        #: The leader epoch of this partition.
+        committed_leader_epoch: int = -1
+        #: The timestamp of the commit.
+        commit_timestamp: int = -1
+        #: Any associated metadata the client wants to keep.
+        committed_metadata: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields', )
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        commit_timestamp: int
+        committed_metadata: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'committed_offset', committed_offset)
+            _object_setattr(self, 'committed_leader_epoch', committed_leader_epoch)
+            _object_setattr(self, 'commit_timestamp', commit_timestamp)
+            _object_setattr(self, 'committed_metadata', committed_metadata)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, commit_timestamp={self.commit_timestamp!r}, committed_metadata={self.committed_metadata!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata, self.unknown_tagged_fields, ) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.commit_timestamp, other.committed_metadata, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitRequestPartition:
@@ -63,11 +103,38 @@ _DEFAULT_OffsetCommitRequestPartition = OffsetCommitRequestPartition()
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRequestTopic:
-    #: The topic name.
-    name: str = ''
-    #: Each partition to commit offsets for.
-    partitions: tuple[OffsetCommitRequestPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition to commit offsets for.
+        partitions: tuple[OffsetCommitRequestPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetCommitRequestPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetCommitRequestPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitRequestTopic:
@@ -95,19 +162,54 @@ class OffsetCommitRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(8, 10)
-    #: The unique group identifier.
-    group_id: str = ''
-    #: The generation of the group if using the classic group protocol or the member epoch if using the consumer protocol.
-    generation_id_or_member_epoch: int = -1
-    #: The member ID assigned by the group coordinator.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: The time period in ms to retain the offset.
-    retention_time_ms: int = -1
-    #: The topics to commit offsets for.
-    topics: tuple[OffsetCommitRequestTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique group identifier.
+        group_id: str = ''
+        #: The generation of the group if using the classic group protocol or the member epoch if using the consumer protocol.
+        generation_id_or_member_epoch: int = -1
+        #: The member ID assigned by the group coordinator.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: The time period in ms to retain the offset.
+        retention_time_ms: int = -1
+        #: The topics to commit offsets for.
+        topics: tuple[OffsetCommitRequestTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'retention_time_ms', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        generation_id_or_member_epoch: int
+        member_id: str
+        group_instance_id: str | None
+        retention_time_ms: int
+        topics: tuple[OffsetCommitRequestTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, retention_time_ms: int = -1, topics: tuple[OffsetCommitRequestTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'generation_id_or_member_epoch', generation_id_or_member_epoch)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'retention_time_ms', retention_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id_or_member_epoch={self.generation_id_or_member_epoch!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, retention_time_ms={self.retention_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.generation_id_or_member_epoch, other.member_id, other.group_instance_id, other.retention_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitRequest(_Message):
@@ -574,138 +676,138 @@ OffsetCommitRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (134, 'OffsetCommitRequest'),
-    (135, 'OffsetCommitRequest.GroupId'),
-    (136, 'OffsetCommitRequest.Topics'),
-    (145, 'OffsetCommitRequest'),
-    (149, 'OffsetCommitRequest.GroupInstanceId'),
-    (151, 'OffsetCommitRequest.GroupId'),
-    (152, 'OffsetCommitRequest.Topics'),
-    (159, 'OffsetCommitRequest'),
-    (160, 'OffsetCommitRequest.GroupId'),
-    (161, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (163, 'OffsetCommitRequest.MemberId'),
-    (164, 'OffsetCommitRequest.Topics'),
-    (173, 'OffsetCommitRequest'),
-    (177, 'OffsetCommitRequest.GroupInstanceId'),
-    (179, 'OffsetCommitRequest.GroupId'),
-    (180, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (181, 'OffsetCommitRequest.MemberId'),
-    (182, 'OffsetCommitRequest.Topics'),
-    (189, 'OffsetCommitRequest'),
-    (190, 'OffsetCommitRequest.GroupId'),
-    (191, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (193, 'OffsetCommitRequest.MemberId'),
-    (194, 'OffsetCommitRequest.RetentionTimeMs'),
-    (196, 'OffsetCommitRequest.Topics'),
-    (205, 'OffsetCommitRequest'),
-    (209, 'OffsetCommitRequest.GroupInstanceId'),
-    (211, 'OffsetCommitRequest.GroupId'),
-    (212, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (213, 'OffsetCommitRequest.MemberId'),
-    (214, 'OffsetCommitRequest.RetentionTimeMs'),
-    (215, 'OffsetCommitRequest.Topics'),
-    (222, 'OffsetCommitRequest'),
-    (223, 'OffsetCommitRequest.GroupId'),
-    (224, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (226, 'OffsetCommitRequest.MemberId'),
-    (227, 'OffsetCommitRequest.Topics'),
     (236, 'OffsetCommitRequest'),
-    (240, 'OffsetCommitRequest.GroupInstanceId'),
-    (242, 'OffsetCommitRequest.GroupId'),
-    (243, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (244, 'OffsetCommitRequest.MemberId'),
-    (245, 'OffsetCommitRequest.Topics'),
-    (252, 'OffsetCommitRequest'),
+    (237, 'OffsetCommitRequest.GroupId'),
+    (238, 'OffsetCommitRequest.Topics'),
+    (247, 'OffsetCommitRequest'),
+    (251, 'OffsetCommitRequest.GroupInstanceId'),
     (253, 'OffsetCommitRequest.GroupId'),
-    (254, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (256, 'OffsetCommitRequest.MemberId'),
-    (257, 'OffsetCommitRequest.Topics'),
-    (266, 'OffsetCommitRequest'),
-    (270, 'OffsetCommitRequest.GroupInstanceId'),
-    (272, 'OffsetCommitRequest.GroupId'),
-    (273, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (274, 'OffsetCommitRequest.MemberId'),
-    (275, 'OffsetCommitRequest.Topics'),
-    (282, 'OffsetCommitRequest'),
-    (283, 'OffsetCommitRequest.GroupId'),
-    (284, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (286, 'OffsetCommitRequest.MemberId'),
-    (287, 'OffsetCommitRequest.GroupInstanceId'),
-    (288, 'OffsetCommitRequest.Topics'),
-    (297, 'OffsetCommitRequest'),
-    (301, 'OffsetCommitRequest.GroupId'),
-    (302, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (303, 'OffsetCommitRequest.MemberId'),
-    (304, 'OffsetCommitRequest.GroupInstanceId'),
-    (305, 'OffsetCommitRequest.Topics'),
-    (312, 'OffsetCommitRequest'),
+    (254, 'OffsetCommitRequest.Topics'),
+    (261, 'OffsetCommitRequest'),
+    (262, 'OffsetCommitRequest.GroupId'),
+    (263, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (265, 'OffsetCommitRequest.MemberId'),
+    (266, 'OffsetCommitRequest.Topics'),
+    (275, 'OffsetCommitRequest'),
+    (279, 'OffsetCommitRequest.GroupInstanceId'),
+    (281, 'OffsetCommitRequest.GroupId'),
+    (282, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (283, 'OffsetCommitRequest.MemberId'),
+    (284, 'OffsetCommitRequest.Topics'),
+    (291, 'OffsetCommitRequest'),
+    (292, 'OffsetCommitRequest.GroupId'),
+    (293, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (295, 'OffsetCommitRequest.MemberId'),
+    (296, 'OffsetCommitRequest.RetentionTimeMs'),
+    (298, 'OffsetCommitRequest.Topics'),
+    (307, 'OffsetCommitRequest'),
+    (311, 'OffsetCommitRequest.GroupInstanceId'),
     (313, 'OffsetCommitRequest.GroupId'),
     (314, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (316, 'OffsetCommitRequest.MemberId'),
-    (317, 'OffsetCommitRequest.GroupInstanceId'),
-    (318, 'OffsetCommitRequest.Topics'),
-    (330, 'OffsetCommitRequest.<tagged fields>'),
-    (343, 'OffsetCommitRequest'),
-    (347, 'OffsetCommitRequest.GroupId'),
-    (348, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
-    (349, 'OffsetCommitRequest.MemberId'),
-    (350, 'OffsetCommitRequest.GroupInstanceId'),
-    (351, 'OffsetCommitRequest.Topics'),
-    (359, 'OffsetCommitRequest.<tagged fields>'),
-    (365, 'OffsetCommitRequestTopic'),
-    (366, 'OffsetCommitRequestTopic.Name'),
-    (367, 'OffsetCommitRequestTopic.Partitions'),
-    (376, 'OffsetCommitRequestTopic'),
-    (380, 'OffsetCommitRequestTopic.Name'),
-    (381, 'OffsetCommitRequestTopic.Partitions'),
-    (388, 'OffsetCommitRequestTopic'),
-    (389, 'OffsetCommitRequestTopic.Name'),
-    (390, 'OffsetCommitRequestTopic.Partitions'),
-    (399, 'OffsetCommitRequestTopic'),
-    (403, 'OffsetCommitRequestTopic.Name'),
-    (404, 'OffsetCommitRequestTopic.Partitions'),
-    (411, 'OffsetCommitRequestTopic'),
-    (412, 'OffsetCommitRequestTopic.Name'),
-    (413, 'OffsetCommitRequestTopic.Partitions'),
-    (422, 'OffsetCommitRequestTopic'),
-    (426, 'OffsetCommitRequestTopic.Name'),
-    (427, 'OffsetCommitRequestTopic.Partitions'),
-    (434, 'OffsetCommitRequestTopic'),
-    (435, 'OffsetCommitRequestTopic.Name'),
-    (436, 'OffsetCommitRequestTopic.Partitions'),
-    (448, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (461, 'OffsetCommitRequestTopic'),
-    (465, 'OffsetCommitRequestTopic.Name'),
-    (466, 'OffsetCommitRequestTopic.Partitions'),
-    (474, 'OffsetCommitRequestTopic.<tagged fields>'),
-    (480, 'OffsetCommitRequestPartition'),
-    (481, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (483, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (484, 'OffsetCommitRequestPartition'),
-    (488, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (490, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (491, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (494, 'OffsetCommitRequestPartition'),
-    (495, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (497, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (498, 'OffsetCommitRequestPartition'),
-    (502, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
-    (503, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (506, 'OffsetCommitRequestPartition'),
-    (507, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (509, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (510, 'OffsetCommitRequestPartition'),
-    (514, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (516, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (517, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (520, 'OffsetCommitRequestPartition'),
-    (521, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (523, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (524, 'OffsetCommitRequestPartition.<tagged fields>'),
-    (537, 'OffsetCommitRequestPartition'),
-    (541, 'OffsetCommitRequestPartition.CommitTimestamp'),
-    (543, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (544, 'OffsetCommitRequestPartition.CommittedMetadata'),
-    (545, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (315, 'OffsetCommitRequest.MemberId'),
+    (316, 'OffsetCommitRequest.RetentionTimeMs'),
+    (317, 'OffsetCommitRequest.Topics'),
+    (324, 'OffsetCommitRequest'),
+    (325, 'OffsetCommitRequest.GroupId'),
+    (326, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (328, 'OffsetCommitRequest.MemberId'),
+    (329, 'OffsetCommitRequest.Topics'),
+    (338, 'OffsetCommitRequest'),
+    (342, 'OffsetCommitRequest.GroupInstanceId'),
+    (344, 'OffsetCommitRequest.GroupId'),
+    (345, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (346, 'OffsetCommitRequest.MemberId'),
+    (347, 'OffsetCommitRequest.Topics'),
+    (354, 'OffsetCommitRequest'),
+    (355, 'OffsetCommitRequest.GroupId'),
+    (356, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (358, 'OffsetCommitRequest.MemberId'),
+    (359, 'OffsetCommitRequest.Topics'),
+    (368, 'OffsetCommitRequest'),
+    (372, 'OffsetCommitRequest.GroupInstanceId'),
+    (374, 'OffsetCommitRequest.GroupId'),
+    (375, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (376, 'OffsetCommitRequest.MemberId'),
+    (377, 'OffsetCommitRequest.Topics'),
+    (384, 'OffsetCommitRequest'),
+    (385, 'OffsetCommitRequest.GroupId'),
+    (386, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (388, 'OffsetCommitRequest.MemberId'),
+    (389, 'OffsetCommitRequest.GroupInstanceId'),
+    (390, 'OffsetCommitRequest.Topics'),
+    (399, 'OffsetCommitRequest'),
+    (403, 'OffsetCommitRequest.GroupId'),
+    (404, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (405, 'OffsetCommitRequest.MemberId'),
+    (406, 'OffsetCommitRequest.GroupInstanceId'),
+    (407, 'OffsetCommitRequest.Topics'),
+    (414, 'OffsetCommitRequest'),
+    (415, 'OffsetCommitRequest.GroupId'),
+    (416, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (418, 'OffsetCommitRequest.MemberId'),
+    (419, 'OffsetCommitRequest.GroupInstanceId'),
+    (420, 'OffsetCommitRequest.Topics'),
+    (432, 'OffsetCommitRequest.<tagged fields>'),
+    (445, 'OffsetCommitRequest'),
+    (449, 'OffsetCommitRequest.GroupId'),
+    (450, 'OffsetCommitRequest.GenerationIdOrMemberEpoch'),
+    (451, 'OffsetCommitRequest.MemberId'),
+    (452, 'OffsetCommitRequest.GroupInstanceId'),
+    (453, 'OffsetCommitRequest.Topics'),
+    (461, 'OffsetCommitRequest.<tagged fields>'),
+    (467, 'OffsetCommitRequestTopic'),
+    (468, 'OffsetCommitRequestTopic.Name'),
+    (469, 'OffsetCommitRequestTopic.Partitions'),
+    (478, 'OffsetCommitRequestTopic'),
+    (482, 'OffsetCommitRequestTopic.Name'),
+    (483, 'OffsetCommitRequestTopic.Partitions'),
+    (490, 'OffsetCommitRequestTopic'),
+    (491, 'OffsetCommitRequestTopic.Name'),
+    (492, 'OffsetCommitRequestTopic.Partitions'),
+    (501, 'OffsetCommitRequestTopic'),
+    (505, 'OffsetCommitRequestTopic.Name'),
+    (506, 'OffsetCommitRequestTopic.Partitions'),
+    (513, 'OffsetCommitRequestTopic'),
+    (514, 'OffsetCommitRequestTopic.Name'),
+    (515, 'OffsetCommitRequestTopic.Partitions'),
+    (524, 'OffsetCommitRequestTopic'),
+    (528, 'OffsetCommitRequestTopic.Name'),
+    (529, 'OffsetCommitRequestTopic.Partitions'),
+    (536, 'OffsetCommitRequestTopic'),
+    (537, 'OffsetCommitRequestTopic.Name'),
+    (538, 'OffsetCommitRequestTopic.Partitions'),
+    (550, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (563, 'OffsetCommitRequestTopic'),
+    (567, 'OffsetCommitRequestTopic.Name'),
+    (568, 'OffsetCommitRequestTopic.Partitions'),
+    (576, 'OffsetCommitRequestTopic.<tagged fields>'),
+    (582, 'OffsetCommitRequestPartition'),
+    (583, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (585, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (586, 'OffsetCommitRequestPartition'),
+    (590, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (592, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (593, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (596, 'OffsetCommitRequestPartition'),
+    (597, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (599, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (600, 'OffsetCommitRequestPartition'),
+    (604, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommitTimestamp'),
+    (605, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (608, 'OffsetCommitRequestPartition'),
+    (609, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (611, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (612, 'OffsetCommitRequestPartition'),
+    (616, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (618, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (619, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (622, 'OffsetCommitRequestPartition'),
+    (623, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (625, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (626, 'OffsetCommitRequestPartition.<tagged fields>'),
+    (639, 'OffsetCommitRequestPartition'),
+    (643, 'OffsetCommitRequestPartition.CommitTimestamp'),
+    (645, 'OffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (646, 'OffsetCommitRequestPartition.CommittedMetadata'),
+    (647, 'OffsetCommitRequestPartition.<tagged fields>'),
 )

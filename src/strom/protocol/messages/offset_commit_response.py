@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResponsePartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitResponsePartition:
@@ -48,11 +82,38 @@ _DEFAULT_OffsetCommitResponsePartition = OffsetCommitResponsePartition()
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResponseTopic:
-    #: The topic name.
-    name: str = ''
-    #: The responses for each partition in the topic.
-    partitions: tuple[OffsetCommitResponsePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The responses for each partition in the topic.
+        partitions: tuple[OffsetCommitResponsePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetCommitResponsePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetCommitResponsePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitResponseTopic:
@@ -80,11 +141,38 @@ class OffsetCommitResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(8, 10)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The responses for each topic.
-    topics: tuple[OffsetCommitResponseTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The responses for each topic.
+        topics: tuple[OffsetCommitResponseTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[OffsetCommitResponseTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[OffsetCommitResponseTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetCommitResponse(_Message):
@@ -324,46 +412,46 @@ OffsetCommitResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'OffsetCommitResponse'),
-    (104, 'OffsetCommitResponse.Topics'),
-    (113, 'OffsetCommitResponse'),
-    (117, 'OffsetCommitResponse.Topics'),
-    (124, 'OffsetCommitResponse'),
-    (125, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (127, 'OffsetCommitResponse.Topics'),
-    (136, 'OffsetCommitResponse'),
-    (140, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (141, 'OffsetCommitResponse.Topics'),
-    (148, 'OffsetCommitResponse'),
-    (149, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (151, 'OffsetCommitResponse.Topics'),
-    (163, 'OffsetCommitResponse.<tagged fields>'),
-    (176, 'OffsetCommitResponse'),
-    (180, 'OffsetCommitResponse.ThrottleTimeMs'),
-    (181, 'OffsetCommitResponse.Topics'),
-    (189, 'OffsetCommitResponse.<tagged fields>'),
-    (195, 'OffsetCommitResponseTopic'),
-    (196, 'OffsetCommitResponseTopic.Name'),
-    (197, 'OffsetCommitResponseTopic.Partitions'),
-    (206, 'OffsetCommitResponseTopic'),
-    (210, 'OffsetCommitResponseTopic.Name'),
-    (211, 'OffsetCommitResponseTopic.Partitions'),
-    (218, 'OffsetCommitResponseTopic'),
-    (219, 'OffsetCommitResponseTopic.Name'),
-    (220, 'OffsetCommitResponseTopic.Partitions'),
-    (232, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (245, 'OffsetCommitResponseTopic'),
-    (249, 'OffsetCommitResponseTopic.Name'),
-    (250, 'OffsetCommitResponseTopic.Partitions'),
-    (258, 'OffsetCommitResponseTopic.<tagged fields>'),
-    (264, 'OffsetCommitResponsePartition'),
-    (265, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (267, 'OffsetCommitResponsePartition'),
-    (271, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (274, 'OffsetCommitResponsePartition'),
-    (275, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (277, 'OffsetCommitResponsePartition.<tagged fields>'),
-    (290, 'OffsetCommitResponsePartition'),
-    (294, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (295, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (191, 'OffsetCommitResponse'),
+    (192, 'OffsetCommitResponse.Topics'),
+    (201, 'OffsetCommitResponse'),
+    (205, 'OffsetCommitResponse.Topics'),
+    (212, 'OffsetCommitResponse'),
+    (213, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (215, 'OffsetCommitResponse.Topics'),
+    (224, 'OffsetCommitResponse'),
+    (228, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (229, 'OffsetCommitResponse.Topics'),
+    (236, 'OffsetCommitResponse'),
+    (237, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (239, 'OffsetCommitResponse.Topics'),
+    (251, 'OffsetCommitResponse.<tagged fields>'),
+    (264, 'OffsetCommitResponse'),
+    (268, 'OffsetCommitResponse.ThrottleTimeMs'),
+    (269, 'OffsetCommitResponse.Topics'),
+    (277, 'OffsetCommitResponse.<tagged fields>'),
+    (283, 'OffsetCommitResponseTopic'),
+    (284, 'OffsetCommitResponseTopic.Name'),
+    (285, 'OffsetCommitResponseTopic.Partitions'),
+    (294, 'OffsetCommitResponseTopic'),
+    (298, 'OffsetCommitResponseTopic.Name'),
+    (299, 'OffsetCommitResponseTopic.Partitions'),
+    (306, 'OffsetCommitResponseTopic'),
+    (307, 'OffsetCommitResponseTopic.Name'),
+    (308, 'OffsetCommitResponseTopic.Partitions'),
+    (320, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (333, 'OffsetCommitResponseTopic'),
+    (337, 'OffsetCommitResponseTopic.Name'),
+    (338, 'OffsetCommitResponseTopic.Partitions'),
+    (346, 'OffsetCommitResponseTopic.<tagged fields>'),
+    (352, 'OffsetCommitResponsePartition'),
+    (353, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (355, 'OffsetCommitResponsePartition'),
+    (359, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (362, 'OffsetCommitResponsePartition'),
+    (363, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (365, 'OffsetCommitResponsePartition.<tagged fields>'),
+    (378, 'OffsetCommitResponsePartition'),
+    (382, 'OffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (383, 'OffsetCommitResponsePartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,14 +17,46 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteRequestPartition:
-    #: The partition index.
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'unknown_tagged_fields', )
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields, ) == (other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteRequestPartition:
@@ -44,11 +76,38 @@ _DEFAULT_OffsetDeleteRequestPartition = OffsetDeleteRequestPartition()
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteRequestTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: Each partition to delete offsets for.
-    partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition to delete offsets for.
+        partitions: tuple[OffsetDeleteRequestPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetDeleteRequestPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetDeleteRequestPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteRequestTopic:
@@ -76,11 +135,38 @@ class OffsetDeleteRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 0)
-    #: The unique group identifier.
-    group_id: str = ''
-    #: The topics to delete offsets for
-    topics: tuple[OffsetDeleteRequestTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique group identifier.
+        group_id: str = ''
+        #: The topics to delete offsets for
+        topics: tuple[OffsetDeleteRequestTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[OffsetDeleteRequestTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[OffsetDeleteRequestTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteRequest(_Message):
@@ -160,20 +246,20 @@ OffsetDeleteRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (99, 'OffsetDeleteRequest'),
-    (100, 'OffsetDeleteRequest.GroupId'),
-    (101, 'OffsetDeleteRequest.Topics'),
-    (110, 'OffsetDeleteRequest'),
-    (114, 'OffsetDeleteRequest.GroupId'),
-    (115, 'OffsetDeleteRequest.Topics'),
-    (122, 'OffsetDeleteRequestTopic'),
-    (123, 'OffsetDeleteRequestTopic.Name'),
-    (124, 'OffsetDeleteRequestTopic.Partitions'),
-    (133, 'OffsetDeleteRequestTopic'),
-    (137, 'OffsetDeleteRequestTopic.Name'),
-    (138, 'OffsetDeleteRequestTopic.Partitions'),
-    (145, 'OffsetDeleteRequestPartition'),
-    (146, 'OffsetDeleteRequestPartition.PartitionIndex'),
-    (148, 'OffsetDeleteRequestPartition'),
-    (152, 'OffsetDeleteRequestPartition.PartitionIndex'),
+    (185, 'OffsetDeleteRequest'),
+    (186, 'OffsetDeleteRequest.GroupId'),
+    (187, 'OffsetDeleteRequest.Topics'),
+    (196, 'OffsetDeleteRequest'),
+    (200, 'OffsetDeleteRequest.GroupId'),
+    (201, 'OffsetDeleteRequest.Topics'),
+    (208, 'OffsetDeleteRequestTopic'),
+    (209, 'OffsetDeleteRequestTopic.Name'),
+    (210, 'OffsetDeleteRequestTopic.Partitions'),
+    (219, 'OffsetDeleteRequestTopic'),
+    (223, 'OffsetDeleteRequestTopic.Name'),
+    (224, 'OffsetDeleteRequestTopic.Partitions'),
+    (231, 'OffsetDeleteRequestPartition'),
+    (232, 'OffsetDeleteRequestPartition.PartitionIndex'),
+    (234, 'OffsetDeleteRequestPartition'),
+    (238, 'OffsetDeleteRequestPartition.PartitionIndex'),
 )

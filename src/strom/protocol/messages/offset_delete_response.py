@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hi")
 _S1 = Struct(">ih")
 
@@ -24,11 +31,38 @@ _S1 = Struct(">ih")
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteResponsePartition:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('partition_index',)
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteResponsePartition:
@@ -50,11 +84,38 @@ _DEFAULT_OffsetDeleteResponsePartition = OffsetDeleteResponsePartition()
 @dataclass(frozen=True, slots=True)
 class OffsetDeleteResponseTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: The responses for each partition in the topic.
-    partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The responses for each partition in the topic.
+        partitions: tuple[OffsetDeleteResponsePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetDeleteResponsePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetDeleteResponsePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteResponseTopic:
@@ -82,13 +143,42 @@ class OffsetDeleteResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 0)
-    #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The responses for each topic.
-    topics: tuple[OffsetDeleteResponseTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top-level error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The responses for each topic.
+        topics: tuple[OffsetDeleteResponseTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        error_code: int
+        throttle_time_ms: int
+        topics: tuple[OffsetDeleteResponseTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, throttle_time_ms: int = 0, topics: tuple[OffsetDeleteResponseTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.error_code, other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetDeleteResponse(_Message):
@@ -171,20 +261,20 @@ OffsetDeleteResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (109, 'OffsetDeleteResponse'),
-    (110, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
-    (112, 'OffsetDeleteResponse.Topics'),
-    (121, 'OffsetDeleteResponse'),
-    (125, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
-    (126, 'OffsetDeleteResponse.Topics'),
-    (133, 'OffsetDeleteResponseTopic'),
-    (134, 'OffsetDeleteResponseTopic.Name'),
-    (135, 'OffsetDeleteResponseTopic.Partitions'),
-    (144, 'OffsetDeleteResponseTopic'),
-    (148, 'OffsetDeleteResponseTopic.Name'),
-    (149, 'OffsetDeleteResponseTopic.Partitions'),
-    (156, 'OffsetDeleteResponsePartition'),
-    (157, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
-    (159, 'OffsetDeleteResponsePartition'),
-    (163, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
+    (199, 'OffsetDeleteResponse'),
+    (200, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
+    (202, 'OffsetDeleteResponse.Topics'),
+    (211, 'OffsetDeleteResponse'),
+    (215, 'OffsetDeleteResponse.ErrorCode,ThrottleTimeMs'),
+    (216, 'OffsetDeleteResponse.Topics'),
+    (223, 'OffsetDeleteResponseTopic'),
+    (224, 'OffsetDeleteResponseTopic.Name'),
+    (225, 'OffsetDeleteResponseTopic.Partitions'),
+    (234, 'OffsetDeleteResponseTopic'),
+    (238, 'OffsetDeleteResponseTopic.Name'),
+    (239, 'OffsetDeleteResponseTopic.Partitions'),
+    (246, 'OffsetDeleteResponsePartition'),
+    (247, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
+    (249, 'OffsetDeleteResponsePartition'),
+    (253, 'OffsetDeleteResponsePartition.PartitionIndex,ErrorCode'),
 )

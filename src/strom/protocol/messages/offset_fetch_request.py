@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">?")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchRequestTopic:
-    #: The topic name.
-    name: str = ''
-    #: The partition indexes we would like to fetch offsets for.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partition indexes we would like to fetch offsets for.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchRequestTopic:
@@ -48,11 +82,38 @@ _DEFAULT_OffsetFetchRequestTopic = OffsetFetchRequestTopic()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchRequestTopics:
-    #: The topic name.
-    name: str = ''
-    #: The partition indexes we would like to fetch offsets for.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partition indexes we would like to fetch offsets for.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchRequestTopics:
@@ -73,15 +134,46 @@ _DEFAULT_OffsetFetchRequestTopics = OffsetFetchRequestTopics()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchRequestGroup:
-    #: The group ID.
-    group_id: str = ''
-    #: The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848).
-    member_id: str | None = None
-    #: The member epoch if using the new consumer protocol (KIP-848).
-    member_epoch: int = -1
-    #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
-    topics: tuple[OffsetFetchRequestTopics, ...] | None = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group ID.
+        group_id: str = ''
+        #: The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848).
+        member_id: str | None = None
+        #: The member epoch if using the new consumer protocol (KIP-848).
+        member_epoch: int = -1
+        #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+        topics: tuple[OffsetFetchRequestTopics, ...] | None = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        member_id: str | None
+        member_epoch: int
+        topics: tuple[OffsetFetchRequestTopics, ...] | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: tuple[OffsetFetchRequestTopics, ...] | None = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'member_epoch', member_epoch)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.member_id, other.member_epoch, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchRequestGroup:
@@ -113,15 +205,46 @@ class OffsetFetchRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 10)
-    #: The group to fetch offsets for.
-    group_id: str = ''
-    #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
-    topics: tuple[OffsetFetchRequestTopic, ...] | None = ()
-    #: Each group we would like to fetch offsets for
-    groups: tuple[OffsetFetchRequestGroup, ...] = ()
-    #: Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions.
-    require_stable: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group to fetch offsets for.
+        group_id: str = ''
+        #: Each topic we would like to fetch offsets for, or null to fetch offsets for all topics.
+        topics: tuple[OffsetFetchRequestTopic, ...] | None = ()
+        #: Each group we would like to fetch offsets for
+        groups: tuple[OffsetFetchRequestGroup, ...] = ()
+        #: Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions.
+        require_stable: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[OffsetFetchRequestTopic, ...] | None
+        groups: tuple[OffsetFetchRequestGroup, ...]
+        require_stable: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[OffsetFetchRequestTopic, ...] | None = (), groups: tuple[OffsetFetchRequestGroup, ...] = (), require_stable: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'require_stable', require_stable)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, groups={self.groups!r}, require_stable={self.require_stable!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.groups, other.require_stable, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchRequest(_Message):
@@ -654,103 +777,103 @@ OffsetFetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (144, 'OffsetFetchRequest'),
-    (145, 'OffsetFetchRequest.GroupId'),
-    (146, 'OffsetFetchRequest.Topics'),
-    (155, 'OffsetFetchRequest'),
-    (159, 'OffsetFetchRequest.Groups'),
-    (161, 'OffsetFetchRequest.RequireStable'),
-    (163, 'OffsetFetchRequest.GroupId'),
-    (164, 'OffsetFetchRequest.Topics'),
-    (171, 'OffsetFetchRequest'),
-    (172, 'OffsetFetchRequest.GroupId'),
-    (173, 'OffsetFetchRequest.Topics'),
-    (185, 'OffsetFetchRequest'),
-    (189, 'OffsetFetchRequest.Groups'),
-    (191, 'OffsetFetchRequest.RequireStable'),
-    (193, 'OffsetFetchRequest.GroupId'),
-    (194, 'OffsetFetchRequest.Topics'),
-    (204, 'OffsetFetchRequest'),
-    (205, 'OffsetFetchRequest.GroupId'),
-    (206, 'OffsetFetchRequest.Topics'),
-    (221, 'OffsetFetchRequest.<tagged fields>'),
-    (234, 'OffsetFetchRequest'),
-    (238, 'OffsetFetchRequest.Groups'),
-    (240, 'OffsetFetchRequest.RequireStable'),
-    (242, 'OffsetFetchRequest.GroupId'),
-    (243, 'OffsetFetchRequest.Topics'),
-    (254, 'OffsetFetchRequest.<tagged fields>'),
-    (260, 'OffsetFetchRequest'),
-    (261, 'OffsetFetchRequest.GroupId'),
-    (262, 'OffsetFetchRequest.Topics'),
-    (277, 'OffsetFetchRequest.RequireStable'),
-    (279, 'OffsetFetchRequest.<tagged fields>'),
-    (292, 'OffsetFetchRequest'),
-    (296, 'OffsetFetchRequest.Groups'),
-    (298, 'OffsetFetchRequest.GroupId'),
-    (299, 'OffsetFetchRequest.Topics'),
-    (310, 'OffsetFetchRequest.RequireStable'),
-    (311, 'OffsetFetchRequest.<tagged fields>'),
-    (317, 'OffsetFetchRequest'),
-    (318, 'OffsetFetchRequest.Groups'),
-    (330, 'OffsetFetchRequest.RequireStable'),
-    (332, 'OffsetFetchRequest.<tagged fields>'),
-    (345, 'OffsetFetchRequest'),
-    (349, 'OffsetFetchRequest.GroupId'),
-    (351, 'OffsetFetchRequest.Topics'),
-    (353, 'OffsetFetchRequest.Groups'),
-    (361, 'OffsetFetchRequest.RequireStable'),
-    (362, 'OffsetFetchRequest.<tagged fields>'),
-    (368, 'OffsetFetchRequest'),
-    (369, 'OffsetFetchRequest.Groups'),
-    (381, 'OffsetFetchRequest.RequireStable'),
-    (383, 'OffsetFetchRequest.<tagged fields>'),
-    (396, 'OffsetFetchRequest'),
-    (400, 'OffsetFetchRequest.GroupId'),
-    (402, 'OffsetFetchRequest.Topics'),
-    (404, 'OffsetFetchRequest.Groups'),
-    (412, 'OffsetFetchRequest.RequireStable'),
-    (413, 'OffsetFetchRequest.<tagged fields>'),
-    (419, 'OffsetFetchRequestTopic'),
-    (420, 'OffsetFetchRequestTopic.Name'),
-    (421, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (427, 'OffsetFetchRequestTopic'),
-    (431, 'OffsetFetchRequestTopic.Name'),
-    (432, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (438, 'OffsetFetchRequestTopic'),
-    (439, 'OffsetFetchRequestTopic.Name'),
-    (440, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (449, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (462, 'OffsetFetchRequestTopic'),
-    (466, 'OffsetFetchRequestTopic.Name'),
-    (467, 'OffsetFetchRequestTopic.PartitionIndexes'),
-    (474, 'OffsetFetchRequestTopic.<tagged fields>'),
-    (480, 'OffsetFetchRequestGroup'),
-    (481, 'OffsetFetchRequestGroup.GroupId'),
-    (482, 'OffsetFetchRequestGroup.Topics'),
-    (497, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (510, 'OffsetFetchRequestGroup'),
-    (514, 'OffsetFetchRequestGroup.GroupId'),
-    (515, 'OffsetFetchRequestGroup.Topics'),
-    (526, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (532, 'OffsetFetchRequestGroup'),
-    (533, 'OffsetFetchRequestGroup.GroupId'),
-    (534, 'OffsetFetchRequestGroup.MemberId'),
-    (535, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (537, 'OffsetFetchRequestGroup.Topics'),
-    (552, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (565, 'OffsetFetchRequestGroup'),
-    (569, 'OffsetFetchRequestGroup.GroupId'),
-    (570, 'OffsetFetchRequestGroup.MemberId'),
-    (571, 'OffsetFetchRequestGroup.MemberEpoch'),
-    (572, 'OffsetFetchRequestGroup.Topics'),
-    (583, 'OffsetFetchRequestGroup.<tagged fields>'),
-    (589, 'OffsetFetchRequestTopics'),
-    (590, 'OffsetFetchRequestTopics.Name'),
-    (591, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (600, 'OffsetFetchRequestTopics.<tagged fields>'),
-    (613, 'OffsetFetchRequestTopics'),
-    (617, 'OffsetFetchRequestTopics.Name'),
-    (618, 'OffsetFetchRequestTopics.PartitionIndexes'),
-    (625, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (267, 'OffsetFetchRequest'),
+    (268, 'OffsetFetchRequest.GroupId'),
+    (269, 'OffsetFetchRequest.Topics'),
+    (278, 'OffsetFetchRequest'),
+    (282, 'OffsetFetchRequest.Groups'),
+    (284, 'OffsetFetchRequest.RequireStable'),
+    (286, 'OffsetFetchRequest.GroupId'),
+    (287, 'OffsetFetchRequest.Topics'),
+    (294, 'OffsetFetchRequest'),
+    (295, 'OffsetFetchRequest.GroupId'),
+    (296, 'OffsetFetchRequest.Topics'),
+    (308, 'OffsetFetchRequest'),
+    (312, 'OffsetFetchRequest.Groups'),
+    (314, 'OffsetFetchRequest.RequireStable'),
+    (316, 'OffsetFetchRequest.GroupId'),
+    (317, 'OffsetFetchRequest.Topics'),
+    (327, 'OffsetFetchRequest'),
+    (328, 'OffsetFetchRequest.GroupId'),
+    (329, 'OffsetFetchRequest.Topics'),
+    (344, 'OffsetFetchRequest.<tagged fields>'),
+    (357, 'OffsetFetchRequest'),
+    (361, 'OffsetFetchRequest.Groups'),
+    (363, 'OffsetFetchRequest.RequireStable'),
+    (365, 'OffsetFetchRequest.GroupId'),
+    (366, 'OffsetFetchRequest.Topics'),
+    (377, 'OffsetFetchRequest.<tagged fields>'),
+    (383, 'OffsetFetchRequest'),
+    (384, 'OffsetFetchRequest.GroupId'),
+    (385, 'OffsetFetchRequest.Topics'),
+    (400, 'OffsetFetchRequest.RequireStable'),
+    (402, 'OffsetFetchRequest.<tagged fields>'),
+    (415, 'OffsetFetchRequest'),
+    (419, 'OffsetFetchRequest.Groups'),
+    (421, 'OffsetFetchRequest.GroupId'),
+    (422, 'OffsetFetchRequest.Topics'),
+    (433, 'OffsetFetchRequest.RequireStable'),
+    (434, 'OffsetFetchRequest.<tagged fields>'),
+    (440, 'OffsetFetchRequest'),
+    (441, 'OffsetFetchRequest.Groups'),
+    (453, 'OffsetFetchRequest.RequireStable'),
+    (455, 'OffsetFetchRequest.<tagged fields>'),
+    (468, 'OffsetFetchRequest'),
+    (472, 'OffsetFetchRequest.GroupId'),
+    (474, 'OffsetFetchRequest.Topics'),
+    (476, 'OffsetFetchRequest.Groups'),
+    (484, 'OffsetFetchRequest.RequireStable'),
+    (485, 'OffsetFetchRequest.<tagged fields>'),
+    (491, 'OffsetFetchRequest'),
+    (492, 'OffsetFetchRequest.Groups'),
+    (504, 'OffsetFetchRequest.RequireStable'),
+    (506, 'OffsetFetchRequest.<tagged fields>'),
+    (519, 'OffsetFetchRequest'),
+    (523, 'OffsetFetchRequest.GroupId'),
+    (525, 'OffsetFetchRequest.Topics'),
+    (527, 'OffsetFetchRequest.Groups'),
+    (535, 'OffsetFetchRequest.RequireStable'),
+    (536, 'OffsetFetchRequest.<tagged fields>'),
+    (542, 'OffsetFetchRequestTopic'),
+    (543, 'OffsetFetchRequestTopic.Name'),
+    (544, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (550, 'OffsetFetchRequestTopic'),
+    (554, 'OffsetFetchRequestTopic.Name'),
+    (555, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (561, 'OffsetFetchRequestTopic'),
+    (562, 'OffsetFetchRequestTopic.Name'),
+    (563, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (572, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (585, 'OffsetFetchRequestTopic'),
+    (589, 'OffsetFetchRequestTopic.Name'),
+    (590, 'OffsetFetchRequestTopic.PartitionIndexes'),
+    (597, 'OffsetFetchRequestTopic.<tagged fields>'),
+    (603, 'OffsetFetchRequestGroup'),
+    (604, 'OffsetFetchRequestGroup.GroupId'),
+    (605, 'OffsetFetchRequestGroup.Topics'),
+    (620, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (633, 'OffsetFetchRequestGroup'),
+    (637, 'OffsetFetchRequestGroup.GroupId'),
+    (638, 'OffsetFetchRequestGroup.Topics'),
+    (649, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (655, 'OffsetFetchRequestGroup'),
+    (656, 'OffsetFetchRequestGroup.GroupId'),
+    (657, 'OffsetFetchRequestGroup.MemberId'),
+    (658, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (660, 'OffsetFetchRequestGroup.Topics'),
+    (675, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (688, 'OffsetFetchRequestGroup'),
+    (692, 'OffsetFetchRequestGroup.GroupId'),
+    (693, 'OffsetFetchRequestGroup.MemberId'),
+    (694, 'OffsetFetchRequestGroup.MemberEpoch'),
+    (695, 'OffsetFetchRequestGroup.Topics'),
+    (706, 'OffsetFetchRequestGroup.<tagged fields>'),
+    (712, 'OffsetFetchRequestTopics'),
+    (713, 'OffsetFetchRequestTopics.Name'),
+    (714, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (723, 'OffsetFetchRequestTopics.<tagged fields>'),
+    (736, 'OffsetFetchRequestTopics'),
+    (740, 'OffsetFetchRequestTopics.Name'),
+    (741, 'OffsetFetchRequestTopics.PartitionIndexes'),
+    (748, 'OffsetFetchRequestTopics.<tagged fields>'),
 )

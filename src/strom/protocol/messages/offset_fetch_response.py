@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">iq")
@@ -25,17 +32,50 @@ _S3 = Struct(">iqi")
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponsePartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The committed message offset.
-    committed_offset: int = 0
-    #: The leader epoch.
-    committed_leader_epoch: int = -1
-    #: The partition metadata.
-    metadata: str | None = ''
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The committed message offset.
+        committed_offset: int = 0
+        #: The leader epoch.
+        committed_leader_epoch: int = -1
+        #: The partition metadata.
+        metadata: str | None = ''
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str | None
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'committed_offset', committed_offset)
+            _object_setattr(self, 'committed_leader_epoch', committed_leader_epoch)
+            _object_setattr(self, 'metadata', metadata)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponsePartition:
@@ -62,11 +102,38 @@ _DEFAULT_OffsetFetchResponsePartition = OffsetFetchResponsePartition()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponseTopic:
-    #: The topic name.
-    name: str = ''
-    #: The responses per partition
-    partitions: tuple[OffsetFetchResponsePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The responses per partition
+        partitions: tuple[OffsetFetchResponsePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetFetchResponsePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetFetchResponsePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponseTopic:
@@ -87,17 +154,50 @@ _DEFAULT_OffsetFetchResponseTopic = OffsetFetchResponseTopic()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponsePartitions:
-    #: The partition index.
-    partition_index: int = 0
-    #: The committed message offset.
-    committed_offset: int = 0
-    #: The leader epoch.
-    committed_leader_epoch: int = -1
-    #: The partition metadata.
-    metadata: str | None = ''
-    #: The partition-level error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The committed message offset.
+        committed_offset: int = 0
+        #: The leader epoch.
+        committed_leader_epoch: int = -1
+        #: The partition metadata.
+        metadata: str | None = ''
+        #: The partition-level error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str | None
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'committed_offset', committed_offset)
+            _object_setattr(self, 'committed_leader_epoch', committed_leader_epoch)
+            _object_setattr(self, 'metadata', metadata)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponsePartitions:
@@ -124,11 +224,38 @@ _DEFAULT_OffsetFetchResponsePartitions = OffsetFetchResponsePartitions()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponseTopics:
-    #: The topic name.
-    name: str = ''
-    #: The responses per partition
-    partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The responses per partition
+        partitions: tuple[OffsetFetchResponsePartitions, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[OffsetFetchResponsePartitions, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[OffsetFetchResponsePartitions, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponseTopics:
@@ -149,13 +276,42 @@ _DEFAULT_OffsetFetchResponseTopics = OffsetFetchResponseTopics()
 
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponseGroup:
-    #: The group ID.
-    group_id: str = ''
-    #: The responses per topic.
-    topics: tuple[OffsetFetchResponseTopics, ...] = ()
-    #: The group-level error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group ID.
+        group_id: str = ''
+        #: The responses per topic.
+        topics: tuple[OffsetFetchResponseTopics, ...] = ()
+        #: The group-level error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[OffsetFetchResponseTopics, ...]
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[OffsetFetchResponseTopics, ...] = (), error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.error_code, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponseGroup:
@@ -185,15 +341,46 @@ class OffsetFetchResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 10)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 10)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The responses per topic.
-    topics: tuple[OffsetFetchResponseTopic, ...] = ()
-    #: The top-level error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The responses per group id.
-    groups: tuple[OffsetFetchResponseGroup, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The responses per topic.
+        topics: tuple[OffsetFetchResponseTopic, ...] = ()
+        #: The top-level error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The responses per group id.
+        groups: tuple[OffsetFetchResponseGroup, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[OffsetFetchResponseTopic, ...]
+        error_code: int
+        groups: tuple[OffsetFetchResponseGroup, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[OffsetFetchResponseTopic, ...] = (), error_code: int = 0, groups: tuple[OffsetFetchResponseGroup, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, error_code={self.error_code!r}, groups={self.groups!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.error_code, other.groups, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetFetchResponse(_Message):
@@ -728,128 +915,128 @@ OffsetFetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (216, 'OffsetFetchResponse'),
-    (217, 'OffsetFetchResponse.Topics'),
-    (226, 'OffsetFetchResponse'),
-    (230, 'OffsetFetchResponse.Groups'),
-    (232, 'OffsetFetchResponse.Topics'),
-    (239, 'OffsetFetchResponse'),
-    (240, 'OffsetFetchResponse.Topics'),
-    (249, 'OffsetFetchResponse.ErrorCode'),
-    (251, 'OffsetFetchResponse'),
-    (255, 'OffsetFetchResponse.Groups'),
-    (257, 'OffsetFetchResponse.Topics'),
-    (262, 'OffsetFetchResponse.ErrorCode'),
-    (265, 'OffsetFetchResponse'),
-    (266, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (268, 'OffsetFetchResponse.Topics'),
-    (277, 'OffsetFetchResponse.ErrorCode'),
-    (279, 'OffsetFetchResponse'),
-    (283, 'OffsetFetchResponse.Groups'),
-    (285, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (286, 'OffsetFetchResponse.Topics'),
-    (291, 'OffsetFetchResponse.ErrorCode'),
-    (294, 'OffsetFetchResponse'),
-    (295, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (297, 'OffsetFetchResponse.Topics'),
-    (306, 'OffsetFetchResponse.ErrorCode'),
-    (308, 'OffsetFetchResponse'),
-    (312, 'OffsetFetchResponse.Groups'),
-    (314, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (315, 'OffsetFetchResponse.Topics'),
-    (320, 'OffsetFetchResponse.ErrorCode'),
-    (323, 'OffsetFetchResponse'),
-    (324, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (326, 'OffsetFetchResponse.Topics'),
-    (338, 'OffsetFetchResponse.ErrorCode'),
-    (340, 'OffsetFetchResponse.<tagged fields>'),
-    (353, 'OffsetFetchResponse'),
-    (357, 'OffsetFetchResponse.Groups'),
-    (359, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (360, 'OffsetFetchResponse.Topics'),
-    (368, 'OffsetFetchResponse.ErrorCode'),
-    (369, 'OffsetFetchResponse.<tagged fields>'),
-    (375, 'OffsetFetchResponse'),
-    (376, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (378, 'OffsetFetchResponse.Groups'),
-    (390, 'OffsetFetchResponse.<tagged fields>'),
     (403, 'OffsetFetchResponse'),
-    (407, 'OffsetFetchResponse.Topics'),
-    (409, 'OffsetFetchResponse.ThrottleTimeMs'),
-    (410, 'OffsetFetchResponse.Groups'),
-    (418, 'OffsetFetchResponse.<tagged fields>'),
-    (424, 'OffsetFetchResponseTopic'),
-    (425, 'OffsetFetchResponseTopic.Name'),
-    (426, 'OffsetFetchResponseTopic.Partitions'),
-    (435, 'OffsetFetchResponseTopic'),
-    (439, 'OffsetFetchResponseTopic.Name'),
-    (440, 'OffsetFetchResponseTopic.Partitions'),
-    (447, 'OffsetFetchResponseTopic'),
-    (448, 'OffsetFetchResponseTopic.Name'),
-    (449, 'OffsetFetchResponseTopic.Partitions'),
-    (458, 'OffsetFetchResponseTopic'),
-    (462, 'OffsetFetchResponseTopic.Name'),
-    (463, 'OffsetFetchResponseTopic.Partitions'),
-    (470, 'OffsetFetchResponseTopic'),
-    (471, 'OffsetFetchResponseTopic.Name'),
-    (472, 'OffsetFetchResponseTopic.Partitions'),
-    (484, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (497, 'OffsetFetchResponseTopic'),
-    (501, 'OffsetFetchResponseTopic.Name'),
-    (502, 'OffsetFetchResponseTopic.Partitions'),
-    (510, 'OffsetFetchResponseTopic.<tagged fields>'),
-    (516, 'OffsetFetchResponseGroup'),
-    (517, 'OffsetFetchResponseGroup.GroupId'),
-    (518, 'OffsetFetchResponseGroup.Topics'),
-    (530, 'OffsetFetchResponseGroup.ErrorCode'),
-    (532, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (545, 'OffsetFetchResponseGroup'),
-    (549, 'OffsetFetchResponseGroup.GroupId'),
-    (550, 'OffsetFetchResponseGroup.Topics'),
-    (558, 'OffsetFetchResponseGroup.ErrorCode'),
-    (559, 'OffsetFetchResponseGroup.<tagged fields>'),
-    (565, 'OffsetFetchResponsePartition'),
-    (566, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (568, 'OffsetFetchResponsePartition.Metadata'),
-    (569, 'OffsetFetchResponsePartition.ErrorCode'),
-    (571, 'OffsetFetchResponsePartition'),
-    (575, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
-    (576, 'OffsetFetchResponsePartition.Metadata'),
-    (577, 'OffsetFetchResponsePartition.ErrorCode'),
-    (580, 'OffsetFetchResponsePartition'),
-    (581, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (583, 'OffsetFetchResponsePartition.Metadata'),
-    (584, 'OffsetFetchResponsePartition.ErrorCode'),
-    (586, 'OffsetFetchResponsePartition'),
-    (590, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (591, 'OffsetFetchResponsePartition.Metadata'),
-    (592, 'OffsetFetchResponsePartition.ErrorCode'),
-    (595, 'OffsetFetchResponsePartition'),
-    (596, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (598, 'OffsetFetchResponsePartition.Metadata'),
-    (599, 'OffsetFetchResponsePartition.ErrorCode'),
-    (601, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (614, 'OffsetFetchResponsePartition'),
-    (618, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (619, 'OffsetFetchResponsePartition.Metadata'),
-    (620, 'OffsetFetchResponsePartition.ErrorCode'),
-    (621, 'OffsetFetchResponsePartition.<tagged fields>'),
-    (627, 'OffsetFetchResponseTopics'),
-    (628, 'OffsetFetchResponseTopics.Name'),
-    (629, 'OffsetFetchResponseTopics.Partitions'),
-    (641, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (654, 'OffsetFetchResponseTopics'),
-    (658, 'OffsetFetchResponseTopics.Name'),
-    (659, 'OffsetFetchResponseTopics.Partitions'),
-    (667, 'OffsetFetchResponseTopics.<tagged fields>'),
-    (673, 'OffsetFetchResponsePartitions'),
-    (674, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (676, 'OffsetFetchResponsePartitions.Metadata'),
-    (677, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (679, 'OffsetFetchResponsePartitions.<tagged fields>'),
-    (692, 'OffsetFetchResponsePartitions'),
-    (696, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (697, 'OffsetFetchResponsePartitions.Metadata'),
-    (698, 'OffsetFetchResponsePartitions.ErrorCode'),
-    (699, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (404, 'OffsetFetchResponse.Topics'),
+    (413, 'OffsetFetchResponse'),
+    (417, 'OffsetFetchResponse.Groups'),
+    (419, 'OffsetFetchResponse.Topics'),
+    (426, 'OffsetFetchResponse'),
+    (427, 'OffsetFetchResponse.Topics'),
+    (436, 'OffsetFetchResponse.ErrorCode'),
+    (438, 'OffsetFetchResponse'),
+    (442, 'OffsetFetchResponse.Groups'),
+    (444, 'OffsetFetchResponse.Topics'),
+    (449, 'OffsetFetchResponse.ErrorCode'),
+    (452, 'OffsetFetchResponse'),
+    (453, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (455, 'OffsetFetchResponse.Topics'),
+    (464, 'OffsetFetchResponse.ErrorCode'),
+    (466, 'OffsetFetchResponse'),
+    (470, 'OffsetFetchResponse.Groups'),
+    (472, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (473, 'OffsetFetchResponse.Topics'),
+    (478, 'OffsetFetchResponse.ErrorCode'),
+    (481, 'OffsetFetchResponse'),
+    (482, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (484, 'OffsetFetchResponse.Topics'),
+    (493, 'OffsetFetchResponse.ErrorCode'),
+    (495, 'OffsetFetchResponse'),
+    (499, 'OffsetFetchResponse.Groups'),
+    (501, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (502, 'OffsetFetchResponse.Topics'),
+    (507, 'OffsetFetchResponse.ErrorCode'),
+    (510, 'OffsetFetchResponse'),
+    (511, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (513, 'OffsetFetchResponse.Topics'),
+    (525, 'OffsetFetchResponse.ErrorCode'),
+    (527, 'OffsetFetchResponse.<tagged fields>'),
+    (540, 'OffsetFetchResponse'),
+    (544, 'OffsetFetchResponse.Groups'),
+    (546, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (547, 'OffsetFetchResponse.Topics'),
+    (555, 'OffsetFetchResponse.ErrorCode'),
+    (556, 'OffsetFetchResponse.<tagged fields>'),
+    (562, 'OffsetFetchResponse'),
+    (563, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (565, 'OffsetFetchResponse.Groups'),
+    (577, 'OffsetFetchResponse.<tagged fields>'),
+    (590, 'OffsetFetchResponse'),
+    (594, 'OffsetFetchResponse.Topics'),
+    (596, 'OffsetFetchResponse.ThrottleTimeMs'),
+    (597, 'OffsetFetchResponse.Groups'),
+    (605, 'OffsetFetchResponse.<tagged fields>'),
+    (611, 'OffsetFetchResponseTopic'),
+    (612, 'OffsetFetchResponseTopic.Name'),
+    (613, 'OffsetFetchResponseTopic.Partitions'),
+    (622, 'OffsetFetchResponseTopic'),
+    (626, 'OffsetFetchResponseTopic.Name'),
+    (627, 'OffsetFetchResponseTopic.Partitions'),
+    (634, 'OffsetFetchResponseTopic'),
+    (635, 'OffsetFetchResponseTopic.Name'),
+    (636, 'OffsetFetchResponseTopic.Partitions'),
+    (645, 'OffsetFetchResponseTopic'),
+    (649, 'OffsetFetchResponseTopic.Name'),
+    (650, 'OffsetFetchResponseTopic.Partitions'),
+    (657, 'OffsetFetchResponseTopic'),
+    (658, 'OffsetFetchResponseTopic.Name'),
+    (659, 'OffsetFetchResponseTopic.Partitions'),
+    (671, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (684, 'OffsetFetchResponseTopic'),
+    (688, 'OffsetFetchResponseTopic.Name'),
+    (689, 'OffsetFetchResponseTopic.Partitions'),
+    (697, 'OffsetFetchResponseTopic.<tagged fields>'),
+    (703, 'OffsetFetchResponseGroup'),
+    (704, 'OffsetFetchResponseGroup.GroupId'),
+    (705, 'OffsetFetchResponseGroup.Topics'),
+    (717, 'OffsetFetchResponseGroup.ErrorCode'),
+    (719, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (732, 'OffsetFetchResponseGroup'),
+    (736, 'OffsetFetchResponseGroup.GroupId'),
+    (737, 'OffsetFetchResponseGroup.Topics'),
+    (745, 'OffsetFetchResponseGroup.ErrorCode'),
+    (746, 'OffsetFetchResponseGroup.<tagged fields>'),
+    (752, 'OffsetFetchResponsePartition'),
+    (753, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (755, 'OffsetFetchResponsePartition.Metadata'),
+    (756, 'OffsetFetchResponsePartition.ErrorCode'),
+    (758, 'OffsetFetchResponsePartition'),
+    (762, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset'),
+    (763, 'OffsetFetchResponsePartition.Metadata'),
+    (764, 'OffsetFetchResponsePartition.ErrorCode'),
+    (767, 'OffsetFetchResponsePartition'),
+    (768, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (770, 'OffsetFetchResponsePartition.Metadata'),
+    (771, 'OffsetFetchResponsePartition.ErrorCode'),
+    (773, 'OffsetFetchResponsePartition'),
+    (777, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (778, 'OffsetFetchResponsePartition.Metadata'),
+    (779, 'OffsetFetchResponsePartition.ErrorCode'),
+    (782, 'OffsetFetchResponsePartition'),
+    (783, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (785, 'OffsetFetchResponsePartition.Metadata'),
+    (786, 'OffsetFetchResponsePartition.ErrorCode'),
+    (788, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (801, 'OffsetFetchResponsePartition'),
+    (805, 'OffsetFetchResponsePartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (806, 'OffsetFetchResponsePartition.Metadata'),
+    (807, 'OffsetFetchResponsePartition.ErrorCode'),
+    (808, 'OffsetFetchResponsePartition.<tagged fields>'),
+    (814, 'OffsetFetchResponseTopics'),
+    (815, 'OffsetFetchResponseTopics.Name'),
+    (816, 'OffsetFetchResponseTopics.Partitions'),
+    (828, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (841, 'OffsetFetchResponseTopics'),
+    (845, 'OffsetFetchResponseTopics.Name'),
+    (846, 'OffsetFetchResponseTopics.Partitions'),
+    (854, 'OffsetFetchResponseTopics.<tagged fields>'),
+    (860, 'OffsetFetchResponsePartitions'),
+    (861, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (863, 'OffsetFetchResponsePartitions.Metadata'),
+    (864, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (866, 'OffsetFetchResponsePartitions.<tagged fields>'),
+    (879, 'OffsetFetchResponsePartitions'),
+    (883, 'OffsetFetchResponsePartitions.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (884, 'OffsetFetchResponsePartitions.Metadata'),
+    (885, 'OffsetFetchResponsePartitions.ErrorCode'),
+    (886, 'OffsetFetchResponsePartitions.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ii")
 _S2 = Struct(">iii")
@@ -24,13 +31,42 @@ _S2 = Struct(">iii")
 
 @dataclass(frozen=True, slots=True)
 class OffsetForLeaderPartition:
-    #: The partition index.
-    partition: int = 0
-    #: An epoch used to fence consumers/replicas with old metadata. If the epoch provided by the client is larger than the current epoch known to the broker, then the UNKNOWN_LEADER_EPOCH error code will be returned. If the provided epoch is smaller, then the FENCED_LEADER_EPOCH error code will be returned.
-    current_leader_epoch: int = -1
-    #: The epoch to look up an offset for.
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: An epoch used to fence consumers/replicas with old metadata. If the epoch provided by the client is larger than the current epoch known to the broker, then the UNKNOWN_LEADER_EPOCH error code will be returned. If the provided epoch is smaller, then the FENCED_LEADER_EPOCH error code will be returned.
+        current_leader_epoch: int = -1
+        #: The epoch to look up an offset for.
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields', )
+        partition: int
+        current_leader_epoch: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'current_leader_epoch', current_leader_epoch)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields, ) == (other.partition, other.current_leader_epoch, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetForLeaderPartition:
@@ -54,11 +90,38 @@ _DEFAULT_OffsetForLeaderPartition = OffsetForLeaderPartition()
 @dataclass(frozen=True, slots=True)
 class OffsetForLeaderTopic:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    #: The topic name.
-    topic: str = ''
-    #: Each partition to get offsets for.
-    partitions: tuple[OffsetForLeaderPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic: str = ''
+        #: Each partition to get offsets for.
+        partitions: tuple[OffsetForLeaderPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[OffsetForLeaderPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[OffsetForLeaderPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetForLeaderTopic:
@@ -86,11 +149,38 @@ class OffsetForLeaderEpochRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 5)
-    #: The broker ID of the follower, of -1 if this request is from a consumer.
-    replica_id: int = -2
-    #: Each topic to get offsets for.
-    topics: tuple[OffsetForLeaderTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker ID of the follower, of -1 if this request is from a consumer.
+        replica_id: int = -2
+        #: Each topic to get offsets for.
+        topics: tuple[OffsetForLeaderTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('replica_id', 'topics', 'unknown_tagged_fields', )
+        replica_id: int
+        topics: tuple[OffsetForLeaderTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, replica_id: int = -2, topics: tuple[OffsetForLeaderTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'replica_id', replica_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.topics, self.unknown_tagged_fields, ) == (other.replica_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.replica_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetForLeaderEpochRequest(_Message):
@@ -374,60 +464,60 @@ OffsetForLeaderEpochRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (109, 'OffsetForLeaderEpochRequest'),
-    (110, 'OffsetForLeaderEpochRequest.Topics'),
-    (119, 'OffsetForLeaderEpochRequest'),
-    (123, 'OffsetForLeaderEpochRequest.Topics'),
-    (130, 'OffsetForLeaderEpochRequest'),
-    (131, 'OffsetForLeaderEpochRequest.Topics'),
-    (140, 'OffsetForLeaderEpochRequest'),
-    (144, 'OffsetForLeaderEpochRequest.Topics'),
-    (151, 'OffsetForLeaderEpochRequest'),
-    (152, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (154, 'OffsetForLeaderEpochRequest.Topics'),
-    (163, 'OffsetForLeaderEpochRequest'),
-    (167, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (168, 'OffsetForLeaderEpochRequest.Topics'),
-    (175, 'OffsetForLeaderEpochRequest'),
-    (176, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (178, 'OffsetForLeaderEpochRequest.Topics'),
-    (190, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (203, 'OffsetForLeaderEpochRequest'),
-    (207, 'OffsetForLeaderEpochRequest.ReplicaId'),
-    (208, 'OffsetForLeaderEpochRequest.Topics'),
-    (216, 'OffsetForLeaderEpochRequest.<tagged fields>'),
-    (222, 'OffsetForLeaderTopic'),
-    (223, 'OffsetForLeaderTopic.Topic'),
-    (224, 'OffsetForLeaderTopic.Partitions'),
-    (233, 'OffsetForLeaderTopic'),
-    (237, 'OffsetForLeaderTopic.Topic'),
-    (238, 'OffsetForLeaderTopic.Partitions'),
-    (245, 'OffsetForLeaderTopic'),
-    (246, 'OffsetForLeaderTopic.Topic'),
-    (247, 'OffsetForLeaderTopic.Partitions'),
-    (256, 'OffsetForLeaderTopic'),
-    (260, 'OffsetForLeaderTopic.Topic'),
-    (261, 'OffsetForLeaderTopic.Partitions'),
-    (268, 'OffsetForLeaderTopic'),
-    (269, 'OffsetForLeaderTopic.Topic'),
-    (270, 'OffsetForLeaderTopic.Partitions'),
-    (282, 'OffsetForLeaderTopic.<tagged fields>'),
-    (295, 'OffsetForLeaderTopic'),
-    (299, 'OffsetForLeaderTopic.Topic'),
-    (300, 'OffsetForLeaderTopic.Partitions'),
-    (308, 'OffsetForLeaderTopic.<tagged fields>'),
-    (314, 'OffsetForLeaderPartition'),
-    (315, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (317, 'OffsetForLeaderPartition'),
-    (321, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
-    (324, 'OffsetForLeaderPartition'),
-    (325, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (327, 'OffsetForLeaderPartition'),
-    (331, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (334, 'OffsetForLeaderPartition'),
-    (335, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (337, 'OffsetForLeaderPartition.<tagged fields>'),
-    (350, 'OffsetForLeaderPartition'),
-    (354, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
-    (355, 'OffsetForLeaderPartition.<tagged fields>'),
+    (199, 'OffsetForLeaderEpochRequest'),
+    (200, 'OffsetForLeaderEpochRequest.Topics'),
+    (209, 'OffsetForLeaderEpochRequest'),
+    (213, 'OffsetForLeaderEpochRequest.Topics'),
+    (220, 'OffsetForLeaderEpochRequest'),
+    (221, 'OffsetForLeaderEpochRequest.Topics'),
+    (230, 'OffsetForLeaderEpochRequest'),
+    (234, 'OffsetForLeaderEpochRequest.Topics'),
+    (241, 'OffsetForLeaderEpochRequest'),
+    (242, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (244, 'OffsetForLeaderEpochRequest.Topics'),
+    (253, 'OffsetForLeaderEpochRequest'),
+    (257, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (258, 'OffsetForLeaderEpochRequest.Topics'),
+    (265, 'OffsetForLeaderEpochRequest'),
+    (266, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (268, 'OffsetForLeaderEpochRequest.Topics'),
+    (280, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (293, 'OffsetForLeaderEpochRequest'),
+    (297, 'OffsetForLeaderEpochRequest.ReplicaId'),
+    (298, 'OffsetForLeaderEpochRequest.Topics'),
+    (306, 'OffsetForLeaderEpochRequest.<tagged fields>'),
+    (312, 'OffsetForLeaderTopic'),
+    (313, 'OffsetForLeaderTopic.Topic'),
+    (314, 'OffsetForLeaderTopic.Partitions'),
+    (323, 'OffsetForLeaderTopic'),
+    (327, 'OffsetForLeaderTopic.Topic'),
+    (328, 'OffsetForLeaderTopic.Partitions'),
+    (335, 'OffsetForLeaderTopic'),
+    (336, 'OffsetForLeaderTopic.Topic'),
+    (337, 'OffsetForLeaderTopic.Partitions'),
+    (346, 'OffsetForLeaderTopic'),
+    (350, 'OffsetForLeaderTopic.Topic'),
+    (351, 'OffsetForLeaderTopic.Partitions'),
+    (358, 'OffsetForLeaderTopic'),
+    (359, 'OffsetForLeaderTopic.Topic'),
+    (360, 'OffsetForLeaderTopic.Partitions'),
+    (372, 'OffsetForLeaderTopic.<tagged fields>'),
+    (385, 'OffsetForLeaderTopic'),
+    (389, 'OffsetForLeaderTopic.Topic'),
+    (390, 'OffsetForLeaderTopic.Partitions'),
+    (398, 'OffsetForLeaderTopic.<tagged fields>'),
+    (404, 'OffsetForLeaderPartition'),
+    (405, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (407, 'OffsetForLeaderPartition'),
+    (411, 'OffsetForLeaderPartition.Partition,LeaderEpoch'),
+    (414, 'OffsetForLeaderPartition'),
+    (415, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (417, 'OffsetForLeaderPartition'),
+    (421, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (424, 'OffsetForLeaderPartition'),
+    (425, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (427, 'OffsetForLeaderPartition.<tagged fields>'),
+    (440, 'OffsetForLeaderPartition'),
+    (444, 'OffsetForLeaderPartition.Partition,CurrentLeaderEpoch,LeaderEpoch'),
+    (445, 'OffsetForLeaderPartition.<tagged fields>'),
 )

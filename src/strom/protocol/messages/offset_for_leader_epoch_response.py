@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">hiq")
 _S2 = Struct(">hiiq")
@@ -24,15 +31,46 @@ _S2 = Struct(">hiiq")
 
 @dataclass(frozen=True, slots=True)
 class EpochEndOffset:
-    #: The error code 0, or if there was no error.
-    error_code: int = 0
-    #: The partition index.
-    partition: int = 0
-    #: The leader epoch of the partition.
-    leader_epoch: int = -1
-    #: The end offset of the epoch.
-    end_offset: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code 0, or if there was no error.
+        error_code: int = 0
+        #: The partition index.
+        partition: int = 0
+        #: The leader epoch of the partition.
+        leader_epoch: int = -1
+        #: The end offset of the epoch.
+        end_offset: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'partition', 'leader_epoch', 'end_offset', 'unknown_tagged_fields', )
+        error_code: int
+        partition: int
+        leader_epoch: int
+        end_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, partition: int = 0, leader_epoch: int = -1, end_offset: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'end_offset', end_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition={self.partition!r}, leader_epoch={self.leader_epoch!r}, end_offset={self.end_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition, self.leader_epoch, self.end_offset, self.unknown_tagged_fields, ) == (other.error_code, other.partition, other.leader_epoch, other.end_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition, self.leader_epoch, self.end_offset, self.unknown_tagged_fields, ))
 
 
 class _New_EpochEndOffset:
@@ -58,11 +96,38 @@ _DEFAULT_EpochEndOffset = EpochEndOffset()
 @dataclass(frozen=True, slots=True)
 class OffsetForLeaderTopicResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('topic',)
-    #: The topic name.
-    topic: str = ''
-    #: Each partition in the topic we fetched offsets for.
-    partitions: tuple[EpochEndOffset, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic: str = ''
+        #: Each partition in the topic we fetched offsets for.
+        partitions: tuple[EpochEndOffset, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields', )
+        topic: str
+        partitions: tuple[EpochEndOffset, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic: str = '', partitions: tuple[EpochEndOffset, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic', topic)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields, ) == (other.topic, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetForLeaderTopicResult:
@@ -90,11 +155,38 @@ class OffsetForLeaderEpochResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 5)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each topic we fetched offsets for.
-    topics: tuple[OffsetForLeaderTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each topic we fetched offsets for.
+        topics: tuple[OffsetForLeaderTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[OffsetForLeaderTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[OffsetForLeaderTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_OffsetForLeaderEpochResponse(_Message):
@@ -378,60 +470,60 @@ OffsetForLeaderEpochResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (113, 'OffsetForLeaderEpochResponse'),
-    (114, 'OffsetForLeaderEpochResponse.Topics'),
-    (123, 'OffsetForLeaderEpochResponse'),
-    (127, 'OffsetForLeaderEpochResponse.Topics'),
-    (134, 'OffsetForLeaderEpochResponse'),
-    (135, 'OffsetForLeaderEpochResponse.Topics'),
-    (144, 'OffsetForLeaderEpochResponse'),
-    (148, 'OffsetForLeaderEpochResponse.Topics'),
-    (155, 'OffsetForLeaderEpochResponse'),
-    (156, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (158, 'OffsetForLeaderEpochResponse.Topics'),
-    (167, 'OffsetForLeaderEpochResponse'),
-    (171, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (172, 'OffsetForLeaderEpochResponse.Topics'),
-    (179, 'OffsetForLeaderEpochResponse'),
-    (180, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (182, 'OffsetForLeaderEpochResponse.Topics'),
-    (194, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (207, 'OffsetForLeaderEpochResponse'),
-    (211, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
-    (212, 'OffsetForLeaderEpochResponse.Topics'),
-    (220, 'OffsetForLeaderEpochResponse.<tagged fields>'),
-    (226, 'OffsetForLeaderTopicResult'),
-    (227, 'OffsetForLeaderTopicResult.Topic'),
-    (228, 'OffsetForLeaderTopicResult.Partitions'),
-    (237, 'OffsetForLeaderTopicResult'),
-    (241, 'OffsetForLeaderTopicResult.Topic'),
-    (242, 'OffsetForLeaderTopicResult.Partitions'),
-    (249, 'OffsetForLeaderTopicResult'),
-    (250, 'OffsetForLeaderTopicResult.Topic'),
-    (251, 'OffsetForLeaderTopicResult.Partitions'),
-    (260, 'OffsetForLeaderTopicResult'),
-    (264, 'OffsetForLeaderTopicResult.Topic'),
-    (265, 'OffsetForLeaderTopicResult.Partitions'),
-    (272, 'OffsetForLeaderTopicResult'),
-    (273, 'OffsetForLeaderTopicResult.Topic'),
-    (274, 'OffsetForLeaderTopicResult.Partitions'),
-    (286, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (299, 'OffsetForLeaderTopicResult'),
-    (303, 'OffsetForLeaderTopicResult.Topic'),
-    (304, 'OffsetForLeaderTopicResult.Partitions'),
-    (312, 'OffsetForLeaderTopicResult.<tagged fields>'),
-    (318, 'EpochEndOffset'),
-    (319, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (321, 'EpochEndOffset'),
-    (325, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
-    (328, 'EpochEndOffset'),
-    (329, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (331, 'EpochEndOffset'),
-    (335, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (338, 'EpochEndOffset'),
-    (339, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (341, 'EpochEndOffset.<tagged fields>'),
-    (354, 'EpochEndOffset'),
-    (358, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
-    (359, 'EpochEndOffset.<tagged fields>'),
+    (205, 'OffsetForLeaderEpochResponse'),
+    (206, 'OffsetForLeaderEpochResponse.Topics'),
+    (215, 'OffsetForLeaderEpochResponse'),
+    (219, 'OffsetForLeaderEpochResponse.Topics'),
+    (226, 'OffsetForLeaderEpochResponse'),
+    (227, 'OffsetForLeaderEpochResponse.Topics'),
+    (236, 'OffsetForLeaderEpochResponse'),
+    (240, 'OffsetForLeaderEpochResponse.Topics'),
+    (247, 'OffsetForLeaderEpochResponse'),
+    (248, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (250, 'OffsetForLeaderEpochResponse.Topics'),
+    (259, 'OffsetForLeaderEpochResponse'),
+    (263, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (264, 'OffsetForLeaderEpochResponse.Topics'),
+    (271, 'OffsetForLeaderEpochResponse'),
+    (272, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (274, 'OffsetForLeaderEpochResponse.Topics'),
+    (286, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (299, 'OffsetForLeaderEpochResponse'),
+    (303, 'OffsetForLeaderEpochResponse.ThrottleTimeMs'),
+    (304, 'OffsetForLeaderEpochResponse.Topics'),
+    (312, 'OffsetForLeaderEpochResponse.<tagged fields>'),
+    (318, 'OffsetForLeaderTopicResult'),
+    (319, 'OffsetForLeaderTopicResult.Topic'),
+    (320, 'OffsetForLeaderTopicResult.Partitions'),
+    (329, 'OffsetForLeaderTopicResult'),
+    (333, 'OffsetForLeaderTopicResult.Topic'),
+    (334, 'OffsetForLeaderTopicResult.Partitions'),
+    (341, 'OffsetForLeaderTopicResult'),
+    (342, 'OffsetForLeaderTopicResult.Topic'),
+    (343, 'OffsetForLeaderTopicResult.Partitions'),
+    (352, 'OffsetForLeaderTopicResult'),
+    (356, 'OffsetForLeaderTopicResult.Topic'),
+    (357, 'OffsetForLeaderTopicResult.Partitions'),
+    (364, 'OffsetForLeaderTopicResult'),
+    (365, 'OffsetForLeaderTopicResult.Topic'),
+    (366, 'OffsetForLeaderTopicResult.Partitions'),
+    (378, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (391, 'OffsetForLeaderTopicResult'),
+    (395, 'OffsetForLeaderTopicResult.Topic'),
+    (396, 'OffsetForLeaderTopicResult.Partitions'),
+    (404, 'OffsetForLeaderTopicResult.<tagged fields>'),
+    (410, 'EpochEndOffset'),
+    (411, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (413, 'EpochEndOffset'),
+    (417, 'EpochEndOffset.ErrorCode,Partition,EndOffset'),
+    (420, 'EpochEndOffset'),
+    (421, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (423, 'EpochEndOffset'),
+    (427, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (430, 'EpochEndOffset'),
+    (431, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (433, 'EpochEndOffset.<tagged fields>'),
+    (446, 'EpochEndOffset'),
+    (450, 'EpochEndOffset.ErrorCode,Partition,LeaderEpoch,EndOffset'),
+    (451, 'EpochEndOffset.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hi")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionProduceData:
-    #: The partition index.
-    index: int = 0
-    #: The record data to be produced.
-    records: _p.Records | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        index: int = 0
+        #: The record data to be produced.
+        records: _p.Records | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('index', 'records', 'unknown_tagged_fields', )
+        index: int
+        records: _p.Records | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, index: int = 0, records: _p.Records | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'index', index)
+            _object_setattr(self, 'records', records)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(index={self.index!r}, records={self.records!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.index, self.records, self.unknown_tagged_fields, ) == (other.index, other.records, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.index, self.records, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionProduceData:
@@ -49,11 +83,38 @@ _DEFAULT_PartitionProduceData = PartitionProduceData()
 @dataclass(frozen=True, slots=True)
 class TopicProduceData:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name.
-    name: str = ''
-    #: Each partition to produce to.
-    partition_data: tuple[PartitionProduceData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: Each partition to produce to.
+        partition_data: tuple[PartitionProduceData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_data', 'unknown_tagged_fields', )
+        name: str
+        partition_data: tuple[PartitionProduceData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_data: tuple[PartitionProduceData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_data', partition_data)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_data={self.partition_data!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_data, self.unknown_tagged_fields, ) == (other.name, other.partition_data, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_data, self.unknown_tagged_fields, ))
 
 
 class _New_TopicProduceData:
@@ -81,15 +142,46 @@ class ProduceRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 12)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(9, 12)
-    #: The transactional ID, or null if the producer is not transactional.
-    transactional_id: str | None = None
-    #: The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR.
-    acks: int = 0
-    #: The timeout to await a response in milliseconds.
-    timeout_ms: int = 0
-    #: Each topic to produce to.
-    topic_data: tuple[TopicProduceData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transactional ID, or null if the producer is not transactional.
+        transactional_id: str | None = None
+        #: The number of acknowledgments the producer requires the leader to have received before considering a request complete. Allowed values: 0 for no acknowledgments, 1 for only the leader and -1 for the full ISR.
+        acks: int = 0
+        #: The timeout to await a response in milliseconds.
+        timeout_ms: int = 0
+        #: Each topic to produce to.
+        topic_data: tuple[TopicProduceData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields', )
+        transactional_id: str | None
+        acks: int
+        timeout_ms: int
+        topic_data: tuple[TopicProduceData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: tuple[TopicProduceData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'acks', acks)
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'topic_data', topic_data)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, acks={self.acks!r}, timeout_ms={self.timeout_ms!r}, topic_data={self.topic_data!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields, ) == (other.transactional_id, other.acks, other.timeout_ms, other.topic_data, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields, ))
 
 
 class _New_ProduceRequest(_Message):
@@ -350,57 +442,57 @@ ProduceRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (112, 'ProduceRequest'),
-    (113, 'ProduceRequest.Acks,TimeoutMs'),
-    (115, 'ProduceRequest.TopicData'),
-    (124, 'ProduceRequest'),
-    (128, 'ProduceRequest.TransactionalId'),
-    (130, 'ProduceRequest.Acks,TimeoutMs'),
-    (131, 'ProduceRequest.TopicData'),
-    (138, 'ProduceRequest'),
-    (139, 'ProduceRequest.TransactionalId'),
-    (140, 'ProduceRequest.Acks,TimeoutMs'),
-    (142, 'ProduceRequest.TopicData'),
-    (151, 'ProduceRequest'),
-    (155, 'ProduceRequest.TransactionalId'),
-    (156, 'ProduceRequest.Acks,TimeoutMs'),
-    (157, 'ProduceRequest.TopicData'),
-    (164, 'ProduceRequest'),
-    (165, 'ProduceRequest.TransactionalId'),
-    (166, 'ProduceRequest.Acks,TimeoutMs'),
-    (168, 'ProduceRequest.TopicData'),
-    (180, 'ProduceRequest.<tagged fields>'),
-    (193, 'ProduceRequest'),
-    (197, 'ProduceRequest.TransactionalId'),
-    (198, 'ProduceRequest.Acks,TimeoutMs'),
-    (199, 'ProduceRequest.TopicData'),
-    (207, 'ProduceRequest.<tagged fields>'),
-    (213, 'TopicProduceData'),
-    (214, 'TopicProduceData.Name'),
-    (215, 'TopicProduceData.PartitionData'),
-    (224, 'TopicProduceData'),
-    (228, 'TopicProduceData.Name'),
-    (229, 'TopicProduceData.PartitionData'),
-    (236, 'TopicProduceData'),
-    (237, 'TopicProduceData.Name'),
-    (238, 'TopicProduceData.PartitionData'),
-    (250, 'TopicProduceData.<tagged fields>'),
-    (263, 'TopicProduceData'),
-    (267, 'TopicProduceData.Name'),
-    (268, 'TopicProduceData.PartitionData'),
-    (276, 'TopicProduceData.<tagged fields>'),
-    (282, 'PartitionProduceData'),
-    (283, 'PartitionProduceData.Index'),
-    (285, 'PartitionProduceData.Records'),
-    (286, 'PartitionProduceData'),
-    (290, 'PartitionProduceData.Index'),
-    (291, 'PartitionProduceData.Records'),
-    (294, 'PartitionProduceData'),
-    (295, 'PartitionProduceData.Index'),
-    (297, 'PartitionProduceData.Records'),
-    (298, 'PartitionProduceData.<tagged fields>'),
-    (311, 'PartitionProduceData'),
-    (315, 'PartitionProduceData.Index'),
-    (316, 'PartitionProduceData.Records'),
-    (317, 'PartitionProduceData.<tagged fields>'),
+    (204, 'ProduceRequest'),
+    (205, 'ProduceRequest.Acks,TimeoutMs'),
+    (207, 'ProduceRequest.TopicData'),
+    (216, 'ProduceRequest'),
+    (220, 'ProduceRequest.TransactionalId'),
+    (222, 'ProduceRequest.Acks,TimeoutMs'),
+    (223, 'ProduceRequest.TopicData'),
+    (230, 'ProduceRequest'),
+    (231, 'ProduceRequest.TransactionalId'),
+    (232, 'ProduceRequest.Acks,TimeoutMs'),
+    (234, 'ProduceRequest.TopicData'),
+    (243, 'ProduceRequest'),
+    (247, 'ProduceRequest.TransactionalId'),
+    (248, 'ProduceRequest.Acks,TimeoutMs'),
+    (249, 'ProduceRequest.TopicData'),
+    (256, 'ProduceRequest'),
+    (257, 'ProduceRequest.TransactionalId'),
+    (258, 'ProduceRequest.Acks,TimeoutMs'),
+    (260, 'ProduceRequest.TopicData'),
+    (272, 'ProduceRequest.<tagged fields>'),
+    (285, 'ProduceRequest'),
+    (289, 'ProduceRequest.TransactionalId'),
+    (290, 'ProduceRequest.Acks,TimeoutMs'),
+    (291, 'ProduceRequest.TopicData'),
+    (299, 'ProduceRequest.<tagged fields>'),
+    (305, 'TopicProduceData'),
+    (306, 'TopicProduceData.Name'),
+    (307, 'TopicProduceData.PartitionData'),
+    (316, 'TopicProduceData'),
+    (320, 'TopicProduceData.Name'),
+    (321, 'TopicProduceData.PartitionData'),
+    (328, 'TopicProduceData'),
+    (329, 'TopicProduceData.Name'),
+    (330, 'TopicProduceData.PartitionData'),
+    (342, 'TopicProduceData.<tagged fields>'),
+    (355, 'TopicProduceData'),
+    (359, 'TopicProduceData.Name'),
+    (360, 'TopicProduceData.PartitionData'),
+    (368, 'TopicProduceData.<tagged fields>'),
+    (374, 'PartitionProduceData'),
+    (375, 'PartitionProduceData.Index'),
+    (377, 'PartitionProduceData.Records'),
+    (378, 'PartitionProduceData'),
+    (382, 'PartitionProduceData.Index'),
+    (383, 'PartitionProduceData.Records'),
+    (386, 'PartitionProduceData'),
+    (387, 'PartitionProduceData.Index'),
+    (389, 'PartitionProduceData.Records'),
+    (390, 'PartitionProduceData.<tagged fields>'),
+    (403, 'PartitionProduceData'),
+    (407, 'PartitionProduceData.Index'),
+    (408, 'PartitionProduceData.Records'),
+    (409, 'PartitionProduceData.<tagged fields>'),
 )

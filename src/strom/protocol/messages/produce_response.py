@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ihq")
 _S2 = Struct(">ihqq")
@@ -26,11 +33,38 @@ _S4 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class BatchIndexAndErrorMessage:
-    #: The batch index of the record that cause the batch to be dropped
-    batch_index: int = 0
-    #: The error message of the record that caused the batch to be dropped
-    batch_index_error_message: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The batch index of the record that cause the batch to be dropped
+        batch_index: int = 0
+        #: The error message of the record that caused the batch to be dropped
+        batch_index_error_message: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields', )
+        batch_index: int
+        batch_index_error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, batch_index: int = 0, batch_index_error_message: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'batch_index', batch_index)
+            _object_setattr(self, 'batch_index_error_message', batch_index_error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(batch_index={self.batch_index!r}, batch_index_error_message={self.batch_index_error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields, ) == (other.batch_index, other.batch_index_error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields, ))
 
 
 class _New_BatchIndexAndErrorMessage:
@@ -51,11 +85,38 @@ _DEFAULT_BatchIndexAndErrorMessage = BatchIndexAndErrorMessage()
 
 @dataclass(frozen=True, slots=True)
 class LeaderIdAndEpoch:
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = -1
-    #: The latest known leader epoch
-    leader_epoch: int = -1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = -1
+        #: The latest known leader epoch
+        leader_epoch: int = -1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = -1, leader_epoch: int = -1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderIdAndEpoch:
@@ -76,22 +137,61 @@ _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 @dataclass(frozen=True, slots=True)
 class PartitionProduceResponse:
-    #: The partition index.
-    index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The base offset.
-    base_offset: int = 0
-    #: The timestamp returned by broker after appending the messages. If CreateTime is used for the topic, the timestamp will be -1. If LogAppendTime is used for the topic, the timestamp will be the broker local time when the messages are appended.
-    log_append_time_ms: int = -1
-    #: The log start offset.
-    log_start_offset: int = -1
-    #: The batch indices of records that caused the batch to be dropped
-    record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()
-    #: The global error message summarizing the common root cause of the records that caused the batch to be dropped
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The base offset.
+        base_offset: int = 0
+        #: The timestamp returned by broker after appending the messages. If CreateTime is used for the topic, the timestamp will be -1. If LogAppendTime is used for the topic, the timestamp will be the broker local time when the messages are appended.
+        log_append_time_ms: int = -1
+        #: The log start offset.
+        log_start_offset: int = -1
+        #: The batch indices of records that caused the batch to be dropped
+        record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()
+        #: The global error message summarizing the common root cause of the records that caused the batch to be dropped
+        error_message: str | None = None
+        current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields', )
+        index: int
+        error_code: int
+        base_offset: int
+        log_append_time_ms: int
+        log_start_offset: int
+        record_errors: tuple[BatchIndexAndErrorMessage, ...]
+        error_message: str | None
+        current_leader: LeaderIdAndEpoch
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, index: int = 0, error_code: int = 0, base_offset: int = 0, log_append_time_ms: int = -1, log_start_offset: int = -1, record_errors: tuple[BatchIndexAndErrorMessage, ...] = (), error_message: str | None = None, current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'index', index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'base_offset', base_offset)
+            _object_setattr(self, 'log_append_time_ms', log_append_time_ms)
+            _object_setattr(self, 'log_start_offset', log_start_offset)
+            _object_setattr(self, 'record_errors', record_errors)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, base_offset={self.base_offset!r}, log_append_time_ms={self.log_append_time_ms!r}, log_start_offset={self.log_start_offset!r}, record_errors={self.record_errors!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields, ) == (other.index, other.error_code, other.base_offset, other.log_append_time_ms, other.log_start_offset, other.record_errors, other.error_message, other.current_leader, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionProduceResponse:
@@ -125,11 +225,38 @@ _DEFAULT_PartitionProduceResponse = PartitionProduceResponse()
 @dataclass(frozen=True, slots=True)
 class TopicProduceResponse:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The topic name
-    name: str = ''
-    #: Each partition that we produced to within the topic.
-    partition_responses: tuple[PartitionProduceResponse, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name
+        name: str = ''
+        #: Each partition that we produced to within the topic.
+        partition_responses: tuple[PartitionProduceResponse, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_responses', 'unknown_tagged_fields', )
+        name: str
+        partition_responses: tuple[PartitionProduceResponse, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_responses: tuple[PartitionProduceResponse, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_responses', partition_responses)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_responses={self.partition_responses!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_responses, self.unknown_tagged_fields, ) == (other.name, other.partition_responses, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_responses, self.unknown_tagged_fields, ))
 
 
 class _New_TopicProduceResponse:
@@ -151,15 +278,46 @@ _DEFAULT_TopicProduceResponse = TopicProduceResponse()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node.
-    node_id: int = 0
-    #: The node's hostname.
-    host: str = ''
-    #: The node's port.
-    port: int = 0
-    #: The rack of the node, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node.
+        node_id: int = 0
+        #: The node's hostname.
+        host: str = ''
+        #: The node's port.
+        port: int = 0
+        #: The rack of the node, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -191,13 +349,42 @@ class ProduceResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 12)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(9, 12)
-    #: Each produce response
-    responses: tuple[TopicProduceResponse, ...] = ()
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER.
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Each produce response
+        responses: tuple[TopicProduceResponse, ...] = ()
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Endpoints for all current-leaders enumerated in PartitionProduceResponses, with errors NOT_LEADER_OR_FOLLOWER.
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields', )
+        responses: tuple[TopicProduceResponse, ...]
+        throttle_time_ms: int
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, responses: tuple[TopicProduceResponse, ...] = (), throttle_time_ms: int = 0, node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(responses={self.responses!r}, throttle_time_ms={self.throttle_time_ms!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields, ) == (other.responses, other.throttle_time_ms, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_ProduceResponse(_Message):
@@ -948,179 +1135,179 @@ ProduceResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (218, 'ProduceResponse'),
-    (219, 'ProduceResponse.Responses'),
-    (228, 'ProduceResponse'),
-    (232, 'ProduceResponse.NodeEndpoints'),
-    (234, 'ProduceResponse.Responses'),
-    (241, 'ProduceResponse'),
-    (242, 'ProduceResponse.Responses'),
-    (251, 'ProduceResponse.ThrottleTimeMs'),
-    (253, 'ProduceResponse'),
-    (257, 'ProduceResponse.NodeEndpoints'),
-    (259, 'ProduceResponse.Responses'),
-    (264, 'ProduceResponse.ThrottleTimeMs'),
-    (267, 'ProduceResponse'),
-    (268, 'ProduceResponse.Responses'),
-    (277, 'ProduceResponse.ThrottleTimeMs'),
-    (279, 'ProduceResponse'),
-    (283, 'ProduceResponse.NodeEndpoints'),
-    (285, 'ProduceResponse.Responses'),
-    (290, 'ProduceResponse.ThrottleTimeMs'),
-    (293, 'ProduceResponse'),
-    (294, 'ProduceResponse.Responses'),
-    (303, 'ProduceResponse.ThrottleTimeMs'),
-    (305, 'ProduceResponse'),
-    (309, 'ProduceResponse.NodeEndpoints'),
-    (311, 'ProduceResponse.Responses'),
-    (316, 'ProduceResponse.ThrottleTimeMs'),
-    (319, 'ProduceResponse'),
-    (320, 'ProduceResponse.Responses'),
-    (329, 'ProduceResponse.ThrottleTimeMs'),
-    (331, 'ProduceResponse'),
-    (335, 'ProduceResponse.NodeEndpoints'),
-    (337, 'ProduceResponse.Responses'),
-    (342, 'ProduceResponse.ThrottleTimeMs'),
-    (345, 'ProduceResponse'),
-    (346, 'ProduceResponse.Responses'),
-    (358, 'ProduceResponse.ThrottleTimeMs'),
-    (360, 'ProduceResponse.<tagged fields>'),
-    (373, 'ProduceResponse'),
-    (377, 'ProduceResponse.NodeEndpoints'),
-    (379, 'ProduceResponse.Responses'),
-    (387, 'ProduceResponse.ThrottleTimeMs'),
-    (388, 'ProduceResponse.<tagged fields>'),
-    (394, 'ProduceResponse'),
-    (395, 'ProduceResponse.Responses'),
-    (407, 'ProduceResponse.ThrottleTimeMs'),
-    (409, 'ProduceResponse.<tagged fields>'),
-    (420, 'ProduceResponse.NodeEndpoints'),
-    (433, 'ProduceResponse.<tagged fields>'),
-    (437, 'ProduceResponse'),
-    (441, 'ProduceResponse.Responses'),
-    (449, 'ProduceResponse.ThrottleTimeMs'),
-    (450, 'ProduceResponse.<tagged fields>'),
-    (451, 'ProduceResponse.NodeEndpoints'),
-    (462, 'ProduceResponse.<tagged fields>'),
-    (465, 'TopicProduceResponse'),
-    (466, 'TopicProduceResponse.Name'),
-    (467, 'TopicProduceResponse.PartitionResponses'),
-    (476, 'TopicProduceResponse'),
-    (480, 'TopicProduceResponse.Name'),
-    (481, 'TopicProduceResponse.PartitionResponses'),
-    (488, 'TopicProduceResponse'),
-    (489, 'TopicProduceResponse.Name'),
-    (490, 'TopicProduceResponse.PartitionResponses'),
-    (499, 'TopicProduceResponse'),
-    (503, 'TopicProduceResponse.Name'),
-    (504, 'TopicProduceResponse.PartitionResponses'),
-    (511, 'TopicProduceResponse'),
-    (512, 'TopicProduceResponse.Name'),
-    (513, 'TopicProduceResponse.PartitionResponses'),
-    (522, 'TopicProduceResponse'),
-    (526, 'TopicProduceResponse.Name'),
-    (527, 'TopicProduceResponse.PartitionResponses'),
-    (534, 'TopicProduceResponse'),
-    (535, 'TopicProduceResponse.Name'),
-    (536, 'TopicProduceResponse.PartitionResponses'),
-    (545, 'TopicProduceResponse'),
-    (549, 'TopicProduceResponse.Name'),
-    (550, 'TopicProduceResponse.PartitionResponses'),
-    (557, 'TopicProduceResponse'),
-    (558, 'TopicProduceResponse.Name'),
-    (559, 'TopicProduceResponse.PartitionResponses'),
-    (571, 'TopicProduceResponse.<tagged fields>'),
-    (584, 'TopicProduceResponse'),
-    (588, 'TopicProduceResponse.Name'),
-    (589, 'TopicProduceResponse.PartitionResponses'),
-    (597, 'TopicProduceResponse.<tagged fields>'),
-    (603, 'TopicProduceResponse'),
-    (604, 'TopicProduceResponse.Name'),
-    (605, 'TopicProduceResponse.PartitionResponses'),
-    (617, 'TopicProduceResponse.<tagged fields>'),
-    (630, 'TopicProduceResponse'),
-    (634, 'TopicProduceResponse.Name'),
-    (635, 'TopicProduceResponse.PartitionResponses'),
-    (643, 'TopicProduceResponse.<tagged fields>'),
-    (649, 'NodeEndpoint'),
-    (650, 'NodeEndpoint.NodeId'),
-    (652, 'NodeEndpoint.Host'),
-    (653, 'NodeEndpoint.Port'),
-    (655, 'NodeEndpoint.Rack'),
-    (656, 'NodeEndpoint.<tagged fields>'),
-    (669, 'NodeEndpoint'),
-    (673, 'NodeEndpoint.NodeId'),
-    (674, 'NodeEndpoint.Host'),
-    (675, 'NodeEndpoint.Port'),
-    (676, 'NodeEndpoint.Rack'),
-    (677, 'NodeEndpoint.<tagged fields>'),
-    (683, 'PartitionProduceResponse'),
-    (684, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (686, 'PartitionProduceResponse'),
-    (690, 'PartitionProduceResponse.CurrentLeader'),
-    (692, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
-    (695, 'PartitionProduceResponse'),
-    (696, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (698, 'PartitionProduceResponse'),
-    (702, 'PartitionProduceResponse.CurrentLeader'),
-    (704, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
-    (707, 'PartitionProduceResponse'),
-    (708, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (710, 'PartitionProduceResponse'),
-    (714, 'PartitionProduceResponse.CurrentLeader'),
-    (716, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (719, 'PartitionProduceResponse'),
-    (720, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (722, 'PartitionProduceResponse.RecordErrors'),
-    (731, 'PartitionProduceResponse.ErrorMessage'),
-    (732, 'PartitionProduceResponse'),
-    (736, 'PartitionProduceResponse.CurrentLeader'),
-    (738, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (739, 'PartitionProduceResponse.RecordErrors'),
-    (744, 'PartitionProduceResponse.ErrorMessage'),
-    (747, 'PartitionProduceResponse'),
-    (748, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (750, 'PartitionProduceResponse.RecordErrors'),
-    (762, 'PartitionProduceResponse.ErrorMessage'),
-    (763, 'PartitionProduceResponse.<tagged fields>'),
-    (776, 'PartitionProduceResponse'),
-    (780, 'PartitionProduceResponse.CurrentLeader'),
-    (782, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (783, 'PartitionProduceResponse.RecordErrors'),
-    (791, 'PartitionProduceResponse.ErrorMessage'),
-    (792, 'PartitionProduceResponse.<tagged fields>'),
-    (798, 'PartitionProduceResponse'),
-    (799, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (801, 'PartitionProduceResponse.RecordErrors'),
-    (813, 'PartitionProduceResponse.ErrorMessage'),
-    (814, 'PartitionProduceResponse.<tagged fields>'),
-    (825, 'PartitionProduceResponse.CurrentLeader'),
-    (827, 'PartitionProduceResponse.<tagged fields>'),
-    (831, 'PartitionProduceResponse'),
-    (835, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
-    (836, 'PartitionProduceResponse.RecordErrors'),
-    (844, 'PartitionProduceResponse.ErrorMessage'),
-    (845, 'PartitionProduceResponse.<tagged fields>'),
-    (846, 'PartitionProduceResponse.CurrentLeader'),
-    (850, 'PartitionProduceResponse.<tagged fields>'),
-    (853, 'BatchIndexAndErrorMessage'),
-    (854, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (856, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (857, 'BatchIndexAndErrorMessage'),
-    (861, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (862, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (865, 'BatchIndexAndErrorMessage'),
-    (866, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (868, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (869, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (882, 'BatchIndexAndErrorMessage'),
-    (886, 'BatchIndexAndErrorMessage.BatchIndex'),
-    (887, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
-    (888, 'BatchIndexAndErrorMessage.<tagged fields>'),
-    (894, 'LeaderIdAndEpoch'),
-    (895, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (897, 'LeaderIdAndEpoch.<tagged fields>'),
-    (910, 'LeaderIdAndEpoch'),
-    (914, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (915, 'LeaderIdAndEpoch.<tagged fields>'),
+    (405, 'ProduceResponse'),
+    (406, 'ProduceResponse.Responses'),
+    (415, 'ProduceResponse'),
+    (419, 'ProduceResponse.NodeEndpoints'),
+    (421, 'ProduceResponse.Responses'),
+    (428, 'ProduceResponse'),
+    (429, 'ProduceResponse.Responses'),
+    (438, 'ProduceResponse.ThrottleTimeMs'),
+    (440, 'ProduceResponse'),
+    (444, 'ProduceResponse.NodeEndpoints'),
+    (446, 'ProduceResponse.Responses'),
+    (451, 'ProduceResponse.ThrottleTimeMs'),
+    (454, 'ProduceResponse'),
+    (455, 'ProduceResponse.Responses'),
+    (464, 'ProduceResponse.ThrottleTimeMs'),
+    (466, 'ProduceResponse'),
+    (470, 'ProduceResponse.NodeEndpoints'),
+    (472, 'ProduceResponse.Responses'),
+    (477, 'ProduceResponse.ThrottleTimeMs'),
+    (480, 'ProduceResponse'),
+    (481, 'ProduceResponse.Responses'),
+    (490, 'ProduceResponse.ThrottleTimeMs'),
+    (492, 'ProduceResponse'),
+    (496, 'ProduceResponse.NodeEndpoints'),
+    (498, 'ProduceResponse.Responses'),
+    (503, 'ProduceResponse.ThrottleTimeMs'),
+    (506, 'ProduceResponse'),
+    (507, 'ProduceResponse.Responses'),
+    (516, 'ProduceResponse.ThrottleTimeMs'),
+    (518, 'ProduceResponse'),
+    (522, 'ProduceResponse.NodeEndpoints'),
+    (524, 'ProduceResponse.Responses'),
+    (529, 'ProduceResponse.ThrottleTimeMs'),
+    (532, 'ProduceResponse'),
+    (533, 'ProduceResponse.Responses'),
+    (545, 'ProduceResponse.ThrottleTimeMs'),
+    (547, 'ProduceResponse.<tagged fields>'),
+    (560, 'ProduceResponse'),
+    (564, 'ProduceResponse.NodeEndpoints'),
+    (566, 'ProduceResponse.Responses'),
+    (574, 'ProduceResponse.ThrottleTimeMs'),
+    (575, 'ProduceResponse.<tagged fields>'),
+    (581, 'ProduceResponse'),
+    (582, 'ProduceResponse.Responses'),
+    (594, 'ProduceResponse.ThrottleTimeMs'),
+    (596, 'ProduceResponse.<tagged fields>'),
+    (607, 'ProduceResponse.NodeEndpoints'),
+    (620, 'ProduceResponse.<tagged fields>'),
+    (624, 'ProduceResponse'),
+    (628, 'ProduceResponse.Responses'),
+    (636, 'ProduceResponse.ThrottleTimeMs'),
+    (637, 'ProduceResponse.<tagged fields>'),
+    (638, 'ProduceResponse.NodeEndpoints'),
+    (649, 'ProduceResponse.<tagged fields>'),
+    (652, 'TopicProduceResponse'),
+    (653, 'TopicProduceResponse.Name'),
+    (654, 'TopicProduceResponse.PartitionResponses'),
+    (663, 'TopicProduceResponse'),
+    (667, 'TopicProduceResponse.Name'),
+    (668, 'TopicProduceResponse.PartitionResponses'),
+    (675, 'TopicProduceResponse'),
+    (676, 'TopicProduceResponse.Name'),
+    (677, 'TopicProduceResponse.PartitionResponses'),
+    (686, 'TopicProduceResponse'),
+    (690, 'TopicProduceResponse.Name'),
+    (691, 'TopicProduceResponse.PartitionResponses'),
+    (698, 'TopicProduceResponse'),
+    (699, 'TopicProduceResponse.Name'),
+    (700, 'TopicProduceResponse.PartitionResponses'),
+    (709, 'TopicProduceResponse'),
+    (713, 'TopicProduceResponse.Name'),
+    (714, 'TopicProduceResponse.PartitionResponses'),
+    (721, 'TopicProduceResponse'),
+    (722, 'TopicProduceResponse.Name'),
+    (723, 'TopicProduceResponse.PartitionResponses'),
+    (732, 'TopicProduceResponse'),
+    (736, 'TopicProduceResponse.Name'),
+    (737, 'TopicProduceResponse.PartitionResponses'),
+    (744, 'TopicProduceResponse'),
+    (745, 'TopicProduceResponse.Name'),
+    (746, 'TopicProduceResponse.PartitionResponses'),
+    (758, 'TopicProduceResponse.<tagged fields>'),
+    (771, 'TopicProduceResponse'),
+    (775, 'TopicProduceResponse.Name'),
+    (776, 'TopicProduceResponse.PartitionResponses'),
+    (784, 'TopicProduceResponse.<tagged fields>'),
+    (790, 'TopicProduceResponse'),
+    (791, 'TopicProduceResponse.Name'),
+    (792, 'TopicProduceResponse.PartitionResponses'),
+    (804, 'TopicProduceResponse.<tagged fields>'),
+    (817, 'TopicProduceResponse'),
+    (821, 'TopicProduceResponse.Name'),
+    (822, 'TopicProduceResponse.PartitionResponses'),
+    (830, 'TopicProduceResponse.<tagged fields>'),
+    (836, 'NodeEndpoint'),
+    (837, 'NodeEndpoint.NodeId'),
+    (839, 'NodeEndpoint.Host'),
+    (840, 'NodeEndpoint.Port'),
+    (842, 'NodeEndpoint.Rack'),
+    (843, 'NodeEndpoint.<tagged fields>'),
+    (856, 'NodeEndpoint'),
+    (860, 'NodeEndpoint.NodeId'),
+    (861, 'NodeEndpoint.Host'),
+    (862, 'NodeEndpoint.Port'),
+    (863, 'NodeEndpoint.Rack'),
+    (864, 'NodeEndpoint.<tagged fields>'),
+    (870, 'PartitionProduceResponse'),
+    (871, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (873, 'PartitionProduceResponse'),
+    (877, 'PartitionProduceResponse.CurrentLeader'),
+    (879, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset'),
+    (882, 'PartitionProduceResponse'),
+    (883, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (885, 'PartitionProduceResponse'),
+    (889, 'PartitionProduceResponse.CurrentLeader'),
+    (891, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs'),
+    (894, 'PartitionProduceResponse'),
+    (895, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (897, 'PartitionProduceResponse'),
+    (901, 'PartitionProduceResponse.CurrentLeader'),
+    (903, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (906, 'PartitionProduceResponse'),
+    (907, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (909, 'PartitionProduceResponse.RecordErrors'),
+    (918, 'PartitionProduceResponse.ErrorMessage'),
+    (919, 'PartitionProduceResponse'),
+    (923, 'PartitionProduceResponse.CurrentLeader'),
+    (925, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (926, 'PartitionProduceResponse.RecordErrors'),
+    (931, 'PartitionProduceResponse.ErrorMessage'),
+    (934, 'PartitionProduceResponse'),
+    (935, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (937, 'PartitionProduceResponse.RecordErrors'),
+    (949, 'PartitionProduceResponse.ErrorMessage'),
+    (950, 'PartitionProduceResponse.<tagged fields>'),
+    (963, 'PartitionProduceResponse'),
+    (967, 'PartitionProduceResponse.CurrentLeader'),
+    (969, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (970, 'PartitionProduceResponse.RecordErrors'),
+    (978, 'PartitionProduceResponse.ErrorMessage'),
+    (979, 'PartitionProduceResponse.<tagged fields>'),
+    (985, 'PartitionProduceResponse'),
+    (986, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (988, 'PartitionProduceResponse.RecordErrors'),
+    (1000, 'PartitionProduceResponse.ErrorMessage'),
+    (1001, 'PartitionProduceResponse.<tagged fields>'),
+    (1012, 'PartitionProduceResponse.CurrentLeader'),
+    (1014, 'PartitionProduceResponse.<tagged fields>'),
+    (1018, 'PartitionProduceResponse'),
+    (1022, 'PartitionProduceResponse.Index,ErrorCode,BaseOffset,LogAppendTimeMs,LogStartOffset'),
+    (1023, 'PartitionProduceResponse.RecordErrors'),
+    (1031, 'PartitionProduceResponse.ErrorMessage'),
+    (1032, 'PartitionProduceResponse.<tagged fields>'),
+    (1033, 'PartitionProduceResponse.CurrentLeader'),
+    (1037, 'PartitionProduceResponse.<tagged fields>'),
+    (1040, 'BatchIndexAndErrorMessage'),
+    (1041, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (1043, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (1044, 'BatchIndexAndErrorMessage'),
+    (1048, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (1049, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (1052, 'BatchIndexAndErrorMessage'),
+    (1053, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (1055, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (1056, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (1069, 'BatchIndexAndErrorMessage'),
+    (1073, 'BatchIndexAndErrorMessage.BatchIndex'),
+    (1074, 'BatchIndexAndErrorMessage.BatchIndexErrorMessage'),
+    (1075, 'BatchIndexAndErrorMessage.<tagged fields>'),
+    (1081, 'LeaderIdAndEpoch'),
+    (1082, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1084, 'LeaderIdAndEpoch.<tagged fields>'),
+    (1097, 'LeaderIdAndEpoch'),
+    (1101, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (1102, 'LeaderIdAndEpoch.<tagged fields>'),
 )

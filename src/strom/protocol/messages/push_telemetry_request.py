@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i?b")
 
 
@@ -29,17 +36,50 @@ class PushTelemetryRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: Unique id for this client instance.
-    client_instance_id: UUID = _p.ZERO_UUID
-    #: Unique identifier for the current subscription.
-    subscription_id: int = 0
-    #: Client is terminating the connection.
-    terminating: bool = False
-    #: Compression codec used to compress the metrics.
-    compression_type: int = 0
-    #: Metrics encoded in OpenTelemetry MetricsData v1 protobuf format.
-    metrics: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: Unique id for this client instance.
+        client_instance_id: UUID = _p.ZERO_UUID
+        #: Unique identifier for the current subscription.
+        subscription_id: int = 0
+        #: Client is terminating the connection.
+        terminating: bool = False
+        #: Compression codec used to compress the metrics.
+        compression_type: int = 0
+        #: Metrics encoded in OpenTelemetry MetricsData v1 protobuf format.
+        metrics: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics', 'unknown_tagged_fields', )
+        client_instance_id: UUID
+        subscription_id: int
+        terminating: bool
+        compression_type: int
+        metrics: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, client_instance_id: UUID = _p.ZERO_UUID, subscription_id: int = 0, terminating: bool = False, compression_type: int = 0, metrics: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'client_instance_id', client_instance_id)
+            _object_setattr(self, 'subscription_id', subscription_id)
+            _object_setattr(self, 'terminating', terminating)
+            _object_setattr(self, 'compression_type', compression_type)
+            _object_setattr(self, 'metrics', metrics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, terminating={self.terminating!r}, compression_type={self.compression_type!r}, metrics={self.metrics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.client_instance_id, self.subscription_id, self.terminating, self.compression_type, self.metrics, self.unknown_tagged_fields, ) == (other.client_instance_id, other.subscription_id, other.terminating, other.compression_type, other.metrics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.client_instance_id, self.subscription_id, self.terminating, self.compression_type, self.metrics, self.unknown_tagged_fields, ))
 
 
 class _New_PushTelemetryRequest(_Message):
@@ -100,14 +140,14 @@ PushTelemetryRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (64, 'PushTelemetryRequest'),
-    (65, 'PushTelemetryRequest.ClientInstanceId'),
-    (66, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
-    (68, 'PushTelemetryRequest.Metrics'),
-    (69, 'PushTelemetryRequest.<tagged fields>'),
-    (82, 'PushTelemetryRequest'),
-    (86, 'PushTelemetryRequest.ClientInstanceId'),
-    (87, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
-    (88, 'PushTelemetryRequest.Metrics'),
-    (89, 'PushTelemetryRequest.<tagged fields>'),
+    (104, 'PushTelemetryRequest'),
+    (105, 'PushTelemetryRequest.ClientInstanceId'),
+    (106, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
+    (108, 'PushTelemetryRequest.Metrics'),
+    (109, 'PushTelemetryRequest.<tagged fields>'),
+    (122, 'PushTelemetryRequest'),
+    (126, 'PushTelemetryRequest.ClientInstanceId'),
+    (127, 'PushTelemetryRequest.SubscriptionId,Terminating,CompressionType'),
+    (128, 'PushTelemetryRequest.Metrics'),
+    (129, 'PushTelemetryRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">iq")
 _S2 = Struct(">qqbh")
@@ -24,15 +31,46 @@ _S2 = Struct(">qqbh")
 
 @dataclass(frozen=True, slots=True)
 class StateBatch:
-    #: The base offset of this state batch.
-    first_offset: int = 0
-    #: The last offset of this state batch.
-    last_offset: int = 0
-    #: The state - 0:Available,2:Acked,4:Archived.
-    delivery_state: int = 0
-    #: The delivery count.
-    delivery_count: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The base offset of this state batch.
+        first_offset: int = 0
+        #: The last offset of this state batch.
+        last_offset: int = 0
+        #: The state - 0:Available,2:Acked,4:Archived.
+        delivery_state: int = 0
+        #: The delivery count.
+        delivery_count: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields', )
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, first_offset: int = 0, last_offset: int = 0, delivery_state: int = 0, delivery_count: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'delivery_state', delivery_state)
+            _object_setattr(self, 'delivery_count', delivery_count)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_state={self.delivery_state!r}, delivery_count={self.delivery_count!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields, ) == (other.first_offset, other.last_offset, other.delivery_state, other.delivery_count, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields, ))
 
 
 class _New_StateBatch:
@@ -57,18 +95,53 @@ _DEFAULT_StateBatch = StateBatch()
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
-    #: The partition index.
-    partition: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = None
-    #: The state epoch for this share-partition.
-    state_epoch: int = 0
-    #: The share-partition start offset, which can be -1 if it is not yet initialized.
-    start_offset: int = 0
-    state_batches: tuple[StateBatch, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = None
+        #: The state epoch for this share-partition.
+        state_epoch: int = 0
+        #: The share-partition start offset, which can be -1 if it is not yet initialized.
+        start_offset: int = 0
+        state_batches: tuple[StateBatch, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields', )
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        state_batches: tuple[StateBatch, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, start_offset: int = 0, state_batches: tuple[StateBatch, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'state_epoch', state_epoch)
+            _object_setattr(self, 'start_offset', start_offset)
+            _object_setattr(self, 'state_batches', state_batches)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, state_epoch={self.state_epoch!r}, start_offset={self.start_offset!r}, state_batches={self.state_batches!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields, ) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset, other.state_batches, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionResult:
@@ -97,11 +170,38 @@ _DEFAULT_PartitionResult = PartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class ReadStateResult:
-    #: The topic identifier
-    topic_id: UUID = _p.ZERO_UUID
-    #: The results for the partitions.
-    partitions: tuple[PartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier
+        topic_id: UUID = _p.ZERO_UUID
+        #: The results for the partitions.
+        partitions: tuple[PartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ReadStateResult:
@@ -129,9 +229,34 @@ class ReadShareGroupStateResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The read results
-    results: tuple[ReadStateResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The read results
+        results: tuple[ReadStateResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('results', 'unknown_tagged_fields', )
+        results: tuple[ReadStateResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, results: tuple[ReadStateResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.results, self.unknown_tagged_fields, ) == (other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.results, self.unknown_tagged_fields, ))
 
 
 class _New_ReadShareGroupStateResponse(_Message):
@@ -322,36 +447,36 @@ ReadShareGroupStateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (148, 'ReadShareGroupStateResponse'),
-    (149, 'ReadShareGroupStateResponse.Results'),
-    (161, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (174, 'ReadShareGroupStateResponse'),
-    (178, 'ReadShareGroupStateResponse.Results'),
-    (186, 'ReadShareGroupStateResponse.<tagged fields>'),
-    (192, 'ReadStateResult'),
-    (193, 'ReadStateResult.TopicId'),
-    (194, 'ReadStateResult.Partitions'),
-    (206, 'ReadStateResult.<tagged fields>'),
-    (219, 'ReadStateResult'),
-    (223, 'ReadStateResult.TopicId'),
-    (224, 'ReadStateResult.Partitions'),
-    (232, 'ReadStateResult.<tagged fields>'),
-    (238, 'PartitionResult'),
-    (239, 'PartitionResult.Partition,ErrorCode'),
-    (241, 'PartitionResult.ErrorMessage'),
-    (242, 'PartitionResult.StateEpoch,StartOffset'),
-    (244, 'PartitionResult.StateBatches'),
-    (256, 'PartitionResult.<tagged fields>'),
-    (269, 'PartitionResult'),
-    (273, 'PartitionResult.Partition,ErrorCode'),
-    (274, 'PartitionResult.ErrorMessage'),
-    (275, 'PartitionResult.StateEpoch,StartOffset'),
-    (276, 'PartitionResult.StateBatches'),
-    (284, 'PartitionResult.<tagged fields>'),
-    (290, 'StateBatch'),
-    (291, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (293, 'StateBatch.<tagged fields>'),
-    (306, 'StateBatch'),
-    (310, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (311, 'StateBatch.<tagged fields>'),
+    (273, 'ReadShareGroupStateResponse'),
+    (274, 'ReadShareGroupStateResponse.Results'),
+    (286, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (299, 'ReadShareGroupStateResponse'),
+    (303, 'ReadShareGroupStateResponse.Results'),
+    (311, 'ReadShareGroupStateResponse.<tagged fields>'),
+    (317, 'ReadStateResult'),
+    (318, 'ReadStateResult.TopicId'),
+    (319, 'ReadStateResult.Partitions'),
+    (331, 'ReadStateResult.<tagged fields>'),
+    (344, 'ReadStateResult'),
+    (348, 'ReadStateResult.TopicId'),
+    (349, 'ReadStateResult.Partitions'),
+    (357, 'ReadStateResult.<tagged fields>'),
+    (363, 'PartitionResult'),
+    (364, 'PartitionResult.Partition,ErrorCode'),
+    (366, 'PartitionResult.ErrorMessage'),
+    (367, 'PartitionResult.StateEpoch,StartOffset'),
+    (369, 'PartitionResult.StateBatches'),
+    (381, 'PartitionResult.<tagged fields>'),
+    (394, 'PartitionResult'),
+    (398, 'PartitionResult.Partition,ErrorCode'),
+    (399, 'PartitionResult.ErrorMessage'),
+    (400, 'PartitionResult.StateEpoch,StartOffset'),
+    (401, 'PartitionResult.StateBatches'),
+    (409, 'PartitionResult.<tagged fields>'),
+    (415, 'StateBatch'),
+    (416, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (418, 'StateBatch.<tagged fields>'),
+    (431, 'StateBatch'),
+    (435, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (436, 'StateBatch.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition: int = 0
-    #: The leader epoch of the share-partition.
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The leader epoch of the share-partition.
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'leader_epoch', 'unknown_tagged_fields', )
+        partition: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.leader_epoch, self.unknown_tagged_fields, ) == (other.partition, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -47,11 +81,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class ReadStateSummaryData:
-    #: The topic identifier.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The data for the partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The data for the partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ReadStateSummaryData:
@@ -79,11 +140,38 @@ class ReadShareGroupStateSummaryRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str = ''
-    #: The data for the topics.
-    topics: tuple[ReadStateSummaryData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str = ''
+        #: The data for the topics.
+        topics: tuple[ReadStateSummaryData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[ReadStateSummaryData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[ReadStateSummaryData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_ReadShareGroupStateSummaryRequest(_Message):
@@ -226,26 +314,26 @@ ReadShareGroupStateSummaryRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (102, 'ReadShareGroupStateSummaryRequest'),
-    (103, 'ReadShareGroupStateSummaryRequest.GroupId'),
-    (104, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (116, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (129, 'ReadShareGroupStateSummaryRequest'),
-    (133, 'ReadShareGroupStateSummaryRequest.GroupId'),
-    (134, 'ReadShareGroupStateSummaryRequest.Topics'),
-    (142, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
-    (148, 'ReadStateSummaryData'),
-    (149, 'ReadStateSummaryData.TopicId'),
-    (150, 'ReadStateSummaryData.Partitions'),
-    (162, 'ReadStateSummaryData.<tagged fields>'),
-    (175, 'ReadStateSummaryData'),
-    (179, 'ReadStateSummaryData.TopicId'),
-    (180, 'ReadStateSummaryData.Partitions'),
-    (188, 'ReadStateSummaryData.<tagged fields>'),
-    (194, 'PartitionData'),
-    (195, 'PartitionData.Partition,LeaderEpoch'),
-    (197, 'PartitionData.<tagged fields>'),
-    (210, 'PartitionData'),
-    (214, 'PartitionData.Partition,LeaderEpoch'),
-    (215, 'PartitionData.<tagged fields>'),
+    (190, 'ReadShareGroupStateSummaryRequest'),
+    (191, 'ReadShareGroupStateSummaryRequest.GroupId'),
+    (192, 'ReadShareGroupStateSummaryRequest.Topics'),
+    (204, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (217, 'ReadShareGroupStateSummaryRequest'),
+    (221, 'ReadShareGroupStateSummaryRequest.GroupId'),
+    (222, 'ReadShareGroupStateSummaryRequest.Topics'),
+    (230, 'ReadShareGroupStateSummaryRequest.<tagged fields>'),
+    (236, 'ReadStateSummaryData'),
+    (237, 'ReadStateSummaryData.TopicId'),
+    (238, 'ReadStateSummaryData.Partitions'),
+    (250, 'ReadStateSummaryData.<tagged fields>'),
+    (263, 'ReadStateSummaryData'),
+    (267, 'ReadStateSummaryData.TopicId'),
+    (268, 'ReadStateSummaryData.Partitions'),
+    (276, 'ReadStateSummaryData.<tagged fields>'),
+    (282, 'PartitionData'),
+    (283, 'PartitionData.Partition,LeaderEpoch'),
+    (285, 'PartitionData.<tagged fields>'),
+    (298, 'PartitionData'),
+    (302, 'PartitionData.Partition,LeaderEpoch'),
+    (303, 'PartitionData.<tagged fields>'),
 )

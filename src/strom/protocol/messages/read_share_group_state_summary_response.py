@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,23 +17,63 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">iq")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
-    #: The partition index.
-    partition: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = None
-    #: The state epoch of the share-partition.
-    state_epoch: int = 0
-    #: The share-partition start offset.
-    start_offset: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = None
+        #: The state epoch of the share-partition.
+        state_epoch: int = 0
+        #: The share-partition start offset.
+        start_offset: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields', )
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, start_offset: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'state_epoch', state_epoch)
+            _object_setattr(self, 'start_offset', start_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, state_epoch={self.state_epoch!r}, start_offset={self.start_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.unknown_tagged_fields, ) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.start_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.error_code, self.error_message, self.state_epoch, self.start_offset, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionResult:
@@ -60,11 +100,38 @@ _DEFAULT_PartitionResult = PartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class ReadStateSummaryResult:
-    #: The topic identifier
-    topic_id: UUID = _p.ZERO_UUID
-    #: The results for the partitions.
-    partitions: tuple[PartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier
+        topic_id: UUID = _p.ZERO_UUID
+        #: The results for the partitions.
+        partitions: tuple[PartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ReadStateSummaryResult:
@@ -92,9 +159,34 @@ class ReadShareGroupStateSummaryResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The read results
-    results: tuple[ReadStateSummaryResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The read results
+        results: tuple[ReadStateSummaryResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('results', 'unknown_tagged_fields', )
+        results: tuple[ReadStateSummaryResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, results: tuple[ReadStateSummaryResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.results, self.unknown_tagged_fields, ) == (other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.results, self.unknown_tagged_fields, ))
 
 
 class _New_ReadShareGroupStateSummaryResponse(_Message):
@@ -238,28 +330,28 @@ ReadShareGroupStateSummaryResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (111, 'ReadShareGroupStateSummaryResponse'),
-    (112, 'ReadShareGroupStateSummaryResponse.Results'),
-    (124, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (137, 'ReadShareGroupStateSummaryResponse'),
-    (141, 'ReadShareGroupStateSummaryResponse.Results'),
-    (149, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
-    (155, 'ReadStateSummaryResult'),
-    (156, 'ReadStateSummaryResult.TopicId'),
-    (157, 'ReadStateSummaryResult.Partitions'),
-    (169, 'ReadStateSummaryResult.<tagged fields>'),
-    (182, 'ReadStateSummaryResult'),
-    (186, 'ReadStateSummaryResult.TopicId'),
-    (187, 'ReadStateSummaryResult.Partitions'),
-    (195, 'ReadStateSummaryResult.<tagged fields>'),
-    (201, 'PartitionResult'),
-    (202, 'PartitionResult.Partition,ErrorCode'),
-    (204, 'PartitionResult.ErrorMessage'),
-    (205, 'PartitionResult.StateEpoch,StartOffset'),
-    (207, 'PartitionResult.<tagged fields>'),
-    (220, 'PartitionResult'),
-    (224, 'PartitionResult.Partition,ErrorCode'),
-    (225, 'PartitionResult.ErrorMessage'),
-    (226, 'PartitionResult.StateEpoch,StartOffset'),
-    (227, 'PartitionResult.<tagged fields>'),
+    (203, 'ReadShareGroupStateSummaryResponse'),
+    (204, 'ReadShareGroupStateSummaryResponse.Results'),
+    (216, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (229, 'ReadShareGroupStateSummaryResponse'),
+    (233, 'ReadShareGroupStateSummaryResponse.Results'),
+    (241, 'ReadShareGroupStateSummaryResponse.<tagged fields>'),
+    (247, 'ReadStateSummaryResult'),
+    (248, 'ReadStateSummaryResult.TopicId'),
+    (249, 'ReadStateSummaryResult.Partitions'),
+    (261, 'ReadStateSummaryResult.<tagged fields>'),
+    (274, 'ReadStateSummaryResult'),
+    (278, 'ReadStateSummaryResult.TopicId'),
+    (279, 'ReadStateSummaryResult.Partitions'),
+    (287, 'ReadStateSummaryResult.<tagged fields>'),
+    (293, 'PartitionResult'),
+    (294, 'PartitionResult.Partition,ErrorCode'),
+    (296, 'PartitionResult.ErrorMessage'),
+    (297, 'PartitionResult.StateEpoch,StartOffset'),
+    (299, 'PartitionResult.<tagged fields>'),
+    (312, 'PartitionResult'),
+    (316, 'PartitionResult.Partition,ErrorCode'),
+    (317, 'PartitionResult.ErrorMessage'),
+    (318, 'PartitionResult.StateEpoch,StartOffset'),
+    (319, 'PartitionResult.<tagged fields>'),
 )

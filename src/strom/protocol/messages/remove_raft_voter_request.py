@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
@@ -29,12 +36,41 @@ class RemoveRaftVoterRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    cluster_id: str | None = ''
-    #: The replica id of the voter getting removed from the topic partition
-    voter_id: int = 0
-    #: The directory id of the voter getting removed from the topic partition
-    voter_directory_id: UUID = _p.ZERO_UUID
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = ''
+        #: The replica id of the voter getting removed from the topic partition
+        voter_id: int = 0
+        #: The directory id of the voter getting removed from the topic partition
+        voter_directory_id: UUID = _p.ZERO_UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        voter_id: int
+        voter_directory_id: UUID
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = '', voter_id: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.voter_id, self.voter_directory_id, self.unknown_tagged_fields, ) == (other.cluster_id, other.voter_id, other.voter_directory_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.voter_id, self.voter_directory_id, self.unknown_tagged_fields, ))
 
 
 class _New_RemoveRaftVoterRequest(_Message):
@@ -91,14 +127,14 @@ RemoveRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (55, 'RemoveRaftVoterRequest'),
-    (56, 'RemoveRaftVoterRequest.ClusterId'),
-    (57, 'RemoveRaftVoterRequest.VoterId'),
-    (59, 'RemoveRaftVoterRequest.VoterDirectoryId'),
-    (60, 'RemoveRaftVoterRequest.<tagged fields>'),
-    (73, 'RemoveRaftVoterRequest'),
-    (77, 'RemoveRaftVoterRequest.ClusterId'),
-    (78, 'RemoveRaftVoterRequest.VoterId'),
-    (79, 'RemoveRaftVoterRequest.VoterDirectoryId'),
-    (80, 'RemoveRaftVoterRequest.<tagged fields>'),
+    (91, 'RemoveRaftVoterRequest'),
+    (92, 'RemoveRaftVoterRequest.ClusterId'),
+    (93, 'RemoveRaftVoterRequest.VoterId'),
+    (95, 'RemoveRaftVoterRequest.VoterDirectoryId'),
+    (96, 'RemoveRaftVoterRequest.<tagged fields>'),
+    (109, 'RemoveRaftVoterRequest'),
+    (113, 'RemoveRaftVoterRequest.ClusterId'),
+    (114, 'RemoveRaftVoterRequest.VoterId'),
+    (115, 'RemoveRaftVoterRequest.VoterDirectoryId'),
+    (116, 'RemoveRaftVoterRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 
 
@@ -29,13 +36,42 @@ class RemoveRaftVoterResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_RemoveRaftVoterResponse(_Message):
@@ -90,12 +126,12 @@ RemoveRaftVoterResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (56, 'RemoveRaftVoterResponse'),
-    (57, 'RemoveRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (59, 'RemoveRaftVoterResponse.ErrorMessage'),
-    (60, 'RemoveRaftVoterResponse.<tagged fields>'),
-    (73, 'RemoveRaftVoterResponse'),
-    (77, 'RemoveRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (78, 'RemoveRaftVoterResponse.ErrorMessage'),
-    (79, 'RemoveRaftVoterResponse.<tagged fields>'),
+    (92, 'RemoveRaftVoterResponse'),
+    (93, 'RemoveRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (95, 'RemoveRaftVoterResponse.ErrorMessage'),
+    (96, 'RemoveRaftVoterResponse.<tagged fields>'),
+    (109, 'RemoveRaftVoterResponse'),
+    (113, 'RemoveRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (114, 'RemoveRaftVoterResponse.ErrorMessage'),
+    (115, 'RemoveRaftVoterResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">q")
 
 
@@ -29,11 +36,38 @@ class RenewDelegationTokenRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The HMAC of the delegation token to be renewed.
-    hmac: bytes = b""
-    #: The renewal time period in milliseconds.
-    renew_period_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The HMAC of the delegation token to be renewed.
+        hmac: bytes = b""
+        #: The renewal time period in milliseconds.
+        renew_period_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields', )
+        hmac: bytes
+        renew_period_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, hmac: bytes = b"", renew_period_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'hmac', hmac)
+            _object_setattr(self, 'renew_period_ms', renew_period_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(hmac={self.hmac!r}, renew_period_ms={self.renew_period_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.hmac, self.renew_period_ms, self.unknown_tagged_fields, ) == (other.hmac, other.renew_period_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.hmac, self.renew_period_ms, self.unknown_tagged_fields, ))
 
 
 class _New_RenewDelegationTokenRequest(_Message):
@@ -102,18 +136,18 @@ RenewDelegationTokenRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'RenewDelegationTokenRequest'),
-    (53, 'RenewDelegationTokenRequest.Hmac'),
-    (54, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (56, 'RenewDelegationTokenRequest'),
-    (60, 'RenewDelegationTokenRequest.Hmac'),
-    (61, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (64, 'RenewDelegationTokenRequest'),
-    (65, 'RenewDelegationTokenRequest.Hmac'),
-    (66, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (68, 'RenewDelegationTokenRequest.<tagged fields>'),
-    (81, 'RenewDelegationTokenRequest'),
-    (85, 'RenewDelegationTokenRequest.Hmac'),
-    (86, 'RenewDelegationTokenRequest.RenewPeriodMs'),
-    (87, 'RenewDelegationTokenRequest.<tagged fields>'),
+    (86, 'RenewDelegationTokenRequest'),
+    (87, 'RenewDelegationTokenRequest.Hmac'),
+    (88, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (90, 'RenewDelegationTokenRequest'),
+    (94, 'RenewDelegationTokenRequest.Hmac'),
+    (95, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (98, 'RenewDelegationTokenRequest'),
+    (99, 'RenewDelegationTokenRequest.Hmac'),
+    (100, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (102, 'RenewDelegationTokenRequest.<tagged fields>'),
+    (115, 'RenewDelegationTokenRequest'),
+    (119, 'RenewDelegationTokenRequest.Hmac'),
+    (120, 'RenewDelegationTokenRequest.RenewPeriodMs'),
+    (121, 'RenewDelegationTokenRequest.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hhi")
 
 
@@ -29,15 +36,46 @@ class RequestHeader(_Message):
     KIND: ClassVar[str] = "header"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The API key of this request.
-    request_api_key: int = 0
-    #: The API version of this request.
-    request_api_version: int = 0
-    #: The correlation ID of this request.
-    correlation_id: int = 0
-    #: The client ID string.
-    client_id: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The API key of this request.
+        request_api_key: int = 0
+        #: The API version of this request.
+        request_api_version: int = 0
+        #: The correlation ID of this request.
+        correlation_id: int = 0
+        #: The client ID string.
+        client_id: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields', )
+        request_api_key: int
+        request_api_version: int
+        correlation_id: int
+        client_id: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, request_api_key: int = 0, request_api_version: int = 0, correlation_id: int = 0, client_id: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'request_api_key', request_api_key)
+            _object_setattr(self, 'request_api_version', request_api_version)
+            _object_setattr(self, 'correlation_id', correlation_id)
+            _object_setattr(self, 'client_id', client_id)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(request_api_key={self.request_api_key!r}, request_api_version={self.request_api_version!r}, correlation_id={self.correlation_id!r}, client_id={self.client_id!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.request_api_key, self.request_api_version, self.correlation_id, self.client_id, self.unknown_tagged_fields, ) == (other.request_api_key, other.request_api_version, other.correlation_id, other.client_id, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.request_api_key, self.request_api_version, self.correlation_id, self.client_id, self.unknown_tagged_fields, ))
 
 
 class _New_RequestHeader(_Message):
@@ -120,22 +158,22 @@ RequestHeader._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (60, 'RequestHeader'),
-    (61, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (63, 'RequestHeader'),
-    (67, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (70, 'RequestHeader'),
-    (71, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (73, 'RequestHeader.ClientId'),
-    (74, 'RequestHeader'),
-    (78, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (79, 'RequestHeader.ClientId'),
-    (82, 'RequestHeader'),
-    (83, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (85, 'RequestHeader.ClientId'),
-    (86, 'RequestHeader.<tagged fields>'),
-    (99, 'RequestHeader'),
-    (103, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
-    (104, 'RequestHeader.ClientId'),
-    (105, 'RequestHeader.<tagged fields>'),
+    (98, 'RequestHeader'),
+    (99, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (101, 'RequestHeader'),
+    (105, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (108, 'RequestHeader'),
+    (109, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (111, 'RequestHeader.ClientId'),
+    (112, 'RequestHeader'),
+    (116, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (117, 'RequestHeader.ClientId'),
+    (120, 'RequestHeader'),
+    (121, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (123, 'RequestHeader.ClientId'),
+    (124, 'RequestHeader.<tagged fields>'),
+    (137, 'RequestHeader'),
+    (141, 'RequestHeader.RequestApiKey,RequestApiVersion,CorrelationId'),
+    (142, 'RequestHeader.ClientId'),
+    (143, 'RequestHeader.<tagged fields>'),
 )

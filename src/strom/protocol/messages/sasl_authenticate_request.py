@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,9 +36,34 @@ class SaslAuthenticateRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The SASL authentication bytes from the client, as defined by the SASL mechanism.
-    auth_bytes: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The SASL authentication bytes from the client, as defined by the SASL mechanism.
+        auth_bytes: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('auth_bytes', 'unknown_tagged_fields', )
+        auth_bytes: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, auth_bytes: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'auth_bytes', auth_bytes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(auth_bytes={self.auth_bytes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.auth_bytes, self.unknown_tagged_fields, ) == (other.auth_bytes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.auth_bytes, self.unknown_tagged_fields, ))
 
 
 class _New_SaslAuthenticateRequest(_Message):
@@ -92,14 +124,14 @@ SaslAuthenticateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'SaslAuthenticateRequest'),
-    (49, 'SaslAuthenticateRequest.AuthBytes'),
-    (50, 'SaslAuthenticateRequest'),
-    (54, 'SaslAuthenticateRequest.AuthBytes'),
-    (57, 'SaslAuthenticateRequest'),
-    (58, 'SaslAuthenticateRequest.AuthBytes'),
-    (59, 'SaslAuthenticateRequest.<tagged fields>'),
-    (72, 'SaslAuthenticateRequest'),
-    (76, 'SaslAuthenticateRequest.AuthBytes'),
-    (77, 'SaslAuthenticateRequest.<tagged fields>'),
+    (80, 'SaslAuthenticateRequest'),
+    (81, 'SaslAuthenticateRequest.AuthBytes'),
+    (82, 'SaslAuthenticateRequest'),
+    (86, 'SaslAuthenticateRequest.AuthBytes'),
+    (89, 'SaslAuthenticateRequest'),
+    (90, 'SaslAuthenticateRequest.AuthBytes'),
+    (91, 'SaslAuthenticateRequest.<tagged fields>'),
+    (104, 'SaslAuthenticateRequest'),
+    (108, 'SaslAuthenticateRequest.AuthBytes'),
+    (109, 'SaslAuthenticateRequest.<tagged fields>'),
 )

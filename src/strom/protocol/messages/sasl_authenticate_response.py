@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">q")
 
@@ -30,15 +37,46 @@ class SaslAuthenticateResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 3)
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = ''
-    #: The SASL authentication bytes from the server, as defined by the SASL mechanism.
-    auth_bytes: bytes = b""
-    #: Number of milliseconds after which only re-authentication over the existing connection to create a new session can occur.
-    session_lifetime_ms: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = ''
+        #: The SASL authentication bytes from the server, as defined by the SASL mechanism.
+        auth_bytes: bytes = b""
+        #: Number of milliseconds after which only re-authentication over the existing connection to create a new session can occur.
+        session_lifetime_ms: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        auth_bytes: bytes
+        session_lifetime_ms: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = '', auth_bytes: bytes = b"", session_lifetime_ms: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'auth_bytes', auth_bytes)
+            _object_setattr(self, 'session_lifetime_ms', session_lifetime_ms)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, auth_bytes={self.auth_bytes!r}, session_lifetime_ms={self.session_lifetime_ms!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.auth_bytes, other.session_lifetime_ms, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms, self.unknown_tagged_fields, ))
 
 
 class _New_SaslAuthenticateResponse(_Message):
@@ -135,34 +173,34 @@ SaslAuthenticateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (61, 'SaslAuthenticateResponse'),
-    (62, 'SaslAuthenticateResponse.ErrorCode'),
-    (64, 'SaslAuthenticateResponse.ErrorMessage'),
-    (65, 'SaslAuthenticateResponse.AuthBytes'),
-    (66, 'SaslAuthenticateResponse'),
-    (70, 'SaslAuthenticateResponse.ErrorCode'),
-    (71, 'SaslAuthenticateResponse.ErrorMessage'),
-    (72, 'SaslAuthenticateResponse.AuthBytes'),
-    (75, 'SaslAuthenticateResponse'),
-    (76, 'SaslAuthenticateResponse.ErrorCode'),
-    (78, 'SaslAuthenticateResponse.ErrorMessage'),
-    (79, 'SaslAuthenticateResponse.AuthBytes'),
-    (80, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (82, 'SaslAuthenticateResponse'),
-    (86, 'SaslAuthenticateResponse.ErrorCode'),
-    (87, 'SaslAuthenticateResponse.ErrorMessage'),
-    (88, 'SaslAuthenticateResponse.AuthBytes'),
-    (89, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (92, 'SaslAuthenticateResponse'),
-    (93, 'SaslAuthenticateResponse.ErrorCode'),
-    (95, 'SaslAuthenticateResponse.ErrorMessage'),
-    (96, 'SaslAuthenticateResponse.AuthBytes'),
-    (97, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (99, 'SaslAuthenticateResponse.<tagged fields>'),
-    (112, 'SaslAuthenticateResponse'),
-    (116, 'SaslAuthenticateResponse.ErrorCode'),
-    (117, 'SaslAuthenticateResponse.ErrorMessage'),
-    (118, 'SaslAuthenticateResponse.AuthBytes'),
-    (119, 'SaslAuthenticateResponse.SessionLifetimeMs'),
-    (120, 'SaslAuthenticateResponse.<tagged fields>'),
+    (99, 'SaslAuthenticateResponse'),
+    (100, 'SaslAuthenticateResponse.ErrorCode'),
+    (102, 'SaslAuthenticateResponse.ErrorMessage'),
+    (103, 'SaslAuthenticateResponse.AuthBytes'),
+    (104, 'SaslAuthenticateResponse'),
+    (108, 'SaslAuthenticateResponse.ErrorCode'),
+    (109, 'SaslAuthenticateResponse.ErrorMessage'),
+    (110, 'SaslAuthenticateResponse.AuthBytes'),
+    (113, 'SaslAuthenticateResponse'),
+    (114, 'SaslAuthenticateResponse.ErrorCode'),
+    (116, 'SaslAuthenticateResponse.ErrorMessage'),
+    (117, 'SaslAuthenticateResponse.AuthBytes'),
+    (118, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (120, 'SaslAuthenticateResponse'),
+    (124, 'SaslAuthenticateResponse.ErrorCode'),
+    (125, 'SaslAuthenticateResponse.ErrorMessage'),
+    (126, 'SaslAuthenticateResponse.AuthBytes'),
+    (127, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (130, 'SaslAuthenticateResponse'),
+    (131, 'SaslAuthenticateResponse.ErrorCode'),
+    (133, 'SaslAuthenticateResponse.ErrorMessage'),
+    (134, 'SaslAuthenticateResponse.AuthBytes'),
+    (135, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (137, 'SaslAuthenticateResponse.<tagged fields>'),
+    (150, 'SaslAuthenticateResponse'),
+    (154, 'SaslAuthenticateResponse.ErrorCode'),
+    (155, 'SaslAuthenticateResponse.ErrorMessage'),
+    (156, 'SaslAuthenticateResponse.AuthBytes'),
+    (157, 'SaslAuthenticateResponse.SessionLifetimeMs'),
+    (158, 'SaslAuthenticateResponse.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 
 
 
@@ -29,9 +36,34 @@ class SaslHandshakeRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 0)
-    #: The SASL mechanism chosen by the client.
-    mechanism: str = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The SASL mechanism chosen by the client.
+        mechanism: str = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('mechanism', 'unknown_tagged_fields', )
+        mechanism: str
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, mechanism: str = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'mechanism', mechanism)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.mechanism, self.unknown_tagged_fields, ) == (other.mechanism, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.mechanism, self.unknown_tagged_fields, ))
 
 
 class _New_SaslHandshakeRequest(_Message):
@@ -64,8 +96,8 @@ SaslHandshakeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (48, 'SaslHandshakeRequest'),
-    (49, 'SaslHandshakeRequest.Mechanism'),
-    (50, 'SaslHandshakeRequest'),
-    (54, 'SaslHandshakeRequest.Mechanism'),
+    (80, 'SaslHandshakeRequest'),
+    (81, 'SaslHandshakeRequest.Mechanism'),
+    (82, 'SaslHandshakeRequest'),
+    (86, 'SaslHandshakeRequest.Mechanism'),
 )

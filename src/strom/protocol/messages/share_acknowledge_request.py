@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">qq")
 
 
 @dataclass(frozen=True, slots=True)
 class AcknowledgementBatch:
-    #: First offset of batch of records to acknowledge.
-    first_offset: int = 0
-    #: Last offset (inclusive) of batch of records to acknowledge.
-    last_offset: int = 0
-    #: Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
-    acknowledge_types: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: First offset of batch of records to acknowledge.
+        first_offset: int = 0
+        #: Last offset (inclusive) of batch of records to acknowledge.
+        last_offset: int = 0
+        #: Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
+        acknowledge_types: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields', )
+        first_offset: int
+        last_offset: int
+        acknowledge_types: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, first_offset: int = 0, last_offset: int = 0, acknowledge_types: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'acknowledge_types', acknowledge_types)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields, ) == (other.first_offset, other.last_offset, other.acknowledge_types, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields, ))
 
 
 class _New_AcknowledgementBatch:
@@ -52,11 +88,38 @@ _DEFAULT_AcknowledgementBatch = AcknowledgementBatch()
 
 @dataclass(frozen=True, slots=True)
 class AcknowledgePartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: Record batches to acknowledge.
-    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: Record batches to acknowledge.
+        acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields', )
+        partition_index: int
+        acknowledgement_batches: tuple[AcknowledgementBatch, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, acknowledgement_batches: tuple[AcknowledgementBatch, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'acknowledgement_batches', acknowledgement_batches)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.acknowledgement_batches, self.unknown_tagged_fields, ) == (other.partition_index, other.acknowledgement_batches, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.acknowledgement_batches, self.unknown_tagged_fields, ))
 
 
 class _New_AcknowledgePartition:
@@ -77,11 +140,38 @@ _DEFAULT_AcknowledgePartition = AcknowledgePartition()
 
 @dataclass(frozen=True, slots=True)
 class AcknowledgeTopic:
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions containing records to acknowledge.
-    partitions: tuple[AcknowledgePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions containing records to acknowledge.
+        partitions: tuple[AcknowledgePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[AcknowledgePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[AcknowledgePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_AcknowledgeTopic:
@@ -109,15 +199,46 @@ class ShareAcknowledgeRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str | None = None
-    #: The member ID.
-    member_id: str | None = ''
-    #: The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
-    share_session_epoch: int = 0
-    #: The topics containing records to acknowledge.
-    topics: tuple[AcknowledgeTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str | None = None
+        #: The member ID.
+        member_id: str | None = ''
+        #: The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
+        share_session_epoch: int = 0
+        #: The topics containing records to acknowledge.
+        topics: tuple[AcknowledgeTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields', )
+        group_id: str | None
+        member_id: str | None
+        share_session_epoch: int
+        topics: tuple[AcknowledgeTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, topics: tuple[AcknowledgeTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'share_session_epoch', share_session_epoch)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.share_session_epoch, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.member_id, other.share_session_epoch, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.member_id, self.share_session_epoch, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_ShareAcknowledgeRequest(_Message):
@@ -332,40 +453,40 @@ ShareAcknowledgeRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (140, 'ShareAcknowledgeRequest'),
-    (141, 'ShareAcknowledgeRequest.GroupId'),
-    (142, 'ShareAcknowledgeRequest.MemberId'),
-    (143, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
-    (145, 'ShareAcknowledgeRequest.Topics'),
-    (157, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (170, 'ShareAcknowledgeRequest'),
-    (174, 'ShareAcknowledgeRequest.GroupId'),
-    (175, 'ShareAcknowledgeRequest.MemberId'),
-    (176, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
-    (177, 'ShareAcknowledgeRequest.Topics'),
-    (185, 'ShareAcknowledgeRequest.<tagged fields>'),
-    (191, 'AcknowledgeTopic'),
-    (192, 'AcknowledgeTopic.TopicId'),
-    (193, 'AcknowledgeTopic.Partitions'),
-    (205, 'AcknowledgeTopic.<tagged fields>'),
-    (218, 'AcknowledgeTopic'),
-    (222, 'AcknowledgeTopic.TopicId'),
-    (223, 'AcknowledgeTopic.Partitions'),
-    (231, 'AcknowledgeTopic.<tagged fields>'),
-    (237, 'AcknowledgePartition'),
-    (238, 'AcknowledgePartition.PartitionIndex'),
-    (240, 'AcknowledgePartition.AcknowledgementBatches'),
-    (252, 'AcknowledgePartition.<tagged fields>'),
-    (265, 'AcknowledgePartition'),
-    (269, 'AcknowledgePartition.PartitionIndex'),
-    (270, 'AcknowledgePartition.AcknowledgementBatches'),
-    (278, 'AcknowledgePartition.<tagged fields>'),
-    (284, 'AcknowledgementBatch'),
-    (285, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (287, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (296, 'AcknowledgementBatch.<tagged fields>'),
-    (309, 'AcknowledgementBatch'),
-    (313, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (314, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (321, 'AcknowledgementBatch.<tagged fields>'),
+    (261, 'ShareAcknowledgeRequest'),
+    (262, 'ShareAcknowledgeRequest.GroupId'),
+    (263, 'ShareAcknowledgeRequest.MemberId'),
+    (264, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
+    (266, 'ShareAcknowledgeRequest.Topics'),
+    (278, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (291, 'ShareAcknowledgeRequest'),
+    (295, 'ShareAcknowledgeRequest.GroupId'),
+    (296, 'ShareAcknowledgeRequest.MemberId'),
+    (297, 'ShareAcknowledgeRequest.ShareSessionEpoch'),
+    (298, 'ShareAcknowledgeRequest.Topics'),
+    (306, 'ShareAcknowledgeRequest.<tagged fields>'),
+    (312, 'AcknowledgeTopic'),
+    (313, 'AcknowledgeTopic.TopicId'),
+    (314, 'AcknowledgeTopic.Partitions'),
+    (326, 'AcknowledgeTopic.<tagged fields>'),
+    (339, 'AcknowledgeTopic'),
+    (343, 'AcknowledgeTopic.TopicId'),
+    (344, 'AcknowledgeTopic.Partitions'),
+    (352, 'AcknowledgeTopic.<tagged fields>'),
+    (358, 'AcknowledgePartition'),
+    (359, 'AcknowledgePartition.PartitionIndex'),
+    (361, 'AcknowledgePartition.AcknowledgementBatches'),
+    (373, 'AcknowledgePartition.<tagged fields>'),
+    (386, 'AcknowledgePartition'),
+    (390, 'AcknowledgePartition.PartitionIndex'),
+    (391, 'AcknowledgePartition.AcknowledgementBatches'),
+    (399, 'AcknowledgePartition.<tagged fields>'),
+    (405, 'AcknowledgementBatch'),
+    (406, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (408, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (417, 'AcknowledgementBatch.<tagged fields>'),
+    (430, 'AcknowledgementBatch'),
+    (434, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (435, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (442, 'AcknowledgementBatch.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">ii")
@@ -24,11 +31,38 @@ _S2 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class LeaderIdAndEpoch:
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch.
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch.
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderIdAndEpoch:
@@ -49,14 +83,45 @@ _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = None
+        current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: LeaderIdAndEpoch
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.current_leader, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.error_message, other.current_leader, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.current_leader, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -81,11 +146,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class ShareAcknowledgeTopicResponse:
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ShareAcknowledgeTopicResponse:
@@ -107,15 +199,46 @@ _DEFAULT_ShareAcknowledgeTopicResponse = ShareAcknowledgeTopicResponse()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node.
-    node_id: int = 0
-    #: The node's hostname.
-    host: str = ''
-    #: The node's port.
-    port: int = 0
-    #: The rack of the node, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node.
+        node_id: int = 0
+        #: The node's hostname.
+        host: str = ''
+        #: The node's port.
+        port: int = 0
+        #: The rack of the node, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -147,17 +270,50 @@ class ShareAcknowledgeResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top level response error code.
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The response topics.
-    responses: tuple[ShareAcknowledgeTopicResponse, ...] = ()
-    #: Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top level response error code.
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The response topics.
+        responses: tuple[ShareAcknowledgeTopicResponse, ...] = ()
+        #: Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        responses: tuple[ShareAcknowledgeTopicResponse, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: tuple[ShareAcknowledgeTopicResponse, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_ShareAcknowledgeResponse(_Message):
@@ -394,52 +550,52 @@ ShareAcknowledgeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (182, 'ShareAcknowledgeResponse'),
-    (183, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
-    (185, 'ShareAcknowledgeResponse.ErrorMessage'),
-    (186, 'ShareAcknowledgeResponse.Responses'),
-    (198, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (210, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (223, 'ShareAcknowledgeResponse'),
-    (227, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
-    (228, 'ShareAcknowledgeResponse.ErrorMessage'),
-    (229, 'ShareAcknowledgeResponse.Responses'),
-    (237, 'ShareAcknowledgeResponse.NodeEndpoints'),
-    (245, 'ShareAcknowledgeResponse.<tagged fields>'),
-    (251, 'ShareAcknowledgeTopicResponse'),
-    (252, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (253, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (265, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (278, 'ShareAcknowledgeTopicResponse'),
-    (282, 'ShareAcknowledgeTopicResponse.TopicId'),
-    (283, 'ShareAcknowledgeTopicResponse.Partitions'),
-    (291, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
-    (297, 'NodeEndpoint'),
-    (298, 'NodeEndpoint.NodeId'),
-    (300, 'NodeEndpoint.Host'),
-    (301, 'NodeEndpoint.Port'),
-    (303, 'NodeEndpoint.Rack'),
-    (304, 'NodeEndpoint.<tagged fields>'),
-    (317, 'NodeEndpoint'),
-    (321, 'NodeEndpoint.NodeId'),
-    (322, 'NodeEndpoint.Host'),
-    (323, 'NodeEndpoint.Port'),
-    (324, 'NodeEndpoint.Rack'),
-    (325, 'NodeEndpoint.<tagged fields>'),
-    (331, 'PartitionData'),
-    (332, 'PartitionData.PartitionIndex,ErrorCode'),
-    (334, 'PartitionData.ErrorMessage'),
-    (335, 'PartitionData.CurrentLeader'),
-    (336, 'PartitionData.<tagged fields>'),
-    (349, 'PartitionData'),
-    (353, 'PartitionData.PartitionIndex,ErrorCode'),
-    (354, 'PartitionData.ErrorMessage'),
-    (355, 'PartitionData.CurrentLeader'),
-    (356, 'PartitionData.<tagged fields>'),
-    (362, 'LeaderIdAndEpoch'),
-    (363, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (365, 'LeaderIdAndEpoch.<tagged fields>'),
-    (378, 'LeaderIdAndEpoch'),
-    (382, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (383, 'LeaderIdAndEpoch.<tagged fields>'),
+    (338, 'ShareAcknowledgeResponse'),
+    (339, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
+    (341, 'ShareAcknowledgeResponse.ErrorMessage'),
+    (342, 'ShareAcknowledgeResponse.Responses'),
+    (354, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (366, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (379, 'ShareAcknowledgeResponse'),
+    (383, 'ShareAcknowledgeResponse.ThrottleTimeMs,ErrorCode'),
+    (384, 'ShareAcknowledgeResponse.ErrorMessage'),
+    (385, 'ShareAcknowledgeResponse.Responses'),
+    (393, 'ShareAcknowledgeResponse.NodeEndpoints'),
+    (401, 'ShareAcknowledgeResponse.<tagged fields>'),
+    (407, 'ShareAcknowledgeTopicResponse'),
+    (408, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (409, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (421, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (434, 'ShareAcknowledgeTopicResponse'),
+    (438, 'ShareAcknowledgeTopicResponse.TopicId'),
+    (439, 'ShareAcknowledgeTopicResponse.Partitions'),
+    (447, 'ShareAcknowledgeTopicResponse.<tagged fields>'),
+    (453, 'NodeEndpoint'),
+    (454, 'NodeEndpoint.NodeId'),
+    (456, 'NodeEndpoint.Host'),
+    (457, 'NodeEndpoint.Port'),
+    (459, 'NodeEndpoint.Rack'),
+    (460, 'NodeEndpoint.<tagged fields>'),
+    (473, 'NodeEndpoint'),
+    (477, 'NodeEndpoint.NodeId'),
+    (478, 'NodeEndpoint.Host'),
+    (479, 'NodeEndpoint.Port'),
+    (480, 'NodeEndpoint.Rack'),
+    (481, 'NodeEndpoint.<tagged fields>'),
+    (487, 'PartitionData'),
+    (488, 'PartitionData.PartitionIndex,ErrorCode'),
+    (490, 'PartitionData.ErrorMessage'),
+    (491, 'PartitionData.CurrentLeader'),
+    (492, 'PartitionData.<tagged fields>'),
+    (505, 'PartitionData'),
+    (509, 'PartitionData.PartitionIndex,ErrorCode'),
+    (510, 'PartitionData.ErrorMessage'),
+    (511, 'PartitionData.CurrentLeader'),
+    (512, 'PartitionData.<tagged fields>'),
+    (518, 'LeaderIdAndEpoch'),
+    (519, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (521, 'LeaderIdAndEpoch.<tagged fields>'),
+    (534, 'LeaderIdAndEpoch'),
+    (538, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (539, 'LeaderIdAndEpoch.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iiii")
 _S1 = Struct(">ii")
 _S2 = Struct(">qq")
@@ -24,13 +31,42 @@ _S2 = Struct(">qq")
 
 @dataclass(frozen=True, slots=True)
 class AcknowledgementBatch:
-    #: First offset of batch of records to acknowledge.
-    first_offset: int = 0
-    #: Last offset (inclusive) of batch of records to acknowledge.
-    last_offset: int = 0
-    #: Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
-    acknowledge_types: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: First offset of batch of records to acknowledge.
+        first_offset: int = 0
+        #: Last offset (inclusive) of batch of records to acknowledge.
+        last_offset: int = 0
+        #: Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
+        acknowledge_types: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields', )
+        first_offset: int
+        last_offset: int
+        acknowledge_types: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, first_offset: int = 0, last_offset: int = 0, acknowledge_types: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'acknowledge_types', acknowledge_types)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields, ) == (other.first_offset, other.last_offset, other.acknowledge_types, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields, ))
 
 
 class _New_AcknowledgementBatch:
@@ -53,13 +89,42 @@ _DEFAULT_AcknowledgementBatch = AcknowledgementBatch()
 
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored.
-    partition_max_bytes: int = 0
-    #: Record batches to acknowledge.
-    acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored.
+        partition_max_bytes: int = 0
+        #: Record batches to acknowledge.
+        acknowledgement_batches: tuple[AcknowledgementBatch, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields', )
+        partition_index: int
+        partition_max_bytes: int
+        acknowledgement_batches: tuple[AcknowledgementBatch, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, partition_max_bytes: int = 0, acknowledgement_batches: tuple[AcknowledgementBatch, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'partition_max_bytes', partition_max_bytes)
+            _object_setattr(self, 'acknowledgement_batches', acknowledgement_batches)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_max_bytes={self.partition_max_bytes!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_max_bytes, self.acknowledgement_batches, self.unknown_tagged_fields, ) == (other.partition_index, other.partition_max_bytes, other.acknowledgement_batches, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.partition_max_bytes, self.acknowledgement_batches, self.unknown_tagged_fields, ))
 
 
 class _New_FetchPartition:
@@ -82,11 +147,38 @@ _DEFAULT_FetchPartition = FetchPartition()
 
 @dataclass(frozen=True, slots=True)
 class FetchTopic:
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions to fetch.
-    partitions: tuple[FetchPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions to fetch.
+        partitions: tuple[FetchPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[FetchPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[FetchPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_FetchTopic:
@@ -107,11 +199,38 @@ _DEFAULT_FetchTopic = FetchTopic()
 
 @dataclass(frozen=True, slots=True)
 class ForgottenTopic:
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions indexes to forget.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions indexes to forget.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ForgottenTopic:
@@ -139,23 +258,62 @@ class ShareFetchRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str | None = None
-    #: The member ID.
-    member_id: str | None = ''
-    #: The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
-    share_session_epoch: int = 0
-    #: The maximum time in milliseconds to wait for the response.
-    max_wait_ms: int = 0
-    #: The minimum bytes to accumulate in the response.
-    min_bytes: int = 0
-    #: The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
-    max_bytes: int = 2147483647
-    #: The topics to fetch.
-    topics: tuple[FetchTopic, ...] = ()
-    #: The partitions to remove from this share session.
-    forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str | None = None
+        #: The member ID.
+        member_id: str | None = ''
+        #: The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
+        share_session_epoch: int = 0
+        #: The maximum time in milliseconds to wait for the response.
+        max_wait_ms: int = 0
+        #: The minimum bytes to accumulate in the response.
+        min_bytes: int = 0
+        #: The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
+        max_bytes: int = 2147483647
+        #: The topics to fetch.
+        topics: tuple[FetchTopic, ...] = ()
+        #: The partitions to remove from this share session.
+        forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields', )
+        group_id: str | None
+        member_id: str | None
+        share_session_epoch: int
+        max_wait_ms: int
+        min_bytes: int
+        max_bytes: int
+        topics: tuple[FetchTopic, ...]
+        forgotten_topics_data: tuple[ForgottenTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, topics: tuple[FetchTopic, ...] = (), forgotten_topics_data: tuple[ForgottenTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'share_session_epoch', share_session_epoch)
+            _object_setattr(self, 'max_wait_ms', max_wait_ms)
+            _object_setattr(self, 'min_bytes', min_bytes)
+            _object_setattr(self, 'max_bytes', max_bytes)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'forgotten_topics_data', forgotten_topics_data)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.topics, self.forgotten_topics_data, self.unknown_tagged_fields, ) == (other.group_id, other.member_id, other.share_session_epoch, other.max_wait_ms, other.min_bytes, other.max_bytes, other.topics, other.forgotten_topics_data, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.topics, self.forgotten_topics_data, self.unknown_tagged_fields, ))
 
 
 class _New_ShareFetchRequest(_Message):
@@ -440,50 +598,50 @@ ShareFetchRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (186, 'ShareFetchRequest'),
-    (187, 'ShareFetchRequest.GroupId'),
-    (188, 'ShareFetchRequest.MemberId'),
-    (189, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
-    (191, 'ShareFetchRequest.Topics'),
-    (203, 'ShareFetchRequest.ForgottenTopicsData'),
-    (215, 'ShareFetchRequest.<tagged fields>'),
-    (228, 'ShareFetchRequest'),
-    (232, 'ShareFetchRequest.GroupId'),
-    (233, 'ShareFetchRequest.MemberId'),
-    (234, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
-    (235, 'ShareFetchRequest.Topics'),
-    (243, 'ShareFetchRequest.ForgottenTopicsData'),
-    (251, 'ShareFetchRequest.<tagged fields>'),
-    (257, 'FetchTopic'),
-    (258, 'FetchTopic.TopicId'),
-    (259, 'FetchTopic.Partitions'),
-    (271, 'FetchTopic.<tagged fields>'),
-    (284, 'FetchTopic'),
-    (288, 'FetchTopic.TopicId'),
-    (289, 'FetchTopic.Partitions'),
-    (297, 'FetchTopic.<tagged fields>'),
-    (303, 'ForgottenTopic'),
-    (304, 'ForgottenTopic.TopicId'),
-    (305, 'ForgottenTopic.Partitions'),
-    (314, 'ForgottenTopic.<tagged fields>'),
-    (327, 'ForgottenTopic'),
-    (331, 'ForgottenTopic.TopicId'),
-    (332, 'ForgottenTopic.Partitions'),
-    (339, 'ForgottenTopic.<tagged fields>'),
-    (345, 'FetchPartition'),
-    (346, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (348, 'FetchPartition.AcknowledgementBatches'),
-    (360, 'FetchPartition.<tagged fields>'),
-    (373, 'FetchPartition'),
-    (377, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
-    (378, 'FetchPartition.AcknowledgementBatches'),
-    (386, 'FetchPartition.<tagged fields>'),
-    (392, 'AcknowledgementBatch'),
-    (393, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (395, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (404, 'AcknowledgementBatch.<tagged fields>'),
-    (417, 'AcknowledgementBatch'),
-    (421, 'AcknowledgementBatch.FirstOffset,LastOffset'),
-    (422, 'AcknowledgementBatch.AcknowledgeTypes'),
-    (429, 'AcknowledgementBatch.<tagged fields>'),
+    (344, 'ShareFetchRequest'),
+    (345, 'ShareFetchRequest.GroupId'),
+    (346, 'ShareFetchRequest.MemberId'),
+    (347, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
+    (349, 'ShareFetchRequest.Topics'),
+    (361, 'ShareFetchRequest.ForgottenTopicsData'),
+    (373, 'ShareFetchRequest.<tagged fields>'),
+    (386, 'ShareFetchRequest'),
+    (390, 'ShareFetchRequest.GroupId'),
+    (391, 'ShareFetchRequest.MemberId'),
+    (392, 'ShareFetchRequest.ShareSessionEpoch,MaxWaitMs,MinBytes,MaxBytes'),
+    (393, 'ShareFetchRequest.Topics'),
+    (401, 'ShareFetchRequest.ForgottenTopicsData'),
+    (409, 'ShareFetchRequest.<tagged fields>'),
+    (415, 'FetchTopic'),
+    (416, 'FetchTopic.TopicId'),
+    (417, 'FetchTopic.Partitions'),
+    (429, 'FetchTopic.<tagged fields>'),
+    (442, 'FetchTopic'),
+    (446, 'FetchTopic.TopicId'),
+    (447, 'FetchTopic.Partitions'),
+    (455, 'FetchTopic.<tagged fields>'),
+    (461, 'ForgottenTopic'),
+    (462, 'ForgottenTopic.TopicId'),
+    (463, 'ForgottenTopic.Partitions'),
+    (472, 'ForgottenTopic.<tagged fields>'),
+    (485, 'ForgottenTopic'),
+    (489, 'ForgottenTopic.TopicId'),
+    (490, 'ForgottenTopic.Partitions'),
+    (497, 'ForgottenTopic.<tagged fields>'),
+    (503, 'FetchPartition'),
+    (504, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (506, 'FetchPartition.AcknowledgementBatches'),
+    (518, 'FetchPartition.<tagged fields>'),
+    (531, 'FetchPartition'),
+    (535, 'FetchPartition.PartitionIndex,PartitionMaxBytes'),
+    (536, 'FetchPartition.AcknowledgementBatches'),
+    (544, 'FetchPartition.<tagged fields>'),
+    (550, 'AcknowledgementBatch'),
+    (551, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (553, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (562, 'AcknowledgementBatch.<tagged fields>'),
+    (575, 'AcknowledgementBatch'),
+    (579, 'AcknowledgementBatch.FirstOffset,LastOffset'),
+    (580, 'AcknowledgementBatch.AcknowledgeTypes'),
+    (587, 'AcknowledgementBatch.<tagged fields>'),
 )

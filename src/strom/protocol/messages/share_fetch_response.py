@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">i")
 _S2 = Struct(">h")
@@ -26,11 +33,38 @@ _S4 = Struct(">qqh")
 
 @dataclass(frozen=True, slots=True)
 class LeaderIdAndEpoch:
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch.
-    leader_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch.
+        leader_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_LeaderIdAndEpoch:
@@ -51,13 +85,42 @@ _DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 @dataclass(frozen=True, slots=True)
 class AcquiredRecords:
-    #: The earliest offset in this batch of acquired records.
-    first_offset: int = 0
-    #: The last offset of this batch of acquired records.
-    last_offset: int = 0
-    #: The delivery count of this batch of acquired records.
-    delivery_count: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The earliest offset in this batch of acquired records.
+        first_offset: int = 0
+        #: The last offset of this batch of acquired records.
+        last_offset: int = 0
+        #: The delivery count of this batch of acquired records.
+        delivery_count: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields', )
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, first_offset: int = 0, last_offset: int = 0, delivery_count: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'delivery_count', delivery_count)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_count={self.delivery_count!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.delivery_count, self.unknown_tagged_fields, ) == (other.first_offset, other.last_offset, other.delivery_count, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.delivery_count, self.unknown_tagged_fields, ))
 
 
 class _New_AcquiredRecords:
@@ -80,22 +143,61 @@ _DEFAULT_AcquiredRecords = AcquiredRecords()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    #: The fetch error code, or 0 if there was no fetch error.
-    error_code: int = 0
-    #: The fetch error message, or null if there was no fetch error.
-    error_message: str | None = None
-    #: The acknowledge error code, or 0 if there was no acknowledge error.
-    acknowledge_error_code: int = 0
-    #: The acknowledge error message, or null if there was no acknowledge error.
-    acknowledge_error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
-    #: The record data.
-    records: _p.Records | None = None
-    #: The acquired records.
-    acquired_records: tuple[AcquiredRecords, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The fetch error code, or 0 if there was no fetch error.
+        error_code: int = 0
+        #: The fetch error message, or null if there was no fetch error.
+        error_message: str | None = None
+        #: The acknowledge error code, or 0 if there was no acknowledge error.
+        acknowledge_error_code: int = 0
+        #: The acknowledge error message, or null if there was no acknowledge error.
+        acknowledge_error_message: str | None = None
+        current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch
+        #: The record data.
+        records: _p.Records | None = None
+        #: The acquired records.
+        acquired_records: tuple[AcquiredRecords, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: LeaderIdAndEpoch
+        records: _p.Records | None
+        acquired_records: tuple[AcquiredRecords, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, acknowledge_error_code: int = 0, acknowledge_error_message: str | None = None, current_leader: LeaderIdAndEpoch = _DEFAULT_LeaderIdAndEpoch, records: _p.Records | None = None, acquired_records: tuple[AcquiredRecords, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'acknowledge_error_code', acknowledge_error_code)
+            _object_setattr(self, 'acknowledge_error_message', acknowledge_error_message)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'records', records)
+            _object_setattr(self, 'acquired_records', acquired_records)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acknowledge_error_code={self.acknowledge_error_code!r}, acknowledge_error_message={self.acknowledge_error_message!r}, current_leader={self.current_leader!r}, records={self.records!r}, acquired_records={self.acquired_records!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.error_message, other.acknowledge_error_code, other.acknowledge_error_message, other.current_leader, other.records, other.acquired_records, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -128,11 +230,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class ShareFetchableTopicResponse:
-    #: The unique topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_ShareFetchableTopicResponse:
@@ -154,15 +283,46 @@ _DEFAULT_ShareFetchableTopicResponse = ShareFetchableTopicResponse()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node.
-    node_id: int = 0
-    #: The node's hostname.
-    host: str = ''
-    #: The node's port.
-    port: int = 0
-    #: The rack of the node, or null if it has not been assigned to a rack.
-    rack: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node.
+        node_id: int = 0
+        #: The node's hostname.
+        host: str = ''
+        #: The node's port.
+        port: int = 0
+        #: The rack of the node, or null if it has not been assigned to a rack.
+        rack: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -194,17 +354,50 @@ class ShareFetchResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level response error code.
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The response topics.
-    responses: tuple[ShareFetchableTopicResponse, ...] = ()
-    #: Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level response error code.
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The response topics.
+        responses: tuple[ShareFetchableTopicResponse, ...] = ()
+        #: Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        responses: tuple[ShareFetchableTopicResponse, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: tuple[ShareFetchableTopicResponse, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'responses', responses)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_ShareFetchResponse(_Message):
@@ -495,66 +688,66 @@ ShareFetchResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (229, 'ShareFetchResponse'),
-    (230, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
-    (232, 'ShareFetchResponse.ErrorMessage'),
-    (233, 'ShareFetchResponse.Responses'),
-    (245, 'ShareFetchResponse.NodeEndpoints'),
-    (257, 'ShareFetchResponse.<tagged fields>'),
-    (270, 'ShareFetchResponse'),
-    (274, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
-    (275, 'ShareFetchResponse.ErrorMessage'),
-    (276, 'ShareFetchResponse.Responses'),
-    (284, 'ShareFetchResponse.NodeEndpoints'),
-    (292, 'ShareFetchResponse.<tagged fields>'),
-    (298, 'ShareFetchableTopicResponse'),
-    (299, 'ShareFetchableTopicResponse.TopicId'),
-    (300, 'ShareFetchableTopicResponse.Partitions'),
-    (312, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (325, 'ShareFetchableTopicResponse'),
-    (329, 'ShareFetchableTopicResponse.TopicId'),
-    (330, 'ShareFetchableTopicResponse.Partitions'),
-    (338, 'ShareFetchableTopicResponse.<tagged fields>'),
-    (344, 'NodeEndpoint'),
-    (345, 'NodeEndpoint.NodeId'),
-    (347, 'NodeEndpoint.Host'),
-    (348, 'NodeEndpoint.Port'),
-    (350, 'NodeEndpoint.Rack'),
-    (351, 'NodeEndpoint.<tagged fields>'),
-    (364, 'NodeEndpoint'),
-    (368, 'NodeEndpoint.NodeId'),
-    (369, 'NodeEndpoint.Host'),
-    (370, 'NodeEndpoint.Port'),
-    (371, 'NodeEndpoint.Rack'),
-    (372, 'NodeEndpoint.<tagged fields>'),
-    (378, 'PartitionData'),
-    (379, 'PartitionData.PartitionIndex,ErrorCode'),
-    (381, 'PartitionData.ErrorMessage'),
-    (382, 'PartitionData.AcknowledgeErrorCode'),
-    (384, 'PartitionData.AcknowledgeErrorMessage'),
-    (385, 'PartitionData.CurrentLeader'),
-    (386, 'PartitionData.Records'),
-    (387, 'PartitionData.AcquiredRecords'),
-    (399, 'PartitionData.<tagged fields>'),
-    (412, 'PartitionData'),
-    (416, 'PartitionData.PartitionIndex,ErrorCode'),
-    (417, 'PartitionData.ErrorMessage'),
-    (418, 'PartitionData.AcknowledgeErrorCode'),
-    (419, 'PartitionData.AcknowledgeErrorMessage'),
-    (420, 'PartitionData.CurrentLeader'),
-    (421, 'PartitionData.Records'),
-    (422, 'PartitionData.AcquiredRecords'),
-    (430, 'PartitionData.<tagged fields>'),
-    (436, 'LeaderIdAndEpoch'),
-    (437, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (439, 'LeaderIdAndEpoch.<tagged fields>'),
-    (452, 'LeaderIdAndEpoch'),
-    (456, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
-    (457, 'LeaderIdAndEpoch.<tagged fields>'),
-    (463, 'AcquiredRecords'),
-    (464, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (466, 'AcquiredRecords.<tagged fields>'),
-    (479, 'AcquiredRecords'),
-    (483, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
-    (484, 'AcquiredRecords.<tagged fields>'),
+    (422, 'ShareFetchResponse'),
+    (423, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
+    (425, 'ShareFetchResponse.ErrorMessage'),
+    (426, 'ShareFetchResponse.Responses'),
+    (438, 'ShareFetchResponse.NodeEndpoints'),
+    (450, 'ShareFetchResponse.<tagged fields>'),
+    (463, 'ShareFetchResponse'),
+    (467, 'ShareFetchResponse.ThrottleTimeMs,ErrorCode'),
+    (468, 'ShareFetchResponse.ErrorMessage'),
+    (469, 'ShareFetchResponse.Responses'),
+    (477, 'ShareFetchResponse.NodeEndpoints'),
+    (485, 'ShareFetchResponse.<tagged fields>'),
+    (491, 'ShareFetchableTopicResponse'),
+    (492, 'ShareFetchableTopicResponse.TopicId'),
+    (493, 'ShareFetchableTopicResponse.Partitions'),
+    (505, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (518, 'ShareFetchableTopicResponse'),
+    (522, 'ShareFetchableTopicResponse.TopicId'),
+    (523, 'ShareFetchableTopicResponse.Partitions'),
+    (531, 'ShareFetchableTopicResponse.<tagged fields>'),
+    (537, 'NodeEndpoint'),
+    (538, 'NodeEndpoint.NodeId'),
+    (540, 'NodeEndpoint.Host'),
+    (541, 'NodeEndpoint.Port'),
+    (543, 'NodeEndpoint.Rack'),
+    (544, 'NodeEndpoint.<tagged fields>'),
+    (557, 'NodeEndpoint'),
+    (561, 'NodeEndpoint.NodeId'),
+    (562, 'NodeEndpoint.Host'),
+    (563, 'NodeEndpoint.Port'),
+    (564, 'NodeEndpoint.Rack'),
+    (565, 'NodeEndpoint.<tagged fields>'),
+    (571, 'PartitionData'),
+    (572, 'PartitionData.PartitionIndex,ErrorCode'),
+    (574, 'PartitionData.ErrorMessage'),
+    (575, 'PartitionData.AcknowledgeErrorCode'),
+    (577, 'PartitionData.AcknowledgeErrorMessage'),
+    (578, 'PartitionData.CurrentLeader'),
+    (579, 'PartitionData.Records'),
+    (580, 'PartitionData.AcquiredRecords'),
+    (592, 'PartitionData.<tagged fields>'),
+    (605, 'PartitionData'),
+    (609, 'PartitionData.PartitionIndex,ErrorCode'),
+    (610, 'PartitionData.ErrorMessage'),
+    (611, 'PartitionData.AcknowledgeErrorCode'),
+    (612, 'PartitionData.AcknowledgeErrorMessage'),
+    (613, 'PartitionData.CurrentLeader'),
+    (614, 'PartitionData.Records'),
+    (615, 'PartitionData.AcquiredRecords'),
+    (623, 'PartitionData.<tagged fields>'),
+    (629, 'LeaderIdAndEpoch'),
+    (630, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (632, 'LeaderIdAndEpoch.<tagged fields>'),
+    (645, 'LeaderIdAndEpoch'),
+    (649, 'LeaderIdAndEpoch.LeaderId,LeaderEpoch'),
+    (650, 'LeaderIdAndEpoch.<tagged fields>'),
+    (656, 'AcquiredRecords'),
+    (657, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (659, 'AcquiredRecords.<tagged fields>'),
+    (672, 'AcquiredRecords'),
+    (676, 'AcquiredRecords.FirstOffset,LastOffset,DeliveryCount'),
+    (677, 'AcquiredRecords.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">h")
 _S2 = Struct(">ii")
@@ -24,13 +31,42 @@ _S2 = Struct(">ii")
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
-    #: The topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The topic name.
-    topic_name: str = ''
-    #: The partitions.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The topic name.
+        topic_name: str = ''
+        #: The partitions.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        topic_name: str
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, topic_name: str = '', partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartitions:
@@ -53,9 +89,34 @@ _DEFAULT_TopicPartitions = TopicPartitions()
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    #: The assigned topic-partitions to the member.
-    topic_partitions: tuple[TopicPartitions, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The assigned topic-partitions to the member.
+        topic_partitions: tuple[TopicPartitions, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_partitions', 'unknown_tagged_fields', )
+        topic_partitions: tuple[TopicPartitions, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_partitions: tuple[TopicPartitions, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_partitions', topic_partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields, ) == (other.topic_partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields, ))
 
 
 class _New_Assignment:
@@ -74,21 +135,58 @@ _DEFAULT_Assignment = Assignment()
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    #: The member ID.
-    member_id: str = ''
-    #: The member rack ID.
-    rack_id: str | None = None
-    #: The current member epoch.
-    member_epoch: int = 0
-    #: The client ID.
-    client_id: str = ''
-    #: The client host.
-    client_host: str = ''
-    #: The subscribed topic names.
-    subscribed_topic_names: tuple[str, ...] = ()
-    #: The current assignment.
-    assignment: Assignment = _DEFAULT_Assignment
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The member ID.
+        member_id: str = ''
+        #: The member rack ID.
+        rack_id: str | None = None
+        #: The current member epoch.
+        member_epoch: int = 0
+        #: The client ID.
+        client_id: str = ''
+        #: The client host.
+        client_host: str = ''
+        #: The subscribed topic names.
+        subscribed_topic_names: tuple[str, ...] = ()
+        #: The current assignment.
+        assignment: Assignment = _DEFAULT_Assignment
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields', )
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: tuple[str, ...]
+        assignment: Assignment
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: tuple[str, ...] = (), assignment: Assignment = _DEFAULT_Assignment, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'rack_id', rack_id)
+            _object_setattr(self, 'member_epoch', member_epoch)
+            _object_setattr(self, 'client_id', client_id)
+            _object_setattr(self, 'client_host', client_host)
+            _object_setattr(self, 'subscribed_topic_names', subscribed_topic_names)
+            _object_setattr(self, 'assignment', assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, assignment={self.assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment, self.unknown_tagged_fields, ) == (other.member_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment, self.unknown_tagged_fields, ))
 
 
 class _New_Member:
@@ -119,25 +217,66 @@ _DEFAULT_Member = Member()
 
 @dataclass(frozen=True, slots=True)
 class DescribedGroup:
-    #: The describe error, or 0 if there was no error.
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The group ID string.
-    group_id: str = ''
-    #: The group state string, or the empty string.
-    group_state: str = ''
-    #: The group epoch.
-    group_epoch: int = 0
-    #: The assignment epoch.
-    assignment_epoch: int = 0
-    #: The selected assignor.
-    assignor_name: str = ''
-    #: The members.
-    members: tuple[Member, ...] = ()
-    #: 32-bit bitfield to represent authorized operations for this group.
-    authorized_operations: int = -2147483648
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The describe error, or 0 if there was no error.
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The group ID string.
+        group_id: str = ''
+        #: The group state string, or the empty string.
+        group_state: str = ''
+        #: The group epoch.
+        group_epoch: int = 0
+        #: The assignment epoch.
+        assignment_epoch: int = 0
+        #: The selected assignor.
+        assignor_name: str = ''
+        #: The members.
+        members: tuple[Member, ...] = ()
+        #: 32-bit bitfield to represent authorized operations for this group.
+        authorized_operations: int = -2147483648
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields', )
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: tuple[Member, ...]
+        authorized_operations: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, assignor_name: str = '', members: tuple[Member, ...] = (), authorized_operations: int = -2147483648, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'group_state', group_state)
+            _object_setattr(self, 'group_epoch', group_epoch)
+            _object_setattr(self, 'assignment_epoch', assignment_epoch)
+            _object_setattr(self, 'assignor_name', assignor_name)
+            _object_setattr(self, 'members', members)
+            _object_setattr(self, 'authorized_operations', authorized_operations)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields, ) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields, ))
 
 
 class _New_DescribedGroup:
@@ -179,11 +318,38 @@ class ShareGroupDescribeResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: Each described group.
-    groups: tuple[DescribedGroup, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: Each described group.
+        groups: tuple[DescribedGroup, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        groups: tuple[DescribedGroup, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, groups: tuple[DescribedGroup, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'groups', groups)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.groups, self.unknown_tagged_fields, ))
 
 
 class _New_ShareGroupDescribeResponse(_Message):
@@ -460,66 +626,66 @@ ShareGroupDescribeResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (202, 'ShareGroupDescribeResponse'),
-    (203, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
-    (205, 'ShareGroupDescribeResponse.Groups'),
-    (217, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (230, 'ShareGroupDescribeResponse'),
-    (234, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
-    (235, 'ShareGroupDescribeResponse.Groups'),
-    (243, 'ShareGroupDescribeResponse.<tagged fields>'),
-    (249, 'DescribedGroup'),
-    (250, 'DescribedGroup.ErrorCode'),
-    (252, 'DescribedGroup.ErrorMessage'),
-    (253, 'DescribedGroup.GroupId'),
-    (254, 'DescribedGroup.GroupState'),
-    (255, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (257, 'DescribedGroup.AssignorName'),
-    (258, 'DescribedGroup.Members'),
-    (270, 'DescribedGroup.AuthorizedOperations'),
-    (272, 'DescribedGroup.<tagged fields>'),
-    (285, 'DescribedGroup'),
-    (289, 'DescribedGroup.ErrorCode'),
-    (290, 'DescribedGroup.ErrorMessage'),
-    (291, 'DescribedGroup.GroupId'),
-    (292, 'DescribedGroup.GroupState'),
-    (293, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
-    (294, 'DescribedGroup.AssignorName'),
-    (295, 'DescribedGroup.Members'),
-    (303, 'DescribedGroup.AuthorizedOperations'),
-    (304, 'DescribedGroup.<tagged fields>'),
-    (310, 'Member'),
-    (311, 'Member.MemberId'),
-    (312, 'Member.RackId'),
-    (313, 'Member.MemberEpoch'),
-    (315, 'Member.ClientId'),
-    (316, 'Member.ClientHost'),
-    (317, 'Member.SubscribedTopicNames'),
-    (329, 'Member.Assignment'),
-    (330, 'Member.<tagged fields>'),
-    (343, 'Member'),
-    (347, 'Member.MemberId'),
-    (348, 'Member.RackId'),
-    (349, 'Member.MemberEpoch'),
-    (350, 'Member.ClientId'),
-    (351, 'Member.ClientHost'),
-    (352, 'Member.SubscribedTopicNames'),
-    (360, 'Member.Assignment'),
-    (361, 'Member.<tagged fields>'),
-    (367, 'Assignment'),
-    (368, 'Assignment.TopicPartitions'),
-    (380, 'Assignment.<tagged fields>'),
-    (393, 'Assignment'),
-    (397, 'Assignment.TopicPartitions'),
-    (405, 'Assignment.<tagged fields>'),
-    (411, 'TopicPartitions'),
-    (412, 'TopicPartitions.TopicId'),
-    (413, 'TopicPartitions.TopicName'),
-    (414, 'TopicPartitions.Partitions'),
-    (423, 'TopicPartitions.<tagged fields>'),
-    (436, 'TopicPartitions'),
-    (440, 'TopicPartitions.TopicId'),
-    (441, 'TopicPartitions.TopicName'),
-    (442, 'TopicPartitions.Partitions'),
-    (449, 'TopicPartitions.<tagged fields>'),
+    (368, 'ShareGroupDescribeResponse'),
+    (369, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
+    (371, 'ShareGroupDescribeResponse.Groups'),
+    (383, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (396, 'ShareGroupDescribeResponse'),
+    (400, 'ShareGroupDescribeResponse.ThrottleTimeMs'),
+    (401, 'ShareGroupDescribeResponse.Groups'),
+    (409, 'ShareGroupDescribeResponse.<tagged fields>'),
+    (415, 'DescribedGroup'),
+    (416, 'DescribedGroup.ErrorCode'),
+    (418, 'DescribedGroup.ErrorMessage'),
+    (419, 'DescribedGroup.GroupId'),
+    (420, 'DescribedGroup.GroupState'),
+    (421, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (423, 'DescribedGroup.AssignorName'),
+    (424, 'DescribedGroup.Members'),
+    (436, 'DescribedGroup.AuthorizedOperations'),
+    (438, 'DescribedGroup.<tagged fields>'),
+    (451, 'DescribedGroup'),
+    (455, 'DescribedGroup.ErrorCode'),
+    (456, 'DescribedGroup.ErrorMessage'),
+    (457, 'DescribedGroup.GroupId'),
+    (458, 'DescribedGroup.GroupState'),
+    (459, 'DescribedGroup.GroupEpoch,AssignmentEpoch'),
+    (460, 'DescribedGroup.AssignorName'),
+    (461, 'DescribedGroup.Members'),
+    (469, 'DescribedGroup.AuthorizedOperations'),
+    (470, 'DescribedGroup.<tagged fields>'),
+    (476, 'Member'),
+    (477, 'Member.MemberId'),
+    (478, 'Member.RackId'),
+    (479, 'Member.MemberEpoch'),
+    (481, 'Member.ClientId'),
+    (482, 'Member.ClientHost'),
+    (483, 'Member.SubscribedTopicNames'),
+    (495, 'Member.Assignment'),
+    (496, 'Member.<tagged fields>'),
+    (509, 'Member'),
+    (513, 'Member.MemberId'),
+    (514, 'Member.RackId'),
+    (515, 'Member.MemberEpoch'),
+    (516, 'Member.ClientId'),
+    (517, 'Member.ClientHost'),
+    (518, 'Member.SubscribedTopicNames'),
+    (526, 'Member.Assignment'),
+    (527, 'Member.<tagged fields>'),
+    (533, 'Assignment'),
+    (534, 'Assignment.TopicPartitions'),
+    (546, 'Assignment.<tagged fields>'),
+    (559, 'Assignment'),
+    (563, 'Assignment.TopicPartitions'),
+    (571, 'Assignment.<tagged fields>'),
+    (577, 'TopicPartitions'),
+    (578, 'TopicPartitions.TopicId'),
+    (579, 'TopicPartitions.TopicName'),
+    (580, 'TopicPartitions.Partitions'),
+    (589, 'TopicPartitions.<tagged fields>'),
+    (602, 'TopicPartitions'),
+    (606, 'TopicPartitions.TopicId'),
+    (607, 'TopicPartitions.TopicName'),
+    (608, 'TopicPartitions.Partitions'),
+    (615, 'TopicPartitions.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">ii")
 
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
-    #: The topic ID.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partitions.
-    partitions: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic ID.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partitions.
+        partitions: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicPartitions:
@@ -48,9 +82,34 @@ _DEFAULT_TopicPartitions = TopicPartitions()
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    #: The partitions assigned to the member.
-    topic_partitions: tuple[TopicPartitions, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partitions assigned to the member.
+        topic_partitions: tuple[TopicPartitions, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_partitions', 'unknown_tagged_fields', )
+        topic_partitions: tuple[TopicPartitions, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_partitions: tuple[TopicPartitions, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_partitions', topic_partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields, ) == (other.topic_partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_partitions, self.unknown_tagged_fields, ))
 
 
 class _New_Assignment:
@@ -76,21 +135,58 @@ class ShareGroupHeartbeatResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level error code, or 0 if there was no error
-    error_code: int = 0
-    #: The top-level error message, or null if there was no error.
-    error_message: str | None = None
-    #: The member ID generated by the coordinator. Only provided when the member joins with MemberEpoch == 0.
-    member_id: str | None = None
-    #: The member epoch.
-    member_epoch: int = 0
-    #: The heartbeat interval in milliseconds.
-    heartbeat_interval_ms: int = 0
-    #: null if not provided; the assignment otherwise.
-    assignment: Assignment | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level error code, or 0 if there was no error
+        error_code: int = 0
+        #: The top-level error message, or null if there was no error.
+        error_message: str | None = None
+        #: The member ID generated by the coordinator. Only provided when the member joins with MemberEpoch == 0.
+        member_id: str | None = None
+        #: The member epoch.
+        member_epoch: int = 0
+        #: The heartbeat interval in milliseconds.
+        heartbeat_interval_ms: int = 0
+        #: null if not provided; the assignment otherwise.
+        assignment: Assignment | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        member_id: str | None
+        member_epoch: int
+        heartbeat_interval_ms: int
+        assignment: Assignment | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, member_id: str | None = None, member_epoch: int = 0, heartbeat_interval_ms: int = 0, assignment: Assignment | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'member_epoch', member_epoch)
+            _object_setattr(self, 'heartbeat_interval_ms', heartbeat_interval_ms)
+            _object_setattr(self, 'assignment', assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, assignment={self.assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields, ))
 
 
 class _New_ShareGroupHeartbeatResponse(_Message):
@@ -253,32 +349,32 @@ ShareGroupHeartbeatResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (119, 'ShareGroupHeartbeatResponse'),
-    (120, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (122, 'ShareGroupHeartbeatResponse.ErrorMessage'),
-    (123, 'ShareGroupHeartbeatResponse.MemberId'),
-    (124, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
-    (126, 'ShareGroupHeartbeatResponse.Assignment'),
-    (130, 'ShareGroupHeartbeatResponse.<tagged fields>'),
-    (143, 'ShareGroupHeartbeatResponse'),
-    (147, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
-    (148, 'ShareGroupHeartbeatResponse.ErrorMessage'),
-    (149, 'ShareGroupHeartbeatResponse.MemberId'),
-    (150, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
-    (151, 'ShareGroupHeartbeatResponse.Assignment'),
-    (156, 'ShareGroupHeartbeatResponse.<tagged fields>'),
-    (162, 'Assignment'),
-    (163, 'Assignment.TopicPartitions'),
-    (175, 'Assignment.<tagged fields>'),
-    (188, 'Assignment'),
-    (192, 'Assignment.TopicPartitions'),
-    (200, 'Assignment.<tagged fields>'),
-    (206, 'TopicPartitions'),
-    (207, 'TopicPartitions.TopicId'),
-    (208, 'TopicPartitions.Partitions'),
-    (217, 'TopicPartitions.<tagged fields>'),
-    (230, 'TopicPartitions'),
-    (234, 'TopicPartitions.TopicId'),
-    (235, 'TopicPartitions.Partitions'),
-    (242, 'TopicPartitions.<tagged fields>'),
+    (215, 'ShareGroupHeartbeatResponse'),
+    (216, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (218, 'ShareGroupHeartbeatResponse.ErrorMessage'),
+    (219, 'ShareGroupHeartbeatResponse.MemberId'),
+    (220, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
+    (222, 'ShareGroupHeartbeatResponse.Assignment'),
+    (226, 'ShareGroupHeartbeatResponse.<tagged fields>'),
+    (239, 'ShareGroupHeartbeatResponse'),
+    (243, 'ShareGroupHeartbeatResponse.ThrottleTimeMs,ErrorCode'),
+    (244, 'ShareGroupHeartbeatResponse.ErrorMessage'),
+    (245, 'ShareGroupHeartbeatResponse.MemberId'),
+    (246, 'ShareGroupHeartbeatResponse.MemberEpoch,HeartbeatIntervalMs'),
+    (247, 'ShareGroupHeartbeatResponse.Assignment'),
+    (252, 'ShareGroupHeartbeatResponse.<tagged fields>'),
+    (258, 'Assignment'),
+    (259, 'Assignment.TopicPartitions'),
+    (271, 'Assignment.<tagged fields>'),
+    (284, 'Assignment'),
+    (288, 'Assignment.TopicPartitions'),
+    (296, 'Assignment.<tagged fields>'),
+    (302, 'TopicPartitions'),
+    (303, 'TopicPartitions.TopicId'),
+    (304, 'TopicPartitions.Partitions'),
+    (313, 'TopicPartitions.<tagged fields>'),
+    (326, 'TopicPartitions'),
+    (330, 'TopicPartitions.TopicId'),
+    (331, 'TopicPartitions.Partitions'),
+    (338, 'TopicPartitions.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">hq")
 
 
@@ -29,11 +36,38 @@ class SnapshotHeaderRecord(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The version of the snapshot header record
-    version: int = 0
-    #: The append time of the last record from the log contained in this snapshot
-    last_contained_log_timestamp: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The version of the snapshot header record
+        version: int = 0
+        #: The append time of the last record from the log contained in this snapshot
+        last_contained_log_timestamp: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('version', 'last_contained_log_timestamp', 'unknown_tagged_fields', )
+        version: int
+        last_contained_log_timestamp: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, version: int = 0, last_contained_log_timestamp: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'version', version)
+            _object_setattr(self, 'last_contained_log_timestamp', last_contained_log_timestamp)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(version={self.version!r}, last_contained_log_timestamp={self.last_contained_log_timestamp!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.version, self.last_contained_log_timestamp, self.unknown_tagged_fields, ) == (other.version, other.last_contained_log_timestamp, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.version, self.last_contained_log_timestamp, self.unknown_tagged_fields, ))
 
 
 class _New_SnapshotHeaderRecord(_Message):
@@ -84,10 +118,10 @@ SnapshotHeaderRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (52, 'SnapshotHeaderRecord'),
-    (53, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
-    (55, 'SnapshotHeaderRecord.<tagged fields>'),
-    (68, 'SnapshotHeaderRecord'),
-    (72, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
-    (73, 'SnapshotHeaderRecord.<tagged fields>'),
+    (86, 'SnapshotHeaderRecord'),
+    (87, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
+    (89, 'SnapshotHeaderRecord.<tagged fields>'),
+    (102, 'SnapshotHeaderRecord'),
+    (106, 'SnapshotHeaderRecord.Version,LastContainedLogTimestamp'),
+    (107, 'SnapshotHeaderRecord.<tagged fields>'),
 )

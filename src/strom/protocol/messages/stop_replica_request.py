@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii?")
 _S1 = Struct(">iiq?")
 _S2 = Struct(">iiq")
@@ -26,11 +33,38 @@ _S4 = Struct(">i")
 
 @dataclass(frozen=True, slots=True)
 class StopReplicaPartitionV0:
-    #: The topic name.
-    topic_name: str = ''
-    #: The partition index.
-    partition_index: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The partition index.
+        partition_index: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaPartitionV0:
@@ -51,11 +85,38 @@ _DEFAULT_StopReplicaPartitionV0 = StopReplicaPartitionV0()
 
 @dataclass(frozen=True, slots=True)
 class StopReplicaTopicV1:
-    #: The topic name.
-    name: str = ''
-    #: The partition indexes.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partition indexes.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaTopicV1:
@@ -76,13 +137,42 @@ _DEFAULT_StopReplicaTopicV1 = StopReplicaTopicV1()
 
 @dataclass(frozen=True, slots=True)
 class StopReplicaPartitionState:
-    #: The partition index.
-    partition_index: int = 0
-    #: The leader epoch.
-    leader_epoch: int = -1
-    #: Whether this partition should be deleted.
-    delete_partition: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The leader epoch.
+        leader_epoch: int = -1
+        #: Whether this partition should be deleted.
+        delete_partition: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields', )
+        partition_index: int
+        leader_epoch: int
+        delete_partition: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, leader_epoch: int = -1, delete_partition: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'delete_partition', delete_partition)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, delete_partition={self.delete_partition!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.leader_epoch, self.delete_partition, self.unknown_tagged_fields, ) == (other.partition_index, other.leader_epoch, other.delete_partition, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.leader_epoch, self.delete_partition, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaPartitionState:
@@ -105,11 +195,38 @@ _DEFAULT_StopReplicaPartitionState = StopReplicaPartitionState()
 
 @dataclass(frozen=True, slots=True)
 class StopReplicaTopicState:
-    #: The topic name.
-    topic_name: str = ''
-    #: The state of each partition
-    partition_states: tuple[StopReplicaPartitionState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The state of each partition
+        partition_states: tuple[StopReplicaPartitionState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_states', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_states: tuple[StopReplicaPartitionState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_states: tuple[StopReplicaPartitionState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_states', partition_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_states={self.partition_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_states, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_states, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaTopicState:
@@ -137,23 +254,62 @@ class StopReplicaRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 5)
-    #: The controller id.
-    controller_id: int = 0
-    #: If KRaft controller id is used during migration. See KIP-866
-    is_k_raft_controller: bool = False
-    #: The controller epoch.
-    controller_epoch: int = 0
-    #: The broker epoch.
-    broker_epoch: int = -1
-    #: Whether these partitions should be deleted.
-    delete_partitions: bool = False
-    #: The partitions to stop.
-    ungrouped_partitions: tuple[StopReplicaPartitionV0, ...] = ()
-    #: The topics to stop.
-    topics: tuple[StopReplicaTopicV1, ...] = ()
-    #: Each topic.
-    topic_states: tuple[StopReplicaTopicState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The controller id.
+        controller_id: int = 0
+        #: If KRaft controller id is used during migration. See KIP-866
+        is_k_raft_controller: bool = False
+        #: The controller epoch.
+        controller_epoch: int = 0
+        #: The broker epoch.
+        broker_epoch: int = -1
+        #: Whether these partitions should be deleted.
+        delete_partitions: bool = False
+        #: The partitions to stop.
+        ungrouped_partitions: tuple[StopReplicaPartitionV0, ...] = ()
+        #: The topics to stop.
+        topics: tuple[StopReplicaTopicV1, ...] = ()
+        #: Each topic.
+        topic_states: tuple[StopReplicaTopicState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields', )
+        controller_id: int
+        is_k_raft_controller: bool
+        controller_epoch: int
+        broker_epoch: int
+        delete_partitions: bool
+        ungrouped_partitions: tuple[StopReplicaPartitionV0, ...]
+        topics: tuple[StopReplicaTopicV1, ...]
+        topic_states: tuple[StopReplicaTopicState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = -1, delete_partitions: bool = False, ungrouped_partitions: tuple[StopReplicaPartitionV0, ...] = (), topics: tuple[StopReplicaTopicV1, ...] = (), topic_states: tuple[StopReplicaTopicState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'is_k_raft_controller', is_k_raft_controller)
+            _object_setattr(self, 'controller_epoch', controller_epoch)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'delete_partitions', delete_partitions)
+            _object_setattr(self, 'ungrouped_partitions', ungrouped_partitions)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'topic_states', topic_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, delete_partitions={self.delete_partitions!r}, ungrouped_partitions={self.ungrouped_partitions!r}, topics={self.topics!r}, topic_states={self.topic_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.delete_partitions, self.ungrouped_partitions, self.topics, self.topic_states, self.unknown_tagged_fields, ) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.delete_partitions, other.ungrouped_partitions, other.topics, other.topic_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.delete_partitions, self.ungrouped_partitions, self.topics, self.topic_states, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaRequest(_Message):
@@ -564,90 +720,90 @@ StopReplicaRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (184, 'StopReplicaRequest'),
-    (185, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
-    (187, 'StopReplicaRequest.UngroupedPartitions'),
-    (196, 'StopReplicaRequest'),
-    (200, 'StopReplicaRequest.isKRaftController'),
-    (202, 'StopReplicaRequest.Topics'),
-    (204, 'StopReplicaRequest.TopicStates'),
-    (206, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
-    (207, 'StopReplicaRequest.UngroupedPartitions'),
-    (214, 'StopReplicaRequest'),
-    (215, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (217, 'StopReplicaRequest.Topics'),
-    (226, 'StopReplicaRequest'),
-    (230, 'StopReplicaRequest.isKRaftController'),
-    (232, 'StopReplicaRequest.UngroupedPartitions'),
-    (234, 'StopReplicaRequest.TopicStates'),
-    (236, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (237, 'StopReplicaRequest.Topics'),
-    (244, 'StopReplicaRequest'),
-    (245, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (247, 'StopReplicaRequest.Topics'),
-    (259, 'StopReplicaRequest.<tagged fields>'),
-    (272, 'StopReplicaRequest'),
-    (276, 'StopReplicaRequest.isKRaftController'),
-    (278, 'StopReplicaRequest.UngroupedPartitions'),
-    (280, 'StopReplicaRequest.TopicStates'),
-    (282, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
-    (283, 'StopReplicaRequest.Topics'),
-    (291, 'StopReplicaRequest.<tagged fields>'),
-    (297, 'StopReplicaRequest'),
-    (298, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (300, 'StopReplicaRequest.TopicStates'),
-    (312, 'StopReplicaRequest.<tagged fields>'),
-    (325, 'StopReplicaRequest'),
-    (329, 'StopReplicaRequest.isKRaftController'),
-    (331, 'StopReplicaRequest.DeletePartitions'),
-    (333, 'StopReplicaRequest.UngroupedPartitions'),
-    (335, 'StopReplicaRequest.Topics'),
-    (337, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (338, 'StopReplicaRequest.TopicStates'),
-    (346, 'StopReplicaRequest.<tagged fields>'),
+    (340, 'StopReplicaRequest'),
+    (341, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
+    (343, 'StopReplicaRequest.UngroupedPartitions'),
     (352, 'StopReplicaRequest'),
-    (353, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (355, 'StopReplicaRequest.TopicStates'),
-    (367, 'StopReplicaRequest.<tagged fields>'),
-    (380, 'StopReplicaRequest'),
-    (384, 'StopReplicaRequest.DeletePartitions'),
-    (386, 'StopReplicaRequest.UngroupedPartitions'),
-    (388, 'StopReplicaRequest.Topics'),
-    (390, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (391, 'StopReplicaRequest.TopicStates'),
-    (399, 'StopReplicaRequest.<tagged fields>'),
-    (405, 'StopReplicaPartitionV0'),
-    (406, 'StopReplicaPartitionV0.TopicName'),
-    (407, 'StopReplicaPartitionV0.PartitionIndex'),
-    (409, 'StopReplicaPartitionV0'),
-    (413, 'StopReplicaPartitionV0.TopicName'),
-    (414, 'StopReplicaPartitionV0.PartitionIndex'),
-    (417, 'StopReplicaTopicV1'),
-    (418, 'StopReplicaTopicV1.Name'),
-    (419, 'StopReplicaTopicV1.PartitionIndexes'),
-    (425, 'StopReplicaTopicV1'),
-    (429, 'StopReplicaTopicV1.Name'),
-    (430, 'StopReplicaTopicV1.PartitionIndexes'),
-    (436, 'StopReplicaTopicV1'),
-    (437, 'StopReplicaTopicV1.Name'),
-    (438, 'StopReplicaTopicV1.PartitionIndexes'),
-    (447, 'StopReplicaTopicV1.<tagged fields>'),
-    (460, 'StopReplicaTopicV1'),
-    (464, 'StopReplicaTopicV1.Name'),
-    (465, 'StopReplicaTopicV1.PartitionIndexes'),
-    (472, 'StopReplicaTopicV1.<tagged fields>'),
-    (478, 'StopReplicaTopicState'),
-    (479, 'StopReplicaTopicState.TopicName'),
-    (480, 'StopReplicaTopicState.PartitionStates'),
-    (492, 'StopReplicaTopicState.<tagged fields>'),
-    (505, 'StopReplicaTopicState'),
-    (509, 'StopReplicaTopicState.TopicName'),
-    (510, 'StopReplicaTopicState.PartitionStates'),
-    (518, 'StopReplicaTopicState.<tagged fields>'),
-    (524, 'StopReplicaPartitionState'),
-    (525, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (527, 'StopReplicaPartitionState.<tagged fields>'),
-    (540, 'StopReplicaPartitionState'),
-    (544, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
-    (545, 'StopReplicaPartitionState.<tagged fields>'),
+    (356, 'StopReplicaRequest.isKRaftController'),
+    (358, 'StopReplicaRequest.Topics'),
+    (360, 'StopReplicaRequest.TopicStates'),
+    (362, 'StopReplicaRequest.ControllerId,ControllerEpoch,DeletePartitions'),
+    (363, 'StopReplicaRequest.UngroupedPartitions'),
+    (370, 'StopReplicaRequest'),
+    (371, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (373, 'StopReplicaRequest.Topics'),
+    (382, 'StopReplicaRequest'),
+    (386, 'StopReplicaRequest.isKRaftController'),
+    (388, 'StopReplicaRequest.UngroupedPartitions'),
+    (390, 'StopReplicaRequest.TopicStates'),
+    (392, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (393, 'StopReplicaRequest.Topics'),
+    (400, 'StopReplicaRequest'),
+    (401, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (403, 'StopReplicaRequest.Topics'),
+    (415, 'StopReplicaRequest.<tagged fields>'),
+    (428, 'StopReplicaRequest'),
+    (432, 'StopReplicaRequest.isKRaftController'),
+    (434, 'StopReplicaRequest.UngroupedPartitions'),
+    (436, 'StopReplicaRequest.TopicStates'),
+    (438, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch,DeletePartitions'),
+    (439, 'StopReplicaRequest.Topics'),
+    (447, 'StopReplicaRequest.<tagged fields>'),
+    (453, 'StopReplicaRequest'),
+    (454, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (456, 'StopReplicaRequest.TopicStates'),
+    (468, 'StopReplicaRequest.<tagged fields>'),
+    (481, 'StopReplicaRequest'),
+    (485, 'StopReplicaRequest.isKRaftController'),
+    (487, 'StopReplicaRequest.DeletePartitions'),
+    (489, 'StopReplicaRequest.UngroupedPartitions'),
+    (491, 'StopReplicaRequest.Topics'),
+    (493, 'StopReplicaRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (494, 'StopReplicaRequest.TopicStates'),
+    (502, 'StopReplicaRequest.<tagged fields>'),
+    (508, 'StopReplicaRequest'),
+    (509, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (511, 'StopReplicaRequest.TopicStates'),
+    (523, 'StopReplicaRequest.<tagged fields>'),
+    (536, 'StopReplicaRequest'),
+    (540, 'StopReplicaRequest.DeletePartitions'),
+    (542, 'StopReplicaRequest.UngroupedPartitions'),
+    (544, 'StopReplicaRequest.Topics'),
+    (546, 'StopReplicaRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (547, 'StopReplicaRequest.TopicStates'),
+    (555, 'StopReplicaRequest.<tagged fields>'),
+    (561, 'StopReplicaPartitionV0'),
+    (562, 'StopReplicaPartitionV0.TopicName'),
+    (563, 'StopReplicaPartitionV0.PartitionIndex'),
+    (565, 'StopReplicaPartitionV0'),
+    (569, 'StopReplicaPartitionV0.TopicName'),
+    (570, 'StopReplicaPartitionV0.PartitionIndex'),
+    (573, 'StopReplicaTopicV1'),
+    (574, 'StopReplicaTopicV1.Name'),
+    (575, 'StopReplicaTopicV1.PartitionIndexes'),
+    (581, 'StopReplicaTopicV1'),
+    (585, 'StopReplicaTopicV1.Name'),
+    (586, 'StopReplicaTopicV1.PartitionIndexes'),
+    (592, 'StopReplicaTopicV1'),
+    (593, 'StopReplicaTopicV1.Name'),
+    (594, 'StopReplicaTopicV1.PartitionIndexes'),
+    (603, 'StopReplicaTopicV1.<tagged fields>'),
+    (616, 'StopReplicaTopicV1'),
+    (620, 'StopReplicaTopicV1.Name'),
+    (621, 'StopReplicaTopicV1.PartitionIndexes'),
+    (628, 'StopReplicaTopicV1.<tagged fields>'),
+    (634, 'StopReplicaTopicState'),
+    (635, 'StopReplicaTopicState.TopicName'),
+    (636, 'StopReplicaTopicState.PartitionStates'),
+    (648, 'StopReplicaTopicState.<tagged fields>'),
+    (661, 'StopReplicaTopicState'),
+    (665, 'StopReplicaTopicState.TopicName'),
+    (666, 'StopReplicaTopicState.PartitionStates'),
+    (674, 'StopReplicaTopicState.<tagged fields>'),
+    (680, 'StopReplicaPartitionState'),
+    (681, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (683, 'StopReplicaPartitionState.<tagged fields>'),
+    (696, 'StopReplicaPartitionState'),
+    (700, 'StopReplicaPartitionState.PartitionIndex,LeaderEpoch,DeletePartition'),
+    (701, 'StopReplicaPartitionState.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,19 +17,55 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class StopReplicaPartitionError:
-    #: The topic name.
-    topic_name: str = ''
-    #: The partition index.
-    partition_index: int = 0
-    #: The partition error code, or 0 if there was no partition error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The partition index.
+        partition_index: int = 0
+        #: The partition error code, or 0 if there was no partition error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaPartitionError:
@@ -59,11 +95,38 @@ class StopReplicaResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(2, 5)
-    #: The top-level error code, or 0 if there was no top-level error.
-    error_code: int = 0
-    #: The responses for each partition.
-    partition_errors: tuple[StopReplicaPartitionError, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top-level error code, or 0 if there was no top-level error.
+        error_code: int = 0
+        #: The responses for each partition.
+        partition_errors: tuple[StopReplicaPartitionError, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'partition_errors', 'unknown_tagged_fields', )
+        error_code: int
+        partition_errors: tuple[StopReplicaPartitionError, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, partition_errors: tuple[StopReplicaPartitionError, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'partition_errors', partition_errors)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_errors={self.partition_errors!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_errors, self.unknown_tagged_fields, ) == (other.error_code, other.partition_errors, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.partition_errors, self.unknown_tagged_fields, ))
 
 
 class _New_StopReplicaResponse(_Message):
@@ -207,32 +270,32 @@ StopReplicaResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (82, 'StopReplicaResponse'),
-    (83, 'StopReplicaResponse.ErrorCode'),
-    (85, 'StopReplicaResponse.PartitionErrors'),
-    (94, 'StopReplicaResponse'),
-    (98, 'StopReplicaResponse.ErrorCode'),
-    (99, 'StopReplicaResponse.PartitionErrors'),
-    (106, 'StopReplicaResponse'),
-    (107, 'StopReplicaResponse.ErrorCode'),
-    (109, 'StopReplicaResponse.PartitionErrors'),
-    (121, 'StopReplicaResponse.<tagged fields>'),
-    (134, 'StopReplicaResponse'),
-    (138, 'StopReplicaResponse.ErrorCode'),
-    (139, 'StopReplicaResponse.PartitionErrors'),
-    (147, 'StopReplicaResponse.<tagged fields>'),
-    (153, 'StopReplicaPartitionError'),
-    (154, 'StopReplicaPartitionError.TopicName'),
-    (155, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (157, 'StopReplicaPartitionError'),
-    (161, 'StopReplicaPartitionError.TopicName'),
-    (162, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (165, 'StopReplicaPartitionError'),
-    (166, 'StopReplicaPartitionError.TopicName'),
-    (167, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (169, 'StopReplicaPartitionError.<tagged fields>'),
-    (182, 'StopReplicaPartitionError'),
-    (186, 'StopReplicaPartitionError.TopicName'),
-    (187, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
-    (188, 'StopReplicaPartitionError.<tagged fields>'),
+    (145, 'StopReplicaResponse'),
+    (146, 'StopReplicaResponse.ErrorCode'),
+    (148, 'StopReplicaResponse.PartitionErrors'),
+    (157, 'StopReplicaResponse'),
+    (161, 'StopReplicaResponse.ErrorCode'),
+    (162, 'StopReplicaResponse.PartitionErrors'),
+    (169, 'StopReplicaResponse'),
+    (170, 'StopReplicaResponse.ErrorCode'),
+    (172, 'StopReplicaResponse.PartitionErrors'),
+    (184, 'StopReplicaResponse.<tagged fields>'),
+    (197, 'StopReplicaResponse'),
+    (201, 'StopReplicaResponse.ErrorCode'),
+    (202, 'StopReplicaResponse.PartitionErrors'),
+    (210, 'StopReplicaResponse.<tagged fields>'),
+    (216, 'StopReplicaPartitionError'),
+    (217, 'StopReplicaPartitionError.TopicName'),
+    (218, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (220, 'StopReplicaPartitionError'),
+    (224, 'StopReplicaPartitionError.TopicName'),
+    (225, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (228, 'StopReplicaPartitionError'),
+    (229, 'StopReplicaPartitionError.TopicName'),
+    (230, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (232, 'StopReplicaPartitionError.<tagged fields>'),
+    (245, 'StopReplicaPartitionError'),
+    (249, 'StopReplicaPartitionError.TopicName'),
+    (250, 'StopReplicaPartitionError.PartitionIndex,ErrorCode'),
+    (251, 'StopReplicaPartitionError.<tagged fields>'),
 )

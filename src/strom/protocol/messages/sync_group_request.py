@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,16 +17,50 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class SyncGroupRequestAssignment:
-    #: The ID of the member to assign.
-    member_id: str = ''
-    #: The member assignment.
-    assignment: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the member to assign.
+        member_id: str = ''
+        #: The member assignment.
+        assignment: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('member_id', 'assignment', 'unknown_tagged_fields', )
+        member_id: str
+        assignment: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, member_id: str = '', assignment: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'assignment', assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, assignment={self.assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.assignment, self.unknown_tagged_fields, ) == (other.member_id, other.assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.member_id, self.assignment, self.unknown_tagged_fields, ))
 
 
 class _New_SyncGroupRequestAssignment:
@@ -54,21 +88,58 @@ class SyncGroupRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 6)
-    #: The unique group identifier.
-    group_id: str = ''
-    #: The generation of the group.
-    generation_id: int = 0
-    #: The member ID assigned by the group.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: The group protocol type.
-    protocol_type: str | None = None
-    #: The group protocol name.
-    protocol_name: str | None = None
-    #: Each assignment.
-    assignments: tuple[SyncGroupRequestAssignment, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The unique group identifier.
+        group_id: str = ''
+        #: The generation of the group.
+        generation_id: int = 0
+        #: The member ID assigned by the group.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: The group protocol type.
+        protocol_type: str | None = None
+        #: The group protocol name.
+        protocol_name: str | None = None
+        #: Each assignment.
+        assignments: tuple[SyncGroupRequestAssignment, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'generation_id', 'member_id', 'group_instance_id', 'protocol_type', 'protocol_name', 'assignments', 'unknown_tagged_fields', )
+        group_id: str
+        generation_id: int
+        member_id: str
+        group_instance_id: str | None
+        protocol_type: str | None
+        protocol_name: str | None
+        assignments: tuple[SyncGroupRequestAssignment, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', generation_id: int = 0, member_id: str = '', group_instance_id: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None, assignments: tuple[SyncGroupRequestAssignment, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'generation_id', generation_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'protocol_name', protocol_name)
+            _object_setattr(self, 'assignments', assignments)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignments={self.assignments!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.protocol_type, self.protocol_name, self.assignments, self.unknown_tagged_fields, ) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.protocol_type, other.protocol_name, other.assignments, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.protocol_type, self.protocol_name, self.assignments, self.unknown_tagged_fields, ))
 
 
 class _New_SyncGroupRequest(_Message):
@@ -321,73 +392,73 @@ SyncGroupRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (97, 'SyncGroupRequest'),
-    (98, 'SyncGroupRequest.GroupId'),
-    (99, 'SyncGroupRequest.GenerationId'),
-    (101, 'SyncGroupRequest.MemberId'),
-    (102, 'SyncGroupRequest.Assignments'),
-    (111, 'SyncGroupRequest'),
-    (115, 'SyncGroupRequest.GroupInstanceId'),
-    (117, 'SyncGroupRequest.GroupId'),
-    (118, 'SyncGroupRequest.GenerationId'),
-    (119, 'SyncGroupRequest.MemberId'),
-    (120, 'SyncGroupRequest.Assignments'),
-    (127, 'SyncGroupRequest'),
-    (128, 'SyncGroupRequest.GroupId'),
-    (129, 'SyncGroupRequest.GenerationId'),
-    (131, 'SyncGroupRequest.MemberId'),
-    (132, 'SyncGroupRequest.GroupInstanceId'),
-    (133, 'SyncGroupRequest.Assignments'),
-    (142, 'SyncGroupRequest'),
-    (146, 'SyncGroupRequest.GroupId'),
-    (147, 'SyncGroupRequest.GenerationId'),
-    (148, 'SyncGroupRequest.MemberId'),
-    (149, 'SyncGroupRequest.GroupInstanceId'),
-    (150, 'SyncGroupRequest.Assignments'),
-    (157, 'SyncGroupRequest'),
-    (158, 'SyncGroupRequest.GroupId'),
-    (159, 'SyncGroupRequest.GenerationId'),
-    (161, 'SyncGroupRequest.MemberId'),
-    (162, 'SyncGroupRequest.GroupInstanceId'),
-    (163, 'SyncGroupRequest.Assignments'),
-    (175, 'SyncGroupRequest.<tagged fields>'),
-    (188, 'SyncGroupRequest'),
-    (192, 'SyncGroupRequest.GroupId'),
-    (193, 'SyncGroupRequest.GenerationId'),
-    (194, 'SyncGroupRequest.MemberId'),
-    (195, 'SyncGroupRequest.GroupInstanceId'),
-    (196, 'SyncGroupRequest.Assignments'),
-    (204, 'SyncGroupRequest.<tagged fields>'),
-    (210, 'SyncGroupRequest'),
-    (211, 'SyncGroupRequest.GroupId'),
-    (212, 'SyncGroupRequest.GenerationId'),
-    (214, 'SyncGroupRequest.MemberId'),
-    (215, 'SyncGroupRequest.GroupInstanceId'),
-    (216, 'SyncGroupRequest.ProtocolType'),
-    (217, 'SyncGroupRequest.ProtocolName'),
-    (218, 'SyncGroupRequest.Assignments'),
-    (230, 'SyncGroupRequest.<tagged fields>'),
-    (243, 'SyncGroupRequest'),
-    (247, 'SyncGroupRequest.GroupId'),
-    (248, 'SyncGroupRequest.GenerationId'),
-    (249, 'SyncGroupRequest.MemberId'),
-    (250, 'SyncGroupRequest.GroupInstanceId'),
-    (251, 'SyncGroupRequest.ProtocolType'),
-    (252, 'SyncGroupRequest.ProtocolName'),
-    (253, 'SyncGroupRequest.Assignments'),
-    (261, 'SyncGroupRequest.<tagged fields>'),
-    (267, 'SyncGroupRequestAssignment'),
-    (268, 'SyncGroupRequestAssignment.MemberId'),
-    (269, 'SyncGroupRequestAssignment.Assignment'),
-    (270, 'SyncGroupRequestAssignment'),
-    (274, 'SyncGroupRequestAssignment.MemberId'),
-    (275, 'SyncGroupRequestAssignment.Assignment'),
-    (278, 'SyncGroupRequestAssignment'),
-    (279, 'SyncGroupRequestAssignment.MemberId'),
-    (280, 'SyncGroupRequestAssignment.Assignment'),
-    (281, 'SyncGroupRequestAssignment.<tagged fields>'),
-    (294, 'SyncGroupRequestAssignment'),
-    (298, 'SyncGroupRequestAssignment.MemberId'),
-    (299, 'SyncGroupRequestAssignment.Assignment'),
-    (300, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (168, 'SyncGroupRequest'),
+    (169, 'SyncGroupRequest.GroupId'),
+    (170, 'SyncGroupRequest.GenerationId'),
+    (172, 'SyncGroupRequest.MemberId'),
+    (173, 'SyncGroupRequest.Assignments'),
+    (182, 'SyncGroupRequest'),
+    (186, 'SyncGroupRequest.GroupInstanceId'),
+    (188, 'SyncGroupRequest.GroupId'),
+    (189, 'SyncGroupRequest.GenerationId'),
+    (190, 'SyncGroupRequest.MemberId'),
+    (191, 'SyncGroupRequest.Assignments'),
+    (198, 'SyncGroupRequest'),
+    (199, 'SyncGroupRequest.GroupId'),
+    (200, 'SyncGroupRequest.GenerationId'),
+    (202, 'SyncGroupRequest.MemberId'),
+    (203, 'SyncGroupRequest.GroupInstanceId'),
+    (204, 'SyncGroupRequest.Assignments'),
+    (213, 'SyncGroupRequest'),
+    (217, 'SyncGroupRequest.GroupId'),
+    (218, 'SyncGroupRequest.GenerationId'),
+    (219, 'SyncGroupRequest.MemberId'),
+    (220, 'SyncGroupRequest.GroupInstanceId'),
+    (221, 'SyncGroupRequest.Assignments'),
+    (228, 'SyncGroupRequest'),
+    (229, 'SyncGroupRequest.GroupId'),
+    (230, 'SyncGroupRequest.GenerationId'),
+    (232, 'SyncGroupRequest.MemberId'),
+    (233, 'SyncGroupRequest.GroupInstanceId'),
+    (234, 'SyncGroupRequest.Assignments'),
+    (246, 'SyncGroupRequest.<tagged fields>'),
+    (259, 'SyncGroupRequest'),
+    (263, 'SyncGroupRequest.GroupId'),
+    (264, 'SyncGroupRequest.GenerationId'),
+    (265, 'SyncGroupRequest.MemberId'),
+    (266, 'SyncGroupRequest.GroupInstanceId'),
+    (267, 'SyncGroupRequest.Assignments'),
+    (275, 'SyncGroupRequest.<tagged fields>'),
+    (281, 'SyncGroupRequest'),
+    (282, 'SyncGroupRequest.GroupId'),
+    (283, 'SyncGroupRequest.GenerationId'),
+    (285, 'SyncGroupRequest.MemberId'),
+    (286, 'SyncGroupRequest.GroupInstanceId'),
+    (287, 'SyncGroupRequest.ProtocolType'),
+    (288, 'SyncGroupRequest.ProtocolName'),
+    (289, 'SyncGroupRequest.Assignments'),
+    (301, 'SyncGroupRequest.<tagged fields>'),
+    (314, 'SyncGroupRequest'),
+    (318, 'SyncGroupRequest.GroupId'),
+    (319, 'SyncGroupRequest.GenerationId'),
+    (320, 'SyncGroupRequest.MemberId'),
+    (321, 'SyncGroupRequest.GroupInstanceId'),
+    (322, 'SyncGroupRequest.ProtocolType'),
+    (323, 'SyncGroupRequest.ProtocolName'),
+    (324, 'SyncGroupRequest.Assignments'),
+    (332, 'SyncGroupRequest.<tagged fields>'),
+    (338, 'SyncGroupRequestAssignment'),
+    (339, 'SyncGroupRequestAssignment.MemberId'),
+    (340, 'SyncGroupRequestAssignment.Assignment'),
+    (341, 'SyncGroupRequestAssignment'),
+    (345, 'SyncGroupRequestAssignment.MemberId'),
+    (346, 'SyncGroupRequestAssignment.Assignment'),
+    (349, 'SyncGroupRequestAssignment'),
+    (350, 'SyncGroupRequestAssignment.MemberId'),
+    (351, 'SyncGroupRequestAssignment.Assignment'),
+    (352, 'SyncGroupRequestAssignment.<tagged fields>'),
+    (365, 'SyncGroupRequestAssignment'),
+    (369, 'SyncGroupRequestAssignment.MemberId'),
+    (370, 'SyncGroupRequestAssignment.Assignment'),
+    (371, 'SyncGroupRequestAssignment.<tagged fields>'),
 )

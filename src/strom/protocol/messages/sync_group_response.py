@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">ih")
 
@@ -30,17 +37,50 @@ class SyncGroupResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 6)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(4, 6)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The group protocol type.
-    protocol_type: str | None = None
-    #: The group protocol name.
-    protocol_name: str | None = None
-    #: The member assignment.
-    assignment: bytes = b""
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The group protocol type.
+        protocol_type: str | None = None
+        #: The group protocol name.
+        protocol_name: str | None = None
+        #: The member assignment.
+        assignment: bytes = b""
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'protocol_type', 'protocol_name', 'assignment', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        protocol_type: str | None
+        protocol_name: str | None
+        assignment: bytes
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, protocol_type: str | None = None, protocol_name: str | None = None, assignment: bytes = b"", unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'protocol_type', protocol_type)
+            _object_setattr(self, 'protocol_name', protocol_name)
+            _object_setattr(self, 'assignment', assignment)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignment={self.assignment!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.protocol_type, self.protocol_name, self.assignment, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.protocol_type, other.protocol_name, other.assignment, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.protocol_type, self.protocol_name, self.assignment, self.unknown_tagged_fields, ))
 
 
 class _New_SyncGroupResponse(_Message):
@@ -166,36 +206,36 @@ SyncGroupResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (65, 'SyncGroupResponse'),
-    (66, 'SyncGroupResponse.ErrorCode'),
-    (68, 'SyncGroupResponse.Assignment'),
-    (69, 'SyncGroupResponse'),
-    (73, 'SyncGroupResponse.ErrorCode'),
-    (74, 'SyncGroupResponse.Assignment'),
-    (77, 'SyncGroupResponse'),
-    (78, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (80, 'SyncGroupResponse.Assignment'),
-    (81, 'SyncGroupResponse'),
-    (85, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (86, 'SyncGroupResponse.Assignment'),
-    (89, 'SyncGroupResponse'),
-    (90, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (92, 'SyncGroupResponse.Assignment'),
-    (93, 'SyncGroupResponse.<tagged fields>'),
-    (106, 'SyncGroupResponse'),
-    (110, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (111, 'SyncGroupResponse.Assignment'),
-    (112, 'SyncGroupResponse.<tagged fields>'),
-    (118, 'SyncGroupResponse'),
-    (119, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (121, 'SyncGroupResponse.ProtocolType'),
-    (122, 'SyncGroupResponse.ProtocolName'),
-    (123, 'SyncGroupResponse.Assignment'),
-    (124, 'SyncGroupResponse.<tagged fields>'),
-    (137, 'SyncGroupResponse'),
-    (141, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
-    (142, 'SyncGroupResponse.ProtocolType'),
-    (143, 'SyncGroupResponse.ProtocolName'),
-    (144, 'SyncGroupResponse.Assignment'),
-    (145, 'SyncGroupResponse.<tagged fields>'),
+    (105, 'SyncGroupResponse'),
+    (106, 'SyncGroupResponse.ErrorCode'),
+    (108, 'SyncGroupResponse.Assignment'),
+    (109, 'SyncGroupResponse'),
+    (113, 'SyncGroupResponse.ErrorCode'),
+    (114, 'SyncGroupResponse.Assignment'),
+    (117, 'SyncGroupResponse'),
+    (118, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (120, 'SyncGroupResponse.Assignment'),
+    (121, 'SyncGroupResponse'),
+    (125, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (126, 'SyncGroupResponse.Assignment'),
+    (129, 'SyncGroupResponse'),
+    (130, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (132, 'SyncGroupResponse.Assignment'),
+    (133, 'SyncGroupResponse.<tagged fields>'),
+    (146, 'SyncGroupResponse'),
+    (150, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (151, 'SyncGroupResponse.Assignment'),
+    (152, 'SyncGroupResponse.<tagged fields>'),
+    (158, 'SyncGroupResponse'),
+    (159, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (161, 'SyncGroupResponse.ProtocolType'),
+    (162, 'SyncGroupResponse.ProtocolName'),
+    (163, 'SyncGroupResponse.Assignment'),
+    (164, 'SyncGroupResponse.<tagged fields>'),
+    (177, 'SyncGroupResponse'),
+    (181, 'SyncGroupResponse.ThrottleTimeMs,ErrorCode'),
+    (182, 'SyncGroupResponse.ProtocolType'),
+    (183, 'SyncGroupResponse.ProtocolName'),
+    (184, 'SyncGroupResponse.Assignment'),
+    (185, 'SyncGroupResponse.<tagged fields>'),
 )

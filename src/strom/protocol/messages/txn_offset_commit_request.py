@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">qh")
 _S1 = Struct(">qhi")
 _S2 = Struct(">iq")
@@ -25,15 +32,46 @@ _S3 = Struct(">iqi")
 
 @dataclass(frozen=True, slots=True)
 class TxnOffsetCommitRequestPartition:
-    #: The index of the partition within the topic.
-    partition_index: int = 0
-    #: The message offset to be committed.
-    committed_offset: int = 0
-    #: The leader epoch of the last consumed record.
-    committed_leader_epoch: int = -1
-    #: Any associated metadata the client wants to keep.
-    committed_metadata: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The index of the partition within the topic.
+        partition_index: int = 0
+        #: The message offset to be committed.
+        committed_offset: int = 0
+        #: The leader epoch of the last consumed record.
+        committed_leader_epoch: int = -1
+        #: Any associated metadata the client wants to keep.
+        committed_metadata: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields', )
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        committed_metadata: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'committed_offset', committed_offset)
+            _object_setattr(self, 'committed_leader_epoch', committed_leader_epoch)
+            _object_setattr(self, 'committed_metadata', committed_metadata)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, committed_metadata={self.committed_metadata!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.committed_metadata, self.unknown_tagged_fields, ) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.committed_metadata, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.committed_offset, self.committed_leader_epoch, self.committed_metadata, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitRequestPartition:
@@ -58,11 +96,38 @@ _DEFAULT_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequestPartition()
 
 @dataclass(frozen=True, slots=True)
 class TxnOffsetCommitRequestTopic:
-    #: The topic name.
-    name: str = ''
-    #: The partitions inside the topic that we want to commit offsets for.
-    partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The partitions inside the topic that we want to commit offsets for.
+        partitions: tuple[TxnOffsetCommitRequestPartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[TxnOffsetCommitRequestPartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[TxnOffsetCommitRequestPartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitRequestTopic:
@@ -90,23 +155,62 @@ class TxnOffsetCommitRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 5)
-    #: The ID of the transaction.
-    transactional_id: str = ''
-    #: The ID of the group.
-    group_id: str = ''
-    #: The current producer ID in use by the transactional ID.
-    producer_id: int = 0
-    #: The current epoch associated with the producer ID.
-    producer_epoch: int = 0
-    #: The generation of the consumer.
-    generation_id: int = -1
-    #: The member ID assigned by the group coordinator.
-    member_id: str = ''
-    #: The unique identifier of the consumer instance provided by end user.
-    group_instance_id: str | None = None
-    #: Each topic that we want to commit offsets for.
-    topics: tuple[TxnOffsetCommitRequestTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the transaction.
+        transactional_id: str = ''
+        #: The ID of the group.
+        group_id: str = ''
+        #: The current producer ID in use by the transactional ID.
+        producer_id: int = 0
+        #: The current epoch associated with the producer ID.
+        producer_epoch: int = 0
+        #: The generation of the consumer.
+        generation_id: int = -1
+        #: The member ID assigned by the group coordinator.
+        member_id: str = ''
+        #: The unique identifier of the consumer instance provided by end user.
+        group_instance_id: str | None = None
+        #: Each topic that we want to commit offsets for.
+        topics: tuple[TxnOffsetCommitRequestTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields', )
+        transactional_id: str
+        group_id: str
+        producer_id: int
+        producer_epoch: int
+        generation_id: int
+        member_id: str
+        group_instance_id: str | None
+        topics: tuple[TxnOffsetCommitRequestTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: tuple[TxnOffsetCommitRequestTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'transactional_id', transactional_id)
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'generation_id', generation_id)
+            _object_setattr(self, 'member_id', member_id)
+            _object_setattr(self, 'group_instance_id', group_instance_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, group_id={self.group_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.group_id, self.producer_id, self.producer_epoch, self.generation_id, self.member_id, self.group_instance_id, self.topics, self.unknown_tagged_fields, ) == (other.transactional_id, other.group_id, other.producer_id, other.producer_epoch, other.generation_id, other.member_id, other.group_instance_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.transactional_id, self.group_id, self.producer_id, self.producer_epoch, self.generation_id, self.member_id, self.group_instance_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitRequest(_Message):
@@ -418,86 +522,86 @@ TxnOffsetCommitRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (137, 'TxnOffsetCommitRequest'),
-    (138, 'TxnOffsetCommitRequest.TransactionalId'),
-    (139, 'TxnOffsetCommitRequest.GroupId'),
-    (140, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (142, 'TxnOffsetCommitRequest.Topics'),
-    (151, 'TxnOffsetCommitRequest'),
-    (155, 'TxnOffsetCommitRequest.GenerationId'),
-    (157, 'TxnOffsetCommitRequest.MemberId'),
-    (159, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (161, 'TxnOffsetCommitRequest.TransactionalId'),
-    (162, 'TxnOffsetCommitRequest.GroupId'),
-    (163, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (164, 'TxnOffsetCommitRequest.Topics'),
-    (171, 'TxnOffsetCommitRequest'),
-    (172, 'TxnOffsetCommitRequest.TransactionalId'),
-    (173, 'TxnOffsetCommitRequest.GroupId'),
-    (174, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (176, 'TxnOffsetCommitRequest.Topics'),
-    (185, 'TxnOffsetCommitRequest'),
-    (189, 'TxnOffsetCommitRequest.GenerationId'),
-    (191, 'TxnOffsetCommitRequest.MemberId'),
-    (193, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (195, 'TxnOffsetCommitRequest.TransactionalId'),
-    (196, 'TxnOffsetCommitRequest.GroupId'),
-    (197, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
-    (198, 'TxnOffsetCommitRequest.Topics'),
-    (205, 'TxnOffsetCommitRequest'),
-    (206, 'TxnOffsetCommitRequest.TransactionalId'),
-    (207, 'TxnOffsetCommitRequest.GroupId'),
-    (208, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
-    (210, 'TxnOffsetCommitRequest.MemberId'),
-    (211, 'TxnOffsetCommitRequest.GroupInstanceId'),
-    (212, 'TxnOffsetCommitRequest.Topics'),
-    (224, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (237, 'TxnOffsetCommitRequest'),
-    (241, 'TxnOffsetCommitRequest.TransactionalId'),
-    (242, 'TxnOffsetCommitRequest.GroupId'),
-    (243, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
-    (244, 'TxnOffsetCommitRequest.MemberId'),
-    (245, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (241, 'TxnOffsetCommitRequest'),
+    (242, 'TxnOffsetCommitRequest.TransactionalId'),
+    (243, 'TxnOffsetCommitRequest.GroupId'),
+    (244, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
     (246, 'TxnOffsetCommitRequest.Topics'),
-    (254, 'TxnOffsetCommitRequest.<tagged fields>'),
-    (260, 'TxnOffsetCommitRequestTopic'),
-    (261, 'TxnOffsetCommitRequestTopic.Name'),
-    (262, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (271, 'TxnOffsetCommitRequestTopic'),
-    (275, 'TxnOffsetCommitRequestTopic.Name'),
-    (276, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (283, 'TxnOffsetCommitRequestTopic'),
-    (284, 'TxnOffsetCommitRequestTopic.Name'),
-    (285, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (294, 'TxnOffsetCommitRequestTopic'),
-    (298, 'TxnOffsetCommitRequestTopic.Name'),
-    (299, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (306, 'TxnOffsetCommitRequestTopic'),
-    (307, 'TxnOffsetCommitRequestTopic.Name'),
-    (308, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (320, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (333, 'TxnOffsetCommitRequestTopic'),
-    (337, 'TxnOffsetCommitRequestTopic.Name'),
-    (338, 'TxnOffsetCommitRequestTopic.Partitions'),
-    (346, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
-    (352, 'TxnOffsetCommitRequestPartition'),
-    (353, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (355, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (356, 'TxnOffsetCommitRequestPartition'),
-    (360, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
-    (361, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (364, 'TxnOffsetCommitRequestPartition'),
-    (365, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (367, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (368, 'TxnOffsetCommitRequestPartition'),
-    (372, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (373, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (376, 'TxnOffsetCommitRequestPartition'),
-    (377, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (379, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (380, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
-    (393, 'TxnOffsetCommitRequestPartition'),
-    (397, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
-    (398, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
-    (399, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (255, 'TxnOffsetCommitRequest'),
+    (259, 'TxnOffsetCommitRequest.GenerationId'),
+    (261, 'TxnOffsetCommitRequest.MemberId'),
+    (263, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (265, 'TxnOffsetCommitRequest.TransactionalId'),
+    (266, 'TxnOffsetCommitRequest.GroupId'),
+    (267, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (268, 'TxnOffsetCommitRequest.Topics'),
+    (275, 'TxnOffsetCommitRequest'),
+    (276, 'TxnOffsetCommitRequest.TransactionalId'),
+    (277, 'TxnOffsetCommitRequest.GroupId'),
+    (278, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (280, 'TxnOffsetCommitRequest.Topics'),
+    (289, 'TxnOffsetCommitRequest'),
+    (293, 'TxnOffsetCommitRequest.GenerationId'),
+    (295, 'TxnOffsetCommitRequest.MemberId'),
+    (297, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (299, 'TxnOffsetCommitRequest.TransactionalId'),
+    (300, 'TxnOffsetCommitRequest.GroupId'),
+    (301, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch'),
+    (302, 'TxnOffsetCommitRequest.Topics'),
+    (309, 'TxnOffsetCommitRequest'),
+    (310, 'TxnOffsetCommitRequest.TransactionalId'),
+    (311, 'TxnOffsetCommitRequest.GroupId'),
+    (312, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
+    (314, 'TxnOffsetCommitRequest.MemberId'),
+    (315, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (316, 'TxnOffsetCommitRequest.Topics'),
+    (328, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (341, 'TxnOffsetCommitRequest'),
+    (345, 'TxnOffsetCommitRequest.TransactionalId'),
+    (346, 'TxnOffsetCommitRequest.GroupId'),
+    (347, 'TxnOffsetCommitRequest.ProducerId,ProducerEpoch,GenerationId'),
+    (348, 'TxnOffsetCommitRequest.MemberId'),
+    (349, 'TxnOffsetCommitRequest.GroupInstanceId'),
+    (350, 'TxnOffsetCommitRequest.Topics'),
+    (358, 'TxnOffsetCommitRequest.<tagged fields>'),
+    (364, 'TxnOffsetCommitRequestTopic'),
+    (365, 'TxnOffsetCommitRequestTopic.Name'),
+    (366, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (375, 'TxnOffsetCommitRequestTopic'),
+    (379, 'TxnOffsetCommitRequestTopic.Name'),
+    (380, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (387, 'TxnOffsetCommitRequestTopic'),
+    (388, 'TxnOffsetCommitRequestTopic.Name'),
+    (389, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (398, 'TxnOffsetCommitRequestTopic'),
+    (402, 'TxnOffsetCommitRequestTopic.Name'),
+    (403, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (410, 'TxnOffsetCommitRequestTopic'),
+    (411, 'TxnOffsetCommitRequestTopic.Name'),
+    (412, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (424, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (437, 'TxnOffsetCommitRequestTopic'),
+    (441, 'TxnOffsetCommitRequestTopic.Name'),
+    (442, 'TxnOffsetCommitRequestTopic.Partitions'),
+    (450, 'TxnOffsetCommitRequestTopic.<tagged fields>'),
+    (456, 'TxnOffsetCommitRequestPartition'),
+    (457, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (459, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (460, 'TxnOffsetCommitRequestPartition'),
+    (464, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset'),
+    (465, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (468, 'TxnOffsetCommitRequestPartition'),
+    (469, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (471, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (472, 'TxnOffsetCommitRequestPartition'),
+    (476, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (477, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (480, 'TxnOffsetCommitRequestPartition'),
+    (481, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (483, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (484, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
+    (497, 'TxnOffsetCommitRequestPartition'),
+    (501, 'TxnOffsetCommitRequestPartition.PartitionIndex,CommittedOffset,CommittedLeaderEpoch'),
+    (502, 'TxnOffsetCommitRequestPartition.CommittedMetadata'),
+    (503, 'TxnOffsetCommitRequestPartition.<tagged fields>'),
 )

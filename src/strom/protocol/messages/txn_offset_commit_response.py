@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class TxnOffsetCommitResponsePartition:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitResponsePartition:
@@ -48,11 +82,38 @@ _DEFAULT_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponsePartition()
 
 @dataclass(frozen=True, slots=True)
 class TxnOffsetCommitResponseTopic:
-    #: The topic name.
-    name: str = ''
-    #: The responses for each partition in the topic.
-    partitions: tuple[TxnOffsetCommitResponsePartition, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The responses for each partition in the topic.
+        partitions: tuple[TxnOffsetCommitResponsePartition, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[TxnOffsetCommitResponsePartition, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[TxnOffsetCommitResponsePartition, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitResponseTopic:
@@ -80,11 +141,38 @@ class TxnOffsetCommitResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 5)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(3, 5)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The responses for each topic.
-    topics: tuple[TxnOffsetCommitResponseTopic, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The responses for each topic.
+        topics: tuple[TxnOffsetCommitResponseTopic, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        topics: tuple[TxnOffsetCommitResponseTopic, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, topics: tuple[TxnOffsetCommitResponseTopic, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_TxnOffsetCommitResponse(_Message):
@@ -293,42 +381,42 @@ TxnOffsetCommitResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (103, 'TxnOffsetCommitResponse'),
-    (104, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (106, 'TxnOffsetCommitResponse.Topics'),
-    (115, 'TxnOffsetCommitResponse'),
-    (119, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (120, 'TxnOffsetCommitResponse.Topics'),
-    (127, 'TxnOffsetCommitResponse'),
-    (128, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (130, 'TxnOffsetCommitResponse.Topics'),
-    (142, 'TxnOffsetCommitResponse.<tagged fields>'),
-    (155, 'TxnOffsetCommitResponse'),
-    (159, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
-    (160, 'TxnOffsetCommitResponse.Topics'),
-    (168, 'TxnOffsetCommitResponse.<tagged fields>'),
-    (174, 'TxnOffsetCommitResponseTopic'),
-    (175, 'TxnOffsetCommitResponseTopic.Name'),
-    (176, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (185, 'TxnOffsetCommitResponseTopic'),
-    (189, 'TxnOffsetCommitResponseTopic.Name'),
-    (190, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (197, 'TxnOffsetCommitResponseTopic'),
-    (198, 'TxnOffsetCommitResponseTopic.Name'),
-    (199, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (211, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (224, 'TxnOffsetCommitResponseTopic'),
-    (228, 'TxnOffsetCommitResponseTopic.Name'),
-    (229, 'TxnOffsetCommitResponseTopic.Partitions'),
-    (237, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
-    (243, 'TxnOffsetCommitResponsePartition'),
-    (244, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (246, 'TxnOffsetCommitResponsePartition'),
-    (250, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (253, 'TxnOffsetCommitResponsePartition'),
-    (254, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (256, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
-    (269, 'TxnOffsetCommitResponsePartition'),
-    (273, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
-    (274, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (191, 'TxnOffsetCommitResponse'),
+    (192, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (194, 'TxnOffsetCommitResponse.Topics'),
+    (203, 'TxnOffsetCommitResponse'),
+    (207, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (208, 'TxnOffsetCommitResponse.Topics'),
+    (215, 'TxnOffsetCommitResponse'),
+    (216, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (218, 'TxnOffsetCommitResponse.Topics'),
+    (230, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (243, 'TxnOffsetCommitResponse'),
+    (247, 'TxnOffsetCommitResponse.ThrottleTimeMs'),
+    (248, 'TxnOffsetCommitResponse.Topics'),
+    (256, 'TxnOffsetCommitResponse.<tagged fields>'),
+    (262, 'TxnOffsetCommitResponseTopic'),
+    (263, 'TxnOffsetCommitResponseTopic.Name'),
+    (264, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (273, 'TxnOffsetCommitResponseTopic'),
+    (277, 'TxnOffsetCommitResponseTopic.Name'),
+    (278, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (285, 'TxnOffsetCommitResponseTopic'),
+    (286, 'TxnOffsetCommitResponseTopic.Name'),
+    (287, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (299, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (312, 'TxnOffsetCommitResponseTopic'),
+    (316, 'TxnOffsetCommitResponseTopic.Name'),
+    (317, 'TxnOffsetCommitResponseTopic.Partitions'),
+    (325, 'TxnOffsetCommitResponseTopic.<tagged fields>'),
+    (331, 'TxnOffsetCommitResponsePartition'),
+    (332, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (334, 'TxnOffsetCommitResponsePartition'),
+    (338, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (341, 'TxnOffsetCommitResponsePartition'),
+    (342, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (344, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
+    (357, 'TxnOffsetCommitResponsePartition'),
+    (361, 'TxnOffsetCommitResponsePartition.PartitionIndex,ErrorCode'),
+    (362, 'TxnOffsetCommitResponsePartition.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">?")
 _S2 = Struct(">h?")
@@ -26,15 +33,46 @@ _S3 = Struct(">hb")
 @dataclass(frozen=True, slots=True)
 class FeatureUpdateKey:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('feature',)
-    #: The name of the finalized feature to be updated.
-    feature: str = ''
-    #: The new maximum version level for the finalized feature. A value >= 1 is valid. A value < 1, is special, and can be used to request the deletion of the finalized feature.
-    max_version_level: int = 0
-    #: DEPRECATED in version 1 (see DowngradeType). When set to true, the finalized feature version level is allowed to be downgraded/deleted. The downgrade request will fail if the new maximum version level is a value that's not lower than the existing maximum finalized version level.
-    allow_downgrade: bool = False
-    #: Determine which type of upgrade will be performed: 1 will perform an upgrade only (default), 2 is safe downgrades only (lossless), 3 is unsafe downgrades (lossy).
-    upgrade_type: int = 1
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the finalized feature to be updated.
+        feature: str = ''
+        #: The new maximum version level for the finalized feature. A value >= 1 is valid. A value < 1, is special, and can be used to request the deletion of the finalized feature.
+        max_version_level: int = 0
+        #: DEPRECATED in version 1 (see DowngradeType). When set to true, the finalized feature version level is allowed to be downgraded/deleted. The downgrade request will fail if the new maximum version level is a value that's not lower than the existing maximum finalized version level.
+        allow_downgrade: bool = False
+        #: Determine which type of upgrade will be performed: 1 will perform an upgrade only (default), 2 is safe downgrades only (lossless), 3 is unsafe downgrades (lossy).
+        upgrade_type: int = 1
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields', )
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'feature', feature)
+            _object_setattr(self, 'max_version_level', max_version_level)
+            _object_setattr(self, 'allow_downgrade', allow_downgrade)
+            _object_setattr(self, 'upgrade_type', upgrade_type)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(feature={self.feature!r}, max_version_level={self.max_version_level!r}, allow_downgrade={self.allow_downgrade!r}, upgrade_type={self.upgrade_type!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type, self.unknown_tagged_fields, ) == (other.feature, other.max_version_level, other.allow_downgrade, other.upgrade_type, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type, self.unknown_tagged_fields, ))
 
 
 class _New_FeatureUpdateKey:
@@ -66,13 +104,42 @@ class UpdateFeaturesRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 3)
-    #: How long to wait in milliseconds before timing out the request.
-    timeout_ms: int = 60000
-    #: The list of updates to finalized features.
-    feature_updates: tuple[FeatureUpdateKey, ...] = ()
-    #: True if we should validate the request, but not perform the upgrade or downgrade.
-    validate_only: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: How long to wait in milliseconds before timing out the request.
+        timeout_ms: int = 60000
+        #: The list of updates to finalized features.
+        feature_updates: tuple[FeatureUpdateKey, ...] = ()
+        #: True if we should validate the request, but not perform the upgrade or downgrade.
+        validate_only: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields', )
+        timeout_ms: int
+        feature_updates: tuple[FeatureUpdateKey, ...]
+        validate_only: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, timeout_ms: int = 60000, feature_updates: tuple[FeatureUpdateKey, ...] = (), validate_only: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'timeout_ms', timeout_ms)
+            _object_setattr(self, 'feature_updates', feature_updates)
+            _object_setattr(self, 'validate_only', validate_only)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, feature_updates={self.feature_updates!r}, validate_only={self.validate_only!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.timeout_ms, self.feature_updates, self.validate_only, self.unknown_tagged_fields, ) == (other.timeout_ms, other.feature_updates, other.validate_only, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.timeout_ms, self.feature_updates, self.validate_only, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateFeaturesRequest(_Message):
@@ -263,41 +330,41 @@ UpdateFeaturesRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (93, 'UpdateFeaturesRequest'),
-    (94, 'UpdateFeaturesRequest.timeoutMs'),
-    (96, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (108, 'UpdateFeaturesRequest.<tagged fields>'),
-    (121, 'UpdateFeaturesRequest'),
-    (125, 'UpdateFeaturesRequest.ValidateOnly'),
-    (127, 'UpdateFeaturesRequest.timeoutMs'),
-    (128, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (136, 'UpdateFeaturesRequest.<tagged fields>'),
-    (142, 'UpdateFeaturesRequest'),
-    (143, 'UpdateFeaturesRequest.timeoutMs'),
-    (145, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (157, 'UpdateFeaturesRequest.ValidateOnly'),
-    (159, 'UpdateFeaturesRequest.<tagged fields>'),
-    (172, 'UpdateFeaturesRequest'),
-    (176, 'UpdateFeaturesRequest.timeoutMs'),
-    (177, 'UpdateFeaturesRequest.FeatureUpdates'),
-    (185, 'UpdateFeaturesRequest.ValidateOnly'),
-    (186, 'UpdateFeaturesRequest.<tagged fields>'),
-    (192, 'FeatureUpdateKey'),
-    (193, 'FeatureUpdateKey.Feature'),
-    (194, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (196, 'FeatureUpdateKey.<tagged fields>'),
-    (209, 'FeatureUpdateKey'),
-    (213, 'FeatureUpdateKey.UpgradeType'),
-    (215, 'FeatureUpdateKey.Feature'),
-    (216, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
-    (217, 'FeatureUpdateKey.<tagged fields>'),
-    (223, 'FeatureUpdateKey'),
-    (224, 'FeatureUpdateKey.Feature'),
-    (225, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (227, 'FeatureUpdateKey.<tagged fields>'),
-    (240, 'FeatureUpdateKey'),
-    (244, 'FeatureUpdateKey.AllowDowngrade'),
-    (246, 'FeatureUpdateKey.Feature'),
-    (247, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
-    (248, 'FeatureUpdateKey.<tagged fields>'),
+    (160, 'UpdateFeaturesRequest'),
+    (161, 'UpdateFeaturesRequest.timeoutMs'),
+    (163, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (175, 'UpdateFeaturesRequest.<tagged fields>'),
+    (188, 'UpdateFeaturesRequest'),
+    (192, 'UpdateFeaturesRequest.ValidateOnly'),
+    (194, 'UpdateFeaturesRequest.timeoutMs'),
+    (195, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (203, 'UpdateFeaturesRequest.<tagged fields>'),
+    (209, 'UpdateFeaturesRequest'),
+    (210, 'UpdateFeaturesRequest.timeoutMs'),
+    (212, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (224, 'UpdateFeaturesRequest.ValidateOnly'),
+    (226, 'UpdateFeaturesRequest.<tagged fields>'),
+    (239, 'UpdateFeaturesRequest'),
+    (243, 'UpdateFeaturesRequest.timeoutMs'),
+    (244, 'UpdateFeaturesRequest.FeatureUpdates'),
+    (252, 'UpdateFeaturesRequest.ValidateOnly'),
+    (253, 'UpdateFeaturesRequest.<tagged fields>'),
+    (259, 'FeatureUpdateKey'),
+    (260, 'FeatureUpdateKey.Feature'),
+    (261, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (263, 'FeatureUpdateKey.<tagged fields>'),
+    (276, 'FeatureUpdateKey'),
+    (280, 'FeatureUpdateKey.UpgradeType'),
+    (282, 'FeatureUpdateKey.Feature'),
+    (283, 'FeatureUpdateKey.MaxVersionLevel,AllowDowngrade'),
+    (284, 'FeatureUpdateKey.<tagged fields>'),
+    (290, 'FeatureUpdateKey'),
+    (291, 'FeatureUpdateKey.Feature'),
+    (292, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (294, 'FeatureUpdateKey.<tagged fields>'),
+    (307, 'FeatureUpdateKey'),
+    (311, 'FeatureUpdateKey.AllowDowngrade'),
+    (313, 'FeatureUpdateKey.Feature'),
+    (314, 'FeatureUpdateKey.MaxVersionLevel,UpgradeType'),
+    (315, 'FeatureUpdateKey.<tagged fields>'),
 )

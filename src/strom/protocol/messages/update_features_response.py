@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">h")
 
@@ -24,13 +31,42 @@ _S1 = Struct(">h")
 @dataclass(frozen=True, slots=True)
 class UpdatableFeatureResult:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('feature',)
-    #: The name of the finalized feature.
-    feature: str = ''
-    #: The feature update error code or `0` if the feature update succeeded.
-    error_code: int = 0
-    #: The feature update error, or `null` if the feature update succeeded.
-    error_message: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the finalized feature.
+        feature: str = ''
+        #: The feature update error code or `0` if the feature update succeeded.
+        error_code: int = 0
+        #: The feature update error, or `null` if the feature update succeeded.
+        error_message: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        feature: str
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, feature: str = '', error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'feature', feature)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(feature={self.feature!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.feature, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.feature, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.feature, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_UpdatableFeatureResult:
@@ -60,15 +96,46 @@ class UpdateFeaturesResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 3)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 3)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The top-level error code, or `0` if there was no top-level error.
-    error_code: int = 0
-    #: The top-level error message, or `null` if there was no top-level error.
-    error_message: str | None = ''
-    #: Results for each feature update.
-    results: tuple[UpdatableFeatureResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The top-level error code, or `0` if there was no top-level error.
+        error_code: int = 0
+        #: The top-level error message, or `null` if there was no top-level error.
+        error_message: str | None = ''
+        #: Results for each feature update.
+        results: tuple[UpdatableFeatureResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        error_message: str | None
+        results: tuple[UpdatableFeatureResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: tuple[UpdatableFeatureResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateFeaturesResponse(_Message):
@@ -209,32 +276,32 @@ UpdateFeaturesResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (91, 'UpdateFeaturesResponse'),
-    (92, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (94, 'UpdateFeaturesResponse.ErrorMessage'),
-    (95, 'UpdateFeaturesResponse.Results'),
-    (107, 'UpdateFeaturesResponse.<tagged fields>'),
-    (120, 'UpdateFeaturesResponse'),
-    (124, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (125, 'UpdateFeaturesResponse.ErrorMessage'),
-    (126, 'UpdateFeaturesResponse.Results'),
-    (134, 'UpdateFeaturesResponse.<tagged fields>'),
-    (140, 'UpdateFeaturesResponse'),
-    (141, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (143, 'UpdateFeaturesResponse.ErrorMessage'),
-    (144, 'UpdateFeaturesResponse.<tagged fields>'),
-    (157, 'UpdateFeaturesResponse'),
-    (161, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
-    (162, 'UpdateFeaturesResponse.ErrorMessage'),
-    (163, 'UpdateFeaturesResponse.<tagged fields>'),
-    (169, 'UpdatableFeatureResult'),
-    (170, 'UpdatableFeatureResult.Feature'),
-    (171, 'UpdatableFeatureResult.ErrorCode'),
-    (173, 'UpdatableFeatureResult.ErrorMessage'),
-    (174, 'UpdatableFeatureResult.<tagged fields>'),
-    (187, 'UpdatableFeatureResult'),
-    (191, 'UpdatableFeatureResult.Feature'),
-    (192, 'UpdatableFeatureResult.ErrorCode'),
-    (193, 'UpdatableFeatureResult.ErrorMessage'),
-    (194, 'UpdatableFeatureResult.<tagged fields>'),
+    (158, 'UpdateFeaturesResponse'),
+    (159, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (161, 'UpdateFeaturesResponse.ErrorMessage'),
+    (162, 'UpdateFeaturesResponse.Results'),
+    (174, 'UpdateFeaturesResponse.<tagged fields>'),
+    (187, 'UpdateFeaturesResponse'),
+    (191, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (192, 'UpdateFeaturesResponse.ErrorMessage'),
+    (193, 'UpdateFeaturesResponse.Results'),
+    (201, 'UpdateFeaturesResponse.<tagged fields>'),
+    (207, 'UpdateFeaturesResponse'),
+    (208, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (210, 'UpdateFeaturesResponse.ErrorMessage'),
+    (211, 'UpdateFeaturesResponse.<tagged fields>'),
+    (224, 'UpdateFeaturesResponse'),
+    (228, 'UpdateFeaturesResponse.ThrottleTimeMs,ErrorCode'),
+    (229, 'UpdateFeaturesResponse.ErrorMessage'),
+    (230, 'UpdateFeaturesResponse.<tagged fields>'),
+    (236, 'UpdatableFeatureResult'),
+    (237, 'UpdatableFeatureResult.Feature'),
+    (238, 'UpdatableFeatureResult.ErrorCode'),
+    (240, 'UpdatableFeatureResult.ErrorMessage'),
+    (241, 'UpdatableFeatureResult.<tagged fields>'),
+    (254, 'UpdatableFeatureResult'),
+    (258, 'UpdatableFeatureResult.Feature'),
+    (259, 'UpdatableFeatureResult.ErrorCode'),
+    (260, 'UpdatableFeatureResult.ErrorMessage'),
+    (261, 'UpdatableFeatureResult.<tagged fields>'),
 )

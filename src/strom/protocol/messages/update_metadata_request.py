@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 _S1 = Struct(">iiq")
 _S2 = Struct(">i?iq")
@@ -28,25 +35,66 @@ _S6 = Struct(">h")
 
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataPartitionState:
-    #: In older versions of this RPC, the topic name.
-    topic_name: str = ''
-    #: The partition index.
-    partition_index: int = 0
-    #: The controller epoch.
-    controller_epoch: int = 0
-    #: The ID of the broker which is the current partition leader.
-    leader: int = 0
-    #: The leader epoch of this partition.
-    leader_epoch: int = 0
-    #: The brokers which are in the ISR for this partition.
-    isr: tuple[int, ...] = ()
-    #: The Zookeeper version.
-    zk_version: int = 0
-    #: All the replicas of this partition.
-    replicas: tuple[int, ...] = ()
-    #: The replicas of this partition which are offline.
-    offline_replicas: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: In older versions of this RPC, the topic name.
+        topic_name: str = ''
+        #: The partition index.
+        partition_index: int = 0
+        #: The controller epoch.
+        controller_epoch: int = 0
+        #: The ID of the broker which is the current partition leader.
+        leader: int = 0
+        #: The leader epoch of this partition.
+        leader_epoch: int = 0
+        #: The brokers which are in the ISR for this partition.
+        isr: tuple[int, ...] = ()
+        #: The Zookeeper version.
+        zk_version: int = 0
+        #: All the replicas of this partition.
+        replicas: tuple[int, ...] = ()
+        #: The replicas of this partition which are offline.
+        offline_replicas: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields', )
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: tuple[int, ...]
+        zk_version: int
+        replicas: tuple[int, ...]
+        offline_replicas: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: tuple[int, ...] = (), zk_version: int = 0, replicas: tuple[int, ...] = (), offline_replicas: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'controller_epoch', controller_epoch)
+            _object_setattr(self, 'leader', leader)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'isr', isr)
+            _object_setattr(self, 'zk_version', zk_version)
+            _object_setattr(self, 'replicas', replicas)
+            _object_setattr(self, 'offline_replicas', offline_replicas)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, zk_version={self.zk_version!r}, replicas={self.replicas!r}, offline_replicas={self.offline_replicas!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.zk_version, self.replicas, self.offline_replicas, self.unknown_tagged_fields, ) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.zk_version, other.replicas, other.offline_replicas, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.zk_version, self.replicas, self.offline_replicas, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateMetadataPartitionState:
@@ -81,13 +129,42 @@ _DEFAULT_UpdateMetadataPartitionState = UpdateMetadataPartitionState()
 
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataTopicState:
-    #: The topic name.
-    topic_name: str = ''
-    #: The topic id.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The partition that we would like to update.
-    partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        #: The topic id.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The partition that we would like to update.
+        partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields', )
+        topic_name: str
+        topic_id: UUID
+        partition_states: tuple[UpdateMetadataPartitionState, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', topic_id: UUID = _p.ZERO_UUID, partition_states: tuple[UpdateMetadataPartitionState, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partition_states', partition_states)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields, ) == (other.topic_name, other.topic_id, other.partition_states, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateMetadataTopicState:
@@ -110,15 +187,46 @@ _DEFAULT_UpdateMetadataTopicState = UpdateMetadataTopicState()
 
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataEndpoint:
-    #: The port of this endpoint
-    port: int = 0
-    #: The hostname of this endpoint
-    host: str = ''
-    #: The listener name.
-    listener: str = ''
-    #: The security protocol type.
-    security_protocol: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The port of this endpoint
+        port: int = 0
+        #: The hostname of this endpoint
+        host: str = ''
+        #: The listener name.
+        listener: str = ''
+        #: The security protocol type.
+        security_protocol: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields', )
+        port: int
+        host: str
+        listener: str
+        security_protocol: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, port: int = 0, host: str = '', listener: str = '', security_protocol: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'listener', listener)
+            _object_setattr(self, 'security_protocol', security_protocol)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(port={self.port!r}, host={self.host!r}, listener={self.listener!r}, security_protocol={self.security_protocol!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.port, self.host, self.listener, self.security_protocol, self.unknown_tagged_fields, ) == (other.port, other.host, other.listener, other.security_protocol, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.port, self.host, self.listener, self.security_protocol, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateMetadataEndpoint:
@@ -143,17 +251,50 @@ _DEFAULT_UpdateMetadataEndpoint = UpdateMetadataEndpoint()
 
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataBroker:
-    #: The broker id.
-    id: int = 0
-    #: The broker hostname.
-    v0_host: str = ''
-    #: The broker port.
-    v0_port: int = 0
-    #: The broker endpoints.
-    endpoints: tuple[UpdateMetadataEndpoint, ...] = ()
-    #: The rack which this broker belongs to.
-    rack: str | None = ''
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The broker id.
+        id: int = 0
+        #: The broker hostname.
+        v0_host: str = ''
+        #: The broker port.
+        v0_port: int = 0
+        #: The broker endpoints.
+        endpoints: tuple[UpdateMetadataEndpoint, ...] = ()
+        #: The rack which this broker belongs to.
+        rack: str | None = ''
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields', )
+        id: int
+        v0_host: str
+        v0_port: int
+        endpoints: tuple[UpdateMetadataEndpoint, ...]
+        rack: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, id: int = 0, v0_host: str = '', v0_port: int = 0, endpoints: tuple[UpdateMetadataEndpoint, ...] = (), rack: str | None = '', unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'id', id)
+            _object_setattr(self, 'v0_host', v0_host)
+            _object_setattr(self, 'v0_port', v0_port)
+            _object_setattr(self, 'endpoints', endpoints)
+            _object_setattr(self, 'rack', rack)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(id={self.id!r}, v0_host={self.v0_host!r}, v0_port={self.v0_port!r}, endpoints={self.endpoints!r}, rack={self.rack!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.id, self.v0_host, self.v0_port, self.endpoints, self.rack, self.unknown_tagged_fields, ) == (other.id, other.v0_host, other.v0_port, other.endpoints, other.rack, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.id, self.v0_host, self.v0_port, self.endpoints, self.rack, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateMetadataBroker:
@@ -187,22 +328,61 @@ class UpdateMetadataRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 9)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(6, 9)
-    #: The controller id.
-    controller_id: int = 0
-    #: If KRaft controller id is used during migration. See KIP-866
-    is_k_raft_controller: bool = False
-    #: Indicates if this request is a Full metadata snapshot (2), Incremental (1), or Unknown (0). Using during ZK migration, see KIP-866
-    type: int = 0
-    #: The controller epoch.
-    controller_epoch: int = 0
-    #: The broker epoch.
-    broker_epoch: int = -1
-    #: In older versions of this RPC, each partition that we would like to update.
-    ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
-    #: In newer versions of this RPC, each topic that we would like to update.
-    topic_states: tuple[UpdateMetadataTopicState, ...] = ()
-    live_brokers: tuple[UpdateMetadataBroker, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The controller id.
+        controller_id: int = 0
+        #: If KRaft controller id is used during migration. See KIP-866
+        is_k_raft_controller: bool = False
+        #: Indicates if this request is a Full metadata snapshot (2), Incremental (1), or Unknown (0). Using during ZK migration, see KIP-866
+        type: int = 0
+        #: The controller epoch.
+        controller_epoch: int = 0
+        #: The broker epoch.
+        broker_epoch: int = -1
+        #: In older versions of this RPC, each partition that we would like to update.
+        ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...] = ()
+        #: In newer versions of this RPC, each topic that we would like to update.
+        topic_states: tuple[UpdateMetadataTopicState, ...] = ()
+        live_brokers: tuple[UpdateMetadataBroker, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields', )
+        controller_id: int
+        is_k_raft_controller: bool
+        type: int
+        controller_epoch: int
+        broker_epoch: int
+        ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...]
+        topic_states: tuple[UpdateMetadataTopicState, ...]
+        live_brokers: tuple[UpdateMetadataBroker, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, type: int = 0, controller_epoch: int = 0, broker_epoch: int = -1, ungrouped_partition_states: tuple[UpdateMetadataPartitionState, ...] = (), topic_states: tuple[UpdateMetadataTopicState, ...] = (), live_brokers: tuple[UpdateMetadataBroker, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'controller_id', controller_id)
+            _object_setattr(self, 'is_k_raft_controller', is_k_raft_controller)
+            _object_setattr(self, 'type', type)
+            _object_setattr(self, 'controller_epoch', controller_epoch)
+            _object_setattr(self, 'broker_epoch', broker_epoch)
+            _object_setattr(self, 'ungrouped_partition_states', ungrouped_partition_states)
+            _object_setattr(self, 'topic_states', topic_states)
+            _object_setattr(self, 'live_brokers', live_brokers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, type={self.type!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, topic_states={self.topic_states!r}, live_brokers={self.live_brokers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.controller_id, self.is_k_raft_controller, self.type, self.controller_epoch, self.broker_epoch, self.ungrouped_partition_states, self.topic_states, self.live_brokers, self.unknown_tagged_fields, ) == (other.controller_id, other.is_k_raft_controller, other.type, other.controller_epoch, other.broker_epoch, other.ungrouped_partition_states, other.topic_states, other.live_brokers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.controller_id, self.is_k_raft_controller, self.type, self.controller_epoch, self.broker_epoch, self.ungrouped_partition_states, self.topic_states, self.live_brokers, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateMetadataRequest(_Message):
@@ -1264,257 +1444,257 @@ UpdateMetadataRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (233, 'UpdateMetadataRequest'),
-    (234, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (236, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (245, 'UpdateMetadataRequest.LiveBrokers'),
-    (254, 'UpdateMetadataRequest'),
-    (258, 'UpdateMetadataRequest.isKRaftController'),
-    (260, 'UpdateMetadataRequest.Type'),
-    (262, 'UpdateMetadataRequest.TopicStates'),
-    (264, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (265, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (270, 'UpdateMetadataRequest.LiveBrokers'),
-    (277, 'UpdateMetadataRequest'),
-    (278, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (280, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (289, 'UpdateMetadataRequest.LiveBrokers'),
-    (298, 'UpdateMetadataRequest'),
-    (302, 'UpdateMetadataRequest.isKRaftController'),
-    (304, 'UpdateMetadataRequest.Type'),
-    (306, 'UpdateMetadataRequest.TopicStates'),
-    (308, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (309, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (314, 'UpdateMetadataRequest.LiveBrokers'),
-    (321, 'UpdateMetadataRequest'),
-    (322, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (324, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (333, 'UpdateMetadataRequest.LiveBrokers'),
-    (342, 'UpdateMetadataRequest'),
-    (346, 'UpdateMetadataRequest.isKRaftController'),
-    (348, 'UpdateMetadataRequest.Type'),
-    (350, 'UpdateMetadataRequest.TopicStates'),
-    (352, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (353, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (358, 'UpdateMetadataRequest.LiveBrokers'),
-    (365, 'UpdateMetadataRequest'),
-    (366, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (368, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (377, 'UpdateMetadataRequest.LiveBrokers'),
-    (386, 'UpdateMetadataRequest'),
-    (390, 'UpdateMetadataRequest.isKRaftController'),
-    (392, 'UpdateMetadataRequest.Type'),
-    (394, 'UpdateMetadataRequest.TopicStates'),
-    (396, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (397, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (402, 'UpdateMetadataRequest.LiveBrokers'),
-    (409, 'UpdateMetadataRequest'),
-    (410, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (412, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (421, 'UpdateMetadataRequest.LiveBrokers'),
-    (430, 'UpdateMetadataRequest'),
-    (434, 'UpdateMetadataRequest.isKRaftController'),
-    (436, 'UpdateMetadataRequest.Type'),
-    (438, 'UpdateMetadataRequest.TopicStates'),
-    (440, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
-    (441, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (446, 'UpdateMetadataRequest.LiveBrokers'),
-    (453, 'UpdateMetadataRequest'),
-    (454, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (456, 'UpdateMetadataRequest.TopicStates'),
-    (465, 'UpdateMetadataRequest.LiveBrokers'),
-    (474, 'UpdateMetadataRequest'),
-    (478, 'UpdateMetadataRequest.isKRaftController'),
-    (480, 'UpdateMetadataRequest.Type'),
-    (482, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (484, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (485, 'UpdateMetadataRequest.TopicStates'),
-    (490, 'UpdateMetadataRequest.LiveBrokers'),
-    (497, 'UpdateMetadataRequest'),
-    (498, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (500, 'UpdateMetadataRequest.TopicStates'),
-    (512, 'UpdateMetadataRequest.LiveBrokers'),
-    (524, 'UpdateMetadataRequest.<tagged fields>'),
-    (537, 'UpdateMetadataRequest'),
-    (541, 'UpdateMetadataRequest.isKRaftController'),
-    (543, 'UpdateMetadataRequest.Type'),
-    (545, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (547, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (548, 'UpdateMetadataRequest.TopicStates'),
-    (556, 'UpdateMetadataRequest.LiveBrokers'),
-    (564, 'UpdateMetadataRequest.<tagged fields>'),
-    (570, 'UpdateMetadataRequest'),
-    (571, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (573, 'UpdateMetadataRequest.TopicStates'),
-    (585, 'UpdateMetadataRequest.LiveBrokers'),
-    (597, 'UpdateMetadataRequest.<tagged fields>'),
+    (413, 'UpdateMetadataRequest'),
+    (414, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (416, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (425, 'UpdateMetadataRequest.LiveBrokers'),
+    (434, 'UpdateMetadataRequest'),
+    (438, 'UpdateMetadataRequest.isKRaftController'),
+    (440, 'UpdateMetadataRequest.Type'),
+    (442, 'UpdateMetadataRequest.TopicStates'),
+    (444, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (445, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (450, 'UpdateMetadataRequest.LiveBrokers'),
+    (457, 'UpdateMetadataRequest'),
+    (458, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (460, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (469, 'UpdateMetadataRequest.LiveBrokers'),
+    (478, 'UpdateMetadataRequest'),
+    (482, 'UpdateMetadataRequest.isKRaftController'),
+    (484, 'UpdateMetadataRequest.Type'),
+    (486, 'UpdateMetadataRequest.TopicStates'),
+    (488, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (489, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (494, 'UpdateMetadataRequest.LiveBrokers'),
+    (501, 'UpdateMetadataRequest'),
+    (502, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (504, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (513, 'UpdateMetadataRequest.LiveBrokers'),
+    (522, 'UpdateMetadataRequest'),
+    (526, 'UpdateMetadataRequest.isKRaftController'),
+    (528, 'UpdateMetadataRequest.Type'),
+    (530, 'UpdateMetadataRequest.TopicStates'),
+    (532, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (533, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (538, 'UpdateMetadataRequest.LiveBrokers'),
+    (545, 'UpdateMetadataRequest'),
+    (546, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (548, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (557, 'UpdateMetadataRequest.LiveBrokers'),
+    (566, 'UpdateMetadataRequest'),
+    (570, 'UpdateMetadataRequest.isKRaftController'),
+    (572, 'UpdateMetadataRequest.Type'),
+    (574, 'UpdateMetadataRequest.TopicStates'),
+    (576, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (577, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (582, 'UpdateMetadataRequest.LiveBrokers'),
+    (589, 'UpdateMetadataRequest'),
+    (590, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (592, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (601, 'UpdateMetadataRequest.LiveBrokers'),
     (610, 'UpdateMetadataRequest'),
     (614, 'UpdateMetadataRequest.isKRaftController'),
     (616, 'UpdateMetadataRequest.Type'),
-    (618, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (620, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
-    (621, 'UpdateMetadataRequest.TopicStates'),
-    (629, 'UpdateMetadataRequest.LiveBrokers'),
-    (637, 'UpdateMetadataRequest.<tagged fields>'),
-    (643, 'UpdateMetadataRequest'),
-    (644, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (646, 'UpdateMetadataRequest.TopicStates'),
-    (658, 'UpdateMetadataRequest.LiveBrokers'),
-    (670, 'UpdateMetadataRequest.<tagged fields>'),
-    (681, 'UpdateMetadataRequest.Type'),
-    (684, 'UpdateMetadataRequest.<tagged fields>'),
-    (688, 'UpdateMetadataRequest'),
-    (692, 'UpdateMetadataRequest.UngroupedPartitionStates'),
-    (694, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
-    (695, 'UpdateMetadataRequest.TopicStates'),
-    (703, 'UpdateMetadataRequest.LiveBrokers'),
-    (711, 'UpdateMetadataRequest.<tagged fields>'),
-    (712, 'UpdateMetadataRequest.Type'),
-    (716, 'UpdateMetadataRequest.<tagged fields>'),
-    (719, 'UpdateMetadataPartitionState'),
-    (720, 'UpdateMetadataPartitionState.TopicName'),
-    (721, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (723, 'UpdateMetadataPartitionState.Isr'),
-    (729, 'UpdateMetadataPartitionState.ZkVersion'),
-    (731, 'UpdateMetadataPartitionState.Replicas'),
-    (737, 'UpdateMetadataPartitionState'),
-    (741, 'UpdateMetadataPartitionState.TopicName'),
-    (742, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (743, 'UpdateMetadataPartitionState.Isr'),
-    (747, 'UpdateMetadataPartitionState.ZkVersion'),
-    (748, 'UpdateMetadataPartitionState.Replicas'),
-    (754, 'UpdateMetadataBroker'),
-    (755, 'UpdateMetadataBroker.Id'),
-    (757, 'UpdateMetadataBroker.V0Host'),
-    (758, 'UpdateMetadataBroker.V0Port'),
-    (760, 'UpdateMetadataBroker'),
-    (764, 'UpdateMetadataBroker.Id'),
-    (765, 'UpdateMetadataBroker.V0Host'),
-    (766, 'UpdateMetadataBroker.V0Port'),
-    (769, 'UpdateMetadataBroker'),
-    (770, 'UpdateMetadataBroker.Id'),
-    (772, 'UpdateMetadataBroker.Endpoints'),
-    (781, 'UpdateMetadataBroker'),
-    (785, 'UpdateMetadataBroker.Id'),
-    (786, 'UpdateMetadataBroker.Endpoints'),
-    (793, 'UpdateMetadataBroker'),
-    (794, 'UpdateMetadataBroker.Id'),
-    (796, 'UpdateMetadataBroker.Endpoints'),
-    (805, 'UpdateMetadataBroker.Rack'),
-    (806, 'UpdateMetadataBroker'),
-    (810, 'UpdateMetadataBroker.Id'),
-    (811, 'UpdateMetadataBroker.Endpoints'),
-    (816, 'UpdateMetadataBroker.Rack'),
-    (819, 'UpdateMetadataBroker'),
-    (820, 'UpdateMetadataBroker.Id'),
-    (822, 'UpdateMetadataBroker.Endpoints'),
-    (831, 'UpdateMetadataBroker.Rack'),
-    (832, 'UpdateMetadataBroker'),
-    (836, 'UpdateMetadataBroker.Id'),
-    (837, 'UpdateMetadataBroker.Endpoints'),
-    (842, 'UpdateMetadataBroker.Rack'),
-    (845, 'UpdateMetadataPartitionState'),
-    (846, 'UpdateMetadataPartitionState.TopicName'),
-    (847, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (849, 'UpdateMetadataPartitionState.Isr'),
-    (855, 'UpdateMetadataPartitionState.ZkVersion'),
-    (857, 'UpdateMetadataPartitionState.Replicas'),
-    (863, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (869, 'UpdateMetadataPartitionState'),
-    (873, 'UpdateMetadataPartitionState.TopicName'),
-    (874, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (875, 'UpdateMetadataPartitionState.Isr'),
-    (879, 'UpdateMetadataPartitionState.ZkVersion'),
-    (880, 'UpdateMetadataPartitionState.Replicas'),
-    (884, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (890, 'UpdateMetadataTopicState'),
-    (891, 'UpdateMetadataTopicState.TopicName'),
-    (892, 'UpdateMetadataTopicState.PartitionStates'),
-    (901, 'UpdateMetadataTopicState'),
-    (905, 'UpdateMetadataTopicState.TopicName'),
-    (906, 'UpdateMetadataTopicState.PartitionStates'),
-    (913, 'UpdateMetadataTopicState'),
-    (914, 'UpdateMetadataTopicState.TopicName'),
-    (915, 'UpdateMetadataTopicState.PartitionStates'),
-    (927, 'UpdateMetadataTopicState.<tagged fields>'),
-    (940, 'UpdateMetadataTopicState'),
-    (944, 'UpdateMetadataTopicState.TopicName'),
-    (945, 'UpdateMetadataTopicState.PartitionStates'),
-    (953, 'UpdateMetadataTopicState.<tagged fields>'),
-    (959, 'UpdateMetadataBroker'),
-    (960, 'UpdateMetadataBroker.Id'),
-    (962, 'UpdateMetadataBroker.Endpoints'),
-    (974, 'UpdateMetadataBroker.Rack'),
-    (975, 'UpdateMetadataBroker.<tagged fields>'),
-    (988, 'UpdateMetadataBroker'),
-    (992, 'UpdateMetadataBroker.Id'),
-    (993, 'UpdateMetadataBroker.Endpoints'),
-    (1001, 'UpdateMetadataBroker.Rack'),
-    (1002, 'UpdateMetadataBroker.<tagged fields>'),
-    (1008, 'UpdateMetadataTopicState'),
-    (1009, 'UpdateMetadataTopicState.TopicName'),
-    (1010, 'UpdateMetadataTopicState.TopicId'),
-    (1011, 'UpdateMetadataTopicState.PartitionStates'),
-    (1023, 'UpdateMetadataTopicState.<tagged fields>'),
-    (1036, 'UpdateMetadataTopicState'),
-    (1040, 'UpdateMetadataTopicState.TopicName'),
-    (1041, 'UpdateMetadataTopicState.TopicId'),
-    (1042, 'UpdateMetadataTopicState.PartitionStates'),
-    (1050, 'UpdateMetadataTopicState.<tagged fields>'),
-    (1056, 'UpdateMetadataEndpoint'),
-    (1057, 'UpdateMetadataEndpoint.Port'),
-    (1059, 'UpdateMetadataEndpoint.Host'),
-    (1060, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1062, 'UpdateMetadataEndpoint'),
-    (1066, 'UpdateMetadataEndpoint.Port'),
-    (1067, 'UpdateMetadataEndpoint.Host'),
-    (1068, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1071, 'UpdateMetadataEndpoint'),
-    (1072, 'UpdateMetadataEndpoint.Port'),
-    (1074, 'UpdateMetadataEndpoint.Host'),
-    (1075, 'UpdateMetadataEndpoint.Listener'),
-    (1076, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1078, 'UpdateMetadataEndpoint'),
-    (1082, 'UpdateMetadataEndpoint.Port'),
-    (1083, 'UpdateMetadataEndpoint.Host'),
-    (1084, 'UpdateMetadataEndpoint.Listener'),
-    (1085, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1088, 'UpdateMetadataPartitionState'),
-    (1089, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1091, 'UpdateMetadataPartitionState.Isr'),
-    (1097, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1099, 'UpdateMetadataPartitionState.Replicas'),
-    (1105, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1111, 'UpdateMetadataPartitionState'),
-    (1115, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1116, 'UpdateMetadataPartitionState.Isr'),
-    (1120, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1121, 'UpdateMetadataPartitionState.Replicas'),
-    (1125, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1131, 'UpdateMetadataPartitionState'),
-    (1132, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1134, 'UpdateMetadataPartitionState.Isr'),
-    (1143, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1145, 'UpdateMetadataPartitionState.Replicas'),
-    (1154, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1163, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (1176, 'UpdateMetadataPartitionState'),
-    (1180, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
-    (1181, 'UpdateMetadataPartitionState.Isr'),
-    (1188, 'UpdateMetadataPartitionState.ZkVersion'),
-    (1189, 'UpdateMetadataPartitionState.Replicas'),
-    (1196, 'UpdateMetadataPartitionState.OfflineReplicas'),
-    (1203, 'UpdateMetadataPartitionState.<tagged fields>'),
-    (1209, 'UpdateMetadataEndpoint'),
-    (1210, 'UpdateMetadataEndpoint.Port'),
-    (1212, 'UpdateMetadataEndpoint.Host'),
-    (1213, 'UpdateMetadataEndpoint.Listener'),
-    (1214, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1216, 'UpdateMetadataEndpoint.<tagged fields>'),
-    (1229, 'UpdateMetadataEndpoint'),
-    (1233, 'UpdateMetadataEndpoint.Port'),
-    (1234, 'UpdateMetadataEndpoint.Host'),
-    (1235, 'UpdateMetadataEndpoint.Listener'),
-    (1236, 'UpdateMetadataEndpoint.SecurityProtocol'),
-    (1237, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (618, 'UpdateMetadataRequest.TopicStates'),
+    (620, 'UpdateMetadataRequest.ControllerId,ControllerEpoch'),
+    (621, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (626, 'UpdateMetadataRequest.LiveBrokers'),
+    (633, 'UpdateMetadataRequest'),
+    (634, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (636, 'UpdateMetadataRequest.TopicStates'),
+    (645, 'UpdateMetadataRequest.LiveBrokers'),
+    (654, 'UpdateMetadataRequest'),
+    (658, 'UpdateMetadataRequest.isKRaftController'),
+    (660, 'UpdateMetadataRequest.Type'),
+    (662, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (664, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (665, 'UpdateMetadataRequest.TopicStates'),
+    (670, 'UpdateMetadataRequest.LiveBrokers'),
+    (677, 'UpdateMetadataRequest'),
+    (678, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (680, 'UpdateMetadataRequest.TopicStates'),
+    (692, 'UpdateMetadataRequest.LiveBrokers'),
+    (704, 'UpdateMetadataRequest.<tagged fields>'),
+    (717, 'UpdateMetadataRequest'),
+    (721, 'UpdateMetadataRequest.isKRaftController'),
+    (723, 'UpdateMetadataRequest.Type'),
+    (725, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (727, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (728, 'UpdateMetadataRequest.TopicStates'),
+    (736, 'UpdateMetadataRequest.LiveBrokers'),
+    (744, 'UpdateMetadataRequest.<tagged fields>'),
+    (750, 'UpdateMetadataRequest'),
+    (751, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (753, 'UpdateMetadataRequest.TopicStates'),
+    (765, 'UpdateMetadataRequest.LiveBrokers'),
+    (777, 'UpdateMetadataRequest.<tagged fields>'),
+    (790, 'UpdateMetadataRequest'),
+    (794, 'UpdateMetadataRequest.isKRaftController'),
+    (796, 'UpdateMetadataRequest.Type'),
+    (798, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (800, 'UpdateMetadataRequest.ControllerId,ControllerEpoch,BrokerEpoch'),
+    (801, 'UpdateMetadataRequest.TopicStates'),
+    (809, 'UpdateMetadataRequest.LiveBrokers'),
+    (817, 'UpdateMetadataRequest.<tagged fields>'),
+    (823, 'UpdateMetadataRequest'),
+    (824, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (826, 'UpdateMetadataRequest.TopicStates'),
+    (838, 'UpdateMetadataRequest.LiveBrokers'),
+    (850, 'UpdateMetadataRequest.<tagged fields>'),
+    (861, 'UpdateMetadataRequest.Type'),
+    (864, 'UpdateMetadataRequest.<tagged fields>'),
+    (868, 'UpdateMetadataRequest'),
+    (872, 'UpdateMetadataRequest.UngroupedPartitionStates'),
+    (874, 'UpdateMetadataRequest.ControllerId,isKRaftController,ControllerEpoch,BrokerEpoch'),
+    (875, 'UpdateMetadataRequest.TopicStates'),
+    (883, 'UpdateMetadataRequest.LiveBrokers'),
+    (891, 'UpdateMetadataRequest.<tagged fields>'),
+    (892, 'UpdateMetadataRequest.Type'),
+    (896, 'UpdateMetadataRequest.<tagged fields>'),
+    (899, 'UpdateMetadataPartitionState'),
+    (900, 'UpdateMetadataPartitionState.TopicName'),
+    (901, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (903, 'UpdateMetadataPartitionState.Isr'),
+    (909, 'UpdateMetadataPartitionState.ZkVersion'),
+    (911, 'UpdateMetadataPartitionState.Replicas'),
+    (917, 'UpdateMetadataPartitionState'),
+    (921, 'UpdateMetadataPartitionState.TopicName'),
+    (922, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (923, 'UpdateMetadataPartitionState.Isr'),
+    (927, 'UpdateMetadataPartitionState.ZkVersion'),
+    (928, 'UpdateMetadataPartitionState.Replicas'),
+    (934, 'UpdateMetadataBroker'),
+    (935, 'UpdateMetadataBroker.Id'),
+    (937, 'UpdateMetadataBroker.V0Host'),
+    (938, 'UpdateMetadataBroker.V0Port'),
+    (940, 'UpdateMetadataBroker'),
+    (944, 'UpdateMetadataBroker.Id'),
+    (945, 'UpdateMetadataBroker.V0Host'),
+    (946, 'UpdateMetadataBroker.V0Port'),
+    (949, 'UpdateMetadataBroker'),
+    (950, 'UpdateMetadataBroker.Id'),
+    (952, 'UpdateMetadataBroker.Endpoints'),
+    (961, 'UpdateMetadataBroker'),
+    (965, 'UpdateMetadataBroker.Id'),
+    (966, 'UpdateMetadataBroker.Endpoints'),
+    (973, 'UpdateMetadataBroker'),
+    (974, 'UpdateMetadataBroker.Id'),
+    (976, 'UpdateMetadataBroker.Endpoints'),
+    (985, 'UpdateMetadataBroker.Rack'),
+    (986, 'UpdateMetadataBroker'),
+    (990, 'UpdateMetadataBroker.Id'),
+    (991, 'UpdateMetadataBroker.Endpoints'),
+    (996, 'UpdateMetadataBroker.Rack'),
+    (999, 'UpdateMetadataBroker'),
+    (1000, 'UpdateMetadataBroker.Id'),
+    (1002, 'UpdateMetadataBroker.Endpoints'),
+    (1011, 'UpdateMetadataBroker.Rack'),
+    (1012, 'UpdateMetadataBroker'),
+    (1016, 'UpdateMetadataBroker.Id'),
+    (1017, 'UpdateMetadataBroker.Endpoints'),
+    (1022, 'UpdateMetadataBroker.Rack'),
+    (1025, 'UpdateMetadataPartitionState'),
+    (1026, 'UpdateMetadataPartitionState.TopicName'),
+    (1027, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1029, 'UpdateMetadataPartitionState.Isr'),
+    (1035, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1037, 'UpdateMetadataPartitionState.Replicas'),
+    (1043, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1049, 'UpdateMetadataPartitionState'),
+    (1053, 'UpdateMetadataPartitionState.TopicName'),
+    (1054, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1055, 'UpdateMetadataPartitionState.Isr'),
+    (1059, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1060, 'UpdateMetadataPartitionState.Replicas'),
+    (1064, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1070, 'UpdateMetadataTopicState'),
+    (1071, 'UpdateMetadataTopicState.TopicName'),
+    (1072, 'UpdateMetadataTopicState.PartitionStates'),
+    (1081, 'UpdateMetadataTopicState'),
+    (1085, 'UpdateMetadataTopicState.TopicName'),
+    (1086, 'UpdateMetadataTopicState.PartitionStates'),
+    (1093, 'UpdateMetadataTopicState'),
+    (1094, 'UpdateMetadataTopicState.TopicName'),
+    (1095, 'UpdateMetadataTopicState.PartitionStates'),
+    (1107, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1120, 'UpdateMetadataTopicState'),
+    (1124, 'UpdateMetadataTopicState.TopicName'),
+    (1125, 'UpdateMetadataTopicState.PartitionStates'),
+    (1133, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1139, 'UpdateMetadataBroker'),
+    (1140, 'UpdateMetadataBroker.Id'),
+    (1142, 'UpdateMetadataBroker.Endpoints'),
+    (1154, 'UpdateMetadataBroker.Rack'),
+    (1155, 'UpdateMetadataBroker.<tagged fields>'),
+    (1168, 'UpdateMetadataBroker'),
+    (1172, 'UpdateMetadataBroker.Id'),
+    (1173, 'UpdateMetadataBroker.Endpoints'),
+    (1181, 'UpdateMetadataBroker.Rack'),
+    (1182, 'UpdateMetadataBroker.<tagged fields>'),
+    (1188, 'UpdateMetadataTopicState'),
+    (1189, 'UpdateMetadataTopicState.TopicName'),
+    (1190, 'UpdateMetadataTopicState.TopicId'),
+    (1191, 'UpdateMetadataTopicState.PartitionStates'),
+    (1203, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1216, 'UpdateMetadataTopicState'),
+    (1220, 'UpdateMetadataTopicState.TopicName'),
+    (1221, 'UpdateMetadataTopicState.TopicId'),
+    (1222, 'UpdateMetadataTopicState.PartitionStates'),
+    (1230, 'UpdateMetadataTopicState.<tagged fields>'),
+    (1236, 'UpdateMetadataEndpoint'),
+    (1237, 'UpdateMetadataEndpoint.Port'),
+    (1239, 'UpdateMetadataEndpoint.Host'),
+    (1240, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1242, 'UpdateMetadataEndpoint'),
+    (1246, 'UpdateMetadataEndpoint.Port'),
+    (1247, 'UpdateMetadataEndpoint.Host'),
+    (1248, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1251, 'UpdateMetadataEndpoint'),
+    (1252, 'UpdateMetadataEndpoint.Port'),
+    (1254, 'UpdateMetadataEndpoint.Host'),
+    (1255, 'UpdateMetadataEndpoint.Listener'),
+    (1256, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1258, 'UpdateMetadataEndpoint'),
+    (1262, 'UpdateMetadataEndpoint.Port'),
+    (1263, 'UpdateMetadataEndpoint.Host'),
+    (1264, 'UpdateMetadataEndpoint.Listener'),
+    (1265, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1268, 'UpdateMetadataPartitionState'),
+    (1269, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1271, 'UpdateMetadataPartitionState.Isr'),
+    (1277, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1279, 'UpdateMetadataPartitionState.Replicas'),
+    (1285, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1291, 'UpdateMetadataPartitionState'),
+    (1295, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1296, 'UpdateMetadataPartitionState.Isr'),
+    (1300, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1301, 'UpdateMetadataPartitionState.Replicas'),
+    (1305, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1311, 'UpdateMetadataPartitionState'),
+    (1312, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1314, 'UpdateMetadataPartitionState.Isr'),
+    (1323, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1325, 'UpdateMetadataPartitionState.Replicas'),
+    (1334, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1343, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1356, 'UpdateMetadataPartitionState'),
+    (1360, 'UpdateMetadataPartitionState.PartitionIndex,ControllerEpoch,Leader,LeaderEpoch'),
+    (1361, 'UpdateMetadataPartitionState.Isr'),
+    (1368, 'UpdateMetadataPartitionState.ZkVersion'),
+    (1369, 'UpdateMetadataPartitionState.Replicas'),
+    (1376, 'UpdateMetadataPartitionState.OfflineReplicas'),
+    (1383, 'UpdateMetadataPartitionState.<tagged fields>'),
+    (1389, 'UpdateMetadataEndpoint'),
+    (1390, 'UpdateMetadataEndpoint.Port'),
+    (1392, 'UpdateMetadataEndpoint.Host'),
+    (1393, 'UpdateMetadataEndpoint.Listener'),
+    (1394, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1396, 'UpdateMetadataEndpoint.<tagged fields>'),
+    (1409, 'UpdateMetadataEndpoint'),
+    (1413, 'UpdateMetadataEndpoint.Port'),
+    (1414, 'UpdateMetadataEndpoint.Host'),
+    (1415, 'UpdateMetadataEndpoint.Listener'),
+    (1416, 'UpdateMetadataEndpoint.SecurityProtocol'),
+    (1417, 'UpdateMetadataEndpoint.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ii")
 _S1 = Struct(">H")
 _S2 = Struct(">hh")
@@ -25,13 +32,42 @@ _S2 = Struct(">hh")
 @dataclass(frozen=True, slots=True)
 class Listener:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The hostname
-    host: str = ''
-    #: The port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The hostname
+        host: str = ''
+        #: The port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_Listener:
@@ -54,11 +90,38 @@ _DEFAULT_Listener = Listener()
 
 @dataclass(frozen=True, slots=True)
 class KRaftVersionFeature:
-    #: The minimum supported KRaft protocol version
-    min_supported_version: int = 0
-    #: The maximum supported KRaft protocol version
-    max_supported_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The minimum supported KRaft protocol version
+        min_supported_version: int = 0
+        #: The maximum supported KRaft protocol version
+        max_supported_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+        min_supported_version: int
+        max_supported_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'min_supported_version', min_supported_version)
+            _object_setattr(self, 'max_supported_version', max_supported_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ) == (other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ))
 
 
 class _New_KRaftVersionFeature:
@@ -86,18 +149,53 @@ class UpdateRaftVoterRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    cluster_id: str | None = ''
-    #: The current leader epoch of the partition, -1 for unknown leader epoch
-    current_leader_epoch: int = 0
-    #: The replica id of the voter getting updated in the topic partition
-    voter_id: int = 0
-    #: The directory id of the voter getting updated in the topic partition
-    voter_directory_id: UUID = _p.ZERO_UUID
-    #: The endpoint that can be used to communicate with the leader
-    listeners: tuple[Listener, ...] = ()
-    #: The range of versions of the protocol that the replica supports
-    k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = ''
+        #: The current leader epoch of the partition, -1 for unknown leader epoch
+        current_leader_epoch: int = 0
+        #: The replica id of the voter getting updated in the topic partition
+        voter_id: int = 0
+        #: The directory id of the voter getting updated in the topic partition
+        voter_directory_id: UUID = _p.ZERO_UUID
+        #: The endpoint that can be used to communicate with the leader
+        listeners: tuple[Listener, ...] = ()
+        #: The range of versions of the protocol that the replica supports
+        k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        current_leader_epoch: int
+        voter_id: int
+        voter_directory_id: UUID
+        listeners: tuple[Listener, ...]
+        k_raft_version_feature: KRaftVersionFeature
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = '', current_leader_epoch: int = 0, voter_id: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, listeners: tuple[Listener, ...] = (), k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'current_leader_epoch', current_leader_epoch)
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'listeners', listeners)
+            _object_setattr(self, 'k_raft_version_feature', k_raft_version_feature)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, current_leader_epoch={self.current_leader_epoch!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, listeners={self.listeners!r}, k_raft_version_feature={self.k_raft_version_feature!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.current_leader_epoch, self.voter_id, self.voter_directory_id, self.listeners, self.k_raft_version_feature, self.unknown_tagged_fields, ) == (other.cluster_id, other.current_leader_epoch, other.voter_id, other.voter_directory_id, other.listeners, other.k_raft_version_feature, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.current_leader_epoch, self.voter_id, self.voter_directory_id, self.listeners, self.k_raft_version_feature, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateRaftVoterRequest(_Message):
@@ -240,34 +338,34 @@ UpdateRaftVoterRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (124, 'UpdateRaftVoterRequest'),
-    (125, 'UpdateRaftVoterRequest.ClusterId'),
-    (126, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
-    (128, 'UpdateRaftVoterRequest.VoterDirectoryId'),
-    (129, 'UpdateRaftVoterRequest.Listeners'),
-    (141, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (142, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (155, 'UpdateRaftVoterRequest'),
-    (159, 'UpdateRaftVoterRequest.ClusterId'),
-    (160, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
-    (161, 'UpdateRaftVoterRequest.VoterDirectoryId'),
-    (162, 'UpdateRaftVoterRequest.Listeners'),
-    (170, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
-    (171, 'UpdateRaftVoterRequest.<tagged fields>'),
-    (177, 'Listener'),
-    (178, 'Listener.Name'),
-    (179, 'Listener.Host'),
-    (180, 'Listener.Port'),
-    (182, 'Listener.<tagged fields>'),
-    (195, 'Listener'),
-    (199, 'Listener.Name'),
-    (200, 'Listener.Host'),
-    (201, 'Listener.Port'),
-    (202, 'Listener.<tagged fields>'),
-    (208, 'KRaftVersionFeature'),
-    (209, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (211, 'KRaftVersionFeature.<tagged fields>'),
-    (224, 'KRaftVersionFeature'),
-    (228, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (229, 'KRaftVersionFeature.<tagged fields>'),
+    (222, 'UpdateRaftVoterRequest'),
+    (223, 'UpdateRaftVoterRequest.ClusterId'),
+    (224, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
+    (226, 'UpdateRaftVoterRequest.VoterDirectoryId'),
+    (227, 'UpdateRaftVoterRequest.Listeners'),
+    (239, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (240, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (253, 'UpdateRaftVoterRequest'),
+    (257, 'UpdateRaftVoterRequest.ClusterId'),
+    (258, 'UpdateRaftVoterRequest.CurrentLeaderEpoch,VoterId'),
+    (259, 'UpdateRaftVoterRequest.VoterDirectoryId'),
+    (260, 'UpdateRaftVoterRequest.Listeners'),
+    (268, 'UpdateRaftVoterRequest.KRaftVersionFeature'),
+    (269, 'UpdateRaftVoterRequest.<tagged fields>'),
+    (275, 'Listener'),
+    (276, 'Listener.Name'),
+    (277, 'Listener.Host'),
+    (278, 'Listener.Port'),
+    (280, 'Listener.<tagged fields>'),
+    (293, 'Listener'),
+    (297, 'Listener.Name'),
+    (298, 'Listener.Host'),
+    (299, 'Listener.Port'),
+    (300, 'Listener.<tagged fields>'),
+    (306, 'KRaftVersionFeature'),
+    (307, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (309, 'KRaftVersionFeature.<tagged fields>'),
+    (322, 'KRaftVersionFeature'),
+    (326, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (327, 'KRaftVersionFeature.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 _S1 = Struct(">ii")
 _S2 = Struct(">i")
@@ -24,15 +31,46 @@ _S2 = Struct(">i")
 
 @dataclass(frozen=True, slots=True)
 class CurrentLeader:
-    #: The replica id of the current leader or -1 if the leader is unknown
-    leader_id: int = -1
-    #: The latest known leader epoch
-    leader_epoch: int = -1
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The replica id of the current leader or -1 if the leader is unknown
+        leader_id: int = -1
+        #: The latest known leader epoch
+        leader_epoch: int = -1
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields', )
+        leader_id: int
+        leader_epoch: int
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, leader_id: int = -1, leader_epoch: int = -1, host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.host, self.port, self.unknown_tagged_fields, ) == (other.leader_id, other.leader_epoch, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.leader_id, self.leader_epoch, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_CurrentLeader:
@@ -64,12 +102,41 @@ class UpdateRaftVoterResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
-    throttle_time_ms: int = 0
-    #: The error code, or 0 if there was no error
-    error_code: int = 0
-    current_leader: CurrentLeader = _DEFAULT_CurrentLeader
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
+        throttle_time_ms: int = 0
+        #: The error code, or 0 if there was no error
+        error_code: int = 0
+        current_leader: CurrentLeader = _DEFAULT_CurrentLeader
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields', )
+        throttle_time_ms: int
+        error_code: int
+        current_leader: CurrentLeader
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, current_leader: CurrentLeader = _DEFAULT_CurrentLeader, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'throttle_time_ms', throttle_time_ms)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'current_leader', current_leader)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, current_leader={self.current_leader!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.current_leader, self.unknown_tagged_fields, ) == (other.throttle_time_ms, other.error_code, other.current_leader, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.throttle_time_ms, self.error_code, self.current_leader, self.unknown_tagged_fields, ))
 
 
 class _New_UpdateRaftVoterResponse(_Message):
@@ -160,24 +227,24 @@ UpdateRaftVoterResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (90, 'UpdateRaftVoterResponse'),
-    (91, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (93, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (104, 'UpdateRaftVoterResponse.CurrentLeader'),
-    (106, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (110, 'UpdateRaftVoterResponse'),
-    (114, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
-    (115, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (116, 'UpdateRaftVoterResponse.CurrentLeader'),
-    (120, 'UpdateRaftVoterResponse.<tagged fields>'),
-    (123, 'CurrentLeader'),
-    (124, 'CurrentLeader.LeaderId,LeaderEpoch'),
-    (126, 'CurrentLeader.Host'),
-    (127, 'CurrentLeader.Port'),
-    (129, 'CurrentLeader.<tagged fields>'),
-    (142, 'CurrentLeader'),
-    (146, 'CurrentLeader.LeaderId,LeaderEpoch'),
-    (147, 'CurrentLeader.Host'),
-    (148, 'CurrentLeader.Port'),
-    (149, 'CurrentLeader.<tagged fields>'),
+    (157, 'UpdateRaftVoterResponse'),
+    (158, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (160, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (171, 'UpdateRaftVoterResponse.CurrentLeader'),
+    (173, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (177, 'UpdateRaftVoterResponse'),
+    (181, 'UpdateRaftVoterResponse.ThrottleTimeMs,ErrorCode'),
+    (182, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (183, 'UpdateRaftVoterResponse.CurrentLeader'),
+    (187, 'UpdateRaftVoterResponse.<tagged fields>'),
+    (190, 'CurrentLeader'),
+    (191, 'CurrentLeader.LeaderId,LeaderEpoch'),
+    (193, 'CurrentLeader.Host'),
+    (194, 'CurrentLeader.Port'),
+    (196, 'CurrentLeader.<tagged fields>'),
+    (209, 'CurrentLeader'),
+    (213, 'CurrentLeader.LeaderId,LeaderEpoch'),
+    (214, 'CurrentLeader.Host'),
+    (215, 'CurrentLeader.Port'),
+    (216, 'CurrentLeader.<tagged fields>'),
 )

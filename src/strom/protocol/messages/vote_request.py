@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">i")
 _S1 = Struct(">iiiiq")
 _S2 = Struct(">iii")
@@ -25,21 +32,58 @@ _S3 = Struct(">iq")
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    #: The bumped epoch of the candidate sending the request
-    candidate_epoch: int = 0
-    #: The replica id of the voter sending the request
-    candidate_id: int = 0
-    #: The directory id of the voter sending the request
-    candidate_directory_id: UUID = _p.ZERO_UUID
-    #: The ID of the voter sending the request
-    voter_directory_id: UUID = _p.ZERO_UUID
-    #: The epoch of the last record written to the metadata log
-    last_offset_epoch: int = 0
-    #: The offset of the last record written to the metadata log
-    last_offset: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The bumped epoch of the candidate sending the request
+        candidate_epoch: int = 0
+        #: The replica id of the voter sending the request
+        candidate_id: int = 0
+        #: The directory id of the voter sending the request
+        candidate_directory_id: UUID = _p.ZERO_UUID
+        #: The ID of the voter sending the request
+        voter_directory_id: UUID = _p.ZERO_UUID
+        #: The epoch of the last record written to the metadata log
+        last_offset_epoch: int = 0
+        #: The offset of the last record written to the metadata log
+        last_offset: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields', )
+        partition_index: int
+        candidate_epoch: int
+        candidate_id: int
+        candidate_directory_id: UUID
+        voter_directory_id: UUID
+        last_offset_epoch: int
+        last_offset: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, candidate_epoch: int = 0, candidate_id: int = 0, candidate_directory_id: UUID = _p.ZERO_UUID, voter_directory_id: UUID = _p.ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'candidate_epoch', candidate_epoch)
+            _object_setattr(self, 'candidate_id', candidate_id)
+            _object_setattr(self, 'candidate_directory_id', candidate_directory_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'last_offset_epoch', last_offset_epoch)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, candidate_epoch={self.candidate_epoch!r}, candidate_id={self.candidate_id!r}, candidate_directory_id={self.candidate_directory_id!r}, voter_directory_id={self.voter_directory_id!r}, last_offset_epoch={self.last_offset_epoch!r}, last_offset={self.last_offset!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.candidate_epoch, self.candidate_id, self.candidate_directory_id, self.voter_directory_id, self.last_offset_epoch, self.last_offset, self.unknown_tagged_fields, ) == (other.partition_index, other.candidate_epoch, other.candidate_id, other.candidate_directory_id, other.voter_directory_id, other.last_offset_epoch, other.last_offset, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.candidate_epoch, self.candidate_id, self.candidate_directory_id, self.voter_directory_id, self.last_offset_epoch, self.last_offset, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -70,10 +114,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -101,11 +172,40 @@ class VoteRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    cluster_id: str | None = None
-    #: The replica id of the voter receiving the request
-    voter_id: int = -1
-    topics: tuple[TopicData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        cluster_id: str | None = None
+        #: The replica id of the voter receiving the request
+        voter_id: int = -1
+        topics: tuple[TopicData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields', )
+        cluster_id: str | None
+        voter_id: int
+        topics: tuple[TopicData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: tuple[TopicData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'cluster_id', cluster_id)
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.voter_id, self.topics, self.unknown_tagged_fields, ) == (other.cluster_id, other.voter_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.cluster_id, self.voter_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_VoteRequest(_Message):
@@ -381,56 +481,56 @@ VoteRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (126, 'VoteRequest'),
-    (127, 'VoteRequest.ClusterId'),
-    (128, 'VoteRequest.Topics'),
-    (140, 'VoteRequest.<tagged fields>'),
-    (153, 'VoteRequest'),
-    (157, 'VoteRequest.ClusterId'),
-    (158, 'VoteRequest.Topics'),
-    (166, 'VoteRequest.<tagged fields>'),
-    (172, 'VoteRequest'),
-    (173, 'VoteRequest.ClusterId'),
-    (174, 'VoteRequest.VoterId'),
-    (176, 'VoteRequest.Topics'),
-    (188, 'VoteRequest.<tagged fields>'),
-    (201, 'VoteRequest'),
-    (205, 'VoteRequest.ClusterId'),
-    (206, 'VoteRequest.VoterId'),
-    (207, 'VoteRequest.Topics'),
-    (215, 'VoteRequest.<tagged fields>'),
-    (221, 'TopicData'),
-    (222, 'TopicData.TopicName'),
-    (223, 'TopicData.Partitions'),
-    (235, 'TopicData.<tagged fields>'),
-    (248, 'TopicData'),
-    (252, 'TopicData.TopicName'),
-    (253, 'TopicData.Partitions'),
-    (261, 'TopicData.<tagged fields>'),
-    (267, 'TopicData'),
-    (268, 'TopicData.TopicName'),
-    (269, 'TopicData.Partitions'),
-    (281, 'TopicData.<tagged fields>'),
-    (294, 'TopicData'),
-    (298, 'TopicData.TopicName'),
-    (299, 'TopicData.Partitions'),
-    (307, 'TopicData.<tagged fields>'),
-    (313, 'PartitionData'),
-    (314, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (316, 'PartitionData.<tagged fields>'),
-    (329, 'PartitionData'),
-    (333, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
-    (334, 'PartitionData.<tagged fields>'),
-    (340, 'PartitionData'),
-    (341, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (343, 'PartitionData.CandidateDirectoryId'),
-    (344, 'PartitionData.VoterDirectoryId'),
-    (345, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (347, 'PartitionData.<tagged fields>'),
-    (360, 'PartitionData'),
-    (364, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
-    (365, 'PartitionData.CandidateDirectoryId'),
-    (366, 'PartitionData.VoterDirectoryId'),
-    (367, 'PartitionData.LastOffsetEpoch,LastOffset'),
-    (368, 'PartitionData.<tagged fields>'),
+    (226, 'VoteRequest'),
+    (227, 'VoteRequest.ClusterId'),
+    (228, 'VoteRequest.Topics'),
+    (240, 'VoteRequest.<tagged fields>'),
+    (253, 'VoteRequest'),
+    (257, 'VoteRequest.ClusterId'),
+    (258, 'VoteRequest.Topics'),
+    (266, 'VoteRequest.<tagged fields>'),
+    (272, 'VoteRequest'),
+    (273, 'VoteRequest.ClusterId'),
+    (274, 'VoteRequest.VoterId'),
+    (276, 'VoteRequest.Topics'),
+    (288, 'VoteRequest.<tagged fields>'),
+    (301, 'VoteRequest'),
+    (305, 'VoteRequest.ClusterId'),
+    (306, 'VoteRequest.VoterId'),
+    (307, 'VoteRequest.Topics'),
+    (315, 'VoteRequest.<tagged fields>'),
+    (321, 'TopicData'),
+    (322, 'TopicData.TopicName'),
+    (323, 'TopicData.Partitions'),
+    (335, 'TopicData.<tagged fields>'),
+    (348, 'TopicData'),
+    (352, 'TopicData.TopicName'),
+    (353, 'TopicData.Partitions'),
+    (361, 'TopicData.<tagged fields>'),
+    (367, 'TopicData'),
+    (368, 'TopicData.TopicName'),
+    (369, 'TopicData.Partitions'),
+    (381, 'TopicData.<tagged fields>'),
+    (394, 'TopicData'),
+    (398, 'TopicData.TopicName'),
+    (399, 'TopicData.Partitions'),
+    (407, 'TopicData.<tagged fields>'),
+    (413, 'PartitionData'),
+    (414, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (416, 'PartitionData.<tagged fields>'),
+    (429, 'PartitionData'),
+    (433, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId,LastOffsetEpoch,LastOffset'),
+    (434, 'PartitionData.<tagged fields>'),
+    (440, 'PartitionData'),
+    (441, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (443, 'PartitionData.CandidateDirectoryId'),
+    (444, 'PartitionData.VoterDirectoryId'),
+    (445, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (447, 'PartitionData.<tagged fields>'),
+    (460, 'PartitionData'),
+    (464, 'PartitionData.PartitionIndex,CandidateEpoch,CandidateId'),
+    (465, 'PartitionData.CandidateDirectoryId'),
+    (466, 'PartitionData.VoterDirectoryId'),
+    (467, 'PartitionData.LastOffsetEpoch,LastOffset'),
+    (468, 'PartitionData.<tagged fields>'),
 )

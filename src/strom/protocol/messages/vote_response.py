@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -25,16 +32,49 @@ _S3 = Struct(">ihii?")
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition_index: int = 0
-    error_code: int = 0
-    #: The ID of the current leader or -1 if the leader is unknown.
-    leader_id: int = 0
-    #: The latest known leader epoch
-    leader_epoch: int = 0
-    #: True if the vote was granted and false otherwise
-    vote_granted: bool = False
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        error_code: int = 0
+        #: The ID of the current leader or -1 if the leader is unknown.
+        leader_id: int = 0
+        #: The latest known leader epoch
+        leader_epoch: int = 0
+        #: True if the vote was granted and false otherwise
+        vote_granted: bool = False
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        leader_id: int
+        leader_epoch: int
+        vote_granted: bool
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, vote_granted: bool = False, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'leader_id', leader_id)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'vote_granted', vote_granted)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, vote_granted={self.vote_granted!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.vote_granted, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -61,10 +101,37 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class TopicData:
-    #: The topic name.
-    topic_name: str = ''
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        topic_name: str = ''
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields', )
+        topic_name: str
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_name: str = '', partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_name', topic_name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields, ) == (other.topic_name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_TopicData:
@@ -86,13 +153,42 @@ _DEFAULT_TopicData = TopicData()
 @dataclass(frozen=True, slots=True)
 class NodeEndpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('node_id',)
-    #: The ID of the associated node
-    node_id: int = 0
-    #: The node's hostname
-    host: str = ''
-    #: The node's port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The ID of the associated node
+        node_id: int = 0
+        #: The node's hostname
+        host: str = ''
+        #: The node's port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('node_id', 'host', 'port', 'unknown_tagged_fields', )
+        node_id: int
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'node_id', node_id)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields, ) == (other.node_id, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.node_id, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_NodeEndpoint:
@@ -122,12 +218,41 @@ class VoteResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 2)
-    #: The top level error code.
-    error_code: int = 0
-    topics: tuple[TopicData, ...] = ()
-    #: Endpoints for all current-leaders enumerated in PartitionData
-    node_endpoints: tuple[NodeEndpoint, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The top level error code.
+        error_code: int = 0
+        topics: tuple[TopicData, ...] = ()
+        #: Endpoints for all current-leaders enumerated in PartitionData
+        node_endpoints: tuple[NodeEndpoint, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields', )
+        error_code: int
+        topics: tuple[TopicData, ...]
+        node_endpoints: tuple[NodeEndpoint, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, error_code: int = 0, topics: tuple[TopicData, ...] = (), node_endpoints: tuple[NodeEndpoint, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'node_endpoints', node_endpoints)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields, ))
 
 
 class _New_VoteResponse(_Message):
@@ -380,49 +505,49 @@ VoteResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (148, 'VoteResponse'),
-    (149, 'VoteResponse.ErrorCode'),
-    (151, 'VoteResponse.Topics'),
-    (163, 'VoteResponse.<tagged fields>'),
-    (176, 'VoteResponse'),
-    (180, 'VoteResponse.NodeEndpoints'),
-    (182, 'VoteResponse.ErrorCode'),
-    (183, 'VoteResponse.Topics'),
-    (191, 'VoteResponse.<tagged fields>'),
-    (197, 'VoteResponse'),
-    (198, 'VoteResponse.ErrorCode'),
-    (200, 'VoteResponse.Topics'),
-    (212, 'VoteResponse.<tagged fields>'),
-    (223, 'VoteResponse.NodeEndpoints'),
-    (236, 'VoteResponse.<tagged fields>'),
-    (240, 'VoteResponse'),
-    (244, 'VoteResponse.ErrorCode'),
-    (245, 'VoteResponse.Topics'),
-    (253, 'VoteResponse.<tagged fields>'),
-    (254, 'VoteResponse.NodeEndpoints'),
-    (265, 'VoteResponse.<tagged fields>'),
-    (268, 'TopicData'),
-    (269, 'TopicData.TopicName'),
-    (270, 'TopicData.Partitions'),
-    (282, 'TopicData.<tagged fields>'),
-    (295, 'TopicData'),
-    (299, 'TopicData.TopicName'),
-    (300, 'TopicData.Partitions'),
-    (308, 'TopicData.<tagged fields>'),
-    (314, 'NodeEndpoint'),
-    (315, 'NodeEndpoint.NodeId'),
-    (317, 'NodeEndpoint.Host'),
-    (318, 'NodeEndpoint.Port'),
-    (320, 'NodeEndpoint.<tagged fields>'),
-    (333, 'NodeEndpoint'),
-    (337, 'NodeEndpoint.NodeId'),
-    (338, 'NodeEndpoint.Host'),
-    (339, 'NodeEndpoint.Port'),
-    (340, 'NodeEndpoint.<tagged fields>'),
-    (346, 'PartitionData'),
-    (347, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (349, 'PartitionData.<tagged fields>'),
-    (362, 'PartitionData'),
-    (366, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
-    (367, 'PartitionData.<tagged fields>'),
+    (273, 'VoteResponse'),
+    (274, 'VoteResponse.ErrorCode'),
+    (276, 'VoteResponse.Topics'),
+    (288, 'VoteResponse.<tagged fields>'),
+    (301, 'VoteResponse'),
+    (305, 'VoteResponse.NodeEndpoints'),
+    (307, 'VoteResponse.ErrorCode'),
+    (308, 'VoteResponse.Topics'),
+    (316, 'VoteResponse.<tagged fields>'),
+    (322, 'VoteResponse'),
+    (323, 'VoteResponse.ErrorCode'),
+    (325, 'VoteResponse.Topics'),
+    (337, 'VoteResponse.<tagged fields>'),
+    (348, 'VoteResponse.NodeEndpoints'),
+    (361, 'VoteResponse.<tagged fields>'),
+    (365, 'VoteResponse'),
+    (369, 'VoteResponse.ErrorCode'),
+    (370, 'VoteResponse.Topics'),
+    (378, 'VoteResponse.<tagged fields>'),
+    (379, 'VoteResponse.NodeEndpoints'),
+    (390, 'VoteResponse.<tagged fields>'),
+    (393, 'TopicData'),
+    (394, 'TopicData.TopicName'),
+    (395, 'TopicData.Partitions'),
+    (407, 'TopicData.<tagged fields>'),
+    (420, 'TopicData'),
+    (424, 'TopicData.TopicName'),
+    (425, 'TopicData.Partitions'),
+    (433, 'TopicData.<tagged fields>'),
+    (439, 'NodeEndpoint'),
+    (440, 'NodeEndpoint.NodeId'),
+    (442, 'NodeEndpoint.Host'),
+    (443, 'NodeEndpoint.Port'),
+    (445, 'NodeEndpoint.<tagged fields>'),
+    (458, 'NodeEndpoint'),
+    (462, 'NodeEndpoint.NodeId'),
+    (463, 'NodeEndpoint.Host'),
+    (464, 'NodeEndpoint.Port'),
+    (465, 'NodeEndpoint.<tagged fields>'),
+    (471, 'PartitionData'),
+    (472, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (474, 'PartitionData.<tagged fields>'),
+    (487, 'PartitionData'),
+    (491, 'PartitionData.PartitionIndex,ErrorCode,LeaderId,LeaderEpoch,VoteGranted'),
+    (492, 'PartitionData.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,6 +17,13 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">h")
 _S1 = Struct(">i")
 _S2 = Struct(">H")
@@ -26,13 +33,42 @@ _S3 = Struct(">hh")
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     MAP_KEY: ClassVar[tuple[str, ...]] = ('name',)
-    #: The name of the endpoint
-    name: str = ''
-    #: The hostname
-    host: str = ''
-    #: The port
-    port: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The name of the endpoint
+        name: str = ''
+        #: The hostname
+        host: str = ''
+        #: The port
+        port: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields', )
+        name: str
+        host: str
+        port: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'host', host)
+            _object_setattr(self, 'port', port)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields, ) == (other.name, other.host, other.port, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.host, self.port, self.unknown_tagged_fields, ))
 
 
 class _New_Endpoint:
@@ -55,11 +91,38 @@ _DEFAULT_Endpoint = Endpoint()
 
 @dataclass(frozen=True, slots=True)
 class KRaftVersionFeature:
-    #: The minimum supported KRaft protocol version
-    min_supported_version: int = 0
-    #: The maximum supported KRaft protocol version
-    max_supported_version: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The minimum supported KRaft protocol version
+        min_supported_version: int = 0
+        #: The maximum supported KRaft protocol version
+        max_supported_version: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields', )
+        min_supported_version: int
+        max_supported_version: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'min_supported_version', min_supported_version)
+            _object_setattr(self, 'max_supported_version', max_supported_version)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ) == (other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields, ))
 
 
 class _New_KRaftVersionFeature:
@@ -80,15 +143,46 @@ _DEFAULT_KRaftVersionFeature = KRaftVersionFeature()
 
 @dataclass(frozen=True, slots=True)
 class Voter:
-    #: The replica id of the voter in the topic partition
-    voter_id: int = 0
-    #: The directory id of the voter in the topic partition
-    voter_directory_id: UUID = _p.ZERO_UUID
-    #: The endpoint that can be used to communicate with the voter
-    endpoints: tuple[Endpoint, ...] = ()
-    #: The range of versions of the protocol that the replica supports
-    k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The replica id of the voter in the topic partition
+        voter_id: int = 0
+        #: The directory id of the voter in the topic partition
+        voter_directory_id: UUID = _p.ZERO_UUID
+        #: The endpoint that can be used to communicate with the voter
+        endpoints: tuple[Endpoint, ...] = ()
+        #: The range of versions of the protocol that the replica supports
+        k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields', )
+        voter_id: int
+        voter_directory_id: UUID
+        endpoints: tuple[Endpoint, ...]
+        k_raft_version_feature: KRaftVersionFeature
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, voter_id: int = 0, voter_directory_id: UUID = _p.ZERO_UUID, endpoints: tuple[Endpoint, ...] = (), k_raft_version_feature: KRaftVersionFeature = _DEFAULT_KRaftVersionFeature, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'voter_id', voter_id)
+            _object_setattr(self, 'voter_directory_id', voter_directory_id)
+            _object_setattr(self, 'endpoints', endpoints)
+            _object_setattr(self, 'k_raft_version_feature', k_raft_version_feature)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, endpoints={self.endpoints!r}, k_raft_version_feature={self.k_raft_version_feature!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.voter_id, self.voter_directory_id, self.endpoints, self.k_raft_version_feature, self.unknown_tagged_fields, ) == (other.voter_id, other.voter_directory_id, other.endpoints, other.k_raft_version_feature, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.voter_id, self.voter_directory_id, self.endpoints, self.k_raft_version_feature, self.unknown_tagged_fields, ))
 
 
 class _New_Voter:
@@ -120,10 +214,37 @@ class VotersRecord(_Message):
     KIND: ClassVar[str] = "data"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The version of the voters record
-    version: int = 0
-    voters: tuple[Voter, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The version of the voters record
+        version: int = 0
+        voters: tuple[Voter, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('version', 'voters', 'unknown_tagged_fields', )
+        version: int
+        voters: tuple[Voter, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, version: int = 0, voters: tuple[Voter, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'version', version)
+            _object_setattr(self, 'voters', voters)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(version={self.version!r}, voters={self.voters!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.version, self.voters, self.unknown_tagged_fields, ) == (other.version, other.voters, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.version, self.voters, self.unknown_tagged_fields, ))
 
 
 class _New_VotersRecord(_Message):
@@ -303,40 +424,40 @@ VotersRecord._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (142, 'VotersRecord'),
-    (143, 'VotersRecord.Version'),
-    (145, 'VotersRecord.Voters'),
-    (157, 'VotersRecord.<tagged fields>'),
-    (170, 'VotersRecord'),
-    (174, 'VotersRecord.Version'),
-    (175, 'VotersRecord.Voters'),
-    (183, 'VotersRecord.<tagged fields>'),
-    (189, 'Voter'),
-    (190, 'Voter.VoterId'),
-    (192, 'Voter.VoterDirectoryId'),
-    (193, 'Voter.Endpoints'),
-    (205, 'Voter.KRaftVersionFeature'),
-    (206, 'Voter.<tagged fields>'),
-    (219, 'Voter'),
-    (223, 'Voter.VoterId'),
-    (224, 'Voter.VoterDirectoryId'),
-    (225, 'Voter.Endpoints'),
-    (233, 'Voter.KRaftVersionFeature'),
-    (234, 'Voter.<tagged fields>'),
-    (240, 'Endpoint'),
-    (241, 'Endpoint.Name'),
-    (242, 'Endpoint.Host'),
-    (243, 'Endpoint.Port'),
-    (245, 'Endpoint.<tagged fields>'),
-    (258, 'Endpoint'),
-    (262, 'Endpoint.Name'),
-    (263, 'Endpoint.Host'),
-    (264, 'Endpoint.Port'),
-    (265, 'Endpoint.<tagged fields>'),
-    (271, 'KRaftVersionFeature'),
-    (272, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (274, 'KRaftVersionFeature.<tagged fields>'),
-    (287, 'KRaftVersionFeature'),
-    (291, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
-    (292, 'KRaftVersionFeature.<tagged fields>'),
+    (263, 'VotersRecord'),
+    (264, 'VotersRecord.Version'),
+    (266, 'VotersRecord.Voters'),
+    (278, 'VotersRecord.<tagged fields>'),
+    (291, 'VotersRecord'),
+    (295, 'VotersRecord.Version'),
+    (296, 'VotersRecord.Voters'),
+    (304, 'VotersRecord.<tagged fields>'),
+    (310, 'Voter'),
+    (311, 'Voter.VoterId'),
+    (313, 'Voter.VoterDirectoryId'),
+    (314, 'Voter.Endpoints'),
+    (326, 'Voter.KRaftVersionFeature'),
+    (327, 'Voter.<tagged fields>'),
+    (340, 'Voter'),
+    (344, 'Voter.VoterId'),
+    (345, 'Voter.VoterDirectoryId'),
+    (346, 'Voter.Endpoints'),
+    (354, 'Voter.KRaftVersionFeature'),
+    (355, 'Voter.<tagged fields>'),
+    (361, 'Endpoint'),
+    (362, 'Endpoint.Name'),
+    (363, 'Endpoint.Host'),
+    (364, 'Endpoint.Port'),
+    (366, 'Endpoint.<tagged fields>'),
+    (379, 'Endpoint'),
+    (383, 'Endpoint.Name'),
+    (384, 'Endpoint.Host'),
+    (385, 'Endpoint.Port'),
+    (386, 'Endpoint.<tagged fields>'),
+    (392, 'KRaftVersionFeature'),
+    (393, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (395, 'KRaftVersionFeature.<tagged fields>'),
+    (408, 'KRaftVersionFeature'),
+    (412, 'KRaftVersionFeature.MinSupportedVersion,MaxSupportedVersion'),
+    (413, 'KRaftVersionFeature.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,21 +17,59 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">iiiq")
 _S1 = Struct(">qqbh")
 
 
 @dataclass(frozen=True, slots=True)
 class StateBatch:
-    #: The base offset of this state batch.
-    first_offset: int = 0
-    #: The last offset of this state batch.
-    last_offset: int = 0
-    #: The state - 0:Available,2:Acked,4:Archived
-    delivery_state: int = 0
-    #: The delivery count.
-    delivery_count: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The base offset of this state batch.
+        first_offset: int = 0
+        #: The last offset of this state batch.
+        last_offset: int = 0
+        #: The state - 0:Available,2:Acked,4:Archived
+        delivery_state: int = 0
+        #: The delivery count.
+        delivery_count: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields', )
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, first_offset: int = 0, last_offset: int = 0, delivery_state: int = 0, delivery_count: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'first_offset', first_offset)
+            _object_setattr(self, 'last_offset', last_offset)
+            _object_setattr(self, 'delivery_state', delivery_state)
+            _object_setattr(self, 'delivery_count', delivery_count)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_state={self.delivery_state!r}, delivery_count={self.delivery_count!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields, ) == (other.first_offset, other.last_offset, other.delivery_state, other.delivery_count, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.first_offset, self.last_offset, self.delivery_state, self.delivery_count, self.unknown_tagged_fields, ))
 
 
 class _New_StateBatch:
@@ -56,16 +94,49 @@ _DEFAULT_StateBatch = StateBatch()
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    #: The partition index.
-    partition: int = 0
-    #: The state epoch for this share-partition.
-    state_epoch: int = 0
-    #: The leader epoch of the share-partition.
-    leader_epoch: int = 0
-    #: The share-partition start offset, or -1 if the start offset is not being written.
-    start_offset: int = 0
-    state_batches: tuple[StateBatch, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The state epoch for this share-partition.
+        state_epoch: int = 0
+        #: The leader epoch of the share-partition.
+        leader_epoch: int = 0
+        #: The share-partition start offset, or -1 if the start offset is not being written.
+        start_offset: int = 0
+        state_batches: tuple[StateBatch, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields', )
+        partition: int
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        state_batches: tuple[StateBatch, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, state_batches: tuple[StateBatch, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'state_epoch', state_epoch)
+            _object_setattr(self, 'leader_epoch', leader_epoch)
+            _object_setattr(self, 'start_offset', start_offset)
+            _object_setattr(self, 'state_batches', state_batches)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, state_epoch={self.state_epoch!r}, leader_epoch={self.leader_epoch!r}, start_offset={self.start_offset!r}, state_batches={self.state_batches!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.state_epoch, self.leader_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields, ) == (other.partition, other.state_epoch, other.leader_epoch, other.start_offset, other.state_batches, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.state_epoch, self.leader_epoch, self.start_offset, self.state_batches, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionData:
@@ -92,11 +163,38 @@ _DEFAULT_PartitionData = PartitionData()
 
 @dataclass(frozen=True, slots=True)
 class WriteStateData:
-    #: The topic identifier.
-    topic_id: UUID = _p.ZERO_UUID
-    #: The data for the partitions.
-    partitions: tuple[PartitionData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier.
+        topic_id: UUID = _p.ZERO_UUID
+        #: The data for the partitions.
+        partitions: tuple[PartitionData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_WriteStateData:
@@ -124,11 +222,38 @@ class WriteShareGroupStateRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The group identifier.
-    group_id: str = ''
-    #: The data for the topics.
-    topics: tuple[WriteStateData, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The group identifier.
+        group_id: str = ''
+        #: The data for the topics.
+        topics: tuple[WriteStateData, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields', )
+        group_id: str
+        topics: tuple[WriteStateData, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, group_id: str = '', topics: tuple[WriteStateData, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'group_id', group_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields, ) == (other.group_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.group_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_WriteShareGroupStateRequest(_Message):
@@ -318,34 +443,34 @@ WriteShareGroupStateRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (147, 'WriteShareGroupStateRequest'),
-    (148, 'WriteShareGroupStateRequest.GroupId'),
-    (149, 'WriteShareGroupStateRequest.Topics'),
-    (161, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (174, 'WriteShareGroupStateRequest'),
-    (178, 'WriteShareGroupStateRequest.GroupId'),
-    (179, 'WriteShareGroupStateRequest.Topics'),
-    (187, 'WriteShareGroupStateRequest.<tagged fields>'),
-    (193, 'WriteStateData'),
-    (194, 'WriteStateData.TopicId'),
-    (195, 'WriteStateData.Partitions'),
-    (207, 'WriteStateData.<tagged fields>'),
-    (220, 'WriteStateData'),
-    (224, 'WriteStateData.TopicId'),
-    (225, 'WriteStateData.Partitions'),
-    (233, 'WriteStateData.<tagged fields>'),
-    (239, 'PartitionData'),
-    (240, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (242, 'PartitionData.StateBatches'),
-    (254, 'PartitionData.<tagged fields>'),
-    (267, 'PartitionData'),
-    (271, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
-    (272, 'PartitionData.StateBatches'),
-    (280, 'PartitionData.<tagged fields>'),
-    (286, 'StateBatch'),
-    (287, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (289, 'StateBatch.<tagged fields>'),
-    (302, 'StateBatch'),
-    (306, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
-    (307, 'StateBatch.<tagged fields>'),
+    (272, 'WriteShareGroupStateRequest'),
+    (273, 'WriteShareGroupStateRequest.GroupId'),
+    (274, 'WriteShareGroupStateRequest.Topics'),
+    (286, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (299, 'WriteShareGroupStateRequest'),
+    (303, 'WriteShareGroupStateRequest.GroupId'),
+    (304, 'WriteShareGroupStateRequest.Topics'),
+    (312, 'WriteShareGroupStateRequest.<tagged fields>'),
+    (318, 'WriteStateData'),
+    (319, 'WriteStateData.TopicId'),
+    (320, 'WriteStateData.Partitions'),
+    (332, 'WriteStateData.<tagged fields>'),
+    (345, 'WriteStateData'),
+    (349, 'WriteStateData.TopicId'),
+    (350, 'WriteStateData.Partitions'),
+    (358, 'WriteStateData.<tagged fields>'),
+    (364, 'PartitionData'),
+    (365, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (367, 'PartitionData.StateBatches'),
+    (379, 'PartitionData.<tagged fields>'),
+    (392, 'PartitionData'),
+    (396, 'PartitionData.Partition,StateEpoch,LeaderEpoch,StartOffset'),
+    (397, 'PartitionData.StateBatches'),
+    (405, 'PartitionData.<tagged fields>'),
+    (411, 'StateBatch'),
+    (412, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (414, 'StateBatch.<tagged fields>'),
+    (427, 'StateBatch'),
+    (431, 'StateBatch.FirstOffset,LastOffset,DeliveryState,DeliveryCount'),
+    (432, 'StateBatch.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,18 +17,54 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
-    #: The partition index.
-    partition: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    #: The error message, or null if there was no error.
-    error_message: str | None = None
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        #: The error message, or null if there was no error.
+        error_message: str | None = None
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields', )
+        partition: int
+        error_code: int
+        error_message: str | None
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition', partition)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'error_message', error_message)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition, self.error_code, self.error_message, self.unknown_tagged_fields, ) == (other.partition, other.error_code, other.error_message, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition, self.error_code, self.error_message, self.unknown_tagged_fields, ))
 
 
 class _New_PartitionResult:
@@ -51,11 +87,38 @@ _DEFAULT_PartitionResult = PartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class WriteStateResult:
-    #: The topic identifier
-    topic_id: UUID = _p.ZERO_UUID
-    #: The results for the partitions.
-    partitions: tuple[PartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic identifier
+        topic_id: UUID = _p.ZERO_UUID
+        #: The results for the partitions.
+        partitions: tuple[PartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields', )
+        topic_id: UUID
+        partitions: tuple[PartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, topic_id: UUID = _p.ZERO_UUID, partitions: tuple[PartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'topic_id', topic_id)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields, ) == (other.topic_id, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.topic_id, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_WriteStateResult:
@@ -83,9 +146,34 @@ class WriteShareGroupStateResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 1)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(0, 1)
-    #: The write results
-    results: tuple[WriteStateResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The write results
+        results: tuple[WriteStateResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('results', 'unknown_tagged_fields', )
+        results: tuple[WriteStateResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, results: tuple[WriteStateResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'results', results)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(results={self.results!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.results, self.unknown_tagged_fields, ) == (other.results, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.results, self.unknown_tagged_fields, ))
 
 
 class _New_WriteShareGroupStateResponse(_Message):
@@ -226,26 +314,26 @@ WriteShareGroupStateResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (102, 'WriteShareGroupStateResponse'),
-    (103, 'WriteShareGroupStateResponse.Results'),
-    (115, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (128, 'WriteShareGroupStateResponse'),
-    (132, 'WriteShareGroupStateResponse.Results'),
-    (140, 'WriteShareGroupStateResponse.<tagged fields>'),
-    (146, 'WriteStateResult'),
-    (147, 'WriteStateResult.TopicId'),
-    (148, 'WriteStateResult.Partitions'),
-    (160, 'WriteStateResult.<tagged fields>'),
-    (173, 'WriteStateResult'),
-    (177, 'WriteStateResult.TopicId'),
-    (178, 'WriteStateResult.Partitions'),
-    (186, 'WriteStateResult.<tagged fields>'),
-    (192, 'PartitionResult'),
-    (193, 'PartitionResult.Partition,ErrorCode'),
-    (195, 'PartitionResult.ErrorMessage'),
-    (196, 'PartitionResult.<tagged fields>'),
-    (209, 'PartitionResult'),
-    (213, 'PartitionResult.Partition,ErrorCode'),
-    (214, 'PartitionResult.ErrorMessage'),
-    (215, 'PartitionResult.<tagged fields>'),
+    (190, 'WriteShareGroupStateResponse'),
+    (191, 'WriteShareGroupStateResponse.Results'),
+    (203, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (216, 'WriteShareGroupStateResponse'),
+    (220, 'WriteShareGroupStateResponse.Results'),
+    (228, 'WriteShareGroupStateResponse.<tagged fields>'),
+    (234, 'WriteStateResult'),
+    (235, 'WriteStateResult.TopicId'),
+    (236, 'WriteStateResult.Partitions'),
+    (248, 'WriteStateResult.<tagged fields>'),
+    (261, 'WriteStateResult'),
+    (265, 'WriteStateResult.TopicId'),
+    (266, 'WriteStateResult.Partitions'),
+    (274, 'WriteStateResult.<tagged fields>'),
+    (280, 'PartitionResult'),
+    (281, 'PartitionResult.Partition,ErrorCode'),
+    (283, 'PartitionResult.ErrorMessage'),
+    (284, 'PartitionResult.<tagged fields>'),
+    (297, 'PartitionResult'),
+    (301, 'PartitionResult.Partition,ErrorCode'),
+    (302, 'PartitionResult.ErrorMessage'),
+    (303, 'PartitionResult.<tagged fields>'),
 )

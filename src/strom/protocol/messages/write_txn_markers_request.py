@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">qh?")
 _S1 = Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
 class WritableTxnMarkerTopic:
-    #: The topic name.
-    name: str = ''
-    #: The indexes of the partitions to write transaction markers for.
-    partition_indexes: tuple[int, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The indexes of the partitions to write transaction markers for.
+        partition_indexes: tuple[int, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields', )
+        name: str
+        partition_indexes: tuple[int, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partition_indexes: tuple[int, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partition_indexes', partition_indexes)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields, ) == (other.name, other.partition_indexes, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partition_indexes, self.unknown_tagged_fields, ))
 
 
 class _New_WritableTxnMarkerTopic:
@@ -48,17 +82,50 @@ _DEFAULT_WritableTxnMarkerTopic = WritableTxnMarkerTopic()
 
 @dataclass(frozen=True, slots=True)
 class WritableTxnMarker:
-    #: The current producer ID.
-    producer_id: int = 0
-    #: The current epoch associated with the producer ID.
-    producer_epoch: int = 0
-    #: The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
-    transaction_result: bool = False
-    #: Each topic that we want to write transaction marker(s) for.
-    topics: tuple[WritableTxnMarkerTopic, ...] = ()
-    #: Epoch associated with the transaction state partition hosted by this transaction coordinator
-    coordinator_epoch: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The current producer ID.
+        producer_id: int = 0
+        #: The current epoch associated with the producer ID.
+        producer_epoch: int = 0
+        #: The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
+        transaction_result: bool = False
+        #: Each topic that we want to write transaction marker(s) for.
+        topics: tuple[WritableTxnMarkerTopic, ...] = ()
+        #: Epoch associated with the transaction state partition hosted by this transaction coordinator
+        coordinator_epoch: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'unknown_tagged_fields', )
+        producer_id: int
+        producer_epoch: int
+        transaction_result: bool
+        topics: tuple[WritableTxnMarkerTopic, ...]
+        coordinator_epoch: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: tuple[WritableTxnMarkerTopic, ...] = (), coordinator_epoch: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'producer_epoch', producer_epoch)
+            _object_setattr(self, 'transaction_result', transaction_result)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'coordinator_epoch', coordinator_epoch)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.unknown_tagged_fields, ) == (other.producer_id, other.producer_epoch, other.transaction_result, other.topics, other.coordinator_epoch, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.unknown_tagged_fields, ))
 
 
 class _New_WritableTxnMarker:
@@ -92,9 +159,34 @@ class WriteTxnMarkersRequest(_Message):
     KIND: ClassVar[str] = "request"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The transaction markers to be written.
-    markers: tuple[WritableTxnMarker, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The transaction markers to be written.
+        markers: tuple[WritableTxnMarker, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('markers', 'unknown_tagged_fields', )
+        markers: tuple[WritableTxnMarker, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, markers: tuple[WritableTxnMarker, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'markers', markers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(markers={self.markers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.markers, self.unknown_tagged_fields, ) == (other.markers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.markers, self.unknown_tagged_fields, ))
 
 
 class _New_WriteTxnMarkersRequest(_Message):
@@ -321,46 +413,46 @@ WriteTxnMarkersRequest._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (111, 'WriteTxnMarkersRequest'),
-    (112, 'WriteTxnMarkersRequest.Markers'),
-    (121, 'WriteTxnMarkersRequest'),
-    (125, 'WriteTxnMarkersRequest.Markers'),
-    (132, 'WriteTxnMarkersRequest'),
-    (133, 'WriteTxnMarkersRequest.Markers'),
-    (145, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (158, 'WriteTxnMarkersRequest'),
-    (162, 'WriteTxnMarkersRequest.Markers'),
-    (170, 'WriteTxnMarkersRequest.<tagged fields>'),
-    (176, 'WritableTxnMarker'),
-    (177, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (179, 'WritableTxnMarker.Topics'),
-    (188, 'WritableTxnMarker.CoordinatorEpoch'),
-    (190, 'WritableTxnMarker'),
-    (194, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (195, 'WritableTxnMarker.Topics'),
-    (200, 'WritableTxnMarker.CoordinatorEpoch'),
-    (203, 'WritableTxnMarker'),
-    (204, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (206, 'WritableTxnMarker.Topics'),
-    (218, 'WritableTxnMarker.CoordinatorEpoch'),
-    (220, 'WritableTxnMarker.<tagged fields>'),
-    (233, 'WritableTxnMarker'),
-    (237, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
-    (238, 'WritableTxnMarker.Topics'),
-    (246, 'WritableTxnMarker.CoordinatorEpoch'),
-    (247, 'WritableTxnMarker.<tagged fields>'),
-    (253, 'WritableTxnMarkerTopic'),
-    (254, 'WritableTxnMarkerTopic.Name'),
-    (255, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (261, 'WritableTxnMarkerTopic'),
-    (265, 'WritableTxnMarkerTopic.Name'),
-    (266, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (272, 'WritableTxnMarkerTopic'),
-    (273, 'WritableTxnMarkerTopic.Name'),
-    (274, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (283, 'WritableTxnMarkerTopic.<tagged fields>'),
-    (296, 'WritableTxnMarkerTopic'),
-    (300, 'WritableTxnMarkerTopic.Name'),
-    (301, 'WritableTxnMarkerTopic.PartitionIndexes'),
-    (308, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (203, 'WriteTxnMarkersRequest'),
+    (204, 'WriteTxnMarkersRequest.Markers'),
+    (213, 'WriteTxnMarkersRequest'),
+    (217, 'WriteTxnMarkersRequest.Markers'),
+    (224, 'WriteTxnMarkersRequest'),
+    (225, 'WriteTxnMarkersRequest.Markers'),
+    (237, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (250, 'WriteTxnMarkersRequest'),
+    (254, 'WriteTxnMarkersRequest.Markers'),
+    (262, 'WriteTxnMarkersRequest.<tagged fields>'),
+    (268, 'WritableTxnMarker'),
+    (269, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (271, 'WritableTxnMarker.Topics'),
+    (280, 'WritableTxnMarker.CoordinatorEpoch'),
+    (282, 'WritableTxnMarker'),
+    (286, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (287, 'WritableTxnMarker.Topics'),
+    (292, 'WritableTxnMarker.CoordinatorEpoch'),
+    (295, 'WritableTxnMarker'),
+    (296, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (298, 'WritableTxnMarker.Topics'),
+    (310, 'WritableTxnMarker.CoordinatorEpoch'),
+    (312, 'WritableTxnMarker.<tagged fields>'),
+    (325, 'WritableTxnMarker'),
+    (329, 'WritableTxnMarker.ProducerId,ProducerEpoch,TransactionResult'),
+    (330, 'WritableTxnMarker.Topics'),
+    (338, 'WritableTxnMarker.CoordinatorEpoch'),
+    (339, 'WritableTxnMarker.<tagged fields>'),
+    (345, 'WritableTxnMarkerTopic'),
+    (346, 'WritableTxnMarkerTopic.Name'),
+    (347, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (353, 'WritableTxnMarkerTopic'),
+    (357, 'WritableTxnMarkerTopic.Name'),
+    (358, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (364, 'WritableTxnMarkerTopic'),
+    (365, 'WritableTxnMarkerTopic.Name'),
+    (366, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (375, 'WritableTxnMarkerTopic.<tagged fields>'),
+    (388, 'WritableTxnMarkerTopic'),
+    (392, 'WritableTxnMarkerTopic.Name'),
+    (393, 'WritableTxnMarkerTopic.PartitionIndexes'),
+    (400, 'WritableTxnMarkerTopic.<tagged fields>'),
 )

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from struct import Struct, pack as _pack, unpack_from as _unpack_from
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from strom.protocol import frozen as _frozen
 from strom.protocol import primitives as _p
 from strom.protocol.message import Message as _Message
 from strom.protocol.message import UnsupportedVersionError as _UnsupportedVersion
@@ -17,17 +17,51 @@ from strom.protocol.message import write_records as _write_records
 
 _NULL_ARRAY = b"\xff\xff\xff\xff"
 _A_b, _A_h, _A_H, _A_i, _A_q, _A_d, _A_bool = (_p.ARRAY_STRUCTS[c] for c in "bhHiqd?")
+_object_setattr = object.__setattr__
+# Type checkers see a frozen slotted dataclass; at run time each class carries the
+# methods the decorator would have made (see strom.protocol.frozen and tools/codegen).
+if TYPE_CHECKING:
+    from dataclasses import dataclass, field
+else:
+    dataclass = _frozen.dataclass_for_type_checkers
 _S0 = Struct(">q")
 _S1 = Struct(">ih")
 
 
 @dataclass(frozen=True, slots=True)
 class WritableTxnMarkerPartitionResult:
-    #: The partition index.
-    partition_index: int = 0
-    #: The error code, or 0 if there was no error.
-    error_code: int = 0
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The partition index.
+        partition_index: int = 0
+        #: The error code, or 0 if there was no error.
+        error_code: int = 0
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields', )
+        partition_index: int
+        error_code: int
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'partition_index', partition_index)
+            _object_setattr(self, 'error_code', error_code)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields, ) == (other.partition_index, other.error_code, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.partition_index, self.error_code, self.unknown_tagged_fields, ))
 
 
 class _New_WritableTxnMarkerPartitionResult:
@@ -48,11 +82,38 @@ _DEFAULT_WritableTxnMarkerPartitionResult = WritableTxnMarkerPartitionResult()
 
 @dataclass(frozen=True, slots=True)
 class WritableTxnMarkerTopicResult:
-    #: The topic name.
-    name: str = ''
-    #: The results by partition.
-    partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The topic name.
+        name: str = ''
+        #: The results by partition.
+        partitions: tuple[WritableTxnMarkerPartitionResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('name', 'partitions', 'unknown_tagged_fields', )
+        name: str
+        partitions: tuple[WritableTxnMarkerPartitionResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, name: str = '', partitions: tuple[WritableTxnMarkerPartitionResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'name', name)
+            _object_setattr(self, 'partitions', partitions)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields, ) == (other.name, other.partitions, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.name, self.partitions, self.unknown_tagged_fields, ))
 
 
 class _New_WritableTxnMarkerTopicResult:
@@ -73,11 +134,38 @@ _DEFAULT_WritableTxnMarkerTopicResult = WritableTxnMarkerTopicResult()
 
 @dataclass(frozen=True, slots=True)
 class WritableTxnMarkerResult:
-    #: The current producer ID in use by the transactional ID.
-    producer_id: int = 0
-    #: The results by topic.
-    topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The current producer ID in use by the transactional ID.
+        producer_id: int = 0
+        #: The results by topic.
+        topics: tuple[WritableTxnMarkerTopicResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('producer_id', 'topics', 'unknown_tagged_fields', )
+        producer_id: int
+        topics: tuple[WritableTxnMarkerTopicResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, producer_id: int = 0, topics: tuple[WritableTxnMarkerTopicResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'producer_id', producer_id)
+            _object_setattr(self, 'topics', topics)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, topics={self.topics!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.topics, self.unknown_tagged_fields, ) == (other.producer_id, other.topics, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.producer_id, self.topics, self.unknown_tagged_fields, ))
 
 
 class _New_WritableTxnMarkerResult:
@@ -105,9 +193,34 @@ class WriteTxnMarkersResponse(_Message):
     KIND: ClassVar[str] = "response"
     VALID_VERSIONS: ClassVar[range] = range(0, 2)
     FLEXIBLE_VERSIONS: ClassVar[range] = range(1, 2)
-    #: The results for writing makers.
-    markers: tuple[WritableTxnMarkerResult, ...] = ()
-    unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    if TYPE_CHECKING:
+        #: The results for writing makers.
+        markers: tuple[WritableTxnMarkerResult, ...] = ()
+        unknown_tagged_fields: _p.UnknownTaggedFields = field(default=(), repr=False)
+    else:
+        __slots__ = __match_args__ = ('markers', 'unknown_tagged_fields', )
+        markers: tuple[WritableTxnMarkerResult, ...]
+        unknown_tagged_fields: _p.UnknownTaggedFields
+        __dataclass_fields__ = _frozen.FIELDS
+        __setattr__ = _frozen.frozen_setattr
+        __delattr__ = _frozen.frozen_delattr
+        __getstate__ = _frozen.getstate
+        __setstate__ = _frozen.setstate
+
+        def __init__(self, markers: tuple[WritableTxnMarkerResult, ...] = (), unknown_tagged_fields: _p.UnknownTaggedFields = ()) -> None:
+            _object_setattr(self, 'markers', markers)
+            _object_setattr(self, 'unknown_tagged_fields', unknown_tagged_fields)
+
+        def __repr__(self) -> str:
+            return f"{self.__class__.__qualname__}(markers={self.markers!r})"
+
+        def __eq__(self, other: object) -> bool:
+            if other.__class__ is self.__class__:
+                return (self.markers, self.unknown_tagged_fields, ) == (other.markers, other.unknown_tagged_fields, )
+            return NotImplemented
+
+        def __hash__(self) -> int:
+            return hash((self.markers, self.unknown_tagged_fields, ))
 
 
 class _New_WriteTxnMarkersResponse(_Message):
@@ -373,52 +486,52 @@ WriteTxnMarkersResponse._ENCODERS = {
 }
 
 _FIELD_AT_LINE: tuple[tuple[int, str], ...] = (
-    (124, 'WriteTxnMarkersResponse'),
-    (125, 'WriteTxnMarkersResponse.Markers'),
-    (134, 'WriteTxnMarkersResponse'),
-    (138, 'WriteTxnMarkersResponse.Markers'),
-    (145, 'WriteTxnMarkersResponse'),
-    (146, 'WriteTxnMarkersResponse.Markers'),
-    (158, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (171, 'WriteTxnMarkersResponse'),
-    (175, 'WriteTxnMarkersResponse.Markers'),
-    (183, 'WriteTxnMarkersResponse.<tagged fields>'),
-    (189, 'WritableTxnMarkerResult'),
-    (190, 'WritableTxnMarkerResult.ProducerId'),
-    (192, 'WritableTxnMarkerResult.Topics'),
-    (201, 'WritableTxnMarkerResult'),
-    (205, 'WritableTxnMarkerResult.ProducerId'),
-    (206, 'WritableTxnMarkerResult.Topics'),
-    (213, 'WritableTxnMarkerResult'),
-    (214, 'WritableTxnMarkerResult.ProducerId'),
-    (216, 'WritableTxnMarkerResult.Topics'),
-    (228, 'WritableTxnMarkerResult.<tagged fields>'),
-    (241, 'WritableTxnMarkerResult'),
-    (245, 'WritableTxnMarkerResult.ProducerId'),
-    (246, 'WritableTxnMarkerResult.Topics'),
-    (254, 'WritableTxnMarkerResult.<tagged fields>'),
-    (260, 'WritableTxnMarkerTopicResult'),
-    (261, 'WritableTxnMarkerTopicResult.Name'),
-    (262, 'WritableTxnMarkerTopicResult.Partitions'),
-    (271, 'WritableTxnMarkerTopicResult'),
-    (275, 'WritableTxnMarkerTopicResult.Name'),
-    (276, 'WritableTxnMarkerTopicResult.Partitions'),
-    (283, 'WritableTxnMarkerTopicResult'),
-    (284, 'WritableTxnMarkerTopicResult.Name'),
-    (285, 'WritableTxnMarkerTopicResult.Partitions'),
-    (297, 'WritableTxnMarkerTopicResult.<tagged fields>'),
-    (310, 'WritableTxnMarkerTopicResult'),
-    (314, 'WritableTxnMarkerTopicResult.Name'),
-    (315, 'WritableTxnMarkerTopicResult.Partitions'),
-    (323, 'WritableTxnMarkerTopicResult.<tagged fields>'),
-    (329, 'WritableTxnMarkerPartitionResult'),
-    (330, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (332, 'WritableTxnMarkerPartitionResult'),
-    (336, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (339, 'WritableTxnMarkerPartitionResult'),
-    (340, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (342, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
-    (355, 'WritableTxnMarkerPartitionResult'),
-    (359, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
-    (360, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (237, 'WriteTxnMarkersResponse'),
+    (238, 'WriteTxnMarkersResponse.Markers'),
+    (247, 'WriteTxnMarkersResponse'),
+    (251, 'WriteTxnMarkersResponse.Markers'),
+    (258, 'WriteTxnMarkersResponse'),
+    (259, 'WriteTxnMarkersResponse.Markers'),
+    (271, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (284, 'WriteTxnMarkersResponse'),
+    (288, 'WriteTxnMarkersResponse.Markers'),
+    (296, 'WriteTxnMarkersResponse.<tagged fields>'),
+    (302, 'WritableTxnMarkerResult'),
+    (303, 'WritableTxnMarkerResult.ProducerId'),
+    (305, 'WritableTxnMarkerResult.Topics'),
+    (314, 'WritableTxnMarkerResult'),
+    (318, 'WritableTxnMarkerResult.ProducerId'),
+    (319, 'WritableTxnMarkerResult.Topics'),
+    (326, 'WritableTxnMarkerResult'),
+    (327, 'WritableTxnMarkerResult.ProducerId'),
+    (329, 'WritableTxnMarkerResult.Topics'),
+    (341, 'WritableTxnMarkerResult.<tagged fields>'),
+    (354, 'WritableTxnMarkerResult'),
+    (358, 'WritableTxnMarkerResult.ProducerId'),
+    (359, 'WritableTxnMarkerResult.Topics'),
+    (367, 'WritableTxnMarkerResult.<tagged fields>'),
+    (373, 'WritableTxnMarkerTopicResult'),
+    (374, 'WritableTxnMarkerTopicResult.Name'),
+    (375, 'WritableTxnMarkerTopicResult.Partitions'),
+    (384, 'WritableTxnMarkerTopicResult'),
+    (388, 'WritableTxnMarkerTopicResult.Name'),
+    (389, 'WritableTxnMarkerTopicResult.Partitions'),
+    (396, 'WritableTxnMarkerTopicResult'),
+    (397, 'WritableTxnMarkerTopicResult.Name'),
+    (398, 'WritableTxnMarkerTopicResult.Partitions'),
+    (410, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (423, 'WritableTxnMarkerTopicResult'),
+    (427, 'WritableTxnMarkerTopicResult.Name'),
+    (428, 'WritableTxnMarkerTopicResult.Partitions'),
+    (436, 'WritableTxnMarkerTopicResult.<tagged fields>'),
+    (442, 'WritableTxnMarkerPartitionResult'),
+    (443, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (445, 'WritableTxnMarkerPartitionResult'),
+    (449, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (452, 'WritableTxnMarkerPartitionResult'),
+    (453, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (455, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
+    (468, 'WritableTxnMarkerPartitionResult'),
+    (472, 'WritableTxnMarkerPartitionResult.PartitionIndex,ErrorCode'),
+    (473, 'WritableTxnMarkerPartitionResult.<tagged fields>'),
 )
