@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass
 
 from strom.broker.purgatory import DelayedOperationPurgatory
-from strom.compaction.record_scan import keyless_records
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
@@ -248,6 +247,9 @@ def _validate_records(topic: str, index: int, records: bytes | bytearray | memor
     errors: list[tuple[int, str]] = []
     try:
         if config.compacts:
+            # numpy (record_scan's vectorised key scan): imported only once a compacted topic needs it
+            from strom.compaction.record_scan import keyless_records
+
             why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
             errors += [(i, why) for i in keyless_records(records)]
         late = (invalid_timestamps(records, now_ms, config.timestamp_before_max_ms, config.timestamp_after_max_ms)

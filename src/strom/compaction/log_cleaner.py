@@ -29,10 +29,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from strom.compaction.cleaner import CleanableRange, Cleaner, CleanerAborted, cleanable_range
-from strom.compaction.offset_map import DEFAULT_LOAD_FACTOR, OffsetMap
 from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.checkpoint import (
@@ -43,6 +41,12 @@ from strom.storage.checkpoint import (
 from strom.storage.errors import StorageError
 from strom.storage.log import Log
 from strom.storage.log_manager import LogManager
+
+# The cleaner and its offset map are numpy through and through (~0.1 s to import, some
+# MB resident): they are imported when a compacted log is first looked at, so a broker
+# without one starts and runs without numpy (benchmarks/startup.py).
+if TYPE_CHECKING:
+    from strom.compaction.cleaner import CleanableRange, Cleaner
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ class CleanerConfig:
     enable: bool = True  # log.cleaner.enable
     threads: int = 1  # log.cleaner.threads
     dedupe_buffer_size: int = 128 << 20  # log.cleaner.dedupe.buffer.size
-    io_buffer_load_factor: float = DEFAULT_LOAD_FACTOR  # log.cleaner.io.buffer.load.factor
+    io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor (offset_map.DEFAULT_LOAD_FACTOR)
     io_max_bytes_per_second: float = UNLIMITED  # log.cleaner.io.max.bytes.per.second
     backoff_ms: int = 15000  # log.cleaner.backoff.ms
 
@@ -169,17 +173,26 @@ class LogCleaner:
     def _run(self) -> None:
         cleaner: Cleaner | None = None
         while not self._stop.is_set():
-            if cleaner is None:
-                memory = self.config.dedupe_buffer_size // self.config.threads
-                cleaner = Cleaner(OffsetMap(memory, self.config.io_buffer_load_factor),
-                                  throttle=self.throttler, should_stop=self._should_stop)
+            if cleaner is None and self._any_compacted_log():
+                cleaner = self._new_cleaner()  # its offset map: allocated when first needed
             try:
-                cleaned = self.clean_filthiest(cleaner)
+                cleaned = cleaner is not None and self.clean_filthiest(cleaner)
             except Exception:  # a bug must not kill the thread silently forever
                 logger.exception("log cleaner thread failed; backing off")
                 cleaned = False
             if not cleaned:
                 self._stop.wait(self.config.backoff_ms / 1000)
+
+    def _any_compacted_log(self) -> bool:
+        return any(log.config.compacts for log in list(self.log_manager.logs.values()))
+
+    def _new_cleaner(self) -> Cleaner:
+        from strom.compaction.cleaner import Cleaner  # numpy: see the imports above
+        from strom.compaction.offset_map import OffsetMap
+
+        memory = self.config.dedupe_buffer_size // self.config.threads
+        return Cleaner(OffsetMap(memory, self.config.io_buffer_load_factor),
+                       throttle=self.throttler, should_stop=self._should_stop)
 
     def _should_stop(self, log: Log) -> bool:
         return self._stop.is_set() or (log.topic, log.partition) in self._aborting \
@@ -201,6 +214,8 @@ class LogCleaner:
                 self._state.notify_all()
 
     def _filthiest(self) -> tuple[TopicPartition, Log, CleanableRange] | None:
+        from strom.compaction.cleaner import cleanable_range  # numpy: see the imports above
+
         now = self.log_manager.clock()
         best: tuple[TopicPartition, Log, CleanableRange] | None = None
         for key, log in list(self.log_manager.logs.items()):
@@ -218,6 +233,8 @@ class LogCleaner:
         return best
 
     def _clean(self, cleaner: Cleaner, key: TopicPartition, log: Log) -> bool:
+        from strom.compaction.cleaner import CleanerAborted  # numpy: see the imports above
+
         try:
             end, stats = cleaner.clean(log, self.checkpoints.get(key))
         except CleanerAborted as exc:
