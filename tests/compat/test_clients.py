@@ -147,6 +147,22 @@ def test_keyless_records_on_a_compacted_topic_fail_alone(broker: BrokerProcess) 
     assert outcomes.count(confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD) == 90
 
 
+def test_records_outside_the_timestamp_bounds_fail_alone(broker: BrokerProcess) -> None:
+    """KIP-937 bounds with KIP-467: the 5 records an hour old are named (the partition's
+    error is INVALID_TIMESTAMP), the other 45 of their batch fail with _INVALID_DIFFERENT_RECORD."""
+    _create(broker, "bounded", 1, {"message.timestamp.before.max.ms": "60000"})
+    producer = _producer(broker, **{"linger.ms": 2000, "batch.num.messages": 1000})
+    outcomes: list[int] = []
+    now = int(time.time() * 1000)
+    for i in range(50):
+        producer.produce("bounded", b"v", key=b"k", partition=0, timestamp=now - 3_600_000 if i % 10 == 0 else now,
+                         on_delivery=lambda err, _msg: outcomes.append(err.code() if err else 0))
+    assert producer.flush(30) == 0
+    # librdkafka fails each named record as INVALID_RECORD, whatever the partition's error.
+    assert outcomes.count(confluent_kafka.KafkaError.INVALID_RECORD) == 5
+    assert outcomes.count(confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD) == 45
+
+
 def test_too_large_message_is_refused_with_kafkas_error(broker: BrokerProcess) -> None:
     _create(broker, "small", 1, {"max.message.bytes": "1000"})
     producer = _producer(broker, **{"compression.type": "none"})
