@@ -131,36 +131,53 @@ def test_large_message_with_raised_limits(broker: BrokerProcess) -> None:
     assert message.value() == value
 
 
+def _outcomes_by_index(producer: confluent_kafka.Producer, topic: str,
+                       records: list[tuple[bytes | None, int | None]]) -> dict[int, int]:
+    """Produce (key, timestamp) records to partition 0 in one linger window; each record's
+    delivery error code (0: delivered) by its index."""
+    outcomes: dict[int, int] = {}
+    for index, (key, timestamp) in enumerate(records):
+        def delivered(err: confluent_kafka.KafkaError | None, _msg: object, index: int = index) -> None:
+            outcomes[index] = err.code() if err else 0
+        extra = {"timestamp": timestamp} if timestamp is not None else {}
+        producer.produce(topic, b"v", key=key, partition=0, on_delivery=delivered, **extra)
+    assert producer.flush(30) == 0
+    assert len(outcomes) == len(records)
+    return outcomes
+
+
+def _assert_only_named_records_fail(outcomes: dict[int, int], bad: set[int]) -> None:
+    """The named records fail as INVALID_RECORD; the others of their batch with
+    _INVALID_DIFFERENT_RECORD (or are delivered, if librdkafka put them in another batch);
+    before KIP-467 every record of the batch failed as INVALID_RECORD."""
+    different = confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD
+    assert {outcomes[i] for i in bad} == {confluent_kafka.KafkaError.INVALID_RECORD}
+    others = [code for i, code in outcomes.items() if i not in bad]
+    assert set(others) <= {different, 0}, others
+    assert different in others
+
+
 def test_keyless_records_on_a_compacted_topic_fail_alone(broker: BrokerProcess) -> None:
     """KIP-467: librdkafka fails the records the broker names with INVALID_RECORD and the
     rest of their batch with _INVALID_DIFFERENT_RECORD: 10 invalid of 100, not 100."""
     _create(broker, "table", 1, {"cleanup.policy": "compact"})
     producer = _producer(broker, **{"linger.ms": 2000, "batch.num.messages": 1000})
-    outcomes: list[int] = []
-    for i in range(100):
-        key = None if i % 10 == 3 else b"k%d" % i
-        producer.produce("table", b"v", key=key, partition=0,
-                         on_delivery=lambda err, _msg: outcomes.append(err.code() if err else 0))
-    assert producer.flush(30) == 0
-    assert len(outcomes) == 100
-    assert outcomes.count(confluent_kafka.KafkaError.INVALID_RECORD) == 10
-    assert outcomes.count(confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD) == 90
+    bad = {i for i in range(100) if i % 10 == 3}
+    records = [(None if i in bad else b"k%d" % i, None) for i in range(100)]
+    _assert_only_named_records_fail(_outcomes_by_index(producer, "table", records), bad)
 
 
 def test_records_outside_the_timestamp_bounds_fail_alone(broker: BrokerProcess) -> None:
     """KIP-937 bounds with KIP-467: the 5 records an hour old are named (the partition's
-    error is INVALID_TIMESTAMP), the other 45 of their batch fail with _INVALID_DIFFERENT_RECORD."""
+    error is INVALID_TIMESTAMP; librdkafka fails each named record as INVALID_RECORD), the
+    others of their batch fail with _INVALID_DIFFERENT_RECORD."""
     _create(broker, "bounded", 1, {"message.timestamp.before.max.ms": "60000"})
     producer = _producer(broker, **{"linger.ms": 2000, "batch.num.messages": 1000})
-    outcomes: list[int] = []
     now = int(time.time() * 1000)
-    for i in range(50):
-        producer.produce("bounded", b"v", key=b"k", partition=0, timestamp=now - 3_600_000 if i % 10 == 0 else now,
-                         on_delivery=lambda err, _msg: outcomes.append(err.code() if err else 0))
-    assert producer.flush(30) == 0
-    # librdkafka fails each named record as INVALID_RECORD, whatever the partition's error.
-    assert outcomes.count(confluent_kafka.KafkaError.INVALID_RECORD) == 5
-    assert outcomes.count(confluent_kafka.KafkaError._INVALID_DIFFERENT_RECORD) == 45
+    bad = {i for i in range(50) if i % 10 == 0}
+    records: list[tuple[bytes | None, int | None]] = [
+        (b"k", now - 3_600_000 if i in bad else now) for i in range(50)]
+    _assert_only_named_records_fail(_outcomes_by_index(producer, "bounded", records), bad)
 
 
 def test_too_large_message_is_refused_with_kafkas_error(broker: BrokerProcess) -> None:
