@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from strom.protocol.message import Message
 from strom.protocol.messages import MODULES, message_class
 from tests.support.protocol_samples import random_message
 from tests.support.protocol_strategies import pairs
