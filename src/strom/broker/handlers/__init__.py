@@ -1,12 +1,18 @@
-"""One module per API, each declaring the versions it serves.
+"""One module per API, each declaring the versions it serves; loaded when first asked for.
 
 A handler module has ``REQUEST`` (the generated request class: its ``API_KEY`` and
 ``VALID_VERSIONS`` come from Kafka's schema), ``VERSIONS`` (the versions served, which
 must lie within the codec's) and ``async def handle(broker, request) -> response | None``;
-every module in this package is one (found at import, so adding an API is adding a file).
-``HANDLERS`` below is the one table: the broker dispatches through it and
-``API_VERSIONS`` (the ApiVersions answer, built once here) comes from it, so the
-versions a client is told can never drift from the ones served.
+every module in this package is one.
+``SERVED`` below indexes them by API key with the versions each serves, so the broker
+can answer ApiVersions (``API_VERSIONS``, built once here) and dispatch without
+importing them: ``HANDLERS`` imports a handler, and the generated messages it uses,
+on the first request for its API. Importing all 28 at start-up was most of what was
+left of ``strom serve``'s time to its first answer once the codec was fast to import
+(benchmarks/startup.py). A handler whose module disagrees with ``SERVED`` (key or
+versions) is refused when it loads, and ``load_all`` (run by the tests) loads every
+module in the package, so a module missing from ``SERVED`` or a stale entry fails
+there: the versions a client is told can never drift from the ones served.
 Handlers are thin: they translate a request into calls on the broker's parts and the
 results (or ``StorageError``/``TopicError`` codes) into a response.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, cast
 
 from strom.protocol.message import Message
@@ -33,32 +40,105 @@ class Handler(Protocol):
     async def handle(self, broker: Broker, request: Request) -> Message | None: ...
 
 
-def _discover() -> dict[int, Handler]:
-    """Every module in this package is a handler; two for one API key is an error."""
+SERVED: dict[int, tuple[str, range]] = {
+    0: ("produce", range(0, 12)),
+    1: ("fetch", range(4, 17)),
+    2: ("list_offsets", range(1, 10)),
+    3: ("metadata", range(0, 13)),
+    8: ("offset_commit", range(0, 10)),
+    9: ("offset_fetch", range(0, 10)),
+    10: ("find_coordinator", range(0, 7)),
+    11: ("join_group", range(0, 10)),
+    12: ("heartbeat", range(0, 5)),
+    13: ("leave_group", range(0, 6)),
+    14: ("sync_group", range(0, 6)),
+    15: ("describe_groups", range(0, 6)),
+    16: ("list_groups", range(0, 6)),
+    18: ("api_versions", range(0, 5)),
+    19: ("create_topics", range(0, 8)),
+    20: ("delete_topics", range(0, 7)),
+    21: ("delete_records", range(0, 3)),
+    22: ("init_producer_id", range(0, 6)),
+    23: ("offset_for_leader_epoch", range(0, 5)),
+    32: ("describe_configs", range(0, 5)),
+    33: ("alter_configs", range(0, 3)),
+    35: ("describe_log_dirs", range(0, 5)),
+    37: ("create_partitions", range(0, 4)),
+    42: ("delete_groups", range(0, 3)),
+    44: ("incremental_alter_configs", range(0, 2)),
+    47: ("offset_delete", range(0, 1)),
+    60: ("describe_cluster", range(0, 2)),
+    75: ("describe_topic_partitions", range(0, 1)),
+}
+"""API key -> (handler module in this package, the versions it serves)."""
+
+
+def load(module_name: str) -> Handler:
+    """Import one handler module and check it is one (REQUEST, VERSIONS, async handle)."""
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    request = getattr(module, "REQUEST", None)
+    versions = getattr(module, "VERSIONS", None)
+    handle = getattr(module, "handle", None)
+    if not (isinstance(request, type) and issubclass(request, Message) and isinstance(versions, range)
+            and inspect.iscoroutinefunction(handle)):
+        raise TypeError(f"{module.__name__} is not a handler (REQUEST, VERSIONS, async handle)")
+    key = request.API_KEY
+    if key is None:
+        raise TypeError(f"{module.__name__}: {request.__name__} is not a request")
+    codec = request.VALID_VERSIONS
+    if not versions or versions.start < codec.start or versions.stop > codec.stop or versions.step != 1:
+        raise TypeError(f"{module.__name__} serves versions {versions}, outside the codec's {codec}")
+    return cast(Handler, module)
+
+
+class HandlerTable(Mapping[int, Handler]):
+    """``SERVED``'s handlers by API key, each module imported on its first lookup."""
+
+    def __init__(self, served: Mapping[int, tuple[str, range]]) -> None:
+        self._served = served
+        self._loaded: dict[int, Handler] = {}
+
+    def __getitem__(self, key: int) -> Handler:
+        handler = self._loaded.get(key)
+        if handler is None:
+            module_name, versions = self._served[key]
+            handler = load(module_name)
+            if (key, versions) != (handler.REQUEST.API_KEY, handler.VERSIONS):
+                raise TypeError(f"{module_name} serves API {handler.REQUEST.API_KEY} versions "
+                                f"{handler.VERSIONS}, not API {key} versions {versions} as SERVED says")
+            self._loaded[key] = handler
+        return handler
+
+    def get(self, key: int, default: Handler | None = None) -> Handler | None:  # type: ignore[override]
+        """The handler for ``key``; an unserved key is ``default`` (a failing import raises)."""
+        return self[key] if key in self._served else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._served
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._served)
+
+    def __len__(self) -> int:
+        return len(self._served)
+
+
+def load_all() -> dict[int, Handler]:
+    """Every module in this package as a handler; two for one API key is an error."""
     found: dict[int, Handler] = {}
     for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        request = getattr(module, "REQUEST", None)
-        versions = getattr(module, "VERSIONS", None)
-        handle = getattr(module, "handle", None)
-        if not (isinstance(request, type) and issubclass(request, Message) and isinstance(versions, range)
-                and inspect.iscoroutinefunction(handle)):
-            raise TypeError(f"{module.__name__} is not a handler (REQUEST, VERSIONS, async handle)")
-        key = request.API_KEY
-        if key is None:
-            raise TypeError(f"{module.__name__}: {request.__name__} is not a request")
-        codec = request.VALID_VERSIONS
-        if not versions or versions.start < codec.start or versions.stop > codec.stop or versions.step != 1:
-            raise TypeError(f"{module.__name__} serves versions {versions}, outside the codec's {codec}")
+        handler = load(info.name)
+        key = handler.REQUEST.API_KEY
+        assert key is not None  # load() refuses a class that is not a request
         if key in found:
             raise TypeError(f"two handlers for API key {key}")
-        found[key] = cast(Handler, module)
+        found[key] = handler
     return found
 
 
-HANDLERS: dict[int, Handler] = _discover()
+HANDLERS: Mapping[int, Handler] = HandlerTable(SERVED)
 
 API_VERSIONS: tuple[ApiVersion, ...] = tuple(
-    ApiVersion(key, handler.VERSIONS.start, handler.VERSIONS.stop - 1) for key, handler in sorted(HANDLERS.items())
+    ApiVersion(key, versions.start, versions.stop - 1) for key, (_, versions) in sorted(SERVED.items())
 )
 """Every API this broker serves and its versions: what ApiVersions answers."""

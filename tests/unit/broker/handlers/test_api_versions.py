@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,43 @@ def test_every_handler_module_has_a_test_module_here() -> None:
     here = Path(__file__).parent
     missing = [info.name for info in pkgutil.iter_modules(handlers.__path__) if not (here / f"test_{info.name}.py").exists()]
     assert missing == []
+
+
+def test_served_lists_every_handler_module_with_its_api_key_and_versions() -> None:
+    """The table the broker answers ApiVersions from is exactly what the modules declare."""
+    from strom.broker.handlers import SERVED, load_all
+
+    declared = {key: (h.__name__.rsplit(".", 1)[1], h.VERSIONS) for key, h in load_all().items()}  # type: ignore[attr-defined]
+    assert declared == SERVED
+
+
+def test_api_versions_answers_what_the_handler_modules_serve() -> None:
+    from strom.broker.handlers import API_VERSIONS, load_all
+
+    expected = [(key, h.VERSIONS.start, h.VERSIONS.stop - 1) for key, h in sorted(load_all().items())]
+    assert [(api.api_key, api.min_version, api.max_version) for api in API_VERSIONS] == expected
+
+
+def test_a_handler_module_is_imported_on_its_apis_first_request() -> None:
+    """The broker starts without its handlers; looking one up imports that one alone."""
+    script = (
+        "import sys\n"
+        "from strom.broker.broker import Broker\n"
+        "from strom.broker.handlers import HANDLERS\n"
+        "before = sorted(m for m in sys.modules if m.startswith('strom.broker.handlers.'))\n"
+        "handler = HANDLERS[3]\n"
+        "after = sorted(m for m in sys.modules if m.startswith('strom.broker.handlers.'))\n"
+        "print(before, after, handler.__name__, HANDLERS.get(9999), 9999 in HANDLERS, 3 in HANDLERS)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["[]", "['strom.broker.handlers.metadata']", "strom.broker.handlers.metadata",
+                           "None", "False", "True"]
+
+
+def test_a_handler_that_disagrees_with_its_table_entry_is_refused() -> None:
+    from strom.broker.handlers import HandlerTable
+
+    with pytest.raises(TypeError, match="as SERVED says"):
+        HandlerTable({3: ("metadata", range(0, 5))})[3]  # Metadata serves 0-12
+    with pytest.raises(TypeError, match="as SERVED says"):
+        HandlerTable({1: ("metadata", range(0, 13))})[1]  # the module is Metadata's, not Fetch's
