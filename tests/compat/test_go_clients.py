@@ -65,7 +65,7 @@ def _run(command: list[str], cwd: Path, timeout: float, env: dict[str, str] | No
 def go_scenarios(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/compat/go built once per session (Go's build cache makes a rebuild quick)."""
     binary = tmp_path_factory.mktemp("go") / "strom-go-compat"
-    _run([_go(), "build", "-mod=readonly", "-o", str(binary), "."], GO_DIR, timeout=600)
+    _run([_go(), "build", "-mod=readonly", "-buildvcs=false", "-o", str(binary), "."], GO_DIR, timeout=600)
     return binary
 
 
