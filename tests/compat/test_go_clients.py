@@ -192,3 +192,22 @@ def test_go_client_group_commits_and_a_new_member_resumes(
     # ... and a member that came later started exactly after the commits.
     assert outcome["resumed"] == _expected_values("c", 20)
     assert outcome["committed"] == 100
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_go_client_large_message_with_raised_limits(go_scenarios: Path, broker: BrokerProcess, client: str) -> None:
+    outcome = _scenario(go_scenarios, client, "large-message", broker)
+    assert (outcome["records"], outcome["received_bytes"], outcome["same"]) == (1, 5 * 1024 * 1024, True)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_go_client_restart_keeps_records_and_commits(go_scenarios: Path, broker: BrokerProcess, client: str) -> None:
+    before = _scenario(go_scenarios, client, "restart-before", broker)
+    broker.restart()
+    after = _scenario(go_scenarios, client, "restart-after", broker)
+    everything = _expected_values("d", 500)
+    assert after["read_back"] == everything  # every acknowledged record survived
+    consumed, resumed = before["consumed"], after["resumed"]
+    assert isinstance(consumed, list) and isinstance(resumed, list)
+    assert after["committed"] == len(consumed) >= 200
+    assert sorted(consumed + resumed) == everything  # resumed exactly after the commits

@@ -20,6 +20,9 @@ func kafkaGoScenarios() map[string]scenario {
 		"offsets-by-time": kafkaGoOffsetsByTime,
 		"admin":           kafkaGoAdmin,
 		"group":           kafkaGoGroup,
+		"large-message":   kafkaGoLargeMessage,
+		"restart-before":  kafkaGoRestartBefore,
+		"restart-after":   kafkaGoRestartAfter,
 	}
 	for _, codec := range codecs {
 		table["produce-"+codec] = kafkaGoProduce(codec)
@@ -419,4 +422,88 @@ func kafkaGoGroup(ctx context.Context, bootstrap string) (outcome, error) {
 		total += max(partition.CommittedOffset, 0)
 	}
 	return outcome{"before_restart": append(alone, shared...), "resumed": resumed, "committed": total}, nil
+}
+
+// kafkaGoLargeMessage: one 5 MiB record to a topic whose max.message.bytes is raised to
+// 6 MiB; the Writer's BatchBytes raised to match (the Reader's MaxBytes is 10 MiB).
+func kafkaGoLargeMessage(ctx context.Context, bootstrap string) (outcome, error) {
+	created, err := kafkaGoCreate(ctx, bootstrap, kafka.TopicConfig{
+		Topic: "kafka-go-big", NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: fmt.Sprint(largeTopicLimit)}},
+	})
+	if err != nil || created["kafka-go-big"] != nil {
+		return nil, fmt.Errorf("create: %w %w", err, created["kafka-go-big"])
+	}
+	writer := kafkaGoWriter(bootstrap, "kafka-go-big")
+	writer.BatchBytes = largeTopicLimit + 1024
+	value := largeValue()
+	if err := writer.WriteMessages(ctx, kafka.Message{Value: value}); err != nil {
+		return nil, err
+	}
+	if err := writer.Close(); err != nil {
+		return nil, err
+	}
+	read, err := kafkaGoReadPartition(ctx, bootstrap, "kafka-go-big", 0, kafka.FirstOffset)
+	if err != nil {
+		return nil, err
+	}
+	return compareLarge(value, read[0].Value, len(read)), nil
+}
+
+// kafkaGoRestartBefore, then a broker restart, then kafkaGoRestartAfter: 500 records acked
+// by all, 200 consumed and committed one by one by a group reader; after the restart every
+// record is there and a new reader resumes from the commits.
+func kafkaGoRestartBefore(ctx context.Context, bootstrap string) (outcome, error) {
+	if err := kafkaGoCreateTopic(ctx, bootstrap, "kafka-go-durable", 2); err != nil {
+		return nil, err
+	}
+	if err := kafkaGoProduceValues(ctx, bootstrap, "kafka-go-durable", "d", 500); err != nil {
+		return nil, err
+	}
+	reader := kafkaGoGroupReader(bootstrap, "kafka-go-durable", "kafka-go-durable")
+	consumed := make([]string, 0, 200)
+	for len(consumed) < 200 {
+		message, err := reader.FetchMessage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := reader.CommitMessages(ctx, message); err != nil {
+			return nil, err
+		}
+		consumed = append(consumed, string(message.Value))
+	}
+	if err := reader.Close(); err != nil {
+		return nil, err
+	}
+	return outcome{"consumed": consumed}, nil
+}
+
+func kafkaGoRestartAfter(ctx context.Context, bootstrap string) (outcome, error) {
+	var readBack []string
+	for partition := range 2 {
+		read, err := kafkaGoReadPartition(ctx, bootstrap, "kafka-go-durable", partition, kafka.FirstOffset)
+		if err != nil {
+			return nil, err
+		}
+		for _, message := range read {
+			readBack = append(readBack, string(message.Value))
+		}
+	}
+	committed, err := kafkaGoClient(bootstrap).OffsetFetch(ctx, &kafka.OffsetFetchRequest{
+		GroupID: "kafka-go-durable", Topics: map[string][]int{"kafka-go-durable": {0, 1}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, partition := range committed.Topics["kafka-go-durable"] {
+		total += max(partition.CommittedOffset, 0)
+	}
+	reader := kafkaGoGroupReader(bootstrap, "kafka-go-durable", "kafka-go-durable")
+	resumed, err := consumeUntil(ctx, []*kafka.Reader{reader}, int(500-total))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(readBack)
+	return outcome{"read_back": readBack, "committed": total, "resumed": resumed}, nil
 }

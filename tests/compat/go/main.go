@@ -11,9 +11,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sort"
 	"strings"
@@ -169,3 +171,22 @@ func waitFor(ctx context.Context, what string, check func() (bool, error)) error
 
 // timedBase is the first record timestamp of the offsets-by-time scenarios (2023-11-14).
 const timedBase = int64(1_700_000_000_000)
+
+// largeTopicLimit is the raised max.message.bytes of the large-message scenarios (6 MiB),
+// above the 5 MiB record they send.
+const largeTopicLimit = 6 << 20
+
+// largeValue is 5 MiB of seeded pseudo-random bytes: they do not compress, so the record
+// really crosses the broker at that size.
+func largeValue() []byte {
+	random := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 5<<20)
+	for index := range value {
+		value[index] = byte(random.Uint32())
+	}
+	return value
+}
+
+func compareLarge(sent, received []byte, records int) outcome {
+	return outcome{"records": records, "sent_bytes": len(sent), "received_bytes": len(received), "same": bytes.Equal(sent, received)}
+}

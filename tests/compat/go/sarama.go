@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"sort"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -22,6 +20,9 @@ func saramaScenarios() map[string]scenario {
 		"headers":         saramaHeaders,
 		"offsets-by-time": saramaOffsetsByTime,
 		"admin":           saramaAdmin,
+		"large-message":   saramaLargeMessage,
+		"restart-before":  saramaRestartBefore,
+		"restart-after":   saramaRestartAfter,
 	}
 	for _, codec := range codecs {
 		table["produce-"+codec] = saramaProduce(codec)
@@ -68,12 +69,17 @@ func saramaErrorCode(err error) int {
 }
 
 func saramaCreateTopic(bootstrap, topic string, partitions int32) error {
+	return saramaCreateTopicWith(bootstrap, topic, partitions, nil)
+}
+
+func saramaCreateTopicWith(bootstrap, topic string, partitions int32, configs map[string]*string) error {
 	admin, err := sarama.NewClusterAdmin([]string{bootstrap}, saramaConfig())
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
-	return admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
+	detail := &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: configs}
+	return admin.CreateTopic(topic, detail, false)
 }
 
 // saramaProduce sends 2000 keyed records through the idempotent async producer with one
@@ -331,199 +337,41 @@ func saramaAdmin(ctx context.Context, bootstrap string) (outcome, error) {
 	return result, nil
 }
 
-// groupMember is one ConsumerGroup member: it records every value it is handed and marks
-// it consumed, as a Sarama application does; Sarama's auto-commit sends the marks, and
-// commits them before a partition is released (rebalance, leaving), so the next holder
-// resumes exactly after the last value recorded. It counts the claims it is
-// consuming: with a cooperative strategy Setup runs once, not per rebalance, so the
-// running ConsumeClaim calls are what tells which partitions a member holds.
-type groupMember struct {
-	mu       sync.Mutex
-	values   []string
-	assigned int
-}
-
-func (member *groupMember) Setup(sarama.ConsumerGroupSession) error { return nil }
-
-func (member *groupMember) Cleanup(sarama.ConsumerGroupSession) error { return nil }
-
-func (member *groupMember) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	member.mu.Lock()
-	member.assigned++
-	member.mu.Unlock()
-	defer func() {
-		member.mu.Lock()
-		member.assigned--
-		member.mu.Unlock()
-	}()
-	for message := range claim.Messages() {
-		member.mu.Lock()
-		member.values = append(member.values, string(message.Value))
-		member.mu.Unlock()
-		session.MarkMessage(message, "")
+// saramaLargeMessage: one 5 MiB record to a topic whose max.message.bytes is raised to
+// 6 MiB, with the producer's and the consumer's limits raised to match.
+func saramaLargeMessage(ctx context.Context, bootstrap string) (outcome, error) {
+	limit := fmt.Sprint(largeTopicLimit)
+	if err := saramaCreateTopicWith(bootstrap, "sarama-big", 1, map[string]*string{"max.message.bytes": &limit}); err != nil {
+		return nil, err
 	}
-	return nil
-}
-
-func (member *groupMember) snapshot() ([]string, int) {
-	member.mu.Lock()
-	defer member.mu.Unlock()
-	return append([]string(nil), member.values...), member.assigned
-}
-
-// runningMember is a member consuming in the background until stop.
-type runningMember struct {
-	*groupMember
-	group  sarama.ConsumerGroup
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startMember(ctx context.Context, bootstrap, groupID, topic, strategy string) (*runningMember, error) {
 	config := saramaConfig()
-	config.Consumer.Offsets.Initial = sarama.OffsetOldest
-	config.Consumer.Offsets.AutoCommit.Interval = 200 * time.Millisecond
-	config.Consumer.Group.Session.Timeout = 6 * time.Second
-	config.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
-	balance := map[string]sarama.BalanceStrategy{
-		"range": sarama.NewBalanceStrategyRange(), "roundrobin": sarama.NewBalanceStrategyRoundRobin(),
-		"cooperative-sticky": sarama.NewBalanceStrategyCooperativeSticky(),
-	}[strategy]
-	config.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{balance}
-	group, err := sarama.NewConsumerGroup([]string{bootstrap}, groupID, config)
+	config.Producer.MaxMessageBytes = largeTopicLimit + 1024
+	producer, err := sarama.NewSyncProducer([]string{bootstrap}, config)
 	if err != nil {
 		return nil, err
 	}
-	memberCtx, cancel := context.WithCancel(ctx)
-	member := &runningMember{&groupMember{}, group, cancel, make(chan error, 1)}
-	go func() {
-		for memberCtx.Err() == nil {
-			if err := group.Consume(memberCtx, []string{topic}, member.groupMember); err != nil {
-				member.done <- err
-				return
-			}
-		}
-		member.done <- nil
-	}()
-	return member, nil
-}
-
-func (member *runningMember) stop() error {
-	member.cancel()
-	if err := <-member.done; err != nil {
-		return err
+	value := largeValue()
+	if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: "sarama-big", Value: sarama.ByteEncoder(value)}); err != nil {
+		return nil, err
 	}
-	return member.group.Close()
-}
-
-func saramaProduceValues(bootstrap, topic string, prefix string, count, partitions int) error {
-	config := saramaConfig()
-	config.Producer.Partitioner = sarama.NewManualPartitioner
-	producer, err := sarama.NewSyncProducer([]string{bootstrap}, config)
+	if err := producer.Close(); err != nil {
+		return nil, err
+	}
+	consumerConfig := saramaConfig()
+	consumerConfig.Consumer.Fetch.Default = 2 * largeTopicLimit
+	client, err := sarama.NewClient([]string{bootstrap}, consumerConfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	messages := make([]*sarama.ProducerMessage, count)
-	for i := range count {
-		messages[i] = &sarama.ProducerMessage{Topic: topic, Partition: int32(i % partitions), Value: sarama.StringEncoder(fmt.Sprintf("%s%d", prefix, i))}
-	}
-	if err := producer.SendMessages(messages); err != nil {
-		return err
-	}
-	return producer.Close()
-}
-
-// saramaGroup: member A consumes 40 records and commits each; member B joins (a rebalance
-// with the named strategy) and both consume 40 more; both leave; after 20 more, a new
-// member C must resume from the commits: exactly the 20 new records.
-func saramaGroup(strategy string) scenario {
-	return func(ctx context.Context, bootstrap string) (outcome, error) {
-		topic, groupID := "sarama-group-"+strategy, "sarama-"+strategy
-		if err := saramaCreateTopic(bootstrap, topic, 4); err != nil {
-			return nil, err
-		}
-		if err := saramaProduceValues(bootstrap, topic, "a", 40, 4); err != nil {
-			return nil, err
-		}
-		first, err := startMember(ctx, bootstrap, groupID, topic, strategy)
-		if err != nil {
-			return nil, err
-		}
-		seen := func(members ...*runningMember) []string {
-			var all []string
-			for _, member := range members {
-				values, _ := member.snapshot()
-				all = append(all, values...)
-			}
-			return all
-		}
-		if err := waitFor(ctx, "member A to read 40 records", func() (bool, error) { return len(seen(first)) >= 40, nil }); err != nil {
-			return nil, err
-		}
-		second, err := startMember(ctx, bootstrap, groupID, topic, strategy)
-		if err != nil {
-			return nil, err
-		}
-		err = waitFor(ctx, "both members to hold partitions", func() (bool, error) {
-			_, firstAssigned := first.snapshot()
-			_, secondAssigned := second.snapshot()
-			return firstAssigned > 0 && secondAssigned > 0 && firstAssigned+secondAssigned == 4, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := saramaProduceValues(bootstrap, topic, "b", 40, 4); err != nil {
-			return nil, err
-		}
-		if err := waitFor(ctx, "80 records across both members", func() (bool, error) { return len(seen(first, second)) >= 80, nil }); err != nil {
-			return nil, err
-		}
-		secondValues, _ := second.snapshot()
-		before := seen(first, second)
-		for _, member := range []*runningMember{first, second} {
-			if err := member.stop(); err != nil {
-				return nil, err
-			}
-		}
-		if err := saramaProduceValues(bootstrap, topic, "c", 20, 4); err != nil {
-			return nil, err
-		}
-		third, err := startMember(ctx, bootstrap, groupID, topic, strategy)
-		if err != nil {
-			return nil, err
-		}
-		if err := waitFor(ctx, "member C to read 20 records", func() (bool, error) { return len(seen(third)) >= 20, nil }); err != nil {
-			return nil, err
-		}
-		resumed := seen(third)
-		if err := third.stop(); err != nil {
-			return nil, err
-		}
-		committed, err := saramaCommitted(bootstrap, groupID, topic)
-		if err != nil {
-			return nil, err
-		}
-		sort.Strings(before)
-		sort.Strings(resumed)
-		return outcome{
-			"before_restart": before, "second_member_read": len(secondValues), "resumed": resumed, "committed": committed,
-		}, nil
-	}
-}
-
-func saramaCommitted(bootstrap, groupID, topic string) (int64, error) {
-	admin, err := sarama.NewClusterAdmin([]string{bootstrap}, saramaConfig())
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer admin.Close()
-	response, err := admin.ListConsumerGroupOffsets(groupID, map[string][]int32{topic: {0, 1, 2, 3}})
+	defer consumer.Close()
+	read, err := saramaReadPartition(ctx, client, consumer, "sarama-big", 0, sarama.OffsetOldest)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
-	for _, block := range response.Blocks[topic] {
-		total += max(block.Offset, 0)
-	}
-	return total, nil
+	return compareLarge(value, read[0].Value, len(read)), nil
 }
