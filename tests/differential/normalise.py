@@ -4,7 +4,8 @@ difference shows as pytest's field-by-field diff.
 
 What legitimately differs: each broker's own node id (Kafka 3.9 is broker 0, Strom node 1),
 its ports, the cluster id and topic ids (random per cluster/topic, but their presence must
-match), throttle time, and the wording of error messages (whether there is one must match).
+match), throttle time, the wording of error messages (whether there is one must match),
+and the order of a topic's partitions in a list.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def _plain(value: Any, own_node_id: int) -> Any:
             if item.name not in ("unknown_tagged_fields", "throttle_time_ms")
         }
     if isinstance(value, tuple | list):
-        return [_plain(item, own_node_id) for item in value]
+        items = [_plain(item, own_node_id) for item in value]
+        if items and all(isinstance(item, dict) and "partition_index" in item for item in items):
+            # Kafka lists a topic's partitions in its maps' hash order (0, 2, 3, 1 after a
+            # CreatePartitions); no client reads meaning into the order.
+            items.sort(key=lambda item: item["partition_index"])
+        return items
     return value
 
 

@@ -9,60 +9,23 @@ Also: Kafka 4.x starts in combined KRaft mode and answers Metadata.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from strom.protocol.message import Message
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from strom.protocol.messages.create_topics_response import CreateTopicsResponse
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from strom.protocol.messages.metadata_response import MetadataResponse
-from tests.differential.normalise import normalise, own_node_id
+from tests.differential.wire import Pair
 from tests.support.broker_process import BrokerProcess
 from tests.support.reference_broker import ReferenceBroker, WireClient, metadata_answer
 
 KNOWN_TOPIC = "differential-known"
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
-
-
-@dataclass
-class Side:
-    """One broker under comparison: a connection and the node id it calls itself."""
-
-    client: WireClient
-    node_id: int
-
-    def ask(self, request: Message, version: int) -> dict[str, Any]:
-        return normalise(self.client.call(request, version), self.node_id)
-
-
-@dataclass
-class Pair:
-    strom: Side
-    kafka: Side
-
-    def ask(self, request: Message, version: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        return self.strom.ask(request, version), self.kafka.ask(request, version)
-
-
-def _side(bootstrap: str) -> Side:
-    answer = metadata_answer(bootstrap)
-    assert answer is not None, f"no Metadata answer from {bootstrap}"
-    return Side(WireClient(bootstrap), own_node_id(answer.brokers))
-
-
-@pytest.fixture(scope="module")
-def pair(strom_broker: BrokerProcess, kafka39: ReferenceBroker) -> Iterator[Pair]:
-    both = Pair(_side(strom_broker.bootstrap), _side(kafka39.bootstrap))
-    yield both
-    both.strom.client.close()
-    both.kafka.client.close()
 
 
 def _create(name: str, partitions: int) -> CreateTopicsRequest:
