@@ -28,19 +28,26 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, DeleteTopicsRequest)
     wanted: list[tuple[str | None, uuid.UUID]] = [(name, ZERO_ID) for name in body.topic_names]
     wanted += [(t.name, t.topic_id) for t in body.topics]
+    if any(name is not None and topic_id != ZERO_ID for name, topic_id in wanted):
+        # Kafka refuses the whole request ("Topic name and topic ID can not both be
+        # specified"): every topic INVALID_REQUEST, nothing deleted.
+        return DeleteTopicsResponse(responses=tuple(
+            DeletableTopicResult(name, topic_id, ErrorCode.INVALID_REQUEST, None) for name, topic_id in wanted))
     return DeleteTopicsResponse(responses=tuple(_delete(broker, name, topic_id) for name, topic_id in wanted))
 
 
 def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID) -> DeletableTopicResult:
+    """One topic's result. Like Kafka, no error message (its DeleteTopics sets none) and the
+    topic id as the request gave it (zero when named)."""
     if name is None:
         found = broker.metadata.by_id(topic_id)
         if found is None:
-            return DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, "no topic with this id")
+            return DeletableTopicResult(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, None)
         name = found.name
     if not broker.config.delete_topic_enable:
-        return DeletableTopicResult(name, topic_id, ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable=false")
+        return DeletableTopicResult(name, topic_id, ErrorCode.TOPIC_DELETION_DISABLED, None)
     try:
-        deleted = broker.admin_manager.delete_topic(name)
+        broker.admin_manager.delete_topic(name)
     except TopicError as exc:
-        return DeletableTopicResult(name, topic_id, exc.error_code, str(exc))
-    return DeletableTopicResult(name, deleted.topic_id, 0, None)
+        return DeletableTopicResult(name, topic_id, exc.error_code, None)
+    return DeletableTopicResult(name, topic_id, 0, None)
