@@ -47,8 +47,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from crc32c import crc32c
-
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import (
@@ -416,6 +414,8 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
             body += _BATCH.pack(*batch)
         count += 1
     body[0:0] = _COUNT.pack(count)
+    from crc32c import crc32c  # importlib.metadata inside: see decode_snapshot
+
     return _HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
 
@@ -426,6 +426,10 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         if version != SNAPSHOT_VERSION:
             raise ValueError(f"unknown producer snapshot version {version}")
         body = memoryview(data)[_HEAD.size :]
+        # The crc32c package reads its own version through importlib.metadata (~30 ms,
+        # a tenth of strom serve's start-up): imported by the first checksum, not at start.
+        from crc32c import crc32c
+
         if crc32c(body) != crc:
             raise ValueError("producer snapshot CRC mismatch")
         (count,), position = _COUNT.unpack_from(body, 0), _COUNT.size

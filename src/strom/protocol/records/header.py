@@ -47,8 +47,6 @@ from collections.abc import Iterator
 from enum import IntEnum
 from typing import Final, NamedTuple
 
-from crc32c import crc32c
-
 from strom.protocol.compression import CompressionType
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -220,6 +218,10 @@ def compute_crc(buf: Buffer, pos: int, header: BatchHeader) -> int:
     end = pos + header.batch_length + LOG_OVERHEAD
     with memoryview(buf) as view:
         if header.magic == 2:
+            # The crc32c package reads its own version through importlib.metadata (~30 ms,
+            # a tenth of strom serve's start-up): imported by the first checksum, not at start.
+            from crc32c import crc32c
+
             return int(crc32c(view[pos + V2_ATTRIBUTES_OFFSET : end]))
         return zlib.crc32(view[pos + MAGIC_OFFSET : end])
 

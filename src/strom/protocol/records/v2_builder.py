@@ -23,8 +23,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final, TypedDict
 
-from crc32c import crc32c
-
 from strom.protocol.compression import CompressionType, compress
 from strom.protocol.records.header import (
     ATTR_CONTROL,
@@ -224,6 +222,10 @@ class RecordBatchBuilder:
             self._attributes, self._count - 1, base_timestamp, self._max_timestamp,
             self._producer_id, self._producer_epoch, self._base_sequence, self._count,
         )
+        # The crc32c package reads its own version through importlib.metadata (~30 ms,
+        # a tenth of strom serve's start-up): imported by the first checksum, not at start.
+        from crc32c import crc32c
+
         with memoryview(out) as view:
             crc = crc32c(view[V2_ATTRIBUTES_OFFSET:])
         _UINT32.pack_into(out, V2_CRC_OFFSET, crc)
