@@ -178,6 +178,16 @@ def test_varlong_round_trip_and_kafka_python_encoding(value: int) -> None:
         assert read_varint(encoded, 0) == (value, len(encoded))
 
 
+def test_every_table_encoded_varint_is_kafka_pythons() -> None:
+    """Values up to the 2-byte table's edge (and past it) encode as Kafka clients write them."""
+    from kafka.record.util import encode_varint as theirs
+
+    for value in range(-8300, 8300):
+        out = bytearray()
+        theirs(value, out.append)
+        assert encode_varint(value) == bytes(out), value
+
+
 def test_negative_two_byte_record_length_is_corrupt() -> None:
     raw = bytearray(build_record_batch([(b"k", b"v" * 100, [], 1)]))
     raw[61:63] = b"\x81\x01"  # zigzag 129 = -65

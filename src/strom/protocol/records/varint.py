@@ -32,7 +32,11 @@ def _encode_unsigned(value: int) -> bytes:
     return bytes(out)
 
 
-_ENCODED: Final[list[bytes]] = [_encode_unsigned(value) for value in range(_TABLE_LIMIT)]
+# Built from its two byte forms (value < 128: one byte; else low 7 bits with bit 7 set, then
+# the rest) rather than by _encode_unsigned, which took several ms of every start-up.
+_ENCODED: Final[list[bytes]] = [bytes((value,)) for value in range(0x80)] + [
+    bytes((low | 0x80, high)) for high in range(1, _TABLE_LIMIT >> 7) for low in range(0x80)
+]
 # The varints of 0, 1, 2, ... 8191 (zigzag maps n >= 0 to 2n): counts, deltas, lengths.
 SMALL_VARINTS: Final[list[bytes]] = _ENCODED[0::2]
 SMALL_VARINTS_LIMIT: Final = len(SMALL_VARINTS)
