@@ -52,6 +52,9 @@ RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 TOPIC_CONFIGS: Final = "topic-configs"
+BROKER_CONFIGS_DIR: Final = "broker-configs"  # the broker's dynamic configs (strom.broker.dynamic_config)
+# Kept in the data dir but no log data: a dir holding only these has never held a log.
+_NOT_LOG_DATA: Final = frozenset({LOCK_FILE, TOPIC_CONFIGS, BROKER_CONFIGS_DIR})
 DELETE_SUFFIX: Final = "-delete"
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -117,8 +120,9 @@ class LogManager:
 
     def _is_new(self) -> bool:
         """No log, checkpoint or marker yet: nothing ever ran here, so no shutdown at all
-        (Kafka calls every dir without a marker unclean; that misleads on a first start)."""
-        return all(name in (LOCK_FILE, TOPIC_CONFIGS) for name in self.fs.listdir(self.data_dir))
+        (Kafka calls every dir without a marker unclean; that misleads on a first start).
+        Topic and dynamic broker configs may be there already: they are no log data."""
+        return all(name in _NOT_LOG_DATA for name in self.fs.listdir(self.data_dir))
 
     def _loader(self, key: TopicPartition, clean: bool, recovery_point: int,
                 log_start_offset: int) -> LogLoader:

@@ -17,6 +17,7 @@ from strom.storage.checkpoint import (
 from strom.storage.errors import StorageError
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
+from strom.storage.log_manager import BROKER_CONFIGS_DIR
 from tests.support.storage import Clock, batch, read_all
 
 SMALL = LogConfig(segment_bytes=500, file_delete_delay_ms=1000)
@@ -235,4 +236,19 @@ def test_startup_names_a_new_directory_and_each_kind_of_shutdown(
     logs.fs.unlock(logs._lock_fd)  # the process dies: no close, no clean-shutdown marker
     logs = LogManager(str(tmp_path / "data"))
     assert startup_line() == f"loaded 2 logs from {tmp_path / 'data'} (unclean shutdown)"
+    logs.close()
+
+
+def test_a_directory_holding_only_configs_is_new_not_an_unclean_shutdown(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Dynamic broker configs set before any log was made, then the broker was killed: no
+    # marker, but no log data either, so there was no shutdown to call unclean.
+    store = tmp_path / "data" / BROKER_CONFIGS_DIR
+    store.mkdir(parents=True)
+    (store / "<default>").write_text("log.retention.ms=5000\n")
+    logs = LogManager(str(tmp_path / "data"))
+    with caplog.at_level(logging.INFO, logger="strom.storage.log_manager"):
+        logs.startup()
+    assert [line for line in caplog.messages if line.startswith("loaded")] == [
+        f"loaded 0 logs from {tmp_path / 'data'} (a new data directory)"]
     logs.close()
