@@ -5,7 +5,8 @@ difference shows as pytest's field-by-field diff.
 What legitimately differs: each broker's own node id (Kafka 3.9 is broker 0, Strom node 1),
 its ports, the cluster id and topic ids (random per cluster/topic, but their presence must
 match), throttle time, the wording of error messages (whether there is one must match),
-and the order of a topic's partitions in a list.
+the order of a topic's partitions in a list, and the producer and fetch session ids each
+allocates (whether there is one must match).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def _field(name: str, value: Any, own_node_id: int) -> Any:
         return None if value is None else "<cluster id>"
     if name == "topic_id":
         return "<zero>" if value == ZERO_UUID else "<topic id>"
+    if name == "producer_id":
+        return value if value < 0 else "<producer id>"
+    if name == "session_id":  # 0: no session
+        return value if value == 0 else "<session id>"
     if name == "error_message":
         return None if value is None else "<message>"
     return _plain(value, own_node_id)

@@ -56,7 +56,7 @@ class Pair:
     def same(self, request: Message, version: int) -> dict[str, Any]:
         """Ask both, assert the normalised answers are equal, return Strom's."""
         strom, kafka = self.ask(request, version)
-        assert strom == kafka
+        assert strom == kafka, leaf_differences(strom, kafka)
         return strom
 
     def each(self, build: Callable[[Side], Message], version: int) -> dict[str, Any]:
@@ -64,7 +64,7 @@ class Pair:
         topic id, a member id), built per side; the answers must still be equal."""
         PAIRS_COMPARED[0] += 1
         strom, kafka = self.strom.ask(build(self.strom), version), self.kafka.ask(build(self.kafka), version)
-        assert strom == kafka
+        assert strom == kafka, leaf_differences(strom, kafka)
         return strom
 
     def sides(self) -> tuple[Side, Side]:
@@ -73,6 +73,24 @@ class Pair:
     def close(self) -> None:
         self.strom.client.close()
         self.kafka.client.close()
+
+
+def leaf_differences(strom: Any, kafka: Any, path: str = "") -> str:
+    """Each field that differs, as ``path: strom != kafka`` lines (pytest's diff of two big
+    nested dicts hides them)."""
+    if isinstance(strom, dict) and isinstance(kafka, dict):
+        return "".join(leaf_differences(strom.get(k, "<absent>"), kafka.get(k, "<absent>"), f"{path}.{k}")
+                       for k in dict.fromkeys([*strom, *kafka]))
+    if isinstance(strom, list) and isinstance(kafka, list) and len(strom) == len(kafka):
+        return "".join(leaf_differences(a, b, f"{path}[{i}]") for i, (a, b) in enumerate(zip(strom, kafka, strict=True)))
+    if strom == kafka:
+        return ""
+    return f"\n{path}: Strom {_short(strom)} != Kafka {_short(kafka)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 300 else text[:300] + "..."
 
 
 def make_side(bootstrap: str) -> Side:

@@ -70,7 +70,7 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     if acks not in (0, 1, -1):
         error = ErrorCode.INVALID_REQUIRED_ACKS
         return ProduceResponse(responses=tuple(
-            TopicProduceResponse(t.name, tuple(PartitionProduceResponse(p.index, error) for p in t.partition_data))
+            TopicProduceResponse(t.name, tuple(_refused(p.index, error) for p in t.partition_data))
             for t in body.topic_data
         ))
     replica_manager = broker.replica_manager
@@ -94,22 +94,23 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
             replicating: list[tuple[Partition, int]], one_batch: bool) -> PartitionProduceResponse:
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
-        return PartitionProduceResponse(data.index, ErrorCode.CORRUPT_MESSAGE)
+        return _refused(data.index, ErrorCode.CORRUPT_MESSAGE)
+    partition: Partition | None = None
     try:  # missing partitions first, then the record set, as Kafka's handleProduceRequest
         partition = replica_manager.partition_or_error(topic, data.index)
         if one_batch and ((size := len(records)) <= _MAGIC_AT or records[_MAGIC_AT] != 2
                           or _LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] != size):
-            refused = _not_one_v2_batch(records)  # the reason, off the hot path
-            return PartitionProduceResponse(data.index, ErrorCode.INVALID_RECORD, error_message=refused)
+            _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index,
+                          _not_one_v2_batch(records))  # the reason, off the hot path
+            return _refused(data.index, ErrorCode.INVALID_RECORD)
         result = partition.append_as_leader(records, acks)
     except RecordValidationError as exc:  # KIP-467: name the records, not just the batch
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
-        return PartitionProduceResponse(
-            data.index, exc.error_code, error_message=str(exc),
-            record_errors=tuple(BatchIndexAndErrorMessage(i, why) for i, why in exc.record_errors))
+        return _refused(data.index, exc.error_code, partition, str(exc),
+                        tuple(BatchIndexAndErrorMessage(i, why) for i, why in exc.record_errors))
     except StorageError as exc:
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
-        return PartitionProduceResponse(data.index, exc.error_code, error_message=str(exc))
+        return _refused(data.index, exc.error_code, partition)
     if replica_manager.log_end_purgatory.watchers:  # followers long-polling
         replica_manager.appended(partition)
     if acks == -1 and partition.followers and partition.high_watermark <= result.last_offset:
@@ -118,6 +119,25 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
         data.index, 0, result.base_offset, result.log_append_time, result.log_start_offset,
         (), None, _NO_LEADER,
     )
+
+
+# Kafka's ReplicaManager answers these without the log's start offset: the request never
+# reached a log's validation (or the log could not be read).
+_BEFORE_THE_LOG = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR,
+})
+
+
+def _refused(index: int, error: ErrorCode, partition: Partition | None = None, message: str | None = None,
+             record_errors: tuple[BatchIndexAndErrorMessage, ...] = ()) -> PartitionProduceResponse:
+    """A partition's refusal as Kafka's ReplicaManager writes it: no offsets (-1), the log's
+    start offset once the log judged the records, and a message only with record errors
+    (KIP-467's ``hasCustomErrorMessage``): the log carries the reason of the others."""
+    log_start_offset = -1
+    if partition is not None and error not in _BEFORE_THE_LOG:
+        log_start_offset = partition.log.log_start_offset
+    return PartitionProduceResponse(index, error, -1, -1, log_start_offset, record_errors, message)
 
 
 def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str:
