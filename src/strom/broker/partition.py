@@ -250,7 +250,7 @@ def _validate_records(topic: str, index: int, records: bytes | bytearray | memor
             # numpy (record_scan's vectorised key scan): imported only once a compacted topic needs it
             from strom.compaction.record_scan import keyless_records
 
-            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
             errors += [(i, why) for i in keyless_records(records)]
         late = (invalid_timestamps(records, now_ms, config.timestamp_before_max_ms, config.timestamp_after_max_ms)
                 if config.bounds_timestamps else [])
