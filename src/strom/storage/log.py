@@ -258,9 +258,10 @@ class Log:
             if idempotent:
                 original = find_duplicate(headers, self.producer_state.find_duplicate)
                 if original is not None:
-                    append_time = original.max_timestamp if config.log_append_time else -1
+                    # Kafka answers a retry with the original batch's max timestamp as its
+                    # log append time, whatever the topic's timestamp type (UnifiedLog.append).
                     return AppendResult(original.first_offset, original.last_offset,
-                                        append_time, self._log_start_offset, duplicate=True)
+                                        original.max_timestamp, self._log_start_offset, duplicate=True)
             now = self.clock() if now_ms is None else now_ms
             append_time = now if config.log_append_time else -1
             base_offset = self._log_end_offset
