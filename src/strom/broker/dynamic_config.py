@@ -7,13 +7,24 @@ highest first, as in Kafka's DynamicBrokerConfig:
 2. cluster-wide default: the BROKER resource with the empty name.
 
 A topic setting resolves as: topic override > per-broker > cluster default > static >
-Kafka's default. Only the settings Kafka lists as dynamic (``AllDynamicConfigs``) that
-Strom has may be set: ``DYNAMIC_CONFIGS``, the first broker synonym of each topic default
-(``log.retention.ms``, not ``log.retention.hours``, as Kafka), the log cleaner's settings
-and ``producer.id.expiration.ms``. Anything else is refused with Kafka's message. A change
-applies at once: the LogManager's topic defaults (and so every log that does not override
-the setting), the producer-state expiry of every log and, for ``log.cleaner.*``, the
-cleaner threads, restarted as Kafka's LogCleaner.reconfigure does.
+Kafka's default. What may be set is what Kafka 3.9 takes (DynamicBrokerConfig.validateConfigs):
+
+- the dynamic configs Strom has (``DYNAMIC_CONFIGS``: the first broker synonym of each
+  topic default, ``log.retention.ms`` not ``log.retention.hours`` as Kafka, the log
+  cleaner's settings and ``producer.id.expiration.ms``), which apply at once;
+- Kafka's dynamic configs Strom has no equivalent for (thread pools, connection quotas,
+  SASL/SSL: ``kafka_broker_configs.NO_EFFECT_CONFIGS``), listener-prefixed configs
+  (``listener.name.<l>.<config>``) and names nobody knows: kept, persisted and described
+  as Kafka describes them, with no effect (one INFO line per name says so). Their values
+  get Kafka's type checks and, for thread pools, its at-most-double-or-half rule;
+- refused with Kafka's message (INVALID_REQUEST): a name Kafka or Strom knows that is not
+  dynamic, an SSL key/trust store without the listener prefix, a per-broker config on the
+  cluster default, a bad value. ``listeners``/``advertised.listeners`` are dynamic in
+  Kafka but not in Strom: refused with Strom's own message.
+
+A change applies at once: the LogManager's topic defaults (and so every log that does
+not override the setting), the producer-state expiry of every log and, for
+``log.cleaner.*``, the cleaner threads, restarted as Kafka's LogCleaner.reconfigure does.
 
 On disk, single node (``FileConfigStore``): ``<data-dir>/broker-configs/<entity>``, where
 ``<entity>`` is the broker id or ``<default>`` (the names ZooKeeper uses under
@@ -21,9 +32,13 @@ On disk, single node (``FileConfigStore``): ``<data-dir>/broker-configs/<entity>
 only, ``name=value`` per line (``#`` comments), e.g. ``log.retention.ms=3600000``; a
 missing file is an empty layer. A file is replaced whole, atomically (temp file, fsync,
 rename, fsync of the directory), so a crash leaves the old layer or the new one.
-Invariant: a file holds names of ``DYNAMIC_CONFIGS`` with values valid when written; a
-setting that is not (edited by hand, or from another version) is logged and ignored at
-load, as Kafka ignores invalid dynamic configs, and never stops the broker. In cluster
+Invariant: a file holds names that could be set dynamically, with values valid when
+written; a setting that is not (edited by hand, or from another version) is logged and
+ignored at load, as Kafka ignores invalid dynamic configs, and never stops the broker.
+Names and values are escaped as in Java's Properties (``\\``, ``\\n``, ``\\=`` ...), as
+any name a client sends is kept: a line break in a value cannot make a second setting.
+The directory is not log data: the LogManager does not count it when it tells a new data
+directory from an unclean shutdown. In cluster
 mode the store is ZooKeeper's ``/config/brokers/<id>`` and ``/config/brokers/<default>``:
 another ``DynamicConfigStore`` behind the same two calls.
 """
@@ -37,9 +52,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
 from strom.broker.config import PROPERTY_NAMES, BrokerConfig, ConfigError
+from strom.broker.kafka_broker_configs import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    KAFKA_STATIC_CONFIGS,
+    LISTENER_CONFIG,
+    NO_EFFECT_CONFIGS,
+    THREAD_POOL_CONFIGS,
+    Scope,
+)
 from strom.compaction.log_cleaner import CleanerConfig
-from strom.storage.config import parse_properties
 from strom.storage.fs import FileSystem, read_file, write_file_atomically
+from strom.storage.log_manager import BROKER_CONFIGS_DIR
 from strom.storage.producer_state import ProducerStateManagerConfig
 
 if TYPE_CHECKING:
@@ -49,7 +72,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENTITY: Final = "<default>"  # ZooKeeper's name for the cluster-wide default
-STORE_DIR: Final = "broker-configs"
+STORE_DIR: Final = BROKER_CONFIGS_DIR  # the LogManager knows it holds no log data
 
 # Kafka's DynamicLogConfig.ReconfigurableConfigs (the first synonym of each topic default)
 # and LogCleaner.ReconfigurableConfigs, where Strom has the setting. As Kafka 3.9 answers:
@@ -96,12 +119,12 @@ class FileConfigStore:
         path = os.path.join(self.directory, entity)
         if not self.fs.exists(path):
             return {}
-        return parse_properties(read_file(self.fs, path).decode("utf-8"))
+        return read_properties(read_file(self.fs, path).decode("utf-8"))
 
     def write(self, entity: str, configs: Mapping[str, str]) -> None:
         self.fs.makedirs(self.directory)
         lines = [f"# Strom dynamic broker configs of {entity} (Kafka property names)"]
-        lines += [f"{name}={value}" for name, value in sorted(configs.items())]
+        lines += [f"{_escape(name, key=True)}={_escape(value, key=False)}" for name, value in sorted(configs.items())]
         write_file_atomically(self.fs, os.path.join(self.directory, entity), ("\n".join(lines) + "\n").encode("utf-8"))
 
 
@@ -137,6 +160,7 @@ class DynamicBrokerConfig:
         self.current = self._resolve(self.cluster_default, self.per_broker)
         self._apply_to_logs()
         self.log_cleaner.reconfigure(self._cleaner_config(self.current))  # threads not started yet
+        _log_no_effect({**self.cluster_default, **self.per_broker})
         if self.per_broker or self.cluster_default:
             logger.info("dynamic broker configs: %s (this broker), %s (cluster default)",
                         self.per_broker, self.cluster_default)
@@ -144,28 +168,49 @@ class DynamicBrokerConfig:
     def validate(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
         """The effective config ``configs`` would make as the given layer; raises DynamicConfigError.
 
-        Beyond each value, a change checks what Kafka's reconfigurables check: the cleaner
-        thread count may at most double or halve in one step (LogCleaner.validateReconfiguration).
+        Beyond each value, a change checks what Kafka's reconfigurables check: a thread
+        count (the cleaner's, and Kafka's pools Strom keeps without using) may at most double
+        or halve in one step (LogCleaner and DynamicThreadPool.validateReconfiguration).
         """
         effective = self._effective(configs, per_broker=per_broker)
         threads, current = effective.log_cleaner_threads, self.current.log_cleaner_threads
         if threads < current / 2:
-            raise DynamicConfigError(
+            raise _reconfiguration_refused(
                 f"Log cleaner threads cannot be reduced to less than half the current value {current}")
         if threads > current * 2:
-            raise DynamicConfigError(
+            raise _reconfiguration_refused(
                 f"Log cleaner threads cannot be increased to more than double the current value {current}")
+        for name in sorted(THREAD_POOL_CONFIGS):
+            self._check_thread_pool(name, configs, per_broker=per_broker)
         return effective
+
+    def _check_thread_pool(self, name: str, configs: Mapping[str, str], *, per_broker: bool) -> None:
+        old_text = self.kafka_only_value(name)
+        if per_broker:
+            new_text = configs.get(name, self.cluster_default.get(name, old_text))
+        else:
+            new_text = self.per_broker.get(name, configs.get(name, old_text))
+        assert old_text is not None and new_text is not None  # every pool has a Kafka default
+        old, new = int(old_text.strip()), int(new_text.strip())
+        if new == old:
+            return
+        prefix = f"Dynamic thread count update validation failed for {name}={new}"
+        if new < old / 2:
+            raise _reconfiguration_refused(f"{prefix}, value should be at least half the current value {old}")
+        if new > old * 2:
+            raise _reconfiguration_refused(f"{prefix}, value should not be greater than double the current value {old}")
 
     async def update(self, configs: Mapping[str, str], *, per_broker: bool) -> None:
         """Replace one layer: validate, persist, then apply to the logs and the cleaner."""
         async with self._lock:
             effective = self.validate(configs, per_broker=per_broker)
+            before = dict(self.layer(per_broker=per_broker))
             self.store.write(self.entity if per_broker else DEFAULT_ENTITY, configs)
             if per_broker:
                 self.per_broker = dict(configs)
             else:
                 self.cluster_default = dict(configs)
+            _log_no_effect({name: value for name, value in configs.items() if before.get(name) != value})
             cleaner_before = self._cleaner_config(self.current)
             self.current = effective
             self._apply_to_logs()
@@ -177,13 +222,32 @@ class DynamicBrokerConfig:
 
     # -- inside ----------------------------------------------------------------------------
     def _effective(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
-        """Names dynamic, values valid alone and together: the config the layer would make."""
-        static_only = sorted(name for name in configs if name in PROPERTY_NAMES and name not in DYNAMIC_CONFIGS)
+        """Names dynamic, values valid alone and together: the config the layer would make.
+
+        Kafka's DynamicBrokerConfig.validateConfigs, in its order: names Kafka (or Strom)
+        knows but cannot change at run time; SSL key and trust stores without a listener
+        prefix; each value of a name Kafka knows by its type; per-broker configs at the
+        cluster default. Names nobody knows pass, as in Kafka.
+        """
+        static_only = sorted(name for name in configs if _is_static(name))
         if static_only:
             raise DynamicConfigError(f"Cannot update these configs dynamically: Set({', '.join(static_only)})")
-        unknown = sorted(name for name in configs if name not in PROPERTY_NAMES)
-        if unknown:  # Kafka would keep them as custom configs; Strom refuses what it cannot use
-            raise DynamicConfigError(f"Unknown broker configs: Set({', '.join(unknown)})")
+        listeners = sorted(name for name in configs if name in STROM_STATIC_LISTENER_CONFIGS)
+        if listeners:
+            raise DynamicConfigError(
+                f"Strom cannot change these configs at run time (set them in server.properties and restart): "
+                f"Set({', '.join(listeners)})")
+        listener_only = sorted(name for name in configs if _scope(name) is Scope.LISTENER and name in NO_EFFECT_CONFIGS)
+        if listener_only:
+            raise DynamicConfigError("These security configs can be dynamically updated only per-listener using "
+                                     f"the listener prefix: HashSet({', '.join(listener_only)})")
+        for name, value in configs.items():
+            _check_type(name, value)
+        if not per_broker:
+            broker_only = sorted(name for name in configs if _scope(name) is not Scope.CLUSTER)
+            if broker_only:
+                raise DynamicConfigError("Cannot update these configs at default cluster level, broker id must be "
+                                         f"specified: Set({', '.join(broker_only)})")
         if per_broker:
             effective = self._resolve(self.cluster_default, configs)
         else:
@@ -191,9 +255,20 @@ class DynamicBrokerConfig:
         self._cleaner_config(effective)
         return effective
 
+    def kafka_only_value(self, name: str, *, per_broker: bool | None = None) -> str | None:
+        """The value of a config Strom keeps without using it: the highest layer's (both
+        when ``per_broker`` is None, else that layer and the one below), else Kafka's default."""
+        layers = [self.per_broker, self.cluster_default] if per_broker is None or per_broker else [self.cluster_default]
+        for layer in layers:
+            if name in layer:
+                return layer[name]
+        setting = NO_EFFECT_CONFIGS.get(name)
+        return setting.default if setting is not None else None
+
     def _resolve(self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]) -> BrokerConfig:
+        """The static config with both layers' settings Strom has over it (the rest are kept only)."""
         try:
-            return self.static.with_properties(cluster_default).with_properties(per_broker)
+            return self.static.with_properties(_strom_part(cluster_default)).with_properties(_strom_part(per_broker))
         except ConfigError as exc:
             raise DynamicConfigError(str(exc)) from None
 
@@ -234,3 +309,133 @@ class DynamicBrokerConfig:
                 continue
             kept[name] = value
         return kept
+
+
+# Dynamic in Kafka, static in Strom: its listeners cannot change without a restart.
+STROM_STATIC_LISTENER_CONFIGS: Final = frozenset({"listeners", "advertised.listeners"})
+_KAFKA_INTEGER_RANGES: Final = {"INT": 2**31, "SHORT": 2**15, "LONG": 2**63}
+
+
+def _is_static(name: str) -> bool:
+    """A name Kafka or Strom knows that cannot be changed at run time."""
+    if name in DYNAMIC_CONFIGS or name in NO_EFFECT_CONFIGS or name in STROM_STATIC_LISTENER_CONFIGS:
+        return False
+    return name in PROPERTY_NAMES or name in KAFKA_STATIC_CONFIGS
+
+
+def is_kept_only(name: str) -> bool:
+    """A name kept and reported with no effect: a Kafka dynamic config Strom has no
+    equivalent for, a listener-prefixed config or a name nobody knows."""
+    return name not in PROPERTY_NAMES
+
+
+def _scope(name: str) -> Scope:
+    """Where Kafka lets ``name`` be set; a listener-prefixed config is per broker unless its
+    base config is one of the cluster-wide listener configs; unknown names anywhere."""
+    match = LISTENER_CONFIG.fullmatch(name)
+    if match is not None:
+        return Scope.CLUSTER if match[1] in CLUSTER_LEVEL_LISTENER_CONFIGS else Scope.PER_BROKER
+    setting = NO_EFFECT_CONFIGS.get(name)
+    return setting.scope if setting is not None else Scope.CLUSTER
+
+
+def _check_type(name: str, value: str) -> None:
+    """Kafka's ConfigDef check of a config Strom keeps without using (of its base config
+    for a listener-prefixed name); Strom's own configs are checked when resolved."""
+    match = LISTENER_CONFIG.fullmatch(name)
+    base = match[1] if match is not None else name
+    setting = NO_EFFECT_CONFIGS.get(base)
+    if setting is None:
+        return
+    text = value.strip()
+    prefix = f"Invalid value {value} for configuration {base}"
+    if setting.type == "BOOLEAN":
+        if text.lower() not in ("true", "false"):
+            raise DynamicConfigError(f"{prefix}: Expected value to be either true or false")
+    elif setting.type in _KAFKA_INTEGER_RANGES:
+        bound = _KAFKA_INTEGER_RANGES[setting.type]
+        try:
+            number = int(text)
+        except ValueError:
+            number = bound  # out of range below
+        if not -bound <= number < bound:
+            raise DynamicConfigError(f"{prefix}: Not a number of type {setting.type}")
+        if setting.minimum is not None and number < setting.minimum:
+            raise DynamicConfigError(f"{prefix}: Value must be at least {setting.minimum}")
+    elif setting.type == "DOUBLE":
+        try:
+            float(text)
+        except ValueError:
+            raise DynamicConfigError(f"{prefix}: Not a number of type DOUBLE") from None
+
+
+def _strom_part(configs: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in configs.items() if name in PROPERTY_NAMES}
+
+
+def _reconfiguration_refused(reason: str) -> DynamicConfigError:
+    """Kafka's wording for a change a reconfigurable refuses (a ConfigException wrapped twice)."""
+    return DynamicConfigError(f"Invalid value org.apache.kafka.common.config.ConfigException: {reason} "
+                              "for configuration Invalid dynamic configuration")
+
+
+_told: set[tuple[str, str]] = set()
+
+
+def _log_no_effect(configs: Mapping[str, str]) -> None:
+    """One INFO line per name and value Strom keeps and reports but does not use."""
+    for name, value in sorted(configs.items()):
+        if is_kept_only(name) and (name, value) not in _told:
+            _told.add((name, value))
+            what = "a Kafka config Strom has no equivalent for" if name in NO_EFFECT_CONFIGS else "not a Kafka config"
+            logger.info("dynamic broker config %s is kept and reported but has no effect in Strom (%s)", name, what)
+
+
+_ESCAPES: Final = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
+_KEY_ESCAPES: Final = {**_ESCAPES, "=": "\\=", ":": "\\:", " ": "\\ ", "#": "\\#", "!": "\\!"}
+_UNESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """Java Properties escaping: every character that would end or change the line's
+    meaning; a value's leading space too (the reader strips it otherwise)."""
+    table = _KEY_ESCAPES if key else _ESCAPES
+    escaped = "".join(table.get(char, char) for char in text)
+    if not key and escaped.startswith(" "):
+        escaped = "\\" + escaped
+    return escaped
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java-properties lines as ``FileConfigStore`` writes them (and as a person would):
+    ``#``/``!`` comments, the key up to the first unescaped ``=`` or ``:``, whitespace
+    around it ignored, backslash escapes undone."""
+    result: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.lstrip()
+        if not line or line[0] in "#!":
+            continue
+        key: list[str] = []
+        index = 0
+        while index < len(line) and line[index] not in "=:":
+            if line[index] == "\\" and index + 1 < len(line):
+                index += 1
+                key.append(_UNESCAPES.get(line[index], line[index]))
+            else:
+                key.append(line[index])
+            index += 1
+        result["".join(key).strip()] = _unescape(line[index + 1:].lstrip())
+    return result
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            index += 1
+            char = _UNESCAPES.get(text[index], text[index])
+        out.append(char)
+        index += 1
+    return "".join(out)

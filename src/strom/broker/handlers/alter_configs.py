@@ -5,8 +5,9 @@ and every setting not named goes back to the layer below, as in Kafka. TOPIC: th
 topic's overrides; unknown names and bad values are INVALID_CONFIG; a missing topic
 UNKNOWN_TOPIC_OR_PARTITION. BROKER: a dynamic layer (``strom.broker.dynamic_config``),
 this broker's own when the name is its id, the cluster-wide default when the name is
-empty; another broker's id, a setting that is not dynamic or a bad value is
-INVALID_REQUEST with Kafka's message (ConfigAdminManager answers INVALID_REQUEST for
+empty; Kafka's dynamic configs Strom has no equivalent for and unknown names are kept
+with no effect, as Kafka keeps them; another broker's id, a setting that is not dynamic
+or a bad value is INVALID_REQUEST with Kafka's message (ConfigAdminManager answers INVALID_REQUEST for
 every refused broker config). Deprecated topic settings Kafka 3.9 still accepts are
 taken and ignored, with a warning once per topic and value. A null value, a name given
 twice or a resource named twice is INVALID_REQUEST. BROKER_LOGGER levels cannot be set

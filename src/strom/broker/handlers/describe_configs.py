@@ -8,8 +8,10 @@ DEFAULT_CONFIG; synonyms (v1+, on request) list every layer that sets it in that
 with the broker's property name for the broker layers (ConfigHelper's configSynonyms).
 TOPIC: every topic setting (deprecated ones Kafka 3.9 still lists among them), never
 read-only. BROKER: by this node's id, the broker's properties, read-only unless dynamic
-(``strom.broker.dynamic_config``); by the empty name, only the cluster-wide dynamic
-defaults, each with its one synonym, as Kafka. BROKER_LOGGER: the ``strom`` loggers'
+(``strom.broker.dynamic_config``), then Kafka's dynamic configs Strom keeps without using
+(with Kafka's types and defaults) and any other name a dynamic layer holds (an unknown
+name as Kafka shows it: read-only, of unknown type, so sensitive and without a value);
+by the empty name, only the cluster-wide dynamic defaults, each with its one synonym, as Kafka. BROKER_LOGGER: the ``strom`` loggers'
 levels in Log4j's names (read-only here: levels cannot be changed at run time yet). Any
 other resource type gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is "not
 overridden".
@@ -23,7 +25,8 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from strom.broker.config import BROKER_TO_TOPIC, BrokerConfig
-from strom.broker.dynamic_config import DYNAMIC_CONFIGS
+from strom.broker.dynamic_config import DYNAMIC_CONFIGS, is_kept_only
+from strom.broker.kafka_broker_configs import LISTENER_CONFIG, NO_EFFECT_CONFIGS
 from strom.broker.metadata_cache import TopicError, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -67,9 +70,12 @@ class ConfigType(enum.IntEnum):
     BOOLEAN = 1
     STRING = 2
     INT = 3
+    SHORT = 4
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    CLASS = 8
+    PASSWORD = 9
 
 
 # Kafka's ConfigDef types where a Python type would not say (int is INT or LONG).
@@ -219,20 +225,44 @@ def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
     for topic_name, name in TOPIC_TO_BROKER.items():
         kind = CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
         rows.append((name, current[topic_name], static_log[topic_name], _BUILTIN_TOPIC[topic_name], kind))
-    return [
+    entries = [
         _entry(name, _nullable(value), _broker_layers(broker, name, static_value, default),
                read_only=name not in DYNAMIC_CONFIGS, kind=kind)
-        for name, value, static_value, default, kind in sorted(rows)
+        for name, value, static_value, default, kind in rows
     ]
+    dynamic = broker.dynamic_config
+    kept = set(NO_EFFECT_CONFIGS) | {n for n in (*dynamic.per_broker, *dynamic.cluster_default) if is_kept_only(n)}
+    entries += [_kept_entry(broker, name, per_broker=True) for name in kept]
+    return sorted(entries, key=lambda entry: entry.name)
 
 
 def dynamic_default_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
     """The BROKER resource "": the cluster-wide dynamic defaults only, as Kafka lists them."""
     return [
+        _kept_entry(broker, name, per_broker=False) if is_kept_only(name) else
         _entry(name, value, [DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)],
                read_only=False, kind=_broker_type(name))
         for name, value in sorted(broker.dynamic_config.cluster_default.items())
     ]
+
+
+def _kept_entry(broker: Broker, name: str, *, per_broker: bool) -> DescribeConfigsResourceResult:
+    """A config Strom keeps with no effect, as Kafka describes it: a Kafka dynamic config
+    with its type and Kafka's default below the dynamic layers; a listener-prefixed one,
+    read-only, with its base config's type and default; an unknown name read-only, of
+    unknown type and so sensitive (no value shown), as Kafka's ConfigHelper treats it."""
+    dynamic = broker.dynamic_config
+    match = LISTENER_CONFIG.fullmatch(name)
+    setting = NO_EFFECT_CONFIGS.get(match[1] if match is not None else name)
+    kind = ConfigType[setting.type] if setting is not None else ConfigType.UNKNOWN
+    layers = [(dynamic.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG)] if per_broker else []
+    layers.append((dynamic.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    synonyms = [DescribeConfigsSynonym(name, layer[name], source) for layer, source in layers if name in layer]
+    if setting is not None and per_broker:
+        base = match[1] if match is not None else name
+        synonyms.append(DescribeConfigsSynonym(base, setting.default, ConfigSource.DEFAULT_CONFIG))
+    return _entry(name, synonyms[0].value, synonyms, read_only=name not in NO_EFFECT_CONFIGS, kind=kind,
+                  sensitive=kind in (ConfigType.PASSWORD, ConfigType.UNKNOWN))
 
 
 def _broker_type(name: str) -> ConfigType:
@@ -271,9 +301,11 @@ def _default(topic_setting: str) -> object:
 
 
 def _entry(
-    name: str, value: str | None, synonyms: list[DescribeConfigsSynonym], *, read_only: bool, kind: ConfigType
+    name: str, value: str | None, synonyms: list[DescribeConfigsSynonym], *, read_only: bool, kind: ConfigType,
+    sensitive: bool | None = None,
 ) -> DescribeConfigsResourceResult:
-    sensitive = "password" in name
+    if sensitive is None:
+        sensitive = "password" in name
     if sensitive:
         value = None
         synonyms = [dataclasses.replace(s, value=None) for s in synonyms]

@@ -28,6 +28,7 @@ from strom.broker.handlers.alter_configs import (
     check_resource,
 )
 from strom.broker.handlers.describe_configs import CONFIG_TYPES, ConfigType, ResourceType
+from strom.broker.kafka_broker_configs import NO_EFFECT_CONFIGS
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -105,7 +106,7 @@ def _apply(values: dict[str, str], current: Callable[[str], str], change: Altera
     if operation == SET:
         values[name] = value
         return
-    if CONFIG_TYPES.get(name) != ConfigType.LIST:
+    if not _is_list(name):
         verb = "append" if operation == APPEND else "subtract"
         raise TopicError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
     items = _split(current(name))
@@ -117,10 +118,20 @@ def _apply(values: dict[str, str], current: Callable[[str], str], change: Altera
     values[name] = ",".join(items)
 
 
+def _is_list(name: str) -> bool:
+    """Kafka's type of the setting is LIST (a topic's, a broker's, or one Strom keeps only)."""
+    setting = NO_EFFECT_CONFIGS.get(name)
+    return CONFIG_TYPES.get(name) == ConfigType.LIST or (setting is not None and setting.type == "LIST")
+
+
 def _kafka_default(broker_setting: str) -> str:
-    """Kafka's default of a broker setting that is a list (only topic defaults are, here)."""
+    """Kafka's default of a broker setting that is a list (a topic default, or one of the
+    Kafka configs Strom keeps without using)."""
     topic_setting = BROKER_TO_TOPIC.get(broker_setting)
-    return _KAFKA_TOPIC_DEFAULTS[topic_setting] if topic_setting is not None else ""
+    if topic_setting is not None:
+        return _KAFKA_TOPIC_DEFAULTS[topic_setting]
+    setting = NO_EFFECT_CONFIGS.get(broker_setting)
+    return (setting.default or "") if setting is not None else ""
 
 
 def _split(text: str) -> list[str]:
