@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -145,6 +146,7 @@ class DynamicBrokerConfig:
         self.cluster_default: dict[str, str] = {}
         self.current = static
         self._lock = asyncio.Lock()
+        self._told: set[tuple[str, str]] = set()  # (name, value) logged as having no effect
 
     @property
     def entity(self) -> str:
@@ -160,7 +162,7 @@ class DynamicBrokerConfig:
         self.current = self._resolve(self.cluster_default, self.per_broker)
         self._apply_to_logs()
         self.log_cleaner.reconfigure(self._cleaner_config(self.current))  # threads not started yet
-        _log_no_effect({**self.cluster_default, **self.per_broker})
+        self._log_no_effect({**self.cluster_default, **self.per_broker})
         if self.per_broker or self.cluster_default:
             logger.info("dynamic broker configs: %s (this broker), %s (cluster default)",
                         self.per_broker, self.cluster_default)
@@ -210,7 +212,7 @@ class DynamicBrokerConfig:
                 self.per_broker = dict(configs)
             else:
                 self.cluster_default = dict(configs)
-            _log_no_effect({name: value for name, value in configs.items() if before.get(name) != value})
+            self._log_no_effect({name: value for name, value in configs.items() if before.get(name) != value})
             cleaner_before = self._cleaner_config(self.current)
             self.current = effective
             self._apply_to_logs()
@@ -221,6 +223,16 @@ class DynamicBrokerConfig:
                         f"broker {self.entity}" if per_broker else "cluster default", dict(configs))
 
     # -- inside ----------------------------------------------------------------------------
+    def _log_no_effect(self, configs: Mapping[str, str]) -> None:
+        """One INFO line per name and value Strom keeps and reports but does not use."""
+        for name, value in sorted(configs.items()):
+            if is_kept_only(name) and (name, value) not in self._told:
+                self._told.add((name, value))
+                what = ("a Kafka config Strom has no equivalent for" if name in NO_EFFECT_CONFIGS
+                        else "a listener config" if LISTENER_CONFIG.fullmatch(name)
+                        else "not a config Kafka defines: kept as a custom config")
+                logger.info("dynamic broker config %s is kept and reported but has no effect in Strom (%s)", name, what)
+
     def _effective(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
         """Names dynamic, values valid alone and together: the config the layer would make.
 
@@ -255,11 +267,9 @@ class DynamicBrokerConfig:
         self._cleaner_config(effective)
         return effective
 
-    def kafka_only_value(self, name: str, *, per_broker: bool | None = None) -> str | None:
-        """The value of a config Strom keeps without using it: the highest layer's (both
-        when ``per_broker`` is None, else that layer and the one below), else Kafka's default."""
-        layers = [self.per_broker, self.cluster_default] if per_broker is None or per_broker else [self.cluster_default]
-        for layer in layers:
+    def kafka_only_value(self, name: str) -> str | None:
+        """The value of a config Strom keeps without using: the highest layer's, else Kafka's default."""
+        for layer in (self.per_broker, self.cluster_default):
             if name in layer:
                 return layer[name]
         setting = NO_EFFECT_CONFIGS.get(name)
@@ -314,6 +324,7 @@ class DynamicBrokerConfig:
 # Dynamic in Kafka, static in Strom: its listeners cannot change without a restart.
 STROM_STATIC_LISTENER_CONFIGS: Final = frozenset({"listeners", "advertised.listeners"})
 _KAFKA_INTEGER_RANGES: Final = {"INT": 2**31, "SHORT": 2**15, "LONG": 2**63}
+_JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.parseInt takes
 
 
 def _is_static(name: str) -> bool:
@@ -354,10 +365,7 @@ def _check_type(name: str, value: str) -> None:
             raise DynamicConfigError(f"{prefix}: Expected value to be either true or false")
     elif setting.type in _KAFKA_INTEGER_RANGES:
         bound = _KAFKA_INTEGER_RANGES[setting.type]
-        try:
-            number = int(text)
-        except ValueError:
-            number = bound  # out of range below
+        number = int(text) if _JAVA_INTEGER.fullmatch(text) else bound  # not a number: out of range
         if not -bound <= number < bound:
             raise DynamicConfigError(f"{prefix}: Not a number of type {setting.type}")
         if setting.minimum is not None and number < setting.minimum:
@@ -377,18 +385,6 @@ def _reconfiguration_refused(reason: str) -> DynamicConfigError:
     """Kafka's wording for a change a reconfigurable refuses (a ConfigException wrapped twice)."""
     return DynamicConfigError(f"Invalid value org.apache.kafka.common.config.ConfigException: {reason} "
                               "for configuration Invalid dynamic configuration")
-
-
-_told: set[tuple[str, str]] = set()
-
-
-def _log_no_effect(configs: Mapping[str, str]) -> None:
-    """One INFO line per name and value Strom keeps and reports but does not use."""
-    for name, value in sorted(configs.items()):
-        if is_kept_only(name) and (name, value) not in _told:
-            _told.add((name, value))
-            what = "a Kafka config Strom has no equivalent for" if name in NO_EFFECT_CONFIGS else "not a Kafka config"
-            logger.info("dynamic broker config %s is kept and reported but has no effect in Strom (%s)", name, what)
 
 
 _ESCAPES: Final = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}
