@@ -24,6 +24,7 @@ from strom.broker.fetch_session import (
     has_news,
 )
 from strom.broker.replica_manager import PartitionRead
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.fetch_request import FetchRequest
 from strom.protocol.messages.fetch_response import (
@@ -43,6 +44,7 @@ TOPIC_IDS_FROM = 13  # Fetch v13 addresses topics by id
 SESSIONS_FROM = 7
 REPLICA_STATE_FROM = 15  # replica_id moved into replica_state (KIP-903)
 ZERO_ID = uuid.UUID(int=0)
+_UNKNOWN = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 async def handle(broker: Broker, request: Request) -> Message:
@@ -63,7 +65,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     return FetchResponse(
         error_code=0,
         session_id=0 if session is None else session.session_id,
-        responses=_group(targets, reads, by_id, incremental),
+        responses=_group(targets, reads, by_id, incremental, committed=body.isolation_level == 1),
     )
 
 
@@ -111,12 +113,12 @@ def _topic_name(broker: Broker, name: str, topic_id: uuid.UUID, by_id: bool) -> 
 
 
 def _group(
-    targets: list[FetchTarget], reads: list[PartitionRead], by_id: bool, incremental: bool
+    targets: list[FetchTarget], reads: list[PartitionRead], by_id: bool, incremental: bool, committed: bool
 ) -> tuple[FetchableTopicResponse, ...]:
     """Partitions grouped by topic in request order; an incremental answer only with news."""
     topics: dict[tuple[str, uuid.UUID], list[PartitionData]] = {}
     for target, read in zip(targets, reads, strict=True):
-        data = _partition(target.partition, read)
+        data = _partition(target.partition, read, committed)
         news = has_news(target, data.error_code, read.size, data.high_watermark,
                         data.last_stable_offset, data.log_start_offset)
         if incremental and not news:
@@ -129,16 +131,22 @@ def _group(
     )
 
 
-def _partition(index: int, read: PartitionRead) -> PartitionData:
+def _partition(index: int, read: PartitionRead, committed: bool) -> PartitionData:
+    """One partition's answer. As Kafka's: an error carries no offsets (-1, even for
+    OFFSET_OUT_OF_RANGE) and no records; ``aborted_transactions`` is null unless the
+    consumer reads committed records (an empty list then, until transactions exist), and
+    an empty list for a partition Kafka's KafkaApis refuses before reading (unknown)."""
     result = read.result
-    if result is None:
-        return PartitionData(partition_index=index, error_code=read.error_code, high_watermark=-1, records=b"")
+    if result is None or read.error_code:
+        aborted = () if read.error_code in _UNKNOWN else None
+        return PartitionData(partition_index=index, error_code=read.error_code, high_watermark=-1,
+                             last_stable_offset=-1, log_start_offset=-1, aborted_transactions=aborted, records=b"")
     return PartitionData(
         partition_index=index,
         error_code=read.error_code,
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        aborted_transactions=(),
+        aborted_transactions=() if committed else None,
         records=read.records if read.records is not None else b"",
     )
