@@ -168,21 +168,25 @@ class Partition:
         return result
 
     # -- read ----------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, isolation: FetchIsolation, replica_id: int = -1
-             ) -> FetchResult:
+    def read(self, offset: int, max_bytes: int, isolation: FetchIsolation, replica_id: int = -1,
+             min_one_message: bool | None = None) -> FetchResult:
         """Records from ``offset``: consumers to the HW (or LSO), followers to the log end.
 
         A follower's fetch offset is its log end offset (Kafka's follower fetch state),
         so the read also records its progress and may move the high watermark.
+        ``min_one_message``: the first batch comes whole whatever ``max_bytes`` (KIP-74's
+        first partition with data); by default only when ``max_bytes`` leaves room.
         """
+        if min_one_message is None:
+            min_one_message = max_bytes > 0
         if replica_id < 0:
-            return self.log.read(offset, max_bytes, isolation=isolation, min_one_message=max_bytes > 0)
+            return self.log.read(offset, max_bytes, isolation=isolation, min_one_message=min_one_message)
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             raise StorageError(f"fetch from broker {replica_id}, not a replica of {self.topic}-{self.index}",
                                ErrorCode.NOT_LEADER_OR_FOLLOWER)
         result = self.log.read(offset, max_bytes, isolation=FetchIsolation.LOG_END,
-                               min_one_message=max_bytes > 0)
+                               min_one_message=min_one_message)
         self.update_follower_fetch_state(follower, offset)
         return result
 

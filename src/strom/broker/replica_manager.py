@@ -149,7 +149,7 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------
     def read(self, target: FetchTarget, max_bytes: int, isolation: FetchIsolation,
-             replica_id: int = -1) -> PartitionRead:
+             replica_id: int = -1, min_one_message: bool | None = None) -> PartitionRead:
         """One partition's part of a Fetch; errors become the partition's error code."""
         if target.topic is None:
             return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -158,7 +158,7 @@ class ReplicaManager:
         except StorageError as exc:
             return PartitionRead(exc.error_code)
         try:
-            result = partition.read(target.fetch_offset, max_bytes, isolation, replica_id)
+            result = partition.read(target.fetch_offset, max_bytes, isolation, replica_id, min_one_message)
         except StorageError as exc:
             return PartitionRead(exc.error_code, _bounds(partition.log))
         return PartitionRead(ErrorCode.NONE, result, _records(partition.log, result.region))
@@ -170,8 +170,10 @@ class ReplicaManager:
         total = 0
         reads = []
         for target in targets:
-            read = self.read(target, min(target.max_bytes, budget), isolation, replica_id)
-            # KIP-74: the first non-empty partition may exceed the budget by one batch.
+            # KIP-74: until a partition has returned records, a partition's first batch comes
+            # whole even past the budget or its own max bytes (0 included), as Kafka's
+            # ReplicaManager.readFromLocalLog (minOneMessage).
+            read = self.read(target, min(target.max_bytes, budget), isolation, replica_id, min_one_message=total == 0)
             budget = max(0, budget - read.size)
             total += read.size
             reads.append(read)
