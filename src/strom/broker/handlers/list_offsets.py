@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from strom.protocol.messages.list_offsets_response import (
@@ -22,6 +23,10 @@ REQUEST = ListOffsetsRequest
 VERSIONS = range(1, 10)
 
 LEADER_EPOCH_FROM = 4
+# The special timestamps and the first version allowed to ask for them; older requests
+# get UNSUPPORTED_VERSION for that partition, as from Kafka's ReplicaManager.
+LATEST_TIERED = -5
+SPECIAL_TIMESTAMP_FROM = {-3: 7, -4: 8, -5: 9}  # max timestamp, earliest local, latest tiered
 
 
 async def handle(broker: Broker, request: Request) -> Message:
@@ -33,7 +38,8 @@ async def handle(broker: Broker, request: Request) -> Message:
         topics=tuple(
             ListOffsetsTopicResponse(
                 t.name,
-                tuple(_without_epoch(_offset(broker, t.name, p, committed), with_epoch) for p in t.partitions),
+                tuple(_without_epoch(_offset(broker, t.name, p, committed, request.api_version), with_epoch)
+                      for p in t.partitions),
             )
             for t in body.topics
         )
@@ -45,8 +51,18 @@ def _without_epoch(response: ListOffsetsPartitionResponse, keep: bool) -> ListOf
     return response if keep else dataclasses.replace(response, leader_epoch=-1)
 
 
-def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed: bool) -> ListOffsetsPartitionResponse:
+def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed: bool,
+            version: int) -> ListOffsetsPartitionResponse:
     index = request.partition_index
+    if version < SPECIAL_TIMESTAMP_FROM.get(request.timestamp, 0):
+        return ListOffsetsPartitionResponse(index, ErrorCode.UNSUPPORTED_VERSION, timestamp=-1, offset=-1,
+                                            leader_epoch=-1)
+    if request.timestamp == LATEST_TIERED:  # nothing is tiered: Kafka answers "none"
+        try:
+            broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch)
+        except StorageError as exc:
+            return ListOffsetsPartitionResponse(index, exc.error_code)
+        return ListOffsetsPartitionResponse(index, 0, timestamp=-1, offset=-1, leader_epoch=-1)
     try:
         partition = broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch)
         found = partition.fetch_offset_for_timestamp(request.timestamp, committed)
