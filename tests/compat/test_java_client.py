@@ -6,6 +6,10 @@ jars come from Maven Central through tests/compat/java/fetch (``./scripts/test``
 them; the fixture fetches them itself when they are missing), and the program is compiled
 with javac once per test session and client version. Where a second opinion is cheap, what
 the Java client wrote is read back with librdkafka or over the wire with Strom's codec.
+
+Kafka is the reference: every scenario also runs, with the same assertions, against Apache
+Kafka 3.9 (the session's ``kafka39``), so what is asserted of Strom is what Kafka answers.
+Where Kafka answers otherwise, the assertion names both (and FINDINGS.md says why).
 """
 
 from __future__ import annotations
@@ -15,21 +19,24 @@ import os
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.compression import CompressionType
-from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.fetch_response import FetchResponse
-from strom.protocol.records.header import iter_batches
-from tests.compat.matrix import BASE_TIME, FIVE_MIB, _big_value, _create, _read_all
-from tests.support.broker_process import BrokerProcess, raw_request
+from strom.protocol.records.header import BatchHeader, iter_batches
+from tests.compat.matrix import BASE_TIME, FIVE_MIB, _big_value, _read_all
+from tests.support import reference_broker
+from tests.support.broker_process import BrokerProcess
 from tests.support.fetch_requests import fetch, partitions_of
+from tests.support.reference_broker import ReferenceBroker, WireClient
 
 JAVA_DIR = Path(__file__).parent / "java"
 FETCH = JAVA_DIR / "fetch"
@@ -39,6 +46,9 @@ LINES = {"3.9": "39", "4": "4"}
 RUN_TIMEOUT = 240
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 FETCH_VERSION = 12
+# Apache Kafka 3.9 (ZooKeeper mode), started once per session for the tests that take it;
+# the name marks them "reference" and "slow" (tests/conftest.py).
+kafka39 = reference_broker.kafka39
 
 
 def _jdk_tool(name: str) -> str:
@@ -63,8 +73,8 @@ class JavaClient:
         return [self.java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.classpath,
                 "StromScenarios", *args]
 
-    def run(self, scenario: str, broker: BrokerProcess, *args: str) -> Any:
-        result = subprocess.run(self.command(scenario, broker.bootstrap, *args),
+    def run(self, scenario: str, bootstrap: str, *args: str) -> Any:
+        result = subprocess.run(self.command(scenario, bootstrap, *args),
                                 capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
         assert result.returncode == 0, (
             f"kafka-clients {self.version} {scenario} exited {result.returncode}:\n{result.stderr[-4000:]}")
@@ -99,24 +109,54 @@ def test_java_program_refuses_a_bad_command_line(java_client: JavaClient) -> Non
         assert line.startswith(f"StromScenarios: {message}")
 
 
-def test_java_admin_creates_describes_and_deletes_topics(broker: BrokerProcess, java_client: JavaClient) -> None:
-    outcome = java_client.run("admin", broker, "jadm")
+@dataclass(frozen=True)
+class Target:
+    """The broker a scenario runs against: a fresh ``strom serve``, or the session's Kafka 3.9
+    (shared by every scenario, so names carry a prefix of their own)."""
+
+    bootstrap: str
+    node_id: int
+    prefix: str
+    strom: BrokerProcess | None  # for the restart and the cross-checks with librdkafka
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}{suffix}"
+
+    def create(self, topic: str, partitions: int) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _on_strom(broker: BrokerProcess) -> Target:
+    return Target(broker.bootstrap, node_id=1, prefix="", strom=broker)
+
+
+def _on_kafka(kafka: ReferenceBroker, client: JavaClient, scenario: str) -> Target:
+    return Target(kafka.bootstrap, node_id=0, prefix=f"c{client.line}-{scenario}-", strom=None)
+
+
+# --- the scenarios: each runs the Java client, then asserts what Kafka answers -------------
+
+def _admin(client: JavaClient, target: Target) -> None:
+    prefix = target.name("jadm")
+    outcome = client.run("admin", target.bootstrap, prefix)
     assert outcome["dryRunListed"] is False  # validateOnly creates nothing
     assert outcome["listed"] is True
     assert outcome["createAgain"] == "TopicExistsException"
     assert outcome["replicationFactor3"] == "InvalidReplicationFactorException"
     assert outcome["describeMissing"] == "UnknownTopicOrPartitionException"
+    node = target.node_id
     # Without an authorizer Kafka answers every operation a topic (8) and the cluster (7) support.
     assert outcome["topic"] == {
-        "name": "jadm-orders", "internal": False, "topicIdSet": True,
-        "partitions": [[0, 1, 1, 1], [1, 1, 1, 1], [2, 1, 1, 1]],
+        "name": f"{prefix}-orders", "internal": False, "topicIdSet": True,
+        "partitions": [[0, node, 1, 1], [1, node, 1, 1], [2, node, 1, 1]],
         "authorizedOperations": ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS",
                                  "READ", "WRITE"],
     }
-    host, port = broker.bootstrap.rsplit(":", 1)
+    host, port = target.bootstrap.rsplit(":", 1)
     cluster = outcome["cluster"]
-    assert cluster["nodes"] == [[1, host, int(port)]]
-    assert cluster["controller"] == 1
+    assert cluster["nodes"] == [[node, host, int(port)]]
+    assert cluster["controller"] == node
     assert len(cluster["clusterId"]) == 22  # a base64 UUID, as Kafka's
     assert cluster["authorizedOperations"] == ["ALTER", "ALTER_CONFIGS", "CLUSTER_ACTION", "CREATE", "DESCRIBE",
                                                "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"]
@@ -125,26 +165,24 @@ def test_java_admin_creates_describes_and_deletes_topics(broker: BrokerProcess, 
     assert outcome["partitionsAfterGrow"] == 5
     assert outcome["listedAfterDelete"] is False
     assert outcome["deleteAgain"] == "UnknownTopicOrPartitionException"
-    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
-    assert not {"jadm-orders", "jadm-dry", "jadm-replicated"} & set(topics)
+    topics = AdminClient({"bootstrap.servers": target.bootstrap}).list_topics(timeout=10).topics
+    assert not {f"{prefix}-orders", f"{prefix}-dry", f"{prefix}-replicated"} & set(topics)
 
 
-def _batch_headers(broker: BrokerProcess, topic: str, partition: int) -> list[Any]:
+def _batch_headers(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]:
     """The record batches' headers at the start of a partition, fetched over the wire."""
     request = fetch([(topic, partition, 0)], version=FETCH_VERSION, max_bytes=4 << 20, partition_max_bytes=4 << 20)
-    answer = raw_request(broker, encode_request(request, FETCH_VERSION, 7, "wire-check"))
-    assert answer is not None
-    _, response = decode_response(answer, 1, FETCH_VERSION)
+    with WireClient(bootstrap, client_id="wire-check") as wire:
+        response = wire.call(request, FETCH_VERSION)
     assert isinstance(response, FetchResponse)
     records = partitions_of(response)[(topic, partition)].records
     return [header for _, header in iter_batches(records)]
 
 
-@pytest.mark.parametrize("codec", CODECS)
-def test_java_idempotent_producer_with_every_codec(broker: BrokerProcess, java_client: JavaClient, codec: str) -> None:
-    topic = f"jcodec-{codec}"
-    _create(broker, topic, 2)
-    outcome = java_client.run("codec", broker, topic, codec, "2000")
+def _codec(client: JavaClient, target: Target, codec: str) -> None:
+    topic = target.name(f"jcodec-{codec}")
+    target.create(topic, 2)
+    outcome = client.run("codec", target.bootstrap, topic, codec, "2000")
     assert outcome["sent"] == outcome["received"] == outcome["distinctPositions"] == 2000
     assert outcome["allMatch"] is True
     assert outcome["ackedContiguous"] is True  # offsets 0..n-1 per partition: nothing twice
@@ -154,19 +192,18 @@ def test_java_idempotent_producer_with_every_codec(broker: BrokerProcess, java_c
     else:  # the values repeat a phrase: every codec shrinks them several times
         assert outcome["compressionRate"] < 0.5
     for partition in (0, 1):
-        headers = _batch_headers(broker, topic, partition)
+        headers = _batch_headers(target.bootstrap, topic, partition)
         assert headers
         assert {header.compression for header in headers} == {CompressionType[codec.upper()]}
-        assert {header.producer_id for header in headers} != {-1}  # idempotent: a producer id
+        # Idempotent: a producer id and sequence numbers on every batch.
         assert all(header.producer_id >= 0 and header.base_sequence >= 0 for header in headers)
 
 
-def test_java_cooperative_sticky_group_shares_and_hands_back_partitions(
-    broker: BrokerProcess, java_client: JavaClient
-) -> None:
-    _create(broker, "jcoop", 4)
-    java_client.run("send", broker, "jcoop", "4", "e", "400")
-    outcome = java_client.run("cooperative", broker, "jcoop", "jworkers", "400")
+def _cooperative(client: JavaClient, target: Target) -> None:
+    topic, group = target.name("jcoop"), target.name("jworkers")
+    target.create(topic, 4)
+    client.run("send", target.bootstrap, topic, "4", "e", "400")
+    outcome = client.run("cooperative", target.bootstrap, topic, group, "400")
     moved = outcome["assignedWhileBoth"]["b"]
     kept = outcome["assignedWhileBoth"]["a"]
     assert len(moved) == len(kept) == 2 and sorted(moved + kept) == [0, 1, 2, 3]
@@ -196,18 +233,21 @@ def test_java_cooperative_sticky_group_shares_and_hands_back_partitions(
     assert {partition for who, partition, _, value in seen if value.startswith("mid") and who == "b"} == set(moved)
 
 
-def test_java_commit_then_broker_restart_resumes_exactly(broker: BrokerProcess, java_client: JavaClient) -> None:
-    _create(broker, "jorders", 2)
-    java_client.run("send", broker, "jorders", "2", "a", "30")
-    first = java_client.run("commit", broker, "jorders", "jbilling", "30")
+def _commit_and_resume(client: JavaClient, target: Target) -> None:
+    """Commit, then a new consumer resumes there; on Strom the broker restarts in between."""
+    topic, group = target.name("jorders"), target.name("jbilling")
+    target.create(topic, 2)
+    client.run("send", target.bootstrap, topic, "2", "a", "30")
+    first = client.run("commit", target.bootstrap, topic, group, "30")
     assert first["committedBefore"] == {"0": None, "1": None}
     assert sorted(value for *_, value in first["records"]) == sorted(f"a{i}" for i in range(30))
     assert first["committedAfter"] == {"0": 15, "1": 15}
     assert first["positionsAtEnd"] is True
 
-    broker.restart()  # same port, same data directory
-    java_client.run("send", broker, "jorders", "2", "b", "10")
-    second = java_client.run("commit", broker, "jorders", "jbilling", "10")
+    if target.strom is not None:
+        target.strom.restart()  # same port, same data directory
+    client.run("send", target.bootstrap, topic, "2", "b", "10")
+    second = client.run("commit", target.bootstrap, topic, group, "10")
     assert second["committedBefore"] == {"0": 15, "1": 15}  # the commit survived the restart
     assert sorted(value for *_, value in second["records"]) == sorted(f"b{i}" for i in range(10))
     for partition in (0, 1):  # resumed at the committed offset: nothing lost, nothing twice
@@ -215,34 +255,41 @@ def test_java_commit_then_broker_restart_resumes_exactly(broker: BrokerProcess, 
         assert offsets == list(range(15, 20))
     assert second["committedAfter"] == {"0": 20, "1": 20}
     assert second["positionsAtEnd"] is True
-    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "jbilling"})
-    stored = reader.committed([confluent_kafka.TopicPartition("jorders", p) for p in (0, 1)], timeout=10)
+    reader = confluent_kafka.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group})
+    stored = reader.committed([confluent_kafka.TopicPartition(topic, p) for p in (0, 1)], timeout=10)
     reader.close()
     assert [tp.offset for tp in stored] == [20, 20]  # librdkafka reads the same commits
 
 
-def test_java_new_consumer_protocol_fails_clearly(broker: BrokerProcess, java_client: JavaClient) -> None:
-    """KIP-848's group.protocol=consumer needs ConsumerGroupHeartbeat (API 68), which Strom
-    does not list in ApiVersions, as Kafka 3.9 in ZooKeeper mode does not: the client fails
-    poll() with UnsupportedVersionException within the scenario's 60 s (in about a second),
-    rather than retrying forever."""
-    _create(broker, "jnew", 1)
-    outcome = java_client.run("kip848", broker, "jnew", "jnew-group")
+NEW_PROTOCOL_REFUSED = (
+    "The cluster does not support the new CONSUMER group protocol. Set group.protocol=classic on the"
+    " consumer configs to revert to the CLASSIC protocol until the cluster is upgraded.")
+
+
+def _new_consumer_protocol(client: JavaClient, target: Target) -> None:
+    """KIP-848's group.protocol=consumer needs ConsumerGroupHeartbeat (API 68): Strom does not
+    list it in ApiVersions; Kafka 3.9 in ZooKeeper mode lists v0 and answers it with
+    UNSUPPORTED_VERSION. Either way the client fails poll() with UnsupportedVersionException
+    within the scenario's 60 s (in about a second) rather than retrying forever. Only the
+    3.9 client's message tells the two apart (FINDINGS.md)."""
+    topic, group = target.name("jnew"), target.name("jnew-group")
+    target.create(topic, 1)
+    outcome = client.run("kip848", target.bootstrap, topic, group)
     assert outcome["error"] == "org.apache.kafka.common.errors.UnsupportedVersionException"
-    if java_client.line == "39":
+    if client.line == "4":
+        assert outcome["message"] == NEW_PROTOCOL_REFUSED
+    elif target.strom is not None:  # the client's own words: API 68 is not in ApiVersions
         assert outcome["message"] == "The node does not support CONSUMER_GROUP_HEARTBEAT"
-    else:
-        assert outcome["message"] == (
-            "The cluster does not support the new CONSUMER group protocol. Set group.protocol=classic on the"
-            " consumer configs to revert to the CLASSIC protocol until the cluster is upgraded.")
-    # No group was made on the way.
-    groups = AdminClient({"bootstrap.servers": broker.bootstrap}).list_consumer_groups().result(10)
-    assert "jnew-group" not in {group.group_id for group in groups.valid}
+    else:  # UNSUPPORTED_VERSION's message, from the error code in Kafka 3.9's answer
+        assert outcome["message"] == "The version of API is not supported."
+    groups = AdminClient({"bootstrap.servers": target.bootstrap}).list_consumer_groups().result(10)
+    assert group not in {listed.group_id for listed in groups.valid}  # no group made on the way
 
 
-def test_java_seek_by_time(broker: BrokerProcess, java_client: JavaClient) -> None:
-    _create(broker, "jtimed", 1)
-    outcome = java_client.run("times", broker, "jtimed", str(BASE_TIME))
+def _seek_by_time(client: JavaClient, target: Target) -> None:
+    topic = target.name("jtimed")
+    target.create(topic, 1)
+    outcome = client.run("times", target.bootstrap, topic, str(BASE_TIME))
     assert outcome["found"] == [5, BASE_TIME + 5000]  # first record at or after base + 4.5 s
     assert outcome["future"] == "null"  # no record that late: the Java client answers null
     assert (outcome["beginning"], outcome["end"]) == (0, 10)
@@ -253,21 +300,55 @@ def test_java_seek_by_time(broker: BrokerProcess, java_client: JavaClient) -> No
     }
 
 
-def test_java_headers_and_null_keys_and_values(broker: BrokerProcess, java_client: JavaClient) -> None:
-    _create(broker, "jedge", 1)
-    outcome = java_client.run("edge", broker, "jedge")
+def _headers_and_nulls(client: JavaClient, target: Target) -> None:
+    topic = target.name("jedge")
+    target.create(topic, 1)
+    outcome = client.run("edge", target.bootstrap, topic)
     assert outcome["records"] == [
         {"offset": 0, "key": "tombstone", "value": None, "headers": []},
         {"offset": 1, "key": None, "value": "no key", "headers": []},
         {"offset": 2, "key": None, "value": "headers", "headers": [["h1", "v1"], ["h2", None], ["h1", "again"]]},
     ]
-    assert [(key, value) for _, _, key, value in _read_all(broker, "jedge", 1)] == [
-        (b"tombstone", None), (None, b"no key"), (None, b"headers")]
+    if target.strom is not None:
+        assert [(key, value) for _, _, key, value in _read_all(target.strom, topic, 1)] == [
+            (b"tombstone", None), (None, b"no key"), (None, b"headers")]
 
 
-def test_java_five_mib_record_with_raised_limits(broker: BrokerProcess, java_client: JavaClient) -> None:
-    outcome = java_client.run("big", broker, "jbig")
+def _five_mib_record(client: JavaClient, target: Target) -> None:
+    topic = target.name("jbig")
+    outcome = client.run("big", target.bootstrap, topic)
+    # The same record to a topic left at the default max.message.bytes: the broker refuses it.
     assert outcome == {"offset": 0, "toDefaultLimit": "RecordTooLargeException",
                        "sentLength": FIVE_MIB, "receivedLength": FIVE_MIB, "same": True}
-    ((_, _, _, value),) = _read_all(broker, "jbig", 1)
-    assert value == _big_value()  # the same bytes as the other clients' 5 MiB record
+    if target.strom is not None:
+        ((_, _, _, value),) = _read_all(target.strom, topic, 1)
+        assert value == _big_value()  # the same bytes as the other clients' 5 MiB record
+
+
+SCENARIOS: dict[str, Callable[[JavaClient, Target], None]] = {
+    "admin": _admin,
+    **{f"codec-{codec}": partial(_codec, codec=codec) for codec in CODECS},
+    "cooperative": _cooperative,
+    "commit-and-resume": _commit_and_resume,
+    "new-consumer-protocol": _new_consumer_protocol,
+    "seek-by-time": _seek_by_time,
+    "headers-and-nulls": _headers_and_nulls,
+    "five-mib-record": _five_mib_record,
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_java_client_on_strom(broker: BrokerProcess, java_client: JavaClient, scenario: str) -> None:
+    SCENARIOS[scenario](java_client, _on_strom(broker))
+
+
+# Against Kafka the newest client stands for both: what these scenarios assert does not
+# depend on the client's version, but for the new consumer protocol's message (below).
+@pytest.mark.parametrize("java_client", ["4"], indirect=True, ids=["kafka-clients-4"])
+@pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"new-consumer-protocol"}))
+def test_java_client_on_kafka_39_sees_the_same(kafka39: ReferenceBroker, java_client: JavaClient, scenario: str) -> None:
+    SCENARIOS[scenario](java_client, _on_kafka(kafka39, java_client, scenario))
+
+
+def test_java_new_consumer_protocol_on_kafka_39(kafka39: ReferenceBroker, java_client: JavaClient) -> None:
+    _new_consumer_protocol(java_client, _on_kafka(kafka39, java_client, "new-consumer-protocol"))

@@ -265,6 +265,11 @@ public final class StromScenarios {
             throws Exception {
         List<Future<RecordMetadata>> acks = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> producer = producer(bootstrap, Map.of())) {
+            // A send to a partition the topic lacks would block for max.block.ms per record.
+            int existing = producer.partitionsFor(topic).size();
+            if (existing < partitions) {
+                throw new IllegalStateException("topic " + topic + " has " + existing + " partitions, not " + partitions);
+            }
             for (int i = 0; i < count; i++) {
                 acks.add(producer.send(new ProducerRecord<>(topic, i % partitions, null, bytes(prefix + i))));
             }
