@@ -62,6 +62,7 @@ from strom.broker.kafka_broker_configs import (
     Scope,
 )
 from strom.compaction.log_cleaner import CleanerConfig
+from strom.protocol.error_codes import ErrorCode
 from strom.storage.fs import FileSystem, read_file, write_file_atomically
 from strom.storage.log_manager import BROKER_CONFIGS_DIR
 from strom.storage.producer_state import ProducerStateManagerConfig
@@ -97,7 +98,16 @@ DYNAMIC_CONFIGS: Final = DYNAMIC_TOPIC_DEFAULTS | DYNAMIC_CLEANER_CONFIGS | DYNA
 
 
 class DynamicConfigError(ValueError):
-    """A dynamic config change refused; the message is Kafka's (sent as INVALID_REQUEST)."""
+    """A dynamic config change refused; the message is Kafka's, sent with ``error_code``."""
+
+    error_code: ErrorCode = ErrorCode.INVALID_REQUEST
+
+
+class PasswordNotStorableError(DynamicConfigError):
+    """A password config for this broker: Kafka's ZooKeeper mode stores those only encrypted
+    with ``password.encoder.secret``, and refuses them without one; Strom has no encoder."""
+
+    error_code = ErrorCode.INVALID_CONFIG
 
 
 class DynamicConfigStore(Protocol):
@@ -165,7 +175,7 @@ class DynamicBrokerConfig:
         self._log_no_effect({**self.cluster_default, **self.per_broker})
         if self.per_broker or self.cluster_default:
             logger.info("dynamic broker configs: %s (this broker), %s (cluster default)",
-                        self.per_broker, self.cluster_default)
+                        _for_log(self.per_broker), _for_log(self.cluster_default))
 
     def validate(self, configs: Mapping[str, str], *, per_broker: bool) -> BrokerConfig:
         """The effective config ``configs`` would make as the given layer; raises DynamicConfigError.
@@ -206,6 +216,11 @@ class DynamicBrokerConfig:
         """Replace one layer: validate, persist, then apply to the logs and the cleaner."""
         async with self._lock:
             effective = self.validate(configs, per_broker=per_broker)
+            passwords = [name for name in configs if _kafka_type(name) == "PASSWORD"]
+            if passwords:  # only when stored, as Kafka: validate_only takes them
+                raise PasswordNotStorableError(
+                    f"Invalid config value for resource ConfigResource(type=BROKER, name='{self.entity}'): "
+                    "Password encoder secret not configured")
             before = dict(self.layer(per_broker=per_broker))
             self.store.write(self.entity if per_broker else DEFAULT_ENTITY, configs)
             if per_broker:
@@ -220,7 +235,7 @@ class DynamicBrokerConfig:
             if cleaner_after != cleaner_before:
                 await asyncio.to_thread(self.log_cleaner.reconfigure, cleaner_after)
             logger.info("dynamic %s configs are now %s",
-                        f"broker {self.entity}" if per_broker else "cluster default", dict(configs))
+                        f"broker {self.entity}" if per_broker else "cluster default", _for_log(configs))
 
     # -- inside ----------------------------------------------------------------------------
     def _log_no_effect(self, configs: Mapping[str, str]) -> None:
@@ -375,6 +390,23 @@ def _check_type(name: str, value: str) -> None:
             float(text)
         except ValueError:
             raise DynamicConfigError(f"{prefix}: Not a number of type DOUBLE") from None
+
+
+def _kafka_type(name: str) -> str | None:
+    """Kafka's type of a config Strom keeps without using (its base config's, for a
+    listener-prefixed name); None for Strom's own configs and unknown names."""
+    match = LISTENER_CONFIG.fullmatch(name)
+    setting = NO_EFFECT_CONFIGS.get(match[1] if match is not None else name)
+    return setting.type if setting is not None else None
+
+
+def _for_log(configs: Mapping[str, str]) -> dict[str, str]:
+    """A layer fit for the log: the values Kafka would call sensitive hidden (passwords, and
+    names of unknown type: custom configs may hold secrets)."""
+    def sensitive(name: str) -> bool:
+        return name not in PROPERTY_NAMES and _kafka_type(name) in (None, "PASSWORD")
+
+    return {name: "[hidden]" if sensitive(name) else value for name, value in configs.items()}
 
 
 def _strom_part(configs: Mapping[str, str]) -> dict[str, str]:

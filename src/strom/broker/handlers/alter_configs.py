@@ -8,7 +8,8 @@ this broker's own when the name is its id, the cluster-wide default when the nam
 empty; Kafka's dynamic configs Strom has no equivalent for and unknown names are kept
 with no effect, as Kafka keeps them; another broker's id, a setting that is not dynamic
 or a bad value is INVALID_REQUEST with Kafka's message (ConfigAdminManager answers INVALID_REQUEST for
-every refused broker config). Deprecated topic settings Kafka 3.9 still accepts are
+every refused broker config), but a password config on this broker is INVALID_CONFIG, as in
+Kafka's ZooKeeper mode without ``password.encoder.secret``. Deprecated topic settings Kafka 3.9 still accepts are
 taken and ignored, with a warning once per topic and value. A null value, a name given
 twice or a resource named twice is INVALID_REQUEST. BROKER_LOGGER levels cannot be set
 yet. The resource checks here are shared with IncrementalAlterConfigs.
@@ -94,7 +95,7 @@ async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: 
         return refused
     nulls = [config.name for config in resource.configs if config.value is None]
     if nulls:
-        return ErrorCode.INVALID_REQUEST, f"null values are not supported: {', '.join(nulls)}"
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"  # Kafka's words
     values = {config.name: config.value for config in resource.configs if config.value is not None}
     if resource.resource_type == ResourceType.BROKER:
         return await apply_broker_configs(broker, resource.resource_name, values, validate_only)
@@ -152,7 +153,7 @@ async def apply_broker_configs(broker: Broker, name: str, configs: Mapping[str, 
         else:
             await dynamic.update(configs, per_broker=per_broker)
     except DynamicConfigError as exc:
-        return ErrorCode.INVALID_REQUEST, str(exc)
+        return exc.error_code, str(exc)
     except OSError as exc:  # the store could not be written: nothing was applied
         logger.error("dynamic broker configs not saved: %s", exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"dynamic broker configs could not be saved: {exc.strerror or exc}"

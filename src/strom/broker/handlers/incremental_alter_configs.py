@@ -102,7 +102,7 @@ def _apply(values: dict[str, str], current: Callable[[str], str], change: Altera
         values.pop(name, None)
         return
     if value is None:
-        raise TopicError(ErrorCode.INVALID_REQUEST, f"null value for {name}")
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")  # Kafka's words
     if operation == SET:
         values[name] = value
         return

@@ -177,3 +177,29 @@ def test_any_name_and_value_a_client_sends_is_stored_whole(broker: BrokerRunner)
     broker.run(first)
     assert FileConfigStore(str(broker.data_dir)).read("1") == configs
     broker.run(second)
+
+
+def test_password_configs_are_refused_when_stored_as_kafka_without_an_encoder_secret(
+        broker: BrokerRunner, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ZooKeeper mode stores a broker's passwords only encrypted with
+    password.encoder.secret; without one it validates them but refuses to store them."""
+    refused = (ErrorCode.INVALID_CONFIG, "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+               "Password encoder secret not configured")
+
+    async def scenario(h: BrokerHarness) -> None:
+        for name in ("sasl.jaas.config", "listener.name.plaintext.ssl.keystore.password"):
+            assert await alter(h, "1", {name: "secret"}, validate_only=True) == (ErrorCode.NONE, None)
+            assert await alter(h, "1", {name: "secret"}) == refused
+            assert await incremental(h, "1", (name, SET, "secret")) == refused
+        assert h.broker.dynamic_config.per_broker == {}
+        assert await alter(h, "1", {"background.threads": None}) == (  # type: ignore[dict-item]
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : background.threads")
+        assert await incremental(h, "1", ("background.threads", SET, None)) == (
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : background.threads")
+        # A custom config may hold a secret: Kafka calls it sensitive, and the log hides it.
+        with caplog.at_level(logging.INFO, logger="strom.broker.dynamic_config"):
+            assert await alter(h, "1", {"my.plugin.token": "s3cr3t", "num.io.threads": "9"}) == (0, None)
+
+    broker.run(scenario)
+    assert "=secret" not in (broker.data_dir / STORE_DIR / "1").read_text()
+    assert "s3cr3t" not in caplog.text and "'num.io.threads': '9'" in caplog.text
