@@ -21,7 +21,6 @@ import subprocess
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +98,8 @@ def java_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def test_java_program_refuses_a_bad_command_line(java_client: JavaClient) -> None:
     for args, message in [
         (("no-such-scenario", "127.0.0.1:9"), "unknown scenario 'no-such-scenario'"),
-        (("codec", "127.0.0.1:9", "topic", "gzip", "many"), "COUNT must be a whole number, got 'many'"),
+        (("codecs", "127.0.0.1:9", "topic", "many", "gzip"), "COUNT must be a whole number, got 'many'"),
+        (("codecs", "127.0.0.1:9", "topic", "10"), "missing argument CODEC"),
         (("admin",), "usage: StromScenarios SCENARIO HOST:PORT"),
     ]:
         result = subprocess.run(java_client.command(*args), capture_output=True, text=True, timeout=120, check=False)
@@ -179,24 +179,28 @@ def _batch_headers(bootstrap: str, topic: str, partition: int) -> list[BatchHead
     return [header for _, header in iter_batches(records)]
 
 
-def _codec(client: JavaClient, target: Target, codec: str) -> None:
-    topic = target.name(f"jcodec-{codec}")
-    target.create(topic, 2)
-    outcome = client.run("codec", target.bootstrap, topic, codec, "2000")
-    assert outcome["sent"] == outcome["received"] == outcome["distinctPositions"] == 2000
-    assert outcome["allMatch"] is True
-    assert outcome["ackedContiguous"] is True  # offsets 0..n-1 per partition: nothing twice
-    assert outcome["partitions"] == 2
-    if codec == "none":
-        assert outcome["compressionRate"] == 1.0
-    else:  # the values repeat a phrase: every codec shrinks them several times
-        assert outcome["compressionRate"] < 0.5
-    for partition in (0, 1):
-        headers = _batch_headers(target.bootstrap, topic, partition)
-        assert headers
-        assert {header.compression for header in headers} == {CompressionType[codec.upper()]}
-        # Idempotent: a producer id and sequence numbers on every batch.
-        assert all(header.producer_id >= 0 and header.base_sequence >= 0 for header in headers)
+def _codecs(client: JavaClient, target: Target) -> None:
+    prefix = target.name("jcodec")
+    for codec in CODECS:
+        target.create(f"{prefix}-{codec}", 2)
+    outcomes = client.run("codecs", target.bootstrap, prefix, "2000", *CODECS)
+    assert list(outcomes) == CODECS
+    for codec, outcome in outcomes.items():
+        assert outcome["codec"] == codec
+        assert outcome["sent"] == outcome["received"] == outcome["distinctPositions"] == 2000, codec
+        assert outcome["allMatch"] is True, codec
+        assert outcome["ackedContiguous"] is True, codec  # offsets 0..n-1 per partition: nothing twice
+        assert outcome["partitions"] == 2, codec
+        if codec == "none":
+            assert outcome["compressionRate"] == 1.0
+        else:  # the values repeat a phrase: every codec shrinks them several times
+            assert outcome["compressionRate"] < 0.5, codec
+        for partition in (0, 1):
+            headers = _batch_headers(target.bootstrap, f"{prefix}-{codec}", partition)
+            assert headers, codec
+            assert {header.compression for header in headers} == {CompressionType[codec.upper()]}
+            # Idempotent: a producer id and sequence numbers on every batch.
+            assert all(header.producer_id >= 0 and header.base_sequence >= 0 for header in headers), codec
 
 
 def _cooperative(client: JavaClient, target: Target) -> None:
@@ -327,7 +331,7 @@ def _five_mib_record(client: JavaClient, target: Target) -> None:
 
 SCENARIOS: dict[str, Callable[[JavaClient, Target], None]] = {
     "admin": _admin,
-    **{f"codec-{codec}": partial(_codec, codec=codec) for codec in CODECS},
+    "idempotent-producer-every-codec": _codecs,
     "cooperative": _cooperative,
     "commit-and-resume": _commit_and_resume,
     "new-consumer-protocol": _new_consumer_protocol,

@@ -108,7 +108,8 @@ public final class StromScenarios {
             case "admin": return admin(bootstrap, arg(args, 0, "PREFIX"));
             case "send": return send(bootstrap, arg(args, 0, "TOPIC"), number(args, 1, "PARTITIONS"),
                     arg(args, 2, "VALUE_PREFIX"), number(args, 3, "COUNT"));
-            case "codec": return codec(bootstrap, arg(args, 0, "TOPIC"), arg(args, 1, "CODEC"), number(args, 2, "COUNT"));
+            case "codecs": return codecs(bootstrap, arg(args, 0, "TOPIC_PREFIX"), number(args, 1, "COUNT"),
+                    args.subList(Math.min(2, args.size()), args.size()));
             case "edge": return edge(bootstrap, arg(args, 0, "TOPIC"));
             case "times": return times(bootstrap, arg(args, 0, "TOPIC"), longNumber(args, 1, "BASE_MS"));
             case "big": return big(bootstrap, arg(args, 0, "TOPIC"));
@@ -119,7 +120,7 @@ public final class StromScenarios {
             case "kip848": return GroupScenarios.kip848(bootstrap, arg(args, 0, "TOPIC"), arg(args, 1, "GROUP"));
             default:
                 throw new UsageError("unknown scenario '" + scenario
-                        + "' (admin, send, codec, edge, times, big, cooperative, commit, kip848)");
+                        + "' (admin, send, codecs, edge, times, big, cooperative, commit, kip848)");
         }
     }
 
@@ -279,6 +280,23 @@ public final class StromScenarios {
             }
         }
         return Map.of("sent", count);
+    }
+
+    /**
+     * For each CODEC, an idempotent producer with it writes COUNT records to the topic
+     * TOPIC_PREFIX-CODEC, read back in full with a plain consumer. One JVM for all five
+     * codecs: its start is most of the time each would take alone.
+     */
+    static Map<String, Object> codecs(String bootstrap, String prefix, int count, List<String> codecs)
+            throws Exception {
+        if (codecs.isEmpty()) {
+            throw new UsageError("missing argument CODEC (none, gzip, snappy, lz4, zstd)");
+        }
+        Map<String, Object> outcome = new LinkedHashMap<>();
+        for (String codec : codecs) {
+            outcome.put(codec, codec(bootstrap, prefix + "-" + codec, codec, count));
+        }
+        return outcome;
     }
 
     /** An idempotent producer with one codec; read back in full with a plain consumer. */
