@@ -5,7 +5,7 @@ difference shows as pytest's field-by-field diff.
 What legitimately differs: each broker's own node id (Kafka 3.9 is broker 0, Strom node 1),
 its ports, the cluster id and topic ids (random per cluster/topic, but their presence must
 match), throttle time, the wording of error messages (whether there is one must match),
-the order of a topic's partitions in a list, and the producer and fetch session ids each
+the order of a topic's partitions and of a group's members in a list, and the producer and fetch session ids each
 allocates (whether there is one must match).
 """
 
@@ -21,11 +21,29 @@ ZERO_UUID = UUID(int=0)
 _NODE_FIELDS = frozenset({"node_id", "leader_id", "controller_id", "replica_nodes", "isr_nodes", "offline_replicas"})
 
 
-def normalise(message: Message, own_node_id: int) -> dict[str, Any]:
-    """``message`` as nested dicts and lists, ``own_node_id`` shown as ``"self"``."""
-    plain = _plain(message, own_node_id)
+def normalise(message: Message, own_node_id: int, members: dict[str, str] | None = None) -> dict[str, Any]:
+    """``message`` as nested dicts and lists, ``own_node_id`` shown as ``"self"``; with
+    ``members``, each member id as its label there (a new one labelled ``<member N>``)."""
+    _MEMBERS[0] = members
+    try:
+        plain = _plain(message, own_node_id)
+    finally:
+        _MEMBERS[0] = None
     assert isinstance(plain, dict)
     return plain
+
+
+# Member ids are random per broker (client id + UUID): shown as labels in the order each
+# broker handed them out. A module-level slot keeps _plain's signature simple.
+_MEMBERS: list[dict[str, str] | None] = [None]
+_MEMBER_FIELDS = frozenset({"member_id", "leader"})
+
+
+def _member(value: str) -> str:
+    labels = _MEMBERS[0]
+    if labels is None or not value:
+        return value
+    return labels.setdefault(value, f"<member {len(labels) + 1}>")
 
 
 def _plain(value: Any, own_node_id: int) -> Any:
@@ -41,6 +59,10 @@ def _plain(value: Any, own_node_id: int) -> Any:
             # Kafka lists a topic's partitions in its maps' hash order (0, 2, 3, 1 after a
             # CreatePartitions); no client reads meaning into the order.
             items.sort(key=lambda item: item["partition_index"])
+        elif items and all(isinstance(item, dict) and "member_id" in item for item in items):
+            # A JoinGroup leader's member list and DescribeGroups' members: Kafka's group
+            # keeps its members in a hash map, so their order is arbitrary.
+            items.sort(key=lambda item: str(item["member_id"]))
         return items
     return value
 
@@ -50,6 +72,8 @@ def _field(name: str, value: Any, own_node_id: int) -> Any:
         if isinstance(value, tuple):
             return [_node(node, own_node_id) for node in value]
         return _node(value, own_node_id)
+    if name in _MEMBER_FIELDS and isinstance(value, str):
+        return _member(value)
     if name == "port":
         return "<port>"
     if name == "cluster_id":

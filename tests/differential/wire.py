@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.message import Message
 from strom.protocol.messages.create_topics_request import (
     CreatableTopic,
@@ -31,17 +32,44 @@ class Side:
     client: WireClient
     node_id: int
     bootstrap: str
+    # Member ids as labels in the order this broker handed them out ("<member 1>" ...):
+    # shared by the connections to one broker, so two sides driven alike label alike.
+    members: dict[str, str] = field(default_factory=dict)
 
     def ask(self, request: Message, version: int) -> dict[str, Any]:
-        return normalise(self.client.call(request, version), self.node_id)
+        return normalise(self.client.call(request, version), self.node_id, self.members)
+
+    def send(self, request: Message, version: int) -> None:
+        """Send without waiting (a JoinGroup or SyncGroup that waits for the group);
+        ``receive`` reads its answer."""
+        assert request.API_KEY is not None
+        self.client.correlation_id += 1
+        self.client.sock.sendall(encode_request(request, version, self.client.correlation_id, self.client.client_id))
+
+    def receive(self, request: Message, version: int) -> dict[str, Any]:
+        assert request.API_KEY is not None
+        frames: list[bytes] = []
+        while not frames:
+            data = self.client.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("the broker closed the connection")
+            frames = self.client.decoder.feed(data)
+        correlation_id, response = decode_response(frames[0], request.API_KEY, version)
+        assert correlation_id == self.client.correlation_id
+        return normalise(response, self.node_id, self.members)
 
     def raw(self, request: Message, version: int) -> Message:
         """The answer as decoded, for the ids and offsets a sequence carries on."""
         return self.client.call(request, version)
 
     def another_connection(self) -> Side:
-        """A second client on the same broker (a group's second member)."""
-        return Side(WireClient(self.bootstrap), self.node_id, self.bootstrap)
+        """A second client on the same broker (a group's second member), labelling member
+        ids with this side's labels."""
+        return Side(WireClient(self.bootstrap), self.node_id, self.bootstrap, self.members)
+
+    def member_id(self, label: str) -> str:
+        """The member id this broker handed out under ``label``."""
+        return next(member for member, known in self.members.items() if known == label)
 
 
 @dataclass

@@ -36,7 +36,8 @@ async def handle(broker: Broker, request: Request) -> Message:
     found = _find(broker, body.key, body.key_type)
     return FindCoordinatorResponse(
         error_code=found.error_code,
-        error_message=found.error_message,
+        # Kafka 3.9 says "NONE" (Errors.NONE.message()) here, and "" in a v4+ coordinator.
+        error_message="NONE" if found.error_code == 0 else found.error_message,
         node_id=found.node_id,
         host=found.host,
         port=found.port,
@@ -56,7 +57,7 @@ def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
         logger.error("cannot create the offsets topic: %s", exc)
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
     endpoint = broker.advertised
-    return Coordinator(key=key, node_id=broker.node_id, host=endpoint.host, port=endpoint.port, error_code=0, error_message=None)
+    return Coordinator(key=key, node_id=broker.node_id, host=endpoint.host, port=endpoint.port, error_code=0, error_message="")
 
 
 def _error(key: str, error: ErrorCode, message: str) -> Coordinator:
