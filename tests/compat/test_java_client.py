@@ -68,9 +68,10 @@ class JavaClient:
 
     def command(self, *args: str) -> list[str]:
         """``java StromScenarios ARGS``, logging WARN and above on stderr (slf4j-simple), so a
-        failed run says why."""
-        return [self.java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", self.classpath,
-                "StromScenarios", *args]
+        failed run says why. A run lives a few seconds: the C1 compiler alone and the serial
+        collector spend about half the CPU of the JVM's defaults on it (measured here)."""
+        return [self.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+                "-cp", self.classpath, "StromScenarios", *args]
 
     def run(self, scenario: str, bootstrap: str, *args: str) -> Any:
         result = subprocess.run(self.command(scenario, bootstrap, *args),
