@@ -16,7 +16,7 @@ import pytest
 from strom.broker.dynamic_config import DEFAULT_ENTITY, STORE_DIR, FileConfigStore
 from strom.protocol.error_codes import ErrorCode
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
-from tests.unit.broker.handlers.test_dynamic_broker_configs import (
+from tests.support.config_requests import (
     APPEND,
     BROKER,
     DEFAULT_CONFIG,
