@@ -90,6 +90,14 @@ def _joined(pair: Pair, group: str, topic: str, instance: str | None = None) -> 
     assert synced["error_code"] == 0
 
 
+def _wait_for_state(side: Side, group: str, state: str) -> None:
+    """Poll DescribeGroups (not compared) until ``group`` is in ``state`` on ``side``."""
+    deadline = time.monotonic() + 60
+    while side.raw(DescribeGroupsRequest(groups=(group,)), 5).groups[0].group_state != state:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"{group} never reached {state} on {side.bootstrap}"
+        time.sleep(0.05)
+
+
 def _last_member(side: Side) -> str:
     return next(reversed(side.members)) if side.members else ""
 
@@ -156,6 +164,8 @@ def test_a_second_member_rebalances_the_group(pair: Pair, second: Pair, topic: s
     assert second.same(_join(group, topic), JOIN_VERSION)["error_code"] == MEMBER_ID_REQUIRED
     for side in second.sides():  # member 2 joins: it waits for member 1 to rejoin
         side.send(_join(group, topic, side.member_id("<member 2>")), JOIN_VERSION)
+    for side in pair.sides():  # its JoinGroup travels on another connection: wait for it
+        _wait_for_state(side, group, "PreparingRebalance")
     # Member 1 learns of the rebalance from its heartbeat; its commit is refused meanwhile.
     assert pair.each(_by_label("<member 1>", lambda m: _heartbeat(group, 1, m)), 3)["error_code"] == \
         REBALANCE_IN_PROGRESS
