@@ -33,7 +33,10 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("strom") / "data").start()
+    # The records carry 2023 timestamps (dates in the output paths), so time retention
+    # (7 days) would delete them at the first retention pass once their segments roll:
+    # a slow run (past log.retention.check.interval.ms) lost a topic that way.
+    process = BrokerProcess(tmp_path_factory.mktemp("strom") / "data", {"log.retention.ms": "-1"}).start()
     yield process
     if process.alive():
         process.stop()
