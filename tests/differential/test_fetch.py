@@ -3,11 +3,14 @@ same bytes) produced to both, then read back and located, success and error path
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from typing import Any
 
 import pytest
 
 from strom.protocol.messages.fetch_request import FetchRequest
+from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from tests.differential.records import BASE_TIMESTAMP, batch, fetch, list_offsets, produce
 from tests.differential.wire import Pair, Side, create_topic, leaf_differences, unique
 
@@ -138,3 +141,27 @@ def test_list_offsets_of_an_empty_partition(pair: Pair, topic: str, timestamp: i
 @pytest.mark.parametrize("isolation_level", [0, 1])
 def test_list_offsets_isolation_levels(pair: Pair, topic: str, isolation_level: int) -> None:
     pair.same(list_offsets(topic, LATEST, isolation_level=isolation_level), 5)
+
+
+# --- Fetch v13+: topics by id ------------------------------------------------------------------
+
+def _by_id(side: Side, topic: str) -> FetchRequest:
+    """The same Fetch addressed by the topic id this broker gave the topic."""
+    topic_id = side.raw(MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), 12).topics[0].topic_id  # type: ignore[attr-defined]
+    request = fetch(topic, 4)
+    return dataclasses.replace(request, topics=tuple(
+        dataclasses.replace(wanted, topic="", topic_id=topic_id) for wanted in request.topics))
+
+
+@pytest.mark.parametrize("version", [13, 15, 16])
+def test_fetch_by_topic_id(pair: Pair, topic: str, version: int) -> None:
+    answer = pair.each(lambda side: _by_id(side, topic), version)
+    assert _partition(answer)["error_code"] == 0 and _partition(answer)["records"]
+
+
+@pytest.mark.parametrize("version", [13, 16])
+def test_fetch_an_unknown_topic_id(pair: Pair, topic: str, version: int) -> None:
+    request = fetch(topic, 0)
+    unknown = dataclasses.replace(request, topics=tuple(
+        dataclasses.replace(wanted, topic="", topic_id=uuid.uuid4()) for wanted in request.topics))
+    pair.same(unknown, version)

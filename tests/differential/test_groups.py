@@ -36,7 +36,12 @@ from strom.protocol.messages.offset_delete_request import (
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
-from strom.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
+from strom.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
 from strom.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from tests.differential.wire import Pair, Side, create_topic, leaf_differences, unique
 
@@ -264,6 +269,21 @@ def test_offset_fetch(pair: Pair, topic: str, version: int) -> None:
         pair.same(OffsetFetchRequest(group_id=group, topics=None), version)  # every committed partition
         pair.same(OffsetFetchRequest(group_id=unique("g-none"), topics=None), version)
     pair.same(OffsetFetchRequest(group_id=unique("g-none"), topics=named.topics), version)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_offset_fetch_of_several_groups_at_once(pair: Pair, topic: str, version: int) -> None:
+    committed, unknown = unique("g-batch"), unique("g-none")
+    pair.same(_commit(committed, topic, offset=6), 8)
+    request = OffsetFetchRequest(groups=(
+        OffsetFetchRequestGroup(group_id=committed, topics=None),
+        OffsetFetchRequestGroup(group_id=committed, topics=(OffsetFetchRequestTopics(name=topic, partition_indexes=(0, 1)),)),
+        OffsetFetchRequestGroup(group_id=unknown, topics=None),
+    ))
+    strom, kafka = pair.ask(request, version)
+    for answer in (strom, kafka):  # Kafka answers the groups in its map's order
+        answer["groups"].sort(key=lambda group: (group["group_id"], len(group["topics"])))
+    assert strom == kafka, leaf_differences(strom, kafka)
 
 
 def test_offset_fetch_of_a_topic_the_broker_does_not_know(pair: Pair) -> None:
