@@ -66,15 +66,12 @@ def _describe(resource_type: int, name: str, keys: tuple[str, ...] | None = None
 def _ask_describe(pair: Pair, build: Any, version: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """DescribeConfigs built per side (a broker resource names the broker's own id).
 
-    Set aside by name (FINDINGS.md): a result's ``error_message``, which Kafka 3.9 sends as
-    "" whatever the error (Strom: null on success, its words otherwise; describe_configs.py
-    is another engineer's), and the resource name of the broker's own id.
+    The resource name of the broker's own id is made alike; everything else is compared.
     """
     answers = []
     for side in pair.sides():
         answer = side.ask(build(side), version)
         for result in answer["results"]:
-            del result["error_message"]
             if result["resource_type"] == BROKER and result["resource_name"] == str(side.node_id):
                 result["resource_name"] = "self"
         answers.append(answer)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from strom.protocol.headers import Request
 
 REQUEST = DescribeConfigsRequest
+logger = logging.getLogger(__name__)
 VERSIONS = range(0, 5)
 
 
@@ -147,11 +148,13 @@ def _describe(broker: Broker, resource: DescribeConfigsResource) -> DescribeConf
         else:
             raise TopicError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {kind}")
     except TopicError as exc:
-        return DescribeConfigsResult(exc.error_code, str(exc), kind, name, ())
+        # Kafka 3.9 answers "" whatever the error (its words go to its log only).
+        logger.debug("DescribeConfigs %s %r: %s", kind, name, exc)
+        return DescribeConfigsResult(exc.error_code, "", kind, name, ())
     keys = resource.configuration_keys
     if keys:
         entries = [entry for entry in entries if entry.name in keys]
-    return DescribeConfigsResult(ErrorCode.NONE, None, kind, name, tuple(entries))
+    return DescribeConfigsResult(ErrorCode.NONE, "", kind, name, tuple(entries))
 
 
 def broker_id(broker: Broker, name: str, *, allow_empty: bool) -> int | None:
