@@ -78,12 +78,9 @@ def _ask_describe(pair: Pair, build: Any, version: int) -> tuple[dict[str, Any],
     return answers[0], answers[1]
 
 
-# Fields of a config set aside by name, each written in FINDINGS.md: ``documentation`` is
-# each broker's own wording; ``synonyms`` differ (Strom adds a DEFAULT_CONFIG synonym Kafka
-# 3.9 leaves out of a topic's list, and lists one source per broker setting where Kafka
-# lists the static and the default); ``is_default`` in v0 (Kafka says false for defaults).
-# These are describe_configs.py's and config.py's, another engineer's files.
-SET_ASIDE = ("documentation", "synonyms")
+# Fields of a config set aside by name, written in FINDINGS.md: ``documentation`` is each
+# broker's own wording; ``is_default`` in v0 (Kafka says false for defaults).
+SET_ASIDE = ("documentation",)
 
 
 def _configs(answer: dict[str, Any], set_aside: tuple[str, ...] = SET_ASIDE) -> dict[str, Any]:
@@ -138,9 +135,9 @@ def _broker_describe(side: Side, keys: tuple[str, ...] | None) -> DescribeConfig
      "group.max.session.timeout.ms", "fetch.max.bytes", "log.retention.bytes"),
 ])
 def test_describe_named_broker_configs(pair: Pair, keys: tuple[str, ...]) -> None:
-    """Values, types, read-only flags and sensitivity compared; the source is not (FINDINGS:
-    Strom calls a setting from its server.properties DEFAULT_CONFIG, Kafka STATIC), nor
-    log.retention.ms's value (Kafka: null, as only log.retention.hours has a default)."""
+    """Values, types, read-only flags, sources, synonyms and sensitivity compared (a setting
+    from server.properties is STATIC_BROKER_CONFIG over DEFAULT_CONFIG); not log.retention.ms's
+    value (Kafka: null, as only log.retention.hours has a default)."""
     strom, kafka = _ask_describe(pair, lambda side: _broker_describe(side, keys), 4)
     for answer in (strom, kafka):
         for config in answer["results"][0]["configs"]:
@@ -148,7 +145,7 @@ def test_describe_named_broker_configs(pair: Pair, keys: tuple[str, ...]) -> Non
                 del config["value"], config["is_default"]
             if config["name"] in TYPED_APART:
                 del config["config_type"]
-    _compare_configs(strom, kafka, KAFKA_ONLY_BROKER_CONFIGS, (*SET_ASIDE, "config_source"))
+    _compare_configs(strom, kafka, KAFKA_ONLY_BROKER_CONFIGS)
 
 
 def test_describe_the_cluster_default(pair: Pair) -> None:

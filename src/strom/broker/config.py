@@ -96,6 +96,9 @@ class BrokerConfig:
         default=1.7976931348623157e308, metadata=_kafka("log.cleaner.io.max.bytes.per.second"))
     log_cleaner_backoff_ms: int = field(default=15000, metadata=_kafka("log.cleaner.backoff.ms"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
+    # Every property given (server.properties, --override, flags), as written: DescribeConfigs
+    # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
+    given: tuple[tuple[str, str], ...] = field(default=(), metadata=_kafka(""), compare=False)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
@@ -119,6 +122,7 @@ class BrokerConfig:
                 topic_defaults[BROKER_TO_TOPIC[name]] = _topic_default(name, text)
             else:
                 raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC]))
+        values["given"] = (*self.given, *((name, text.strip()) for name, text in properties.items()))
         try:
             values["log"] = self.log.with_overrides(topic_defaults)
         except StorageError as exc:  # settings valid alone but not together

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.handlers.alter_configs import warn_deprecated
-from strom.broker.handlers.describe_configs import topic_synonyms
+from strom.broker.handlers.describe_configs import topic_source, topic_synonyms
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -84,7 +84,7 @@ def _configs(broker: Broker, overrides: dict[str, str]) -> tuple[CreatableTopicC
     return tuple(
         CreatableTopicConfigs(
             name=name, value=value, read_only=False,
-            config_source=topic_synonyms(broker, name, value, overrides)[0].source,
+            config_source=topic_source(topic_synonyms(broker, name, value, overrides)),
             is_sensitive=False,
         )
         for name, value in sorted(effective.items())

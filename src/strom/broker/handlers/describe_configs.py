@@ -115,6 +115,18 @@ _LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fi
 _BROKER_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(BrokerConfig) if f.metadata["kafka"]}
 _BUILTIN_TOPIC: Final = LogConfig().to_properties()
 
+# Kafka's synonyms of a broker property, its own name first (KafkaConfig's brokerSynonyms).
+SYNONYM_GROUPS: Final = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+}
+# Kafka's defaults of those synonyms: the ms and minutes ones have none (null), and neither
+# has log.flush.interval.ms (Strom's built-in values are the effective ones).
+KAFKA_DEFAULTS: Final[dict[str, str | None]] = {
+    "log.retention.ms": None, "log.retention.minutes": None, "log.retention.hours": "168",
+    "log.roll.ms": None, "log.roll.hours": "168", "log.flush.interval.ms": None,
+}
+
 # Python logging level names in Log4j's words.
 _LOG4J_LEVELS: Final = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "ALL"}
 
@@ -187,30 +199,44 @@ def topic_configs(broker: Broker, topic: str) -> list[DescribeConfigsResourceRes
 def topic_synonyms(
     broker: Broker, name: str, value: str, overrides: dict[str, str]
 ) -> list[DescribeConfigsSynonym]:
-    """The layers that set topic setting ``name``, highest first; the first is its source."""
+    """The layers that set topic setting ``name``, highest first (the first is its source):
+    the topic's override, then its broker property in each layer that sets it."""
     synonyms = []
     if name in overrides:
         synonyms.append(DescribeConfigsSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-    broker_name = TOPIC_TO_BROKER.get(name)
-    builtin = _BUILTIN_TOPIC[name]
-    if broker_name is not None:
-        synonyms += _broker_layers(broker, broker_name, broker.config.log.to_properties()[name], builtin)
-    else:
-        synonyms.append(DescribeConfigsSynonym(name, builtin, ConfigSource.DEFAULT_CONFIG))
+    broker_name = TOPIC_TO_BROKER[name]
+    synonyms += _broker_layers(broker, broker_name, broker.config.log.to_properties()[name], _BUILTIN_TOPIC[name])
     return synonyms
 
 
+def topic_source(synonyms: list[DescribeConfigsSynonym]) -> ConfigSource:
+    """A setting's source: its highest layer; DEFAULT_CONFIG when no layer is listed."""
+    return ConfigSource(synonyms[0].source) if synonyms else ConfigSource.DEFAULT_CONFIG
+
+
 def _broker_layers(broker: Broker, name: str, static: str, builtin: str) -> list[DescribeConfigsSynonym]:
-    """Broker property ``name`` in each layer that sets it: dynamic, dynamic default, static, default."""
+    """Broker property ``name`` and its synonyms in each layer that sets them, as Kafka's
+    configSynonyms: dynamic, dynamic default, static (given in server.properties /
+    ``--override``; for a config built in code, different from the default), default (only
+    where Kafka has one: ``log.retention.hours``, not ``log.retention.ms``); then every
+    layer before the first that names ``name`` itself is dropped."""
     dynamic = broker.dynamic_config
-    layers = []
-    if name in dynamic.per_broker:
-        layers.append(DescribeConfigsSynonym(name, dynamic.per_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
-    if name in dynamic.cluster_default:
-        layers.append(DescribeConfigsSynonym(name, dynamic.cluster_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-    if static != builtin:
-        layers.append(DescribeConfigsSynonym(name, _nullable(static), ConfigSource.STATIC_BROKER_CONFIG))
-    layers.append(DescribeConfigsSynonym(name, _nullable(builtin), ConfigSource.DEFAULT_CONFIG))
+    group = SYNONYM_GROUPS.get(name, (name,))
+    given = dict(broker.config.given)
+    static_layer = {n: given[n] for n in group if n in given}
+    if not static_layer and static != builtin:
+        static_layer[name] = static
+    defaults = {n: KAFKA_DEFAULTS.get(n, builtin if n == name else None) for n in group}
+    layers: list[DescribeConfigsSynonym] = []
+    for values, source in ((dynamic.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                           (dynamic.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                           (static_layer, ConfigSource.STATIC_BROKER_CONFIG),
+                           (defaults, ConfigSource.DEFAULT_CONFIG)):
+        dynamic_layer = source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        layers += [DescribeConfigsSynonym(n, values[n] if dynamic_layer else _nullable(values[n] or ""), source)
+                   for n in group if n in values and (values[n] is not None or source != ConfigSource.DEFAULT_CONFIG)]
+    while layers and layers[0].name != name:
+        layers.pop(0)
     return layers
 
 
@@ -316,7 +342,7 @@ def _entry(
         name=name,
         value=value,
         read_only=read_only,
-        config_source=synonyms[0].source,
+        config_source=topic_source(synonyms),
         is_sensitive=sensitive,
         synonyms=tuple(synonyms),
         config_type=kind,

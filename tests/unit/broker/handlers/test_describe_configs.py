@@ -48,15 +48,32 @@ def test_a_topic_s_settings_with_overrides_marked(broker: BrokerRunner, version:
 
 
 def test_a_broker_log_setting_is_the_topic_s_static_default(broker: BrokerRunner) -> None:
+    """Kafka 3.9 lists a topic config's synonyms from its broker property's own name down:
+    log.retention.ms given is STATIC (then log.retention.hours's default); only
+    log.retention.hours given leaves retention.ms with no synonym, so DEFAULT_CONFIG."""
     async def scenario(h: BrokerHarness) -> None:
         await h.create_topic("t")
         result = await describe(h, TOPIC, "t", ("retention.ms",), synonyms=True)
         (entry,) = result.configs
         assert (entry.name, entry.value, entry.config_source) == ("retention.ms", "7200000", STATIC_BROKER_CONFIG)
-        assert [(s.name, s.source) for s in entry.synonyms][:1] == [("log.retention.ms", STATIC_BROKER_CONFIG)]
-        assert entry.synonyms[-1].source == DEFAULT_CONFIG
+        assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+            ("log.retention.ms", "7200000", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
 
-    broker.run(scenario, {"log.retention.hours": "2"})
+    broker.run(scenario, {"log.retention.ms": "7200000"})
+
+
+def test_a_synonym_given_alone_is_not_listed_under_the_topic_config(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t")
+        result = await describe(h, TOPIC, "t", ("retention.ms", "segment.bytes"), synonyms=True)
+        configs = {entry.name: entry for entry in result.configs}
+        entry = configs["retention.ms"]
+        assert (entry.value, entry.config_source, entry.synonyms) == ("7200000", DEFAULT_CONFIG, ())
+        segment = configs["segment.bytes"]  # given, though equal to the default: still STATIC
+        assert [(s.name, s.source) for s in segment.synonyms] == [
+            ("log.segment.bytes", STATIC_BROKER_CONFIG), ("log.segment.bytes", DEFAULT_CONFIG)]
+
+    broker.run(scenario, {"log.retention.hours": "2", "log.segment.bytes": "1073741824"})
 
 
 def test_only_the_named_keys_and_documentation_when_asked(broker: BrokerRunner) -> None:
