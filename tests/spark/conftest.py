@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.spark import kafka_connector_jars
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,9 @@ def spark() -> Iterator[SparkSession]:
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "1g")
+               # Spark's own Kafka connector (test_kafka_connector.py): jars are taken only
+               # at start-up, and one JVM for all the Spark tests keeps the suite fast.
+               .config("spark.jars", ",".join(kafka_connector_jars()))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     from strom.spark import register

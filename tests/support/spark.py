@@ -3,12 +3,27 @@ Strom's own clients, and the data source's options for a broker."""
 
 from __future__ import annotations
 
+import subprocess
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 from tests.support.broker_process import BrokerProcess
 
 _names = count()
+
+_CONNECTOR_FETCH = Path(__file__).resolve().parents[1] / "spark" / "kafka-connector" / "fetch"
+
+
+def kafka_connector_jars() -> list[str]:
+    """Spark's own Kafka connector and what it needs beyond PySpark's jars, from the cache
+    ``tests/spark/kafka-connector/fetch`` fills (``scripts/test`` runs it). Empty when not
+    fetched: the session still starts, and only ``format("kafka")`` fails, naming the source."""
+    result = subprocess.run([str(_CONNECTOR_FETCH), "dir"], capture_output=True, text=True, check=True)
+    directory = Path(result.stdout.strip())
+    if not (directory / ".complete").is_file():
+        return []
+    return sorted(str(jar) for jar in directory.glob("*.jar"))
 
 
 def topic_name(prefix: str = "spark") -> str:
