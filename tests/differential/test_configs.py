@@ -79,7 +79,7 @@ def _ask_describe(pair: Pair, build: Any, version: int) -> tuple[dict[str, Any],
 
 
 # Fields of a config set aside by name, written in FINDINGS.md: ``documentation`` is each
-# broker's own wording; ``is_default`` in v0 (Kafka says false for defaults).
+# broker's own wording.
 SET_ASIDE = ("documentation",)
 
 
@@ -106,7 +106,7 @@ def test_describe_a_topic_s_configs(pair: Pair, version: int) -> None:
     name = create_topic(pair, unique("cfg"), configs={"retention.ms": "3600000", "cleanup.policy": "compact"})
     strom, kafka = _ask_describe(
         pair, lambda side: _describe(TOPIC, name, synonyms=version >= 1, documentation=version >= 3), version)
-    _compare_configs(strom, kafka, KAFKA_ONLY_TOPIC_CONFIGS, SET_ASIDE + (("is_default",) if version == 0 else ()))
+    _compare_configs(strom, kafka, KAFKA_ONLY_TOPIC_CONFIGS)
 
 
 @pytest.mark.parametrize("keys", [("retention.ms",), ("retention.ms", "segment.bytes", "no.such.config"), ()])
@@ -122,8 +122,8 @@ def test_describe_what_is_not_there(pair: Pair, resource_type: int, name: str) -
     assert strom == kafka, leaf_differences(strom, kafka)
 
 
-def _broker_describe(side: Side, keys: tuple[str, ...] | None) -> DescribeConfigsRequest:
-    return _describe(BROKER, str(side.node_id), keys)
+def _broker_describe(side: Side, keys: tuple[str, ...] | None, version: int = 4) -> DescribeConfigsRequest:
+    return _describe(BROKER, str(side.node_id), keys, synonyms=version >= 1)
 
 
 @pytest.mark.parametrize("keys", [
@@ -134,11 +134,12 @@ def _broker_describe(side: Side, keys: tuple[str, ...] | None) -> DescribeConfig
      "log.message.timestamp.type", "offset.metadata.max.bytes", "group.min.session.timeout.ms",
      "group.max.session.timeout.ms", "fetch.max.bytes", "log.retention.bytes"),
 ])
-def test_describe_named_broker_configs(pair: Pair, keys: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("version", [0, 4])
+def test_describe_named_broker_configs(pair: Pair, keys: tuple[str, ...], version: int) -> None:
     """Values, types, read-only flags, sources, synonyms and sensitivity compared (a setting
     from server.properties is STATIC_BROKER_CONFIG over DEFAULT_CONFIG); not log.retention.ms's
     value (Kafka: null, as only log.retention.hours has a default)."""
-    strom, kafka = _ask_describe(pair, lambda side: _broker_describe(side, keys), 4)
+    strom, kafka = _ask_describe(pair, lambda side: _broker_describe(side, keys, version), version)
     for answer in (strom, kafka):
         for config in answer["results"][0]["configs"]:
             if config["name"] in NULL_IN_KAFKA:

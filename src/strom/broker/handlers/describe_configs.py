@@ -13,8 +13,8 @@ read-only. BROKER: by this node's id, the broker's properties, read-only unless 
 name as Kafka shows it: read-only, of unknown type, so sensitive and without a value);
 by the empty name, only the cluster-wide dynamic defaults, each with its one synonym, as Kafka. BROKER_LOGGER: the ``strom`` loggers'
 levels in Log4j's names (read-only here: levels cannot be changed at run time yet). Any
-other resource type gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is "not
-overridden".
+other resource type gets INVALID_REQUEST, as in Kafka. v0's ``is_default`` is always
+false, as Kafka 3.9 sends it.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     for resource in body.resources:
         result = _describe(broker, resource)
         configs = tuple(
-            _for_version(entry, version, body.include_synonyms, body.include_documentation, resource.resource_type)
+            _for_version(entry, version, body.include_synonyms, body.include_documentation)
             for entry in result.configs
         )
         results.append(dataclasses.replace(result, configs=configs))
@@ -351,17 +351,14 @@ def _entry(
 
 
 def _for_version(
-    entry: DescribeConfigsResourceResult, version: int, synonyms: bool, documentation: bool, resource_type: int
+    entry: DescribeConfigsResourceResult, version: int, synonyms: bool, documentation: bool
 ) -> DescribeConfigsResourceResult:
-    """Fit one entry to the request: v0's is_default, synonyms and docs only when asked."""
-    source = entry.config_source
-    is_default = version == 0 and (
-        source == ConfigSource.DEFAULT_CONFIG
-        or (resource_type == ResourceType.TOPIC and source != ConfigSource.DYNAMIC_TOPIC_CONFIG)
-    )
+    """Fit one entry to the request: synonyms and docs only when asked. v0's ``is_default``
+    is false for every config, default or not, as Kafka 3.9 sends it (its ConfigHelper
+    never sets the field since the generated messages replaced the hand-written ones)."""
     return dataclasses.replace(
         entry,
-        is_default=is_default,
+        is_default=False,
         synonyms=entry.synonyms if synonyms and version >= 1 else (),
         documentation=entry.documentation if documentation else None,
     )
