@@ -35,14 +35,14 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, CreateTopicsRequest)
     counts = Counter(topic.name for topic in body.topics)
-    results: dict[str, CreatableTopicResult] = {}
+    results = []
     for topic in body.topics:
         if counts[topic.name] > 1:
-            # As Kafka: a name given twice is refused once, and neither copy is created.
-            results[topic.name] = _failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request")
+            # As Kafka: a name given twice is refused in each entry, and neither copy is created.
+            results.append(_failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
         else:
-            results[topic.name] = _create(broker, topic, body.validate_only)
-    return CreateTopicsResponse(topics=tuple(results.values()))
+            results.append(_create(broker, topic, body.validate_only))
+    return CreateTopicsResponse(topics=tuple(results))
 
 
 def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
