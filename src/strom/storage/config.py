@@ -91,6 +91,11 @@ class LogConfig:
             raise _invalid(f"message.timestamp.type {self.message_timestamp_type!r}")
         if not _MESSAGE_FORMAT_VERSION.fullmatch(self.message_format_version):
             raise _invalid(f"message.format.version {self.message_format_version!r} is not a valid version")
+        if self.compression_type not in COMPRESSION_TYPES:
+            # Kafka's ValidString: case-sensitive, and its message word for word.
+            raise StorageError(
+                f"Invalid value {self.compression_type} for configuration compression.type: "
+                f"String must be one of: {', '.join(COMPRESSION_TYPES)}", ErrorCode.INVALID_CONFIG)
         policies = set(self.cleanup_policy.replace(" ", "").split(","))
         if not policies or not policies <= {"delete", "compact"}:
             raise _invalid(f"cleanup.policy {self.cleanup_policy!r}")
@@ -151,6 +156,9 @@ class LogConfig:
             for item in dataclasses.fields(self)
         }
 
+
+# The compression.type values Kafka 3.9 accepts, in the order its error message lists them.
+COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 # Why each deprecated setting is accepted and ignored: logged (once per topic and value)
 # when a topic sets it. Kafka 3.9 ignores message.format.version since the 3.0

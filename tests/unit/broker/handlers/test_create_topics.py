@@ -126,12 +126,26 @@ def test_a_replication_factor_this_cluster_cannot_give_is_refused(broker: Broker
     broker.run(scenario)
 
 
-@pytest.mark.parametrize("configs", [{"no.such.setting": "1"}, {"retention.ms": "soon"}, {"cleanup.policy": "sometimes"}])
+@pytest.mark.parametrize("configs", [{"no.such.setting": "1"}, {"retention.ms": "soon"}, {"cleanup.policy": "sometimes"},
+                                     {"compression.type": "brotli"}, {"compression.type": "ZSTD"}])
 def test_an_unknown_setting_or_bad_value_is_an_invalid_config(broker: BrokerRunner, configs: dict[str, str]) -> None:
     async def scenario(h: BrokerHarness) -> None:
         (result,) = await _create(h, _topic("bad", configs=dict(configs)))
         assert result.error_code == ErrorCode.INVALID_CONFIG
         assert await _partition_counts(h) == {}
+
+    broker.run(scenario)
+
+
+def test_an_unknown_compression_type_is_refused_in_kafka_s_words(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        (result,) = await _create(h, _topic("bad", configs={"compression.type": "brotli"}))
+        assert (result.error_code, result.error_message) == (ErrorCode.INVALID_CONFIG, (
+            "Invalid value brotli for configuration compression.type: "
+            "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"))
+        accepted = [_topic(f"c-{value}", configs={"compression.type": value})
+                    for value in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")]
+        assert [r.error_code for r in await _create(h, *accepted)] == [0] * 6
 
     broker.run(scenario)
 
