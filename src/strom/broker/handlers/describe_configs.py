@@ -104,6 +104,7 @@ CONFIG_TYPES: Final = {
     "min.insync.replicas": ConfigType.INT,
     "log.cleaner.threads": ConfigType.INT,
     "producer.id.expiration.ms": ConfigType.INT,
+    "offset.metadata.max.bytes": ConfigType.INT,
 }
 _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: ConfigType.DOUBLE, str: ConfigType.STRING}
 
