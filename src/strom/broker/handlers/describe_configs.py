@@ -255,11 +255,13 @@ def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
     for topic_name, name in TOPIC_TO_BROKER.items():
         kind = CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
         rows.append((name, current[topic_name], static_log[topic_name], _BUILTIN_TOPIC[topic_name], kind))
-    entries = [
-        _entry(name, _nullable(value), _broker_layers(broker, name, static_value, default),
-               read_only=name not in DYNAMIC_CONFIGS, kind=kind)
-        for name, value, static_value, default, kind in rows
-    ]
+    entries = []
+    for name, value, static_value, default, kind in rows:
+        layers = _broker_layers(broker, name, static_value, default)
+        # A property no layer sets and without a default of its own (log.retention.ms when
+        # only log.retention.hours applies) is null, as Kafka describes it.
+        shown = _nullable(value) if layers or name not in KAFKA_DEFAULTS else None
+        entries.append(_entry(name, shown, layers, read_only=name not in DYNAMIC_CONFIGS, kind=kind))
     dynamic = broker.dynamic_config
     kept = set(NO_EFFECT_CONFIGS) | {n for n in (*dynamic.per_broker, *dynamic.cluster_default) if is_kept_only(n)}
     entries += [_kept_entry(broker, name, per_broker=True) for name in kept]
