@@ -98,7 +98,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
-    given: tuple[tuple[str, str], ...] = field(default=(), metadata=_kafka(""), compare=False)
+    given: tuple[tuple[str, str], ...] = field(default=(), metadata=_kafka(""), compare=False, repr=False)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
