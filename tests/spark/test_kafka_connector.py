@@ -7,12 +7,15 @@ from ``tests/spark/kafka-connector/fetch`` and sit on the shared session's ``spa
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -106,6 +109,16 @@ def test_batch_read(spark: SparkSession, broker: BrokerProcess) -> None:
               .option("endingOffsets", f'{{"{topic}":{{"0":25,"2":5}}}}').load())
     assert _rows(ranged) == [r for r in produced if (r[0] == 0 and 10 <= r[1] < 25) or (r[0] == 2 and r[1] < 5)]
 
+    # Offsets by timestamp (ListOffsets with a time: the first offset at or after it); an
+    # ending timestamp past the last record means the end of the partition.
+    ends = {0: BASE_TS + 40, 1: BASE_TS + 52, 2: BASE_TS + 10_000}
+    by_time = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+               .option("subscribe", topic).option("includeHeaders", "true")
+               .option("startingTimestamp", str(BASE_TS + 30))
+               .option("endingOffsetsByTimestamp",
+                       json.dumps({topic: {str(p): ts for p, ts in ends.items()}})).load())
+    assert _rows(by_time) == [r for r in produced if BASE_TS + 30 <= r[4] < ends[r[0]]]
+
 
 def test_batch_write(spark: SparkSession, broker: BrokerProcess) -> None:
     topic = topic_name("kafka-write")
@@ -167,3 +180,40 @@ def test_streaming_read_resumes_from_checkpoint(spark: SparkSession, broker: Bro
     second = _produce(broker.bootstrap, topic, 2, 40, first=70)
     assert run() == len(second)  # only the new records: the checkpoint holds the offsets
     assert _rows(spark.read.parquet(str(output))) == sorted(first + second, key=lambda r: (r[0], r[1]))
+
+
+def test_streaming_read_after_records_deleted(spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    """Records deleted under a checkpoint (DeleteRecords, as retention would): the connector's
+    fetch gets OFFSET_OUT_OF_RANGE, so failOnDataLoss=true fails the query and false skips on
+    to the new log start offset, as on Kafka."""
+    topic = topic_name("kafka-loss")
+    create_topic(broker.bootstrap, topic, 1)
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run(fail_on_data_loss: bool) -> None:
+        stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("failOnDataLoss", str(fail_on_data_loss).lower()).load())
+        query = (stream.select("offset").writeStream.format("parquet").option("path", str(output))
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(300), "availableNow query did not finish"
+        finally:
+            query.stop()
+
+    def offsets() -> list[int]:
+        return sorted(r.offset for r in spark.read.parquet(str(output)).collect())
+
+    _produce(broker.bootstrap, topic, 1, 100)
+    run(True)
+    assert offsets() == list(range(100))
+    _produce(broker.bootstrap, topic, 1, 100, first=100)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 150)]).values():
+        assert future.result(TIMEOUT_S).low_watermark == 150
+
+    with pytest.raises(StreamingQueryException, match="failOnDataLoss"):
+        run(True)
+    assert offsets() == list(range(100))
+    run(False)
+    assert offsets() == list(range(100)) + list(range(150, 200))
