@@ -95,6 +95,18 @@ class BrokerConfig:
     log_cleaner_io_max_bytes_per_second: float = field(
         default=1.7976931348623157e308, metadata=_kafka("log.cleaner.io.max.bytes.per.second"))
     log_cleaner_backoff_ms: int = field(default=15000, metadata=_kafka("log.cleaner.backoff.ms"))
+    # Cluster mode (strom.cluster): set zookeeper.connect and the broker joins the cluster whose
+    # ZooKeeper ensemble it names (host:port[,host:port...][/chroot]); empty: a single node.
+    zookeeper_connect: str = field(default="", metadata=_kafka("zookeeper.connect"))
+    zookeeper_session_timeout_ms: int = field(default=18000, metadata=_kafka("zookeeper.session.timeout.ms"))
+    # Kafka's default is unset, meaning the session timeout; 0 stands for unset here.
+    zookeeper_connection_timeout_ms: int = field(default=0, metadata=_kafka("zookeeper.connection.timeout.ms"))
+    offsets_topic_replication_factor: int = field(default=3, metadata=_kafka("offsets.topic.replication.factor"))
+    controlled_shutdown_enable: bool = field(default=True, metadata=_kafka("controlled.shutdown.enable"))
+    controlled_shutdown_max_retries: int = field(default=3, metadata=_kafka("controlled.shutdown.max.retries"))
+    controlled_shutdown_retry_backoff_ms: int = field(
+        default=5000, metadata=_kafka("controlled.shutdown.retry.backoff.ms"))
+    broker_rack: str = field(default="", metadata=_kafka("broker.rack"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
@@ -114,6 +126,7 @@ class BrokerConfig:
         """
         values: dict[str, Any] = {}
         topic_defaults: dict[str, str] = {}
+        properties = _broker_id_synonym(properties)
         for name, text in properties.items():
             if name in _FIELDS:
                 fld = _FIELDS[name]
@@ -121,7 +134,7 @@ class BrokerConfig:
             elif name in BROKER_TO_TOPIC:
                 topic_defaults[BROKER_TO_TOPIC[name]] = _topic_default(name, text)
             else:
-                raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC]))
+                raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC, "broker.id"]))
         values["given"] = (*self.given, *((name, text.strip()) for name, text in properties.items()))
         try:
             values["log"] = self.log.with_overrides(topic_defaults)
@@ -140,6 +153,16 @@ class BrokerConfig:
                 raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
         properties.update(overrides)
         return cls.from_properties(properties)
+
+    @property
+    def cluster_mode(self) -> bool:
+        """A broker of a ZooKeeper-coordinated cluster (``zookeeper.connect`` set)."""
+        return bool(self.zookeeper_connect.strip())
+
+    @property
+    def zookeeper_connection_timeout(self) -> int:
+        """``zookeeper.connection.timeout.ms``, or the session timeout where unset (Kafka's rule)."""
+        return self.zookeeper_connection_timeout_ms or self.zookeeper_session_timeout_ms
 
     @property
     def data_dir(self) -> str:
@@ -182,6 +205,20 @@ _FIELDS: Final = {f.metadata["kafka"]: f for f in dataclasses.fields(BrokerConfi
 PROPERTY_NAMES: Final = frozenset(_FIELDS) | frozenset(BROKER_TO_TOPIC)  # every name Strom knows
 _TOPIC_TYPES = {f.metadata["kafka"]: type(f.default) for f in dataclasses.fields(LogConfig)}
 _UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
+
+
+def _broker_id_synonym(properties: Mapping[str, str]) -> Mapping[str, str]:
+    """``broker.id`` (ZooKeeper mode's name) is ``node.id``; both given must agree, as in Kafka."""
+    if "broker.id" not in properties:
+        return properties
+    renamed = dict(properties)
+    broker_id = renamed.pop("broker.id").strip()
+    node_id = renamed.get("node.id")
+    if node_id is not None and node_id.strip() != broker_id:
+        raise ConfigError(f"broker.id {broker_id} and node.id {node_id.strip()} differ: they name the same "
+                          "setting, give one (or the same value)")
+    renamed["node.id"] = broker_id
+    return renamed
 
 
 def _unknown(name: str, known: list[str]) -> str:
