@@ -203,7 +203,7 @@ BROKER_TO_TOPIC = {
 }
 _FIELDS: Final = {f.metadata["kafka"]: f for f in dataclasses.fields(BrokerConfig) if f.metadata["kafka"]}
 PROPERTY_NAMES: Final = frozenset(_FIELDS) | frozenset(BROKER_TO_TOPIC)  # every name Strom knows
-_TOPIC_TYPES = {f.metadata["kafka"]: type(f.default) for f in dataclasses.fields(LogConfig)}
+_TOPIC_TYPES = {f.metadata["kafka"]: type(f.default) for f in dataclasses.fields(LogConfig) if f.metadata["kafka"]}
 _UNIT_MS = {"log.roll.hours": 3600000, "log.retention.hours": 3600000, "log.retention.minutes": 60000}
 
 

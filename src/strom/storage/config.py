@@ -74,6 +74,10 @@ class LogConfig:
     message_downconversion_enable: bool = field(
         default=True, metadata=_kafka("message.downconversion.enable")
     )
+    # Derived, not a setting (no Kafka name): whether produced CreateTime timestamps are
+    # checked at all (not by default). Computed once in __post_init__ because every
+    # produce asks (Partition.append_as_leader), where a property chain cost four calls.
+    bounds_timestamps: bool = field(default=False, init=False, repr=False, compare=False, metadata=_kafka(""))
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_index_bytes < 12:
@@ -99,6 +103,8 @@ class LogConfig:
         policies = set(self.cleanup_policy.replace(" ", "").split(","))
         if not policies or not policies <= {"delete", "compact"}:
             raise _invalid(f"cleanup.policy {self.cleanup_policy!r}")
+        object.__setattr__(self, "bounds_timestamps", not self.log_append_time and (
+            self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX))
 
     @property
     def log_append_time(self) -> bool:
@@ -114,12 +120,6 @@ class LogConfig:
     def timestamp_after_max_ms(self) -> int:
         after = self.message_timestamp_after_max_ms
         return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
-
-    @property
-    def bounds_timestamps(self) -> bool:
-        """Whether produced CreateTime timestamps are checked at all (not by default)."""
-        return not self.log_append_time and (
-            self.timestamp_before_max_ms != LONG_MAX or self.timestamp_after_max_ms != LONG_MAX)
 
     @property
     def deletes(self) -> bool:
@@ -143,7 +143,7 @@ class LogConfig:
     def overrides_against(self, defaults: LogConfig) -> dict[str, str]:
         """Kafka-named settings that differ from ``defaults``; what the file stores."""
         result: dict[str, str] = {}
-        for item in dataclasses.fields(self):
+        for item in _SETTINGS:
             value = getattr(self, item.name)
             if value != getattr(defaults, item.name):
                 result[item.metadata["kafka"]] = _format(value)
@@ -153,7 +153,7 @@ class LogConfig:
         """Every setting by its Kafka name (DescribeConfigs answers from this)."""
         return {
             item.metadata["kafka"]: _format(getattr(self, item.name))
-            for item in dataclasses.fields(self)
+            for item in _SETTINGS
         }
 
 
@@ -174,8 +174,10 @@ DEPRECATED_TOPIC_CONFIGS: Final = {
 # What Kafka's MetadataVersionValidator accepts, in shape: "0.10.2", "2.8-IV1", "3.0-IV1".
 _MESSAGE_FORMAT_VERSION: Final = re.compile(r"(0\.(8|9|10|11)(\.\d+){0,2}|[1-3]\.\d+(\.\d+)?)(-IV\d+)?")
 
-_BY_KAFKA_NAME: Final = {item.metadata["kafka"]: item.name for item in dataclasses.fields(LogConfig)}
-_TYPES: Final = {item.name: type(item.default) for item in dataclasses.fields(LogConfig)}
+# The settings: every field with a Kafka name (bounds_timestamps is derived).
+_SETTINGS: Final = tuple(item for item in dataclasses.fields(LogConfig) if item.metadata["kafka"])
+_BY_KAFKA_NAME: Final = {item.metadata["kafka"]: item.name for item in _SETTINGS}
+_TYPES: Final = {item.name: type(item.default) for item in _SETTINGS}
 
 
 def _invalid(reason: str) -> StorageError:

@@ -112,7 +112,7 @@ _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: C
 # synonyms, the one in the topic setting's own unit).
 TOPIC_TO_BROKER: Final = {topic: name for name, topic in reversed(BROKER_TO_TOPIC.items())}
 
-_LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(LogConfig)}
+_LOG_CONFIG_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(LogConfig) if f.metadata["kafka"]}
 _BROKER_FIELDS: Final = {f.metadata["kafka"]: f.name for f in dataclasses.fields(BrokerConfig) if f.metadata["kafka"]}
 _BUILTIN_TOPIC: Final = LogConfig().to_properties()
 
