@@ -26,7 +26,7 @@ from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.handlers import API_VERSIONS, HANDLERS
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every
-from strom.broker.producer_ids import ProducerIdManager
+from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.replica_manager import ReplicaManager
 from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
 from strom.protocol.error_codes import ErrorCode
@@ -74,7 +74,8 @@ class Broker:
         self.replica_manager = ReplicaManager(self.log_manager, config.node_id)
         self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
         self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.admin_manager, self.replica_manager)
-        self.producer_ids = ProducerIdManager(config.data_dir)
+        # one node: a file; in a cluster the lead swaps in ZooKeeper's blocks (ZkProducerIdManager)
+        self.producer_ids: ProducerIdSource = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
         self.api_versions = API_VERSIONS  # what ApiVersions answers, from the handler table

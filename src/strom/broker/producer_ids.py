@@ -1,4 +1,8 @@
-"""Producer ids for idempotent producers, unique across restarts.
+"""Producer ids for idempotent producers, unique across restarts (and, in a cluster, brokers).
+
+InitProducerId draws from a ``ProducerIdSource``: on one node the ``ProducerIdManager``
+here; in cluster mode ``strom.cluster.producer_id_manager.ZkProducerIdManager``, which
+claims its blocks in ZooKeeper so no two brokers hand out the same id.
 
 On disk, ``<data-dir>/producer-id-block`` holds one line, ``next=<id>``: the first id
 of the next block. Ids are handed out from a block of ``BLOCK_SIZE`` and the file is
@@ -10,10 +14,28 @@ sequence numbers. Kafka's controller hands out blocks the same way (KIP-730).
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import Final, Protocol
+
+from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 
 BLOCK_SIZE: Final = 1000
 FILE_NAME: Final = "producer-id-block"
+
+
+class ProducerIdsUnavailableError(KafkaException):
+    """No block of ids can be had now (ZooKeeper unreachable): a retriable refusal, as
+    Kafka's broker answers while it has no block (RPCProducerIdManager)."""
+
+    error_code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+class ProducerIdSource(Protocol):
+    def load(self) -> None:
+        """Read what the first id needs, at start."""
+
+    async def generate(self) -> int:
+        """A producer id no producer had before; raises ``ProducerIdsUnavailableError``."""
 
 
 class ProducerIdManager:
@@ -30,6 +52,9 @@ class ProducerIdManager:
         except FileNotFoundError:
             self._next = 0
         self._block_end = self._next
+
+    async def generate(self) -> int:
+        return self.next_id()
 
     def next_id(self) -> int:
         if self._next >= self._block_end:
