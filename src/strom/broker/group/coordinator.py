@@ -15,6 +15,12 @@ assignor (range, round-robin, sticky, cooperative-sticky) works unchanged.
 Durable changes (offsets, group metadata at the end of a rebalance, deletions) go
 through ``GroupMetadataManager`` before the answer. Everything runs on the broker's
 event loop: no locks; the coordinator is the one owner of the groups.
+
+On one node this broker coordinates every group. In cluster mode it coordinates the
+groups whose ``__consumer_offsets`` partition it leads: the ReplicaManager's leadership
+listener loads a partition it gains and unloads one it loses (``on_election`` /
+``on_resignation``), and every group API answers COORDINATOR_LOAD_IN_PROGRESS or
+NOT_COORDINATOR for the groups of partitions loading or not led here.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from strom.broker.group.group_config import GroupConfig
@@ -35,6 +41,7 @@ from strom.broker.group.group_metadata import (
     SyncResult,
 )
 from strom.broker.group.group_metadata_manager import GroupMetadataManager
+from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.group.rebalance import (
     COMPLETING,
     DEAD,
@@ -78,8 +85,12 @@ class GroupCoordinator:
     def build(
         cls, config: BrokerConfig, metadata: MetadataCache, admin_manager: AdminManager, replica_manager: ReplicaManager
     ) -> GroupCoordinator:
+        """The broker's coordinator; in cluster mode it follows the offsets partitions' leadership."""
         group_config = GroupConfig.from_broker(config)
-        return cls(group_config, GroupMetadataManager(group_config, metadata, admin_manager, replica_manager))
+        manager = GroupMetadataManager(
+            group_config, metadata, admin_manager, replica_manager, cluster_mode=config.cluster_mode
+        )
+        return cls(group_config, manager)
 
     # -- lifecycle -----------------------------------------------------------------------
     def load(self) -> None:
@@ -103,20 +114,47 @@ class GroupCoordinator:
             self._expiry_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._expiry_task
+        await self.manager.shutdown()
         for group in self.groups.values():
-            if group.join_timer is not None:
-                group.join_timer.cancel()
-            for handle in group.pending_members.values():
-                if handle is not None:
-                    handle.cancel()
-            for member in group.members.values():
-                if member.timer is not None:
-                    member.timer.cancel()
-                complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-                complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            _stop_group(group)
 
-    def _check_available(self) -> ErrorCode:
-        return ErrorCode.NONE if self.manager.loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    # -- cluster mode: gaining and losing offsets partitions -----------------------------
+    def on_leadership_change(
+        self, now_leading: Sequence[TopicPartition], stopped_leading: Sequence[TopicPartition]
+    ) -> None:
+        """The ReplicaManager's leadership listener (Kafka's ``onLeadershipChange``)."""
+        for topic, partition in stopped_leading:
+            if topic == OFFSETS_TOPIC:
+                self.on_resignation(partition)
+        for topic, partition in now_leading:
+            if topic == OFFSETS_TOPIC:
+                self.on_election(partition)
+
+    def on_election(self, partition: int) -> None:
+        """This broker leads offsets ``partition``: load its groups (Kafka's ``onElection``)."""
+        logger.info("elected leader of %s-%d: loading its groups", OFFSETS_TOPIC, partition)
+        self.manager.schedule_load(partition, self._on_groups_loaded)
+
+    def _on_groups_loaded(self, groups: list[GroupMetadata]) -> None:
+        """Loaded groups come back Stable or Empty; their members' sessions start now."""
+        for group in groups:
+            for member in group.members.values():
+                self.rebalancer.schedule_session(group, member)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads offsets ``partition`` now: forget its groups (Kafka's
+        ``onResignation``); members waiting in a JoinGroup or SyncGroup get NOT_COORDINATOR."""
+        removed = self.manager.remove_partition(partition)
+        logger.info("resigned as leader of %s-%d: %d groups unloaded", OFFSETS_TOPIC, partition, len(removed))
+        now = self.rebalancer.now_ms()
+        for group in removed:
+            group.transition_to(DEAD, now)
+            _stop_group(group)
+
+    def _check_group(self, group_id: str) -> ErrorCode:
+        """Kafka's ``validateGroupStatus``: COORDINATOR_LOAD_IN_PROGRESS while the group's
+        offsets partition loads, NOT_COORDINATOR if this broker does not lead it."""
+        return self.manager.coordinator_error(group_id)
 
     def ensure_offsets_topic(self) -> None:
         self.manager.ensure_offsets_topic()
@@ -137,7 +175,7 @@ class GroupCoordinator:
         require_known_member_id: bool,
         supports_skip_assignment: bool = True,
     ) -> JoinResult:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return JoinResult(error, member_id)
         if not group_id:
@@ -195,7 +233,7 @@ class GroupCoordinator:
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
         protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
     ) -> SyncResult:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return SyncResult(error)
         if not group_id:
@@ -243,7 +281,7 @@ class GroupCoordinator:
 
     # -- Heartbeat and LeaveGroup --------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error
         if not group_id:
@@ -265,7 +303,7 @@ class GroupCoordinator:
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """The group's error, and one per ``(member_id, group_instance_id)`` leaving."""
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error, []
         if not group_id:
@@ -323,7 +361,7 @@ class GroupCoordinator:
         return {tp: results[tp] for tp in offsets}
 
     def _validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error
         group = self.groups.get(group_id)
@@ -345,7 +383,7 @@ class GroupCoordinator:
         ``require_stable`` needs no wait here: commits are applied when their append
         returns and transactional offset commits are not supported, so none is pending.
         """
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error, {}
         group = self.groups.get(group_id)
@@ -357,7 +395,7 @@ class GroupCoordinator:
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error, {}
         group = self.groups.get(group_id)
@@ -384,7 +422,7 @@ class GroupCoordinator:
         return results
 
     def _delete_group(self, group_id: str) -> ErrorCode:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error
         group = self.groups.get(group_id)
@@ -406,7 +444,7 @@ class GroupCoordinator:
         ]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupMetadata | None]:
-        error = self._check_available()
+        error = self._check_group(group_id)
         if error:
             return error, None
         group = self.groups.get(group_id)
@@ -444,6 +482,22 @@ class GroupCoordinator:
                 group.transition_to(DEAD, now_ms)
                 logger.info("group %s: Empty with no offsets; removed", group.group_id)
         return expired_total
+
+
+def _stop_group(group: GroupMetadata) -> None:
+    """Cancel the group's timers and answer its waiting members NOT_COORDINATOR."""
+    if group.join_timer is not None:
+        group.join_timer.cancel()
+        group.join_timer = None
+    for handle in group.pending_members.values():
+        if handle is not None:
+            handle.cancel()
+    for member in group.members.values():
+        if member.timer is not None:
+            member.timer.cancel()
+            member.timer = None
+        complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+        complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
 
 
 def _is_expired(offset: OffsetAndMetadata, group: GroupMetadata, base_on_state: bool, retention: int, now_ms: int) -> bool:

@@ -24,6 +24,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
+    offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor (cluster mode)
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -37,4 +38,5 @@ class GroupConfig:
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             offsets_retention_ms=config.offsets_retention_minutes * 60000,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            offsets_topic_replication_factor=config.offsets_topic_replication_factor,
         )

@@ -1,18 +1,29 @@
-"""The groups' durable side: ``__consumer_offsets`` creation, appends and the load at start.
+"""The groups' durable side: ``__consumer_offsets`` creation, appends, loading and unloading.
 
 Kafka's ``GroupMetadataManager``. Every change to a group's committed offsets or
 metadata is one record batch appended to the group's partition of the offsets topic
 before the coordinator answers (one batch per request, so a commit of many partitions
 is all-or-nothing); the in-memory ``groups`` table is updated only after the append
-succeeded. On start every partition is read from its log start to its end and applied
-in order (tombstones delete), which rebuilds the table exactly: offsets and group
-metadata are applied independently, as Kafka does, and a group with offsets but no
-metadata comes back Empty.
+succeeded. Loading a partition reads it from its log start to its end and applies the
+records in order (tombstones delete), which rebuilds its groups exactly: offsets and
+group metadata are applied independently, as Kafka does, and a group with offsets but
+no metadata comes back Empty.
+
+On one node every partition is loaded at start and this broker coordinates every
+group. In cluster mode a broker coordinates the groups of the offsets partitions it
+leads (Kafka's ``scheduleLoadGroupAndOffsets``/``removeGroupsForPartition``): a
+partition it is elected leader of is *loading* (read in a worker thread, so a long log
+does not stall the event loop) and then *owned*; one it stops leading is neither, and
+its groups leave the table. Invariant: ``groups`` holds only groups of owned partitions
+(cluster mode), and ``loading_partitions`` and ``owned_partitions`` never share one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -71,14 +82,37 @@ class GroupMetadataManager:
         admin_manager: AdminManager,
         replica_manager: ReplicaManager,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        cluster_mode: bool = False,
     ) -> None:
         self.config = config
         self.metadata = metadata
         self.admin_manager = admin_manager
         self.replica_manager = replica_manager
         self.clock_ms = clock_ms
+        self.cluster_mode = cluster_mode
         self.groups: dict[str, GroupMetadata] = {}
-        self.loaded = False
+        self._loaded_at_start = False
+        # cluster mode: the offsets partitions this broker coordinates, or is loading
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+        self._loads: dict[int, tuple[asyncio.Task[None], threading.Event]] = {}
+
+    @property
+    def loaded(self) -> bool:
+        """No load in progress: on one node, the load at start is done."""
+        return not self.loading_partitions if self.cluster_mode else self._loaded_at_start
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """Kafka's ``validateGroupStatus``: may this broker answer for ``group_id`` now?"""
+        if not self.cluster_mode:
+            return ErrorCode.NONE if self._loaded_at_start else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        partition = self.partition_for(group_id)
+        if partition in self.loading_partitions:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self.owned_partitions:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
 
     # -- the topic -----------------------------------------------------------------------
     def partition_count(self) -> int:
@@ -100,59 +134,136 @@ class GroupMetadataManager:
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
-        """Rebuild every group from the offsets topic (nothing to do if it does not exist)."""
+        """One node: rebuild every group from the offsets topic (if it exists).
+
+        In cluster mode nothing is loaded here: each partition is loaded when this
+        broker is elected its leader (``schedule_load``).
+        """
+        if self.cluster_mode:
+            return
         topic = self.metadata.get(OFFSETS_TOPIC)
         state = _LoadState()
         if topic is not None:
             for partition in range(topic.partitions):
                 hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
                 if hosted is not None:
-                    self._load_partition(hosted.log, state)
-        for group_id, value in state.groups.items():
-            if value is not None:
-                self.groups[group_id] = GroupMetadata.from_record(group_id, value)
-        for group_id, offsets in state.offsets.items():
-            if not offsets:
-                continue
-            group = self.groups.get(group_id)
-            if group is None:
-                group = self.groups[group_id] = GroupMetadata(group_id)
-            group.offsets.update(offsets)
-        self.loaded = True
+                    _read_partition(hosted.log, state)
+        self._install(state)
+        self._loaded_at_start = True
         if state.records:
             logger.info(
                 "loaded %d groups from %d records of %s (%d unreadable skipped)",
                 len(self.groups), state.records, OFFSETS_TOPIC, state.skipped,
             )
 
-    def _load_partition(self, log: Log, state: _LoadState) -> None:
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            result = log.read(offset, LOAD_READ_BYTES, isolation=FetchIsolation.LOG_END)
-            if result.region is None:
-                break
-            buf = result.region.read(log.fs)
-            next_offset = offset
-            for pos, header in iter_batches(buf):
-                if header.magic >= 2:
-                    next_offset = header.base_offset + header.last_offset_delta + 1
-                    if header.is_control:
-                        continue
-                    records = [(r.key, r.value) for r in decode_batch(buf, pos).records]
-                else:
-                    next_offset = header.base_offset + 1
-                    records = [(r.key, r.value) for r in decode_message(buf, pos)]
-                for key, value in records:
-                    state.records += 1
-                    try:
-                        _apply(state, key, value)
-                    except ProtocolError as exc:
-                        state.skipped += 1
-                        logger.warning("skipping unreadable record in %s-%d: %s", OFFSETS_TOPIC, log.partition, exc)
-            if next_offset <= offset:
-                logger.error("cannot read %s-%d past offset %d; load stops there", OFFSETS_TOPIC, log.partition, offset)
-                break
-            offset = next_offset
+    def _install(self, state: _LoadState) -> list[GroupMetadata]:
+        """Put what a load read into the table; the groups it made."""
+        loaded: dict[str, GroupMetadata] = {}
+        for group_id, value in state.groups.items():
+            if value is not None:
+                loaded[group_id] = GroupMetadata.from_record(group_id, value)
+        for group_id, offsets in state.offsets.items():
+            if offsets:
+                loaded.setdefault(group_id, GroupMetadata(group_id)).offsets.update(offsets)
+        self.groups.update(loaded)
+        return list(loaded.values())
+
+    # -- cluster mode: partitions gained and lost ----------------------------------------
+    def schedule_load(self, partition: int, on_loaded: Callable[[list[GroupMetadata]], None]) -> None:
+        """This broker now leads ``partition``: load its groups, then own it.
+
+        Requests for its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. A
+        partition already owned or loading is left as it is (Kafka: "already loading").
+        Called off an event loop (nothing to run a task on), the load happens here.
+        """
+        if partition in self.owned_partitions or partition in self.loading_partitions:
+            return
+        self.loading_partitions.add(partition)
+        cancel = threading.Event()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._finish_load(partition, self._read_hosted(partition, cancel), on_loaded)
+            return
+        task = loop.create_task(self._load(partition, cancel, on_loaded), name=f"load {OFFSETS_TOPIC}-{partition}")
+        self._loads[partition] = (task, cancel)
+
+    async def _load(
+        self, partition: int, cancel: threading.Event, on_loaded: Callable[[list[GroupMetadata]], None]
+    ) -> None:
+        try:
+            state = await asyncio.to_thread(self._read_hosted, partition, cancel)
+        except asyncio.CancelledError:
+            cancel.set()  # the worker thread stops at its next read
+            raise
+        finally:
+            entry = self._loads.get(partition)
+            if entry is not None and entry[1] is cancel:  # not a later load's entry
+                del self._loads[partition]
+        if not cancel.is_set():
+            self._finish_load(partition, state, on_loaded)
+
+    def _read_hosted(self, partition: int, cancel: threading.Event) -> _LoadState:
+        """Read one partition (in a worker thread; log readers take no lock)."""
+        state = _LoadState()
+        started = time.monotonic()
+        hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        if hosted is None:
+            logger.warning("cannot load %s-%d: no log here", OFFSETS_TOPIC, partition)
+            return state
+        try:
+            _read_partition(hosted.log, state, cancel)
+        except (StorageError, OSError) as exc:
+            # As Kafka: the partition is owned anyway, with what could be read.
+            logger.error("loading %s-%d failed after %d records: %s", OFFSETS_TOPIC, partition, state.records, exc)
+        logger.info(
+            "loaded %s-%d: %d records (%d unreadable skipped) in %.0f ms",
+            OFFSETS_TOPIC, partition, state.records, state.skipped, (time.monotonic() - started) * 1000,
+        )
+        return state
+
+    def _finish_load(
+        self, partition: int, state: _LoadState, on_loaded: Callable[[list[GroupMetadata]], None]
+    ) -> None:
+        loaded = self._install(state)
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.add(partition)
+        on_loaded(loaded)
+
+    def remove_partition(self, partition: int) -> list[GroupMetadata]:
+        """This broker no longer leads ``partition``: stop any load, drop its groups.
+
+        Returns the groups removed, for the coordinator to answer their waiting
+        members NOT_COORDINATOR.
+        """
+        load = self._loads.pop(partition, None)
+        if load is not None:
+            task, cancel = load
+            cancel.set()
+            task.cancel()
+        self.loading_partitions.discard(partition)
+        self.owned_partitions.discard(partition)
+        removed = [group for group in self.groups.values() if self.partition_for(group.group_id) == partition]
+        for group in removed:
+            del self.groups[group.group_id]
+        if removed:
+            logger.info("unloaded %d groups of %s-%d", len(removed), OFFSETS_TOPIC, partition)
+        return removed
+
+    async def shutdown(self) -> None:
+        """Stop the loads in progress."""
+        loads, self._loads = list(self._loads.values()), {}
+        for task, cancel in loads:
+            cancel.set()
+            task.cancel()
+        for task, _ in loads:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def wait_for_loads(self) -> None:
+        """Until no load is in progress (loads started meanwhile too)."""
+        while self._loads:
+            await asyncio.gather(*(task for task, _ in list(self._loads.values())), return_exceptions=True)
 
     # -- appends -------------------------------------------------------------------------
     def store_group(self, group: GroupMetadata) -> ErrorCode:
@@ -205,11 +316,12 @@ class GroupMetadataManager:
         return error
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *, commit: bool = False) -> ErrorCode:
-        try:
-            self.ensure_offsets_topic()
-        except TopicError as exc:
-            logger.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.cluster_mode:  # in a cluster the partition exists: this broker leads it
+            try:
+                self.ensure_offsets_topic()
+            except TopicError as exc:
+                logger.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
         now = self.clock_ms()
         batch = build_record_batch((key, value, (), now) for key, value in records)
         partition = self.partition_for(group_id)
@@ -223,6 +335,37 @@ class GroupMetadataManager:
             )
             return error
         return ErrorCode.NONE
+
+
+def _read_partition(log: Log, state: _LoadState, cancel: threading.Event | None = None) -> None:
+    """Apply ``log`` from its start to its current end to ``state``; stops early on ``cancel``."""
+    offset, end = log.log_start_offset, log.log_end_offset
+    while offset < end and not (cancel is not None and cancel.is_set()):
+        result = log.read(offset, LOAD_READ_BYTES, isolation=FetchIsolation.LOG_END)
+        if result.region is None:
+            break
+        buf = result.region.read(log.fs)
+        next_offset = offset
+        for pos, header in iter_batches(buf):
+            if header.magic >= 2:
+                next_offset = header.base_offset + header.last_offset_delta + 1
+                if header.is_control:
+                    continue
+                records = [(r.key, r.value) for r in decode_batch(buf, pos).records]
+            else:
+                next_offset = header.base_offset + 1
+                records = [(r.key, r.value) for r in decode_message(buf, pos)]
+            for key, value in records:
+                state.records += 1
+                try:
+                    _apply(state, key, value)
+                except ProtocolError as exc:
+                    state.skipped += 1
+                    logger.warning("skipping unreadable record in %s-%d: %s", OFFSETS_TOPIC, log.partition, exc)
+        if next_offset <= offset:
+            logger.error("cannot read %s-%d past offset %d; load stops there", OFFSETS_TOPIC, log.partition, offset)
+            break
+        offset = next_offset
 
 
 def _apply(state: _LoadState, key: memoryview | bytes | None, value: memoryview | bytes | None) -> None:
