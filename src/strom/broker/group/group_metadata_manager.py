@@ -126,11 +126,12 @@ class GroupMetadataManager:
         """Create ``__consumer_offsets`` (compacted) on first need; raises TopicError."""
         if self.metadata.get(OFFSETS_TOPIC) is not None:
             return
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-        }
-        self.admin_manager.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, configs)
+        self.admin_manager.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                        self.offsets_topic_configs())
+
+    def offsets_topic_configs(self) -> dict[str, str]:
+        """The offsets topic's own configs (Kafka's ``groupMetadataTopicConfigs``)."""
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.config.offsets_topic_segment_bytes)}
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
@@ -196,6 +197,9 @@ class GroupMetadataManager:
         except asyncio.CancelledError:
             cancel.set()  # the worker thread stops at its next read
             raise
+        except Exception:  # a bug, not a bad log: still own the partition rather than load forever
+            logger.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            state = _LoadState()
         finally:
             entry = self._loads.get(partition)
             if entry is not None and entry[1] is cancel:  # not a later load's entry
@@ -213,13 +217,16 @@ class GroupMetadataManager:
             return state
         try:
             _read_partition(hosted.log, state, cancel)
-        except (StorageError, OSError) as exc:
+        except (StorageError, OSError, ProtocolError) as exc:
+            if cancel.is_set():
+                return state  # unloaded meanwhile (its log may be deleted): nothing to report
             # As Kafka: the partition is owned anyway, with what could be read.
             logger.error("loading %s-%d failed after %d records: %s", OFFSETS_TOPIC, partition, state.records, exc)
-        logger.info(
-            "loaded %s-%d: %d records (%d unreadable skipped) in %.0f ms",
-            OFFSETS_TOPIC, partition, state.records, state.skipped, (time.monotonic() - started) * 1000,
-        )
+        if not cancel.is_set():
+            logger.info(
+                "read %s-%d: %d records (%d unreadable skipped) in %.0f ms",
+                OFFSETS_TOPIC, partition, state.records, state.skipped, (time.monotonic() - started) * 1000,
+            )
         return state
 
     def _finish_load(
