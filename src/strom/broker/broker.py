@@ -15,15 +15,22 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from strom.broker.admin_manager import AdminManager
 from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
-from strom.broker.handlers import API_VERSIONS, HANDLERS
+from strom.broker.handlers import (
+    API_VERSIONS,
+    CLUSTER_API_VERSIONS,
+    CLUSTER_HANDLERS,
+    HANDLERS,
+    Handler,
+)
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every
 from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
@@ -40,6 +47,8 @@ from strom.storage.producer_state import ProducerStateManagerConfig
 
 logger = logging.getLogger(__name__)
 
+UNKNOWN_BROKER_EPOCH = -1  # Kafka's AbstractControlRequest.UNKNOWN_BROKER_EPOCH
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +59,13 @@ class Endpoint:
 
 class CloseConnection(Exception):
     """The request cannot be answered; Kafka's answer is to close the connection."""
+
+
+class ActiveController(Protocol):
+    """What the broker asks of the cluster's controller component (strom.cluster wires it)."""
+
+    @property
+    def is_active(self) -> bool: ...
 
 
 class Broker:
@@ -71,14 +87,21 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(config, FileConfigStore(config.data_dir), self.log_manager,
                                                   self.log_cleaner)
         self.metadata = MetadataCache()
-        self.replica_manager = ReplicaManager(self.log_manager, config.node_id)
+        self.replica_manager = ReplicaManager(self.log_manager, config.node_id, self.metadata)
         self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
         self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.admin_manager, self.replica_manager)
         # one node: a file; in a cluster the lead swaps in ZooKeeper's blocks (ZkProducerIdManager)
         self.producer_ids: ProducerIdSource = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
-        self.api_versions = API_VERSIONS  # what ApiVersions answers, from the handler table
+        # A cluster's broker also serves the controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata).
+        cluster = config.cluster_mode
+        self.handlers: Mapping[int, Handler] = CLUSTER_HANDLERS if cluster else HANDLERS
+        self.api_versions = CLUSTER_API_VERSIONS if cluster else API_VERSIONS  # what ApiVersions answers
+        # Cluster mode: the registration znode's czxid (KIP-380; control requests carrying an
+        # older one are refused) and the controller component, both set by strom.cluster.
+        self.broker_epoch = -1
+        self.controller: ActiveController | None = None
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -88,7 +111,8 @@ class Broker:
         self.dynamic_config.load()  # dynamic topic defaults first: the logs load with them
         self.log_manager.startup()
         self.log_cleaner.startup()
-        self.replica_manager.startup()
+        if not self.config.cluster_mode:  # a cluster's broker hosts what the controller tells it to
+            self.replica_manager.startup()
         self.admin_manager.load()
         self.group_coordinator.load()
         self.producer_ids.load()
@@ -129,7 +153,7 @@ class Broker:
             return self._unsupported(exc)
         except ProtocolError as exc:
             raise CloseConnection(f"malformed request: {exc}") from None
-        handler = HANDLERS.get(request.api_key)
+        handler = self.handlers.get(request.api_key)
         if handler is None or request.api_version not in handler.VERSIONS:
             header = request.header
             return self._unsupported(UnsupportedRequestError(f"unsupported {request.api.name} v{request.api_version}", header))
@@ -137,6 +161,20 @@ class Broker:
         if response is None:
             return None
         return encode_response(response, request.api_version, request.correlation_id)
+
+    def is_controller(self) -> bool:
+        """May this broker create, delete and grow topics? One node is its own controller;
+        in a cluster only the active controller (others answer NOT_CONTROLLER, as Kafka)."""
+        if not self.config.cluster_mode:
+            return True
+        return self.controller is not None and self.controller.is_active
+
+    def is_broker_epoch_stale(self, request_broker_epoch: int) -> bool:
+        """KIP-380 (Kafka's ``isBrokerEpochStale``): a control request made for an earlier
+        registration of this broker is refused. -1 (a request version without the field)
+        is not checked; a newer epoch is accepted (the controller may learn of the new
+        registration before this broker does)."""
+        return request_broker_epoch != UNKNOWN_BROKER_EPOCH and request_broker_epoch < self.broker_epoch
 
     def _unsupported(self, exc: UnsupportedRequestError) -> list[Records]:
         header = exc.header

@@ -10,9 +10,10 @@ Invariants (who writes what, which epoch fences it):
 - The log is appended to only here: ``append_as_leader`` while this broker leads
   (producers, the group coordinator); a follower's fetcher will append the leader's
   batches as they are (replication, a later issue).
-- ``leader_epoch`` changes only in ``make_leader``, on the controller's word (on one
-  node: once at start, to the newest epoch the log's leader-epoch cache has seen, or
-  0, so a restart fences no client). Every batch appended as leader is stamped with
+- ``leader_epoch`` changes only in ``make_leader`` and ``make_follower``, on the
+  controller's word (a cluster's LeaderAndIsr, applied only when its epoch is newer;
+  on one node: once at start, to the newest epoch the log's leader-epoch cache has
+  seen, or 0, so a restart fences no client). Every batch appended as leader is stamped with
   it, and the log's leader-epoch cache (``leader-epoch-checkpoint``) records where
   each epoch began.
 - A request's ``current_leader_epoch`` (KIP-320) older than ours gets
@@ -84,18 +85,56 @@ class Partition:
         return self.leader_id == self.local_broker_id
 
     def make_leader(self, leader_epoch: int, replicas: tuple[int, ...], isr: frozenset[int],
-                    partition_epoch: int = 0) -> None:
-        """Lead the partition from ``leader_epoch`` on (the controller's word)."""
+                    partition_epoch: int = 0, *, record_epoch_start: bool = True) -> bool:
+        """Lead the partition from ``leader_epoch`` on (the controller's word); True if this
+        broker did not lead it before.
+
+        The new epoch is written into the leader-epoch cache at the log end at once
+        (KAFKA-7415), not at the first append: a follower or consumer asking
+        OffsetForLeaderEpoch in between must learn where the previous epoch ended. One
+        node's start-up (``record_epoch_start=False``) keeps the epoch the log already
+        has, so nothing is written there.
+        """
+        was_leader = self.is_leader
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = replicas
         self.isr = isr
         self.followers = {r: FollowerState(r) for r in replicas if r != self.local_broker_id}
+        if record_epoch_start:
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         # A partition with no other replica: the HW is the log end offset, so the log
         # moves it inside each append (one node's hot path: no call of ours per produce).
         self.log.hw_follows_leo = not self.followers
         self.maybe_advance_high_watermark()
+        return not was_leader
+
+    def make_follower(self, leader: int, leader_epoch: int, replicas: tuple[int, ...], isr: frozenset[int],
+                      partition_epoch: int = 0) -> None:
+        """Follow ``leader`` from ``leader_epoch`` on (the controller's word; -1: no leader,
+        the partition is offline).
+
+        A follower appends nothing from clients and serves no reads (NOT_LEADER_OR_FOLLOWER
+        from ``ReplicaManager.partition_or_error``); its high watermark will come from the
+        leader's fetch responses once followers fetch (replication, part 2).
+        """
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.followers = {}
+        self.log.hw_follows_leo = False
+
+    def stop_leading(self) -> bool:
+        """StopReplica without deletion: keep the log and the epoch, serve nothing (no leader
+        known here); True if this broker led the partition."""
+        was_leader = self.is_leader
+        self.leader_id = -1
+        self.followers = {}
+        self.log.hw_follows_leo = False
+        return was_leader
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """KIP-320 fencing: a client's view of the leader epoch against ours (-1: no check)."""

@@ -14,6 +14,13 @@ error codes). It also keeps the delayed operations ("purgatory"):
   (on one node the ISR is this broker alone, so at once), or its timeout, then
   answers REQUEST_TIMED_OUT.
 
+In cluster mode it also applies the controller's word (Kafka's
+``becomeLeaderOrFollower``, ``stopReplicas`` and ``maybeUpdateMetadataCache``): which
+partitions this broker hosts, leads or follows, fenced by the controller epoch and
+each partition's leader epoch, and tells ``leadership_listeners`` (the group
+coordinator) which partitions it now leads and which it stopped leading. On one node
+it leads every partition it has a log for, from start-up on.
+
 Everything here runs on the broker's event loop, so no locks: the loop is the one
 owner of this state (as kfake's single goroutine is).
 """
@@ -21,11 +28,14 @@ owner of this state (as kfake's single goroutine is).
 from __future__ import annotations
 
 import logging
+import os
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
 from strom.broker.purgatory import DelayedOperationPurgatory
 from strom.protocol.error_codes import ErrorCode
@@ -33,6 +43,7 @@ from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
 from strom.storage.log import FetchIsolation, FetchResult, FileRegion, Log
 from strom.storage.log_manager import LogManager
+from strom.storage.partition_metadata import read_topic_id, write_topic_id
 
 if TYPE_CHECKING:
     from strom.broker.fetch_session import FetchTarget
@@ -42,6 +53,35 @@ logger = logging.getLogger(__name__)
 # Below this, a fetched region is read into memory and copied into the response; above
 # it, the response carries the region and the network layer sendfile()s it.
 SENDFILE_MIN_BYTES = 4096
+
+
+NO_EPOCH = -1  # StopReplica before v3 carries no leader epoch: not checked
+EPOCH_DURING_DELETE = -2  # Kafka's LeaderAndIsr.EpochDuringDelete: the topic is being deleted
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartition:
+    """One partition's state in a LeaderAndIsr request, as ``become_leader_or_follower`` applies it."""
+
+    topic: str
+    index: int
+    leader: int  # -1: no leader (the partition is offline)
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int = 0  # the state znode's version
+    topic_id: uuid.UUID | None = None  # None: the request has none (before v5, or the zero id)
+    is_new: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartition:
+    """One partition of a StopReplica request."""
+
+    topic: str
+    index: int
+    leader_epoch: int = NO_EPOCH
+    delete: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +95,22 @@ class PartitionRead:
         return 0 if self.records is None else len(self.records)
 
 
+LeadershipListener = Callable[[Sequence[TopicPartition], Sequence[TopicPartition]], None]
+"""Called with (partitions this broker now leads, partitions it no longer leads)."""
+
+
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, local_broker_id: int) -> None:
+    def __init__(self, log_manager: LogManager, local_broker_id: int, metadata: MetadataCache | None = None) -> None:
         self.log_manager = log_manager
         self.local_broker_id = local_broker_id
+        # The cluster's partitions (hosted here or not): a known one not hosted here is
+        # NOT_LEADER_OR_FOLLOWER rather than UNKNOWN_TOPIC_OR_PARTITION, as in Kafka.
+        self.metadata = metadata if metadata is not None else MetadataCache()
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Cluster mode: the highest controller epoch seen (Kafka starts at 0; every
+        # control request raises it or is refused) and who hears of leadership changes.
+        self.controller_epoch = 0
+        self.leadership_listeners: list[LeadershipListener] = []
         # Consumers' fetches and acks=-1 produces wait for the high watermark;
         # followers' fetches for appends.
         self.high_watermark_purgatory = DelayedOperationPurgatory("high watermark")
@@ -86,26 +137,195 @@ class ReplicaManager:
         self.log_end_purgatory.check_and_complete((topic, index))
 
     def _host(self, topic: str, index: int, log: Log) -> Partition:
+        """One node: lead the partition at the epoch its log already has (or 0)."""
         partition = Partition(topic, index, log, self.local_broker_id, self.high_watermark_purgatory)
         me = self.local_broker_id
-        partition.make_leader(max(log.leader_epoch_cache.latest_epoch, 0), (me,), frozenset({me}))
+        partition.make_leader(max(log.leader_epoch_cache.latest_epoch, 0), (me,), frozenset({me}),
+                              record_epoch_start=False)
         self.partitions[(topic, index)] = partition
         return partition
+
+    def host_replica(self, topic: str, index: int) -> Partition:
+        """Cluster mode: the partition object for a LeaderAndIsr, its log created if missing;
+        it neither leads nor follows until told (``make_leader``/``make_follower``)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            log = self.log_manager.create_log(topic, index)
+            partition = Partition(topic, index, log, self.local_broker_id, self.high_watermark_purgatory)
+            self.partitions[(topic, index)] = partition
+        return partition
+
+    def wake_waiters(self, topic_partition: TopicPartition) -> None:
+        """Leadership moved: produces and fetches waiting on the partition re-check now
+        (and fail with NOT_LEADER_OR_FOLLOWER) rather than at their timeout, as Kafka's
+        ``completeDelayedFetchOrProduceRequests``."""
+        self.high_watermark_purgatory.check_and_complete(topic_partition)
+        self.log_end_purgatory.check_and_complete(topic_partition)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def partition_or_error(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
-        """The partition this broker leads; raises ``StorageError`` with Kafka's code if not."""
+    def partition_or_error(self, topic: str, index: int, current_leader_epoch: int = -1, *,
+                           require_leader: bool = True) -> Partition:
+        """The partition this broker leads; raises ``StorageError`` with Kafka's code if not.
+
+        Kafka's ``getPartitionOrException`` then ``localLogWithEpochOrThrow``, in its order:
+        not hosted here is NOT_LEADER_OR_FOLLOWER if the cluster has the partition
+        (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION; then the client's
+        leader epoch (KIP-320); then, unless ``require_leader`` is off (ListOffsets from
+        the debugging replica), a partition this broker only follows is
+        NOT_LEADER_OR_FOLLOWER.
+        """
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if self.metadata.contains_partition(topic, index):
+                raise StorageError(f"broker {self.local_broker_id} does not host {topic}-{index}",
+                                   ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise StorageError(f"no partition {topic}-{index}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if current_leader_epoch >= 0:
             fenced = partition.check_leader_epoch(current_leader_epoch)
             if fenced:
                 raise StorageError(f"{topic}-{index} is at leader epoch {partition.leader_epoch}, "
                                    f"the request at {current_leader_epoch}", fenced)
+        if require_leader and partition.leader_id != self.local_broker_id:
+            raise StorageError(f"broker {self.local_broker_id} does not lead {topic}-{index} "
+                               f"(leader {partition.leader_id})", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return partition
+
+    # -- the controller's word (cluster mode) ---------------------------------------------
+    def become_leader_or_follower(self, controller_epoch: int, states: Sequence[LeaderAndIsrPartition]
+                                  ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """LeaderAndIsr (Kafka's ``becomeLeaderOrFollower``): (request error, each partition's).
+
+        A controller epoch older than the highest seen refuses the whole request
+        (STALE_CONTROLLER_EPOCH, nothing applied). Per partition, only a leader epoch
+        newer than the partition's is applied (equal or older: STALE_CONTROLLER_EPOCH), and
+        only if this broker is among its replicas (else UNKNOWN_TOPIC_OR_PARTITION); a
+        topic id other than the log's is INCONSISTENT_TOPIC_ID. An applied partition gets
+        its log (created if missing, with the topic id in ``partition.metadata``) and
+        becomes leader or follower; then every leadership listener hears once.
+        """
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {(s.topic, s.index): ErrorCode.STALE_CONTROLLER_EPOCH
+                                                      for s in states}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        apply: list[LeaderAndIsrPartition] = []
+        for state in states:
+            error = self._check_leader_and_isr(state)
+            if error is None:
+                apply.append(state)
+            else:
+                errors[(state.topic, state.index)] = error
+        now_leading: list[TopicPartition] = []
+        now_following: list[TopicPartition] = []
+        for state in apply:
+            key = (state.topic, state.index)
+            try:
+                partition = self.host_replica(state.topic, state.index)
+                if state.topic_id is not None:
+                    write_topic_id(partition.log.directory, state.topic_id)
+            except (StorageError, OSError) as exc:
+                logger.error("LeaderAndIsr for %s-%d: cannot open its log: %s", state.topic, state.index, exc)
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            isr = frozenset(state.isr)
+            if state.leader == self.local_broker_id:
+                if partition.make_leader(state.leader_epoch, state.replicas, isr, state.partition_epoch):
+                    now_leading.append(key)
+            else:
+                partition.make_follower(state.leader, state.leader_epoch, state.replicas, isr, state.partition_epoch)
+                now_following.append(key)
+            errors[key] = ErrorCode.NONE
+            self.wake_waiters(key)
+        self._tell_listeners(now_leading, now_following)
+        return ErrorCode.NONE, errors
+
+    def _check_leader_and_isr(self, state: LeaderAndIsrPartition) -> ErrorCode | None:
+        """None if the partition's state is to be applied, else the partition's error."""
+        partition = self.partitions.get((state.topic, state.index))
+        current_epoch = -1 if partition is None else partition.leader_epoch
+        log_topic_id = read_topic_id(self._partition_dir(state.topic, state.index))
+        if state.topic_id is not None and log_topic_id is not None and log_topic_id != state.topic_id:
+            logger.error("LeaderAndIsr for %s-%d names topic id %s; its log has %s",
+                         state.topic, state.index, state.topic_id, log_topic_id)
+            return ErrorCode.INCONSISTENT_TOPIC_ID
+        if state.leader_epoch > current_epoch:
+            if self.local_broker_id not in state.replicas:
+                logger.warning("LeaderAndIsr for %s-%d ignored: broker %d is not among its replicas %s",
+                               state.topic, state.index, self.local_broker_id, state.replicas)
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None
+        if partition is not None and state.leader_epoch == current_epoch and state.topic_id is not None \
+                and log_topic_id is None:
+            # The controller giving an old topic its id, epoch unchanged: take it (as Kafka).
+            write_topic_id(partition.log.directory, state.topic_id)
+            return ErrorCode.NONE
+        logger.info("LeaderAndIsr for %s-%d ignored: leader epoch %d, the partition's is %d",
+                    state.topic, state.index, state.leader_epoch, current_epoch)
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+
+    def stop_replicas(self, controller_epoch: int, states: Sequence[StopReplicaPartition]
+                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """StopReplica (Kafka's ``stopReplicas``): (request error, each partition's).
+
+        A stale controller epoch refuses the whole request with no partition errors.
+        A hosted partition is stopped only if the request's leader epoch is newer than
+        its own, or is -1 (no epoch: StopReplica before v3) or -2 (the topic is being
+        deleted); else FENCED_LEADER_EPOCH. Stopping keeps the log unless the partition
+        is to be deleted; a partition not hosted here still has its log deleted (a topic
+        deleted while this broker was down). Leadership listeners hear of every stopped
+        partition.
+        """
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        stopped: list[TopicPartition] = []
+        for state in states:
+            key = (state.topic, state.index)
+            partition = self.partitions.get(key)
+            epoch = state.leader_epoch
+            if partition is not None and epoch not in (NO_EPOCH, EPOCH_DURING_DELETE) \
+                    and epoch <= partition.leader_epoch:
+                logger.info("StopReplica for %s-%d ignored: leader epoch %d, the partition's is %d",
+                            state.topic, state.index, epoch, partition.leader_epoch)
+                errors[key] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            try:
+                if state.delete:
+                    self.delete_partition(state.topic, state.index)
+                elif partition is not None:
+                    partition.stop_leading()
+                    self.wake_waiters(key)
+            except (StorageError, OSError) as exc:
+                logger.error("StopReplica for %s-%d failed: %s", state.topic, state.index, exc)
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            errors[key] = ErrorCode.NONE
+            stopped.append(key)
+        self._tell_listeners([], stopped)
+        return ErrorCode.NONE, errors
+
+    def maybe_update_metadata_cache(self, controller_epoch: int, update: Callable[[MetadataCache], list[TopicPartition]]
+                                    ) -> tuple[ErrorCode, list[TopicPartition]]:
+        """UpdateMetadata (Kafka's ``maybeUpdateMetadataCache``): apply ``update`` to the
+        cache unless the controller epoch is stale; (error, the partitions it deleted)."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, []
+        deleted = update(self.metadata)
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE, deleted
+
+    def _tell_listeners(self, now_leading: Sequence[TopicPartition], stopped_leading: Sequence[TopicPartition]) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(now_leading, stopped_leading)
+            except Exception:  # one listener's bug must not undo what was applied, nor stop the others
+                logger.exception("leadership listener %r failed", listener)
+
+    def _partition_dir(self, topic: str, index: int) -> str:
+        return os.path.join(self.log_manager.data_dir, f"{topic}-{index}")
 
     # -- produce -------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: bytes | bytearray | memoryview,

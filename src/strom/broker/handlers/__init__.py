@@ -15,6 +15,11 @@ module in the package, so a module missing from ``SERVED`` or a stale entry fail
 there: the versions a client is told can never drift from the ones served.
 Handlers are thin: they translate a request into calls on the broker's parts and the
 results (or ``StorageError``/``TopicError`` codes) into a response.
+
+``CLUSTER_SERVED`` adds the controller's requests to a broker of a cluster
+(``zookeeper.connect`` set): LeaderAndIsr, StopReplica, UpdateMetadata. A single node
+neither lists them in ApiVersions nor answers them (it closes the connection, as
+Kafka does for an API its listener does not enable); ``Broker`` picks the table.
 """
 
 from __future__ import annotations
@@ -71,6 +76,14 @@ SERVED: dict[int, tuple[str, range]] = {
     75: ("describe_topic_partitions", range(0, 1)),
 }
 """API key -> (handler module in this package, the versions it serves)."""
+
+CLUSTER_SERVED: dict[int, tuple[str, range]] = {
+    4: ("leader_and_isr", range(0, 8)),
+    5: ("stop_replica", range(0, 5)),
+    6: ("update_metadata", range(0, 9)),
+    7: ("controlled_shutdown", range(0, 4)),
+}
+"""The controller-to-broker APIs a broker of a cluster serves on top of ``SERVED``."""
 
 
 def load(module_name: str) -> Handler:
@@ -136,9 +149,16 @@ def load_all() -> dict[int, Handler]:
     return found
 
 
+def _api_versions(served: Mapping[int, tuple[str, range]]) -> tuple[ApiVersion, ...]:
+    return tuple(ApiVersion(key, versions.start, versions.stop - 1) for key, (_, versions) in sorted(served.items()))
+
+
 HANDLERS: Mapping[int, Handler] = HandlerTable(SERVED)
 
-API_VERSIONS: tuple[ApiVersion, ...] = tuple(
-    ApiVersion(key, versions.start, versions.stop - 1) for key, (_, versions) in sorted(SERVED.items())
-)
+API_VERSIONS: tuple[ApiVersion, ...] = _api_versions(SERVED)
 """Every API this broker serves and its versions: what ApiVersions answers."""
+
+CLUSTER_HANDLERS: Mapping[int, Handler] = HandlerTable({**SERVED, **CLUSTER_SERVED})
+
+CLUSTER_API_VERSIONS: tuple[ApiVersion, ...] = _api_versions({**SERVED, **CLUSTER_SERVED})
+"""What a broker of a cluster answers ApiVersions with: the control APIs too."""

@@ -87,17 +87,21 @@ def test_every_handler_module_has_a_test_module_here() -> None:
 
 def test_served_lists_every_handler_module_with_its_api_key_and_versions() -> None:
     """The table the broker answers ApiVersions from is exactly what the modules declare."""
-    from strom.broker.handlers import SERVED, load_all
+    from strom.broker.handlers import CLUSTER_SERVED, SERVED, load_all
 
     declared = {key: (h.__name__.rsplit(".", 1)[1], h.VERSIONS) for key, h in load_all().items()}  # type: ignore[attr-defined]
-    assert declared == SERVED
+    assert not SERVED.keys() & CLUSTER_SERVED.keys()
+    assert declared == {**SERVED, **CLUSTER_SERVED}
 
 
 def test_api_versions_answers_what_the_handler_modules_serve() -> None:
-    from strom.broker.handlers import API_VERSIONS, load_all
+    """One node: every module but the controller's requests; a cluster's broker: every module."""
+    from strom.broker.handlers import API_VERSIONS, CLUSTER_API_VERSIONS, CLUSTER_SERVED, load_all
 
-    expected = [(key, h.VERSIONS.start, h.VERSIONS.stop - 1) for key, h in sorted(load_all().items())]
-    assert [(api.api_key, api.min_version, api.max_version) for api in API_VERSIONS] == expected
+    every = [(key, h.VERSIONS.start, h.VERSIONS.stop - 1) for key, h in sorted(load_all().items())]
+    assert [(api.api_key, api.min_version, api.max_version) for api in API_VERSIONS] == [
+        entry for entry in every if entry[0] not in CLUSTER_SERVED]
+    assert [(api.api_key, api.min_version, api.max_version) for api in CLUSTER_API_VERSIONS] == every
 
 
 def test_a_handler_module_is_imported_on_its_apis_first_request() -> None:
