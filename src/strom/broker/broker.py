@@ -42,6 +42,7 @@ from strom.protocol.headers import UnsupportedRequestError, decode_request, enco
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.primitives import Records
+from strom.protocol.topic_partition import TopicPartition
 from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManagerConfig
 
@@ -66,6 +67,11 @@ class ActiveController(Protocol):
 
     @property
     def is_active(self) -> bool: ...
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int
+                                  ) -> tuple[ErrorCode, tuple[TopicPartition, ...]]:
+        """ControlledShutdown (7): (error, the partitions the broker still leads)."""
+        ...
 
 
 class Broker:
