@@ -67,7 +67,7 @@ class _Draws(random.Random):
         self.values = list(values)
         self.bounds: list[int] = []
 
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
         self.bounds.append(start if stop is None else stop)
         return self.values.pop(0)
 
