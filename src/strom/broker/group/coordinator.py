@@ -90,7 +90,10 @@ class GroupCoordinator:
         manager = GroupMetadataManager(
             group_config, metadata, admin_manager, replica_manager, cluster_mode=config.cluster_mode
         )
-        return cls(group_config, manager)
+        coordinator = cls(group_config, manager)
+        if config.cluster_mode:
+            replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+        return coordinator
 
     # -- lifecycle -----------------------------------------------------------------------
     def load(self) -> None:
