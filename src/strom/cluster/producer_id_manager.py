@@ -21,7 +21,10 @@ import asyncio
 import logging
 from typing import Final, Protocol
 
+from kazoo.exceptions import KazooException
+
 from strom.broker.producer_ids import ProducerIdsUnavailableError
+from strom.protocol.errors import KafkaException
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,7 @@ class ZkProducerIdManager:
     async def _claim_block(self) -> None:
         try:
             first, last = await asyncio.to_thread(self.zk_client.claim_producer_id_block, self.broker_id)
-        except Exception as exc:  # any ZooKeeper failure: answered retriable, logged
+        except (KafkaException, KazooException) as exc:  # ZooKeeper unreachable, ids exhausted
             logger.warning("broker %d: claiming a producer id block failed: %s", self.broker_id, exc)
             self._claim_error = exc
         else:

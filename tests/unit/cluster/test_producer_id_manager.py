@@ -10,6 +10,7 @@ import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from strom.broker.producer_ids import ProducerIdsUnavailableError
 from strom.cluster.producer_id_manager import ZkProducerIdManager
@@ -36,7 +37,7 @@ class Blocks:
         with self._lock:
             if self.fail_next:
                 self.fail_next = False
-                raise ConnectionError("ZooKeeper connection lost")
+                raise ConnectionLoss("ZooKeeper connection lost")
             start = self.claimed[-1][1] + 1 if self.claimed else 0
             self.claimed.append((start, start + BLOCK - 1))
             return self.claimed[-1]
