@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
+import pytest
+
 from strom.cluster.controller_channel import (
     ChannelConfig,
     ControllerChannelManager,
@@ -311,4 +313,31 @@ def test_a_batch_reaches_brokers_through_the_channel_in_kafkas_order() -> None:
         await channel.shutdown()
         for broker in brokers:
             await broker.stop()
+    run(scenario)
+
+
+def test_a_failing_callback_does_not_stop_the_queue() -> None:
+    async def scenario(changes: Changes) -> None:
+        broker = FakeBroker(changes)
+        port = await broker.start()
+        channel, answers = ControllerChannelManager(channel_config()), Answers(changes)
+        channel.add_broker(broker_info(port))
+
+        def broken(response: Message) -> None:
+            raise RuntimeError("a bug in the controller's handler")
+        channel.send(1, marked(1), 8, broken)
+        channel.send(1, marked(2), 8, answers.callback(2))
+        await changes.until(lambda: answers.markers == [2])
+        assert broker.markers() == [1, 2]
+        await channel.shutdown()
+        await broker.stop()
+    run(scenario)
+
+
+def test_a_broker_without_the_controller_listener_is_refused() -> None:
+    async def scenario(changes: Changes) -> None:
+        channel = ControllerChannelManager(ChannelConfig(controller_id=0, listener_name="INTERNAL"))
+        with pytest.raises(ValueError, match=r"^broker 1 has no endpoint for listener INTERNAL: \['PLAINTEXT'\]$"):
+            channel.add_broker(broker_info(9092))
+        assert channel.broker_ids == frozenset()
     run(scenario)
