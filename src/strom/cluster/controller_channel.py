@@ -27,7 +27,6 @@ controller hands them to its event queue).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -186,8 +185,12 @@ class ControllerChannelManager:
     async def _stop(self, channel: _BrokerChannel) -> None:
         if channel.task is not None:
             channel.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await channel.task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # our caller is being cancelled too: do not swallow that
         channel.close_connection()
 
     async def _send_loop(self, channel: _BrokerChannel) -> None:
