@@ -17,7 +17,8 @@ Handlers are thin: they translate a request into calls on the broker's parts and
 results (or ``StorageError``/``TopicError`` codes) into a response.
 
 ``CLUSTER_SERVED`` adds the controller's requests to a broker of a cluster
-(``zookeeper.connect`` set): LeaderAndIsr, StopReplica, UpdateMetadata. A single node
+(``zookeeper.connect`` set): LeaderAndIsr, StopReplica, UpdateMetadata; such a broker
+leaves out what Kafka's ZooKeeper-mode broker does not serve. A single node
 neither lists them in ApiVersions nor answers them (it closes the connection, as
 Kafka does for an API its listener does not enable); ``Broker`` picks the table.
 """
@@ -84,6 +85,10 @@ CLUSTER_SERVED: dict[int, tuple[str, range]] = {
     7: ("controlled_shutdown", range(0, 4)),
 }
 """The controller-to-broker APIs a broker of a cluster serves on top of ``SERVED``."""
+
+NOT_IN_ZOOKEEPER_MODE: frozenset[int] = frozenset({75})
+"""APIs a cluster's broker does not serve, as Kafka's ZooKeeper-mode broker does not
+(their schemas' listeners lack ``zkBroker``): DescribeTopicPartitions is KRaft's."""
 
 
 def load(module_name: str) -> Handler:
@@ -158,7 +163,9 @@ HANDLERS: Mapping[int, Handler] = HandlerTable(SERVED)
 API_VERSIONS: tuple[ApiVersion, ...] = _api_versions(SERVED)
 """Every API this broker serves and its versions: what ApiVersions answers."""
 
-CLUSTER_HANDLERS: Mapping[int, Handler] = HandlerTable({**SERVED, **CLUSTER_SERVED})
+_CLUSTER_TABLE = {key: entry for key, entry in {**SERVED, **CLUSTER_SERVED}.items() if key not in NOT_IN_ZOOKEEPER_MODE}
 
-CLUSTER_API_VERSIONS: tuple[ApiVersion, ...] = _api_versions({**SERVED, **CLUSTER_SERVED})
+CLUSTER_HANDLERS: Mapping[int, Handler] = HandlerTable(_CLUSTER_TABLE)
+
+CLUSTER_API_VERSIONS: tuple[ApiVersion, ...] = _api_versions(_CLUSTER_TABLE)
 """What a broker of a cluster answers ApiVersions with: the control APIs too."""

@@ -4,6 +4,10 @@ The configs given become the topic's overrides; deprecated ones Kafka 3.9 still 
 (``message.format.version`` ...) are taken and ignored, with a warning once per topic and
 value. v5+ answers with the new topic's every setting and its source, as DescribeConfigs
 would describe it (dynamic broker layers included).
+
+In cluster mode only the controller creates topics: any other broker answers every
+entry NOT_CONTROLLER, as Kafka's ZooKeeper mode does (clients re-send to Metadata's
+``controller_id``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ VERSIONS = range(0, 8)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, CreateTopicsRequest)
+    if not broker.is_controller():  # a cluster's broker that is not the controller: as Kafka's ZK mode
+        return CreateTopicsResponse(topics=tuple(
+            CreatableTopicResult(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER) for topic in body.topics))
     counts = Counter(topic.name for topic in body.topics)
     results = []
     for topic in body.topics:

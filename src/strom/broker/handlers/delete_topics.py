@@ -1,4 +1,8 @@
-"""DeleteTopics (20): by name (v0-v5) or by name or id (v6+)."""
+"""DeleteTopics (20): by name (v0-v5) or by name or id (v6+).
+
+In cluster mode only the controller deletes topics: any other broker answers every
+entry NOT_CONTROLLER, as Kafka's ZooKeeper mode does.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +32,9 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, DeleteTopicsRequest)
     wanted: list[tuple[str | None, uuid.UUID]] = [(name, ZERO_ID) for name in body.topic_names]
     wanted += [(t.name, t.topic_id) for t in body.topics]
+    if not broker.is_controller():  # a cluster's broker that is not the controller: as Kafka's ZK mode
+        return DeleteTopicsResponse(responses=tuple(
+            DeletableTopicResult(name, topic_id, ErrorCode.NOT_CONTROLLER, None) for name, topic_id in wanted))
     if any(name is not None and topic_id != ZERO_ID for name, topic_id in wanted):
         # Kafka refuses the whole request ("Topic name and topic ID can not both be
         # specified"): every topic INVALID_REQUEST, nothing deleted.

@@ -1,4 +1,5 @@
-"""DescribeCluster (60): this broker is the whole cluster and its controller.
+"""DescribeCluster (60): on one node, this broker is the whole cluster and its controller;
+in cluster mode, the live brokers and the controller the controller's UpdateMetadata named.
 
 The cluster's authorized operations, when asked for, come from ``authorizer``. v1's endpoint type 2 (controllers) is refused as a broker refuses it.
 """
@@ -36,11 +37,17 @@ async def handle(broker: Broker, request: Request) -> Message:
             endpoint_type=body.endpoint_type,
         )
     endpoint = broker.advertised
+    brokers: tuple[DescribeClusterBroker, ...] = (DescribeClusterBroker(broker.node_id, endpoint.host, endpoint.port, None),)
+    controller_id = broker.node_id
+    if broker.config.cluster_mode:  # the controller's UpdateMetadata, as Metadata answers
+        brokers = tuple(DescribeClusterBroker(live.id, e.host, e.port, live.rack)
+                        for live in broker.metadata.live_brokers() if (e := live.endpoint()) is not None)
+        controller_id = broker.metadata.controller_id
     return DescribeClusterResponse(
         error_code=0,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(DescribeClusterBroker(broker.node_id, endpoint.host, endpoint.port, None),),
+        controller_id=controller_id,
+        brokers=brokers,
         cluster_authorized_operations=authorized_operations(
             ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
     )

@@ -23,6 +23,7 @@ REQUEST = ListOffsetsRequest
 VERSIONS = range(1, 10)
 
 LEADER_EPOCH_FROM = 4
+DEBUGGING_REPLICA_ID = -2
 # The special timestamps and the first version allowed to ask for them; older requests
 # get UNSUPPORTED_VERSION for that partition, as from Kafka's ReplicaManager.
 LATEST_TIERED = -5
@@ -38,7 +39,8 @@ async def handle(broker: Broker, request: Request) -> Message:
         topics=tuple(
             ListOffsetsTopicResponse(
                 t.name,
-                tuple(_without_epoch(_offset(broker, t.name, p, committed, request.api_version), with_epoch)
+                tuple(_without_epoch(_offset(broker, t.name, p, committed, request.api_version, body.replica_id),
+                                     with_epoch)
                       for p in t.partitions),
             )
             for t in body.topics
@@ -52,19 +54,23 @@ def _without_epoch(response: ListOffsetsPartitionResponse, keep: bool) -> ListOf
 
 
 def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed: bool,
-            version: int) -> ListOffsetsPartitionResponse:
+            version: int, replica_id: int) -> ListOffsetsPartitionResponse:
     index = request.partition_index
+    # Only the debugging replica may ask a follower (Kafka's fetchOnlyFromLeader).
+    require_leader = replica_id != DEBUGGING_REPLICA_ID
     if version < SPECIAL_TIMESTAMP_FROM.get(request.timestamp, 0):
         return ListOffsetsPartitionResponse(index, ErrorCode.UNSUPPORTED_VERSION, timestamp=-1, offset=-1,
                                             leader_epoch=-1)
     if request.timestamp == LATEST_TIERED:  # nothing is tiered: Kafka answers "none"
         try:
-            broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch)
+            broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch,
+                                                      require_leader=require_leader)
         except StorageError as exc:
             return ListOffsetsPartitionResponse(index, exc.error_code)
         return ListOffsetsPartitionResponse(index, 0, timestamp=-1, offset=-1, leader_epoch=-1)
     try:
-        partition = broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch)
+        partition = broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch,
+                                                              require_leader=require_leader)
         found = partition.fetch_offset_for_timestamp(request.timestamp, committed)
     except StorageError as exc:
         return ListOffsetsPartitionResponse(index, exc.error_code)

@@ -1,9 +1,16 @@
-"""Metadata (3): this broker, and every requested topic with each partition's leader, epoch and ISR.
+"""Metadata (3): the brokers, and every requested topic with each partition's leader, epoch and ISR.
 
 Unknown topics are created when ``auto.create.topics.enable`` is on and the request
 allows it (v4+), as Kafka does; a single node creates them at once, so the reply
 already carries the new topic rather than LEADER_NOT_AVAILABLE. Authorized operations
 (v8+), when asked for, come from ``authorizer``.
+
+In cluster mode the answer comes only from the ``MetadataCache`` (the controller's
+UpdateMetadata), as Kafka's ZK-mode ``ZkMetadataCache.getTopicMetadata``: the live
+brokers, the controller's id, each partition's leader (a leader that is not alive,
+or -1, is LEADER_NOT_AVAILABLE with leader -1), replicas, ISR and offline replicas;
+v0 lists only live replicas and says REPLICA_NOT_AVAILABLE when it leaves one out. An
+auto-created topic is LEADER_NOT_AVAILABLE until the controller has told the brokers.
 """
 
 from __future__ import annotations
@@ -13,7 +20,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
-from strom.broker.metadata_cache import TopicError, TopicMetadata, validate_topic_name
+from strom.broker.metadata_cache import (
+    INTERNAL_TOPICS,
+    TopicError,
+    TopicMetadata,
+    validate_topic_name,
+)
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.metadata_request import MetadataRequest
@@ -37,6 +49,8 @@ VERSIONS = range(0, 13)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, MetadataRequest)
+    if broker.config.cluster_mode:
+        return _cluster_metadata(broker, body, request.api_version)
     if body.topics is None or (request.api_version == 0 and not body.topics):
         topics = [_describe(broker, topic) for topic in broker.metadata.topics()]
     else:
@@ -101,5 +115,87 @@ def _describe(broker: Broker, topic: TopicMetadata) -> MetadataResponseTopic:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
+        partitions=tuple(partitions),
+    )
+
+
+# -- cluster mode: the controller's view ----------------------------------------------
+def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> MetadataResponse:
+    cache = broker.metadata
+    live_only = version == 0  # Kafka's errorUnavailableEndpoints
+    if body.topics is None or (version == 0 and not body.topics):
+        topics = [_cluster_describe(broker, topic, live_only) for topic in cache.topics()]
+    else:
+        topics = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation, live_only)
+                  for t in body.topics]
+    if body.include_topic_authorized_operations:
+        topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or ""))
+                  for t in topics]
+    brokers = []
+    for live in cache.live_brokers():
+        endpoint = live.endpoint()  # one listener: its first endpoint
+        if endpoint is not None:
+            brokers.append(MetadataResponseBroker(live.id, endpoint.host, endpoint.port, live.rack))
+    return MetadataResponse(
+        brokers=tuple(brokers),
+        cluster_id=broker.cluster_id,
+        controller_id=cache.controller_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=authorized_operations(
+            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
+    )
+
+
+def _cluster_lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bool,
+                    live_only: bool) -> MetadataResponseTopic:
+    cache = broker.metadata
+    if name is None:  # v10+: by topic id
+        found = cache.by_id(topic_id)  # type: ignore[arg-type]
+        if found is None:
+            return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
+        return _cluster_describe(broker, found, live_only)
+    topic = cache.get(name)
+    if topic is not None:
+        return _cluster_describe(broker, topic, live_only)
+    internal = name in INTERNAL_TOPICS
+    try:
+        validate_topic_name(name)
+    except TopicError as exc:
+        return MetadataResponseTopic(error_code=exc.error_code, name=name, is_internal=internal)
+    if not (allow_create and broker.config.auto_create_topics_enable):
+        return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=internal)
+    try:
+        broker.admin_manager.create_topic(name, broker.config.num_partitions)
+    except TopicError as exc:
+        if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            logger.warning("auto-creating topic %s failed: %s", name, exc)
+            return MetadataResponseTopic(error_code=exc.error_code, name=name, is_internal=internal)
+    # Created (or being created): no leader until the controller's UpdateMetadata, as Kafka answers.
+    return MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, is_internal=internal)
+
+
+def _cluster_describe(broker: Broker, topic: TopicMetadata, live_only: bool) -> MetadataResponseTopic:
+    cache = broker.metadata
+    partitions = []
+    for index in range(topic.partitions):
+        state = cache.partition_state(topic.name, index)
+        if state is None:  # a gap in what the controller sent: nothing known of it
+            continue
+        replicas, isr = state.replicas, state.isr
+        if live_only:
+            replicas = tuple(r for r in replicas if cache.live_broker(r) is not None)
+            isr = tuple(r for r in isr if cache.live_broker(r) is not None)
+        if cache.live_broker(state.leader) is None:
+            error, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        elif len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
+            error, leader = ErrorCode.REPLICA_NOT_AVAILABLE, state.leader
+        else:
+            error, leader = ErrorCode.NONE, state.leader
+        partitions.append(MetadataResponsePartition(
+            error_code=error, partition_index=index, leader_id=leader, leader_epoch=state.leader_epoch,
+            replica_nodes=replicas, isr_nodes=isr, offline_replicas=state.offline_replicas,
+        ))
+    return MetadataResponseTopic(
+        error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=tuple(partitions),
     )
