@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from typing import Any
@@ -154,6 +155,23 @@ def test_a_follower_refuses_every_client_request_with_not_leader_or_follower(bro
         deleted = await h.request(DeleteRecordsRequest(topics=(
             DeleteRecordsTopic("t", (DeleteRecordsPartition(0, 0),)),), timeout_ms=1000), version=2)
         assert deleted.topics[0].partitions[0].error_code == not_leader
+
+    broker.run(scenario, CLUSTER)
+
+
+def test_a_fetch_waiting_on_a_partition_that_moves_away_is_answered_at_once(broker: BrokerRunner) -> None:
+    """Kafka's completeDelayedFetchOrProduceRequests: the long poll ends with the move, not its timeout."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await become(h, {T0: State(leader=ME, leader_epoch=1, replicas=(ME, 2))})
+        waiting = asyncio.create_task(h.request(fetch([("t", 0, 0)], max_wait_ms=600_000, min_bytes=1), version=12))
+        purgatory = h.broker.replica_manager.high_watermark_purgatory
+        while not purgatory.watchers.get(T0):  # the fetch is parked on the partition
+            assert not waiting.done()
+            await asyncio.sleep(0)
+        await become(h, {T0: State(leader=2, leader_epoch=2, replicas=(ME, 2))})
+        response = await asyncio.wait_for(waiting, timeout=60)  # ten minutes if nothing woke it
+        assert partitions_of(response)[T0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     broker.run(scenario, CLUSTER)
 
