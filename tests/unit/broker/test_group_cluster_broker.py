@@ -16,6 +16,7 @@ from strom.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from strom.broker.metadata_cache import BrokerEndpoint, LiveBroker, MetadataCache, PartitionState
 from strom.broker.replica_manager import LeaderAndIsrPartition, StopReplicaPartition
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from strom.protocol.messages.list_groups_request import ListGroupsRequest
 from strom.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
 from strom.protocol.topic_partition import TopicPartition
@@ -84,6 +85,11 @@ def test_offsets_follow_the_leadership_of_their_partition(broker: BrokerRunner) 
 
         leader_and_isr(h, OTHER, 1, 0)  # the controller moves partition 0 to broker 2
         assert await fetch_error(h, group) == ErrorCode.NOT_COORDINATOR
+        v1 = await h.request(OffsetFetchRequest(group_id=group, topics=(OffsetFetchRequestTopic("t", (0,)),)), version=1)
+        assert [(p.partition_index, p.committed_offset, p.error_code) for t in v1.topics for p in t.partitions] == [
+            (0, -1, ErrorCode.NOT_COORDINATOR)]  # v0-v1 carry the error per partition, as Kafka
+        (described,) = (await h.request(DescribeGroupsRequest(groups=(group,)), version=5)).groups
+        assert (described.error_code, described.group_state, described.members) == (ErrorCode.NOT_COORDINATOR, "", ())
         assert await commit(h, group, {("t", 0): 43}, generation=generation, member=member) == {
             ("t", 0): ErrorCode.NOT_COORDINATOR}
         listed = await h.request(ListGroupsRequest(), version=4)

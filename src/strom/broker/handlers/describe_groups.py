@@ -1,8 +1,9 @@
 """DescribeGroups (15): state, protocol and members of each group.
 
 As Kafka: a group this coordinator does not know is described as ``Dead`` with no
-error (the codec's versions end at v5; GROUP_ID_NOT_FOUND is v6's); member metadata
-and assignments are only shown while the group is Stable. With
+error (the codec's versions end at v5; GROUP_ID_NOT_FOUND is v6's), and one it cannot
+answer for (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) with the error and an empty
+state; member metadata and assignments are only shown while the group is Stable. With
 ``include_authorized_operations`` (v3+), each group's operations come from
 ``authorizer``. Every codec version is served.
 """
@@ -37,7 +38,9 @@ async def handle(broker: Broker, request: Request) -> Message:
         operations = authorized_operations(ResourceType.GROUP, group_id,
                                            requested=body.include_authorized_operations)
         error, group = broker.group_coordinator.describe_group(group_id)
-        if group is None:
+        if error:  # not coordinated here (yet): Kafka's EmptyGroup, no state at all
+            described.append(DescribedGroup(error, group_id, "", "", "", (), operations))
+        elif group is None:
             described.append(DescribedGroup(error, group_id, GroupState.DEAD.value, "", "", (), operations))
         else:
             described.append(_describe(group, operations))

@@ -50,7 +50,10 @@ async def handle(broker: Broker, request: Request) -> Message:
             )
             groups.append(OffsetFetchResponseGroup(group.group_id, group_topics, error))
         return OffsetFetchResponse(groups=tuple(groups))
-    error, fetched = _fetch(broker, body.group_id, body.topics if version >= 2 else body.topics or ())
+    requested = body.topics if version >= 2 else body.topics or ()
+    error, fetched = _fetch(broker, body.group_id, requested)
+    if error and version < 2:  # Kafka's getErrorResponse: every partition asked for carries the error
+        fetched = {(topic.name, index): None for topic in requested or () for index in topic.partition_indexes}
     partition_error = error if version < 2 else ErrorCode.NONE
     topics = tuple(
         OffsetFetchResponseTopic(
