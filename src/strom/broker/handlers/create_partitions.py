@@ -4,6 +4,9 @@ Kafka's checks, in its order: a topic named twice is INVALID_REQUEST (answered o
 UNKNOWN_TOPIC_OR_PARTITION, a count that adds nothing INVALID_PARTITIONS; explicit
 assignments must name one replica list per new partition, each exactly this node
 (the only broker, and replication factor 1), else INVALID_REPLICA_ASSIGNMENT.
+
+In cluster mode only the controller grows topics: any other broker answers each topic
+NOT_CONTROLLER, as Kafka's ZooKeeper mode does.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ VERSIONS = range(0, 4)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, CreatePartitionsRequest)
+    if not broker.is_controller():  # a cluster's broker that is not the controller: as Kafka's ZK mode
+        return CreatePartitionsResponse(results=tuple(  # one per name: Kafka answers from a map
+            _result(name, ErrorCode.NOT_CONTROLLER, None) for name in dict.fromkeys(t.name for t in body.topics)))
     named = Counter(topic.name for topic in body.topics)
     results = []
     for topic in body.topics:

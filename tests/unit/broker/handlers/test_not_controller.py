@@ -1,7 +1,7 @@
-"""Topic creation and deletion in cluster mode go to the controller; other brokers answer NOT_CONTROLLER.
+"""Creating, growing and deleting topics in cluster mode go to the controller; others answer NOT_CONTROLLER.
 
-As Kafka's ZooKeeper mode (``KafkaApis.handleCreateTopicsRequest`` and
-``handleDeleteTopicsRequest`` check ``controller.isActive`` first): every entry of the
+As Kafka's ZooKeeper mode (``KafkaApis.handleCreateTopicsRequest``, ``handleCreatePartitionsRequest``
+and ``handleDeleteTopicsRequest`` check ``controller.isActive`` first): every entry of the
 request gets NOT_CONTROLLER and nothing is created or deleted; clients re-send to
 Metadata's ``controller_id``. One node is always its own controller.
 """
@@ -14,6 +14,10 @@ from dataclasses import dataclass
 import pytest
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.messages.create_partitions_request import (
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
 from strom.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from strom.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from strom.protocol.topic_partition import TopicPartition
@@ -52,6 +56,11 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(broker: Brok
                                            timeout_ms=5000))
             response = await h.request(request, version=version)
             assert [r.error_code for r in response.responses] == [not_controller, not_controller]
+        grow = CreatePartitionsRequest(topics=(CreatePartitionsTopic("a", 2), CreatePartitionsTopic("b", 3),
+                                               CreatePartitionsTopic("a", 4)), timeout_ms=5000)
+        response = await h.request(grow, version=3)
+        assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
+            ("a", not_controller, None), ("b", not_controller, None)]  # one per name, as Kafka's map
         assert h.broker.metadata.topics() == []
 
     broker.run(scenario, CLUSTER)
