@@ -1,4 +1,5 @@
-"""ListGroups (16): every group this coordinator knows.
+"""ListGroups (16): every group this coordinator knows (in a cluster: of the offsets
+partitions this broker leads).
 
 v4 filters by state (case-insensitive, as Kafka), v5 by type: every group here is a
 ``classic`` one, so a types filter without ``classic`` lists none. Every codec
@@ -27,14 +28,14 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, ListGroupsRequest)
     coordinator = broker.group_coordinator
-    if not coordinator.manager.loaded:
-        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    # As Kafka: while a partition loads, the groups known so far, with the error.
+    error = ErrorCode.NONE if coordinator.manager.loaded else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     states = {state.lower() for state in body.states_filter} if request.api_version >= 4 else set()
     types = {kind.lower() for kind in body.types_filter} if request.api_version >= 5 else set()
     if types and GROUP_TYPE not in types:
-        return ListGroupsResponse(error_code=0)
+        return ListGroupsResponse(error_code=error)
     groups = tuple(
         ListedGroup(group.group_id, group.protocol_type or "", group.state.value, GROUP_TYPE)
         for group in coordinator.list_groups(states)
     )
-    return ListGroupsResponse(error_code=0, groups=groups)
+    return ListGroupsResponse(error_code=error, groups=groups)
