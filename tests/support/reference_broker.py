@@ -288,6 +288,127 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "(no log)"
 
 
+@dataclass
+class ClusterMember:
+    """One broker of a ``Kafka39Cluster``: its id, its port (kept across restarts) and its JVM."""
+
+    broker_id: int
+    port: int
+    data_dir: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)  # the launcher
+    pid: int | None = None  # the broker's JVM
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir.with_name(f"{self.data_dir.name}.log")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Kafka39Cluster:
+    """N Kafka 3.9 brokers (ids 1..N) in ZooKeeper mode on one ZooKeeper that the caller runs.
+
+        with Kafka39Cluster(tmp, "127.0.0.1:2181/kafka", brokers=3, settings={...}) as kafka:
+            kafka.members[1].bootstrap, kafka.kill(1), kafka.terminate(2), kafka.restart(1)
+
+    The cluster counterpart of ``start_reference_broker("39")`` (which keeps its own
+    ZooKeeper and one broker): each broker is ``scripts/kafka-reference start 39 --zookeeper``
+    with the shared settings plus ``settings``, on a loopback port it keeps when restarted, in
+    a process group of its own. ``kill`` and ``terminate`` signal the JVM itself, as an
+    operator's ``kill`` would; the launcher exits with it. A broker is ready when its own
+    Metadata answer lists a broker; the cluster when one lists all N.
+    """
+
+    def __init__(self, directory: Path, zookeeper_connect: str, brokers: int = 3,
+                 settings: dict[str, str] | None = None) -> None:
+        self.zookeeper_connect = zookeeper_connect
+        self.settings = dict(settings or {})
+        self.members = {broker_id: ClusterMember(broker_id, free_port(), directory / f"kafka-{broker_id}")
+                        for broker_id in range(1, brokers + 1)}
+
+    def start(self, timeout: float = START_TIMEOUT) -> Kafka39Cluster:
+        install("39")
+        try:
+            for broker_id in self.members:
+                self.start_broker(broker_id, timeout)
+            self.wait_for_brokers(len(self.members), timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_for_brokers(self, count: int, timeout: float = START_TIMEOUT) -> None:
+        """Until a live broker's Metadata lists ``count`` brokers."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for member in self.members.values():
+                answer = metadata_answer(member.bootstrap) if member.alive() else None
+                if answer is not None and len(answer.brokers) == count:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError(f"Kafka 3.9 cluster: no broker listed {count} brokers within {timeout:.0f} s")
+
+    def start_broker(self, broker_id: int, timeout: float = START_TIMEOUT) -> None:
+        member = self.members[broker_id]
+        member.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [str(SCRIPT), "start", "39", "--port", str(member.port), "--data", str(member.data_dir),
+                   "--zookeeper", self.zookeeper_connect, "--broker-id", str(broker_id),
+                   "--owner-pid", str(os.getpid())]
+        for name, value in self.settings.items():
+            command += ["--set", f"{name}={value}"]
+        with open(member.log_path, "ab") as log:
+            member.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for_metadata(member.bootstrap, member.alive, timeout)
+        except BaseException as exc:
+            self._stop_member(member)
+            if not isinstance(exc, Exception):
+                raise
+            raise RuntimeError(f"Kafka 3.9 broker {broker_id} did not start ({exc}); its log "
+                               f"{member.log_path}:\n{_tail(member.log_path)}") from exc
+        member.pid = _read_pid(member.data_dir / "kafka.pid")
+        assert member.pid is not None, "the launcher wrote no kafka.pid"
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL the broker's JVM (no controlled shutdown, its ZooKeeper session left to expire)."""
+        member = self.members[broker_id]
+        assert member.process is not None and member.pid is not None
+        os.kill(member.pid, signal.SIGKILL)
+        member.process.wait(STOP_TIMEOUT)
+
+    def terminate(self, broker_id: int) -> subprocess.Popen[bytes]:
+        """SIGTERM the broker's JVM (its controlled shutdown); the launcher, which exits with it."""
+        member = self.members[broker_id]
+        assert member.process is not None and member.pid is not None
+        os.kill(member.pid, signal.SIGTERM)
+        return member.process
+
+    def restart(self, broker_id: int, timeout: float = START_TIMEOUT) -> None:
+        self._stop_member(self.members[broker_id])
+        self.start_broker(broker_id, timeout)
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            self._stop_member(member)
+
+    @staticmethod
+    def _stop_member(member: ClusterMember) -> None:
+        if member.process is not None:
+            stop_group(member.process, STOP_TIMEOUT, [member.pid or _read_pid(member.data_dir / "kafka.pid")])
+            member.process = None
+
+    def __enter__(self) -> Kafka39Cluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
 # Session-wide brokers for the tests that compare against Kafka (tests/differential imports
 # these into its conftest): one JVM start per run, not per test.
 @pytest.fixture(scope="session")
