@@ -173,3 +173,28 @@ def test_grow_with_assignments(pair: Pair) -> None:
         bad = CreatePartitionsRequest(topics=(CreatePartitionsTopic(
             name=name, count=3, assignments=(CreatePartitionsAssignment(broker_ids=broker_ids),)),), timeout_ms=30000)
         assert pair.same(bad, 3)["results"][0]["error_code"] != 0
+
+
+def test_grow_the_same_topic_twice_in_one_request(pair: Pair) -> None:
+    """Named twice: one INVALID_REQUEST for the name, whatever the counts, and nothing grown."""
+    name = create_topic(pair, unique("grow2"), 1)
+    twice = CreatePartitionsRequest(topics=(_grow(name, 2).topics[0], _grow(name, 3).topics[0]), timeout_ms=30000)
+    assert pair.same(twice, 3)["results"] == [{"name": name, "error_code": 42, "error_message": "<message>"}]
+    metadata = pair.same(MetadataRequest(topics=(MetadataRequestTopic(name=name),)), 9)
+    assert len(metadata["topics"][0]["partitions"]) == 1
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_duplicate_beside_topics_named_once(pair: Pair, validate_only: bool) -> None:
+    """The topics named once are grown (or checked) and answered first, in the request's order;
+    the duplicate's answer comes after them (Kafka appends it to the admin manager's results)."""
+    twice, once = create_topic(pair, unique("dup"), 1), create_topic(pair, unique("once"), 1)
+    unknown = unique("none")
+    request = CreatePartitionsRequest(topics=tuple(
+        _grow(name, count).topics[0] for name, count in ((twice, 2), (once, 2), (unknown, 2), (twice, 2))),
+        timeout_ms=30000, validate_only=validate_only)
+    answer = pair.same(request, 1)
+    assert [(r["name"], r["error_code"]) for r in answer["results"]] == [(once, 0), (unknown, 3), (twice, 42)]
+    for name, partitions in ((twice, 1), (once, 1 if validate_only else 2)):
+        metadata = pair.same(MetadataRequest(topics=(MetadataRequestTopic(name=name),)), 9)
+        assert len(metadata["topics"][0]["partitions"]) == partitions

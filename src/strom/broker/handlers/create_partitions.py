@@ -5,6 +5,10 @@ UNKNOWN_TOPIC_OR_PARTITION, a count that adds nothing INVALID_PARTITIONS; explic
 assignments must name one replica list per new partition, each exactly this node
 (the only broker, and replication factor 1), else INVALID_REPLICA_ASSIGNMENT.
 
+The answer lists the topics named once first, in the request's order, then each name given
+more than once, as Kafka 3.9 does (its handler appends the duplicates' errors to the
+admin manager's results; the differential suite compares it).
+
 In cluster mode only the controller grows topics: any other broker answers each topic
 NOT_CONTROLLER, as Kafka's ZooKeeper mode does.
 """
@@ -41,12 +45,10 @@ async def handle(broker: Broker, request: Request) -> Message:
         return CreatePartitionsResponse(results=tuple(  # one per name: Kafka answers from a map
             _result(name, ErrorCode.NOT_CONTROLLER, None) for name in dict.fromkeys(t.name for t in body.topics)))
     named = Counter(topic.name for topic in body.topics)
-    results = []
-    for topic in body.topics:
-        if named[topic.name] == 1:
-            results.append(_grow(broker, topic, body.validate_only))
-        elif topic.name not in {r.name for r in results}:  # one answer per name, as Kafka gives
-            results.append(_result(topic.name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
+    results = [_grow(broker, topic, body.validate_only) for topic in body.topics if named[topic.name] == 1]
+    # One answer per name given twice or more (Counter keeps the order first named), in Kafka's words.
+    results += [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                for name, times in named.items() if times > 1]
     return CreatePartitionsResponse(results=tuple(results))
 
 
