@@ -142,3 +142,26 @@ def test_initial_leader_and_isr(assignment: tuple[int, ...], live: set[int],
 ])
 def test_remove_replica_from_isr(current: LeaderAndIsr, replica: int, expected: LeaderAndIsr | None) -> None:
     assert remove_replica_from_isr(current, replica) == expected
+
+
+def _written(state: LeaderAndIsr | None) -> tuple[int, int, tuple[int, ...]] | None:
+    return None if state is None else (state.leader, state.leader_epoch, state.isr)
+
+
+def test_the_states_kafka_3_9_wrote_when_a_broker_died_and_returned() -> None:
+    # Observed on Apache Kafka 3.9.2 in ZooKeeper mode (two brokers, controller on broker 1,
+    # topics created by their assignment znodes): the partition state znodes before and after
+    # a SIGKILL of broker 2, and after it registered again.
+    live_after_kill, live_after_return = {1}, {1, 2}
+    # rf2 {0: [2, 1]}, led by 2 with ISR [2, 1] -> leader 1, epoch 1, ISR [1]
+    rf2 = elect_offline(state(2, 0, (2, 1)), (2, 1), live_after_kill, False)
+    assert _written(rf2.leader_and_isr) == (1, 1, (1,))
+    # rf2b {0: [1, 2]}, led by 1 with ISR [1, 2] -> leader 1, epoch 1, ISR [1]
+    assert _written(remove_replica_from_isr(state(1, 0, (1, 2)), 2)) == (1, 1, (1,))
+    # rf1 {0: [2]}, led by 2 -> no election; leader -1, epoch 1, ISR [2] kept
+    assert elect_offline(state(2, 0, (2,)), (2,), live_after_kill, False).leader_and_isr is None
+    offline = remove_replica_from_isr(state(2, 0, (2,)), 2)
+    assert _written(offline) == (NO_LEADER, 1, (2,))
+    # broker 2 back -> rf1 leader 2, epoch 2, ISR [2]
+    assert offline is not None
+    assert _written(elect_offline(offline, (2,), live_after_return, False).leader_and_isr) == (2, 2, (2,))
