@@ -280,3 +280,116 @@ def test_a_new_batch_refuses_to_drop_unsent_requests(batch: ControllerRequestBat
     batch.send_requests_to_brokers(CONTROLLER_EPOCH)
     batch.new_batch()
     assert len(recorder.sent) == 1
+
+
+# -- against Kafka -------------------------------------------------------------------------
+# What Apache Kafka 3.9.2's controller (ZooKeeper mode, broker 1, controller epoch 1) sent to a
+# broker 2 that registered with czxid 30, for a topic t {0: [2, 1], 1: [1, 2]} created and
+# then deleted through its znodes; decoded by Strom's codec from the bytes on the wire.
+# Kafka lists partitions and brokers in hash order, which carries no meaning: both sides are
+# put in index order before comparing.
+KAFKA_TOPIC_ID = uuid.UUID("ee1afafc-f49c-4dfc-8713-c72900a40bdd")
+KAFKA_BROKERS = [BrokerInfo(1, (EndPoint("127.0.0.1", 58643),), rack="r1", epoch=26),
+                 BrokerInfo(2, (EndPoint("127.0.0.1", 34763),), rack="r2", epoch=30)]
+KAFKA_LIVE_BROKERS = (
+    UpdateMetadataBroker(id=1, v0_host='', v0_port=0, endpoints=(UpdateMetadataEndpoint(
+        port=58643, host='127.0.0.1', listener='PLAINTEXT', security_protocol=0),), rack='r1'),
+    UpdateMetadataBroker(id=2, v0_host='', v0_port=0, endpoints=(UpdateMetadataEndpoint(
+        port=34763, host='127.0.0.1', listener='PLAINTEXT', security_protocol=0),), rack='r2'))
+KAFKA_LEADER_AND_ISR = LeaderAndIsrRequest(
+    controller_id=1, is_k_raft_controller=False, controller_epoch=1, broker_epoch=30, type=0,
+    ungrouped_partition_states=(), topic_states=(LeaderAndIsrTopicState(
+        topic_name='t', topic_id=KAFKA_TOPIC_ID, partition_states=(
+            LeaderAndIsrPartitionState(
+                topic_name='', partition_index=1, controller_epoch=1, leader=1, leader_epoch=0, isr=(1, 2),
+                partition_epoch=0, replicas=(1, 2), adding_replicas=(), removing_replicas=(), is_new=True,
+                leader_recovery_state=0),
+            LeaderAndIsrPartitionState(
+                topic_name='', partition_index=0, controller_epoch=1, leader=2, leader_epoch=0, isr=(2, 1),
+                partition_epoch=0, replicas=(2, 1), adding_replicas=(), removing_replicas=(), is_new=True,
+                leader_recovery_state=0))),),
+    live_leaders=(LeaderAndIsrLiveLeader(broker_id=2, host_name='127.0.0.1', port=34763),
+                  LeaderAndIsrLiveLeader(broker_id=1, host_name='127.0.0.1', port=58643)))
+
+
+def kafka_update_metadata(leaders: tuple[int, int]) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        controller_id=1, is_k_raft_controller=False, type=0, controller_epoch=1, broker_epoch=30,
+        ungrouped_partition_states=(), topic_states=(UpdateMetadataTopicState(
+            topic_name='t', topic_id=KAFKA_TOPIC_ID, partition_states=(
+                UpdateMetadataPartitionState(
+                    topic_name='', partition_index=1, controller_epoch=1, leader=leaders[1], leader_epoch=0,
+                    isr=(1, 2), zk_version=0, replicas=(1, 2), offline_replicas=()),
+                UpdateMetadataPartitionState(
+                    topic_name='', partition_index=0, controller_epoch=1, leader=leaders[0], leader_epoch=0,
+                    isr=(2, 1), zk_version=0, replicas=(2, 1), offline_replicas=()))),),
+        live_brokers=KAFKA_LIVE_BROKERS)
+
+
+def kafka_stop_replica(delete: bool) -> StopReplicaRequest:
+    return StopReplicaRequest(
+        controller_id=1, is_k_raft_controller=False, controller_epoch=1, broker_epoch=30,
+        delete_partitions=False, ungrouped_partitions=(), topics=(), topic_states=(StopReplicaTopicState(
+            topic_name='t', partition_states=(
+                StopReplicaPartitionState(partition_index=1, leader_epoch=-2, delete_partition=delete),
+                StopReplicaPartitionState(partition_index=0, leader_epoch=-2, delete_partition=delete))),))
+
+
+def in_index_order(request: Message) -> Message:
+    if isinstance(request, LeaderAndIsrRequest):
+        return LeaderAndIsrRequest(
+            request.controller_id, request.is_k_raft_controller, request.controller_epoch, request.broker_epoch,
+            request.type, request.ungrouped_partition_states,
+            tuple(LeaderAndIsrTopicState(t.topic_name, t.topic_id, tuple(
+                sorted(t.partition_states, key=lambda p: p.partition_index))) for t in request.topic_states),
+            tuple(sorted(request.live_leaders, key=lambda leader: leader.broker_id)))
+    if isinstance(request, UpdateMetadataRequest):
+        return UpdateMetadataRequest(
+            request.controller_id, request.is_k_raft_controller, request.type, request.controller_epoch,
+            request.broker_epoch, request.ungrouped_partition_states,
+            tuple(UpdateMetadataTopicState(t.topic_name, t.topic_id, tuple(
+                sorted(t.partition_states, key=lambda p: p.partition_index))) for t in request.topic_states),
+            tuple(sorted(request.live_brokers, key=lambda broker: broker.id)))
+    assert isinstance(request, StopReplicaRequest)
+    return StopReplicaRequest(
+        request.controller_id, request.is_k_raft_controller, request.controller_epoch, request.broker_epoch,
+        request.delete_partitions, request.ungrouped_partitions, request.topics,
+        tuple(StopReplicaTopicState(t.topic_name, tuple(sorted(t.partition_states, key=lambda p: p.partition_index)))
+              for t in request.topic_states))
+
+
+def test_the_requests_match_what_kafka_3_9_sent_for_a_topic_created_then_deleted(recorder: Recorder) -> None:
+    context = ControllerContext()
+    context.epoch = 1
+    context.set_live_brokers(KAFKA_BROKERS)
+    context.add_topic("t", TopicAssignment(KAFKA_TOPIC_ID, {0: (2, 1), 1: (1, 2)}))
+    new_states = {0: led(2, 0, (2, 1), 0), 1: led(1, 0, (1, 2), 0)}
+    batch = ControllerRequestBatch(1, context, recorder)
+
+    def to_broker_2() -> list[Message]:
+        sent = [in_index_order(request) for broker, request, _, _ in recorder.sent if broker == 2]
+        recorder.sent.clear()
+        return sent
+
+    # New partitions: LeaderAndIsr to the ISR (is_new), then UpdateMetadata to every broker.
+    batch.new_batch()
+    for partition, state in new_states.items():
+        state = LeaderIsrAndControllerEpoch(state.leader_and_isr, controller_epoch=1)
+        context.put_partition_leadership_info(("t", partition), state)
+        batch.add_leader_and_isr(state.leader_and_isr.isr, ("t", partition), state,
+                                 context.partition_replica_assignment(("t", partition)), is_new=True)
+    batch.send_requests_to_brokers(context.epoch)
+    assert to_broker_2() == [in_index_order(KAFKA_LEADER_AND_ISR), in_index_order(kafka_update_metadata((2, 1)))]
+    # Deletion: UpdateMetadata with leader -2, then StopReplica without and with delete.
+    context.queue_topic_deletion(["t"])
+    partitions = [("t", 0), ("t", 1)]
+    batch.new_batch()
+    batch.add_update_metadata(context.live_or_shutting_down_broker_ids, partitions)
+    batch.send_requests_to_brokers(context.epoch)
+    for delete in (False, True):
+        batch.new_batch()
+        for tp in partitions:
+            batch.add_stop_replica([2], tp, delete=delete)
+        batch.send_requests_to_brokers(context.epoch)
+    assert to_broker_2() == [in_index_order(kafka_update_metadata((-2, -2))),
+                             in_index_order(kafka_stop_replica(False)), in_index_order(kafka_stop_replica(True))]
