@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +23,7 @@ from strom.cluster.zk_client import (
     KafkaZkClient,
     TopicExistsError,
     UnknownTopicError,
+    ZooKeeperError,
 )
 from strom.cluster.zk_data import (
     BrokerInfo,
@@ -264,6 +266,14 @@ def test_topic_creation_configs_and_deletion(make_client: ClientFactory) -> None
     with pytest.raises(UnknownTopicError):
         admin.set_topic_config("missing", {})
 
+    assert controller.purge_config_changes(older_than_ms=3_600_000) == 0  # younger than an hour
+    newest = max(controller.kazoo.exists(f"{zk_data.CONFIG_CHANGES}/{child}").ctime
+                 for child in controller.kazoo.get_children(zk_data.CONFIG_CHANGES))
+    while time.time() * 1000 <= newest:
+        time.sleep(0.001)
+    assert controller.purge_config_changes(older_than_ms=0) == 2
+    assert controller.get_config_changes() == []
+
     admin.add_partitions("orders", TopicAssignment(topic_id, {0: (1,), 1: (2,), 2: (1,)}))
     assert controller.get_topic_assignments(["orders"])["orders"].partitions == {0: (1,), 1: (2,), 2: (1,)}
     with pytest.raises(InvalidPartitionsError):
@@ -313,11 +323,37 @@ def test_a_session_and_its_ephemeral_survive_the_loss_of_the_zookeeper_leader(
         client.close()
 
 
+def test_calls_fail_within_the_retry_timeout_while_zookeeper_is_down_and_the_session_outlives_a_short_outage(
+        zookeeper_ensemble: Callable[[int], ZooKeeperEnsemble]) -> None:
+    server = zookeeper_ensemble(1)
+    client = KafkaZkClient(server.connect_string, session_timeout_ms=20_000, connection_timeout_ms=30_000,
+                           retry_timeout_ms=1000)
+    disconnected = threading.Event()
+    client.add_state_listener(lambda state: disconnected.set() if state == "SUSPENDED" else None)
+    client.connect()
+    try:
+        client.create_top_level_paths()
+        epoch = client.register_broker(broker(1))
+        session = client.session_id
+        server.stop_node(1)
+        assert disconnected.wait(30)
+        with pytest.raises(ZooKeeperError, match="unavailable for 1 s"):
+            client.get_broker(1)
+        server.restart(1)
+        client.retry_timeout_s = 60.0  # reconnecting takes a moment (kazoo backs off up to 1 s)
+        assert client.get_broker(1) == BrokerInfo(1, broker(1).endpoints, None, epoch)
+        assert client.session_id == session
+    finally:
+        client.close()
+    with pytest.raises(ZooKeeperError, match="closed"):
+        client.get_broker(1)
+
+
 def test_standalone_server_status_pause_and_restart(zookeeper_ensemble: Callable[[int], ZooKeeperEnsemble]) -> None:
     ensemble = zookeeper_ensemble(1)
     assert ensemble.mode(1) == "standalone" and ensemble.leader() == 1
     ensemble.pause(1)
-    assert ensemble.mode(1) is None  # SIGSTOPped: connections are accepted, nothing answers
+    assert ensemble.mode(1, timeout=2) is None  # SIGSTOPped: connections are accepted, nothing answers
     ensemble.resume(1)
     ensemble.wait_ready()
     ensemble.restart(1)

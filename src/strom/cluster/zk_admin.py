@@ -18,6 +18,7 @@ config, and the controller reacts to the znodes through its watches.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -203,6 +204,26 @@ class AdminZkOperations:
                     continue
             return changes
         return self._call(read)
+
+    def purge_config_changes(self, older_than_ms: int = 15 * 60 * 1000) -> int:
+        """Delete notifications created more than ``older_than_ms`` ago (ZooKeeper's ctime), as
+        every Kafka broker's ZkNodeChangeNotificationListener does (15 minutes); returns how many."""
+        def purge() -> int:
+            try:
+                children = self._zk.get_children(zk_data.CONFIG_CHANGES)
+            except NoNodeError:
+                return 0
+            paths = [f"{zk_data.CONFIG_CHANGES}/{child}" for child in children
+                     if child.startswith(zk_data.CONFIG_CHANGE_PREFIX)]
+            stats = [(path, self._zk.exists_async(path)) for path in paths]
+            cutoff = time.time() * 1000 - older_than_ms
+            old = [path for path, answer in stats if (stat := answer.get()) is not None and stat.ctime < cutoff]
+            deletions = [self._zk.delete_async(path) for path in old]
+            for answer in deletions:
+                with contextlib.suppress(NoNodeError):  # another broker purged it first
+                    answer.get()
+            return len(old)
+        return self._call(purge)
 
     def mark_topic_for_deletion(self, name: str) -> None:
         """Create ``/admin/delete_topics/<t>``; the controller deletes the topic (idempotent)."""

@@ -139,6 +139,11 @@ class KafkaZkClient(AdminZkOperations):
             # Reconnect quickly for ever: kazoo's default backoff grows to an hour.
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0))
         self._retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=self.retry_timeout_s)
+        # Set while connected: a call made while ZooKeeper is unreachable waits for it at most
+        # retry_timeout instead of sitting in kazoo's queue (and an executor thread) for ever.
+        self._connected = threading.Event()
+        self._closed = False
+        self._zk.add_listener(self._track_connection)
 
     # ------------------------------------------------------------------ session
 
@@ -162,8 +167,15 @@ class KafkaZkClient(AdminZkOperations):
 
     def close(self) -> None:
         """End the session: its ephemerals (registration, /controller) go at once."""
+        self._closed = True
         self._zk.stop()
         self._zk.close()
+
+    def _track_connection(self, state: KazooState) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
 
     def add_state_listener(self, listener: StateListener) -> None:
         """``listener(state)`` on kazoo's thread at every CONNECTED/SUSPENDED/LOST; must not block.
@@ -188,6 +200,11 @@ class KafkaZkClient(AdminZkOperations):
 
     def _call(self, operation: Callable[[], T]) -> T:
         """Run ``operation``, retried across connection losses until ``retry_timeout``."""
+        if self._closed:
+            raise ZooKeeperError("the ZooKeeper client is closed")
+        if not self._connected.wait(self.retry_timeout_s):
+            raise ZooKeeperError(
+                f"ZooKeeper at {self.connect_string} unavailable for {self.retry_timeout_s:g} s")
         try:
             result: T = self._retry.copy()(operation)
         except RetryFailedError:

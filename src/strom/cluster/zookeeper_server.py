@@ -71,7 +71,10 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def four_letter_word(port: int, word: str = "srvr", timeout: float = 2.0) -> str | None:
+SRVR_TIMEOUT = 10.0  # seconds: a JVM busy starting on two loaded cores can be slow to answer
+
+
+def four_letter_word(port: int, word: str = "srvr", timeout: float = SRVR_TIMEOUT) -> str | None:
     """The server's answer to a four-letter word, or None if it does not answer."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -84,9 +87,9 @@ def four_letter_word(port: int, word: str = "srvr", timeout: float = 2.0) -> str
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def server_mode(port: int) -> str | None:
+def server_mode(port: int, timeout: float = SRVR_TIMEOUT) -> str | None:
     """``leader``, ``follower``, ``standalone`` … from ``srvr``; None while not serving."""
-    answer = four_letter_word(port) or ""
+    answer = four_letter_word(port, timeout=timeout) or ""
     for line in answer.splitlines():
         if line.startswith("Mode:"):
             return line.partition(":")[2].strip()
@@ -200,9 +203,10 @@ class ZooKeeperEnsemble:
 
     # ------------------------------------------------------------------ status
 
-    def mode(self, node_id: int) -> str | None:
+    def mode(self, node_id: int, timeout: float = SRVR_TIMEOUT) -> str | None:
+        """The server's ``srvr`` Mode; None if it is down, not serving, or silent for ``timeout``."""
         node = self.nodes[node_id]
-        return server_mode(node.client_port) if node.running else None
+        return server_mode(node.client_port, timeout) if node.running else None
 
     def leader(self) -> int | None:
         """The server that leads the ensemble now (the standalone server for size 1)."""
