@@ -4,6 +4,7 @@ losing its leader."""
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
+from kazoo.protocol.states import ZnodeStat
 
 from strom.cluster import zk_data
 from strom.cluster.zk_client import (
@@ -139,6 +141,28 @@ def test_a_restarted_broker_waits_out_the_node_its_crashed_session_left(
     new_epoch = restarted.register_broker(BrokerInfo(7, (EndPoint("127.0.0.1", 9092),)))
     assert new_epoch > old_epoch
     assert restarted.kazoo.exists(zk_data.broker_id_path(7)).ephemeralOwner == restarted.session_id
+
+
+def test_watches_hand_on_the_current_state_and_every_change(make_client: ClientFactory) -> None:
+    watcher, other = make_client(), make_client()
+    children: queue.Queue[list[str]] = queue.Queue()
+    data: queue.Queue[tuple[int | None, bool]] = queue.Queue()  # (controller id, a stat came with it)
+
+    def on_children(names: list[str]) -> None:
+        children.put(sorted(names))
+
+    def on_controller(value: bytes | None, stat: ZnodeStat | None) -> None:
+        data.put((None if value is None else zk_data.decode_controller(value), stat is not None))
+
+    watcher.watch_children(zk_data.BROKER_IDS, on_children)
+    watcher.watch_data(zk_data.CONTROLLER, on_controller)
+    assert children.get(timeout=30) == [] and data.get(timeout=30) == (None, False)
+    other.register_broker(broker(4))
+    assert children.get(timeout=30) == ["4"]
+    _, epoch_zk_version = other.register_controller_and_increment_epoch(4)
+    assert data.get(timeout=30) == (4, True)
+    other.delete_controller(epoch_zk_version)
+    assert data.get(timeout=30) == (None, False)
 
 
 # ---------------------------------------------------------------------------- controller
