@@ -5,12 +5,14 @@ losing its leader."""
 from __future__ import annotations
 
 import queue
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -382,3 +384,17 @@ def test_standalone_server_status_pause_and_restart(zookeeper_ensemble: Callable
     ensemble.wait_ready()
     ensemble.restart(1)
     assert ensemble.mode(1) == "standalone"
+
+
+def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path: Path) -> None:
+    ensemble = ZooKeeperEnsemble(tmp_path, size=1)
+    taken = ensemble.nodes[1].client_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        try:
+            ensemble.start()
+            assert ensemble.nodes[1].client_port != taken
+            assert ensemble.mode(1) == "standalone"
+        finally:
+            ensemble.stop()

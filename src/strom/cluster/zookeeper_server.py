@@ -34,6 +34,7 @@ MAX_SESSION_TIMEOUT_MS = 60_000
 HEAP = "256m"
 START_TIMEOUT = 60.0  # seconds: a quorum forms in ~1.5 s, but two loaded cores can be slow
 STOP_TIMEOUT = 20.0
+BIND_ATTEMPTS = 3
 
 _LOG4J = """\
 # ZooKeeper's logging (written by strom.cluster.zookeeper_server): warnings to stderr.
@@ -106,6 +107,7 @@ class ZooKeeperNode:
     election_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    log_start: int = 0  # the log's size when the running JVM was started
 
     @property
     def running(self) -> bool:
@@ -129,9 +131,12 @@ class ZooKeeperEnsemble:
             raise ValueError(f"a ZooKeeper ensemble needs at least one server, not {size}")
         self.directory = directory
         self.heap = heap
+        self.nodes = self._allocate(size)
+
+    def _allocate(self, size: int) -> dict[int, ZooKeeperNode]:
         ports = free_ports(3 * size)
-        self.nodes: dict[int, ZooKeeperNode] = {
-            node_id: ZooKeeperNode(node_id, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], directory / f"zk{node_id}")
+        return {
+            node_id: ZooKeeperNode(node_id, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], self.directory / f"zk{node_id}")
             for i, node_id in enumerate(range(1, size + 1))
         }
 
@@ -151,15 +156,31 @@ class ZooKeeperEnsemble:
     def start(self, timeout: float = START_TIMEOUT) -> ZooKeeperEnsemble:
         """Start every server and wait until the ensemble serves; stops them all on failure."""
         java = check_installation()
-        try:
-            for node in self.nodes.values():
-                self._write_config(node)
-                self._spawn(java, node)
-            self.wait_ready(timeout, list(self.nodes))
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                for node in self.nodes.values():
+                    self._write_config(node)
+                    self._spawn(java, node)
+                self.wait_ready(timeout, list(self.nodes))
+                return self
+            except ZooKeeperError:
+                self.stop()
+                if attempt == BIND_ATTEMPTS - 1 or not self._a_port_was_taken():
+                    raise
+                # Another process bound one of the ports between free_ports() and the JVM's bind.
+                self.nodes = self._allocate(len(self.nodes))
+            except BaseException:
+                self.stop()
+                raise
+        raise AssertionError("unreachable")
+
+    def _a_port_was_taken(self) -> bool:
+        for node in self.nodes.values():
+            with node.log_path.open("rb") as log:
+                log.seek(node.log_start)
+                if b"Address already in use" in log.read():
+                    return True
+        return False
 
     def stop(self) -> None:
         for node_id in self.nodes:
@@ -258,6 +279,7 @@ class ZooKeeperEnsemble:
         classpath = ":".join([str(node.directory), str(ZOOKEEPER_JAR), *(str(jar) for jar in LOGGING_JARS)])
         command = [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
                    "-cp", classpath, MAIN_CLASS, str(node.directory / "zoo.cfg")]
+        node.log_start = node.log_path.stat().st_size if node.log_path.exists() else 0
         with node.log_path.open("ab") as log:
             node.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
