@@ -27,26 +27,15 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from strom.cluster import zk_data
 from strom.cluster.zk_data import ProducerIdBlock, TopicAssignment
-from strom.protocol.error_codes import ErrorCode
+from strom.cluster.zk_errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from strom.protocol.errors import KafkaException
 
 T = TypeVar("T")
-
-
-class TopicExistsError(KafkaException):
-    error_code = ErrorCode.TOPIC_ALREADY_EXISTS
-
-
-class UnknownTopicError(KafkaException):
-    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-class InvalidPartitionsError(KafkaException):
-    error_code = ErrorCode.INVALID_PARTITIONS
-
-
-class InvalidReplicaAssignmentError(KafkaException):
-    error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
 def validate_assignment(topic: str, assignment: TopicAssignment) -> None:

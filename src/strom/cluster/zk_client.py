@@ -17,6 +17,11 @@ Invariants (znode payloads in zk_data):
   first, then the assignment (NodeExists = the topic exists); a config change is announced by
   a sequential ``/config/changes/config_change_`` node every broker watches.
 
+This module holds the session, registration, election and reads; the fenced controller
+writes are in zk_fenced (FencedZkWrites) and the any-broker writes in zk_admin
+(AdminZkOperations), both base classes of KafkaZkClient; the exceptions are in zk_errors and
+re-exported here.
+
 Every method blocks and is thread-safe; asyncio code calls it through ``asyncio.to_thread``.
 Operations that lose the connection are retried until ``retry_timeout`` (reads freely; writes
 only where a replay is harmless or detected: conditional versions, epoch checks, read-back).
@@ -29,21 +34,17 @@ and must neither block nor call ZooKeeper: hand the event to the asyncio loop
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-    RuntimeInconsistency,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
@@ -51,21 +52,22 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from strom.cluster import zk_data
-from strom.cluster.zk_admin import (
-    AdminZkOperations,
+from strom.cluster.zk_admin import AdminZkOperations
+from strom.cluster.zk_data import (
+    BrokerInfo,
+    LeaderIsrAndControllerEpoch,
+    TopicAssignment,
+)
+from strom.cluster.zk_errors import (
+    BrokerRegistrationError,
+    ControllerMovedError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     TopicExistsError,
     UnknownTopicError,
+    ZooKeeperError,
 )
-from strom.cluster.zk_data import (
-    BrokerInfo,
-    LeaderAndIsr,
-    LeaderIsrAndControllerEpoch,
-    TopicAssignment,
-)
-from strom.protocol.error_codes import ErrorCode
-from strom.protocol.errors import KafkaException
+from strom.cluster.zk_fenced import FencedZkWrites, failures
 from strom.protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -77,28 +79,10 @@ T = TypeVar("T")
 StateListener = Callable[[str], None]  # "CONNECTED", "SUSPENDED" or "LOST" (kazoo's KazooState)
 
 
-class ZooKeeperError(KafkaException):
-    """ZooKeeper could not be reached, or answered in a way Kafka would not accept."""
-
-
-class ControllerMovedError(KafkaException):
-    """Another broker was elected controller: this one's writes are fenced, it must resign."""
-
-    error_code = ErrorCode.NOT_CONTROLLER
-
-
-class BrokerRegistrationError(ZooKeeperError):
-    """``/brokers/ids/<id>`` stays owned by another live session: a second broker with this id."""
-
-
 def _split_chroot(connect: str) -> tuple[str, str]:
     """``h1:p,h2:p/strom`` -> (``h1:p,h2:p``, ``/strom``); no chroot -> (connect, "")."""
     hosts, slash, chroot = connect.partition("/")
     return hosts, (slash + chroot).rstrip("/")
-
-
-def _failures(results: Sequence[object]) -> list[Exception]:
-    return [r for r in results if isinstance(r, Exception)]
 
 
 def ensure_paths(zk: KazooClient, paths: Iterable[str]) -> None:
@@ -116,15 +100,7 @@ def ensure_paths(zk: KazooClient, paths: Iterable[str]) -> None:
             continue
 
 
-def _delete(transaction: Any, path: str) -> None:
-    transaction.delete(path)
-
-
-def _with_partition_epoch(leader_and_isr: LeaderAndIsr, partition_epoch: int) -> LeaderAndIsr:
-    return dataclasses.replace(leader_and_isr, partition_epoch=partition_epoch)
-
-
-class KafkaZkClient(AdminZkOperations):
+class KafkaZkClient(FencedZkWrites, AdminZkOperations):
     """One ZooKeeper session for one broker: registration, controller election, Kafka's znodes."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18_000, connection_timeout_ms: int = 18_000,
@@ -281,7 +257,7 @@ class KafkaZkClient(AdminZkOperations):
         transaction.create(path, b"", ephemeral=True)
         transaction.set_data(path, data, version=0)
         results = transaction.commit()
-        if not _failures(results):
+        if not failures(results):
             stat = results[1]
             assert isinstance(stat, ZnodeStat)
             return int(stat.czxid)
@@ -346,7 +322,7 @@ class KafkaZkClient(AdminZkOperations):
             transaction.create(zk_data.CONTROLLER, controller_data, ephemeral=True)
             transaction.set_data(zk_data.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(new_epoch), epoch_zk_version)
             results = transaction.commit()
-            if not _failures(results):
+            if not failures(results):
                 stat = results[1]
                 assert isinstance(stat, ZnodeStat)
                 return new_epoch, int(stat.version)
@@ -378,161 +354,6 @@ class KafkaZkClient(AdminZkOperations):
         """(epoch, zkVersion of /controller_epoch), or None before the first election."""
         answer = self._get(zk_data.CONTROLLER_EPOCH)
         return (zk_data.decode_controller_epoch(answer[0]), int(answer[1].version)) if answer else None
-
-    def delete_controller(self, expected_epoch_zk_version: int) -> None:
-        """Resign: delete ``/controller`` if we still hold the epoch (gone already is fine)."""
-        def delete() -> None:
-            results = self._fenced(expected_epoch_zk_version, lambda t: t.delete(zk_data.CONTROLLER))
-            if _failures(results) and not any(isinstance(r, NoNodeError) for r in results):
-                raise ZooKeeperError(f"deleting {zk_data.CONTROLLER} failed: {results}")
-        self._call(delete)
-
-    # ------------------------------------------------------------------ fenced controller writes
-
-    def _fenced_async(self, epoch_zk_version: int, add_ops: Callable[[Any], object]) -> Any:
-        transaction = self._zk.transaction()
-        transaction.check(zk_data.CONTROLLER_EPOCH, epoch_zk_version)
-        add_ops(transaction)
-        return transaction.commit_async()
-
-    def _fenced(self, epoch_zk_version: int, add_ops: Callable[[Any], object]) -> list[object]:
-        """Commit check(/controller_epoch) + ops; ControllerMovedError if the check failed."""
-        return self._raise_if_moved(self._fenced_async(epoch_zk_version, add_ops).get(), epoch_zk_version)
-
-    @staticmethod
-    def _raise_if_moved(results: list[object], epoch_zk_version: int) -> list[object]:
-        if results and isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise ControllerMovedError(
-                f"{zk_data.CONTROLLER_EPOCH} is no longer at zkVersion {epoch_zk_version}: another controller was elected")
-        return results
-
-    def create_partition_states(self, topic: str, states: Mapping[int, LeaderIsrAndControllerEpoch],
-                                epoch_zk_version: int) -> dict[int, Exception]:
-        """Create each partition's state znode (and its parents); returns the partitions that
-        failed (NodeExistsError: a state already there that is not the one given)."""
-        def create() -> dict[int, Exception]:
-            partitions_path = zk_data.topic_partitions_path(topic)
-            try:
-                existing = set(self._zk.get_children(partitions_path))
-            except NoNodeError:
-                results = self._fenced(epoch_zk_version, lambda t: t.create(partitions_path, b""))
-                if _failures(results) and not any(isinstance(r, NodeExistsError) for r in results):
-                    raise ZooKeeperError(f"creating {partitions_path} failed: {results}") from None
-                existing = set()
-            pending = []
-            for partition, state in states.items():
-                data = zk_data.encode_partition_state(state)
-
-                def ops(t: Any, partition: int = partition, data: bytes = data) -> None:
-                    if str(partition) not in existing:
-                        t.create(zk_data.partition_path(topic, partition), b"")
-                    t.create(zk_data.partition_state_path(topic, partition), data)
-                pending.append((partition, data, self._fenced_async(epoch_zk_version, ops)))
-            failed: dict[int, Exception] = {}
-            for partition, data, answer in pending:
-                results = self._raise_if_moved(answer.get(), epoch_zk_version)
-                errors = [r for r in _failures(results) if not isinstance(r, (RolledBackError, RuntimeInconsistency))]
-                if errors and not self._holds(zk_data.partition_state_path(topic, partition), data):
-                    failed[partition] = errors[0]
-            return failed
-        return self._call(create)
-
-    def _holds(self, path: str, data: bytes) -> bool:
-        """Whether ``path`` holds exactly ``data`` (an earlier attempt of ours may have written it)."""
-        try:
-            return bool(self._zk.get(path)[0] == data)
-        except NoNodeError:
-            return False
-
-    def update_leader_and_isr(
-        self, states: Mapping[TopicPartition, LeaderAndIsr], controller_epoch: int, epoch_zk_version: int,
-    ) -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
-        """Conditionally rewrite partition states (``partition_epoch`` = the version expected).
-        Returns (updated, with their new partition_epoch; failed): a stale version fails only
-        its own partition, as in Kafka's updateLeaderAndIsr; a lost epoch check raises."""
-        def update() -> tuple[dict[TopicPartition, LeaderAndIsr], dict[TopicPartition, Exception]]:
-            pending = []
-            for tp, leader_and_isr in states.items():
-                data = zk_data.encode_partition_state(LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch))
-                path = zk_data.partition_state_path(*tp)
-
-                def ops(t: Any, path: str = path, data: bytes = data, version: int = leader_and_isr.partition_epoch) -> None:
-                    t.set_data(path, data, version)
-                pending.append((tp, leader_and_isr, path, data, self._fenced_async(epoch_zk_version, ops)))
-            updated: dict[TopicPartition, LeaderAndIsr] = {}
-            failed: dict[TopicPartition, Exception] = {}
-            for tp, leader_and_isr, path, data, answer in pending:
-                results = self._raise_if_moved(answer.get(), epoch_zk_version)
-                if not _failures(results):
-                    stat = results[1]
-                    assert isinstance(stat, ZnodeStat)
-                    updated[tp] = _with_partition_epoch(leader_and_isr, stat.version)
-                    continue
-                error = next(r for r in _failures(results) if not isinstance(r, (RolledBackError, RuntimeInconsistency)))
-                # Kafka's checkLeaderAndIsrZkData: a replay of our own write is a success.
-                current = self._get(path) if isinstance(error, BadVersionError) else None
-                if current is not None and current[0] == data:
-                    updated[tp] = _with_partition_epoch(leader_and_isr, current[1].version)
-                else:
-                    failed[tp] = error
-            return updated, failed
-        return self._call(update)
-
-    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, epoch_zk_version: int) -> None:
-        data = zk_data.encode_topic_assignment(assignment)
-
-        def write() -> None:
-            results = self._fenced(epoch_zk_version, lambda t: t.set_data(zk_data.topic_path(topic), data))
-            if _failures(results):
-                raise UnknownTopicError(f"cannot set the assignment of topic {topic!r}: {results}")
-        self._call(write)
-
-    def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
-        """Delete ``/brokers/topics/<t>`` (recursively) and ``/config/topics/<t>`` in one fenced multi."""
-        def delete() -> None:
-            paths = self._subtree(zk_data.topic_path(topic))
-            if self._zk.exists(zk_data.topic_config_path(topic)):
-                paths.append(zk_data.topic_config_path(topic))
-            if not paths:
-                return
-
-            def ops(t: Any) -> None:
-                for path in paths:
-                    t.delete(path)
-            results = self._fenced(epoch_zk_version, ops)
-            if any(isinstance(r, (NotEmptyError, NoNodeError)) for r in results):
-                raise NotEmptyError(f"{topic} changed while being deleted")  # retried: re-scan
-            if _failures(results):
-                raise ZooKeeperError(f"deleting topic {topic!r} failed: {results}")
-        self._call_retrying_changes(delete)
-
-    def _call_retrying_changes(self, operation: Callable[[], None], attempts: int = 10) -> None:
-        for _ in range(attempts - 1):
-            try:
-                return self._call(operation)
-            except NotEmptyError:
-                continue
-        return self._call(operation)
-
-    def _subtree(self, root: str) -> list[str]:
-        """``root`` and everything under it, deepest first (the order deletes must go in)."""
-        try:
-            children = self._zk.get_children(root)
-        except NoNodeError:
-            return []
-        paths: list[str] = []
-        for child in children:
-            paths += self._subtree(f"{root}/{child}")
-        return [*paths, root]
-
-    def delete_topic_deletion_flags(self, topics: Iterable[str], epoch_zk_version: int) -> None:
-        paths = [zk_data.delete_topic_path(topic) for topic in topics]
-
-        def delete() -> None:
-            pending = [self._fenced_async(epoch_zk_version, partial(_delete, path=path)) for path in paths]
-            for answer in pending:
-                self._raise_if_moved(answer.get(), epoch_zk_version)  # NoNode: already gone, fine
-        self._call(delete)
 
     # ------------------------------------------------------------------ reads
 
