@@ -315,8 +315,11 @@ def test_topic_creation_configs_and_deletion(make_client: ClientFactory) -> None
     with pytest.raises(TopicExistsError, match="marked for deletion"):
         admin.create_topic("orders", TopicAssignment(topic_id, {0: (1,)}), {})
     _, epoch_zk_version = controller.register_controller_and_increment_epoch(1)
-    controller.create_partition_states("orders", {0: state(1, 0, (1,), 1)}, epoch_zk_version)
+    controller.create_partition_states("orders", {0: state(1, 0, (1,), 1), 1: state(2, 0, (2,), 1)}, epoch_zk_version)
+    # Beyond Kafka's usual layout (partitions/<p>/state): deletion still removes it all.
+    controller.kazoo.create(zk_data.partition_path("orders", 1) + "/unexpected/deeper", b"", makepath=True)
     controller.delete_topic_znodes("orders", epoch_zk_version)
+    assert controller.kazoo.exists(zk_data.topic_path("orders")) is None
     controller.delete_topic_deletion_flags(["orders"], epoch_zk_version)
     assert controller.get_all_topics() == set() and controller.get_topic_deletions() == set()
     assert controller.get_topic_config("orders") == {}

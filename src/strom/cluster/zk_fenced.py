@@ -212,22 +212,34 @@ class FencedZkWrites:
 
     def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
         """Delete ``/brokers/topics/<t>`` (recursively) and ``/config/topics/<t>`` in one fenced multi."""
+        attempts = 0
+
         def delete() -> None:
-            paths = self._subtree(zk_data.topic_path(topic))
+            nonlocal attempts
+            attempts += 1
+            # First Kafka's usual layout (one read), then, if that was not all, a full scan.
+            paths = self._usual_subtree(topic) if attempts == 1 else self._subtree(zk_data.topic_path(topic))
             if self._zk.exists(zk_data.topic_config_path(topic)):
                 paths.append(zk_data.topic_config_path(topic))
             if not paths:
                 return
-
-            def ops(t: Any) -> None:
-                for path in paths:
-                    t.delete(path)
-            results = self._fenced(epoch_zk_version, ops)
+            results = self._fenced(epoch_zk_version, partial(_add_deletes, paths))
             if any(isinstance(r, (NotEmptyError, NoNodeError)) for r in results):
                 raise NotEmptyError(f"{topic} changed while being deleted")  # retried: re-scan
             if failures(results):
                 raise ZooKeeperError(f"deleting topic {topic!r} failed: {results}")
         self._call_retrying_changes(delete)
+
+    def _usual_subtree(self, topic: str) -> list[str]:
+        """``/brokers/topics/<t>``, ``…/partitions``, each ``…/<p>`` and ``…/<p>/state``,
+        children first, from one read of the partitions."""
+        try:
+            partitions = self._zk.get_children(zk_data.topic_partitions_path(topic))
+        except NoNodeError:
+            return [zk_data.topic_path(topic)]
+        parent = zk_data.topic_partitions_path(topic)
+        paths = [path for p in partitions for path in (f"{parent}/{p}/state", f"{parent}/{p}")]
+        return [*paths, parent, zk_data.topic_path(topic)]
 
     def _call_retrying_changes(self, operation: Callable[[], None], attempts: int = 10) -> None:
         for _ in range(attempts - 1):
@@ -238,15 +250,21 @@ class FencedZkWrites:
         return self._call(operation)
 
     def _subtree(self, root: str) -> list[str]:
-        """``root`` and everything under it, deepest first (the order deletes must go in)."""
-        try:
-            children = self._zk.get_children(root)
-        except NoNodeError:
-            return []
-        paths: list[str] = []
-        for child in children:
-            paths += self._subtree(f"{root}/{child}")
-        return [*paths, root]
+        """``root`` and everything under it, children before parents (the order deletes must go
+        in); read level by level, each level's reads pipelined."""
+        found: list[str] = []
+        level = [root]
+        while level:
+            answers = [(path, self._zk.get_children_async(path)) for path in level]
+            level = []
+            for path, answer in answers:
+                try:
+                    children = answer.get()
+                except NoNodeError:
+                    continue
+                found.append(path)
+                level += [f"{path}/{child}" for child in children]
+        return found[::-1]
 
     def delete_topic_deletion_flags(self, topics: Iterable[str], epoch_zk_version: int) -> None:
         paths = [zk_data.delete_topic_path(topic) for topic in topics]
@@ -256,6 +274,11 @@ class FencedZkWrites:
             for answer in pending:
                 self._raise_if_moved(answer.get(), epoch_zk_version)  # NoNode: already gone, fine
         self._call(delete)
+
+
+def _add_deletes(paths: Sequence[str], transaction: Any) -> None:
+    for path in paths:
+        transaction.delete(path)
 
 
 def _add_sets(writes: Sequence[tuple[TopicPartition, LeaderAndIsr, bytes]], transaction: Any) -> None:
