@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError
 from kazoo.protocol.states import ZnodeStat
 
-from strom.cluster import zk_data
+from strom.cluster import zk_data, zk_multi_read
 from strom.cluster.zk_client import (
     BrokerRegistrationError,
     ControllerMovedError,
@@ -401,3 +401,13 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path: Path) -> 
             assert ensemble.mode(1) == "standalone"
         finally:
             ensemble.stop()
+
+
+def test_multi_read_answers_each_path_across_requests(make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = make_client()
+    monkeypatch.setattr(zk_multi_read, "MULTI_READ_PATHS", 3)  # 7 paths: three requests
+    for index in (0, 2, 3, 6):
+        client.kazoo.create(f"/many/{index}", str(index).encode(), makepath=True)
+    found = zk_multi_read.read_many(client.kazoo, {index: f"/many/{index}" for index in range(7)})
+    assert {index: data for index, (data, _) in found.items()} == {0: b"0", 2: b"2", 3: b"3", 6: b"6"}
+    assert all(stat.version == 0 for _, stat in found.values())

@@ -33,6 +33,7 @@ from strom.cluster.zk_errors import (
     TopicExistsError,
     UnknownTopicError,
 )
+from strom.cluster.zk_multi_read import read_many
 from strom.protocol.errors import KafkaException
 
 T = TypeVar("T")
@@ -183,15 +184,10 @@ class AdminZkOperations:
             sequences = sorted(
                 (zk_data.config_change_sequence(child), child)
                 for child in children if child.startswith(zk_data.CONFIG_CHANGE_PREFIX))
-            pending = [(sequence, self._zk.get_async(f"{zk_data.CONFIG_CHANGES}/{child}"))
-                       for sequence, child in sequences if sequence > after]
-            changes = []
-            for sequence, answer in pending:
-                try:
-                    changes.append((sequence, zk_data.decode_config_change(answer.get()[0])))
-                except NoNodeError:  # purged meanwhile
-                    continue
-            return changes
+            found = read_many(self._zk, {sequence: f"{zk_data.CONFIG_CHANGES}/{child}"
+                                         for sequence, child in sequences if sequence > after})
+            # A notification purged meanwhile is simply absent.
+            return [(sequence, zk_data.decode_config_change(data)) for sequence, (data, _) in found.items()]
         return self._call(read)
 
     def purge_config_changes(self, older_than_ms: int = 15 * 60 * 1000) -> int:

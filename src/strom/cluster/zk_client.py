@@ -68,6 +68,7 @@ from strom.cluster.zk_errors import (
     ZooKeeperError,
 )
 from strom.cluster.zk_fenced import FencedZkWrites, failures
+from strom.cluster.zk_multi_read import read_many
 from strom.protocol.topic_partition import TopicPartition
 
 __all__ = [
@@ -279,16 +280,10 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
     def get_all_brokers(self) -> dict[int, BrokerInfo]:
         """Every registered broker, with its epoch (czxid)."""
         def read() -> dict[int, BrokerInfo]:
-            ids = [int(child) for child in self._zk.get_children(zk_data.BROKER_IDS)]
-            pending = [(broker_id, self._zk.get_async(zk_data.broker_id_path(broker_id))) for broker_id in ids]
-            brokers = {}
-            for broker_id, answer in pending:
-                try:
-                    data, stat = answer.get()
-                except NoNodeError:
-                    continue
-                brokers[broker_id] = zk_data.decode_broker_info(broker_id, data, stat.czxid)
-            return dict(sorted(brokers.items()))
+            ids = sorted(int(child) for child in self._zk.get_children(zk_data.BROKER_IDS))
+            found = self._get_many({broker_id: zk_data.broker_id_path(broker_id) for broker_id in ids})
+            return {broker_id: zk_data.decode_broker_info(broker_id, data, stat.czxid)
+                    for broker_id, (data, stat) in found.items()}
         return self._call(read)
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
@@ -388,11 +383,5 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
         return self._call(read)
 
     def _get_many(self, paths: Mapping[T, str]) -> dict[T, tuple[bytes, ZnodeStat]]:
-        pending = [(key, self._zk.get_async(path)) for key, path in paths.items()]
-        found: dict[T, tuple[bytes, ZnodeStat]] = {}
-        for key, answer in pending:
-            try:
-                found[key] = answer.get()
-            except NoNodeError:
-                continue
-        return found
+        """Existing nodes among ``paths`` in one multiRead (zk_multi_read)."""
+        return read_many(self._zk, paths)
