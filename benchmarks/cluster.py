@@ -1,32 +1,39 @@
 """Cluster benchmark: Strom's cluster mode beside Apache Kafka 3.9 in ZooKeeper mode, one run (issue 17).
 
-    .venv/bin/python benchmarks/cluster.py [--rounds 3] [--systems strom,kafka39]
-        [--metadata-requests 2000] [--figures failover,shutdown,create,metadata]
+    .venv/bin/python benchmarks/cluster.py [--rounds 5] [--systems strom,kafka39]
+        [--figures create,metadata,shutdown,failover] [--metadata-requests 2000]
 
 Both systems run on the same ZooKeeper (Debian's 3.8, standalone, tickTime 500 ms,
-``strom.cluster.zookeeper_server``), each cluster in a chroot of its own, one system at a
-time, with ``zookeeper.session.timeout.ms=6000`` for every broker of both (Kafka's default is
-18 s). Strom's brokers are ``strom serve`` processes (``tests.support.cluster``), Kafka's
-are 3.9.2 JVMs from the jars ``scripts/kafka-reference`` fetches
-(``tests.support.reference_broker.Kafka39Cluster``), node ids 1..N on loopback ports, the
-shared reference settings. Every figure is taken the same way for both, from outside:
-ZooKeeper's znodes read with kazoo, Metadata v12 and CreateTopics v7 over the wire encoded
-by Strom's codec. Each figure gets one uncounted warm-up round (a JVM runs warm in practice)
-and is reported as best and median of the rounds.
+``strom.cluster.zookeeper_server``), each cluster in a chroot of its own, with
+``zookeeper.session.timeout.ms=6000`` for every broker of both (Kafka's default is 18 s).
+Strom's brokers are ``strom serve`` processes (``tests.support.cluster.StromCluster``),
+Kafka's are 3.9.2 JVMs from the jars ``scripts/kafka-reference`` fetches
+(``tests.support.reference_broker.Kafka39Cluster``): node ids 1..N on loopback ports, the
+shared reference settings. Both 3-broker clusters run side by side and the rounds take
+turns (Strom, Kafka, Strom, ...), so load from elsewhere on the machine falls on both; then
+both 1-broker clusters the same way. Every figure is taken the same way for both, from
+outside: ZooKeeper's znodes read with kazoo, Metadata v12, CreateTopics v7 and
+DeleteTopics v6 over the wire, encoded by Strom's codec. Each figure gets one uncounted
+warm-up round per system (a JVM runs warm in practice) and is reported as best and median.
 
-1. failover: SIGKILL the broker ``/controller`` names; time until ``/controller`` names
-   another (dominated by the session timeout: the dead broker's znode lives until then).
-2. shutdown: SIGTERM a broker (not the controller) that leads partitions of a 12-partition
-   topic; Kafka's topic has replication factor 3, so the figure is the time until the
-   controller's Metadata shows none led by it, and also until the JVM exited. Strom's
-   cluster mode part 1 has one replica per partition, so nothing can move: its figure is
-   SIGTERM to exit (its controlled shutdown) only, and the comparison waits for part 2.
-3. create: CreateTopics (100 partitions, replication factor 1) sent to the controller, until
-   its answer, until the controller's Metadata gives every partition a leader, and until
-   every broker's does; on 3 brokers and on 1.
-4. metadata: a 1,000-partition topic on 3 brokers; Metadata requests for it, one at a time
-   on one connection to a broker that is not the controller: median and p99 latency, and
-   requests/s.
+3. create: CreateTopics (100 partitions, replication factor 1) sent to the controller: until
+   its answer, until the controller's Metadata gives every partition a leader, until every
+   broker's does; on 3 brokers and on 1. The topic is deleted after each round.
+4. metadata: a 1,000-partition topic (replication factor 1) on 3 brokers; ``--metadata-requests``
+   Metadata requests for it per round, one at a time on one connection to a broker that
+   is not the controller, the answers read whole but not decoded: median and p99 latency,
+   requests/s. The topic stays for figures 2 and 1, as a cluster's topics would.
+2. shutdown: SIGTERM to a broker (not the controller) that leads the most partitions of a
+   new 12-partition topic. Kafka's topic has replication factor 3, so its figure is the
+   time until the controller's Metadata shows none led by it (its controlled shutdown moved
+   them), and until the process exited. Strom's cluster mode part 1 has one replica per
+   partition, so nothing can move: its figure is SIGTERM to exit only (its controlled
+   shutdown, then closing its logs), and the comparison waits for part 2.
+1. failover: once every broker's Metadata gives every partition a leader and the cluster
+   has been idle ``SETTLE_SECONDS``, SIGKILL the broker ``/controller`` names; time until
+   ``/controller`` names another, split into the session expiry (until ZooKeeper deletes
+   the dead broker's ``/controller``: a watch) and the election, and until every live
+   broker's Metadata names the new controller.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -53,6 +60,7 @@ sys.path.insert(0, str(REPO))  # tests.support starts both clusters
 
 from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
+from kazoo.protocol.states import EventType, WatchedEvent  # noqa: E402
 
 from strom.cluster.zookeeper_server import ZooKeeperEnsemble  # noqa: E402
 from strom.protocol.headers import encode_request  # noqa: E402
@@ -70,6 +78,7 @@ METADATA_VERSION = 12
 CREATE_TOPICS_VERSION = 7
 DELETE_TOPICS_VERSION = 6
 POLL_SECONDS = 0.005
+SETTLE_SECONDS = 2.5  # idle before a controller is killed: longer than a ZooKeeper ping cycle
 TIMEOUT = 180.0  # seconds for anything to happen: two loaded cores, JVMs starting
 FIGURES = ("failover", "shutdown", "create", "metadata")
 
@@ -231,6 +240,19 @@ class Observer:
         return [(p.partition_index, p.leader_id, len(p.isr_nodes))
                 for t in response.topics if t.name == topic and t.error_code == 0 for p in t.partitions]
 
+    def everything_led(self, broker_id: int) -> bool:
+        """Every partition of every topic has a leader in broker ``broker_id``'s Metadata."""
+        request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        response = self.call(broker_id, request, METADATA_VERSION)
+        assert isinstance(response, MetadataResponse)
+        return all(t.error_code == 0 and all(p.leader_id >= 0 for p in t.partitions) for t in response.topics)
+
+    def names_controller(self, broker_id: int, controller: int) -> bool:
+        request = MetadataRequest(topics=(), allow_auto_topic_creation=False)
+        response = self.call(broker_id, request, METADATA_VERSION)
+        assert isinstance(response, MetadataResponse)
+        return response.controller_id == controller
+
     def all_led(self, broker_id: int, topic: str, partitions: int, isr: int = 1) -> bool:
         states = self.partitions(broker_id, topic)
         return len(states) == partitions and all(leader >= 0 and size >= isr for _, leader, size in states)
@@ -306,82 +328,110 @@ class Results:
         print(f"  {system:8} {figure:52} {value:10.4f}", flush=True)
 
 
-def controller_failover(observer: Observer, results: Results, rounds: int) -> None:
-    for round_number in range(rounds + 1):
-        controller = wait_for_int(observer.wait_settled, "a settled cluster")
-        observer.drop(controller)
-        began = time.monotonic()
-        observer.cluster.kill(controller)
-        gone: float | None = None  # when the dead controller's session expired and its znode went
-        while (named := observer.controller()) in (controller, -1):
-            if named == -1 and gone is None:
-                gone = time.monotonic()
-            if time.monotonic() - began > TIMEOUT:
-                raise TimeoutError(f"{observer.cluster.name}: no new controller within {TIMEOUT:.0f} s")
-            time.sleep(POLL_SECONDS)
-        elected = time.monotonic()
-        if round_number > 0:
-            results.add(observer.cluster.name, "1. controller SIGKILL -> new /controller (s)", elected - began)
-            results.add(observer.cluster.name, "1. /controller deleted -> new /controller (ms)",
-                        (elected - (gone if gone is not None else elected)) * 1000)
-        observer.cluster.restart(controller)
+def quiesce(observer: Observer) -> None:
+    """Until every broker's Metadata gives every partition a leader, then ``SETTLE_SECONDS`` more.
+
+    So the controller killed next is idle: its last word to ZooKeeper is a ping, at a random
+    point of its ~2 s ping cycle, for both systems alike (a controller still writing partition
+    states when killed would keep its session alive until the very end).
+    """
+    for broker_id in observer.cluster.broker_ids():
+        wait_for(partial(observer.everything_led, broker_id), f"every partition led in broker {broker_id}'s Metadata")
+    time.sleep(SETTLE_SECONDS)
 
 
-def controlled_shutdown(observer: Observer, results: Results, rounds: int) -> None:
+def controller_failover(observer: Observer, results: Results | None) -> None:
+    """One round of figure 1 (``results`` None: a warm-up); the killed broker is started again."""
+    cluster = observer.cluster
+    controller = wait_for_int(observer.wait_settled, "a settled cluster")
+    quiesce(observer)
+    observer.drop(controller)
+    deleted: list[float] = []  # when ZooKeeper expired the dead session and its /controller went
+
+    def watch(event: WatchedEvent) -> None:  # kazoo's thread: note the time, nothing else
+        if event.type == EventType.DELETED:
+            deleted.append(time.monotonic())
+
+    if not observer.zk.exists("/controller", watch=watch):
+        raise RuntimeError(f"{cluster.name}: /controller vanished before the kill")
+    began = time.monotonic()
+    cluster.kill(controller)
+    while (named := observer.controller()) in (controller, -1):
+        if time.monotonic() - began > TIMEOUT:
+            raise TimeoutError(f"{cluster.name}: no new controller within {TIMEOUT:.0f} s")
+        time.sleep(POLL_SECONDS)
+    elected = time.monotonic()
+    for broker_id in cluster.broker_ids():
+        if broker_id != controller:
+            wait_for(partial(observer.names_controller, broker_id, named), f"broker {broker_id} naming {named}")
+    known = time.monotonic()
+    if results is not None:
+        expired = deleted[0] if deleted else elected
+        results.add(cluster.name, "1. controller SIGKILL -> new /controller (s)", elected - began)
+        results.add(cluster.name, "1. ... of which the session expiry, SIGKILL -> /controller deleted (s)",
+                    expired - began)
+        results.add(cluster.name, "1. ... and the election, /controller deleted -> new /controller (ms)",
+                    (elected - expired) * 1000)
+        results.add(cluster.name, "1. controller SIGKILL -> every live broker's Metadata names it (s)", known - began)
+    cluster.restart(controller)
+
+
+def controlled_shutdown(observer: Observer, results: Results | None, round_number: int) -> None:
+    """One round of figure 2 on a fresh 12-partition topic; the stopped broker is started again."""
     cluster = observer.cluster
     replication_factor = 3 if cluster.name == "kafka39" else 1
-    for round_number in range(rounds + 1):
-        controller = wait_for_int(observer.wait_settled, "a settled cluster")
-        topic = f"moves-{round_number}"
-        observer.create_topic(controller, topic, 12, replication_factor)
-        wait_for(partial(observer.all_led, controller, topic, 12, replication_factor), f"{topic} fully replicated")
-        leaders = [leader for _, leader, _ in observer.partitions(controller, topic)]
-        target = max((b for b in cluster.broker_ids() if b != controller), key=leaders.count)
-        observer.drop(target)
-        began = time.monotonic()
-        process = cluster.send_sigterm(target)
-        exited: float | None = None
-        moved: float | None = None if replication_factor > 1 else 0.0  # RF 1: nothing can move
-        while moved is None or exited is None:
-            now = time.monotonic()
-            if now - began > TIMEOUT:
-                raise TimeoutError(f"{cluster.name}: broker {target} still leads or runs after {TIMEOUT:.0f} s")
-            if exited is None and process.poll() is not None:
-                exited = now - began
-            if moved is None and all(leader != target for _, leader, _ in observer.partitions(controller, topic)):
-                moved = now - began
-            time.sleep(POLL_SECONDS)
-        cluster.reap(target)
-        if round_number > 0:
-            results.add(cluster.name, "2. broker SIGTERM -> process exited (s)", exited)
-            if replication_factor > 1:
-                results.add(cluster.name, "2. broker SIGTERM -> none led by it, RF 3 (s)", moved)
-        cluster.restart(target)
-        observer.wait_settled()
-        observer.delete_topic(topic)
+    controller = wait_for_int(observer.wait_settled, "a settled cluster")
+    topic = f"moves-{round_number}"
+    observer.create_topic(controller, topic, 12, replication_factor)
+    wait_for(partial(observer.all_led, controller, topic, 12, replication_factor), f"{topic} fully replicated")
+    leaders = [leader for _, leader, _ in observer.partitions(controller, topic)]
+    target = max((b for b in cluster.broker_ids() if b != controller), key=leaders.count)
+    observer.drop(target)
+    began = time.monotonic()
+    process = cluster.send_sigterm(target)
+    exited: float | None = None
+    moved: float | None = None if replication_factor > 1 else 0.0  # RF 1: nothing can move
+    while moved is None or exited is None:
+        now = time.monotonic()
+        if now - began > TIMEOUT:
+            raise TimeoutError(f"{cluster.name}: broker {target} still leads or runs after {TIMEOUT:.0f} s")
+        if exited is None and process.poll() is not None:
+            exited = now - began
+        if moved is None and all(leader != target for _, leader, _ in observer.partitions(controller, topic)):
+            moved = now - began
+        time.sleep(POLL_SECONDS)
+    cluster.reap(target)
+    if results is not None:
+        results.add(cluster.name, "2. broker SIGTERM -> process exited (s)", exited)
+        if replication_factor > 1:
+            results.add(cluster.name, "2. broker SIGTERM -> none led by it, RF 3 (s)", moved)
+    cluster.restart(target)
+    observer.wait_settled()
+    observer.delete_topic(topic)
 
 
-def topic_creation(observer: Observer, results: Results, rounds: int, brokers: int) -> None:
+def topic_creation(observer: Observer, results: Results | None, round_number: int) -> None:
+    """One round of figure 3: a 100-partition topic created, timed, then deleted."""
     cluster = observer.cluster
-    for round_number in range(rounds + 1):
-        controller = wait_for_int(observer.wait_settled, "a settled cluster")
-        topic = f"created-{brokers}-{round_number}"
-        began = time.monotonic()
-        observer.create_topic(controller, topic, 100, 1)
-        answered = time.monotonic() - began
-        while not observer.all_led(controller, topic, 100):
+    brokers = len(cluster.broker_ids())
+    controller = wait_for_int(observer.wait_settled, "a settled cluster")
+    topic = f"created-{brokers}-{round_number}"
+    began = time.monotonic()
+    observer.create_topic(controller, topic, 100, 1)
+    answered = time.monotonic() - began
+    while not observer.all_led(controller, topic, 100):
+        time.sleep(POLL_SECONDS)
+    led = time.monotonic() - began
+    for broker_id in cluster.broker_ids():
+        while not observer.all_led(broker_id, topic, 100):
             time.sleep(POLL_SECONDS)
-        led = time.monotonic() - began
-        for broker_id in cluster.broker_ids():
-            while not observer.all_led(broker_id, topic, 100):
-                time.sleep(POLL_SECONDS)
-        everywhere = time.monotonic() - began
-        if round_number > 0:
-            results.add(cluster.name, f"3. create 100 partitions, {brokers} broker(s): answered (s)", answered)
-            results.add(cluster.name, f"3. create 100 partitions, {brokers} broker(s): controller's Metadata (s)", led)
-            results.add(cluster.name, f"3. create 100 partitions, {brokers} broker(s): every broker's Metadata (s)",
-                        everywhere)
-        observer.delete_topic(topic)
+    everywhere = time.monotonic() - began
+    if results is not None:
+        figure = f"3. create 100 partitions, {brokers} broker{'s' if brokers > 1 else ''}"
+        results.add(cluster.name, f"{figure}: answered (s)", answered)
+        results.add(cluster.name, f"{figure}: controller's Metadata (s)", led)
+        results.add(cluster.name, f"{figure}: every broker's Metadata (s)", everywhere)
+    observer.delete_topic(topic)
 
 
 def read_frame(sock: socket.socket, buffer: bytearray) -> int:
@@ -406,71 +456,99 @@ def read_frame(sock: socket.socket, buffer: bytearray) -> int:
     return size
 
 
-def metadata_latency(observer: Observer, results: Results, rounds: int, requests: int) -> None:
-    cluster = observer.cluster
-    controller = wait_for_int(observer.wait_settled, "a settled cluster")
-    topic = "metadata-1000"
-    observer.create_topic(controller, topic, 1000, 1)
-    for broker_id in cluster.broker_ids():
-        wait_for(partial(observer.all_led, broker_id, topic, 1000), f"{topic} led in broker {broker_id}'s Metadata")
-    target = min(b for b in cluster.broker_ids() if b != controller)
-    host, port = cluster.bootstrap(target).rsplit(":", 1)
-    request = MetadataRequest(topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False)
-    frame = encode_request(request, METADATA_VERSION, 1, "cluster-bench")
-    buffer = bytearray(1 << 16)
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for round_number in range(rounds + 1):
-            latencies = []
-            began = time.perf_counter()
-            for _ in range(requests):
-                sent = time.perf_counter()
-                sock.sendall(frame)
-                size = read_frame(sock, buffer)
-                latencies.append(time.perf_counter() - sent)
-            elapsed = time.perf_counter() - began
-            if round_number > 0:
-                latencies.sort()
-                results.add(cluster.name, "4. Metadata, 1,000 partitions: median latency (ms)",
-                            statistics.median(latencies) * 1000)
-                results.add(cluster.name, "4. Metadata, 1,000 partitions: p99 latency (ms)",
-                            latencies[int(len(latencies) * 0.99) - 1] * 1000)
-                results.add(cluster.name, "4. Metadata, 1,000 partitions: requests/s, one connection",
-                            requests / elapsed)
-                results.add(cluster.name, "4. Metadata, 1,000 partitions: response size (bytes)", size)
+class MetadataProbe:
+    """Figure 4: a 1,000-partition topic, and one connection to a broker that is not the controller."""
+
+    TOPIC = "metadata-1000"
+
+    def __init__(self, observer: Observer) -> None:
+        cluster = observer.cluster
+        self.name = cluster.name
+        controller = wait_for_int(observer.wait_settled, "a settled cluster")
+        observer.create_topic(controller, self.TOPIC, 1000, 1)
+        for broker_id in cluster.broker_ids():
+            wait_for(partial(observer.all_led, broker_id, self.TOPIC, 1000),
+                     f"{self.TOPIC} led in broker {broker_id}'s Metadata")
+        target = min(b for b in cluster.broker_ids() if b != controller)
+        host, port = cluster.bootstrap(target).rsplit(":", 1)
+        request = MetadataRequest(topics=(MetadataRequestTopic(name=self.TOPIC),), allow_auto_topic_creation=False)
+        self.frame = encode_request(request, METADATA_VERSION, 1, "cluster-bench")
+        self.buffer = bytearray(1 << 16)
+        self.sock = socket.create_connection((host, int(port)), timeout=60)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def run(self, results: Results | None, requests: int) -> None:
+        latencies = []
+        size = 0
+        began = time.perf_counter()
+        for _ in range(requests):
+            sent = time.perf_counter()
+            self.sock.sendall(self.frame)
+            size = read_frame(self.sock, self.buffer)
+            latencies.append(time.perf_counter() - sent)
+        elapsed = time.perf_counter() - began
+        if results is not None:
+            latencies.sort()
+            figure = "4. Metadata, 1,000 partitions"
+            results.add(self.name, f"{figure}: median latency (ms)", statistics.median(latencies) * 1000)
+            results.add(self.name, f"{figure}: p99 latency (ms)", latencies[int(len(latencies) * 0.99) - 1] * 1000)
+            results.add(self.name, f"{figure}: requests/s, one connection", requests / elapsed)
+            results.add(self.name, f"{figure}: response size (bytes)", size)
+
+    def close(self) -> None:
+        self.sock.close()
 
 
-def run_system(system: str, directory: Path, zookeeper: ZooKeeperEnsemble, args: argparse.Namespace,
-               results: Results) -> None:
-    print(f"{system}: 3 brokers", flush=True)
-    with started(system, directory, zookeeper, 3) as cluster:
-        observer = Observer(cluster)
-        try:
-            if "create" in args.figures:
-                topic_creation(observer, results, args.rounds, 3)
-            if "metadata" in args.figures:
-                metadata_latency(observer, results, args.rounds, args.metadata_requests)
-            if "shutdown" in args.figures:
-                controlled_shutdown(observer, results, args.rounds)
-            if "failover" in args.figures:
-                controller_failover(observer, results, args.rounds)
-        finally:
-            observer.close()
-    if "create" in args.figures:
-        print(f"{system}: 1 broker", flush=True)
-        with started(system, directory, zookeeper, 1) as cluster:
-            observer = Observer(cluster)
-            try:
-                topic_creation(observer, results, args.rounds, 1)
-            finally:
-                observer.close()
+def interleaved(observers: list[Observer], rounds: int, one_round: Callable[[Observer, Results | None, int], None],
+                results: Results) -> None:
+    """A warm-up round of each system, then ``rounds`` rounds, the systems taking turns."""
+    for round_number in range(rounds + 1):
+        for observer in observers:
+            one_round(observer, results if round_number > 0 else None, round_number)
+
+
+def run(systems: list[str], directory: Path, zookeeper: ZooKeeperEnsemble, args: argparse.Namespace,
+        results: Results) -> None:
+    """Every system's 3-broker cluster up at once (rounds alternate between them), then 1-broker ones."""
+    with ExitStack() as stack:
+        observers = []
+        for system in systems:
+            print(f"starting {system}, 3 brokers", flush=True)
+            cluster = stack.enter_context(started(system, directory, zookeeper, 3))
+            observers.append(Observer(cluster))
+            stack.callback(observers[-1].close)
+        if "create" in args.figures:
+            interleaved(observers, args.rounds, topic_creation, results)
+        if "metadata" in args.figures:
+            probes = [MetadataProbe(observer) for observer in observers]
+            for probe in probes:
+                stack.callback(probe.close)
+            interleaved(observers, args.rounds,
+                        lambda observer, record, _: probes[observers.index(observer)].run(record, args.metadata_requests),
+                        results)
+        if "shutdown" in args.figures:
+            interleaved(observers, args.rounds, controlled_shutdown, results)
+        if "failover" in args.figures:
+            interleaved(observers, args.rounds, lambda observer, record, _: controller_failover(observer, record),
+                        results)
+    if "create" not in args.figures:
+        return
+    with ExitStack() as stack:
+        observers = []
+        for system in systems:
+            print(f"starting {system}, 1 broker", flush=True)
+            cluster = stack.enter_context(started(system, directory, zookeeper, 1))
+            observers.append(Observer(cluster))
+            stack.callback(observers[-1].close)
+        interleaved(observers, args.rounds, topic_creation, results)
 
 
 def report(results: Results, systems: list[str]) -> str:
     lower_is_better = "requests/s"
     lines = ["| figure | " + " | ".join(f"{s} best | {s} median" for s in systems) + " |",
              "|---|" + "---|---|" * len(systems)]
-    for figure in sorted({figure for figure, _ in results.figures}):
+    in_order = list(dict.fromkeys(figure for figure, _ in results.figures))  # as measured, by number
+    for figure in sorted(in_order, key=lambda figure: figure.split(".", 1)[0]):
         cells = []
         for system in systems:
             values = results.figures.get((figure, system))
@@ -506,8 +584,7 @@ def main() -> int:
     results = Results()
     with tempfile.TemporaryDirectory(prefix="strom-cluster-bench-") as data, \
             ZooKeeperEnsemble(Path(data) / "zookeeper", size=1) as zookeeper:
-        for system in systems:
-            run_system(system, Path(data), zookeeper, args, results)
+        run(systems, Path(data), zookeeper, args, results)
     print()
     print(f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} for every broker; {args.rounds} rounds after a warm-up")
     print(report(results, systems))
