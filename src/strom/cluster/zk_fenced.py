@@ -111,11 +111,18 @@ class FencedZkWrites:
         encoded = [(partition, zk_data.encode_partition_state(state)) for partition, state in states.items()]
 
         def create() -> dict[int, Exception]:
-            existing = self._partition_nodes(topic, epoch_zk_version)
+            partitions_path = zk_data.topic_partitions_path(topic)
+            try:
+                existing: set[str] | None = set(self._zk.get_children(partitions_path))
+            except NoNodeError:
+                existing = None  # a new topic: ``…/partitions`` is created in the first multi
             failed: dict[int, Exception] = {}
             for chunk in _chunks(encoded, MULTI_PARTITIONS):
                 results = self._fenced(epoch_zk_version, partial(self._add_creates, topic, chunk, existing))
-                if failures(results):
+                if existing is None and not failures(results):
+                    existing = set()
+                elif failures(results):
+                    existing = self._partition_nodes(topic, epoch_zk_version)
                     failed.update(self._create_one_by_one(topic, chunk, existing, epoch_zk_version))
             return failed
         return self._call(create)
@@ -132,13 +139,17 @@ class FencedZkWrites:
             return set()
 
     @staticmethod
-    def _add_creates(topic: str, chunk: Sequence[tuple[int, bytes]], existing: set[str], transaction: Any) -> None:
+    def _add_creates(topic: str, chunk: Sequence[tuple[int, bytes]], existing: set[str] | None,
+                     transaction: Any) -> None:
+        """Creates for ``chunk``'s states and missing parents (all of them if ``existing`` is None)."""
+        if existing is None:
+            transaction.create(zk_data.topic_partitions_path(topic), b"")
         for partition, data in chunk:
-            if str(partition) not in existing:
+            if existing is None or str(partition) not in existing:
                 transaction.create(zk_data.partition_path(topic, partition), b"")
             transaction.create(zk_data.partition_state_path(topic, partition), data)
 
-    def _create_one_by_one(self, topic: str, chunk: Sequence[tuple[int, bytes]], existing: set[str],
+    def _create_one_by_one(self, topic: str, chunk: Sequence[tuple[int, bytes]], existing: set[str] | None,
                            epoch_zk_version: int) -> dict[int, Exception]:
         pending = [(partition, data, self._fenced_async(
             epoch_zk_version, partial(self._add_creates, topic, [(partition, data)], existing)))
