@@ -197,7 +197,9 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
 
     def watch_children(self, path: str, callback: Callable[[list[str]], bool | None]) -> None:
         """``callback(children)`` now and after every change, re-armed (across sessions too)
-        until it returns False. Runs on kazoo's thread: must not block or call ZooKeeper."""
+        until it returns False. Runs on kazoo's thread: must not block or call ZooKeeper.
+        The path must exist (kazoo drops a children watch on a missing or deleted node), as
+        Kafka's persistent paths do after ``create_top_level_paths``."""
         def forward(children: list[str]) -> bool | None:
             return callback(children)
         ChildrenWatch(self._zk, path, forward)
