@@ -51,12 +51,23 @@ def _serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve(broker, stop)
 
-    if args.event_loop == "uvloop":
-        import uvloop
+    try:
+        if args.event_loop == "uvloop":
+            import uvloop
 
-        uvloop.run(run())
-    else:
-        asyncio.run(run())
+            uvloop.run(run())
+        else:
+            asyncio.run(run())
+    except Exception as exc:
+        if not config.cluster_mode:
+            raise
+        from strom.cluster.zk_broker import ClusterStartupError
+        from strom.cluster.zk_client import BrokerRegistrationError
+
+        if not isinstance(exc, ClusterStartupError | BrokerRegistrationError):
+            raise
+        print(f"strom serve: {exc}", file=sys.stderr)  # one line: the operator's to fix
+        return 1
     return 0
 
 
@@ -89,6 +100,15 @@ def _load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev_cluster(args: argparse.Namespace) -> int:
+    from strom.cluster.dev_cluster import run
+
+    if args.brokers < 1:
+        print("strom dev-cluster: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    return run(args.brokers, args.zookeeper, Path(args.data_dir), args.base_port)
+
+
 def _property(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -116,6 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="the event loop; uvloop needs the [uvloop] extra (measured: BENCHMARKS.md)",
     )
     serve.set_defaults(run=_serve)
+
+    dev = commands.add_parser(
+        "dev-cluster", help="run ZooKeeper and a cluster of brokers on this machine (loopback only)")
+    dev.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    dev.add_argument("--zookeeper", type=int, default=1, choices=[1, 3],
+                     help="ZooKeeper servers: 1 (standalone) or a 3-node ensemble (default 1)")
+    dev.add_argument("--data-dir", default="./strom-cluster", help="where brokers and ZooKeeper keep data")
+    dev.add_argument("--base-port", type=int, default=9092,
+                     help="broker N listens on base-port + N - 1 (default 9092)")
+    dev.set_defaults(run=_dev_cluster)
 
     load = commands.add_parser(
         "load", help="land topics in Parquet with Spark, exactly once (offsets kept with the output)")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from strom.broker.metadata_cache import (
     MetadataCache,
@@ -31,6 +33,22 @@ from strom.storage.log_manager import LogManager
 from strom.storage.partition_metadata import read_topic_id, write_topic_id
 
 logger = logging.getLogger(__name__)
+
+
+class TopicAdmin(Protocol):
+    """What handlers and the group coordinator ask of topic administration: this module's
+    AdminManager on one node, ``strom.cluster.zk_admin_manager.ZkAdminManager`` in a cluster."""
+
+    def load(self) -> None: ...
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
+                     validate_only: bool = False, replication_factor: int = -1,
+                     assignment: Mapping[int, Sequence[int]] | None = None) -> TopicMetadata: ...
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignment: Sequence[Sequence[int]] | None = None) -> TopicMetadata: ...
+
+    def delete_topic(self, name: str) -> TopicMetadata: ...
 
 
 class AdminManager:
@@ -53,8 +71,13 @@ class AdminManager:
             self.metadata.update_topic(TopicMetadata(topic, topic_id, count))
 
     def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None, *, validate_only: bool = False
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *, validate_only: bool = False,
+        replication_factor: int = -1, assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata:
+        """One node: every partition's one replica is here. The CreateTopics handler refuses
+        factors and assignments naming other brokers; internal topics pass theirs (Kafka's
+        offsets.topic.replication.factor), which one node cannot honour and ignores, as before."""
+        del replication_factor, assignment
         validate_topic_name(name)
         if self.metadata.get(name) is not None:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -68,14 +91,16 @@ class AdminManager:
         if validate_only:
             return topic
         if configs:  # validated above; the LogManager persists the overrides themselves
-            self.log_manager.set_topic_config(name, configs)
+            self.log_manager.set_topic_config(name, dict(configs))
         for index in range(partitions):
             self._create_partition(name, index, topic.topic_id)
         self.metadata.update_topic(topic)
         logger.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
         return topic
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicMetadata:
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignment: Sequence[Sequence[int]] | None = None) -> TopicMetadata:
+        del assignment  # one node: the handler has checked it names this broker only
         topic = self.metadata.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")

@@ -17,9 +17,9 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from strom.broker.admin_manager import AdminManager
+from strom.broker.admin_manager import AdminManager, TopicAdmin
 from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
@@ -45,6 +45,9 @@ from strom.protocol.primitives import Records
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManagerConfig
+
+if TYPE_CHECKING:
+    from strom.cluster.zk_broker import ZkBroker
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +97,21 @@ class Broker:
                                                   self.log_cleaner)
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(self.log_manager, config.node_id, self.metadata)
-        self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
+        # A cluster's broker: its ZooKeeper half (strom.cluster, imported only then) places
+        # topics in ZooKeeper and hands out producer ids from ZooKeeper's blocks.
+        self.cluster: ZkBroker | None = None
+        self.admin_manager: TopicAdmin
+        self.producer_ids: ProducerIdSource
+        if config.cluster_mode:
+            from strom.cluster.zk_broker import ZkBroker
+
+            self.cluster = ZkBroker(self)
+            self.admin_manager = self.cluster.admin_manager
+            self.producer_ids = self.cluster.producer_ids
+        else:
+            self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
+            self.producer_ids = ProducerIdManager(config.data_dir)  # one node: a file
         self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.admin_manager, self.replica_manager)
-        # one node: a file; in a cluster the lead swaps in ZooKeeper's blocks (ZkProducerIdManager)
-        self.producer_ids: ProducerIdSource = ProducerIdManager(config.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
         # A cluster's broker also serves the controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata).
@@ -107,7 +121,7 @@ class Broker:
         # Cluster mode: the registration znode's czxid (KIP-380; control requests carrying an
         # older one are refused) and the controller component, both set by strom.cluster.
         self.broker_epoch = -1
-        self.controller: ActiveController | None = None
+        self.controller: ActiveController | None = self.cluster.controller if self.cluster is not None else None
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -122,7 +136,8 @@ class Broker:
         self.admin_manager.load()
         self.group_coordinator.load()
         self.producer_ids.load()
-        self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
+        if not self.config.cluster_mode:  # a cluster's id is ZooKeeper's (strom.cluster.zk_broker)
+            self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
 
     def start_background_work(self) -> None:
         self.group_coordinator.start()

@@ -216,6 +216,16 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
     """Run a started broker until ``stop`` is set, then shut down cleanly."""
     server = SocketServer(broker)
     await server.start()
+    cluster = broker.cluster
+    if cluster is not None:
+        # Registering needs the bound endpoint; "ready" means registered in the cluster.
+        try:
+            await cluster.startup()
+        except BaseException:
+            await server.stop()
+            await cluster.shutdown()
+            await broker.shutdown()
+            raise
     broker.start_background_work()
     endpoint = broker.advertised
     logger.info("strom broker %d ready on %s:%d", broker.node_id, endpoint.host, endpoint.port)
@@ -223,6 +233,10 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
     try:
         await stop.wait()
     finally:
+        if cluster is not None:  # hand leadership over while still serving (ControlledShutdown)
+            await cluster.controlled_shutdown()
         await server.stop()
+        if cluster is not None:
+            await cluster.shutdown()
         await broker.shutdown()
         logger.info("strom broker stopped cleanly")

@@ -58,7 +58,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
-    from strom.broker.admin_manager import AdminManager
+    from strom.broker.admin_manager import TopicAdmin
     from strom.broker.config import BrokerConfig
     from strom.broker.metadata_cache import MetadataCache
     from strom.broker.replica_manager import ReplicaManager
@@ -83,7 +83,7 @@ class GroupCoordinator:
 
     @classmethod
     def build(
-        cls, config: BrokerConfig, metadata: MetadataCache, admin_manager: AdminManager, replica_manager: ReplicaManager
+        cls, config: BrokerConfig, metadata: MetadataCache, admin_manager: TopicAdmin, replica_manager: ReplicaManager
     ) -> GroupCoordinator:
         """The broker's coordinator; in cluster mode it follows the offsets partitions' leadership."""
         group_config = GroupConfig.from_broker(config)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from strom.broker.admin_manager import AdminManager
+from strom.broker.admin_manager import TopicAdmin
 from strom.broker.group.group_config import GroupConfig
 from strom.broker.group.group_metadata import GroupMetadata, OffsetAndMetadata
 from strom.broker.group.offsets_topic import (
@@ -79,7 +79,7 @@ class GroupMetadataManager:
         self,
         config: GroupConfig,
         metadata: MetadataCache,
-        admin_manager: AdminManager,
+        admin_manager: TopicAdmin,
         replica_manager: ReplicaManager,
         clock_ms: Callable[[], int] = wall_clock_ms,
         *,

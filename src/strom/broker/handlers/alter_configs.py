@@ -26,6 +26,7 @@ from strom.broker.dynamic_config import DynamicConfigError
 from strom.broker.handlers.describe_configs import ResourceType, broker_id
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 from strom.protocol.message import Message
 from strom.protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from strom.protocol.messages.alter_configs_response import (
@@ -33,7 +34,6 @@ from strom.protocol.messages.alter_configs_response import (
     AlterConfigsResponse,
 )
 from strom.storage.config import DEPRECATED_TOPIC_CONFIGS
-from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -166,9 +166,13 @@ def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, st
     try:
         log_manager.default_config.with_overrides(overrides)
         if not validate_only:
+            if broker.cluster is not None:
+                # ZooKeeper keeps a cluster's topic configs: /config/topics/<t> and a change
+                # notification every broker (this one too) applies (a loopback round trip or two).
+                broker.cluster.zk.set_topic_config(topic, overrides)
             log_manager.set_topic_config(topic, overrides)
-    except StorageError as exc:
-        return exc.error_code, str(exc)
+    except KafkaException as exc:  # StorageError, or ZooKeeper's answer in a cluster
+        return ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)
     if not validate_only:
         logger.info("topic %s config overrides are now %s", topic, dict(overrides))
     warn_deprecated(topic, overrides)

@@ -53,6 +53,14 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 def _grow(broker: Broker, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+    if broker.cluster is not None:  # ZooKeeper's AdminManager places (or checks) the new replicas
+        assignment = None if topic.assignments is None else [tuple(a.broker_ids) for a in topic.assignments]
+        try:
+            broker.admin_manager.create_partitions(topic.name, topic.count, validate_only=validate_only,
+                                                   assignment=assignment)
+        except TopicError as exc:
+            return _result(topic.name, exc.error_code, str(exc))
+        return _result(topic.name, ErrorCode.NONE, None)
     try:
         current = broker.metadata.get(topic.name)
         broker.admin_manager.create_partitions(topic.name, topic.count, validate_only=True)

@@ -53,6 +53,8 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    if broker.cluster is not None:
+        return _create_in_cluster(broker, topic, validate_only)
     node = broker.node_id
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
@@ -83,6 +85,34 @@ def _create(broker: Broker, topic: CreatableTopic, validate_only: bool) -> Creat
         replication_factor=1,
         configs=_configs(broker, configs),
     )
+
+
+def _create_in_cluster(broker: Broker, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    """A cluster: the factor or the manual assignment goes to ZooKeeper's AdminManager, which
+    places the replicas on the live brokers (``strom.cluster.zk_admin_manager``)."""
+    assignment: dict[int, tuple[int, ...]] | None = None
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return _failed(topic.name, ErrorCode.INVALID_REQUEST,
+                           "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                           "Both cannot be used at the same time.")
+        assignment = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+        partitions = len(assignment)
+        factor = len(next(iter(assignment.values())))
+    else:
+        partitions = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        factor = (broker.config.default_replication_factor if topic.replication_factor == -1
+                  else topic.replication_factor)
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    try:
+        created = broker.admin_manager.create_topic(topic.name, partitions, configs, validate_only=validate_only,
+                                                    replication_factor=factor, assignment=assignment)
+    except TopicError as exc:
+        return _failed(topic.name, exc.error_code, str(exc))
+    warn_deprecated(topic.name, configs)
+    return CreatableTopicResult(name=topic.name, topic_id=created.topic_id, error_code=0, error_message=None,
+                                num_partitions=created.partitions, replication_factor=factor,
+                                configs=_configs(broker, configs))
 
 
 def _configs(broker: Broker, overrides: dict[str, str]) -> tuple[CreatableTopicConfigs, ...]:

@@ -188,8 +188,14 @@ def topic_configs(broker: Broker, topic: str) -> list[DescribeConfigsResourceRes
     validate_topic_name(topic)
     if broker.metadata.get(topic) is None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
-    overrides = broker.log_manager.topic_overrides.get(topic, {})
-    effective = broker.log_manager.topic_config(topic).to_properties()
+    if broker.cluster is not None:
+        # A cluster keeps topic configs in ZooKeeper (/config/topics/<t>); any broker answers
+        # from there, hosting the topic or not, as Kafka's ZooKeeper mode (a loopback round trip).
+        overrides = broker.cluster.zk.get_topic_config(topic)
+        effective = broker.log_manager.default_config.with_overrides(overrides).to_properties()
+    else:
+        overrides = broker.log_manager.topic_overrides.get(topic, {})
+        effective = broker.log_manager.topic_config(topic).to_properties()
     return [
         _entry(name, value, topic_synonyms(broker, name, value, overrides), read_only=False,
                kind=config_type(name, _default(name)))

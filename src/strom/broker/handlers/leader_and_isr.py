@@ -49,6 +49,8 @@ async def handle(broker: Broker, request: Request) -> Message:
         error = ErrorCode.STALE_BROKER_EPOCH
         errors = {(s.topic, s.index): error for s in states}
     else:
+        if broker.cluster is not None:  # a topic's first partition here: its config first
+            await broker.cluster.fetch_topic_configs({s.topic for s in states})
         error, errors = broker.replica_manager.become_leader_or_follower(body.controller_epoch, states)
     topic_ids = {t.topic_name: t.topic_id for t in body.topic_states} if version >= BY_TOPIC_ID_FROM else {}
     return _response(error, errors, topic_ids, version)

@@ -177,7 +177,8 @@ class RecordingAdmin:
     refuse: ErrorCode | None = None
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None, *,
-                     validate_only: bool = False) -> TopicMetadata:
+                     validate_only: bool = False, replication_factor: int = -1,
+                     assignment: object = None) -> TopicMetadata:
         self.created.append((name, partitions))
         if self.refuse is not None:
             raise TopicError(self.refuse, "refused")

@@ -1,0 +1,179 @@
+"""ZkAdminManager: creating, growing and deleting topics in a ZooKeeper cluster.
+
+Kafka's ``ZkAdminManager`` and ``AdminZkClient``: the broker that takes a CreateTopics,
+CreatePartitions or DeleteTopics request (the controller, since others answer
+NOT_CONTROLLER; any broker for Metadata's auto-creation and the offsets topic) validates
+it, places the replicas on the live brokers it knows from the controller's
+UpdateMetadata, and writes ZooKeeper. It never touches a log or a partition: the
+controller sees the new znodes, elects leaders and tells the brokers (LeaderAndIsr), and
+only then do the partitions exist anywhere. So a topic just created answers
+LEADER_NOT_AVAILABLE for a moment, as in Kafka.
+
+Invariants (who writes what):
+
+- A topic's config znode is written before its assignment znode (Kafka's order, "not
+  transactional"): the controller, triggered by the assignment, always finds the config.
+- The assignment znode is created, never overwritten, by creation (NodeExists →
+  TOPIC_ALREADY_EXISTS); growth rewrites it conditionally on the version read, so two
+  concurrent CreatePartitions cannot both win.
+- Deletion only marks the topic (``/admin/delete_topics/<t>``); the controller deletes.
+
+The calls block on ZooKeeper (a loopback round trip or two, milliseconds) and are made
+from the event loop, as the single-node AdminManager's disk writes are: they are rare
+admin operations, and their callers (three handlers and the group coordinator) are
+synchronous.
+
+Part 1 of cluster mode places one replica per partition: with no replication yet, a
+follower would never catch up and would hold the high watermark back forever, so a
+replication factor above 1 is refused with a clear message rather than accepted and
+left broken.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from strom.broker.metadata_cache import (
+    MetadataCache,
+    TopicError,
+    TopicMetadata,
+    validate_topic_name,
+)
+from strom.cluster.replica_assignment import (
+    BrokerPlacement,
+    ReplicaAssignmentError,
+    assign_new_partitions,
+    assign_replicas_to_brokers,
+)
+from strom.cluster.zk_client import KafkaZkClient, TopicExistsError
+from strom.cluster.zk_data import TopicAssignment, new_kafka_uuid
+from strom.protocol.error_codes import ErrorCode
+from strom.storage.config import LogConfig
+from strom.storage.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+MAX_REPLICATION_FACTOR = 1  # until replication (cluster mode, part 2)
+
+
+class ZkAdminManager:
+    def __init__(self, zk: KafkaZkClient, metadata: MetadataCache, default_config: Callable[[], LogConfig],
+                 live_brokers: Callable[[], Sequence[BrokerPlacement]], default_replication_factor: int) -> None:
+        self.zk = zk
+        self.metadata = metadata
+        self._default_config = default_config
+        self._live_brokers = live_brokers
+        self.default_replication_factor = default_replication_factor
+
+    def load(self) -> None:
+        """Nothing to load: in a cluster the topic table comes from the controller."""
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
+                     validate_only: bool = False, replication_factor: int = -1,
+                     assignment: Mapping[int, Sequence[int]] | None = None) -> TopicMetadata:
+        """Validate and place a new topic, then write its config and assignment znodes."""
+        validate_topic_name(name)
+        configs = dict(configs or {})
+        try:
+            self._default_config().with_overrides(configs)
+        except StorageError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if assignment:
+            replicas = self._checked_assignment(assignment, 0)
+        else:
+            if partitions < 1:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            factor = self.default_replication_factor if replication_factor == -1 else replication_factor
+            self._check_factor(factor)
+            replicas = self._place(lambda brokers: assign_replicas_to_brokers(brokers, partitions, factor))
+        if self.zk.topic_exists(name):
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        topic = TopicMetadata(name, new_kafka_uuid(), len(replicas))
+        if validate_only:
+            return topic
+        try:
+            self.zk.create_topic(name, TopicAssignment(topic.topic_id, replicas), configs)
+        except TopicExistsError:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        logger.info("created topic %s with %d partitions (id %s): %s", name, len(replicas), topic.topic_id,
+                    replicas)
+        return topic
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                          assignment: Sequence[Sequence[int]] | None = None) -> TopicMetadata:
+        """Grow a topic to ``count`` partitions: a conditional rewrite of its assignment."""
+        current, version = self.zk.get_topic_assignment_with_version(name)
+        if current is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        existing = dict(current.partitions)
+        if count <= len(existing):
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {len(existing)} partitions, which is higher than the "
+                             f"requested {count}." if count < len(existing) else
+                             f"Topic already has {len(existing)} partitions.")
+        if assignment is not None:
+            if len(assignment) != count - len(existing):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Increasing the number of partitions by {count - len(existing)} but "
+                                 f"{len(assignment)} assignments provided.")
+            added = self._checked_assignment(dict(enumerate(assignment)), len(existing))
+        else:
+            added = self._place(lambda brokers: assign_new_partitions(name, existing, brokers, count))
+        grown = TopicMetadata(name, current.topic_id, count)
+        if validate_only:
+            return grown
+        if not self.zk.set_topic_assignment_if_version(
+                name, TopicAssignment(current.topic_id, {**existing, **added}), version):
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"Topic {name} changed while its partitions were being added; try again.")
+        logger.info("topic %s grows to %d partitions: %s", name, count, added)
+        return grown
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        """Mark the topic for deletion; the controller deletes it (StopReplica, then the znodes)."""
+        topic = self.metadata.get(name)
+        if topic is None and not self.zk.topic_exists(name):
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        self.zk.mark_topic_for_deletion(name)
+        logger.info("topic %s marked for deletion", name)
+        return topic or TopicMetadata(name, new_kafka_uuid(), 0)
+
+    # -- placement -----------------------------------------------------------------------
+    def _place(self, assign: Callable[[Sequence[BrokerPlacement]], dict[int, tuple[int, ...]]]
+               ) -> dict[int, tuple[int, ...]]:
+        brokers = self._live_brokers()
+        try:
+            return assign(brokers)
+        except ReplicaAssignmentError as exc:
+            raise TopicError(ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
+
+    def _check_factor(self, factor: int) -> None:
+        if factor > MAX_REPLICATION_FACTOR:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {factor} is not available yet: Strom's cluster mode "
+                             f"places one replica per partition until replication (cluster mode part 2) lands.")
+
+    def _checked_assignment(self, assignment: Mapping[int, Sequence[int]], first: int
+                            ) -> dict[int, tuple[int, ...]]:
+        """A manual assignment (Kafka's validateReplicaAssignment): live brokers, no repeats."""
+        live = {broker.id for broker in self._live_brokers()}
+        placed: dict[int, tuple[int, ...]] = {}
+        factors = set()
+        for offset, (_, replicas) in enumerate(sorted(assignment.items())):
+            if not replicas:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica list cannot be empty.")
+            if len(set(replicas)) != len(replicas):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Duplicate brokers not allowed in replica assignment: {list(replicas)}.")
+            unknown = sorted(set(replicas) - live)
+            if unknown:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Unknown broker(s) in replica assignment: {unknown}.")
+            factors.add(len(replicas))
+            placed[first + offset] = tuple(replicas)
+        if len(factors) > 1:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "All partitions should have the same number of replicas.")
+        self._check_factor(factors.pop())
+        return placed

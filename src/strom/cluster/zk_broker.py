@@ -1,0 +1,236 @@
+"""ZkBroker: a broker's life in a ZooKeeper cluster — join, stay registered, leave cleanly.
+
+The ZooKeeper-mode half of Kafka's ``KafkaServer``: connect (creating the chroot), agree
+on the cluster id, register ``/brokers/ids/<id>`` (the broker epoch is that znode's czxid),
+start the ``Controller`` (which stands for election), follow topic config changes
+(``/config/changes``), and on SIGTERM ask the controller to move this broker's
+leadership away (ControlledShutdown) before the socket server stops.
+
+Invariants:
+
+- The cluster id is ZooKeeper's (``/cluster/id``); a data directory that belongs to another
+  cluster (``meta.properties``) is refused at start, as Kafka's InconsistentClusterIdException,
+  so a broker pointed at the wrong ensemble cannot mix two clusters' logs.
+- The broker epoch changes only by registering: after a lost session kazoo reconnects with
+  a new session, the ephemeral is gone, and the broker registers again (new czxid), so the
+  controller sees a bounced broker and control requests for the old incarnation are refused.
+- kazoo's state listener only hands events to the event loop; registration and the
+  controller's work happen there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from kazoo.protocol.states import KazooState
+
+from strom.cluster.controller import Controller
+from strom.cluster.producer_id_manager import ZkProducerIdManager
+from strom.cluster.zk_admin_manager import ZkAdminManager
+from strom.cluster.zk_client import KafkaZkClient
+from strom.cluster.zk_data import CONFIG_CHANGES, BrokerInfo, EndPoint
+from strom.protocol.error_codes import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterStartupError(RuntimeError):
+    """The broker cannot join the cluster; the message is one line for the operator."""
+
+
+class ZkBroker:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.zk = KafkaZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                                connection_timeout_ms=config.zookeeper_connection_timeout)
+        self.controller = Controller(config.node_id, self.zk)
+        self.admin_manager = ZkAdminManager(
+            self.zk, broker.metadata, lambda: broker.log_manager.default_config,
+            lambda: sorted(broker.metadata.live_brokers(), key=lambda b: b.id), config.default_replication_factor)
+        self.producer_ids = ZkProducerIdManager(config.node_id, self.zk)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session_lost = False
+        self._last_config_change = -1
+        self._stopping = False
+
+    # -- start -----------------------------------------------------------------------------
+    async def startup(self) -> None:
+        """Join the cluster: the socket server is bound, so the endpoint is known."""
+        self._loop = asyncio.get_running_loop()
+        broker = self.broker
+        try:
+            await asyncio.to_thread(self.zk.connect)
+        except Exception as exc:
+            raise ClusterStartupError(f"cannot reach ZooKeeper at {broker.config.zookeeper_connect}: {exc}") from None
+        await asyncio.to_thread(self.zk.create_top_level_paths)
+        own = read_meta_cluster_id(broker.config.data_dir)
+        cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, own or new_cluster_id())
+        if own is not None and own != cluster_id:
+            raise ClusterStartupError(
+                f"the data directory {broker.config.data_dir} belongs to cluster {own}, but ZooKeeper at "
+                f"{broker.config.zookeeper_connect} holds cluster {cluster_id}: wrong zookeeper.connect?")
+        if own is None:
+            write_meta_cluster_id(broker.config.data_dir, cluster_id, broker.node_id)
+        broker.cluster_id = cluster_id
+        await self._register()
+        self.zk.add_state_listener(self._state_changed)
+        await asyncio.to_thread(self.zk.watch_children, CONFIG_CHANGES, self._config_changed)
+        await self.controller.startup()
+        logger.info("broker %d joined cluster %s (epoch %d)", broker.node_id, cluster_id, broker.broker_epoch)
+
+    async def _register(self) -> None:
+        broker = self.broker
+        endpoint = broker.advertised
+        info = BrokerInfo(broker.node_id, (EndPoint(endpoint.host, endpoint.port),),
+                          broker.config.broker_rack or None)
+        broker.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
+
+    def _state_changed(self, state: str) -> None:
+        """kazoo's thread: remember a lost session; re-register once a new one is up."""
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self.controller.session_expired()
+        elif state == KazooState.CONNECTED and self._session_lost and self._loop is not None:
+            self._session_lost = False
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._on_new_session()))
+
+    async def _on_new_session(self) -> None:
+        """Kafka's ``RegisterBrokerAndReelect``: a new session, a new broker epoch, an election."""
+        if self._stopping:
+            return
+        logger.warning("broker %d: the ZooKeeper session expired; registering again", self.broker.node_id)
+        try:
+            await self._register()
+        except Exception:
+            logger.exception("broker %d: registering again failed", self.broker.node_id)
+            return
+        self.controller.put_elect()
+
+    # -- topic configs -----------------------------------------------------------------------
+    async def fetch_topic_configs(self, topics: set[str]) -> None:
+        """Before this broker hosts its first partition of a topic (LeaderAndIsr), read the
+        topic's overrides from ``/config/topics/<t>``, as Kafka's LogManager does, so no log
+        is born with the wrong ``cleanup.policy`` or limits; later changes come by watch."""
+        hosted = {topic for topic, _ in self.broker.replica_manager.partitions}
+        log_manager = self.broker.log_manager
+        for topic in sorted(topics - hosted):
+            try:
+                overrides = await asyncio.wait_for(asyncio.to_thread(self.zk.get_topic_config, topic), 10)
+                if overrides != log_manager.topic_overrides.get(topic, {}):
+                    log_manager.set_topic_config(topic, overrides)
+            except Exception as exc:  # ZooKeeper unreachable, a value this broker refuses: defaults
+                logger.warning("broker %d: topic %s's config not applied (%s); using the defaults",
+                               self.broker.node_id, topic, exc)
+
+    def _config_changed(self, children: list[str]) -> bool:
+        if self._loop is not None and not self._stopping:
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._apply_config_changes()))
+        return not self._stopping
+
+    async def _apply_config_changes(self) -> None:
+        """Re-read the configs of the topics named by notifications newer than the last seen."""
+        changes = await asyncio.to_thread(self.zk.get_config_changes, self._last_config_change)
+        for sequence, entity_path in changes:
+            self._last_config_change = max(self._last_config_change, sequence)
+            kind, _, name = entity_path.partition("/")
+            if kind != "topics" or not name:
+                continue
+            configs = await asyncio.to_thread(self.zk.get_topic_config, name)
+            try:
+                self.broker.log_manager.set_topic_config(name, configs)
+            except Exception as exc:  # a bad value must not stop the others applying
+                logger.warning("broker %d: topic %s's new config %s not applied: %s",
+                               self.broker.node_id, name, configs, exc)
+
+    # -- stop ------------------------------------------------------------------------------
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move our leadership away (ControlledShutdown, retried as
+        ``controlled.shutdown.max.retries``/``retry.backoff.ms``); True when it said done."""
+        config = self.broker.config
+        self._stopping = True
+        if not config.controlled_shutdown_enable:
+            return False
+        for attempt in range(config.controlled_shutdown_max_retries):
+            try:
+                error, remaining = await self._request_controlled_shutdown()
+            except Exception as exc:
+                logger.warning("broker %d: controlled shutdown attempt %d failed: %s", self.broker.node_id,
+                               attempt + 1, exc)
+            else:
+                if error == ErrorCode.NONE and not remaining:
+                    logger.info("broker %d: controlled shutdown done", self.broker.node_id)
+                    return True
+                logger.warning("broker %d: controlled shutdown attempt %d: %s, %d partitions still led",
+                               self.broker.node_id, attempt + 1, ErrorCode(error).name, len(remaining))
+            await asyncio.sleep(config.controlled_shutdown_retry_backoff_ms / 1000)
+        logger.warning("broker %d: controlled shutdown did not finish; stopping anyway", self.broker.node_id)
+        return False
+
+    async def _request_controlled_shutdown(self) -> tuple[int, tuple[object, ...]]:
+        from strom.client.connection import BrokerConnection
+        from strom.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+        from strom.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
+
+        broker = self.broker
+        if self.controller.is_active:
+            return await self.controller.controlled_shutdown(broker.node_id, broker.broker_epoch)
+        controller_id = await asyncio.to_thread(self.zk.get_controller_id)
+        if controller_id is None:
+            return ErrorCode.NOT_CONTROLLER, ()
+        info = await asyncio.to_thread(self.zk.get_broker, controller_id)
+        if info is None or not info.endpoints:
+            return ErrorCode.BROKER_NOT_AVAILABLE, ()
+        endpoint = info.endpoints[0]
+        connection = await BrokerConnection.open(endpoint.host, endpoint.port, node_id=controller_id,
+                                                 client_id=f"strom-broker-{broker.node_id}")
+        try:
+            request = ControlledShutdownRequest(broker_id=broker.node_id, broker_epoch=broker.broker_epoch)
+            response = await connection.send(request, version=3)
+        finally:
+            connection.close()
+        assert isinstance(response, ControlledShutdownResponse)
+        return response.error_code, tuple(response.remaining_partitions)
+
+    async def shutdown(self) -> None:
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            await self.controller.shutdown()
+        await asyncio.to_thread(self.zk.close)
+
+
+def read_meta_cluster_id(data_dir: str) -> str | None:
+    """``cluster.id`` of the data directory's ``meta.properties``, if it has one."""
+    try:
+        with open(os.path.join(data_dir, "meta.properties"), encoding="utf-8") as file:
+            for line in file:
+                name, _, value = line.strip().partition("=")
+                if name == "cluster.id" and value:
+                    return value
+    except OSError:
+        pass
+    return None
+
+
+def write_meta_cluster_id(data_dir: str, cluster_id: str, broker_id: int) -> None:
+    """Kafka's ZooKeeper-mode ``meta.properties`` (version 0: cluster.id and broker.id)."""
+    path = os.path.join(data_dir, "meta.properties")
+    temp = path + ".tmp"
+    with open(temp, "w", encoding="utf-8") as file:
+        file.write(f"version=0\ncluster.id={cluster_id}\nbroker.id={broker_id}\n")
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temp, path)
+
+
+def new_cluster_id() -> str:
+    from strom.cluster.zk_data import kafka_uuid_string, new_kafka_uuid
+
+    return kafka_uuid_string(new_kafka_uuid())
