@@ -8,7 +8,8 @@ kafkajs, kcat) and peer brokers. ``spark``: tests/spark and any test that takes 
 whose tests spawn and kill broker processes (tests/client, tests/crash), the protocol's
 exhaustive per-version sweeps, and any test marked by hand. ``reference``: Apache Kafka
 itself runs beside Strom (tests/differential and any test that takes the ``kafka39`` or
-``kafka4`` fixture; JVMs, seconds to start, so these are ``slow`` too). CI
+``kafka4`` fixture; JVMs, seconds to start, so these are ``slow`` too). ``zookeeper``:
+tests/cluster, a real ZooKeeper and brokers as processes (``slow`` too). CI
 (``./scripts/test``) runs everything: markers only select.
 """
 
@@ -27,6 +28,7 @@ _BY_DIRECTORY: dict[str, tuple[str, ...]] = {
     "client": ("slow",),
     "crash": ("slow",),
     "differential": ("reference", "slow"),
+    "cluster": ("zookeeper", "slow"),
 }
 _REFERENCE_FIXTURES = frozenset({"kafka39", "kafka4"})
 
