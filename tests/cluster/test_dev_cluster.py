@@ -1,0 +1,61 @@
+"""``strom dev-cluster`` as a user runs it: ZooKeeper and brokers up, a bootstrap line, a clean Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from strom.cluster.zookeeper_server import free_ports
+from strom.protocol.headers import decode_response, encode_request
+from strom.protocol.messages.metadata_request import MetadataRequest
+from strom.protocol.messages.metadata_response import MetadataResponse
+from tests.support.broker_process import BrokerProcess, raw_request
+
+pytestmark = pytest.mark.zookeeper
+
+
+def test_dev_cluster_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    base = min(free_ports(1)[0], 60000)
+    command = [sys.executable, "-m", "strom", "dev-cluster", "--brokers", "2", "--data-dir", str(tmp_path),
+               "--base-port", str(base)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        bootstrap = ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not bootstrap:
+            line = process.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                bootstrap = line.strip().split("=", 1)[1]
+            elif not line and process.poll() is not None:
+                break
+        assert bootstrap == f"127.0.0.1:{base},127.0.0.1:{base + 1}", process.stderr.read() if process.stderr else ""
+        probe = BrokerProcess(tmp_path / "unused")
+        probe.bootstrap = f"127.0.0.1:{base + 1}"
+        frame = encode_request(MetadataRequest(topics=None), 12, correlation_id=1, client_id="dev-cluster-test")
+        deadline = time.monotonic() + 60
+        brokers: list[int] = []
+        while time.monotonic() < deadline and len(brokers) < 2:
+            answer = raw_request(probe, frame)
+            assert answer is not None
+            _, response = decode_response(answer, MetadataRequest.API_KEY, 12)
+            assert isinstance(response, MetadataResponse)
+            brokers = sorted(b.node_id for b in response.brokers)
+            time.sleep(0.1)
+        assert brokers == [1, 2]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    for node_id in (1, 2):
+        log = (tmp_path / f"broker-{node_id}.log").read_text()
+        assert "stopped cleanly" in log
+    java = subprocess.run(["pgrep", "-f", str(tmp_path / "zookeeper")], capture_output=True, text=True)
+    assert java.stdout.strip() == ""  # ZooKeeper stopped too
