@@ -38,7 +38,10 @@ def groups_on(partition: int, count: int = 1) -> list[str]:
     return list(itertools.islice((n for n in names if partition_for(n, PARTITIONS) == partition), count))
 
 
-def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]]) -> None:
+def run(
+    data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]],
+    before_start: Callable[[GroupCoordinator], None] | None = None,
+) -> None:
     log_manager = LogManager(str(data_dir), hw_follows_leo=False)
     log_manager.startup()
     replica_manager = ReplicaManager(log_manager, local_broker_id=1)
@@ -51,6 +54,8 @@ def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]])
     manager = GroupMetadataManager(CONFIG, metadata, admin_manager, replica_manager, cluster_mode=True)
     coordinator = GroupCoordinator(CONFIG, manager)
     coordinator.load()  # nothing: in a cluster, partitions load as they are won
+    if before_start is not None:
+        before_start(coordinator)
 
     async def main() -> None:
         coordinator.start()
@@ -255,3 +260,34 @@ def test_loaded_members_sessions_run_again(tmp_path: Path) -> None:
         assert reloaded.state is GroupState.EMPTY
 
     run(tmp_path, scenario)
+
+
+def test_a_partition_won_before_the_event_loop_runs_loads_at_once_and_its_sessions_start_with_it(
+        tmp_path: Path) -> None:
+    (group,) = groups_on(1)
+    member_id = ""
+
+    async def first(coordinator: GroupCoordinator) -> None:
+        nonlocal member_id
+        await elect(coordinator, 1)
+        pending = await join(coordinator, group)
+        joined = await coordinator.join_group(
+            group, pending.member_id, None, "client", "/127.0.0.1", 5000, 300, "consumer", PROTOCOLS,
+            require_known_member_id=True,
+        )
+        assert (await coordinator.sync_group(group, 1, joined.member_id, None, None, None, {})).error_code == 0
+        member_id = joined.member_id
+
+    def won_before_start(coordinator: GroupCoordinator) -> None:
+        coordinator.on_leadership_change([(OFFSETS_TOPIC, 1)], [])  # no event loop: loaded right here
+        assert coordinator.manager.owned_partitions == {1} and not coordinator.manager.loading_partitions
+        assert member_id in coordinator.groups[group].members
+
+    async def then(coordinator: GroupCoordinator) -> None:
+        reloaded = coordinator.groups[group]
+        while reloaded.members:  # its session (300 ms) runs from start(): no heartbeat, it goes
+            await asyncio.sleep(0.05)
+        assert reloaded.state is GroupState.EMPTY
+
+    run(tmp_path, first)
+    run(tmp_path, then, before_start=won_before_start)

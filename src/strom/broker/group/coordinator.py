@@ -76,6 +76,7 @@ class GroupCoordinator:
         self.monotonic = monotonic
         self.rebalancer = GroupRebalancer(config, manager, monotonic)
         self._expiry_task: asyncio.Task[None] | None = None
+        self._started = False  # on the event loop: groups loaded from now on arm their own timers
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -101,6 +102,7 @@ class GroupCoordinator:
 
     def start(self) -> None:
         """Arm session timers for loaded members, and the offsets expiration task."""
+        self._started = True
         for group in self.groups.values():
             for member in group.members.values():
                 self.rebalancer.schedule_session(group, member)
@@ -139,7 +141,10 @@ class GroupCoordinator:
         self.manager.schedule_load(partition, self._on_groups_loaded)
 
     def _on_groups_loaded(self, groups: list[GroupMetadata]) -> None:
-        """Loaded groups come back Stable or Empty; their members' sessions start now."""
+        """Loaded groups come back Stable or Empty; their members' sessions start now
+        (or at ``start``, for a load before it: timers need the running event loop)."""
+        if not self._started:
+            return
         for group in groups:
             for member in group.members.values():
                 self.rebalancer.schedule_session(group, member)

@@ -149,25 +149,13 @@ class GroupMetadataManager:
                 hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
                 if hosted is not None:
                     _read_partition(hosted.log, state)
-        self._install(state)
+        self.groups.update(_groups_of(state))
         self._loaded_at_start = True
         if state.records:
             logger.info(
                 "loaded %d groups from %d records of %s (%d unreadable skipped)",
                 len(self.groups), state.records, OFFSETS_TOPIC, state.skipped,
             )
-
-    def _install(self, state: _LoadState) -> list[GroupMetadata]:
-        """Put what a load read into the table; the groups it made."""
-        loaded: dict[str, GroupMetadata] = {}
-        for group_id, value in state.groups.items():
-            if value is not None:
-                loaded[group_id] = GroupMetadata.from_record(group_id, value)
-        for group_id, offsets in state.offsets.items():
-            if offsets:
-                loaded.setdefault(group_id, GroupMetadata(group_id)).offsets.update(offsets)
-        self.groups.update(loaded)
-        return list(loaded.values())
 
     # -- cluster mode: partitions gained and lost ----------------------------------------
     def schedule_load(self, partition: int, on_loaded: Callable[[list[GroupMetadata]], None]) -> None:
@@ -193,49 +181,52 @@ class GroupMetadataManager:
         self, partition: int, cancel: threading.Event, on_loaded: Callable[[list[GroupMetadata]], None]
     ) -> None:
         try:
-            state = await asyncio.to_thread(self._read_hosted, partition, cancel)
+            loaded = await asyncio.to_thread(self._read_hosted, partition, cancel)
         except asyncio.CancelledError:
             cancel.set()  # the worker thread stops at its next read
             raise
         except Exception:  # a bug, not a bad log: still own the partition rather than load forever
             logger.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
-            state = _LoadState()
+            loaded = {}
         finally:
             entry = self._loads.get(partition)
             if entry is not None and entry[1] is cancel:  # not a later load's entry
                 del self._loads[partition]
         if not cancel.is_set():
-            self._finish_load(partition, state, on_loaded)
+            self._finish_load(partition, loaded, on_loaded)
 
-    def _read_hosted(self, partition: int, cancel: threading.Event) -> _LoadState:
-        """Read one partition (in a worker thread; log readers take no lock)."""
+    def _read_hosted(self, partition: int, cancel: threading.Event) -> dict[str, GroupMetadata]:
+        """Read one partition and build its groups (in a worker thread: log readers take
+        no lock, and the groups are nobody else's until installed on the event loop)."""
         state = _LoadState()
         started = time.monotonic()
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             logger.warning("cannot load %s-%d: no log here", OFFSETS_TOPIC, partition)
-            return state
+            return {}
         try:
             _read_partition(hosted.log, state, cancel)
         except (StorageError, OSError, ProtocolError) as exc:
             if cancel.is_set():
-                return state  # unloaded meanwhile (its log may be deleted): nothing to report
+                return {}  # unloaded meanwhile (its log may be deleted): nothing to report
             # As Kafka: the partition is owned anyway, with what could be read.
             logger.error("loading %s-%d failed after %d records: %s", OFFSETS_TOPIC, partition, state.records, exc)
-        if not cancel.is_set():
-            logger.info(
-                "read %s-%d: %d records (%d unreadable skipped) in %.0f ms",
-                OFFSETS_TOPIC, partition, state.records, state.skipped, (time.monotonic() - started) * 1000,
-            )
-        return state
+        if cancel.is_set():
+            return {}
+        loaded = _groups_of(state)
+        logger.info(
+            "read %s-%d: %d groups from %d records (%d unreadable skipped) in %.0f ms",
+            OFFSETS_TOPIC, partition, len(loaded), state.records, state.skipped, (time.monotonic() - started) * 1000,
+        )
+        return loaded
 
     def _finish_load(
-        self, partition: int, state: _LoadState, on_loaded: Callable[[list[GroupMetadata]], None]
+        self, partition: int, loaded: dict[str, GroupMetadata], on_loaded: Callable[[list[GroupMetadata]], None]
     ) -> None:
-        loaded = self._install(state)
+        self.groups.update(loaded)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
-        on_loaded(loaded)
+        on_loaded(list(loaded.values()))
 
     def remove_partition(self, partition: int) -> list[GroupMetadata]:
         """This broker no longer leads ``partition``: stop any load, drop its groups.
@@ -373,6 +364,18 @@ def _read_partition(log: Log, state: _LoadState, cancel: threading.Event | None 
             logger.error("cannot read %s-%d past offset %d; load stops there", OFFSETS_TOPIC, log.partition, offset)
             break
         offset = next_offset
+
+
+def _groups_of(state: _LoadState) -> dict[str, GroupMetadata]:
+    """The groups a load read: Stable/Empty from their metadata, Empty for offsets alone."""
+    loaded: dict[str, GroupMetadata] = {}
+    for group_id, value in state.groups.items():
+        if value is not None:
+            loaded[group_id] = GroupMetadata.from_record(group_id, value)
+    for group_id, offsets in state.offsets.items():
+        if offsets:
+            loaded.setdefault(group_id, GroupMetadata(group_id)).offsets.update(offsets)
+    return loaded
 
 
 def _apply(state: _LoadState, key: memoryview | bytes | None, value: memoryview | bytes | None) -> None:
