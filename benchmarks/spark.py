@@ -27,7 +27,8 @@ each round runs, in this order, the workloads of the ``--paths`` chosen:
 * ``kafka count`` and ``kafka -> Parquet`` (path ``kafka``): Spark's own Kafka connector
   (``format("kafka")``, spark-sql-kafka-0-10 on ``spark.jars``, from
   ``tests/spark/kafka-connector/fetch``) on the same Strom topic: the count, and the
-  loader's layout written from it.
+  loader's layout written from it (``includeHeaders``, the date column, Parquet partitioned
+  by topic and date).
 * ``kafka count on Kafka 3.9`` and ``kafka -> Parquet on Kafka 3.9`` (path ``kafka39``):
   the same two on Apache Kafka 3.9's topic: what Spark users run today.
 
@@ -203,8 +204,9 @@ def main() -> None:
             return lambda: int(spark.read.parquet(str(target)).count())
 
         def write_parquet(read: DataFrameReader, target: Path) -> None:
-            """The loader's layout: the same date column, the same partitioning."""
-            read.load().withColumn("date", F.expr(DATE_UTC)).write.partitionBy("topic", "date").parquet(str(target))
+            """The loader's layout: the same columns (headers too), date column and partitioning."""
+            frame = read.option("includeHeaders", "true").load().withColumn("date", F.expr(DATE_UTC))
+            frame.write.partitionBy("topic", "date").parquet(str(target))
 
         # Warm the JVM (class loading, code generation) on every path before timing, the
         # Parquet writer included (else the first round's first write pays for it).
