@@ -59,6 +59,7 @@ def test_a_topic_config_set_at_creation_reaches_every_broker_hosting_it(cluster:
 
 
 def test_a_config_change_reaches_every_broker(cluster: StromCluster) -> None:
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
     admin = _admin(cluster)
@@ -66,21 +67,23 @@ def test_a_config_change_reaches_every_broker(cluster: StromCluster) -> None:
     for node_id in (1, 2, 3):
         cluster.wait_until(lambda node_id=node_id: len(cluster.leaders("tunable", via=node_id)) == 3,
                            what=f"broker {node_id} knowing the topic")
+    assert set(cluster.leaders("tunable").values()) == {1, 2, 3}
+    # The change goes to one broker; every leader must enforce it (the /config/changes watch).
     resource = ConfigResource("topic", "tunable", incremental_configs=[
-        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(30)
+    assert cluster.zk.get_topic_config("tunable") == {"max.message.bytes": "2000"}
 
-    def everywhere() -> bool:
-        for node_id in (1, 2, 3):
-            probe = ConfigResource("topic", "tunable")
-            asked = _admin(cluster, node_id)
-            described = asked.describe_configs([probe])[probe].result(30)
-            if described["retention.ms"].value != "3600000":
-                return False
-        return True
+    def refused_everywhere() -> bool:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "retries": 0, "linger.ms": 0})
+        errors: dict[int, str] = {}
+        for p in range(3):
+            producer.produce("tunable", value=b"x" * 5000, partition=p,
+                             on_delivery=lambda err, msg: errors.__setitem__(msg.partition(), err.name() if err else ""))
+        producer.flush(30)
+        return errors == {p: "MSG_SIZE_TOO_LARGE" for p in range(3)}
 
-    cluster.wait_until(everywhere, what="retention.ms on every broker")
-    assert cluster.zk.get_topic_config("tunable") == {"retention.ms": "3600000"}
+    cluster.wait_until(refused_everywhere, what="every leader refusing records over the new max.message.bytes")
 
 
 def test_partitions_added_get_leaders_and_a_deleted_topic_leaves_no_trace(cluster: StromCluster) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.cluster.zk_data import LeaderIsrAndControllerEpoch
 from strom.cluster.zookeeper_server import ZooKeeperEnsemble
 from tests.support.cluster import SESSION_TIMEOUT_MS, StromCluster
 from tests.support.zookeeper import zookeeper as zookeeper
@@ -29,6 +30,11 @@ def _create(cluster: StromCluster, topic: str, partitions: int) -> None:
         cluster.wait_until(lambda node_id=node_id: (ls := cluster.leaders(topic, via=node_id))
                            and len(ls) == partitions and all(v >= 0 for v in ls.values()),
                            what=f"leaders of {topic} known to broker {node_id}")
+
+
+def _states(cluster: StromCluster, topic: str, partitions: int) -> list[LeaderIsrAndControllerEpoch]:
+    cluster.zk.sync()
+    return list(cluster.zk.get_partition_states({(topic, p) for p in range(partitions)}).values())
 
 
 def _snapshot(cluster: StromCluster, topic: str, partitions: int) -> tuple[int, int, dict[int, int], dict[int, int]]:
@@ -57,15 +63,19 @@ def test_a_controller_paused_past_its_session_is_replaced_and_resigns_when_it_wa
                                        timeout=SESSION_TIMEOUT_MS / 1000 + 30, what="a new controller")
         new_epoch = cluster.controller_epoch()
         assert new_epoch > epoch
-        # Its registration expired with its session: its partitions are offline meanwhile.
+        # Its registration expired with its session: the new controller takes its partitions offline.
         cluster.wait_until(lambda: zombie not in cluster.zk.get_all_brokers(), what="the zombie deregistered")
+        cluster.wait_until(lambda: any(s.leader_and_isr.leader == -1 for s in _states(cluster, "paused", 6)),
+                           what="the zombie's partitions offline")
     finally:
         cluster.resume(zombie)
     # Awake, it learns its session is gone, registers again (a bounced broker to the new
     # controller) and leads its partitions again, under the new controller's epoch.
     cluster.wait_until(lambda: zombie in cluster.zk.get_all_brokers(), timeout=60, what="the zombie back")
-    cluster.wait_until(lambda: all(v >= 0 for v in cluster.leaders("paused", via=successor).values()),
+    cluster.wait_until(lambda: all(s.leader_and_isr.leader >= 0 for s in _states(cluster, "paused", 6)),
                        timeout=60, what="every partition led again")
+    cluster.wait_until(lambda: all(v >= 0 for v in cluster.leaders("paused", via=successor).values()),
+                       timeout=60, what="Metadata saying so")
     assert cluster.controller_id() == successor
     assert cluster.controller_epoch() == new_epoch  # the zombie neither won again nor bumped it
     states = cluster.zk.get_partition_states({("paused", p) for p in range(6)})
