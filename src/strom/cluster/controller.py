@@ -68,6 +68,8 @@ from strom.protocol.topic_partition import TopicPartition
 
 logger = logging.getLogger(__name__)
 
+ELECTION_RETRY_S = 1.0  # after a failed election or failover, stand again this much later
+
 
 @dataclass(slots=True)
 class ControllerEvent:
@@ -141,6 +143,25 @@ class Controller:
                 logger.exception("controller %d: handling %s failed", self.broker_id, event.kind)
                 if event.done is not None and not event.done.done():
                     event.done.set_exception(exc)
+                if event.kind == "elect":
+                    await self._election_failed()
+
+    async def _election_failed(self) -> None:
+        """An election or failover that failed half way (ZooKeeper unreachable, say): as Kafka's
+        ``triggerControllerMove``, give the role up (delete ``/controller``, fenced, so another
+        broker or this one stands again) and try again after a pause, so a broker whose
+        ZooKeeper came back does not wait for a watch that will never fire."""
+        if self.is_active:
+            epoch_zk_version = self.context.epoch_zk_version
+            await self._resign()
+            self.active_controller_id = -1
+            try:
+                await asyncio.to_thread(self.zk.delete_controller, epoch_zk_version)
+            except Exception as exc:
+                logger.warning("controller %d: could not give up /controller: %s", self.broker_id, exc)
+        loop = self._loop
+        if loop is not None:
+            loop.call_later(ELECTION_RETRY_S, self.put_elect)
 
     async def _process(self, event: ControllerEvent) -> None:
         handler: Callable[[ControllerEvent], Awaitable[None]] = {
