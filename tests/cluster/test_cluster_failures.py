@@ -83,6 +83,34 @@ def test_a_controller_paused_past_its_session_is_replaced_and_resigns_when_it_wa
     for node_id in (1, 2, 3):  # every broker, the zombie too, names the successor
         cluster.wait_until(lambda node_id=node_id: cluster.metadata(via=node_id).controller_id == successor,
                            what=f"broker {node_id} naming the new controller")
+    # What the zombie would have sent had it acted before learning: a LeaderAndIsr in its old
+    # epoch is refused by every broker, which has seen the successor's.
+    for node_id in (1, 2, 3):
+        assert _leader_and_isr_from(cluster, node_id, zombie, epoch) == 11  # STALE_CONTROLLER_EPOCH
+
+
+def _leader_and_isr_from(cluster: StromCluster, node_id: int, controller_id: int, controller_epoch: int) -> int:
+    """Send broker ``node_id`` a LeaderAndIsr (v7) as controller ``controller_id`` in ``controller_epoch``
+    making it lead partition 0 of "paused" at a high leader epoch; the top-level error code."""
+    from strom.protocol.headers import decode_response, encode_request
+    from strom.protocol.messages.leader_and_isr_request import (
+        LeaderAndIsrPartitionState,
+        LeaderAndIsrRequest,
+        LeaderAndIsrTopicState,
+    )
+    from tests.support.broker_process import raw_request
+
+    info = cluster.zk.get_broker(node_id)
+    assert info is not None
+    state = LeaderAndIsrPartitionState(partition_index=0, controller_epoch=controller_epoch, leader=node_id,
+                                       leader_epoch=1000, isr=(node_id,), replicas=(node_id,))
+    request = LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=controller_epoch,
+                                  broker_epoch=info.epoch, topic_states=(
+                                      LeaderAndIsrTopicState(topic_name="paused", partition_states=(state,)),))
+    answer = raw_request(cluster.brokers[node_id], encode_request(request, 7, correlation_id=3, client_id="zombie"))
+    assert answer is not None
+    _, response = decode_response(answer, LeaderAndIsrRequest.API_KEY, 7)
+    return int(response.error_code)
 
 
 def _unchanged_for(seconds: float, read: Callable[[], object], expected: object) -> None:
