@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from strom.broker.config import BrokerConfig
+from strom.broker.config import BrokerConfig, ConfigError
 from strom.broker.group.group_config import GroupConfig
 
 
@@ -61,3 +63,27 @@ def test_group_settings_reach_the_coordinator() -> None:
 def test_bad_properties_are_refused(name: str, value: str, message: str) -> None:
     with pytest.raises(Exception, match=message):
         BrokerConfig.from_properties({name: value})
+
+
+def test_cluster_settings_have_kafkas_names_and_defaults() -> None:
+    assert not BrokerConfig().cluster_mode
+    config = BrokerConfig.from_properties({"broker.id": "3", "zookeeper.connect": "127.0.0.1:2181/strom",
+                                           "zookeeper.session.timeout.ms": "6000"})
+    assert (config.node_id, config.cluster_mode) == (3, True)
+    assert config.zookeeper_connection_timeout == 6000  # unset: the session timeout, as Kafka
+    defaults = BrokerConfig()
+    assert (defaults.zookeeper_session_timeout_ms, defaults.offsets_topic_replication_factor) == (18000, 3)
+    assert (defaults.controlled_shutdown_enable, defaults.controlled_shutdown_max_retries,
+            defaults.controlled_shutdown_retry_backoff_ms) == (True, 3, 5000)
+
+
+def test_a_mistyped_timeout_is_refused_with_the_name_it_meant() -> None:
+    """Jepsen's own Kafka harness once set zookeeper.session.tmeout.ms: silently ignored there."""
+    with pytest.raises(ConfigError, match=re.escape("did you mean 'zookeeper.session.timeout.ms'")):
+        BrokerConfig.from_properties({"zookeeper.session.tmeout.ms": "1000"})
+
+
+def test_broker_id_and_node_id_must_agree() -> None:
+    assert BrokerConfig.from_properties({"broker.id": "2", "node.id": "2"}).node_id == 2
+    with pytest.raises(ConfigError, match=re.escape("broker.id 2 and node.id 5 differ")):
+        BrokerConfig.from_properties({"broker.id": "2", "node.id": "5"})
