@@ -72,7 +72,9 @@ class ZkBroker:
             raise ClusterStartupError(f"cannot reach ZooKeeper at {broker.config.zookeeper_connect}: {exc}") from None
         await asyncio.to_thread(self.zk.create_top_level_paths)
         own = read_meta_cluster_id(broker.config.data_dir)
-        cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, own or new_cluster_id())
+        # A new id is proposed even when the data directory has one (as Kafka): an empty
+        # ZooKeeper must not quietly adopt another cluster's data.
+        cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, new_cluster_id())
         if own is not None and own != cluster_id:
             raise ClusterStartupError(
                 f"the data directory {broker.config.data_dir} belongs to cluster {own}, but ZooKeeper at "
