@@ -210,16 +210,23 @@ class Broker:
 
 def _cluster_id(data_dir: str) -> str:
     """Kafka's ``meta.properties``: the cluster id is made once and kept with the data."""
-    path = os.path.join(data_dir, "meta.properties")
+    cluster_id = read_meta_cluster_id(data_dir)
+    if cluster_id is not None:
+        return cluster_id
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    with open(os.path.join(data_dir, "meta.properties"), "w", encoding="utf-8") as file:
+        file.write(f"version=1\ncluster.id={cluster_id}\n")
+    return cluster_id
+
+
+def read_meta_cluster_id(data_dir: str) -> str | None:
+    """``cluster.id`` of the data directory's ``meta.properties``, if it has one."""
     try:
-        with open(path, encoding="utf-8") as file:
+        with open(os.path.join(data_dir, "meta.properties"), encoding="utf-8") as file:
             for line in file:
                 name, _, value = line.strip().partition("=")
                 if name == "cluster.id" and value:
                     return value
     except OSError:
         pass
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write(f"version=1\ncluster.id={cluster_id}\n")
-    return cluster_id
+    return None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import KazooState
 
+from strom.broker.broker import read_meta_cluster_id
 from strom.cluster.controller import Controller
 from strom.cluster.producer_id_manager import ZkProducerIdManager
 from strom.cluster.zk_admin_manager import ZkAdminManager
@@ -206,19 +207,6 @@ class ZkBroker:
         with contextlib.suppress(Exception):
             await self.controller.shutdown()
         await asyncio.to_thread(self.zk.close)
-
-
-def read_meta_cluster_id(data_dir: str) -> str | None:
-    """``cluster.id`` of the data directory's ``meta.properties``, if it has one."""
-    try:
-        with open(os.path.join(data_dir, "meta.properties"), encoding="utf-8") as file:
-            for line in file:
-                name, _, value = line.strip().partition("=")
-                if name == "cluster.id" and value:
-                    return value
-    except OSError:
-        pass
-    return None
 
 
 def write_meta_cluster_id(data_dir: str, cluster_id: str, broker_id: int) -> None:
