@@ -13,7 +13,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.primitives import Records
 from strom.protocol.topic_partition import TopicPartition
+from strom.storage import meta_properties
 from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManagerConfig
 
@@ -210,23 +210,8 @@ class Broker:
 
 def _cluster_id(data_dir: str) -> str:
     """Kafka's ``meta.properties``: the cluster id is made once and kept with the data."""
-    cluster_id = read_meta_cluster_id(data_dir)
-    if cluster_id is not None:
-        return cluster_id
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    with open(os.path.join(data_dir, "meta.properties"), "w", encoding="utf-8") as file:
-        file.write(f"version=1\ncluster.id={cluster_id}\n")
+    cluster_id = meta_properties.read_cluster_id(data_dir)
+    if cluster_id is None:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        meta_properties.write(data_dir, cluster_id)
     return cluster_id
-
-
-def read_meta_cluster_id(data_dir: str) -> str | None:
-    """``cluster.id`` of the data directory's ``meta.properties``, if it has one."""
-    try:
-        with open(os.path.join(data_dir, "meta.properties"), encoding="utf-8") as file:
-            for line in file:
-                name, _, value = line.strip().partition("=")
-                if name == "cluster.id" and value:
-                    return value
-    except OSError:
-        pass
-    return None

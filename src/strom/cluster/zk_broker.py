@@ -23,18 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import KazooState
 
-from strom.broker.broker import read_meta_cluster_id
 from strom.cluster.controller import Controller
 from strom.cluster.producer_id_manager import ZkProducerIdManager
 from strom.cluster.zk_admin_manager import ZkAdminManager
 from strom.cluster.zk_client import KafkaZkClient
 from strom.cluster.zk_data import CONFIG_CHANGES, BrokerInfo, EndPoint
 from strom.protocol.error_codes import ErrorCode
+from strom.storage import meta_properties
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -72,7 +71,7 @@ class ZkBroker:
         except Exception as exc:
             raise ClusterStartupError(f"cannot reach ZooKeeper at {broker.config.zookeeper_connect}: {exc}") from None
         await asyncio.to_thread(self.zk.create_top_level_paths)
-        own = read_meta_cluster_id(broker.config.data_dir)
+        own = meta_properties.read_cluster_id(broker.config.data_dir)
         # A new id is proposed even when the data directory has one (as Kafka): an empty
         # ZooKeeper must not quietly adopt another cluster's data.
         cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, new_cluster_id())
@@ -81,7 +80,7 @@ class ZkBroker:
                 f"the data directory {broker.config.data_dir} belongs to cluster {own}, but ZooKeeper at "
                 f"{broker.config.zookeeper_connect} holds cluster {cluster_id}: wrong zookeeper.connect?")
         if own is None:
-            write_meta_cluster_id(broker.config.data_dir, cluster_id, broker.node_id)
+            meta_properties.write(broker.config.data_dir, cluster_id, broker.node_id)
         broker.cluster_id = cluster_id
         await self._register()
         self.zk.add_state_listener(self._state_changed)
@@ -207,17 +206,6 @@ class ZkBroker:
         with contextlib.suppress(Exception):
             await self.controller.shutdown()
         await asyncio.to_thread(self.zk.close)
-
-
-def write_meta_cluster_id(data_dir: str, cluster_id: str, broker_id: int) -> None:
-    """Kafka's ZooKeeper-mode ``meta.properties`` (version 0: cluster.id and broker.id)."""
-    path = os.path.join(data_dir, "meta.properties")
-    temp = path + ".tmp"
-    with open(temp, "w", encoding="utf-8") as file:
-        file.write(f"version=0\ncluster.id={cluster_id}\nbroker.id={broker_id}\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temp, path)
 
 
 def new_cluster_id() -> str:
