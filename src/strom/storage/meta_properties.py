@@ -9,7 +9,7 @@ On disk, Kafka's Java-properties text at ``<data-dir>/meta.properties``:
     cluster.id=<ZooKeeper's /cluster/id>
     broker.id=<node id>
 
-Written once, atomically (temp file, fsync, rename), when the directory is first used, and
+Written once, atomically (temp file, fsync, rename, directory fsync), when the directory is first used, and
 only read afterwards: a data directory never changes cluster, so a broker pointed at
 another cluster's ZooKeeper refuses to start rather than mixing two clusters' logs.
 """
@@ -17,6 +17,8 @@ another cluster's ZooKeeper refuses to start rather than mixing two clusters' lo
 from __future__ import annotations
 
 import os
+
+from strom.storage.fs import FileSystem, write_file_atomically
 
 FILE_NAME = "meta.properties"
 
@@ -38,10 +40,4 @@ def write(data_dir: str, cluster_id: str, broker_id: int | None = None) -> None:
     """Version 1 (cluster id) for a single node, version 0 (with the broker id) in a cluster."""
     text = (f"version=1\ncluster.id={cluster_id}\n" if broker_id is None
             else f"version=0\ncluster.id={cluster_id}\nbroker.id={broker_id}\n")
-    path = os.path.join(data_dir, FILE_NAME)
-    temp = path + ".tmp"
-    with open(temp, "w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temp, path)
+    write_file_atomically(FileSystem(), os.path.join(data_dir, FILE_NAME), text.encode("utf-8"))
