@@ -126,6 +126,7 @@ def test_two_consumers_rebalance_and_see_every_record_once(broker: BrokerProcess
     seen: list[tuple[str, int, int, str]] = []
     consumers: list[Consumer] = []
     assignments: dict[int, set[int]] = {0: set(), 1: set()}
+    closing = False
 
     def callbacks(index: int) -> dict[str, Any]:
         def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -134,8 +135,12 @@ def test_two_consumers_rebalance_and_see_every_record_once(broker: BrokerProcess
                 consumer.incremental_assign(partitions)
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-            if consumer.assignment():
-                consumer.commit(asynchronous=False)  # hand over exactly what was consumed
+            # Hand over exactly what was consumed, while both consume. Not at close: everything
+            # is read by then, and the second consumer's close may find the group completing
+            # the rebalance the first one's departure started, where a commit is refused
+            # REBALANCE_IN_PROGRESS by Kafka's rules (a race of the test, seen 1 run in 4).
+            if consumer.assignment() and not closing:
+                consumer.commit(asynchronous=False)
             assignments[index] -= {tp.partition for tp in partitions}
             if strategy == "cooperative-sticky":
                 consumer.incremental_unassign(partitions)
@@ -154,6 +159,7 @@ def test_two_consumers_rebalance_and_see_every_record_once(broker: BrokerProcess
         consumers, seen,
         lambda: len(seen) >= len(values) and len(assignments[0]) == 2 and len(assignments[1]) == 2,
     )
+    closing = True
     for consumer in consumers:
         consumer.close()
     positions = [(p, o) for _, p, o, _ in seen]
