@@ -14,13 +14,20 @@ Invariants: every partition of a topic carries the same id; the topic table
 (``TopicMetadata``) and the partition states always describe the same topics (a
 topic's ``partitions`` is one past its highest known partition); a topic without an
 id (an UpdateMetadata older than v7) has the zero id and cannot be found by id.
+
+Answers about a topic are expensive to build for a large topic (a Metadata answer for
+1,000 partitions is ~26 KB) and asked for far more often than the topic changes, so the
+cache keeps, per topic, what a handler chose to remember (``topic_answer``): it is
+forgotten whenever anything the answer could depend on changes, i.e. the topic (its
+partition states, id, existence) or the set of live brokers (which decides whether a
+leader is available).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -103,6 +110,8 @@ class MetadataCache:
         self._partition_states: dict[str, dict[int, PartitionState]] = {}
         self._live_brokers: dict[int, LiveBroker] = {}
         self.controller_id: int = NO_CONTROLLER
+        # Answers remembered per topic and key (see the module's docstring).
+        self._answers: dict[str, dict[Hashable, bytes]] = {}
 
     def topics(self) -> list[TopicMetadata]:
         return list(self._topics.values())
@@ -130,6 +139,17 @@ class MetadataCache:
     def live_broker(self, broker_id: int) -> LiveBroker | None:
         return self._live_brokers.get(broker_id)
 
+    # -- remembered answers ---------------------------------------------------------------
+    def topic_answer(self, name: str, key: Hashable) -> bytes | None:
+        """What ``remember_topic_answer`` kept for ``name`` under ``key``, if nothing changed since."""
+        answers = self._answers.get(name)
+        return None if answers is None else answers.get(key)
+
+    def remember_topic_answer(self, name: str, key: Hashable, answer: bytes) -> None:
+        """Keep ``answer``, built from the topic's current state, until the topic or the live brokers change."""
+        if name in self._topics:
+            self._answers.setdefault(name, {})[key] = answer
+
     def update_metadata(
         self,
         controller_id: int,
@@ -144,7 +164,10 @@ class MetadataCache:
         (``LEADER_DURING_DELETE``) removing the partition. ``topic_ids`` (v7+) set a
         topic's id; the zero id takes it away, as Kafka does for a pre-v7 request.
         """
-        self._live_brokers = {broker.id: broker for broker in live_brokers}
+        brokers = {broker.id: broker for broker in live_brokers}
+        if brokers != self._live_brokers:
+            self._answers.clear()
+        self._live_brokers = brokers
         self.controller_id = controller_id if controller_id >= 0 else NO_CONTROLLER
         touched: set[str] = set()
         ids = {t.name: t.topic_id for t in self._topics.values()}
@@ -166,6 +189,7 @@ class MetadataCache:
 
     def _refresh_topic(self, name: str, topic_id: uuid.UUID) -> None:
         """Keep the topic table in step with the topic's partition states."""
+        self._answers.pop(name, None)
         states = self._partition_states.get(name)
         if not states:
             self._partition_states.pop(name, None)
@@ -181,10 +205,12 @@ class MetadataCache:
 
     # -- updates, from the owner of topic creation only (one node) -----------------------
     def update_topic(self, topic: TopicMetadata) -> None:
+        self._answers.pop(topic.name, None)
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
     def remove_topic(self, name: str) -> TopicMetadata | None:
+        self._answers.pop(name, None)
         topic = self._topics.pop(name, None)
         if topic is not None:
             self._by_id.pop(topic.topic_id, None)

@@ -26,6 +26,7 @@ from strom.broker.metadata_cache import (
     TopicMetadata,
     validate_topic_name,
 )
+from strom.protocol.encoded import ArraySlot, encoded_type
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.metadata_request import MetadataRequest
@@ -120,43 +121,76 @@ def _describe(broker: Broker, topic: TopicMetadata) -> MetadataResponseTopic:
 
 
 # -- cluster mode: the controller's view ----------------------------------------------
-def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> MetadataResponse:
+def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> Message:
+    """The answer, spliced from each topic's encoded bytes (remembered by the MetadataCache
+    until the topic or the live brokers change) into the encoded brokers and controller."""
     cache = broker.metadata
-    live_only = version == 0  # Kafka's errorUnavailableEndpoints
     if body.topics is None or (version == 0 and not body.topics):
-        topics = [_cluster_describe(broker, topic, live_only) for topic in cache.topics()]
+        found: list[TopicMetadata | MetadataResponseTopic] = list(cache.topics())
     else:
-        topics = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation, live_only)
-                  for t in body.topics]
-    if body.include_topic_authorized_operations:
-        topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or ""))
-                  for t in topics]
+        found = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
+    asked = body.include_topic_authorized_operations
+    topics = [_encoded_topic(broker, topic, version, asked) for topic in found]
     brokers = []
     for live in cache.live_brokers():
         endpoint = live.endpoint()  # one listener: its first endpoint
         if endpoint is not None:
             brokers.append(MetadataResponseBroker(live.id, endpoint.host, endpoint.port, live.rack))
-    return MetadataResponse(
+    without_topics = MetadataResponse(
         brokers=tuple(brokers),
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id,
-        topics=tuple(topics),
         cluster_authorized_operations=authorized_operations(
             ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
     )
+    return _ENCODED_RESPONSE(version, _topics_slot(without_topics, version).splice(topics))
 
 
-def _cluster_lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bool,
-                    live_only: bool) -> MetadataResponseTopic:
+_ENCODED_RESPONSE = encoded_type(MetadataResponse)
+
+
+def _topics_slot(response: MetadataResponse, version: int) -> ArraySlot:
+    """Where the topics go in ``response`` (encoded with none): after them come the cluster's
+    authorized operations (v8 to v10) and the tagged fields (flexible versions, v9+)."""
+    tail = (4 if 8 <= version <= 10 else 0) + (1 if version >= 9 else 0)
+    return ArraySlot.locate(response.encode(version), tail, compact=version >= 9)
+
+
+def _encoded_topic(broker: Broker, topic: TopicMetadata | MetadataResponseTopic, version: int, asked: bool) -> bytes:
+    """One topic as the generated encoder writes it in ``version``; a known topic's bytes are
+    remembered by the cache (an error is cheap and not kept)."""
+    name = topic.name or ""
+    operations = (authorized_operations(ResourceType.TOPIC, name) if asked
+                  else MetadataResponseTopic().topic_authorized_operations)
+    if isinstance(topic, MetadataResponseTopic):
+        return encode_topic(replace(topic, topic_authorized_operations=operations), version)
+    key = (version, operations)
+    encoded = broker.metadata.topic_answer(name, key)
+    if encoded is None:
+        described = _cluster_describe(broker, topic, live_only=version == 0)  # Kafka's errorUnavailableEndpoints
+        encoded = encode_topic(replace(described, topic_authorized_operations=operations), version)
+        broker.metadata.remember_topic_answer(name, key, encoded)
+    return encoded
+
+
+def encode_topic(topic: MetadataResponseTopic, version: int) -> bytes:
+    """``topic``'s bytes in a Metadata answer of ``version`` (the generated encoder's, taken out)."""
+    empty = MetadataResponse()
+    return _topics_slot(empty, version).element(replace(empty, topics=(topic,)).encode(version))
+
+
+def _cluster_lookup(broker: Broker, name: str | None, topic_id: object,
+                    allow_create: bool) -> TopicMetadata | MetadataResponseTopic:
+    """The topic asked for, or the answer for one the cache does not know (an error)."""
     cache = broker.metadata
     if name is None:  # v10+: by topic id
         found = cache.by_id(topic_id)  # type: ignore[arg-type]
         if found is None:
             return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id)  # type: ignore[arg-type]
-        return _cluster_describe(broker, found, live_only)
+        return found
     topic = cache.get(name)
     if topic is not None:
-        return _cluster_describe(broker, topic, live_only)
+        return topic
     internal = name in INTERNAL_TOPICS
     try:
         validate_topic_name(name)
