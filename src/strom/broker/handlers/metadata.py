@@ -11,6 +11,12 @@ brokers, the controller's id, each partition's leader (a leader that is not aliv
 or -1, is LEADER_NOT_AVAILABLE with leader -1), replicas, ISR and offline replicas;
 v0 lists only live replicas and says REPLICA_NOT_AVAILABLE when it leaves one out. An
 auto-created topic is LEADER_NOT_AVAILABLE until the controller has told the brokers.
+A cluster's answer is asked for far more often than it changes and, for a topic of
+1,000 partitions, costs ~6 ms to build and encode: each topic's encoded bytes (per
+version and authorized-operations value) are kept by the MetadataCache until an
+UpdateMetadata touches the topic or the live brokers, and spliced into the encoded
+brokers and controller (``strom.protocol.encoded``), byte for byte what the generated
+encoder would write for the whole answer.
 """
 
 from __future__ import annotations
