@@ -2,8 +2,11 @@
 
 Both index files are arrays of big-endian fixed-size entries with no header and no
 checksum. The file of the active segment is preallocated to ``segment.index.bytes``
-(a sparse ``ftruncate``, so it costs no disk blocks) and trimmed to exactly
-``entries * entry_size`` when the segment rolls or the log closes cleanly.
+(a sparse ``ftruncate``, so it costs no disk blocks) when its first entry of this run is
+written, and trimmed to exactly ``entries * entry_size`` and fdatasync'ed when the
+segment rolls or the log closes cleanly. An index nobody wrote since it was loaded (or
+last synced) is already trimmed and durable: closing it is only a ``close`` (a broker
+with hundreds of idle partitions stops without two ``fdatasync`` per partition).
 
 Invariants:
 - the in-memory entry arrays are the truth; bytes in the file past them are stale or
@@ -46,6 +49,10 @@ class IndexFile:
         self.keys: array[int] = array(self.key_type)
         self.values: array[int] = array("I")
         self._fd: int | None = None
+        # What the file on disk needs before a clean shutdown: cutting back to the
+        # entries (it is preallocated) and an fdatasync (written since last durable).
+        self._preallocated = False
+        self._unsynced = False
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -59,6 +66,9 @@ class IndexFile:
             raise CorruptIndexError(f"{self.path}: more entries than segment.index.bytes allows")
         self._decode(raw)
         self.check()
+        # Exactly the entries, and durable: trimmed and synced by the clean close (or
+        # the roll) that wrote it last, or rebuilt by recovery, which marks it unsynced.
+        self._preallocated = self._unsynced = False
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild) and empty the file if it is open."""
@@ -66,30 +76,39 @@ class IndexFile:
         del self.values[:]
         if self._fd is not None:
             self.fs.ftruncate(self._fd, 0)
-            self.fs.ftruncate(self._fd, self.max_entries * self.entry_size)
+            self._preallocated, self._unsynced = False, True
 
     def open_for_append(self) -> None:
-        """Open the file for writing and preallocate it to ``segment.index.bytes``."""
+        """Open the file for writing; it is preallocated by its first new entry."""
         if self._fd is None:
             self._fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT)
-        self.fs.ftruncate(self._fd, self.max_entries * self.entry_size)
+
+    def _preallocate(self, fd: int) -> None:
+        self.fs.ftruncate(fd, self.max_entries * self.entry_size)
+        self._preallocated = True
 
     def write_all(self) -> None:
         """Write the in-memory entries to a fresh file, trimmed (after a rebuild)."""
         fd = self.fs.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
+            self._preallocated, self._unsynced = False, True
             write_fully(self.fs, fd, self._encode(), 0)
         finally:
             self.fs.close(fd)
 
     def trim(self) -> None:
-        """Cut the preallocated tail off and stop appending (segment rolled or closed)."""
+        """Cut the preallocated tail off, make the file durable, stop appending (segment
+        rolled or log closed); nothing but the ``close`` if the file has not changed."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
         try:
-            self.fs.ftruncate(fd, len(self.keys) * self.entry_size)
-            self.fs.fdatasync(fd)
+            if self._preallocated:
+                self.fs.ftruncate(fd, len(self.keys) * self.entry_size)
+                self._preallocated, self._unsynced = False, True
+            if self._unsynced:
+                self.fs.fdatasync(fd)
+                self._unsynced = False
         finally:
             self.fs.close(fd)
 
@@ -101,6 +120,7 @@ class IndexFile:
     def flush(self) -> None:
         if self._fd is not None:
             self.fs.fdatasync(self._fd)
+            self._unsynced = False
 
     def rename(self, path: str) -> None:
         if self.fs.exists(self.path):
@@ -121,7 +141,10 @@ class IndexFile:
         if self.is_full:
             raise ValueError(f"{self.path} is full ({self.max_entries} entries)")
         if self._fd is not None:
+            if not self._preallocated:
+                self._preallocate(self._fd)
             entry = self._pack(key, value)
+            self._unsynced = True
             write_fully(self.fs, self._fd, entry, len(self.keys) * self.entry_size)
         self.keys.append(key)
         self.values.append(value)
@@ -133,13 +156,13 @@ class IndexFile:
 
     def drop_stale_entries(self) -> None:
         """After ``truncate_entries``: make the file hold only the kept entries (an open,
-        active index keeps its preallocated size, zero past them), so a crash cannot
-        leave an entry for data the log no longer has."""
+        active index is preallocated again by its next entry), so a crash cannot leave
+        an entry for data the log no longer has."""
         if self._fd is None:
             self.write_all()
             return
         self.fs.ftruncate(self._fd, len(self.keys) * self.entry_size)
-        self.fs.ftruncate(self._fd, self.max_entries * self.entry_size)
+        self._preallocated, self._unsynced = False, True
 
     def check(self) -> None:
         keys = self.keys

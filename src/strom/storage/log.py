@@ -339,7 +339,7 @@ class Log:
                              segment_index_bytes=self.config.segment_index_bytes,
                              index_interval_bytes=self.config.index_interval_bytes,
                              created_ms=now)
-        self.fs.ftruncate(segment.fd, 0)
+        segment.make_empty()
         if self.config.preallocate:
             segment.preallocate(min(self.config.segment_bytes, MAX_SEGMENT_POSITION))
         segment.make_active()

@@ -245,7 +245,7 @@ class LogLoader:
 
     def _empty_segment(self, base_offset: int) -> LogSegment:
         segment = self._segment(base_offset)
-        self.fs.ftruncate(segment.fd, 0)
+        segment.make_empty()
         if self.config.preallocate:
             segment.preallocate(min(self.config.segment_bytes, MAX_SEGMENT_POSITION))
         segment.make_active()

@@ -10,7 +10,11 @@ sequence, last sequence) and answered with the offsets it was given the first ti
 On disk: ``<offset, 20 digits>.snapshot`` files in the partition directory. A snapshot
 named N holds the state after every batch below offset N; it is written when a
 segment rolls (N = the new segment's base offset, the old one is already synced) and
-at a clean shutdown (N = the log end offset, after the final flush). Each file is
+at a clean shutdown (N = the log end offset, after the final flush), unless the state
+is on disk as of N already: nothing was appended since the snapshot N was written or
+loaded (Kafka's ``takeSnapshot`` writes only when ``lastMapOffset > lastSnapOffset``),
+or, with no snapshot, N is the log start and there is nothing to replay. An idle
+partition's clean shutdown thus writes no file and fsyncs no directory. Each file is
 written whole by ``write_file_atomically``. Strom's own format, version 1 (Kafka's
 v1 keeps one batch per producer; this keeps all five, so a duplicate of any in-flight
 batch is still detected after a restart). Big-endian::
@@ -250,6 +254,10 @@ class ProducerStateManager:
         self.config = config or ProducerStateManagerConfig()
         self.producers: dict[int, ProducerStateEntry] = {}
         self.first_unstable_offset: int | None = None
+        # The offset as of which this state is what ``load`` would rebuild from disk
+        # with nothing to replay (a snapshot of that name, or the log start without
+        # one); None once an append changed it. A snapshot there would be a rewrite.
+        self._on_disk_at: int | None = None
 
     # --- appends ----------------------------------------------------------------------
 
@@ -272,6 +280,7 @@ class ProducerStateManager:
 
     def complete(self, info: ProducerAppendInfo) -> None:
         """Apply a prepared append once its batches are in the log."""
+        self._on_disk_at = None
         self.producers.update(info.entries)
         # ``first_unstable_offset`` is None only while no producer has an open
         # transaction, and stays so unless this append opened one: no scan of every
@@ -305,12 +314,18 @@ class ProducerStateManager:
                       if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit())
 
     def take_snapshot(self, offset: int) -> None:
-        """Write the state as of ``offset`` (every batch below it appended, none above)."""
+        """Write the state as of ``offset`` (every batch below it appended, none above),
+        unless it is on disk as of ``offset`` already (the module docstring)."""
+        if offset == self._on_disk_at:
+            return
         write_file_atomically(self.fs, self.snapshot_path(offset),
                               encode_snapshot(self.producers.values()))
+        self._on_disk_at = offset
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Retention: snapshots below the first segment can never be replayed from."""
+        if self._on_disk_at is not None and self._on_disk_at < offset:
+            self._on_disk_at = None
         remove_files(self.fs, [self.snapshot_path(snapshot) for snapshot in
                                self.snapshot_offsets() if snapshot < offset])
 
@@ -330,6 +345,7 @@ class ProducerStateManager:
         remove_files(self.fs, [self.snapshot_path(offset) for offset in self.snapshot_offsets()])
         self.producers = {}
         self.first_unstable_offset = None
+        self._on_disk_at = None
 
     # --- loading ----------------------------------------------------------------------
 
@@ -337,6 +353,7 @@ class ProducerStateManager:
              now_ms: int) -> None:
         """Newest usable snapshot at or below the log end offset, then replay from it."""
         start = log_start_offset
+        loaded: int | None = None  # the offset of the snapshot used, if any
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end_offset:
                 logger.info("%s: deleting snapshot %d above the log end offset %d",
@@ -350,10 +367,12 @@ class ProducerStateManager:
                 logger.warning("%s: %s; deleted, trying an older snapshot", self.directory, exc)
                 remove_files(self.fs, [self.snapshot_path(offset)])
                 continue
-            start = max(offset, start)
+            start, loaded = max(offset, start), offset
             break
         replay = self.prepare(iter_producer_batches(self.fs, segments, start), validate=False)
         self.complete(replay)
+        # On disk as is: the snapshot named ``start``, or no snapshot and no producer.
+        self._on_disk_at = start if not replay.entries and loaded in (start, None) else None
         self._update_first_unstable_offset()  # the snapshot's open transactions too
         self.remove_expired_producers(now_ms)
 

@@ -154,6 +154,10 @@ class LogSegment:
         self._bytes_since_index = 0
         self.deleted = False
         self.dirty = False  # a failed write could not be cut off; recovery must run
+        # The ``.log`` changed since it was last fdatasync'ed: a clean close must sync it.
+        # A file opened as found is durable (a clean close or a roll synced it last, or
+        # recovery is about to rewrite and sync it).
+        self.unsynced = False
 
     def _path(self, suffix: str) -> str:
         return os.path.join(self.directory,
@@ -211,7 +215,14 @@ class LogSegment:
 
     def preallocate(self, size: int) -> None:
         """Reserve the whole segment now: later appends overwrite allocated zeros."""
+        self.unsynced = True
         self.fs.fallocate(self.fd, size)
+
+    def make_empty(self) -> None:
+        """A new segment starts from an empty file (a leftover of the same name is cut)."""
+        if self.fs.file_size(self.fd):
+            self.unsynced = True
+            self.fs.ftruncate(self.fd, 0)
 
     def make_active(self) -> None:
         """Open both indexes for appending (preallocated); the log's last segment only."""
@@ -226,6 +237,7 @@ class LogSegment:
         saved = (self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
                  self.first_batch_timestamp, self._bytes_since_index,
                  self.offset_index.entries, self.time_index.entries)
+        self.unsynced = True
         try:
             # One pwrite nearly always writes it all; write_fully's loop only for the rest.
             written = self.fs.pwrite(self.fd, buffer, start)
@@ -341,6 +353,7 @@ class LogSegment:
         end (a torn write), its CRC fails, or its offsets do not continue the previous
         batch's. Returns the number of bytes truncated.
         """
+        self.unsynced = True  # what was read may be a killed process's page cache
         self.offset_index.reset()
         self.time_index.reset()
         self.size, self.next_offset = 0, self.base_offset
@@ -412,6 +425,7 @@ class LogSegment:
         self.time_index.truncate_to_offset(offset)
         self.offset_index.drop_stale_entries()
         self.time_index.drop_stale_entries()
+        self.unsynced = True
         self.fs.ftruncate(self.fd, position)
         self.size = position
         # The segment ends after its last batch kept: below ``offset`` if a compacted
@@ -437,17 +451,21 @@ class LogSegment:
 
     def flush(self) -> None:
         """Sync the ``.log`` only: indexes are rebuilt by recovery, syncing them buys nothing."""
+        self.unsynced = False  # before: a write racing the sync marks it again
         self.fs.fdatasync(self.fd)
 
     def on_roll(self) -> None:
         """The segment stops taking appends: final time entry, trim indexes and a
-        preallocated tail, sync."""
+        preallocated tail, sync. Files unchanged since they were last durable are only
+        closed (an idle log's clean shutdown costs no ``fdatasync``)."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
         if self.fs.file_size(self.fd) > self.size:
+            self.unsynced = True
             self.fs.ftruncate(self.fd, self.size)
-        self.fs.fdatasync(self.fd)
+        if self.unsynced:
+            self.flush()
 
     def close(self) -> None:
         self.offset_index.close_without_trim()
