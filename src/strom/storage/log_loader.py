@@ -13,8 +13,14 @@ indexes are sanity-checked (rebuilt if insane). Every segment from the one holdi
 the recovery point to the end is re-read batch by batch — length, magic, CRC,
 offset continuity — with both indexes rebuilt; the first bad batch and everything
 after it (rest of that segment, all later segments) is removed, and exactly what was
-removed is logged (partition, offsets, bytes). The recovered tail is then
-fdatasync'ed and the recovery point moves to the new log end offset.
+removed is logged (partition, offsets, bytes). Recovered segments before the active
+one are fdatasync'ed; the active one is not (Kafka's ``LogLoader`` syncs nothing and
+keeps the checkpointed recovery point): the recovery point becomes the old one, at
+least the active segment's base, at most the log end offset, and the next flush or the
+clean close syncs the rest, as for any append. A broker killed with hundreds of
+partitions restarts without an ``fdatasync`` and a directory ``fsync`` for each: a second
+crash first only re-validates that tail again. The directory is fsync'ed only when
+recovery cut or deleted something.
 
 Producer state (``producer_state``) is loaded last, from the recovered log: the newest
 ``.snapshot`` at or below the log end offset plus the batch headers after it.
@@ -106,6 +112,8 @@ class LogLoader:
         if self.log_start_offset > log_end_offset:
             segments = self._start_over(segments)
             log_end_offset = segments[-1].next_offset
+        recovery_point = log_end_offset if self.clean_shutdown or not segments[-1].unsynced \
+            else max(min(self.recovery_point, log_end_offset), segments[-1].base_offset)
         epochs.truncate_from_end(log_end_offset)
         epochs.truncate_from_start(max(self.log_start_offset, segments[0].base_offset))
         producer_state = ProducerStateManager(self.fs, self.directory,
@@ -113,7 +121,7 @@ class LogLoader:
         log = Log(fs=self.fs, directory=self.directory, topic=self.topic,
                   partition=self.partition, config=self.config,
                   segments=LogSegments(segments), log_start_offset=self.log_start_offset,
-                  recovery_point=log_end_offset, leader_epoch_cache=epochs,
+                  recovery_point=recovery_point, leader_epoch_cache=epochs,
                   clock=self.clock, hw_follows_leo=self.hw_follows_leo,
                   producer_state=producer_state)
         producer_state.load(log.segments, log.log_start_offset, log_end_offset, self.clock())
@@ -181,6 +189,7 @@ class LogLoader:
             LogSegments(segments).floor_index(self.recovery_point)
         loaded: list[LogSegment] = []
         recovered: list[LogSegment] = []
+        cut = False
         for number, segment in enumerate(segments):
             if number < first_unflushed and self._try_load(segment):
                 loaded.append(segment)
@@ -188,10 +197,11 @@ class LogLoader:
             truncated = self._recover(segment, epochs)
             recovered.append(segment)
             loaded.append(segment)
+            cut = cut or truncated > 0
             if truncated and number + 1 < len(segments):
                 self._drop_after_truncation(segments[number + 1 :])
                 break
-        self._finish(loaded, recovered)
+        self._finish(loaded, recovered, cut)
         return loaded
 
     def _try_load(self, segment: LogSegment) -> bool:
@@ -226,11 +236,14 @@ class LogLoader:
             segment.rename_to_deleted()
             segment.delete_files()
 
-    def _finish(self, loaded: list[LogSegment], recovered: list[LogSegment]) -> None:
+    def _finish(self, loaded: list[LogSegment], recovered: list[LogSegment], cut: bool) -> None:
+        """Rebuilt indexes written; recovered segments synced but the active one (the
+        module docstring); the directory synced if a file was cut or deleted."""
         for segment in recovered:
             segment.persist_rebuilt_indexes()
-            segment.flush()
-        if recovered:
+            if segment is not loaded[-1]:
+                segment.flush()
+        if cut:
             self.fs.fsync_dir(self.directory)
         loaded[-1].make_active()
 

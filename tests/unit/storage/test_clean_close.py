@@ -142,3 +142,50 @@ def test_no_snapshot_rewritten_after_a_truncation_back_to_it(tmp_path: Path) -> 
     assert snapshots(tmp_path) == [1]
     reopened = open_log(tmp_path)
     assert produce(reopened, 1) == (1, False)  # the truncated batch is not a duplicate
+
+
+def kill(log: Log) -> None:
+    """Stop as SIGKILL would: nothing flushed, trimmed or snapshotted."""
+    for segment in log.segments:
+        segment.close()
+
+
+def test_unclean_start_syncs_only_what_it_cut_and_keeps_the_recovery_point(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=400)
+    for sequence in range(12):
+        produce(log, sequence)
+    bases = [segment.base_offset for segment in log.segments]
+    assert len(bases) > 2
+    written = read_all(log)
+    kill(log)
+    fs = Recording()
+    # Checkpointed recovery point inside the second segment: both are re-validated.
+    restarted = open_log(tmp_path, fs=fs, clean=False, recovery_point=bases[1] + 1,
+                         segment_bytes=400)
+    assert read_all(restarted) == written
+    synced = {name for call, name in fs.calls if call in ("fdatasync", "fsync_dir")}
+    assert f"{bases[-1]:020d}.log" not in synced and tmp_path.name not in synced
+    assert {f"{base:020d}.log" for base in bases[1:-1]} <= synced
+    # What it did not sync stays above the recovery point: a flush or close syncs it.
+    assert restarted.recovery_point == bases[-1]
+    kill(restarted)
+    again = open_log(tmp_path, fs=fs, clean=False, recovery_point=bases[-1],
+                     segment_bytes=400)
+    assert read_all(again) == written and again.recovery_point == bases[-1]
+    fs.calls.clear()
+    assert again.close()
+    assert again.recovery_point == again.log_end_offset
+    assert f"{bases[-1]:020d}.log" in {name for call, name in fs.calls if call == "fdatasync"}
+
+
+def test_unclean_start_syncs_the_directory_after_cutting_a_torn_tail(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    produce(log, 0)
+    kill(log)
+    with open(tmp_path / "00000000000000000000.log", "ab") as tail:
+        tail.write(b"\x00\x00\x00\x00\x00\x00\x00\x01torn")  # half a batch header
+    fs = Recording()
+    restarted = open_log(tmp_path, fs=fs, clean=False)
+    assert restarted.log_end_offset == 1
+    assert ("fsync_dir", tmp_path.name) in fs.calls
