@@ -38,7 +38,15 @@ def _create_topic(cluster: StromCluster, name: str, partitions: int) -> None:
 
 
 def test_a_topic_spreads_over_every_broker_and_every_broker_says_so(cluster: StromCluster) -> None:
-    _create_topic(cluster, "spread", 12)
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    # CreateTopics is answered once every new partition has a leader in the answering
+    # broker's (the controller's) metadata, as Kafka's ZooKeeper mode (DelayedCreatePartitions).
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[2].bootstrap})
+    admin.create_topics([NewTopic("spread", 12, 1)], operation_timeout=30)["spread"].result(30)
+    at_once = cluster.leaders("spread", via=cluster.controller_id())
+    assert len(at_once) == 12 and all(leader >= 0 for leader in at_once.values())
+    _create_topic(cluster, "spread-too", 3)  # the helper's path as well
     leaders = cluster.leaders("spread")
     assert sorted(set(leaders.values())) == [1, 2, 3]
     controller = cluster.controller_id()

@@ -50,6 +50,11 @@ class TopicAdmin(Protocol):
 
     def delete_topic(self, name: str) -> TopicMetadata: ...
 
+    async def wait_for_leaders(self, wanted: Mapping[str, int], timeout_ms: int) -> set[str]:
+        """Wait until each topic (name -> partition count) has a leader for every partition,
+        up to ``timeout_ms``; the topics still without. (Kafka's DelayedCreatePartitions.)"""
+        ...
+
 
 class AdminManager:
     def __init__(self, metadata: MetadataCache, replica_manager: ReplicaManager, log_manager: LogManager) -> None:
@@ -116,6 +121,10 @@ class AdminManager:
             self._create_partition(name, index, topic.topic_id)
         self.metadata.update_topic(grown)
         return grown
+
+    async def wait_for_leaders(self, wanted: Mapping[str, int], timeout_ms: int) -> set[str]:
+        """One node leads what it creates, at once: nothing to wait for."""
+        return set()
 
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self.metadata.remove_topic(name)

@@ -31,7 +31,9 @@ left broken.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from strom.broker.metadata_cache import (
@@ -55,6 +57,8 @@ from strom.storage.errors import StorageError
 logger = logging.getLogger(__name__)
 
 MAX_REPLICATION_FACTOR = 1  # until replication (cluster mode, part 2)
+# How often a CreateTopics/CreatePartitions waiting for its leaders looks at the metadata cache.
+LEADER_POLL_S = 0.005
 
 
 class ZkAdminManager:
@@ -138,6 +142,25 @@ class ZkAdminManager:
         self.zk.mark_topic_for_deletion(name)
         logger.info("topic %s marked for deletion", name)
         return topic or TopicMetadata(name, new_kafka_uuid(), 0)
+
+    async def wait_for_leaders(self, wanted: Mapping[str, int], timeout_ms: int) -> set[str]:
+        """Kafka's DelayedCreatePartitions: wait until every partition of each topic (name ->
+        partition count) has a leader in this broker's metadata (the controller's
+        UpdateMetadata), up to ``timeout_ms``; the topics still waiting then."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        waiting = dict(wanted)
+        while True:
+            waiting = {topic: count for topic, count in waiting.items() if not self._led(topic, count)}
+            if not waiting or time.monotonic() >= deadline:
+                return set(waiting)
+            await asyncio.sleep(LEADER_POLL_S)
+
+    def _led(self, topic: str, partitions: int) -> bool:
+        for index in range(partitions):
+            state = self.metadata.partition_state(topic, index)
+            if state is None or state.leader < 0:
+                return False
+        return True
 
     # -- placement -----------------------------------------------------------------------
     def _place(self, assign: Callable[[Sequence[BrokerPlacement]], dict[int, tuple[int, ...]]]

@@ -205,6 +205,8 @@ class ZkBroker:
         self._stopping = True
         with contextlib.suppress(Exception):
             await self.controller.shutdown()
+        with contextlib.suppress(Exception):
+            await self.producer_ids.shutdown()  # a block claim in flight ends before the session does
         await asyncio.to_thread(self.zk.close)
 
 

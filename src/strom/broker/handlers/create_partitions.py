@@ -49,6 +49,12 @@ async def handle(broker: Broker, request: Request) -> Message:
     # One answer per name given twice or more (Counter keeps the order first named), in Kafka's words.
     results += [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
                 for name, times in named.items() if times > 1]
+    if not body.validate_only and body.timeout_ms > 0:
+        # As Kafka's ZooKeeper mode: answer once every new partition has a leader, or time out.
+        counts = {t.name: t.count for t in body.topics if named[t.name] == 1}
+        grown = {r.name: counts[r.name] for r in results if r.error_code == ErrorCode.NONE}
+        late = await broker.admin_manager.wait_for_leaders(grown, body.timeout_ms)
+        results = [_result(r.name, ErrorCode.REQUEST_TIMED_OUT, None) if r.name in late else r for r in results]
     return CreatePartitionsResponse(results=tuple(results))
 
 

@@ -13,6 +13,7 @@ entry NOT_CONTROLLER, as Kafka's ZooKeeper mode does (clients re-send to Metadat
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strom.broker.handlers.alter_configs import warn_deprecated
@@ -49,6 +50,12 @@ async def handle(broker: Broker, request: Request) -> Message:
             results.append(_failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
         else:
             results.append(_create(broker, topic, body.validate_only))
+    if not body.validate_only and body.timeout_ms > 0:
+        # As Kafka's ZooKeeper mode: answer once every new partition has a leader, or time out.
+        created = {r.name: r.num_partitions for r in results if r.error_code == ErrorCode.NONE}
+        late = await broker.admin_manager.wait_for_leaders(created, body.timeout_ms)
+        results = [replace(r, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None) if r.name in late else r
+                   for r in results]
     return CreateTopicsResponse(topics=tuple(results))
 
 

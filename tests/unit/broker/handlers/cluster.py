@@ -183,3 +183,6 @@ class RecordingAdmin:
         if self.refuse is not None:
             raise TopicError(self.refuse, "refused")
         return TopicMetadata(name, uuid.uuid4(), partitions)
+
+    async def wait_for_leaders(self, wanted: object, timeout_ms: int) -> set[str]:
+        return set()  # nothing is placed anywhere: nothing to wait for
