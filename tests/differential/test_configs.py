@@ -48,8 +48,7 @@ KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
 
 
 # Broker settings Kafka 3.9 describes and Strom does not (FINDINGS.md).
-KAFKA_ONLY_BROKER_CONFIGS = frozenset({
-    "log.retention.hours", "offsets.topic.replication.factor", "fetch.max.bytes", "log.roll.hours"})
+KAFKA_ONLY_BROKER_CONFIGS = frozenset({"log.retention.hours", "fetch.max.bytes", "log.roll.hours"})
 
 
 def _describe(resource_type: int, name: str, keys: tuple[str, ...] | None = None,
