@@ -23,14 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from kazoo.protocol.states import KazooState
 
 from strom.cluster.controller import Controller
 from strom.cluster.producer_id_manager import ZkProducerIdManager
 from strom.cluster.zk_admin_manager import ZkAdminManager
-from strom.cluster.zk_client import KafkaZkClient
+from strom.cluster.zk_client import KafkaZkClient, ZooKeeperError
 from strom.cluster.zk_data import CONFIG_CHANGES, BrokerInfo, EndPoint
 from strom.protocol.error_codes import ErrorCode
 from strom.storage import meta_properties
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ZK_CALL_TIMEOUT_S = 10.0  # how long a request handler waits on ZooKeeper for a topic's config
 
 
 class ClusterStartupError(RuntimeError):
@@ -117,6 +121,23 @@ class ZkBroker:
         self.controller.put_elect()
 
     # -- topic configs -----------------------------------------------------------------------
+    async def read_topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's overrides as ZooKeeper holds them (``/config/topics/<t>``), off the event
+        loop; ``ZooKeeperError`` at once when there is no session, or after ``ZK_CALL_TIMEOUT_S``."""
+        return await self._zk_call(self.zk.get_topic_config, topic)
+
+    async def write_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and announce it to every broker (``/config/changes``)."""
+        await self._zk_call(self.zk.set_topic_config, topic, overrides)
+
+    async def _zk_call(self, call: Callable[..., T], *args: object) -> T:
+        if not self.zk.connected:
+            raise ZooKeeperError("not connected to ZooKeeper")
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call, *args), ZK_CALL_TIMEOUT_S)
+        except TimeoutError:
+            raise ZooKeeperError(f"ZooKeeper did not answer within {ZK_CALL_TIMEOUT_S:.0f} s") from None
+
     async def fetch_topic_configs(self, topics: set[str]) -> None:
         """Before this broker hosts its first partition of a topic (LeaderAndIsr), read the
         topic's overrides from ``/config/topics/<t>``, as Kafka's LogManager does, so no log
@@ -125,7 +146,7 @@ class ZkBroker:
         log_manager = self.broker.log_manager
         for topic in sorted(topics - hosted):
             try:
-                overrides = await asyncio.wait_for(asyncio.to_thread(self.zk.get_topic_config, topic), 10)
+                overrides = await self.read_topic_config(topic)
                 if overrides != log_manager.topic_overrides.get(topic, {}):
                     log_manager.set_topic_config(topic, overrides)
             except Exception as exc:  # ZooKeeper unreachable, a value this broker refuses: defaults

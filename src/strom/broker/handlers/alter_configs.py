@@ -99,7 +99,7 @@ async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: 
     values = {config.name: config.value for config in resource.configs if config.value is not None}
     if resource.resource_type == ResourceType.BROKER:
         return await apply_broker_configs(broker, resource.resource_name, values, validate_only)
-    return apply_topic_overrides(broker, resource.resource_name, values, validate_only)
+    return await apply_topic_overrides(broker, resource.resource_name, values, validate_only)
 
 
 def check_resource(broker: Broker, resource_type: int, name: str, config_names: list[str]) -> Outcome | None:
@@ -160,7 +160,8 @@ async def apply_broker_configs(broker: Broker, name: str, configs: Mapping[str, 
     return OK
 
 
-def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, str], validate_only: bool) -> Outcome:
+async def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, str],
+                                validate_only: bool) -> Outcome:
     """Validate a topic's new override set and, unless validating only, persist it."""
     log_manager = broker.log_manager
     try:
@@ -168,8 +169,8 @@ def apply_topic_overrides(broker: Broker, topic: str, overrides: Mapping[str, st
         if not validate_only:
             if broker.cluster is not None:
                 # ZooKeeper keeps a cluster's topic configs: /config/topics/<t> and a change
-                # notification every broker (this one too) applies (a loopback round trip or two).
-                broker.cluster.zk.set_topic_config(topic, overrides)
+                # notification every broker (this one too) applies.
+                await broker.cluster.write_topic_config(topic, overrides)
             log_manager.set_topic_config(topic, overrides)
     except KafkaException as exc:  # StorageError, or ZooKeeper's answer in a cluster
         return ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)

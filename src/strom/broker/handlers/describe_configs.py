@@ -29,6 +29,7 @@ from strom.broker.dynamic_config import DYNAMIC_CONFIGS, is_kept_only
 from strom.broker.kafka_broker_configs import LISTENER_CONFIG, NO_EFFECT_CONFIGS
 from strom.broker.metadata_cache import TopicError, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
@@ -142,7 +143,13 @@ async def handle(broker: Broker, request: Request) -> Message:
     version = request.api_version
     results = []
     for resource in body.resources:
-        result = _describe(broker, resource)
+        try:
+            zk_overrides = await _cluster_overrides(broker, resource)
+        except KafkaException as exc:
+            results.append(DescribeConfigsResult(ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), "",
+                                                 resource.resource_type, resource.resource_name, ()))
+            continue
+        result = _describe(broker, resource, zk_overrides)
         configs = tuple(
             _for_version(entry, version, body.include_synonyms, body.include_documentation)
             for entry in result.configs
@@ -151,11 +158,22 @@ async def handle(broker: Broker, request: Request) -> Message:
     return DescribeConfigsResponse(results=tuple(results))
 
 
-def _describe(broker: Broker, resource: DescribeConfigsResource) -> DescribeConfigsResult:
+async def _cluster_overrides(broker: Broker, resource: DescribeConfigsResource) -> dict[str, str] | None:
+    """A cluster keeps topic configs in ZooKeeper (/config/topics/<t>): any broker answers from
+    there, hosting the topic or not, as Kafka's ZooKeeper mode. None: not a cluster's topic."""
+    if broker.cluster is None or resource.resource_type != ResourceType.TOPIC:
+        return None
+    if broker.metadata.get(resource.resource_name) is None:
+        return None  # unknown: topic_configs answers it
+    return await broker.cluster.read_topic_config(resource.resource_name)
+
+
+def _describe(broker: Broker, resource: DescribeConfigsResource,
+              zk_overrides: dict[str, str] | None = None) -> DescribeConfigsResult:
     kind, name = resource.resource_type, resource.resource_name
     try:
         if kind == ResourceType.TOPIC:
-            entries = topic_configs(broker, name)
+            entries = topic_configs(broker, name, zk_overrides)
         elif kind == ResourceType.BROKER:
             entries = broker_configs(broker) if broker_id(broker, name, allow_empty=True) is not None \
                 else dynamic_default_configs(broker)
@@ -188,14 +206,14 @@ def broker_id(broker: Broker, name: str, *, allow_empty: bool) -> int | None:
     return node
 
 
-def topic_configs(broker: Broker, topic: str) -> list[DescribeConfigsResourceResult]:
+def topic_configs(broker: Broker, topic: str,
+                  zk_overrides: dict[str, str] | None = None) -> list[DescribeConfigsResourceResult]:
+    """A topic's every setting; ``zk_overrides``: a cluster's, as ZooKeeper holds them."""
     validate_topic_name(topic)
     if broker.metadata.get(topic) is None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
-    if broker.cluster is not None:
-        # A cluster keeps topic configs in ZooKeeper (/config/topics/<t>); any broker answers
-        # from there, hosting the topic or not, as Kafka's ZooKeeper mode (a loopback round trip).
-        overrides = broker.cluster.zk.get_topic_config(topic)
+    if zk_overrides is not None:
+        overrides = zk_overrides
         effective = broker.log_manager.default_config.with_overrides(overrides).to_properties()
     else:
         overrides = broker.log_manager.topic_overrides.get(topic, {})

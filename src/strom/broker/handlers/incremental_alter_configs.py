@@ -31,6 +31,7 @@ from strom.broker.handlers.describe_configs import CONFIG_TYPES, ConfigType, Res
 from strom.broker.kafka_broker_configs import NO_EFFECT_CONFIGS
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.errors import KafkaException
 from strom.protocol.message import Message
 from strom.protocol.messages.incremental_alter_configs_request import (
     AlterableConfig,
@@ -80,14 +81,20 @@ async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: 
         except TopicError as exc:
             return exc.error_code, str(exc)
         return await apply_broker_configs(broker, name, layer, validate_only)
-    overrides = dict(broker.log_manager.topic_overrides.get(name, {}))
-    current = broker.log_manager.topic_config(name).to_properties()
+    if broker.cluster is not None:  # a cluster's topic configs live in ZooKeeper, whoever hosts the topic
+        try:
+            overrides = await broker.cluster.read_topic_config(name)
+        except KafkaException as exc:
+            return ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)
+    else:
+        overrides = dict(broker.log_manager.topic_overrides.get(name, {}))
+    current = broker.log_manager.default_config.with_overrides(overrides).to_properties()
     try:
         for change in resource.configs:
             _apply(overrides, lambda setting: overrides.get(setting, current[setting]), change, known=TOPIC_SETTINGS)
     except TopicError as exc:
         return exc.error_code, str(exc)
-    return apply_topic_overrides(broker, name, overrides, validate_only)
+    return await apply_topic_overrides(broker, name, overrides, validate_only)
 
 
 def _apply(values: dict[str, str], current: Callable[[str], str], change: AlterableConfig,
