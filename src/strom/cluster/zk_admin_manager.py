@@ -78,6 +78,7 @@ class ZkAdminManager:
                      assignment: Mapping[int, Sequence[int]] | None = None) -> TopicMetadata:
         """Validate and place a new topic, then write its config and assignment znodes."""
         validate_topic_name(name)
+        self._check_session()
         configs = dict(configs or {})
         try:
             self._default_config().with_overrides(configs)
@@ -107,6 +108,7 @@ class ZkAdminManager:
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False,
                           assignment: Sequence[Sequence[int]] | None = None) -> TopicMetadata:
         """Grow a topic to ``count`` partitions: a conditional rewrite of its assignment."""
+        self._check_session()
         current, version = self.zk.get_topic_assignment_with_version(name)
         if current is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -136,6 +138,7 @@ class ZkAdminManager:
 
     def delete_topic(self, name: str) -> TopicMetadata:
         """Mark the topic for deletion; the controller deletes it (StopReplica, then the znodes)."""
+        self._check_session()
         topic = self.metadata.get(name)
         if topic is None and not self.zk.topic_exists(name):
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -161,6 +164,11 @@ class ZkAdminManager:
             if state is None or state.leader < 0:
                 return False
         return True
+
+    def _check_session(self) -> None:
+        """Without a ZooKeeper session, refuse at once rather than block the loop in kazoo's retries."""
+        if not self.zk.connected:
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "not connected to ZooKeeper")
 
     # -- placement -----------------------------------------------------------------------
     def _place(self, assign: Callable[[Sequence[BrokerPlacement]], dict[int, tuple[int, ...]]]
