@@ -19,7 +19,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from strom.broker.broker import Broker
     from strom.broker.config import BrokerConfig, ConfigError
-    from strom.broker.server import serve
+    from strom.broker.server import ListenError, serve
 
     overrides = dict(_property(text) for text in args.override)
     for flag, name in (
@@ -58,6 +58,9 @@ def _serve(args: argparse.Namespace) -> int:
             uvloop.run(run())
         else:
             asyncio.run(run())
+    except ListenError as exc:
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         if not config.cluster_mode:
             raise

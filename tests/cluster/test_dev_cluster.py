@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from strom.cluster.zookeeper_server import free_ports
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.metadata_request import MetadataRequest
 from strom.protocol.messages.metadata_response import MetadataResponse
@@ -19,8 +20,23 @@ from tests.support.broker_process import BrokerProcess, raw_request
 pytestmark = pytest.mark.zookeeper
 
 
+def _two_free_ports_below_the_ephemeral_range() -> int:
+    """A base port with base and base + 1 free, below Linux's ephemeral range (32768+): the
+    ports ZooKeeper and the kernel hand out (bind to port 0) come from that range, often
+    next to each other, so a base taken from it can see base + 1 taken a moment later."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000)
+        try:
+            with socket.create_server(("127.0.0.1", base)), socket.create_server(("127.0.0.1", base + 1)):
+                return base
+        except OSError:
+            continue
+    raise AssertionError("no two consecutive free ports in 20000-32000")
+
+
 def test_dev_cluster_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
-    base = min(free_ports(1)[0], 60000)
+    base = _two_free_ports_below_the_ephemeral_range()
     command = [sys.executable, "-m", "strom", "dev-cluster", "--brokers", "2", "--data-dir", str(tmp_path),
                "--base-port", str(base)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -38,3 +38,16 @@ def test_a_data_directory_of_another_cluster_is_refused(tmp_path: Path, zookeepe
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"strom serve: the data directory {data_dir} belongs to cluster ")
     assert line.endswith("wrong zookeeper.connect?")
+
+
+def test_a_listener_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "strom", "serve", "--data-dir", str(tmp_path / "data"),
+                   "--listeners", f"PLAINTEXT://127.0.0.1:{port}", "--log-level", "error"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"strom serve: cannot listen on 127.0.0.1:{port}: Address already in use")

@@ -63,7 +63,10 @@ class SocketServer:
     async def start(self) -> None:
         config = self.broker.config
         host, port = parse_listener(config.listeners.split(",")[0])
-        self._sock = socket.create_server((host, port), reuse_port=False, backlog=1024)
+        try:
+            self._sock = socket.create_server((host, port), reuse_port=False, backlog=1024)
+        except OSError as exc:  # an operator's to fix (a port in use, an address not here): one line
+            raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         self._sock.setblocking(False)
         advertised = config.advertised_listeners.split(",")[0] if config.advertised_listeners else ""
         if advertised:
@@ -210,6 +213,10 @@ class Connection:
             await future
         finally:
             self.loop.remove_writer(fd)
+
+
+class ListenError(RuntimeError):
+    """The listener cannot be opened; the message is one line for the operator."""
 
 
 async def serve(broker: Broker, stop: asyncio.Event) -> None:
