@@ -107,6 +107,25 @@ class BrokerConfig:
     controlled_shutdown_retry_backoff_ms: int = field(
         default=5000, metadata=_kafka("controlled.shutdown.retry.backoff.ms"))
     broker_rack: str = field(default="", metadata=_kafka("broker.rack"))
+    # Replication (cluster mode part 2), Kafka's names and defaults. An empty
+    # inter.broker.listener.name means the listener of the first entry of ``listeners``.
+    inter_broker_listener_name: str = field(default="", metadata=_kafka("inter.broker.listener.name"))
+    listener_security_protocol_map: str = field(
+        default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        metadata=_kafka("listener.security.protocol.map"))
+    replica_lag_time_max_ms: int = field(default=30000, metadata=_kafka("replica.lag.time.max.ms"))
+    replica_fetch_max_bytes: int = field(default=1048576, metadata=_kafka("replica.fetch.max.bytes"))
+    replica_fetch_response_max_bytes: int = field(
+        default=10485760, metadata=_kafka("replica.fetch.response.max.bytes"))
+    replica_fetch_wait_max_ms: int = field(default=500, metadata=_kafka("replica.fetch.wait.max.ms"))
+    replica_fetch_min_bytes: int = field(default=1, metadata=_kafka("replica.fetch.min.bytes"))
+    replica_fetch_backoff_ms: int = field(default=1000, metadata=_kafka("replica.fetch.backoff.ms"))
+    replica_socket_timeout_ms: int = field(default=30000, metadata=_kafka("replica.socket.timeout.ms"))
+    num_replica_fetchers: int = field(default=1, metadata=_kafka("num.replica.fetchers"))
+    replica_high_watermark_checkpoint_interval_ms: int = field(
+        default=5000, metadata=_kafka("replica.high.watermark.checkpoint.interval.ms"))
+    offsets_commit_required_acks: int = field(default=-1, metadata=_kafka("offsets.commit.required.acks"))
+    offsets_commit_timeout_ms: int = field(default=5000, metadata=_kafka("offsets.commit.timeout.ms"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
