@@ -83,9 +83,12 @@ class ControllerEvent:
 
 class Controller:
     def __init__(self, broker_id: int, zk: KafkaZkClient,
-                 channel_factory: Callable[[ChannelConfig], ControllerChannelManager] = ControllerChannelManager
-                 ) -> None:
+                 channel_factory: Callable[[ChannelConfig], ControllerChannelManager] = ControllerChannelManager,
+                 *, listener_name: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
+        # inter.broker.listener.name of this broker: the controller reaches brokers, and tells
+        # them their leaders' endpoints, on the listener its own broker uses (as Kafka does).
+        self.listener_name = listener_name
         self.zk = zk
         self.context = ControllerContext()
         self.active_controller_id = -1
@@ -242,7 +245,7 @@ class Controller:
         states = await asyncio.to_thread(zk.get_partition_states, ctx.all_partitions)
         for tp, state in states.items():
             ctx.put_partition_leadership_info(tp, state)
-        self._channel = self._channel_factory(ChannelConfig(controller_id=self.broker_id))
+        self._channel = self._channel_factory(ChannelConfig(controller_id=self.broker_id, listener_name=self.listener_name))
         for broker in ctx.live_or_shutting_down_brokers:
             self._channel.add_broker(broker)
         # Brokers learn the live brokers and every partition first, then their leadership.
@@ -513,7 +516,7 @@ class Controller:
     # -- telling brokers -----------------------------------------------------------------
     def _batch(self) -> ControllerRequestBatch:
         assert self._channel is not None
-        return ControllerRequestBatch(self.broker_id, self.context, self._channel,
+        return ControllerRequestBatch(self.broker_id, self.context, self._channel, listener_name=self.listener_name,
                                       on_stop_replica_response=self._stop_replica_answered)
 
     async def _send_leadership(self, partitions: Iterable[TopicPartition], only_to: set[int] | frozenset[int] | None,
