@@ -178,15 +178,15 @@ def test_initial_delay_gathers_members_into_one_generation(tmp_path: Path) -> No
 
 def test_offsets_and_group_survive_reload_and_delete_is_durable(tmp_path: Path) -> None:
     async def commit(coordinator: GroupCoordinator) -> None:
-        simple = coordinator.commit_offsets("simple", "", None, -1, {("t", 0): OffsetAndMetadata(5, 1, "m", 10)})
+        simple = await coordinator.commit_offsets("simple", "", None, -1, {("t", 0): OffsetAndMetadata(5, 1, "m", 10)})
         assert simple == {("t", 0): ErrorCode.NONE}
         joined = await join_new(coordinator)
         await coordinator.sync_group("g", 1, joined.member_id, None, None, None, {joined.member_id: b"a"})
         offsets = {("t", 0): OffsetAndMetadata(7, -1, "", 10), ("t", 1): OffsetAndMetadata(3, -1, "x" * 5000, 10)}
-        result = coordinator.commit_offsets("g", joined.member_id, None, 1, offsets)
+        result = await coordinator.commit_offsets("g", joined.member_id, None, 1, offsets)
         assert result == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.OFFSET_METADATA_TOO_LARGE}
-        assert coordinator.commit_offsets("g", joined.member_id, None, 9, offsets)[("t", 0)] == ErrorCode.ILLEGAL_GENERATION
-        assert coordinator.commit_offsets("g", "", None, -1, offsets)[("t", 0)] == ErrorCode.UNKNOWN_MEMBER_ID
+        assert (await coordinator.commit_offsets("g", joined.member_id, None, 9, offsets))[("t", 0)] == ErrorCode.ILLEGAL_GENERATION
+        assert (await coordinator.commit_offsets("g", "", None, -1, offsets))[("t", 0)] == ErrorCode.UNKNOWN_MEMBER_ID
         assert coordinator.delete_groups(["g"]) == {"g": ErrorCode.NON_EMPTY_GROUP}
 
     async def reloaded(coordinator: GroupCoordinator) -> None:
@@ -214,7 +214,7 @@ def test_offsets_expire_after_retention_and_the_empty_group_goes(tmp_path: Path)
 
     async def expire(coordinator: GroupCoordinator) -> None:
         committed = {("t", 0): OffsetAndMetadata(5, -1, "", 1_000), ("t", 1): OffsetAndMetadata(6, -1, "", 2_000)}
-        assert set(coordinator.commit_offsets("simple", "", None, -1, committed).values()) == {ErrorCode.NONE}
+        assert set((await coordinator.commit_offsets("simple", "", None, -1, committed)).values()) == {ErrorCode.NONE}
         # A group without membership: each offset expires retention after its commit.
         assert coordinator.expire_offsets(1_000 + retention - 1) == 0
         assert coordinator.expire_offsets(1_000 + retention) == 1

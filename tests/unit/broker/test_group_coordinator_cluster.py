@@ -100,7 +100,7 @@ async def every_api_answers(coordinator: GroupCoordinator, group: str, expected:
     assert (await coordinator.sync_group(group, 1, "m", None, None, None, {})).error_code == expected
     assert coordinator.heartbeat(group, "m", None, 1) == expected
     assert coordinator.leave_group(group, [("m", None)]) == (expected, [])
-    assert coordinator.commit_offsets(group, "", None, -1, offsets) == {("t", 0): expected}
+    assert await coordinator.commit_offsets(group, "", None, -1, offsets) == {("t", 0): expected}
     assert coordinator.fetch_offsets(group, None) == (expected, {})
     assert coordinator.describe_group(group) == (expected, None)
     assert coordinator.delete_groups([group]) == {group: expected}
@@ -113,7 +113,7 @@ def test_no_group_is_served_before_this_broker_leads_its_partition(tmp_path: Pat
         await every_api_answers(coordinator, group, ErrorCode.NOT_COORDINATOR)
         assert coordinator.list_groups() == []
         await elect(coordinator, 0)
-        assert coordinator.commit_offsets(group, "", None, -1, {("t", 0): OffsetAndMetadata(1, -1, "", 10)}) == {
+        assert await coordinator.commit_offsets(group, "", None, -1, {("t", 0): OffsetAndMetadata(1, -1, "", 10)}) == {
             ("t", 0): ErrorCode.NONE}
         (other,) = groups_on(1)
         await every_api_answers(coordinator, other, ErrorCode.NOT_COORDINATOR)
@@ -142,11 +142,11 @@ def test_offsets_and_members_committed_before_a_resignation_come_back_on_reelect
         synced = await coordinator.sync_group(group, 1, joined.member_id, None, None, None, {joined.member_id: b"A"})
         assert synced.error_code == ErrorCode.NONE
         committed = {("t", 0): OffsetAndMetadata(42, 3, "meta", 10), ("t", 1): OffsetAndMetadata(7, -1, "", 11)}
-        assert set(coordinator.commit_offsets(group, joined.member_id, None, 1, committed).values()) == {ErrorCode.NONE}
-        assert coordinator.commit_offsets(simple, "", None, -1, {("u", 0): OffsetAndMetadata(5, -1, "", 12)}) == {
+        assert set((await coordinator.commit_offsets(group, joined.member_id, None, 1, committed)).values()) == {ErrorCode.NONE}
+        assert await coordinator.commit_offsets(simple, "", None, -1, {("u", 0): OffsetAndMetadata(5, -1, "", 12)}) == {
             ("u", 0): ErrorCode.NONE}
         (survivor,) = groups_on(0)
-        assert coordinator.commit_offsets(survivor, "", None, -1, committed) == dict.fromkeys(committed, ErrorCode.NONE)
+        assert await coordinator.commit_offsets(survivor, "", None, -1, committed) == dict.fromkeys(committed, ErrorCode.NONE)
 
         resign(coordinator, 1)
         assert group not in coordinator.groups and simple not in coordinator.groups
@@ -199,7 +199,7 @@ def test_a_resignation_during_the_load_leaves_nothing_and_a_new_election_loads_a
         (group,) = groups_on(0)
         await elect(coordinator, 0)
         offsets = {("t", 3): OffsetAndMetadata(9, -1, "", 10)}
-        assert coordinator.commit_offsets(group, "", None, -1, offsets) == {("t", 3): ErrorCode.NONE}
+        assert await coordinator.commit_offsets(group, "", None, -1, offsets) == {("t", 3): ErrorCode.NONE}
         resign(coordinator, 0)
         coordinator.on_leadership_change([(OFFSETS_TOPIC, 0)], [])
         resign(coordinator, 0)  # before the load could finish
@@ -221,7 +221,7 @@ def test_a_long_partition_loads_while_the_event_loop_keeps_serving(tmp_path: Pat
         await elect(coordinator, 0, 1)
         for start in range(0, commits, per_batch):
             batch = {("t", p): OffsetAndMetadata(p, -1, "", 10) for p in range(start, start + per_batch)}
-            assert set(coordinator.commit_offsets(group, "", None, -1, batch).values()) == {ErrorCode.NONE}
+            assert set((await coordinator.commit_offsets(group, "", None, -1, batch)).values()) == {ErrorCode.NONE}
         resign(coordinator, 1)
         coordinator.on_leadership_change([(OFFSETS_TOPIC, 1)], [])
         seen_loading: list[bool] = []

@@ -13,8 +13,12 @@ JoinGroup or SyncGroup. The broker only relays assignments, so every client-side
 assignor (range, round-robin, sticky, cooperative-sticky) works unchanged.
 
 Durable changes (offsets, group metadata at the end of a rebalance, deletions) go
-through ``GroupMetadataManager`` before the answer. Everything runs on the broker's
-event loop: no locks; the coordinator is the one owner of the groups.
+through ``GroupMetadataManager`` before the answer; commits and group metadata are
+answered once replicated (``offsets.commit.required.acks``). Everything runs on the
+broker's event loop: no locks; the coordinator is the one owner of the groups. Where
+an answer waits for replication, the group may move on meanwhile, so what the wait
+was for is applied only if the group is still where it was (Kafka's callbacks under
+the group lock do the same).
 
 On one node this broker coordinates every group. In cluster mode it coordinates the
 groups whose ``__consumer_offsets`` partition it leads: the ReplicaManager's leadership
@@ -215,7 +219,7 @@ class GroupCoordinator:
                 return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             new_member_id = f"{client_id}-{uuid.uuid4()}"
             if group_instance_id is not None:
-                self.rebalancer.join_static(
+                await self.rebalancer.join_static(
                     group, new_member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
                     session_timeout_ms, protocol_type, protocols, future, supports_skip_assignment,
                 )
@@ -270,18 +274,25 @@ class GroupCoordinator:
         complete_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_future = future
         if member_id == group.leader_id:
-            self._set_assignment(group, assignments)
+            await self._set_assignment(group, assignments)
         return await future
 
-    def _set_assignment(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
-        """The leader's SyncGroup: persist the assignment, then answer every member."""
-        for member in group.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
-        error = self.manager.store_group(group)
+    async def _set_assignment(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        """The leader's SyncGroup: persist the assignment, then answer every member.
+
+        Applied only if the group is still completing the same generation once stored
+        (a member may have joined meanwhile), as Kafka's ``storeGroup`` callback.
+        """
+        generation = group.generation_id
+        error = await self.manager.store_group(group, assignments)
+        if not group.is_in(COMPLETING) or group.generation_id != generation:
+            return
         if error:
             self.rebalancer.reset_and_propagate_assignment_error(group, error)
             self.rebalancer.maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
             return
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
         group.transition_to(STABLE, self.rebalancer.now_ms())
         logger.info("group %s: generation %d is Stable", group.group_id, group.generation_id)
         for member in group.members.values():
@@ -343,7 +354,7 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     # -- offsets -------------------------------------------------------------------------
-    def commit_offsets(
+    async def commit_offsets(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
     ) -> dict[TopicPartition, ErrorCode]:
@@ -364,7 +375,7 @@ class GroupCoordinator:
             else:
                 valid[tp] = offset
         if valid:
-            error = self.manager.store_offsets(group, valid)
+            error = await self.manager.store_offsets(group, valid)
             results.update(dict.fromkeys(valid, error))
         return {tp: results[tp] for tp in offsets}
 
@@ -388,8 +399,9 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets (None where there is none); every one if ``partitions`` is None.
 
-        ``require_stable`` needs no wait here: commits are applied when their append
-        returns and transactional offset commits are not supported, so none is pending.
+        ``require_stable`` needs no wait here: transactional offset commits are not
+        supported, and a commit waiting for replication is not applied yet, so what is
+        answered is stable.
         """
         error = self._check_group(group_id)
         if error:

@@ -25,6 +25,8 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes = 10080
     offsets_retention_check_interval_ms: int = 600000  # offsets.retention.check.interval.ms
     offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor (cluster mode)
+    offsets_commit_required_acks: int = -1  # offsets.commit.required.acks
+    offsets_commit_timeout_ms: int = 5000  # offsets.commit.timeout.ms
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> GroupConfig:
@@ -39,4 +41,6 @@ class GroupConfig:
             offsets_retention_ms=config.offsets_retention_minutes * 60000,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             offsets_topic_replication_factor=config.offsets_topic_replication_factor,
+            offsets_commit_required_acks=config.offsets_commit_required_acks,
+            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from strom.broker.group.offsets_topic import GroupMetadataValue, MemberMetadataValue
@@ -228,7 +229,9 @@ class GroupMetadata:
         return topics
 
     # -- persistence -------------------------------------------------------------------
-    def to_record(self) -> GroupMetadataValue:
+    def to_record(self, assignments: Mapping[str, bytes] | None = None) -> GroupMetadataValue:
+        """The group as its ``__consumer_offsets`` value; ``assignments`` (member id →
+        assignment) stand for the members' own while a SyncGroup's are being stored."""
         protocol = self.protocol_name
         members = tuple(
             MemberMetadataValue(
@@ -237,7 +240,7 @@ class GroupMetadata:
                 client_host=m.client_host,
                 session_timeout=m.session_timeout_ms,
                 subscription=m.metadata(protocol) if protocol is not None else b"",
-                assignment=m.assignment,
+                assignment=m.assignment if assignments is None else assignments.get(m.member_id, b""),
                 rebalance_timeout=m.rebalance_timeout_ms,
                 group_instance_id=m.group_instance_id,
             )

@@ -16,6 +16,18 @@ partition it is elected leader of is *loading* (read in a worker thread, so a lo
 does not stall the event loop) and then *owned*; one it stops leading is neither, and
 its groups leave the table. Invariant: ``groups`` holds only groups of owned partitions
 (cluster mode), and ``loading_partitions`` and ``owned_partitions`` never share one.
+
+Offset commits and group metadata are appended with ``offsets.commit.required.acks``
+(-1 by default, as Kafka) and answered only once the partition's high watermark covers
+the batch (``ReplicaManager.wait_for_replication``, bounded by
+``offsets.commit.timeout.ms``): a commit acknowledged to a consumer is on every ISR
+member, so it survives the coordinator's move ("only after all the replicas of the
+offsets topic receive the offsets"). A partition without followers (one node) has its
+high watermark at the log end as soon as the append returns, so nothing waits there.
+Commits are applied in the order of their batches, whatever order their waits end in
+(Kafka's ``onOffsetCommitAppend``). Deletions and expirations wait for nothing, as
+Kafka's ``cleanupGroupMetadata`` appends them with acks=0: a lost tombstone is written
+again by the next purge.
 """
 
 from __future__ import annotations
@@ -25,12 +37,12 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from strom.broker.admin_manager import TopicAdmin
 from strom.broker.group.group_config import GroupConfig
-from strom.broker.group.group_metadata import GroupMetadata, OffsetAndMetadata
+from strom.broker.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
 from strom.broker.group.offsets_topic import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
@@ -47,6 +59,7 @@ from strom.broker.group.offsets_topic import (
     partition_for,
 )
 from strom.broker.metadata_cache import MetadataCache, TopicError
+from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -62,6 +75,14 @@ LOAD_READ_BYTES = 1 << 20
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Appended:
+    """A batch in the leader's log of an offsets partition, not yet known to be replicated."""
+
+    partition: Partition
+    last_offset: int
 
 
 @dataclass(slots=True)
@@ -97,6 +118,11 @@ class GroupMetadataManager:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self._loads: dict[int, tuple[asyncio.Task[None], threading.Event]] = {}
+        # The batch (its last offset) each applied commit came in, per group: a commit whose
+        # wait ends after a later one's must not undo it. Loaded offsets have none.
+        self._commit_batches: dict[str, dict[TopicPartition, int]] = {}
+        # Group metadata writes whose outcome is only logged (a group left Empty).
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def loaded(self) -> bool:
@@ -244,12 +270,15 @@ class GroupMetadataManager:
         removed = [group for group in self.groups.values() if self.partition_for(group.group_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
+            self._commit_batches.pop(group.group_id, None)
         if removed:
             logger.info("unloaded %d groups of %s-%d", len(removed), OFFSETS_TOPIC, partition)
         return removed
 
     async def shutdown(self) -> None:
-        """Stop the loads in progress."""
+        """Stop the loads in progress and the background waits."""
+        for task in list(self._background):
+            task.cancel()
         loads, self._loads = list(self._loads.values()), {}
         for task, cancel in loads:
             cancel.set()
@@ -264,12 +293,42 @@ class GroupMetadataManager:
             await asyncio.gather(*(task for task, _ in list(self._loads.values())), return_exceptions=True)
 
     # -- appends -------------------------------------------------------------------------
-    def store_group(self, group: GroupMetadata) -> ErrorCode:
-        value = encode_group_metadata_value(group.to_record())
-        return self._append(group.group_id, [(encode_group_metadata_key(group.group_id), value)])
+    async def store_group(self, group: GroupMetadata, assignments: Mapping[str, bytes] | None = None) -> ErrorCode:
+        """Append the group's metadata (with ``assignments`` instead of the members' own, if
+        given) and wait until it is replicated; Kafka's ``storeGroup`` error otherwise."""
+        appended = self._append_group(group, assignments)
+        if isinstance(appended, _Appended):
+            appended = await self._replicated(appended)
+        return group_append_error(appended)
 
-    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
-        """Append the commits as one batch, then apply them; the Kafka error otherwise."""
+    def store_group_in_background(self, group: GroupMetadata) -> None:
+        """Append the group's metadata now; its replication is waited for (and a failure
+        logged) in the background, as Kafka stores a group that became Empty."""
+        appended = self._append_group(group, None)
+        if isinstance(appended, _Appended):
+            done, error = appended.partition.check_enough_replicas_reach_offset(appended.last_offset + 1)
+            if not done:
+                task = asyncio.get_running_loop().create_task(self._log_replication(group.group_id, appended))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+                return
+            appended = error
+        if appended:
+            logger.warning("group %s: storing the group failed: %s", group.group_id, group_append_error(appended).name)
+
+    async def _log_replication(self, group_id: str, appended: _Appended) -> None:
+        error = await self._replicated(appended)
+        if error:
+            logger.warning("group %s: storing the group failed: %s", group_id, group_append_error(error).name)
+
+    def _append_group(self, group: GroupMetadata, assignments: Mapping[str, bytes] | None) -> _Appended | ErrorCode:
+        value = encode_group_metadata_value(group.to_record(assignments))
+        return self._append(group.group_id, [(encode_group_metadata_key(group.group_id), value)],
+                            self.config.offsets_commit_required_acks)
+
+    async def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """Append the commits as one batch, wait until it is replicated, then apply them
+        (unless the group died meanwhile); Kafka's ``storeOffsets`` error otherwise."""
         records: list[tuple[bytes, bytes | None]] = [
             (
                 encode_offset_commit_key(group.group_id, topic, partition),
@@ -281,10 +340,20 @@ class GroupMetadataManager:
             )
             for (topic, partition), o in offsets.items()
         ]
-        error = self._append(group.group_id, records, commit=True)
-        if error == ErrorCode.NONE:
-            group.offsets.update(offsets)
-        return error
+        appended = self._append(group.group_id, records, self.config.offsets_commit_required_acks)
+        if isinstance(appended, ErrorCode):
+            return commit_append_error(appended)
+        batch = appended.last_offset
+        error = await self._replicated(appended)
+        if error:
+            return commit_append_error(error)
+        if not group.is_in(GroupState.DEAD):
+            applied = self._commit_batches.setdefault(group.group_id, {})
+            for tp, offset in offsets.items():
+                if applied.get(tp, -1) < batch:
+                    group.offsets[tp] = offset
+                    applied[tp] = batch
+        return ErrorCode.NONE
 
     def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> ErrorCode:
         """Tombstones for the committed ones of ``partitions``; then they are gone."""
@@ -294,11 +363,14 @@ class GroupMetadataManager:
         records: list[tuple[bytes, bytes | None]] = [
             (encode_offset_commit_key(group.group_id, topic, partition), None) for topic, partition in present
         ]
-        error = self._append(group.group_id, records)
-        if error == ErrorCode.NONE:
-            for tp in present:
-                del group.offsets[tp]
-        return error
+        appended = self._append(group.group_id, records, 1)
+        if isinstance(appended, ErrorCode):
+            return group_append_error(appended)
+        applied = self._commit_batches.get(group.group_id, {})
+        for tp in present:
+            del group.offsets[tp]
+            applied.pop(tp, None)
+        return ErrorCode.NONE
 
     def delete_group(self, group: GroupMetadata) -> ErrorCode:
         """Tombstones for the group's metadata and every offset; then it leaves the table."""
@@ -306,14 +378,19 @@ class GroupMetadataManager:
             (encode_offset_commit_key(group.group_id, topic, partition), None) for topic, partition in group.offsets
         ]
         records.append((encode_group_metadata_key(group.group_id), None))
-        error = self._append(group.group_id, records)
-        if error == ErrorCode.NONE:
-            group.offsets.clear()
-            if self.groups.get(group.group_id) is group:
-                del self.groups[group.group_id]
-        return error
+        appended = self._append(group.group_id, records, 1)
+        if isinstance(appended, ErrorCode):
+            return group_append_error(appended)
+        group.offsets.clear()
+        self._commit_batches.pop(group.group_id, None)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        return ErrorCode.NONE
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *, commit: bool = False) -> ErrorCode:
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], required_acks: int
+                ) -> _Appended | ErrorCode:
+        """One batch on the group's partition as its leader: where it went, or the append's
+        own error (NOT_ENOUGH_REPLICAS refuses an acks=-1 batch before it is written)."""
         if not self.cluster_mode:  # in a cluster the partition exists: this broker leads it
             try:
                 self.ensure_offsets_topic()
@@ -324,15 +401,31 @@ class GroupMetadataManager:
         batch = build_record_batch((key, value, (), now) for key, value in records)
         partition = self.partition_for(group_id)
         try:
-            self.replica_manager.append(OFFSETS_TOPIC, partition, batch)
+            hosted, last_offset = self.replica_manager.append(OFFSETS_TOPIC, partition, batch, required_acks)
         except StorageError as exc:
-            error = _coordinator_error(exc.error_code, commit)
-            logger.warning(
-                "appending %d records of group %s to %s-%d failed (%s): answering %s",
-                len(records), group_id, OFFSETS_TOPIC, partition, exc, error.name,
-            )
+            logger.warning("appending %d records of group %s to %s-%d failed: %s",
+                           len(records), group_id, OFFSETS_TOPIC, partition, exc)
+            return exc.error_code
+        return _Appended(hosted, last_offset)
+
+    async def _replicated(self, appended: _Appended) -> ErrorCode:
+        """NONE once the high watermark covers the batch (at once without followers), else
+        the partition's error: NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, or
+        REQUEST_TIMED_OUT after ``offsets.commit.timeout.ms``. acks other than -1 wait for
+        nothing, as Kafka's ``appendRecords``."""
+        partition, last_offset = appended.partition, appended.last_offset
+        if self.config.offsets_commit_required_acks != -1:
+            return ErrorCode.NONE
+        done, error = partition.check_enough_replicas_reach_offset(last_offset + 1)
+        if done:
             return error
-        return ErrorCode.NONE
+        timeout = self.config.offsets_commit_timeout_ms / 1000
+        results = await self.replica_manager.wait_for_replication([(partition, last_offset)], timeout)
+        error = results[partition.topic_partition]
+        if error:
+            logger.warning("%s-%d: the batch ending at %d is not replicated: %s",
+                           partition.topic, partition.index, last_offset, error.name)
+        return error
 
 
 def _read_partition(log: Log, state: _LoadState, cancel: threading.Event | None = None) -> None:
@@ -394,13 +487,36 @@ def _apply(state: _LoadState, key: memoryview | bytes | None, value: memoryview 
         state.groups[decoded.group] = None if value is None else decode_group_metadata_value(value)
 
 
-def _coordinator_error(error: ErrorCode, commit: bool) -> ErrorCode:
-    """Kafka's mapping of a failed offsets-topic append to what the group client sees."""
-    if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+_COORDINATOR_NOT_AVAILABLE = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+})
+_NOT_COORDINATOR = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR})
+_TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE})
+
+
+def commit_append_error(error: ErrorCode) -> ErrorCode:
+    """What an OffsetCommit answers for a failed offsets-topic append (Kafka 3.9's
+    ``storeOffsets``): REQUEST_TIMED_OUT is passed on as it is (clients retry it and
+    look the coordinator up again), an oversized batch is INVALID_COMMIT_OFFSET_SIZE."""
+    if error in _COORDINATOR_NOT_AVAILABLE:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+    if error in _NOT_COORDINATOR:
         return ErrorCode.NOT_COORDINATOR
-    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE if commit else ErrorCode.UNKNOWN_SERVER_ERROR
+    if error in _TOO_LARGE:
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return error
+
+
+def group_append_error(error: ErrorCode) -> ErrorCode:
+    """What a JoinGroup/SyncGroup answers for a failed group-metadata append (Kafka 3.9's
+    ``storeGroup``): a replication timeout is REBALANCE_IN_PROGRESS (the members rejoin),
+    an oversized batch UNKNOWN_SERVER_ERROR."""
+    if error in _COORDINATOR_NOT_AVAILABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in _NOT_COORDINATOR:
+        return ErrorCode.NOT_COORDINATOR
+    if error == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if error in _TOO_LARGE:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
     return error

@@ -101,7 +101,7 @@ class GroupRebalancer:
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         return None
 
-    def join_static(
+    async def join_static(
         self, group: GroupMetadata, new_member_id: str, instance_id: str, client_id: str, client_host: str,
         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str, protocols: Protocols,
         future: asyncio.Future[JoinResult], supports_skip_assignment: bool,
@@ -129,12 +129,16 @@ class GroupRebalancer:
         if group.is_in(STABLE):
             if group.protocol_name == group.select_protocol():
                 # Nothing the assignment depends on changed: persist the new id, no rebalance.
-                error = self.manager.store_group(group)
+                error = await self.manager.store_group(group)
+                if group.static_members.get(instance_id) != new_member_id or group.is_in(DEAD):
+                    complete_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, new_member_id))
+                    return  # replaced or unloaded while the store waited: nothing to answer for
                 if error:
                     member.join_future = None
                     member.supported_protocols = old_protocols
                     group.replace_static_member(instance_id, old_member_id)
-                    future.set_result(JoinResult(error, new_member_id))
+                    if not future.done():
+                        future.set_result(JoinResult(error, new_member_id))
                     return
                 is_leader = group.leader_id == new_member_id
                 if supports_skip_assignment and is_leader:
@@ -278,9 +282,7 @@ class GroupRebalancer:
             group.protocol_name = None
             group.transition_to(EMPTY, self.now_ms())
             logger.info("group %s: generation %d with no members; Empty", group.group_id, group.generation_id)
-            error = self.manager.store_group(group)
-            if error:
-                logger.warning("group %s: storing the empty group failed: %s", group.group_id, error.name)
+            self.manager.store_group_in_background(group)
             return
         group.protocol_name = group.select_protocol()
         group.transition_to(COMPLETING, self.now_ms())

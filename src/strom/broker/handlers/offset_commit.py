@@ -56,7 +56,7 @@ async def handle(broker: Broker, request: Request) -> Message:
             )
     if offsets:
         errors.update(
-            broker.group_coordinator.commit_offsets(
+            await broker.group_coordinator.commit_offsets(
                 body.group_id,
                 body.member_id,
                 body.group_instance_id if version >= 7 else None,
