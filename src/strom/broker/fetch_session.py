@@ -41,6 +41,8 @@ class FetchTarget:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # Fetch v12+: the epoch of the last batch the follower has (-1: unknown, not checked).
+    last_fetched_epoch: int = -1
 
     @property
     def key(self) -> tuple[str | uuid.UUID, int]:
@@ -116,6 +118,7 @@ class FetchSessionCache:
                 known.fetch_offset = target.fetch_offset
                 known.max_bytes = target.max_bytes
                 known.current_leader_epoch = target.current_leader_epoch
+                known.last_fetched_epoch = target.last_fetched_epoch
         session.next_epoch = session.next_epoch + 1 if session.next_epoch < 0x7FFFFFFF else 1
         return session
 

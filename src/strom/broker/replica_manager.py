@@ -14,6 +14,12 @@ error codes). It also keeps the delayed operations ("purgatory"):
   (on one node the ISR is this broker alone, so at once), or its timeout, then
   answers REQUEST_TIMED_OUT.
 
+A follower's fetch whose ``last_fetched_epoch`` (Fetch v12+) does not match this log
+is answered at once with the epoch and end offset to truncate to (``diverging_epoch``)
+and no records. In cluster mode the leaders' ISR changes go to the controller through
+``alter_partition`` (the AlterPartitionManager, set by ``enable_isr_changes``), and
+``maybe_shrink_isr`` runs every ``replica.lag.time.max.ms``/2 (periodic.py).
+
 In cluster mode it also applies the controller's word (Kafka's
 ``becomeLeaderOrFollower``, ``stopReplicas`` and ``maybeUpdateMetadataCache``): which
 partitions this broker hosts, leads or follows, fenced by the controller epoch and
@@ -37,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
+from strom.broker.partition_state import DEFAULT_REPLICA_LAG_TIME_MAX_MS, AlterPartitionSink
 from strom.broker.purgatory import DelayedOperationPurgatory
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
@@ -89,6 +96,8 @@ class PartitionRead:
     error_code: ErrorCode
     result: FetchResult | None = None
     records: bytes | FileRegion | None = None
+    # A follower's log diverges from ours: (epoch, end offset) to truncate to (Fetch v12+).
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -115,6 +124,10 @@ class ReplicaManager:
         # followers' fetches for appends.
         self.high_watermark_purgatory = DelayedOperationPurgatory("high watermark")
         self.log_end_purgatory = DelayedOperationPurgatory("log end offset")
+        # Cluster mode (``enable_isr_changes``): where leaders send ISR changes, and the lag
+        # after which a follower leaves the ISR. None on one node: no ISR change ever.
+        self.alter_partition: AlterPartitionSink | None = None
+        self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
 
     # -- hosting partitions --------------------------------------------------------------
     def startup(self) -> None:
@@ -151,9 +164,36 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             log = self.log_manager.create_log(topic, index)
-            partition = Partition(topic, index, log, self.local_broker_id, self.high_watermark_purgatory)
+            partition = Partition(topic, index, log, self.local_broker_id, self.high_watermark_purgatory,
+                                  replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                                  alter_partition=self.alter_partition, is_broker_alive=self._is_broker_alive)
             self.partitions[(topic, index)] = partition
         return partition
+
+    def enable_isr_changes(self, alter_partition: AlterPartitionSink, replica_lag_time_max_ms: int) -> None:
+        """Cluster mode: leaders propose ISR changes to ``alter_partition`` (the broker's
+        AlterPartitionManager), and followers lagging ``replica_lag_time_max_ms`` leave."""
+        self.alter_partition = alter_partition
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        for partition in self.partitions.values():
+            partition.alter_partition = alter_partition
+            partition.replica_lag_time_max_ms = replica_lag_time_max_ms
+
+    def _is_broker_alive(self, broker_id: int) -> bool:
+        """ZooKeeper mode's ISR eligibility: the controller's UpdateMetadata lists the broker."""
+        return self.metadata.live_broker(broker_id) is not None
+
+    def maybe_shrink_isr(self) -> int:
+        """Every replica.lag.time.max.ms/2 (Kafka's isr-expiration task): each partition led
+        here proposes dropping its followers that have not caught up for the lag time;
+        returns how many proposed a change."""
+        if self.alter_partition is None:
+            return 0
+        proposed = 0
+        for partition in self.partitions.values():
+            if partition.followers and partition.is_leader and partition.maybe_shrink_isr():
+                proposed += 1
+        return proposed
 
     def wake_waiters(self, topic_partition: TopicPartition) -> None:
         """Leadership moved: produces and fetches waiting on the partition re-check now
@@ -378,6 +418,11 @@ class ReplicaManager:
         except StorageError as exc:
             return PartitionRead(exc.error_code)
         try:
+            if replica_id >= 0 and target.last_fetched_epoch >= 0:
+                diverging = partition.diverging_epoch(replica_id, target.fetch_offset, target.last_fetched_epoch)
+                if diverging is not None:  # no records, and nothing learnt of the follower
+                    return PartitionRead(ErrorCode.NONE, _bounds(partition.log, target.fetch_offset),
+                                         diverging_epoch=diverging)
             result = partition.read(target.fetch_offset, max_bytes, isolation, replica_id, min_one_message)
         except StorageError as exc:
             return PartitionRead(exc.error_code, _bounds(partition.log))
@@ -410,7 +455,7 @@ class ReplicaManager:
         while True:
             reads, total = self.read_all(targets, max_bytes, isolation, replica_id)
             remaining = deadline - time.monotonic()
-            if total >= min_bytes or remaining <= 0 or any(r.error_code for r in reads):
+            if total >= min_bytes or remaining <= 0 or any(r.error_code or r.diverging_epoch for r in reads):
                 return reads
             await purgatory.wait(_keys(targets), remaining)
 
@@ -427,10 +472,11 @@ def _keys(targets: Iterable[FetchTarget]) -> list[TopicPartition]:
     return [(t.topic, t.partition) for t in targets if t.topic is not None]
 
 
-def _bounds(log: Log) -> FetchResult:
-    """Offsets for an error answer (OFFSET_OUT_OF_RANGE still reports the log's range)."""
+def _bounds(log: Log, fetch_offset: int = -1) -> FetchResult:
+    """Offsets for an answer without records (OFFSET_OUT_OF_RANGE still reports the log's
+    range; a diverging epoch the HW and log start the follower needs)."""
     return FetchResult(
-        -1, None, log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset
+        fetch_offset, None, log.high_watermark, log.last_stable_offset, log.log_start_offset, log.log_end_offset
     )
 
 

@@ -2,7 +2,9 @@
 
 The reading and the long poll are the ReplicaManager's (``fetch_messages``): consumers
 read to the high watermark (or the last stable offset) and wait for it to move;
-followers (``replica_id`` >= 0) read to the log end. Records larger than a few KiB
+followers (``replica_id`` >= 0) read to the log end, and one whose ``last_fetched_epoch``
+(v12+) diverges from the leader's log gets ``diverging_epoch`` (KIP-320's fetch-time
+truncation) instead of records. Records larger than a few KiB
 leave as file regions that the connection writes with ``os.sendfile`` straight from
 the segment file. Incremental fetch sessions
 (KIP-227) are served by ``fetch_session``: a session's answers carry only partitions
@@ -28,6 +30,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.fetch_request import FetchRequest
 from strom.protocol.messages.fetch_response import (
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -81,6 +84,7 @@ def _session_targets(
             p.fetch_offset,
             p.partition_max_bytes,
             p.current_leader_epoch,
+            last_fetched_epoch=p.last_fetched_epoch,  # -1 before v12 (the field's default)
         )
         for topic in body.topics
         for p in topic.partitions
@@ -121,7 +125,7 @@ def _group(
         data = _partition(target.partition, read, committed)
         news = has_news(target, data.error_code, read.size, data.high_watermark,
                         data.last_stable_offset, data.log_start_offset)
-        if incremental and not news:
+        if incremental and not news and read.diverging_epoch is None:
             continue
         key = ("" if by_id else (target.topic or ""), target.topic_id if by_id else ZERO_ID)
         topics.setdefault(key, []).append(data)
@@ -141,6 +145,14 @@ def _partition(index: int, read: PartitionRead, committed: bool) -> PartitionDat
         aborted = () if read.error_code in _UNKNOWN else None
         return PartitionData(partition_index=index, error_code=read.error_code, high_watermark=-1,
                              last_stable_offset=-1, log_start_offset=-1, aborted_transactions=aborted, records=b"")
+    if read.diverging_epoch is not None:  # a follower to truncate first: no records (v12+)
+        epoch, end_offset = read.diverging_epoch
+        return PartitionData(
+            partition_index=index, error_code=0, high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset, log_start_offset=result.log_start_offset,
+            diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=end_offset),
+            aborted_transactions=() if committed else None, records=b"",
+        )
     return PartitionData(
         partition_index=index,
         error_code=read.error_code,

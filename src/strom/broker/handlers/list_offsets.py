@@ -1,4 +1,10 @@
-"""ListOffsets (2): earliest (-2), latest (-1), by timestamp, and max timestamp (-3)."""
+"""ListOffsets (2): earliest (-2), latest (-1), by timestamp, and max timestamp (-3).
+
+A leader just elected whose high watermark is still below its epoch's start answers
+"latest" (and a lookup that lands past the HW) with OFFSET_NOT_AVAILABLE (KIP-207;
+``Partition.fetch_offset_for_timestamp``): the client retries rather than take an
+offset that the HW will pass again.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ REQUEST = ListOffsetsRequest
 VERSIONS = range(1, 10)
 
 LEADER_EPOCH_FROM = 4
+CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 # The special timestamps and the first version allowed to ask for them; older requests
 # get UNSUPPORTED_VERSION for that partition, as from Kafka's ReplicaManager.
@@ -71,7 +78,9 @@ def _offset(broker: Broker, topic: str, request: ListOffsetsPartition, committed
     try:
         partition = broker.replica_manager.partition_or_error(topic, index, request.current_leader_epoch,
                                                               require_leader=require_leader)
-        found = partition.fetch_offset_for_timestamp(request.timestamp, committed)
+        # KIP-207's OFFSET_NOT_AVAILABLE is for clients only, as Kafka's isolation level is.
+        found = partition.fetch_offset_for_timestamp(request.timestamp, committed,
+                                                     client=replica_id == CONSUMER_REPLICA_ID)
     except StorageError as exc:
         return ListOffsetsPartitionResponse(index, exc.error_code)
     if found is None:
