@@ -44,6 +44,28 @@ class RecordValidationError(InvalidRecordsError):
         self.record_errors = record_errors
 
 
+class OffsetsOutOfOrderError(InvalidRecordsError):
+    """A follower's append whose batches' offsets do not increase (Kafka's
+    ``OffsetsOutOfOrderException``): the leader sent a log no segment may hold."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower's append starts below the log end offset (Kafka's
+    ``UnexpectedAppendOffsetException``); nothing was written.
+
+    ``first_offset`` is the first batch's base offset (a v0/v1 entry's stored offset)
+    and ``last_offset`` the append's last: a follower whose log is empty may start it
+    over at ``first_offset`` and append again, as Kafka's ``Partition`` does.
+    """
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 class OffsetOutOfRangeError(StorageError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 

@@ -11,11 +11,16 @@ start of the epoch in force there up to it and drops the older ones.
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
+from collections.abc import Iterable
 from typing import Final, NamedTuple
 
+from strom.protocol.records import BatchHeader
 from strom.storage.checkpoint import read_leader_epoch_checkpoint, write_leader_epoch_checkpoint
 from strom.storage.fs import FileSystem
+
+logger = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH: Final = -1
 UNDEFINED_EPOCH_OFFSET: Final = -1
@@ -48,6 +53,20 @@ class LeaderEpochFileCache:
             self._entries.pop()  # a newer epoch starting no later replaces them
         self._entries.append(EpochEntry(epoch, start_offset))
         self._flush()
+
+    def assign_from_leader(self, headers: Iterable[BatchHeader]) -> None:
+        """A follower's append: each v2 batch's partition leader epoch, as the leader
+        stamped it, begins at the batch's base offset if it is newer (Kafka's
+        ``appendAsFollower``). A v0/v1 entry carries no epoch, so the epochs around it
+        cannot be known: the cache is cleared, as Kafka does, and a later leader change
+        truncates this replica to its high watermark instead of by epochs."""
+        for header in headers:
+            if header.magic >= 2:
+                self.assign(header.partition_leader_epoch, header.base_offset)
+            elif self._entries:
+                logger.warning("%s: clearing the leader epochs after a v%d entry at offset %d "
+                               "from the leader", self.path, header.magic, header.base_offset)
+                self.clear()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's answer to OffsetForLeaderEpoch: (epoch, end offset of that epoch).

@@ -7,6 +7,11 @@ snapshots (``producer_state``), ``truncation-in-progress`` while a truncation ru
 (``truncation``), and nothing else; the data dir's checkpoint files hold its recovery
 point and log start offset.
 
+A follower appends the leader's batches as they are (``append_as_follower``): offsets,
+epochs and producer fields kept, the leader epochs and producer state learnt from them
+(unvalidated, as recovery replays them), so a retry that reaches this replica once it
+leads is still recognised. The HW is the fetcher's to set.
+
 Idempotence: every batch with a producer id is checked against ``producer_state``
 after offsets are assigned in memory and before a byte is written, so a rejected
 append (``ProducerStateError``) writes nothing, and a retried batch is answered with
@@ -52,14 +57,20 @@ from typing import NamedTuple
 
 from strom.protocol.records import iter_batches
 from strom.storage.config import LogConfig
-from strom.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from strom.storage.errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
 from strom.storage.log_segments import LogSegments
 from strom.storage.log_validator import (
+    FollowerRun,
     assign_legacy_offsets,
     assign_offsets,
     find_duplicate,
+    follower_runs,
     validate_records,
 )
 from strom.storage.producer_state import ProducerStateManager
@@ -225,6 +236,11 @@ class Log:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
             return self._high_watermark
 
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the log (-1 if none): a follower's ``last_fetched_epoch``."""
+        return self.leader_epoch_cache.latest_epoch
+
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset), or (-1, -1) if unknown."""
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
@@ -296,6 +312,54 @@ class Log:
                 or now - self._last_flush_ms >= self.config.flush_ms:
             self.flush(now)
 
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *,
+                           current_leader_epoch: int | None = None,
+                           now_ms: int | None = None) -> AppendResult:
+        """Append the leader's batches as they are (Kafka's ``appendAsFollower``).
+
+        Checks and splitting are ``log_validator.follower_runs``'s (a trailing partial
+        batch is left out; with ``current_leader_epoch``, so are batches of a newer
+        epoch). Raises ``UnexpectedAppendOffsetError`` if the first batch starts below
+        the log end offset (nothing written); a start above it is a compacted leader's
+        gap. Each batch's epoch goes to the leader-epoch cache, each producer batch to
+        the producer state, unvalidated. The HW moves only with ``hw_follows_leo``.
+        Returns the first and last offsets appended; with no whole batch, nothing is
+        written and the last offset is the log end offset - 1.
+        """
+        buffer = records if isinstance(records, (bytes, bytearray)) else bytes(records)
+        runs = follower_runs(buffer, segment_bytes=self.config.segment_bytes,
+                             current_leader_epoch=current_leader_epoch)
+        with self._lock:
+            self._check_writable()
+            end = self._log_end_offset
+            if not runs:
+                return AppendResult(end, end - 1, -1, self._log_start_offset)
+            first = runs[0].first_offset
+            if first < end:
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in a follower's append to {self}: the first batch "
+                    f"starts at {first}, below the log end offset {end}", first,
+                    runs[-1].last_offset)
+            now = self.clock() if now_ms is None else now_ms
+            for run in runs:
+                self._append_run(run, now)
+            return AppendResult(first, self._log_end_offset - 1, -1, self._log_start_offset)
+
+    def _append_run(self, run: FollowerRun, now: int) -> None:
+        producers = self.producer_state.prepare(run.producer_batches, validate=False) \
+            if run.producer_batches else None
+        segment = self._maybe_roll(len(run.records), run.batches, now)
+        if run.last_offset - segment.base_offset > MAX_RELATIVE_OFFSET:
+            segment = self._roll_at(run.first_offset, now)  # a gap of 2**31 offsets
+        try:
+            segment.append(run.records, run.batches)
+        except OSError as exc:
+            raise KafkaStorageError(f"append to {self} failed: {exc}") from exc
+        if producers is not None:
+            self.producer_state.complete(producers)
+        self.leader_epoch_cache.assign_from_leader(run.headers)
+        self._after_append(run.first_offset, run.last_offset, -1, now)
+
     def remove_expired_producers(self, now_ms: int) -> int:
         """``producer.id.expiration.ms``: the broker calls this periodically."""
         with self._lock:
@@ -316,12 +380,14 @@ class Log:
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO; the old one is trimmed and synced."""
+        return self._roll_at(self._log_end_offset, self.clock() if now_ms is None else now_ms)
+
+    def _roll_at(self, new_base: int, now: int) -> LogSegment:
+        """``roll``, at ``new_base`` >= the LEO (above it only for a follower's gap)."""
         with self._lock:
             active = self.segments.active
-            new_base = self._log_end_offset
             if active.base_offset == new_base:
                 return active  # empty: nothing to roll
-            now = self.clock() if now_ms is None else now_ms
             try:
                 active.on_roll()
                 segment = self._new_segment(new_base, now)

@@ -18,28 +18,37 @@ and the values they need, and return headers, offsets or raise ``InvalidRecordsE
    a v2 batch gets ``[next, next + last_offset_delta]``, a v0/v1 message (or compressed
    wrapper, whose stored offset is its LAST) is rewritten by ``legacy.assign_offsets``.
 
+A follower's append (``Log.append_as_follower``, Kafka's ``appendAsFollower``) runs only
+``follower_runs``: the leader's batches keep their offsets, epochs and producer fields;
+each entry's length, magic and CRC are checked, offsets must increase (a gap is fine:
+a compacted leader has them), and nothing else is (no size limit, no record count
+rule, control batches welcome: the leader accepted them all).
+
 Cost: the produce path is the broker's hottest; these functions do per-batch work only
 (a few struct operations per batch header), never per record for v2.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import (
     BatchHeader,
+    compute_crc,
     decode_records,
+    iter_batches,
     read_batch_header,
     set_log_append_time,
     validate_crc,
 )
 from strom.protocol.records.header import ATTR_CONTROL, LOG_OVERHEAD
 from strom.protocol.records.legacy import assign_offsets as assign_legacy_message_offsets
-from strom.storage.errors import InvalidRecordsError
+from strom.storage.errors import InvalidRecordsError, OffsetsOutOfOrderError
 from strom.storage.producer_state import (
     NO_PRODUCER_ID,
     BatchMetadata,
@@ -47,6 +56,8 @@ from strom.storage.producer_state import (
     producer_batch,
 )
 from strom.storage.segment import AppendedBatch
+
+logger = logging.getLogger(__name__)
 
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
@@ -189,3 +200,78 @@ def assign_offsets(
         batches.append(AppendedBatch(position, last_offset, max_timestamp, size))
         next_offset = last_offset + 1
     return batches, producer_batches
+
+
+class FollowerRun(NamedTuple):
+    """Whole batches of a follower's append that go into one segment, as the leader wrote them."""
+
+    records: memoryview
+    batches: list[AppendedBatch]  # positions within ``records``
+    headers: list[BatchHeader]
+    producer_batches: list[ProducerBatch]
+    first_offset: int  # the first batch's base offset (a v0/v1 entry's stored offset)
+    last_offset: int
+
+
+def follower_runs(records: bytes | bytearray, *, segment_bytes: int,
+                  current_leader_epoch: int | None = None) -> list[FollowerRun]:
+    """The leader's whole batches in ``records``, checked, in runs of at most
+    ``segment_bytes`` (one batch alone if larger); empty if there is no whole batch.
+
+    Kafka's ``analyzeAndValidateRecords`` for replication: a trailing partial batch (a
+    fetch response cut at its byte limit) is left out; an impossible length or a CRC
+    mismatch raises ``InvalidRecordsError``, offsets that do not increase (a batch's
+    last offset not above the previous one's, or a v2 batch starting below the previous
+    one's end, which recovery would cut) ``OffsetsOutOfOrderError``. With
+    ``current_leader_epoch`` (the epoch the follower fetched under), a batch stamped
+    with a newer epoch and everything after it are left out (KAFKA-18723: a deposed
+    leader's slow response must not carry the next epoch's records in).
+
+    Kafka refuses a whole append larger than ``segment.bytes``; splitting it instead
+    lets a follower replicate a topic whose segments are smaller than a fetch (as in
+    tests), each run rolling a segment as a producer's append would.
+    """
+    runs: list[FollowerRun] = []
+    start = size = 0
+    run: list[tuple[int, BatchHeader]] = []
+    previous_last = previous_next = -1
+    try:
+        for position, header in iter_batches(records):
+            if current_leader_epoch is not None and header.magic == 2 \
+                    and header.partition_leader_epoch > current_leader_epoch:
+                logger.info("not appending the batches from offset %d: their leader epoch %d is "
+                            "newer than the follower's %d", header.base_offset,
+                            header.partition_leader_epoch, current_leader_epoch)
+                break
+            if compute_crc(records, position, header) != header.crc:
+                raise InvalidRecordsError(f"CRC mismatch in the leader's batch at offset "
+                                          f"{header.base_offset}", ErrorCode.CORRUPT_MESSAGE)
+            if header.last_offset <= previous_last \
+                    or (header.magic == 2 and header.base_offset < previous_next):
+                raise OffsetsOutOfOrderError(
+                    f"offsets out of order in a follower's append: batch [{header.base_offset}, "
+                    f"{header.last_offset}] after one ending at {previous_last}",
+                    ErrorCode.CORRUPT_MESSAGE)
+            previous_last, previous_next = header.last_offset, header.next_offset
+            if run and size + header.size > segment_bytes:
+                runs.append(_follower_run(records, start, run))
+                start, size, run = position, 0, []
+            run.append((position, header))
+            size += header.size
+    except ProtocolError as exc:
+        raise InvalidRecordsError(str(exc), ErrorCode(exc.error_code)) from exc
+    if run:
+        runs.append(_follower_run(records, start, run))
+    return runs
+
+
+def _follower_run(records: bytes | bytearray, start: int,
+                  entries: list[tuple[int, BatchHeader]]) -> FollowerRun:
+    last_position, last = entries[-1]
+    batches = [AppendedBatch(position - start, header.last_offset, header.max_timestamp,
+                             header.size) for position, header in entries]
+    producer_batches = [producer_batch(records, position, header) for position, header in entries
+                        if header.producer_id != NO_PRODUCER_ID and header.magic == 2]
+    return FollowerRun(memoryview(records)[start : last_position + last.size], batches,
+                       [header for _, header in entries], producer_batches,
+                       entries[0][1].base_offset, last.last_offset)
