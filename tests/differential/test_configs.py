@@ -41,7 +41,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Topic configs Kafka 3.9 lists that Strom does not implement (FINDINGS.md).
 KAFKA_ONLY_TOPIC_CONFIGS = frozenset({
     "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-    "segment.jitter.ms", "unclean.leader.election.enable", "leader.replication.throttled.replicas",
+    "segment.jitter.ms", "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas", "remote.storage.enable", "remote.log.copy.disable",
     "remote.log.delete.on.disable", "local.retention.ms", "local.retention.bytes",
 })

@@ -216,6 +216,7 @@ BROKER_TO_TOPIC = {
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
     "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
     # Deprecated, accepted and ignored as in Kafka 3.9 (storage.config.DEPRECATED_TOPIC_CONFIGS).
     "log.message.format.version": "message.format.version",
     "log.message.downconversion.enable": "message.downconversion.enable",

@@ -68,6 +68,10 @@ class LogConfig:
     preallocate: bool = field(default=False, metadata=_kafka("preallocate"))
     # acks=all produces are refused (NOT_ENOUGH_REPLICAS) while the ISR is smaller.
     min_insync_replicas: int = field(default=1, metadata=_kafka("min.insync.replicas"))
+    # Read by a cluster's controller, not by the log: whether a replica outside the ISR may
+    # lead when no in-sync one is alive (and lose what only the ISR had). Off, as Kafka 0.11+.
+    unclean_leader_election_enable: bool = field(
+        default=False, metadata=_kafka("unclean.leader.election.enable"))
     # Deprecated settings Kafka 3.9 still accepts and lists, so older tools keep working;
     # both are ignored (see DEPRECATED_TOPIC_CONFIGS). Defaults are Kafka 3.9's.
     message_format_version: str = field(default="3.0-IV1", metadata=_kafka("message.format.version"))
