@@ -380,7 +380,9 @@ class Log:
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the LEO; the old one is trimmed and synced."""
-        return self._roll_at(self._log_end_offset, self.clock() if now_ms is None else now_ms)
+        with self._lock:  # the LEO read under it: an append may be under way
+            return self._roll_at(self._log_end_offset,
+                                 self.clock() if now_ms is None else now_ms)
 
     def _roll_at(self, new_base: int, now: int) -> LogSegment:
         """``roll``, at ``new_base`` >= the LEO (above it only for a follower's gap)."""
