@@ -295,3 +295,17 @@ def test_a_closed_log_refuses_follower_appends(tmp_path: Path) -> None:
     follower.close()
     with pytest.raises(KafkaStorageError, match="offline or closed"):
         follower.append_as_follower(batch(1))
+
+
+def test_an_unclean_restart_rebuilds_the_same_epochs_and_producers(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader", segment_bytes=600)
+    last_sent = leader_history(leader)
+    follower = open_log(tmp_path / "follower", segment_bytes=600)
+    replicate(leader, follower, 250)
+    for segment in follower.segments:  # killed: no flush, no snapshot, indexes untrimmed
+        segment.close()
+    recovered = open_log(tmp_path / "follower", clean=False, segment_bytes=600)
+    assert read_all(recovered) == read_all(leader)
+    assert recovered.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    assert recovered.producer_state.producers == leader.producer_state.producers
+    assert recovered.append(bytearray(last_sent), leader_epoch=6).base_offset == 22
