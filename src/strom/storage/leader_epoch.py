@@ -3,6 +3,10 @@
 Persisted as ``<partition dir>/leader-epoch-checkpoint`` (format in ``checkpoint``),
 rewritten whenever an epoch is added or the list is truncated.
 
+A leader adds its epoch at the first offset it appends in it (``Log.append``); a
+follower, the partition leader epoch the leader stamped on each batch it copies
+(``assign_from_leader``), so both hold the same entries for the same log.
+
 Invariants: epochs strictly increase and so do their start offsets; every start
 offset is within [log start offset, log end offset]. Truncating the log's end drops
 epochs that start at or after the new end; moving the log start offset moves the
