@@ -48,6 +48,8 @@ from strom.storage.producer_state import ProducerStateManagerConfig
 
 if TYPE_CHECKING:
     from strom.cluster.zk_broker import ZkBroker
+    from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
+    from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ class ActiveController(Protocol):
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int
                                   ) -> tuple[ErrorCode, tuple[TopicPartition, ...]]:
         """ControlledShutdown (7): (error, the partitions the broker still leads)."""
+        ...
+
+    async def alter_partition(self, request: AlterPartitionRequest, version: int) -> AlterPartitionResponse:
+        """AlterPartition (56): a partition leader's ISR change, answered."""
         ...
 
 

@@ -25,9 +25,18 @@ Invariants (who writes what, which epoch fences it):
   Handlers re-read ZooKeeper and diff against the context (watches coalesce: state, not
   events, is what counts).
 
-Part 1 scope: one replica per partition (replication arrives in part 2), so a dead
-broker's partitions are offline (leader -1) until it returns, and a controlled shutdown
-has no leadership to move (Kafka moves only partitions with more than one replica).
+Replication (Kafka's ZooKeeper-mode rules):
+
+- Partition leaders change their ISR through AlterPartition, answered here on the queue
+  (``alter_partition``'s rules); the controller writes the state and tells every broker
+  (UpdateMetadata), never the leader, which learns it from the answer.
+- A controlled shutdown moves leadership of each partition the broker leads to another
+  in-sync replica (leader epoch + 1), and takes the broker out of the ISR of the others.
+- A dead broker leaves every ISR but never empties one (the last member stays, so the
+  broker holding every committed record is known); its partitions get the first live
+  in-sync replica, or, with ``unclean.leader.election.enable`` (the topic's, else the
+  broker's), the first live replica. Otherwise they stay offline (leader -1) until an
+  in-sync replica returns.
 """
 
 from __future__ import annotations
@@ -36,8 +45,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
 from strom.cluster.controller_channel import (
     ChannelConfig,
@@ -45,8 +52,8 @@ from strom.cluster.controller_channel import (
     ControllerRequestBatch,
 )
 from strom.cluster.controller_context import ControllerContext
+from strom.cluster.controller_replication import ControllerEvent, ReplicationEvents
 from strom.cluster.leader_election import (
-    ElectionResult,
     elect_offline,
     initial_leader_and_isr,
     remove_replica_from_isr,
@@ -57,12 +64,10 @@ from strom.cluster.zk_data import (
     CONTROLLER,
     DELETE_TOPICS,
     TOPICS,
-    BrokerInfo,
     LeaderAndIsr,
     LeaderIsrAndControllerEpoch,
     topic_path,
 )
-from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.stop_replica_response import StopReplicaResponse
 from strom.protocol.topic_partition import TopicPartition
 
@@ -71,21 +76,14 @@ logger = logging.getLogger(__name__)
 ELECTION_RETRY_S = 1.0  # after a failed election or failover, stand again this much later
 
 
-@dataclass(slots=True)
-class ControllerEvent:
-    """One thing for the controller to handle; ``done`` answers a waiting request."""
-
-    kind: str
-    topic: str = ""
-    args: tuple[Any, ...] = ()
-    done: asyncio.Future[Any] | None = field(default=None, repr=False)
-
-
-class Controller:
+class Controller(ReplicationEvents):
     def __init__(self, broker_id: int, zk: KafkaZkClient,
                  channel_factory: Callable[[ChannelConfig], ControllerChannelManager] = ControllerChannelManager,
-                 *, listener_name: str = "PLAINTEXT") -> None:
+                 *, listener_name: str = "PLAINTEXT", unclean_leader_election_enable: Callable[[], bool] = lambda: False
+                 ) -> None:
         self.broker_id = broker_id
+        # The broker's unclean.leader.election.enable: what a topic without its own override gets.
+        self._unclean_default = unclean_leader_election_enable
         # inter.broker.listener.name of this broker: the controller reaches brokers, and tells
         # them their leaders' endpoints, on the listener its own broker uses (as Kafka does).
         self.listener_name = listener_name
@@ -141,7 +139,7 @@ class Controller:
                 await self._resign()
                 self.put(ControllerEvent("elect"))
                 if event.done is not None and not event.done.done():
-                    event.done.set_result((ErrorCode.NOT_CONTROLLER, ()))
+                    event.done.set_result(event.not_controller)
             except Exception as exc:  # keep the controller alive; Kafka logs and goes on too
                 logger.exception("controller %d: handling %s failed", self.broker_id, event.kind)
                 if event.done is not None and not event.done.done():
@@ -171,9 +169,10 @@ class Controller:
             "elect": self._elect, "expire": self._on_expire, "brokers": self._on_broker_change,
             "topics": self._on_topic_change, "partitions": self._on_partition_modifications,
             "deletions": self._on_topic_deletion, "stop_replica_answered": self._on_stop_replica_answered,
-            "controlled_shutdown": self._on_controlled_shutdown,
+            "controlled_shutdown": self._on_controlled_shutdown, "alter_partition": self._on_alter_partition,
+            "unclean_enabled": self._on_unclean_enabled,
         }[event.kind]
-        if event.kind in ("elect", "expire", "controlled_shutdown") or self.is_active:
+        if event.kind in ("elect", "expire", "controlled_shutdown", "alter_partition") or self.is_active:
             await handler(event)
 
     # -- ZooKeeper watches (kazoo's threads: queue and return) ------------------------------
@@ -298,21 +297,24 @@ class Controller:
             await self._on_brokers_startup([b.id for b in joined])
 
     async def _on_brokers_failure(self, dead: list[int]) -> None:
+        """``onReplicasBecomeOffline``: elect where the leader is gone, then the dead replicas
+        leave every ISR (the last member stays), each change one leader epoch up."""
         ctx = self.context
-        led = set().union(*(ctx.partition_leaders_on_broker(b) for b in dead)) if dead else set()
-        await self._elect_offline(led)
-        # Replicas of the dead brokers leave the ISR of partitions they did not lead.
+        offline = ctx.partitions_with_offline_leader
+        await self._elect_offline(offline, take_dead_leaders_offline=False)  # the loop below does it
         updates: dict[TopicPartition, LeaderAndIsr] = {}
         for broker_id in dead:
             for tp in ctx.partitions_on_broker(broker_id):
                 current = ctx.partition_leader_and_isr(tp)
-                if current is None or tp in led:
+                if current is None or ctx.is_topic_queued_up_for_deletion(tp[0]):
                     continue
                 changed = remove_replica_from_isr(updates.get(tp, current), broker_id)
                 if changed is not None:
                     updates[tp] = changed
         await self._write_states(updates)
-        self._send_update_metadata(ctx.live_or_shutting_down_broker_ids, set(updates) | led)
+        live = ctx.live_or_shutting_down_broker_ids
+        await self._send_leadership(set(updates), live)
+        self._send_update_metadata(live, offline)
 
     async def _on_brokers_startup(self, joined: list[int]) -> None:
         """``onBrokerStartup``: full metadata to the newcomers first, the new broker list to all,
@@ -386,16 +388,16 @@ class Controller:
         ctx = self.context
         live = ctx.live_or_shutting_down_broker_ids
         for topic in sorted(ctx.topics_to_be_deleted - ctx.topics_with_deletion_started):
-            partitions = ctx.partitions_for_topic(topic)
-            replicas = {r for tp in partitions for r in ctx.partition_replica_assignment(tp)}
-            if not replicas <= live:
+            assignment = ctx.partition_replica_assignment_for_topic(topic)
+            pending = {(tp, r) for tp, replicas in assignment.items() for r in replicas}
+            if not {r for _, r in pending} <= live:
                 continue  # a replica is down: wait for it (deletion resumes on its return)
             ctx.begin_topic_deletion([topic])
-            self._pending_deletion[topic] = {(tp, r) for tp in partitions for r in ctx.partition_replica_assignment(tp)}
+            self._pending_deletion[topic] = pending
             batch = self._batch()
-            batch.add_update_metadata(live, partitions)  # leader -2: the topic is queued for deletion
-            for tp in partitions:
-                batch.add_stop_replica(ctx.partition_replica_assignment(tp), tp, delete=True)
+            batch.add_update_metadata(live, assignment)  # leader -2: the topic is queued for deletion
+            for tp, replicas in assignment.items():
+                batch.add_stop_replica(replicas, tp, delete=True)
             batch.send_requests_to_brokers(ctx.epoch)
             if not self._pending_deletion[topic]:
                 await self._complete_deletion(topic)
@@ -428,36 +430,6 @@ class Controller:
         ctx.remove_topic(topic)
         logger.info("controller: deleted topic %s", topic)
 
-    # -- controlled shutdown ------------------------------------------------------------
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int
-                                  ) -> tuple[ErrorCode, tuple[TopicPartition, ...]]:
-        """ControlledShutdown (7), answered by the active controller: (error, partitions still led)."""
-        assert self._loop is not None
-        done: asyncio.Future[tuple[ErrorCode, tuple[TopicPartition, ...]]] = self._loop.create_future()
-        self.put(ControllerEvent("controlled_shutdown", args=(broker_id, broker_epoch), done=done))
-        return await done
-
-    async def _on_controlled_shutdown(self, event: ControllerEvent) -> None:
-        broker_id, broker_epoch = event.args
-        assert event.done is not None
-        ctx = self.context
-        if not self.is_active:
-            event.done.set_result((ErrorCode.NOT_CONTROLLER, ()))
-            return
-        current = ctx.live_or_shutting_down_broker(broker_id)
-        if current is None:
-            event.done.set_result((ErrorCode.BROKER_NOT_AVAILABLE, ()))
-            return
-        if broker_epoch != -1 and broker_epoch < current.epoch:
-            event.done.set_result((ErrorCode.STALE_BROKER_EPOCH, ()))
-            return
-        ctx.shutting_down_broker_ids.add(broker_id)
-        # Only partitions with another replica can move (Kafka's partitionsToActOn); with one
-        # replica per partition (part 1) there is nothing to move and nothing left to wait for.
-        remaining = tuple(sorted(tp for tp in ctx.partition_leaders_on_broker(broker_id)
-                                 if len(ctx.partition_replica_assignment(tp)) > 1))
-        event.done.set_result((ErrorCode.NONE, remaining))
-
     # -- partition states ----------------------------------------------------------------
     async def _create_partition_states(self, partitions: Iterable[TopicPartition]) -> None:
         """New partitions (``NewPartition -> OnlinePartition``): first live replica leads."""
@@ -482,29 +454,38 @@ class Controller:
                 created.add((topic, partition))
         await self._send_leadership(created, None, is_new=True)
 
-    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
-        """Elect leaders where the leader is gone; no candidate: offline (leader -1, epoch + 1)."""
+    async def _elect_offline(self, partitions: Iterable[TopicPartition], *, take_dead_leaders_offline: bool = True
+                             ) -> None:
+        """Elect leaders where the leader is gone; no candidate: offline (leader -1, epoch + 1)
+        if the leader is dead and ``take_dead_leaders_offline``."""
         ctx = self.context
         live = ctx.live_broker_ids
+        states = {tp: state for tp in partitions if (state := ctx.partition_leader_and_isr(tp)) is not None}
+        # Kafka reads the topic config only where no in-sync replica is alive.
+        unclean = await self._unclean_allowed({tp[0] for tp, state in states.items()
+                                               if not any(r in live for r in state.isr)})
         updates: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp in partitions:
-            current = ctx.partition_leader_and_isr(tp)
-            if current is None:
-                continue
-            result: ElectionResult = elect_offline(current, ctx.partition_replica_assignment(tp), live, False)
+        for tp, current in states.items():
+            result = elect_offline(current, ctx.partition_replica_assignment(tp), live, tp[0] in unclean)
             if result.leader_and_isr is not None:
                 updates[tp] = result.leader_and_isr
-            elif current.leader != -1:
+                if result.leader_and_isr.leader not in current.isr:
+                    logger.warning("controller: unclean election of %s-%d: broker %d leads, out of the ISR %s",
+                                   tp[0], tp[1], result.leader_and_isr.leader, list(current.isr))
+            elif (take_dead_leaders_offline and current.leader != -1
+                  and current.leader not in ctx.live_or_shutting_down_broker_ids):
+                # Nobody may lead: the dead leader goes (the replica state machine's OfflineReplica).
                 offline = remove_replica_from_isr(current, current.leader)
                 if offline is not None:
                     updates[tp] = offline
         await self._write_states(updates)
         await self._send_leadership(set(updates), None)
 
-    async def _write_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> None:
-        """Write new leader/ISR states (fenced, conditional); the context follows what landed."""
+    async def _write_states(self, updates: dict[TopicPartition, LeaderAndIsr]) -> dict[TopicPartition, Exception]:
+        """Write new leader/ISR states (fenced, conditional); the context follows what landed.
+        Returns the partitions whose write failed (a stale partition epoch: BadVersionError)."""
         if not updates:
-            return
+            return {}
         ctx = self.context
         written, failed = await asyncio.to_thread(self.zk.update_leader_and_isr, updates, ctx.epoch,
                                                   ctx.epoch_zk_version)
@@ -512,6 +493,7 @@ class Controller:
             ctx.put_partition_leadership_info(tp, LeaderIsrAndControllerEpoch(state, ctx.epoch))
         for tp, error in failed.items():
             logger.warning("controller: writing the state of %s-%d failed: %s", tp[0], tp[1], error)
+        return failed
 
     # -- telling brokers -----------------------------------------------------------------
     def _batch(self) -> ControllerRequestBatch:
@@ -543,6 +525,3 @@ class Controller:
         batch = self._batch()
         batch.add_update_metadata(set(brokers), partitions)
         batch.send_requests_to_brokers(self.context.epoch)
-
-    def live_brokers(self) -> list[BrokerInfo]:
-        return list(self.context.live_or_shutting_down_brokers)

@@ -55,7 +55,9 @@ class ZkBroker:
         self.broker = broker
         self.zk = KafkaZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
                                 connection_timeout_ms=config.zookeeper_connection_timeout)
-        self.controller = Controller(config.node_id, self.zk)
+        self.controller = Controller(  # a topic without its own unclean.leader.election.enable: the broker's
+            config.node_id, self.zk,
+            unclean_leader_election_enable=lambda: broker.log_manager.default_config.unclean_leader_election_enable)
         self.admin_manager = ZkAdminManager(
             self.zk, broker.metadata, lambda: broker.log_manager.default_config,
             lambda: sorted(broker.metadata.live_brokers(), key=lambda b: b.id), config.default_replication_factor)
@@ -167,6 +169,8 @@ class ZkBroker:
             if kind != "topics" or not name:
                 continue
             configs = await asyncio.to_thread(self.zk.get_topic_config, name)
+            if configs.get("unclean.leader.election.enable", "").strip().lower() == "true":
+                self.controller.enable_topic_unclean_leader_election(name)  # Kafka's TopicConfigHandler
             try:
                 self.broker.log_manager.set_topic_config(name, configs)
             except Exception as exc:  # a bad value must not stop the others applying

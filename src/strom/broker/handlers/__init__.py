@@ -17,7 +17,8 @@ Handlers are thin: they translate a request into calls on the broker's parts and
 results (or ``StorageError``/``TopicError`` codes) into a response.
 
 ``CLUSTER_SERVED`` adds the controller's requests to a broker of a cluster
-(``zookeeper.connect`` set): LeaderAndIsr, StopReplica, UpdateMetadata; such a broker
+(``zookeeper.connect`` set): LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown and AlterPartition; such a broker
 leaves out what Kafka's ZooKeeper-mode broker does not serve. A single node
 neither lists them in ApiVersions nor answers them (it closes the connection, as
 Kafka does for an API its listener does not enable); ``Broker`` picks the table.
@@ -83,6 +84,7 @@ CLUSTER_SERVED: dict[int, tuple[str, range]] = {
     5: ("stop_replica", range(0, 5)),
     6: ("update_metadata", range(0, 9)),
     7: ("controlled_shutdown", range(0, 4)),
+    56: ("alter_partition", range(0, 4)),
 }
 """The controller-to-broker APIs a broker of a cluster serves on top of ``SERVED``."""
 
