@@ -22,7 +22,13 @@ from strom.protocol.messages.list_offsets_request import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from tests.support.broker_harness import BrokerHarness, BrokerRunner, batch, produce_request, records_of
+from tests.support.broker_harness import (
+    BrokerHarness,
+    BrokerRunner,
+    batch,
+    produce_request,
+    records_of,
+)
 from tests.support.broker_harness import broker as broker  # the fixture
 from tests.support.fetch_requests import fetch
 
