@@ -90,7 +90,7 @@ def test_a_follower_whose_last_fetched_epoch_diverges_gets_the_epoch_to_truncate
         # Where the follower's log matches, it gets records as usual and its progress counts.
         data = await _follower_fetch(h, 5, last_fetched_epoch=0)
         assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (-1, -1)
-        assert [bytes(r.value) for r in records_of(data.records)] == [b"e2-0", b"e2-1", b"e2-2"]
+        assert [bytes(r.value or b"") for r in records_of(data.records)] == [b"e2-0", b"e2-1", b"e2-2"]
         assert partition.followers[FOLLOWER].log_end_offset == 5
         data = await _follower_fetch(h, 8, last_fetched_epoch=2)
         assert (data.error_code, data.diverging_epoch.epoch, data.high_watermark) == (0, -1, 5)
