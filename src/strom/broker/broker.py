@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from strom.broker import request_context
 from strom.broker.admin_manager import AdminManager, TopicAdmin
 from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
@@ -102,6 +103,11 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(config, FileConfigStore(config.data_dir), self.log_manager,
                                                   self.log_cleaner)
         self.metadata = MetadataCache()
+        # Listeners (strom.broker.listeners): the inter-broker one is what replica fetchers,
+        # the controller and ISR changes use; the endpoints are set when the server binds.
+        self.listener_settings = config.listener_settings()
+        self.inter_broker_listener: str = self.listener_settings.inter_broker_listener
+        self.advertised_endpoints: dict[str, Endpoint] = {}
         self.replica_manager = ReplicaManager(self.log_manager, config.node_id, self.metadata)
         # A cluster's broker: its ZooKeeper half (strom.cluster, imported only then) places
         # topics in ZooKeeper and hands out producer ids from ZooKeeper's blocks.
@@ -128,7 +134,7 @@ class Broker:
         # older one are refused) and the controller component, both set by strom.cluster.
         self.broker_epoch = -1
         self.controller: ActiveController | None = self.cluster.controller if self.cluster is not None else None
-        self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # set when the server binds
+        self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # the first advertised endpoint (the clients')
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -188,6 +194,15 @@ class Broker:
         if response is None:
             return None
         return encode_response(response, request.api_version, request.correlation_id)
+
+    def request_listener(self) -> str:
+        """The listener the request being handled came through (Kafka's ``request.context.listenerName``);
+        outside a connection (a handler called directly) the first advertised one."""
+        return request_context.listener_name.get() or self.listener_settings.advertised[0].name
+
+    def request_endpoint(self) -> Endpoint:
+        """This broker's advertised endpoint on the request's listener."""
+        return self.advertised_endpoints.get(self.request_listener(), self.advertised)
 
     def is_controller(self) -> bool:
         """May this broker create, delete and grow topics? One node is its own controller;

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from strom.broker.listeners import ListenerConfigError, ListenerSettings, parse_listener_settings
 from strom.storage.config import LogConfig, parse_properties
 from strom.storage.errors import StorageError
 
@@ -108,7 +109,7 @@ class BrokerConfig:
         default=5000, metadata=_kafka("controlled.shutdown.retry.backoff.ms"))
     broker_rack: str = field(default="", metadata=_kafka("broker.rack"))
     # Replication (cluster mode part 2), Kafka's names and defaults. An empty
-    # inter.broker.listener.name means the listener of the first entry of ``listeners``.
+    # inter.broker.listener.name means the listener named PLAINTEXT (strom.broker.listeners).
     inter_broker_listener_name: str = field(default="", metadata=_kafka("inter.broker.listener.name"))
     listener_security_protocol_map: str = field(
         default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
@@ -134,7 +135,9 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerConfig:
         """Build from Kafka property names; ``log.*`` names set the topic defaults."""
-        return cls().with_properties(properties)
+        config = cls().with_properties(properties)
+        config.listener_settings()  # refused at start, as Kafka's KafkaConfig does
+        return config
 
     def with_properties(self, properties: Mapping[str, str]) -> BrokerConfig:
         """A copy with ``properties`` (Kafka names) set over this config's values.
@@ -172,6 +175,14 @@ class BrokerConfig:
                 raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
         properties.update(overrides)
         return cls.from_properties(properties)
+
+    def listener_settings(self) -> ListenerSettings:
+        """The listeners parsed and checked together (``ConfigError`` naming the rule broken)."""
+        try:
+            return parse_listener_settings(self.listeners, self.advertised_listeners,
+                                           self.listener_security_protocol_map, self.inter_broker_listener_name)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def cluster_mode(self) -> bool:

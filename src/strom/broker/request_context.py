@@ -3,7 +3,8 @@
 Each connection is its own asyncio task, so a ``ContextVar`` set by the connection is
 seen by the handlers it awaits and by nothing else: no parameter has to be threaded
 through every handler for the one or two that need it (JoinGroup records the client's
-host, which DescribeGroups and `kafka-consumer-groups --describe` show).
+host, which DescribeGroups and `kafka-consumer-groups --describe` show; Metadata,
+FindCoordinator and DescribeCluster answer with the endpoints of the connection's listener).
 """
 
 from __future__ import annotations
@@ -11,3 +12,4 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 client_host: ContextVar[str] = ContextVar("client_host", default="")
+listener_name: ContextVar[str] = ContextVar("listener_name", default="")  # "" outside a connection

@@ -37,54 +37,61 @@ IOV_MAX = 512  # well under Linux's 1024 buffers per sendmsg
 SHUTDOWN_GRACE_S = 5.0  # how long a stopping server waits for cancelled connections
 
 
-def parse_listener(listener: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (the only security protocol served so far)."""
-    scheme, _, address = listener.strip().partition("://")
-    if scheme.upper() != "PLAINTEXT" or not address:
-        raise ValueError(f"unsupported listener {listener!r}: only PLAINTEXT://host:port")
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 class SocketServer:
+    """One listening socket per listener (``strom.broker.listeners``); each connection knows
+    the listener it came through, so handlers answer with that listener's endpoints."""
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._sock: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
+        self._sockets: dict[str, socket.socket] = {}  # listener name -> bound socket
+        self._accepting: list[asyncio.Task[None]] = []
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._sweeping: asyncio.Task[None] | None = None
 
     @property
+    def ports(self) -> dict[str, int]:
+        """The port each listener bound (an ephemeral one where it asked for 0)."""
+        return {name: sock.getsockname()[1] for name, sock in self._sockets.items()}
+
+    @property
     def port(self) -> int:
-        assert self._sock is not None
-        port: int = self._sock.getsockname()[1]
-        return port
+        """The first listener's port."""
+        return next(iter(self.ports.values()))
 
     async def start(self) -> None:
-        config = self.broker.config
-        host, port = parse_listener(config.listeners.split(",")[0])
-        try:
-            self._sock = socket.create_server((host, port), reuse_port=False, backlog=1024)
-        except OSError as exc:  # an operator's to fix (a port in use, an address not here): one line
-            raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        self._sock.setblocking(False)
-        advertised = config.advertised_listeners.split(",")[0] if config.advertised_listeners else ""
-        if advertised:
-            adv_host, adv_port = parse_listener(advertised)
-        else:
-            adv_host, adv_port = (host if host not in ("0.0.0.0", "::") else socket.gethostname()), self.port
-        self.broker.advertised = Endpoint(adv_host, adv_port)
-        self._accepting = asyncio.create_task(self._accept_loop())
-        self._sweeping = asyncio.create_task(self._idle_sweep(config.connections_max_idle_ms / 1000))
+        settings = self.broker.listener_settings
+        for listener in settings.listeners:
+            host = listener.host or "0.0.0.0"  # an empty host: every interface, as Kafka
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            try:
+                sock = socket.create_server((host, listener.port), family=family, reuse_port=False, backlog=1024)
+            except OSError as exc:  # an operator's to fix (a port in use, an address not here): one line
+                self._close_sockets()
+                raise ListenError(f"cannot listen on {host}:{listener.port} (listener {listener.name}): "
+                                  f"{exc.strerror or exc}") from None
+            sock.setblocking(False)
+            self._sockets[listener.name] = sock
+        ports = self.ports
+        endpoints = {}
+        for advertised in settings.advertised:  # Kafka: an empty host is this machine's name, port 0 the bound one
+            endpoints[advertised.name] = Endpoint(advertised.host or socket.getfqdn(),
+                                                  advertised.port or ports[advertised.name])
+        self.broker.advertised_endpoints = endpoints
+        self.broker.advertised = endpoints[settings.advertised[0].name]
+        self._accepting = [asyncio.create_task(self._accept_loop(name, sock)) for name, sock in self._sockets.items()]
+        self._sweeping = asyncio.create_task(self._idle_sweep(self.broker.config.connections_max_idle_ms / 1000))
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets.values():
+            sock.close()
 
     async def stop(self) -> None:
-        for background in (self._accepting, self._sweeping):
+        for background in (*self._accepting, self._sweeping):
             if background is not None:
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await background
-        if self._sock is not None:
-            self._sock.close()
+        self._close_sockets()
         tasks = list(self._connections)
         for task in tasks:
             task.cancel()
@@ -104,14 +111,13 @@ class SocketServer:
                     connection.idle = True
                     task.cancel()
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, listener: str, server_socket: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        assert self._sock is not None
         while True:
-            conn, address = await loop.sock_accept(self._sock)
+            conn, address = await loop.sock_accept(server_socket)
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(self.broker, conn, address)
+            connection = Connection(self.broker, conn, address, listener)
             task = asyncio.create_task(connection.run())
             self._connections[task] = connection
             task.add_done_callback(self._forget)
@@ -121,10 +127,11 @@ class SocketServer:
 
 
 class Connection:
-    def __init__(self, broker: Broker, sock: socket.socket, address: object) -> None:
+    def __init__(self, broker: Broker, sock: socket.socket, address: object, listener: str = "") -> None:
         self.broker = broker
         self.sock = sock
         self.address = address
+        self.listener = listener  # the listener's name; "" means the broker's first
         self.loop = asyncio.get_running_loop()
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         # When the connection began waiting for its next request; None while one is served.
@@ -134,6 +141,7 @@ class Connection:
     async def run(self) -> None:
         if isinstance(self.address, tuple):
             request_context.client_host.set(f"/{self.address[0]}")  # Kafka's "/host" form
+        request_context.listener_name.set(self.listener)
         try:
             while True:
                 data = await self.loop.sock_recv(self.sock, RECV_BYTES)
@@ -235,7 +243,9 @@ async def serve(broker: Broker, stop: asyncio.Event) -> None:
             raise
     broker.start_background_work()
     endpoint = broker.advertised
-    logger.info("strom broker %d ready on %s:%d", broker.node_id, endpoint.host, endpoint.port)
+    logger.info("strom broker %d ready on %s:%d (listeners: %s; inter-broker: %s)", broker.node_id, endpoint.host,
+                endpoint.port, ", ".join(f"{name}://{e.host}:{e.port}" for name, e in broker.advertised_endpoints.items()),
+                broker.inter_broker_listener)
     print(f"strom: broker {broker.node_id} ready on {endpoint.host}:{endpoint.port}", flush=True)
     try:
         await stop.wait()

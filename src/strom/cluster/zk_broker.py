@@ -56,7 +56,7 @@ class ZkBroker:
         self.zk = KafkaZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
                                 connection_timeout_ms=config.zookeeper_connection_timeout)
         self.controller = Controller(  # a topic without its own unclean.leader.election.enable: the broker's
-            config.node_id, self.zk,
+            config.node_id, self.zk, listener_name=broker.inter_broker_listener,
             unclean_leader_election_enable=lambda: broker.log_manager.default_config.unclean_leader_election_enable)
         self.admin_manager = ZkAdminManager(
             self.zk, broker.metadata, lambda: broker.log_manager.default_config,
@@ -96,9 +96,10 @@ class ZkBroker:
 
     async def _register(self) -> None:
         broker = self.broker
-        endpoint = broker.advertised
-        info = BrokerInfo(broker.node_id, (EndPoint(endpoint.host, endpoint.port),),
-                          broker.config.broker_rack or None)
+        protocols = {listener.name: listener.security_protocol for listener in broker.listener_settings.advertised}
+        endpoints = tuple(EndPoint(endpoint.host, endpoint.port, name, protocols[name])
+                          for name, endpoint in broker.advertised_endpoints.items())  # every advertised listener
+        info = BrokerInfo(broker.node_id, endpoints, broker.config.broker_rack or None)
         broker.broker_epoch = await asyncio.to_thread(self.zk.register_broker, info)
 
     def _state_changed(self, state: str) -> None:
@@ -213,9 +214,11 @@ class ZkBroker:
         if controller_id is None:
             return ErrorCode.NOT_CONTROLLER, ()
         info = await asyncio.to_thread(self.zk.get_broker, controller_id)
-        if info is None or not info.endpoints:
+        # The controller is reached on this broker's inter-broker listener, as Kafka's controlled shutdown does.
+        endpoint = None if info is None else next(
+            (e for e in info.endpoints if e.listener_name == broker.inter_broker_listener), None)
+        if endpoint is None:
             return ErrorCode.BROKER_NOT_AVAILABLE, ()
-        endpoint = info.endpoints[0]
         connection = await BrokerConnection.open(endpoint.host, endpoint.port, node_id=controller_id,
                                                  client_id=f"strom-broker-{broker.node_id}")
         try:

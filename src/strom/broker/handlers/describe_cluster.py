@@ -1,7 +1,8 @@
 """DescribeCluster (60): on one node, this broker is the whole cluster and its controller;
 in cluster mode, the live brokers and the controller the controller's UpdateMetadata named.
 
-The cluster's authorized operations, when asked for, come from ``authorizer``. v1's endpoint type 2 (controllers) is refused as a broker refuses it.
+Endpoints are those of the listener the client connected through (a broker without it is left
+out, as Kafka's ``getAliveBrokerNodes(listenerName)``). The cluster's authorized operations, when asked for, come from ``authorizer``. v1's endpoint type 2 (controllers) is refused as a broker refuses it.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ async def handle(broker: Broker, request: Request) -> Message:
             error_message=f"endpoint type {body.endpoint_type} is not served by a broker",
             endpoint_type=body.endpoint_type,
         )
-    endpoint = broker.advertised
+    endpoint = broker.request_endpoint()
+    listener = broker.request_listener()
     brokers: tuple[DescribeClusterBroker, ...] = (DescribeClusterBroker(broker.node_id, endpoint.host, endpoint.port, None),)
     controller_id = broker.node_id
     if broker.config.cluster_mode:  # the controller's UpdateMetadata, as Metadata answers
         brokers = tuple(DescribeClusterBroker(live.id, e.host, e.port, live.rack)
-                        for live in broker.metadata.live_brokers() if (e := live.endpoint()) is not None)
+                        for live in broker.metadata.live_brokers() if (e := live.endpoint(listener)) is not None)
         controller_id = broker.metadata.controller_id
     return DescribeClusterResponse(
         error_code=0,

@@ -8,7 +8,8 @@ partition, read from the metadata cache: no leader, or a leader not alive, is
 COORDINATOR_NOT_AVAILABLE (clients retry); a missing offsets topic is created (ZooKeeper
 writes through the cluster's AdminManager, refused while fewer brokers are alive than
 ``offsets.topic.replication.factor``) and answered COORDINATOR_NOT_AVAILABLE until the
-controller has elected its leaders. Key type 1 (transaction) is answered
+controller has elected its leaders. The coordinator's endpoint is on the listener the
+client connected through; a leader without it is COORDINATOR_NOT_AVAILABLE, as in Kafka. Key type 1 (transaction) is answered
 COORDINATOR_NOT_AVAILABLE, and any other type (2 = share group, v6) INVALID_REQUEST,
 each with a log line.
 """
@@ -69,7 +70,7 @@ def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
     except TopicError as exc:
         logger.error("cannot create the offsets topic: %s", exc)
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
-    endpoint = broker.advertised
+    endpoint = broker.request_endpoint()
     return Coordinator(key=key, node_id=broker.node_id, host=endpoint.host, port=endpoint.port, error_code=0, error_message="")
 
 
@@ -82,7 +83,7 @@ def _find_in_cluster(broker: Broker, key: str) -> Coordinator:
     partition = broker.group_coordinator.manager.partition_for(key)
     state = metadata.partition_state(OFFSETS_TOPIC, partition)
     leader = None if state is None or state.leader < 0 else metadata.live_broker(state.leader)
-    endpoint = None if leader is None else leader.endpoint()
+    endpoint = None if leader is None else leader.endpoint(broker.request_listener())  # Kafka: the client's listener
     if leader is None or endpoint is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader")
     return Coordinator(key=key, node_id=leader.id, host=endpoint.host, port=endpoint.port, error_code=0, error_message="")

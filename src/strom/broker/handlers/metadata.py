@@ -9,7 +9,10 @@ In cluster mode the answer comes only from the ``MetadataCache`` (the controller
 UpdateMetadata), as Kafka's ZK-mode ``ZkMetadataCache.getTopicMetadata``: the live
 brokers, the controller's id, each partition's leader (a leader that is not alive,
 or -1, is LEADER_NOT_AVAILABLE with leader -1), replicas, ISR and offline replicas;
-v0 lists only live replicas and says REPLICA_NOT_AVAILABLE when it leaves one out. An
+v0 lists only live replicas and says REPLICA_NOT_AVAILABLE when it leaves one out.
+Endpoints are those of the listener the client connected through (Kafka's
+``request.context.listenerName``): a broker without it is left out, and a leader without
+it is LISTENER_NOT_FOUND (v6+). An
 auto-created topic is LEADER_NOT_AVAILABLE until the controller has told the brokers.
 A cluster's answer is asked for far more often than it changes and, for a topic of
 1,000 partitions, costs ~6 ms to build and encode: each topic's encoded bytes (per
@@ -65,7 +68,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     if body.include_topic_authorized_operations:  # v8+; Kafka fills it in errors too
         topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or ""))
                   for t in topics]
-    endpoint = broker.advertised
+    endpoint = broker.request_endpoint()
     return MetadataResponse(
         brokers=(MetadataResponseBroker(broker.node_id, endpoint.host, endpoint.port, None),),
         cluster_id=broker.cluster_id,
@@ -136,10 +139,11 @@ def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> Me
     else:
         found = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
     asked = body.include_topic_authorized_operations
-    topics = [_encoded_topic(broker, topic, version, asked) for topic in found]
+    listener = broker.request_listener()
+    topics = [_encoded_topic(broker, topic, version, asked, listener) for topic in found]
     brokers = []
     for live in cache.live_brokers():
-        endpoint = live.endpoint()  # one listener: its first endpoint
+        endpoint = live.endpoint(listener)  # a broker without the client's listener is left out, as Kafka
         if endpoint is not None:
             brokers.append(MetadataResponseBroker(live.id, endpoint.host, endpoint.port, live.rack))
     without_topics = MetadataResponse(
@@ -162,18 +166,19 @@ def _topics_slot(response: MetadataResponse, version: int) -> ArraySlot:
     return ArraySlot.locate(response.encode(version), tail, compact=version >= 9)
 
 
-def _encoded_topic(broker: Broker, topic: TopicMetadata | MetadataResponseTopic, version: int, asked: bool) -> bytes:
-    """One topic as the generated encoder writes it in ``version``; a known topic's bytes are
-    remembered by the cache (an error is cheap and not kept)."""
+def _encoded_topic(broker: Broker, topic: TopicMetadata | MetadataResponseTopic, version: int, asked: bool,
+                   listener: str) -> bytes:
+    """One topic as the generated encoder writes it in ``version`` for a client of ``listener``; a
+    known topic's bytes are remembered by the cache (an error is cheap and not kept)."""
     name = topic.name or ""
     operations = (authorized_operations(ResourceType.TOPIC, name) if asked
                   else MetadataResponseTopic().topic_authorized_operations)
     if isinstance(topic, MetadataResponseTopic):
         return encode_topic(replace(topic, topic_authorized_operations=operations), version)
-    key = (version, operations)
+    key = (version, operations, listener)
     encoded = broker.metadata.topic_answer(name, key)
     if encoded is None:
-        described = _cluster_describe(broker, topic, live_only=version == 0)  # Kafka's errorUnavailableEndpoints
+        described = _cluster_describe(broker, topic, listener, version)
         encoded = encode_topic(replace(described, topic_authorized_operations=operations), version)
         broker.metadata.remember_topic_answer(name, key, encoded)
     return encoded
@@ -214,8 +219,18 @@ def _cluster_lookup(broker: Broker, name: str | None, topic_id: object,
     return MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, is_internal=internal)
 
 
-def _cluster_describe(broker: Broker, topic: TopicMetadata, live_only: bool) -> MetadataResponseTopic:
+def _cluster_describe(broker: Broker, topic: TopicMetadata, listener: str, version: int) -> MetadataResponseTopic:
+    """Kafka 3.9's ``ZkMetadataCache.getPartitionMetadata`` for a client of ``listener``: a leader
+    that is not alive is LEADER_NOT_AVAILABLE; one alive without that listener LISTENER_NOT_FOUND
+    (v6+; LEADER_NOT_AVAILABLE before); v0 lists only replicas reachable on the listener
+    (``errorUnavailableEndpoints``) and says REPLICA_NOT_AVAILABLE when it leaves one out."""
     cache = broker.metadata
+    live_only = version == 0
+
+    def reachable(broker_id: int) -> bool:
+        live = cache.live_broker(broker_id)
+        return live is not None and live.endpoint(listener) is not None
+
     partitions = []
     for index in range(topic.partitions):
         state = cache.partition_state(topic.name, index)
@@ -223,16 +238,20 @@ def _cluster_describe(broker: Broker, topic: TopicMetadata, live_only: bool) -> 
             continue
         replicas, isr = state.replicas, state.isr
         if live_only:
-            replicas = tuple(r for r in replicas if cache.live_broker(r) is not None)
-            isr = tuple(r for r in isr if cache.live_broker(r) is not None)
-        if cache.live_broker(state.leader) is None:
-            error, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
+            replicas = tuple(r for r in replicas if reachable(r))
+            isr = tuple(r for r in isr if reachable(r))
+        leader = cache.live_broker(state.leader)
+        if leader is None:
+            error, leader_id = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        elif leader.endpoint(listener) is None:
+            error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+            leader_id = -1
         elif len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
-            error, leader = ErrorCode.REPLICA_NOT_AVAILABLE, state.leader
+            error, leader_id = ErrorCode.REPLICA_NOT_AVAILABLE, state.leader
         else:
-            error, leader = ErrorCode.NONE, state.leader
+            error, leader_id = ErrorCode.NONE, state.leader
         partitions.append(MetadataResponsePartition(
-            error_code=error, partition_index=index, leader_id=leader, leader_epoch=state.leader_epoch,
+            error_code=error, partition_index=index, leader_id=leader_id, leader_epoch=state.leader_epoch,
             replica_nodes=replicas, isr_nodes=isr, offline_replicas=state.offline_replicas,
         ))
     return MetadataResponseTopic(

@@ -54,7 +54,7 @@ def _plain(broker: Broker, body: MetadataRequest, version: int) -> bytes:
     topics = []
     for topic in found:
         if not isinstance(topic, MetadataResponseTopic):
-            topic = metadata._cluster_describe(broker, topic, version == 0)  # type: ignore[arg-type]
+            topic = metadata._cluster_describe(broker, topic, broker.request_listener(), version)  # type: ignore[arg-type]
         if body.include_topic_authorized_operations:
             topic = replace(topic, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, topic.name or ""))
         topics.append(topic)
