@@ -134,18 +134,22 @@ def test_admin_requests_to_a_broker_that_is_not_the_controller_are_refused_not_c
     cluster.wait_until(lambda: len(cluster.leaders("direct")) == 2, what="the topic")
 
 
-def test_replication_factor_above_one_is_refused_clearly_until_replication_lands(cluster: StromCluster) -> None:
+def test_a_replication_factor_up_to_the_live_brokers_is_placed_and_beyond_refused(cluster: StromCluster) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
     admin = _admin(cluster)
-    with pytest.raises(KafkaException) as refused:
-        admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
-    assert "INVALID_REPLICATION_FACTOR" in str(refused.value) or "Replication factor" in str(refused.value)
+    admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
+    cluster.wait_until(lambda: len(cluster.leaders("replicated")) == 3
+                       and all(v >= 0 for v in cluster.leaders("replicated").values()), what="the topic's leaders")
+    (topic,) = cluster.metadata(["replicated"]).topics
+    for partition in topic.partitions:  # every broker holds a replica, each leads one partition
+        assert sorted(partition.replica_nodes) == [1, 2, 3] and sorted(partition.isr_nodes) == [1, 2, 3]
+    assert sorted(p.leader_id for p in topic.partitions) == [1, 2, 3]
     with pytest.raises(KafkaException) as too_many:
         admin.create_topics([NewTopic("huge", 3, 4)])["huge"].result(30)
-    assert "Replication factor" in str(too_many.value)
-    assert "replicated" not in cluster.zk.get_all_topics()
+    assert "Replication factor: 4 larger than available brokers: 3." in str(too_many.value)
+    assert "huge" not in cluster.zk.get_all_topics()
 
 
 def test_producer_ids_from_every_broker_are_distinct(cluster: StromCluster) -> None:

@@ -23,10 +23,9 @@ from the event loop, as the single-node AdminManager's disk writes are: they are
 admin operations, and their callers (three handlers and the group coordinator) are
 synchronous.
 
-Part 1 of cluster mode places one replica per partition: with no replication yet, a
-follower would never catch up and would hold the high watermark back forever, so a
-replication factor above 1 is refused with a clear message rather than accepted and
-left broken.
+A replication factor may be anything from 1 to the number of live brokers (Kafka's
+INVALID_REPLICATION_FACTOR and words beyond, from the placement); a manual assignment
+names live brokers only and gives every partition the same number of replicas.
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ from strom.storage.errors import StorageError
 
 logger = logging.getLogger(__name__)
 
-MAX_REPLICATION_FACTOR = 1  # until replication (cluster mode, part 2)
 # How often a CreateTopics/CreatePartitions waiting for its leaders looks at the metadata cache.
 LEADER_POLL_S = 0.005
 
@@ -90,7 +88,6 @@ class ZkAdminManager:
             if partitions < 1:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
             factor = self.default_replication_factor if replication_factor == -1 else replication_factor
-            self._check_factor(factor)
             replicas = self._place(lambda brokers: assign_replicas_to_brokers(brokers, partitions, factor))
         if self.zk.topic_exists(name):
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -179,12 +176,6 @@ class ZkAdminManager:
         except ReplicaAssignmentError as exc:
             raise TopicError(ErrorCode(exc.error_code or ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)) from None
 
-    def _check_factor(self, factor: int) -> None:
-        if factor > MAX_REPLICATION_FACTOR:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor: {factor} is not available yet: Strom's cluster mode "
-                             f"places one replica per partition until replication (cluster mode part 2) lands.")
-
     def _checked_assignment(self, assignment: Mapping[int, Sequence[int]], first: int
                             ) -> dict[int, tuple[int, ...]]:
         """A manual assignment (Kafka's validateReplicaAssignment): live brokers, no repeats."""
@@ -206,5 +197,4 @@ class ZkAdminManager:
         if len(factors) > 1:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "All partitions should have the same number of replicas.")
-        self._check_factor(factors.pop())
         return placed
