@@ -202,22 +202,26 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         try:
             while True:
-                await self._reset_and_truncate()
-                sent = self._ready()
-                if not sent:
-                    if not self._pending_phase():
-                        await self._wait_for_work()
-                    continue
-                response = await self._fetch(sent)
-                if response is not None:
-                    await self._process(response, sent)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a bug: say so loudly; the partitions stay, a new fetcher may take them
-            logger.exception("%s stopped on an unexpected error", self.name)
-            raise
+                try:
+                    await self._fetch_once()
+                except Exception:  # a bug: say so loudly, but keep replicating after a back-off
+                    logger.exception("%s: unexpected error; backing off %d ms", self.name, self.config.backoff_ms)
+                    self._close()
+                    await asyncio.sleep(self.config.backoff_ms / 1000)
         finally:
             self._close()
+
+    async def _fetch_once(self) -> None:
+        """Truncate or reset what must be, then one fetch round (or wait for work)."""
+        await self._reset_and_truncate()
+        sent = self._ready()
+        if not sent:
+            if not self._pending_phase():
+                await self._wait_for_work()
+            return
+        response = await self._fetch(sent)
+        if response is not None:
+            await self._process(response, sent)
 
     def _ready(self) -> dict[TopicPartition, _Sent]:
         now = time.monotonic()
@@ -452,6 +456,9 @@ class ReplicaFetcher:
                     if answer.error_code:
                         raise _LeaderRefused(f"ListOffsets: {ErrorCode.from_code(answer.error_code).name}",
                                              answer.error_code)
+                    if answer.offset < 0:
+                        raise _LeaderRefused(f"ListOffsets gave no offset for {timestamp}",
+                                             ErrorCode.OFFSET_NOT_AVAILABLE)
                     return int(answer.offset)
         raise _LeaderRefused(f"ListOffsets answered without {tp[0]}-{tp[1]}", ErrorCode.UNKNOWN_SERVER_ERROR)
 

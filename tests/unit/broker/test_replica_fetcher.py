@@ -243,6 +243,30 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(tmp_path: Pat
     run(scenario, tmp_path)
 
 
+def test_a_follower_ahead_of_the_leader_truncates_to_its_end(tmp_path: Path) -> None:
+    """OFFSET_OUT_OF_RANGE the other way (an unclean election): the follower's log, written
+    without leader epochs so the leader cannot tell it diverges, ends past the leader's."""
+    async def scenario(pair: Pair) -> None:
+        follower_log = pair.follower.replica_manager.host_replica(*TP).log
+        for _ in range(5):
+            follower_log.append(batch([next(values)]))  # no leader epoch
+        assert follower_log.latest_epoch == -1
+        lead(pair.leader, 1, isr=(LEADER,))
+        await pair.produce(3, acks=1)
+        follow(pair.follower, 1)
+        pair.publish_brokers(LEADER, FOLLOWER)
+        pair.manager.add_partitions({TP: InitialFetchState(LEADER, 1, follower_log.log_end_offset)})
+        await wait_until(lambda: follower_log.log_end_offset == 3, "the follower truncates to the leader's end")
+        await pair.produce(1, acks=1)
+        await wait_until(lambda: follower_log.log_end_offset == 4, "the follower fetches the next record")
+        leader_tail = pair.leader_log.read(3, 2**20, isolation=FetchIsolation.LOG_END).region
+        follower_tail = follower_log.read(3, 2**20, isolation=FetchIsolation.LOG_END).region
+        assert leader_tail is not None and follower_tail is not None
+        assert follower_tail.read(follower_log.fs) == leader_tail.read(pair.leader_log.fs)
+
+    run(scenario, tmp_path)
+
+
 def test_a_fenced_follower_waits_for_the_controller_then_resumes(tmp_path: Path) -> None:
     async def scenario(pair: Pair) -> None:
         lead(pair.leader, 2)
