@@ -45,6 +45,7 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
 from strom.broker.partition_state import DEFAULT_REPLICA_LAG_TIME_MAX_MS, AlterPartitionSink
 from strom.broker.purgatory import DelayedOperationPurgatory
+from strom.broker.replica_fetch_state import InitialFetchState
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
@@ -54,6 +55,7 @@ from strom.storage.partition_metadata import read_topic_id, write_topic_id
 
 if TYPE_CHECKING:
     from strom.broker.fetch_session import FetchTarget
+    from strom.broker.replica_fetcher_manager import ReplicaFetcherManager
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +130,9 @@ class ReplicaManager:
         # after which a follower leaves the ISR. None on one node: no ISR change ever.
         self.alter_partition: AlterPartitionSink | None = None
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        # Cluster mode: the fetchers copying the partitions this broker follows (set by
+        # strom.cluster's ZkBroker); None on one node, where nothing is followed.
+        self.replica_fetcher_manager: ReplicaFetcherManager | None = None
 
     # -- hosting partitions --------------------------------------------------------------
     def startup(self) -> None:
@@ -145,6 +150,8 @@ class ReplicaManager:
     def delete_partition(self, topic: str, index: int) -> None:
         """Stop hosting the partition and delete its log; its waiters re-check and fail."""
         self.partitions.pop((topic, index), None)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.remove_partitions([(topic, index)])
         self.log_manager.delete_log(topic, index)
         self.high_watermark_purgatory.check_and_complete((topic, index))
         self.log_end_purgatory.check_and_complete((topic, index))
@@ -259,6 +266,7 @@ class ReplicaManager:
                 errors[(state.topic, state.index)] = error
         now_leading: list[TopicPartition] = []
         now_following: list[TopicPartition] = []
+        fetch: dict[TopicPartition, InitialFetchState] = {}
         for state in apply:
             key = (state.topic, state.index)
             try:
@@ -271,15 +279,28 @@ class ReplicaManager:
                 continue
             isr = frozenset(state.isr)
             if state.leader == self.local_broker_id:
+                self._stop_fetching([key])  # before leading: no follower append after this
                 if partition.make_leader(state.leader_epoch, state.replicas, isr, state.partition_epoch):
                     now_leading.append(key)
             else:
                 partition.make_follower(state.leader, state.leader_epoch, state.replicas, isr, state.partition_epoch)
                 now_following.append(key)
+                if state.leader >= 0:
+                    fetch[key] = InitialFetchState(state.leader, state.leader_epoch, _initial_fetch_offset(partition.log))
+                else:
+                    self._stop_fetching([key])  # offline: nobody to copy from
             errors[key] = ErrorCode.NONE
             self.wake_waiters(key)
+        if fetch and self.replica_fetcher_manager is not None:
+            # Every epoch change re-adds the partition (KAFKA-7164): its next fetch carries
+            # last_fetched_epoch, so the leader's DivergingEpoch says what to truncate.
+            self.replica_fetcher_manager.add_partitions(fetch)
         self._tell_listeners(now_leading, now_following)
         return ErrorCode.NONE, errors
+
+    def _stop_fetching(self, partitions: Sequence[TopicPartition]) -> None:
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.remove_partitions(partitions)
 
     def _check_leader_and_isr(self, state: LeaderAndIsrPartition) -> ErrorCode | None:
         """None if the partition's state is to be applied, else the partition's error."""
@@ -336,6 +357,7 @@ class ReplicaManager:
                 if state.delete:
                     self.delete_partition(state.topic, state.index)
                 elif partition is not None:
+                    self._stop_fetching([key])
                     partition.stop_leading()
                     self.wake_waiters(key)
             except (StorageError, OSError) as exc:
@@ -466,6 +488,13 @@ class ReplicaManager:
         low_watermark = partition.delete_records_on_leader(offset)
         self.log_manager.checkpoint_log_start_offsets()
         return low_watermark
+
+
+def _initial_fetch_offset(log: Log) -> int:
+    """Where a new follower starts (Kafka's ``initialFetchOffset``): its log end when the log
+    has leader epochs (the leader's DivergingEpoch then says what to cut), else its high
+    watermark (what is below it is committed; the fetcher truncates to it first)."""
+    return log.log_end_offset if log.latest_epoch >= 0 else log.high_watermark
 
 
 def _keys(targets: Iterable[FetchTarget]) -> list[TopicPartition]:
