@@ -36,6 +36,7 @@ from strom.protocol.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from strom.broker.config import BrokerConfig
+    from strom.broker.partition import Partition
     from strom.broker.replica_manager import ReplicaManager
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,15 @@ def inter_broker_listener_name(config: BrokerConfig) -> str:
     ``security.inter.broker.protocol`` (PLAINTEXT). The broker's resolved name
     (``Broker.inter_broker_listener``) is passed to the manager instead when there is one."""
     return config.inter_broker_listener_name or "PLAINTEXT"
+
+
+def initial_fetch_state(partition: Partition) -> InitialFetchState:
+    """Where a partition that now follows starts fetching (Kafka's ``makeFollowers``,
+    ``initialFetchOffset``): a log with leader epochs from its end (the leader's
+    DivergingEpoch says what to cut), one without from its high watermark."""
+    log = partition.log
+    offset = log.log_end_offset if log.latest_epoch >= 0 else log.high_watermark
+    return InitialFetchState(partition.leader_id, partition.leader_epoch, offset)
 
 
 class ReplicaFetcherManager:
@@ -95,9 +105,15 @@ class ReplicaFetcherManager:
         return None if broker is None else broker.endpoint(self.listener_name)
 
     def add_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
-        """Fetch each partition from ``states[tp].leader_id`` (Kafka's ``addFetcherForPartitions``)."""
+        """Fetch each partition from ``states[tp].leader_id`` (Kafka's ``addFetcherForPartitions``);
+        a partition without a leader (-1: offline) is fetched by none until it has one."""
         groups: dict[FetcherKey, dict[TopicPartition, InitialFetchState]] = {}
+        offline = [tp for tp, state in states.items() if state.leader_id < 0]
+        if offline:
+            self.remove_partitions(offline)
         for tp, state in states.items():
+            if state.leader_id < 0:
+                continue
             key = (state.leader_id, fetcher_index(tp, self.num_fetchers))
             old = self._owner.get(tp)
             if old is not None and old != key and old in self._fetchers:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import shutil
 import tempfile
@@ -28,7 +29,11 @@ from strom.broker.config import BrokerConfig
 from strom.broker.metadata_cache import BrokerEndpoint, LiveBroker, PartitionState
 from strom.broker.partition import Partition
 from strom.broker.replica_fetch_state import InitialFetchState
-from strom.broker.replica_fetcher_manager import ReplicaFetcherManager
+from strom.broker.replica_fetcher_manager import (
+    ReplicaFetcherManager,
+    fetcher_index,
+    initial_fetch_state,
+)
 from strom.broker.server import SocketServer
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.produce_request import (
@@ -322,5 +327,52 @@ def test_partitions_move_between_fetchers_and_idle_fetchers_stop(tmp_path: Path)
         manager.remove_partitions([TP])
         assert manager.fetchers == {} and manager.fetcher_for(TP) is None
         assert pair.follower_log.log_end_offset == 1
+
+    run(scenario, tmp_path)
+
+
+def test_where_a_new_follower_starts_and_an_offline_partition_is_fetched_by_none(tmp_path: Path) -> None:
+    async def scenario(pair: Pair) -> None:
+        partition = follow(pair.follower, 1)
+        log = partition.log
+        for _ in range(3):
+            log.append(batch([next(values)]))  # no epochs: from the high watermark (0)
+        assert initial_fetch_state(partition) == InitialFetchState(LEADER, 1, 0)
+        append_as_leader(log, 0, 2)  # with epochs: from the log end
+        assert initial_fetch_state(partition) == InitialFetchState(LEADER, 1, 5)
+        pair.manager.add_partitions({TP: InitialFetchState(LEADER, 1, 5)})
+        assert pair.manager.fetcher_for(TP) is not None
+        pair.manager.add_partitions({TP: InitialFetchState(-1, 2, 5)})
+        assert pair.manager.fetcher_for(TP) is None and pair.manager.fetchers == {}
+
+    run(scenario, tmp_path)
+
+
+def test_num_replica_fetchers_spreads_a_leaders_partitions(tmp_path: Path) -> None:
+    """Two partitions on different fetchers of the same leader both replicate."""
+    async def scenario(pair: Pair) -> None:
+        config = dataclasses.replace(pair.follower.config, num_replica_fetchers=2)
+        manager = ReplicaFetcherManager(pair.follower.replica_manager, pair.follower.metadata, config,
+                                        FOLLOWER, lambda: 1, listener_name="PLAINTEXT")
+        other = next((TOPIC, i) for i in range(1, 64) if fetcher_index((TOPIC, i), 2) != fetcher_index(TP, 2))
+        try:
+            for tp in (TP, other):
+                pair.leader.replica_manager.host_replica(*tp).make_leader(1, (LEADER, FOLLOWER),
+                                                                           frozenset({LEADER, FOLLOWER}))
+                pair.follower.replica_manager.host_replica(*tp).make_follower(
+                    LEADER, 1, (LEADER, FOLLOWER), frozenset({LEADER, FOLLOWER}))
+            pair.publish_brokers(LEADER, FOLLOWER)
+            manager.add_partitions({tp: InitialFetchState(LEADER, 1, 0) for tp in (TP, other)})
+            assert sorted(manager.fetchers) == [(LEADER, 0), (LEADER, 1)]
+            harness = BrokerHarness(pair.leader)
+            for tp in (TP, other):
+                request = ProduceRequest(acks=-1, timeout_ms=int(WAIT_S * 1000), topic_data=(
+                    TopicProduceData(TOPIC, (PartitionProduceData(tp[1], batch([next(values)])),)),))
+                response = await harness.request(request, version=9)
+                assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+            follower_logs = [pair.follower.replica_manager.partitions[tp].log for tp in (TP, other)]
+            await wait_until(lambda: all(log.high_watermark == 1 for log in follower_logs), "both replicate")
+        finally:
+            await manager.shutdown()
 
     run(scenario, tmp_path)
