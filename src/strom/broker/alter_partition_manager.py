@@ -93,15 +93,10 @@ class AlterPartitionManager:
     @classmethod
     def for_broker(cls, broker: Broker) -> AlterPartitionManager:
         """The manager of a cluster's broker: its id, its epoch as it changes, the
-        inter-broker listener (``inter.broker.listener.name``, else the first listener's)."""
+        inter-broker listener (``Broker.inter_broker_listener``, resolved from the config)."""
         config = broker.config
 
-        def listener() -> str:
-            resolved: str = getattr(broker, "inter_broker_listener", "")
-            return resolved or config.inter_broker_listener_name or _first_listener_name(config.listeners)
-
-        return cls(broker.metadata, broker.node_id, lambda: broker.broker_epoch, listener,
-                   request_timeout_ms=getattr(config, "request_timeout_ms", 30_000),
+        return cls(broker.metadata, broker.node_id, lambda: broker.broker_epoch, lambda: broker.inter_broker_listener,
                    connect_timeout_ms=config.replica_socket_timeout_ms)
 
     # -- the seam ------------------------------------------------------------------------
@@ -250,9 +245,3 @@ def _request(broker_id: int, broker_epoch: int, batch: dict[TopicPartition, _Pro
                   partitions=tuple(partitions))
         for topic, partitions in by_topic.items()))
 
-
-def _first_listener_name(listeners: str) -> str:
-    """``PLAINTEXT://host:port,...`` -> the first listener's name (Kafka's default
-    inter-broker listener when none is named)."""
-    first = listeners.split(",", 1)[0].strip()
-    return first.split("://", 1)[0].upper() if "://" in first else "PLAINTEXT"

@@ -32,7 +32,7 @@ from strom.broker.handlers import (
     Handler,
 )
 from strom.broker.metadata_cache import MetadataCache
-from strom.broker.periodic import every
+from strom.broker.periodic import every, isr_expiration_interval_ms
 from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.replica_manager import ReplicaManager
 from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
@@ -48,6 +48,7 @@ from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManagerConfig
 
 if TYPE_CHECKING:
+    from strom.broker.alter_partition_manager import AlterPartitionManager
     from strom.cluster.zk_broker import ZkBroker
     from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
@@ -109,6 +110,13 @@ class Broker:
         self.inter_broker_listener: str = self.listener_settings.inter_broker_listener
         self.advertised_endpoints: dict[str, Endpoint] = {}
         self.replica_manager = ReplicaManager(self.log_manager, config.node_id, self.metadata)
+        # Cluster mode: leaders propose ISR changes to the controller (KIP-497); none on one node.
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        if config.cluster_mode:
+            from strom.broker.alter_partition_manager import AlterPartitionManager
+
+            self.alter_partition_manager = AlterPartitionManager.for_broker(self)
+            self.replica_manager.enable_isr_changes(self.alter_partition_manager, config.replica_lag_time_max_ms)
         # A cluster's broker: its ZooKeeper half (strom.cluster, imported only then) places
         # topics in ZooKeeper and hands out producer ids from ZooKeeper's blocks.
         self.cluster: ZkBroker | None = None
@@ -162,6 +170,9 @@ class Broker:
             (cfg.producer_id_expiration_check_interval_ms, self.log_manager.remove_expired_producers,
              "producer-id expiration"),
         ]
+        if cfg.cluster_mode:  # followers that stopped catching up leave the ISR (Kafka's isr-expiration)
+            work.append((isr_expiration_interval_ms(cfg.replica_lag_time_max_ms), self.replica_manager.maybe_shrink_isr,
+                         "isr expiration"))
         self._tasks = [asyncio.create_task(every(interval, job, name)) for interval, job, name in work]
 
     async def shutdown(self) -> None:
@@ -170,6 +181,8 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
         await self.group_coordinator.shutdown()
         await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.close()

@@ -1,6 +1,6 @@
 """Kafka's scheduler, on the event loop: work that runs every so often (retention,
-flushes, checkpoints, expiry). A failure is logged and the next round still runs, so
-one bad pass never stops the broker's housekeeping for good."""
+flushes, checkpoints, expiry; in a cluster, ISR expiration). A failure is logged and the
+next round still runs, so one bad pass never stops the broker's housekeeping for good."""
 
 from __future__ import annotations
 
@@ -19,3 +19,9 @@ async def every(interval_ms: int, work: Callable[[], object], name: str) -> None
             work()
         except Exception:
             logger.exception("periodic task %s failed", name)
+
+
+def isr_expiration_interval_ms(replica_lag_time_max_ms: int) -> int:
+    """Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2, so a follower
+    that stopped catching up is proposed for removal between 1 and 1.5 lag times later."""
+    return max(replica_lag_time_max_ms // 2, 1)
