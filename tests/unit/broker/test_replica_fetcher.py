@@ -291,6 +291,20 @@ def test_a_fenced_follower_waits_for_the_controller_then_resumes(tmp_path: Path)
     run(scenario, tmp_path)
 
 
+def test_a_local_disk_failure_fails_the_partition(tmp_path: Path) -> None:
+    async def scenario(pair: Pair) -> None:
+        lead(pair.leader, 1, isr=(LEADER,))
+        follow(pair.follower, 1)
+        pair.follower_log.offline = True  # what a failed fdatasync leaves: appends refuse
+        pair.publish_brokers(LEADER, FOLLOWER)
+        pair.manager.add_partitions({TP: InitialFetchState(LEADER, 1, 0)})
+        await pair.produce(1, acks=1)
+        await wait_until(lambda: TP in pair.manager.failed_partitions, "the append fails the partition")
+        assert pair.manager.fetcher_for(TP) is None and pair.follower_log.log_end_offset == 0
+
+    run(scenario, tmp_path)
+
+
 def test_a_leader_not_yet_in_the_metadata_is_fetched_once_it_is(tmp_path: Path) -> None:
     async def scenario(pair: Pair) -> None:
         lead(pair.leader, 1)
