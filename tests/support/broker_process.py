@@ -25,9 +25,11 @@ class BrokerProcess:
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        # Listeners used at every start (fixed ports); None: PLAINTEXT on a free port, the same one after a restart.
+        self.fixed_listeners: str | None = None
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
-        listeners = self.overrides.pop("listeners", None) or (
+        listeners = self.fixed_listeners or self.overrides.pop("listeners", None) or (
             f"PLAINTEXT://{self.bootstrap}" if self.bootstrap else "PLAINTEXT://127.0.0.1:0"
         )
         command = [sys.executable, "-m", "strom", "serve", "--data-dir", str(self.data_dir), "--listeners", listeners]

@@ -9,6 +9,21 @@ consecutive node ids, listening on free loopback ports that survive restarts, an
 ZooKeeper session timeout short enough for failover tests to run in seconds. Everything a
 test learns about the cluster it learns as a client would: over the wire (Metadata via
 Strom's codec) or from ZooKeeper (kazoo), never from a broker's insides.
+
+``proxied=True`` puts every broker-to-broker and broker-to-ZooKeeper link behind a TCP
+proxy of its own (``tests.support.netproxy``), so a test can cut any link while every
+process stays on 127.0.0.1 (issue 18, "fault injection that stays on loopback"):
+
+- each broker B listens on ``CLIENT`` (clients and the bootstrap, never proxied) and, for
+  every broker P (itself included), on ``FROM_P``, advertised at the port of the proxy
+  ``link(P, B)`` that forwards to it; broker P sets ``inter.broker.listener.name=FROM_P``,
+  so whatever P sends B (fetches, controller requests, AlterPartition) crosses ``link(P, B)``;
+- each broker's ``zookeeper.connect`` names its own proxy in front of each ZooKeeper
+  server (``zk_links(B)``);
+- ``cut``/``heal`` a link between two brokers (black hole or drop, one or both ways),
+  ``cut_zookeeper``/``heal_zookeeper`` one broker's ZooKeeper links, ``isolate``/``rejoin`` a
+  broker from every other broker and ZooKeeper (clients still reach it). The proxies and
+  every listener port live as long as the cluster, across broker restarts.
 """
 
 from __future__ import annotations
@@ -17,7 +32,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from strom.cluster.zk_client import KafkaZkClient
 from strom.protocol.headers import decode_response, encode_request
@@ -26,15 +41,17 @@ from strom.protocol.messages.find_coordinator_response import FindCoordinatorRes
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from strom.protocol.messages.metadata_response import MetadataResponse
 from tests.support.broker_process import BrokerProcess, raw_request
+from tests.support.netproxy import BOTH, DOWNSTREAM, UPSTREAM, TcpProxy, free_port
 
 SESSION_TIMEOUT_MS = 6000  # brokers' zookeeper.session.timeout.ms here (Kafka's default is 18 s)
 METADATA_VERSION = 12
 T = TypeVar("T")
+CutMode = Literal["black_hole", "drop"]
 
 
 class StromCluster:
     def __init__(self, directory: Path, zookeeper_connect: str, brokers: int = 3,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, *, proxied: bool = False) -> None:
         self.directory = directory
         self.zookeeper_connect = zookeeper_connect
         settings = {
@@ -50,6 +67,85 @@ class StromCluster:
             for node_id in range(1, brokers + 1)
         }
         self._zk: KafkaZkClient | None = None
+        self._links: dict[tuple[int, int], TcpProxy] = {}  # (from, to): what ``from`` sends ``to`` crosses it
+        self._zk_links: dict[int, list[TcpProxy]] = {}  # broker -> one proxy per ZooKeeper server
+        if proxied:
+            self._put_behind_proxies()
+
+    # -- proxied links ----------------------------------------------------------------------
+    def _put_behind_proxies(self) -> None:
+        ids = list(self.brokers)
+        servers, slash, chroot = self.zookeeper_connect.partition("/")
+        ports = {b: {"CLIENT": free_port(), **{f"FROM_{p}": free_port() for p in ids}} for b in ids}
+        for b in ids:
+            for p in ids:
+                self._links[(p, b)] = TcpProxy(0, "127.0.0.1", ports[b][f"FROM_{p}"], name=f"link-{p}-to-{b}")
+            self._zk_links[b] = [TcpProxy(0, host, int(port), name=f"zk-link-{b}-to-{host}:{port}")
+                                 for host, _, port in (server.strip().rpartition(":") for server in servers.split(","))]
+        for b, broker in self.brokers.items():
+            names = ["CLIENT", *(f"FROM_{p}" for p in ids)]
+            broker.fixed_listeners = ",".join(f"{name}://127.0.0.1:{ports[b][name]}" for name in names)
+            advertised = {"CLIENT": ports[b]["CLIENT"], **{f"FROM_{p}": self._links[(p, b)].port for p in ids}}
+            broker.overrides.update({
+                "advertised.listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in advertised.items()),
+                "listener.security.protocol.map": ",".join(f"{name}:PLAINTEXT" for name in names),
+                "inter.broker.listener.name": f"FROM_{b}",
+                "zookeeper.connect": ",".join(f"127.0.0.1:{proxy.port}" for proxy in self._zk_links[b]) + slash + chroot,
+            })
+
+    def link(self, source: int, target: int) -> TcpProxy:
+        """The proxy every connection ``source`` opens to ``target`` crosses."""
+        return self._links[(source, target)]
+
+    def zk_links(self, broker: int) -> list[TcpProxy]:
+        """``broker``'s proxies to the ZooKeeper servers, in ``zookeeper.connect``'s order."""
+        return self._zk_links[broker]
+
+    def cut(self, source: int, target: int, mode: CutMode = "black_hole", both_ways: bool = True) -> None:
+        """Cut the link between two brokers: every byte both ways, or only those ``source`` sends
+        ``target`` (on its own connections and as answers on ``target``'s). A one-way drop resets
+        the connections ``source`` opens to ``target`` (a reset is never one-way)."""
+        for proxy, direction in self._directions(source, target, both_ways):
+            if mode == "drop":
+                if direction in (UPSTREAM, BOTH):
+                    proxy.drop()
+            else:
+                proxy.black_hole(direction)
+
+    def heal(self, source: int, target: int, both_ways: bool = True) -> None:
+        """Undo ``cut`` with the same arguments: held bytes flow on, in order."""
+        for proxy, direction in self._directions(source, target, both_ways):
+            proxy.pass_through(BOTH if proxy.mode(UPSTREAM) == "drop" else direction)
+
+    def _directions(self, source: int, target: int, both_ways: bool) -> list[tuple[TcpProxy, Literal["upstream", "downstream", "both"]]]:
+        if source == target:
+            raise ValueError("a broker's link to itself is not cut")
+        if both_ways:
+            return [(self.link(source, target), BOTH), (self.link(target, source), BOTH)]
+        return [(self.link(source, target), UPSTREAM), (self.link(target, source), DOWNSTREAM)]
+
+    def cut_zookeeper(self, broker: int, mode: CutMode = "black_hole") -> None:
+        """Cut ``broker`` from every ZooKeeper server, both ways."""
+        for proxy in self._zk_links[broker]:
+            proxy.drop() if mode == "drop" else proxy.black_hole()
+
+    def heal_zookeeper(self, broker: int) -> None:
+        for proxy in self._zk_links[broker]:
+            proxy.pass_through()
+
+    def isolate(self, broker: int, mode: CutMode = "black_hole") -> None:
+        """Cut ``broker`` from every other broker and from ZooKeeper; clients still reach it."""
+        for other in self.brokers:
+            if other != broker:
+                self.cut(broker, other, mode)
+        self.cut_zookeeper(broker, mode)
+
+    def rejoin(self, broker: int) -> None:
+        """Undo ``isolate``."""
+        for other in self.brokers:
+            if other != broker:
+                self.heal(broker, other)
+        self.heal_zookeeper(broker)
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> StromCluster:
@@ -67,6 +163,10 @@ class StromCluster:
         if self._zk is not None:
             self._zk.close()
             self._zk = None
+        for proxy in [*self._links.values(), *(p for proxies in self._zk_links.values() for p in proxies)]:
+            proxy.close()
+        self._links.clear()
+        self._zk_links.clear()
 
     def __enter__(self) -> StromCluster:
         return self.start()
