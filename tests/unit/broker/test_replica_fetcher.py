@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,7 +125,7 @@ async def wait_until(condition: Callable[[], bool], what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def brokers(tmp_path: Path) -> AsyncIterator[Pair]:
+async def brokers(tmp_path: Path, properties: Mapping[str, str]) -> AsyncIterator[Pair]:
     root = Path(tempfile.mkdtemp(prefix="strom-fetcher-", dir=MEMORY_DIR)) if MEMORY_DIR.is_dir() else tmp_path
     started: list[Broker] = []
     server = None
@@ -135,7 +135,7 @@ async def brokers(tmp_path: Path) -> AsyncIterator[Pair]:
             data_dir = root / f"broker-{broker_id}"
             data_dir.mkdir()
             config = BrokerConfig.from_properties({
-                **TEST_PROPERTIES, **FAST, "log.dirs": str(data_dir), "node.id": str(broker_id),
+                **TEST_PROPERTIES, **FAST, **properties, "log.dirs": str(data_dir), "node.id": str(broker_id),
                 "zookeeper.connect": "127.0.0.1:1/never-contacted", "listeners": "PLAINTEXT://127.0.0.1:0"})
             broker = Broker(config)
             broker.startup()
@@ -160,9 +160,10 @@ async def brokers(tmp_path: Path) -> AsyncIterator[Pair]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run(scenario: Callable[[Pair], Awaitable[None]], tmp_path: Path) -> None:
+def run(scenario: Callable[[Pair], Awaitable[None]], tmp_path: Path, properties: Mapping[str, str] | None = None
+        ) -> None:
     async def main() -> None:
-        async with brokers(tmp_path) as pair:
+        async with brokers(tmp_path, properties or {}) as pair:
             await scenario(pair)
 
     asyncio.run(main())
@@ -390,3 +391,34 @@ def test_num_replica_fetchers_spreads_a_leaders_partitions(tmp_path: Path) -> No
             await manager.shutdown()
 
     run(scenario, tmp_path)
+
+
+def test_a_removed_partition_is_not_written_by_an_answer_in_flight(tmp_path: Path) -> None:
+    """The follower becomes leader of ``TP`` while a long-polling fetch for it and ``OTHER``
+    is out; the answer carrying ``TP``'s new record is not appended here."""
+    other = (TOPIC, 1)
+
+    async def scenario(pair: Pair) -> None:
+        for tp in (TP, other):
+            pair.leader.replica_manager.host_replica(*tp).make_leader(1, (LEADER, FOLLOWER), frozenset({LEADER}))
+            pair.follower.replica_manager.host_replica(*tp).make_follower(
+                LEADER, 1, (LEADER, FOLLOWER), frozenset({LEADER}))
+        pair.publish_brokers(LEADER, FOLLOWER)
+        pair.manager.add_partitions({tp: InitialFetchState(LEADER, 1, 0) for tp in (TP, other)})
+        waiting = pair.leader.replica_manager.log_end_purgatory.watchers
+        await wait_until(lambda: TP in waiting and other in waiting, "a fetch for both long-polls the leader")
+        pair.manager.remove_partitions([TP])
+        new_leader = pair.follower.replica_manager.partitions[TP]
+        new_leader.make_leader(2, (LEADER, FOLLOWER), frozenset({FOLLOWER}))
+        harness = BrokerHarness(pair.leader)
+        for tp in (TP, other):  # the old leader, not yet told, still takes TP's record
+            request = ProduceRequest(acks=1, timeout_ms=int(WAIT_S * 1000), topic_data=(
+                TopicProduceData(TOPIC, (PartitionProduceData(tp[1], batch([next(values)])),)),))
+            response = await harness.request(request, version=9)
+            assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        other_log = pair.follower.replica_manager.partitions[other].log
+        await wait_until(lambda: other_log.log_end_offset == 1, "the other partition replicates")
+        assert new_leader.log.log_end_offset == 0
+        assert [e.epoch for e in new_leader.log.leader_epoch_cache.entries] == [2]
+
+    run(scenario, tmp_path, {"replica.fetch.wait.max.ms": "20000"})
