@@ -25,6 +25,10 @@ def _forwarded(proxies: list[TcpProxy], direction: str) -> int:
     return sum(proxy.stats().forwarded[direction] for proxy in proxies)
 
 
+def _brokers_seen(cluster: StromCluster, via: int) -> list[int]:
+    return sorted(b.node_id for b in cluster.metadata(via=via).brokers)
+
+
 def _registered(cluster: StromCluster) -> dict[int, int]:
     """Broker id -> broker epoch (its registration's czxid), as ZooKeeper holds them."""
     cluster.zk.sync()
@@ -33,7 +37,7 @@ def _registered(cluster: StromCluster) -> dict[int, int]:
 
 def _produce_and_consume(cluster: StromCluster, topic: str, count: int) -> None:
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     bootstrap = cluster.brokers[1].bootstrap  # CLIENT: the only listener clients know
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a collected client fails its futures
@@ -50,8 +54,9 @@ def _produce_and_consume(cluster: StromCluster, topic: str, count: int) -> None:
     deadline = time.monotonic() + 90
     while len(seen) < count and time.monotonic() < deadline:
         message = consumer.poll(1.0)
-        if message is not None and not message.error():
-            seen.add(message.value())
+        value = None if message is None or message.error() else message.value()
+        if value is not None:
+            seen.add(value)
     consumer.close()
     assert seen == {f"{topic}-{i}".encode() for i in range(count)}
 
@@ -89,7 +94,7 @@ def test_a_proxied_cluster_serves_clients_and_a_broker_cut_from_zookeeper_leaves
         cluster.wait_until(lambda: 2 not in _registered(cluster), what="broker 2's session to expire")
         live = [b for b in BROKERS if b != 2]
         for via in live:
-            cluster.wait_until(lambda via=via: sorted(b.node_id for b in cluster.metadata(via=via).brokers) == live,
+            cluster.wait_until(lambda via=via: _brokers_seen(cluster, via) == live,  # type: ignore[misc]
                                what=f"broker {via}'s metadata without broker 2")
         stats = [proxy.stats() for proxy in cluster.zk_links(2)]
         assert sum(s.withheld[UPSTREAM] for s in stats) > 0  # broker 2 kept trying: pings and reconnects held
@@ -99,8 +104,8 @@ def test_a_proxied_cluster_serves_clients_and_a_broker_cut_from_zookeeper_leaves
         # A new session, a new registration (a new broker epoch), and the controller says so to everyone.
         cluster.wait_until(lambda: _registered(cluster).get(2, -1) > epochs[2], what="broker 2 to register again")
         for via in BROKERS:
-            cluster.wait_until(lambda via=via: sorted(b.node_id for b in cluster.metadata(via=via).brokers)
-                               == list(BROKERS), what=f"broker {via}'s metadata with broker 2 back")
+            cluster.wait_until(lambda via=via: _brokers_seen(cluster, via) == list(BROKERS),  # type: ignore[misc]
+                               what=f"broker {via}'s metadata with broker 2 back")
         assert _forwarded(cluster.zk_links(2), UPSTREAM) > at_cut
         assert _forwarded(cluster.zk_links(2), DOWNSTREAM) > 0
         _produce_and_consume(cluster, "after-healing", 100)

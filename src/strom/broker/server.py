@@ -67,8 +67,8 @@ class SocketServer:
                 sock = socket.create_server((host, listener.port), family=family, reuse_port=False, backlog=1024)
             except OSError as exc:  # an operator's to fix (a port in use, an address not here): one line
                 self._close_sockets()
-                raise ListenError(f"cannot listen on {host}:{listener.port} (listener {listener.name}): "
-                                  f"{exc.strerror or exc}") from None
+                raise ListenError(f"cannot listen on {host}:{listener.port}: {exc.strerror or exc} "
+                                  f"(listener {listener.name})") from None
             sock.setblocking(False)
             self._sockets[listener.name] = sock
         ports = self.ports
