@@ -5,9 +5,9 @@ Kafka's ``AbstractFetcherThread`` + ``ReplicaFetcherThread``, as one asyncio tas
 ``replica_id`` for every partition it follows from that leader and is not backing off,
 each at ``fetch_offset`` = the local log end offset, ``current_leader_epoch`` = the epoch
 of the controller's LeaderAndIsr (KIP-320: a leader on another epoch refuses) and
-``last_fetched_epoch`` = the newest epoch of the local log (KIP-595's truncation on fetch:
-a leader whose log diverges from ours there answers ``DivergingEpoch`` instead of
-records). No fetch session: every request is full (Kafka's follower uses sessions to
+``last_fetched_epoch`` = the newest epoch of the local log (truncation on fetch, Kafka
+2.7+, KAFKA-10554: a leader whose log diverges from ours there answers
+``DivergingEpoch`` instead of records; no OffsetForLeaderEpoch round trip). No fetch session: every request is full (Kafka's follower uses sessions to
 save bytes; a full request is correct and simpler).
 
 What each partition's answer does, in Kafka's words (``processFetchRequest``):
@@ -36,6 +36,7 @@ What each partition's answer does, in Kafka's words (``processFetchRequest``):
   ``replica.fetch.backoff.ms`` and is fetched again.
 - A local **KAFKA_STORAGE_ERROR** (the disk failed) marks the partition failed: it is
   fetched no more until the controller re-adds it; corrupt records back off and retry.
+  A bug (any other exception) fails only its partition, or backs the fetcher off.
 
 A failed connection (refused, dropped, timed out, leader unknown in the metadata) backs
 off every partition and reconnects; the leader's endpoint is looked up again on every
@@ -43,8 +44,9 @@ connect, so a broker that came back elsewhere is found.
 
 Ownership and concurrency: everything runs on the broker's event loop. The fetcher
 changes a log only between two awaits, after checking that the partition is still its
-own in the same state (the same ``PartitionFetchState`` object) and that the log still
-ends where the request started: ``remove_partitions`` (this broker becomes leader, the
+own in the same state (the same ``PartitionFetchState`` object), that the partition
+still follows this leader (a log this broker leads is never written here) and that the
+log still ends where the request started: ``remove_partitions`` (this broker becomes leader, the
 partition moves to another leader or is deleted) takes effect at once, and nothing in
 flight touches the log afterwards. Appends are synchronous file writes, as a leader's
 produce; the loop yields between partitions so one large answer does not hold it long.
