@@ -461,9 +461,10 @@ class Controller(ReplicationEvents):
         ctx = self.context
         live = ctx.live_broker_ids
         states = {tp: state for tp in partitions if (state := ctx.partition_leader_and_isr(tp)) is not None}
-        # Kafka reads the topic config only where no in-sync replica is alive.
+        # The topic config is read only where it decides: no in-sync replica alive, another one alive.
         unclean = await self._unclean_allowed({tp[0] for tp, state in states.items()
-                                               if not any(r in live for r in state.isr)})
+                                               if not any(r in live for r in state.isr)
+                                               and any(r in live for r in ctx.partition_replica_assignment(tp))})
         updates: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, current in states.items():
             result = elect_offline(current, ctx.partition_replica_assignment(tp), live, tp[0] in unclean)
