@@ -109,3 +109,50 @@ def test_a_proxied_cluster_serves_clients_and_a_broker_cut_from_zookeeper_leaves
         assert _forwarded(cluster.zk_links(2), UPSTREAM) > at_cut
         assert _forwarded(cluster.zk_links(2), DOWNSTREAM) > 0
         _produce_and_consume(cluster, "after-healing", 100)
+
+
+def _knows(cluster: StromCluster, via: int, topic: str) -> bool:
+    return any(t.name == topic and t.error_code == 0 for t in cluster.metadata(via=via).topics)
+
+
+def _create(cluster: StromCluster, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[cluster.controller_id()].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=60)[topic].result(60)
+
+
+def test_a_cut_between_two_brokers_holds_or_refuses_the_controllers_requests_until_healed(
+        tmp_path: Path, zookeeper: ZooKeeperEnsemble) -> None:
+    connect = f"{zookeeper.connect_string}/proxied-{uuid.uuid4().hex[:8]}"
+    with StromCluster(tmp_path, connect, proxied=True) as cluster:
+        controller = cluster.controller_id()
+        target = next(b for b in BROKERS if b != controller)
+        link = cluster.link(controller, target)
+
+        # A black hole: the controller's UpdateMetadata is held on the link, so the target never
+        # hears of the new topic (while the others do), and gets it, in order, once healed.
+        cluster.cut(controller, target)
+        held = link.stats().withheld[UPSTREAM]
+        _create(cluster, "held")
+        cluster.wait_until(lambda: link.stats().withheld[UPSTREAM] > held, what="the controller's request to be held")
+        others = [b for b in BROKERS if b != target]
+        for via in others:
+            cluster.wait_until(lambda via=via: _knows(cluster, via, "held"),  # type: ignore[misc]
+                               what=f"broker {via} to learn of the topic")
+        assert not _knows(cluster, target, "held")  # what was sent to it is still in the proxy
+        cluster.heal(controller, target)
+        cluster.wait_until(lambda: _knows(cluster, target, "held"), what="the held request to arrive")
+
+        # A drop: the controller's connection is reset and its reconnections refused until healed.
+        cluster.cut(controller, target, mode="drop")
+        assert link.stats().reset >= 1  # the open controller connection
+        _create(cluster, "refused")
+        cluster.wait_until(lambda: link.stats().refused > 0, what="the controller to reconnect and be refused")
+        for via in others:
+            cluster.wait_until(lambda via=via: _knows(cluster, via, "refused"),  # type: ignore[misc]
+                               what=f"broker {via} to learn of the topic")
+        assert not _knows(cluster, target, "refused")
+        cluster.heal(controller, target)
+        cluster.wait_until(lambda: _knows(cluster, target, "refused"), what="the controller to get through again")
+        assert link.mode(UPSTREAM) == "pass" and link.mode(DOWNSTREAM) == "pass"
