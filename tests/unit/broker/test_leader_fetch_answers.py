@@ -95,6 +95,9 @@ def test_a_follower_whose_last_fetched_epoch_diverges_gets_the_epoch_to_truncate
         data = await _follower_fetch(h, 8, last_fetched_epoch=2)
         assert (data.error_code, data.diverging_epoch.epoch, data.high_watermark) == (0, -1, 5)
         assert partition.high_watermark == 8  # the answer has the HW as read; the fetch moved it after
+        # An epoch this leader never had and nothing after it: its end cannot be known here.
+        data = await _follower_fetch(h, 8, last_fetched_epoch=9)
+        assert data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
     broker.run(scenario)
 
