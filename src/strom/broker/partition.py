@@ -7,9 +7,9 @@ rules below hold in one place, on one node today and in a cluster tomorrow.
 
 Invariants (who writes what, which epoch fences it):
 
-- The log is appended to only here: ``append_as_leader`` while this broker leads
-  (producers, the group coordinator); a follower's fetcher will append the leader's
-  batches as they are (replication, a later issue).
+- The log is appended to by ``append_as_leader`` while this broker leads (producers,
+  the group coordinator), and, while it follows, only by its replica fetcher, which
+  appends the leader's batches as they are (``Log.append_as_follower``).
 - ``leader_epoch`` changes only in ``make_leader`` and ``make_follower``, on the
   controller's word (a cluster's LeaderAndIsr, applied only when its epoch is newer;
   on one node: once at start, to the newest epoch the log's leader-epoch cache has
