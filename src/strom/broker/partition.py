@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+ALTER_PARTITION_RETRY_BACKOFF_MS = 100  # Kafka's retry.backoff.ms default
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -359,7 +361,10 @@ class Partition:
         answer = done.result()
         if isinstance(answer, ErrorCode):
             if self._alter_partition_failed(proposed, answer):
-                self._submit(proposed)
+                # The same proposal again, after retry.backoff.ms: a controller that keeps
+                # refusing (one lagging behind ZooKeeper says NOT_CONTROLLER) is not hammered.
+                asyncio.get_running_loop().call_later(ALTER_PARTITION_RETRY_BACKOFF_MS / 1000,
+                                                      self._retry_alter_partition, proposed)
             return
         if answer.leader_epoch != self.leader_epoch:
             logger.info("%s-%d: ignoring the committed ISR %s: leader epoch %d, ours is %d",
@@ -374,6 +379,10 @@ class Partition:
         logger.info("%s-%d: ISR is now %s (partition epoch %d)", self.topic, self.index, sorted(answer.isr),
                     answer.partition_epoch)
         self.maybe_advance_high_watermark()
+
+    def _retry_alter_partition(self, proposed: PendingPartitionChange) -> None:
+        if self.partition_state is proposed and self.alter_partition is not None:
+            self._submit(proposed)
 
     def _alter_partition_failed(self, proposed: PendingPartitionChange, error: ErrorCode) -> bool:
         """Kafka's handleAlterPartitionError: True to send the same proposal again."""

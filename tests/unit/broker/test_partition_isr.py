@@ -267,7 +267,12 @@ def test_not_attempted_returns_to_the_committed_state_and_other_errors_are_retri
         assert partition.partition_state == CommittedPartitionState(frozenset({LEADER, F2}))
         assert partition.maybe_shrink_isr()  # free to propose again
         await controller.refuse(ErrorCode.UNKNOWN_SERVER_ERROR)
-        assert len(controller.proposals) == 3 and controller.proposals[2][1] == controller.proposals[1][1]
+        assert isinstance(partition.partition_state, PendingShrinkIsr)
+        deadline = asyncio.get_running_loop().time() + 30
+        while len(controller.proposals) < 3:  # sent again after a backoff
+            assert asyncio.get_running_loop().time() < deadline, "the proposal was never retried"
+            await asyncio.sleep(0.01)
+        assert controller.proposals[2][1] == controller.proposals[1][1]
         await controller.commit()
         assert partition.isr == {LEADER}
     run(scenario)
