@@ -51,15 +51,21 @@ def _lead(h: BrokerHarness, epoch: int, isr: tuple[int, ...]) -> Partition:
 
 
 async def _follower_fetch(h: BrokerHarness, offset: int, last_fetched_epoch: int, *, max_wait_ms: int = 0,
-                          min_bytes: int = 0) -> Any:
+                          min_bytes: int = 0, session: tuple[int, int] = (0, -1)) -> Any:
+    response = await _follower_fetch_response(h, offset, last_fetched_epoch, max_wait_ms=max_wait_ms,
+                                              min_bytes=min_bytes, session=session)
+    return response.responses[0].partitions[0]
+
+
+async def _follower_fetch_response(h: BrokerHarness, offset: int, last_fetched_epoch: int, *, max_wait_ms: int = 0,
+                                   min_bytes: int = 0, session: tuple[int, int] = (0, -1)) -> Any:
     request = fetch([(TOPIC, 0, offset)], replica_id=FOLLOWER, version=12, max_wait_ms=max_wait_ms,
-                    min_bytes=min_bytes)
+                    min_bytes=min_bytes, session_id=session[0], session_epoch=session[1])
     topic = request.topics[0]
     with_epoch = dataclasses.replace(topic, partitions=tuple(
         dataclasses.replace(p, last_fetched_epoch=last_fetched_epoch) for p in topic.partitions))
     request = dataclasses.replace(request, topics=(with_epoch,))
-    response = await h.request(request, version=12)
-    return response.responses[0].partitions[0]
+    return await h.request(request, version=12)
 
 
 async def _list_offset(h: BrokerHarness, timestamp: int, replica_id: int = -1) -> tuple[int, int]:
@@ -98,6 +104,21 @@ def test_a_follower_whose_last_fetched_epoch_diverges_gets_the_epoch_to_truncate
         # An epoch this leader never had and nothing after it: its end cannot be known here.
         data = await _follower_fetch(h, 8, last_fetched_epoch=9)
         assert data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+    broker.run(scenario)
+
+
+def test_an_incremental_fetch_session_always_carries_a_diverging_partition(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic(TOPIC)
+        await _produce(h, [b"a", b"b"])  # epoch 0: offsets 0-1
+        _lead(h, 3, (h.broker.node_id, FOLLOWER))
+        full = await _follower_fetch_response(h, 2, last_fetched_epoch=0, session=(0, 0))
+        assert full.session_id > 0 and full.responses[0].partitions[0].diverging_epoch.epoch == -1
+        # Nothing else changed (no records, same HW): only the divergence makes it news.
+        incremental = await _follower_fetch_response(h, 3, last_fetched_epoch=0, session=(full.session_id, 1))
+        (data,) = incremental.responses[0].partitions
+        assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (0, 2)
 
     broker.run(scenario)
 
