@@ -140,9 +140,13 @@ class AlterPartitionManager:
                 batch = dict(self._unsent)
                 try:
                     version, response = await self._send(batch)
-                except (KafkaError, OSError, _NoController) as exc:
-                    logger.warning("AlterPartition for %d partition(s) not answered (%s); retrying in %d ms",
-                                   len(batch), exc, backoff)
+                except Exception as exc:  # connection, timeout, no controller yet -- or a bug of ours
+                    if isinstance(exc, (KafkaError, OSError, _NoController)):
+                        logger.warning("AlterPartition for %d partition(s) not answered (%s); retrying in %d ms",
+                                       len(batch), exc, backoff)
+                    else:  # must not strand the proposals either
+                        logger.exception("AlterPartition for %d partition(s) failed; retrying in %d ms",
+                                         len(batch), backoff)
                     self._close()
                     await asyncio.sleep(backoff / 1000)
                     backoff = min(backoff * 2, self.retry_backoff_max_ms)
