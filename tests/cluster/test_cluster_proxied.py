@@ -156,3 +156,10 @@ def test_a_cut_between_two_brokers_holds_or_refuses_the_controllers_requests_unt
         cluster.heal(controller, target)
         cluster.wait_until(lambda: _knows(cluster, target, "refused"), what="the controller to get through again")
         assert link.mode(UPSTREAM) == "pass" and link.mode(DOWNSTREAM) == "pass"
+
+        # A restarted broker binds the same ports behind the same proxies: the controller reaches it again.
+        accepted = link.stats().accepted
+        cluster.restart(target)
+        cluster.wait_until(lambda: link.stats().accepted > accepted, what="the controller to reconnect to the restarted broker")
+        cluster.wait_until(lambda: _brokers_seen(cluster, target) == list(BROKERS) and _knows(cluster, target, "held"),
+                           what="the restarted broker's metadata")
