@@ -1,7 +1,12 @@
 """Cluster benchmark: Strom's cluster mode beside Apache Kafka 3.9 in ZooKeeper mode, one run (issue 17).
 
     .venv/bin/python benchmarks/cluster.py [--rounds 5] [--systems strom,kafka39]
-        [--figures create,metadata,shutdown,failover] [--metadata-requests 2000]
+        [--figures produce,create,metadata,shutdown,failover,leader-failover]
+        [--metadata-requests 2000] [--produce-records 50000]
+
+Figures 5-7 (replication, issue 18: produce with RF 1/3 and acks 1/all, consume, leader
+failover on SIGKILL and SIGTERM) are in ``benchmarks/_replication.py``; ``--systems kafka39``
+or ``--systems strom`` runs one side alone.
 
 Both systems run on the same ZooKeeper (Debian's 3.8, standalone, tickTime 500 ms,
 ``strom.cluster.zookeeper_server``), each cluster in a chroot of its own, with
@@ -63,6 +68,7 @@ from kazoo.client import KazooClient  # noqa: E402
 from kazoo.exceptions import NoNodeError  # noqa: E402
 from kazoo.protocol.states import EventType, WatchedEvent  # noqa: E402
 
+import benchmarks._replication as replication  # noqa: E402
 from strom.cluster.zookeeper_server import ZooKeeperEnsemble  # noqa: E402
 from strom.protocol.headers import encode_request  # noqa: E402
 from strom.protocol.message import Message  # noqa: E402
@@ -81,7 +87,7 @@ DELETE_TOPICS_VERSION = 6
 POLL_SECONDS = 0.005
 SETTLE_SECONDS = 2.5  # idle before a controller is killed: longer than a ZooKeeper ping cycle
 TIMEOUT = 180.0  # seconds for anything to happen: two loaded cores, JVMs starting
-FIGURES = ("failover", "shutdown", "create", "metadata")
+FIGURES = ("failover", "shutdown", "create", "metadata", "produce", "leader-failover")
 
 
 class Cluster(Protocol):
@@ -520,6 +526,13 @@ def run(systems: list[str], directory: Path, zookeeper: ZooKeeperEnsemble, args:
             cluster = stack.enter_context(started(system, directory, zookeeper, 3))
             observers.append(Observer(cluster))
             stack.callback(observers[-1].close)
+        if "produce" in args.figures:
+            throughput = replication.ThroughputFigures(directory, args.produce_records)
+            interleaved(observers, args.rounds, throughput.run, results)
+        if "leader-failover" in args.figures:
+            failover = replication.FailoverFigures()
+            for how in ("kill", "term"):
+                interleaved(observers, args.rounds, partial(failover.run, how=how), results)
         if "create" in args.figures:
             interleaved(observers, args.rounds, topic_creation, results)
         if "metadata" in args.figures:
@@ -547,7 +560,7 @@ def run(systems: list[str], directory: Path, zookeeper: ZooKeeperEnsemble, args:
 
 
 def report(results: Results, systems: list[str]) -> str:
-    lower_is_better = "requests/s"
+    higher_is_better = ("requests/s", "MB/s")
     lines = ["| figure | " + " | ".join(f"{s} best | {s} median" for s in systems) + " |",
              "|---|" + "---|---|" * len(systems)]
     in_order = list(dict.fromkeys(figure for figure, _ in results.figures))  # as measured, by number
@@ -558,7 +571,7 @@ def report(results: Results, systems: list[str]) -> str:
             if not values:
                 cells += ["-", "-"]
                 continue
-            best = max(values) if lower_is_better in figure else min(values)
+            best = max(values) if any(unit in figure for unit in higher_is_better) else min(values)
             cells += [f"{best:.3f}" if best < 100 else f"{best:,.0f}", f"{statistics.median(values):.3f}"
                       if statistics.median(values) < 100 else f"{statistics.median(values):,.0f}"]
         lines.append(f"| {figure} | " + " | ".join(cells) + " |")
@@ -571,6 +584,7 @@ def main() -> int:
     parser.add_argument("--systems", default="strom,kafka39")
     parser.add_argument("--figures", default=",".join(FIGURES))
     parser.add_argument("--metadata-requests", type=int, default=2000)
+    parser.add_argument("--produce-records", type=int, default=50_000)
     args = parser.parse_args()
     systems = args.systems.split(",")
     args.figures = args.figures.split(",")
@@ -580,8 +594,8 @@ def main() -> int:
     for figure in args.figures:
         if figure not in FIGURES:
             parser.error(f"unknown figure {figure!r}: expected some of {','.join(FIGURES)}")
-    if args.rounds < 1 or args.metadata_requests < 100:
-        parser.error("--rounds must be at least 1 and --metadata-requests at least 100")
+    if args.rounds < 1 or args.metadata_requests < 100 or args.produce_records < 1000:
+        parser.error("--rounds must be at least 1, --metadata-requests at least 100, --produce-records 1000")
     # A SIGTERM (a CI timeout, say) unwinds like Ctrl-C, so every broker and ZooKeeper stops.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results = Results()
@@ -591,6 +605,8 @@ def main() -> int:
     print()
     print(f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} for every broker; {args.rounds} rounds after a warm-up")
     print(report(results, systems))
+    for line in replication.goals(results.figures, systems, SESSION_TIMEOUT_MS):
+        print(line)
     return 0
 
 

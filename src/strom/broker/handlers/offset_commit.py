@@ -1,7 +1,7 @@
 """OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
 
 The commits of one request are one record batch on the group's partition, appended
-before the answer. v1 carries a commit timestamp per partition, v2-v4 a retention
+(and, with ``offsets.commit.required.acks=-1``, replicated to the ISR) before the answer. v1 carries a commit timestamp per partition, v2-v4 a retention
 time (the offset's expire timestamp), v6+ the leader epoch, v7+ ``group.instance.id``;
 v9's member epoch is the generation for a classic group. Unknown topics or
 partitions get UNKNOWN_TOPIC_OR_PARTITION, as Kafka. Every codec version is served.
