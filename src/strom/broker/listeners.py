@@ -24,7 +24,6 @@ Only PLAINTEXT is served so far: a listener mapped to SSL or SASL_* is refused (
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -124,6 +123,8 @@ def _check_ports(listeners: list[Listener], text: str, what: str) -> None:
 
 
 def _ip_version(host: str) -> int:
+    import ipaddress  # only when two listeners share a port: ~4 ms kept off every start
+
     try:
         return ipaddress.ip_address(host.split("%")[0]).version
     except ValueError:
