@@ -41,7 +41,7 @@ from strom.protocol.messages.find_coordinator_response import FindCoordinatorRes
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from strom.protocol.messages.metadata_response import MetadataResponse
 from tests.support.broker_process import BrokerProcess, raw_request
-from tests.support.netproxy import BOTH, DOWNSTREAM, UPSTREAM, TcpProxy, free_ports
+from tests.support.netproxy import BOTH, DOWNSTREAM, UPSTREAM, TcpProxy, reserved_ports
 
 SESSION_TIMEOUT_MS = 6000  # brokers' zookeeper.session.timeout.ms here (Kafka's default is 18 s)
 METADATA_VERSION = 12
@@ -77,13 +77,15 @@ class StromCluster:
         ids = list(self.brokers)
         servers, slash, chroot = self.zookeeper_connect.partition("/")
         names = ["CLIENT", *(f"FROM_{p}" for p in ids)]
-        chosen = iter(free_ports(len(ids) * len(names)))
-        ports = {b: {name: next(chosen) for name in names} for b in ids}
-        for b in ids:
-            for p in ids:
-                self._links[(p, b)] = TcpProxy(0, "127.0.0.1", ports[b][f"FROM_{p}"], name=f"link-{p}-to-{b}")
-            self._zk_links[b] = [TcpProxy(0, host, int(port), name=f"zk-link-{b}-to-{host}:{port}")
-                                 for host, _, port in (server.strip().rpartition(":") for server in servers.split(","))]
+        with reserved_ports(len(ids) * len(names)) as reserved:  # the proxies' own ports cannot be among them
+            chosen = iter(reserved)
+            ports = {b: {name: next(chosen) for name in names} for b in ids}
+            for b in ids:
+                for p in ids:
+                    self._links[(p, b)] = TcpProxy(0, "127.0.0.1", ports[b][f"FROM_{p}"], name=f"link-{p}-to-{b}")
+                self._zk_links[b] = [
+                    TcpProxy(0, host, int(port), name=f"zk-link-{b}-to-{host}:{port}")
+                    for host, _, port in (server.strip().rpartition(":") for server in servers.split(","))]
         for b, broker in self.brokers.items():
             broker.fixed_listeners = ",".join(f"{name}://127.0.0.1:{ports[b][name]}" for name in names)
             advertised = {"CLIENT": ports[b]["CLIENT"], **{f"FROM_{p}": self._links[(p, b)].port for p in ids}}

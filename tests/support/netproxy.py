@@ -36,7 +36,7 @@ import contextlib
 import socket
 import struct
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
@@ -274,13 +274,15 @@ class TcpProxy:
             connection.reset()
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports nothing listens on now (the kernel's picks, all held until every
-    one is chosen, so none repeats), for processes started later."""
+@contextlib.contextmanager
+def reserved_ports(count: int, host: str = "127.0.0.1") -> Iterator[list[int]]:
+    """``count`` distinct ports nothing listens on, held (bound, not listening) inside the block so
+    no other bind of port 0 here gets one of them (a proxy made meanwhile, say), free after it for
+    the processes that will listen on them."""
     with contextlib.ExitStack() as stack:
         ports = []
         for _ in range(count):
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind((host, 0))
             ports.append(sock.getsockname()[1])
-        return ports
+        yield ports

@@ -41,8 +41,12 @@ def test_each_broker_listens_on_client_and_one_listener_per_peer_advertised_at_i
         assert [(proxy.target_host, proxy.target_port) for proxy in zk] == [
             ("127.0.0.1", 2181), ("127.0.0.1", 2182), ("localhost", 2183)]
         assert broker.overrides["zookeeper.connect"] == ",".join(f"127.0.0.1:{p.port}" for p in zk) + "/chroot/x"
-    ports = [cluster.link(p, b).port for p in (1, 2, 3) for b in (1, 2, 3)]
-    assert len(set(ports)) == 9
+    proxies = [cluster.link(p, b).port for p in (1, 2, 3) for b in (1, 2, 3)]
+    proxies += [proxy.port for b in (1, 2, 3) for proxy in cluster.zk_links(b)]
+    listening = [int(entry.rsplit(":", 1)[1]) for broker in cluster.brokers.values()
+                 for entry in (broker.fixed_listeners or "").split(",")]
+    assert len(set(proxies)) == 9 + 9 and len(set(listening)) == 3 * 4
+    assert not set(proxies) & set(listening)  # a proxy never sits on a port a broker will bind
 
 
 def test_cut_one_way_black_holes_what_the_source_sends_on_both_links(cluster: StromCluster) -> None:
