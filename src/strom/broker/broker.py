@@ -214,7 +214,9 @@ class Broker:
         return request_context.listener_name.get() or self.listener_settings.advertised[0].name
 
     def request_endpoint(self) -> Endpoint:
-        """This broker's advertised endpoint on the request's listener."""
+        """This broker's advertised endpoint on the request's listener; the first advertised one if
+        that listener is bound but not advertised (one node answers with itself rather than with no
+        broker, which Kafka's cluster of one would do)."""
         return self.advertised_endpoints.get(self.request_listener(), self.advertised)
 
     def is_controller(self) -> bool:
