@@ -117,6 +117,12 @@ class Broker:
 
             self.alter_partition_manager = AlterPartitionManager.for_broker(self)
             self.replica_manager.enable_isr_changes(self.alter_partition_manager, config.replica_lag_time_max_ms)
+            from strom.broker.replica_fetcher_manager import ReplicaFetcherManager
+
+            # Followers copy their leaders' logs on the inter-broker listener.
+            self.replica_manager.replica_fetcher_manager = ReplicaFetcherManager(
+                self.replica_manager, self.metadata, config, config.node_id, lambda: self.broker_epoch,
+                listener_name=self.inter_broker_listener)
         # A cluster's broker: its ZooKeeper half (strom.cluster, imported only then) places
         # topics in ZooKeeper and hands out producer ids from ZooKeeper's blocks.
         self.cluster: ZkBroker | None = None
@@ -181,6 +187,9 @@ class Broker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        fetchers = self.replica_manager.replica_fetcher_manager
+        if fetchers is not None:  # before the logs close: no follower append after this
+            await fetchers.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
         await self.group_coordinator.shutdown()
