@@ -509,6 +509,8 @@ class Partition:
         if timestamp == LATEST_TIMESTAMP:
             if lagging:
                 self._offset_not_available()
+            if not client:  # a follower (or the debugging replica) reads to the log end, as Kafka's
+                return TimestampOffset(-1, log.log_end_offset)  # isolation level None
             return TimestampOffset(-1, log.last_stable_offset if committed else log.high_watermark)
         if timestamp == MAX_TIMESTAMP:
             found = self._max_timestamp()

@@ -352,3 +352,15 @@ def test_a_follower_keeps_no_isr_and_drops_a_pending_change(tmp_path: Path) -> N
         await leader.controller.commit()
         assert partition.isr == frozenset()
     run(scenario)
+
+
+def test_a_follower_asking_for_the_latest_offset_gets_the_log_end_not_the_high_watermark(tmp_path: Path) -> None:
+    """Kafka answers a replica's ListOffsets with isolation level None: the log end offset.
+    A follower ahead of a new leader then truncates to the leader's log end, not its HW."""
+    leader = Leader(tmp_path)
+    leader.partition.append_as_leader(batch(3), required_acks=1)
+    log = leader.partition.log
+    assert log.high_watermark < log.log_end_offset == 3  # follower 2 (in the ISR) has not fetched
+    assert leader.partition.fetch_offset_for_timestamp(-1, False, client=False).offset == 3
+    found = leader.partition.fetch_offset_for_timestamp(-1, False, client=True)
+    assert found is not None and found.offset == log.high_watermark
