@@ -13,6 +13,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,26 @@ if TYPE_CHECKING:
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
 
 logger = logging.getLogger(__name__)
+
+# How long a broker whose log dir failed serves on before halting: the answers already made
+# (the producer's KAFKA_STORAGE_ERROR) go out first, as Kafka's failure handler thread halts
+# after the request thread has answered.
+LOG_DIR_FAILURE_HALT_DELAY_S = 1.0
+
+
+def _halt_on_log_dir_failure(reason: str) -> None:
+    """Kafka's ``LogManager.handleLogDirFailure`` once no log dir is left: a cluster broker
+    has one, so it halts (exit code 1, no shutdown: no clean-shutdown marker on a disk that
+    failed, the next start recovers). Its ZooKeeper session ends as a crashed broker's does,
+    and the controller moves leadership to in-sync followers; a broker serving on would keep
+    leading partitions it cannot append to."""
+    logger.critical("the log dir failed (%s): halting, as no log dir is left", reason)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        os._exit(1)
+    loop.call_later(LOG_DIR_FAILURE_HALT_DELAY_S, os._exit, 1)
+
 
 UNKNOWN_BROKER_EPOCH = -1  # Kafka's AbstractControlRequest.UNKNOWN_BROKER_EPOCH
 
@@ -123,6 +144,7 @@ class Broker:
             self.replica_manager.replica_fetcher_manager = ReplicaFetcherManager(
                 self.replica_manager, self.metadata, config, config.node_id, lambda: self.broker_epoch,
                 listener_name=self.inter_broker_listener)
+            self.replica_manager.log_dir_failure_handler = _halt_on_log_dir_failure
         # A cluster's broker: its ZooKeeper half (strom.cluster, imported only then) places
         # topics in ZooKeeper and hands out producer ids from ZooKeeper's blocks.
         self.cluster: ZkBroker | None = None

@@ -333,6 +333,7 @@ class ReplicaFetcher:
                 self._append(tp, log, records, item.leader_epoch)
         except KafkaStorageError as exc:
             self._mark_failed(tp, f"the local log failed: {exc}")
+            self.replica_manager.log_dir_failed(f"appending to {tp[0]}-{tp[1]}", exc)
             return
         except (InvalidRecordsError, ProtocolError) as exc:
             # Kafka's CorruptRecordException: log, back off, fetch again (a transient cut).
@@ -395,6 +396,7 @@ class ReplicaFetcher:
                 self.replica_manager.wake_waiters(tp)
         except KafkaStorageError as exc:
             self._mark_failed(tp, f"truncating to {offset} failed: {exc}")
+            self.replica_manager.log_dir_failed(f"truncating {tp[0]}-{tp[1]} to {offset}", exc)
             return False
         state.fetch_offset = log.log_end_offset
         return True
@@ -430,6 +432,7 @@ class ReplicaFetcher:
             state.phase = FetchPhase.FETCHING
         except KafkaStorageError as exc:
             self._mark_failed(tp, f"truncating failed: {exc}")
+            self.replica_manager.log_dir_failed(f"truncating {tp[0]}-{tp[1]}", exc)
         except _LeaderRefused as exc:
             if exc.error_code == ErrorCode.FENCED_LEADER_EPOCH:
                 self._on_fenced(tp, state.current_leader_epoch)

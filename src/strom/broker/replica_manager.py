@@ -48,7 +48,7 @@ from strom.broker.purgatory import DelayedOperationPurgatory
 from strom.broker.replica_fetch_state import InitialFetchState
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
-from strom.storage.errors import StorageError
+from strom.storage.errors import KafkaStorageError, StorageError
 from strom.storage.log import FetchIsolation, FetchResult, FileRegion, Log
 from strom.storage.log_manager import LogManager
 from strom.storage.partition_metadata import read_topic_id, write_topic_id
@@ -133,6 +133,10 @@ class ReplicaManager:
         # Cluster mode: the fetchers copying the partitions this broker follows (set by
         # strom.cluster's ZkBroker); None on one node, where nothing is followed.
         self.replica_fetcher_manager: ReplicaFetcherManager | None = None
+        # Cluster mode: what to do once the log dir fails (Kafka's LogDirFailureChannel; the
+        # broker halts, its only dir gone). None on one node: the partition answers
+        # KAFKA_STORAGE_ERROR and the broker serves on, as before.
+        self.log_dir_failure_handler: Callable[[str], None] | None = None
 
     # -- hosting partitions --------------------------------------------------------------
     def startup(self) -> None:
@@ -394,9 +398,23 @@ class ReplicaManager:
                required_acks: int = 1) -> tuple[Partition, int]:
         """Append as leader; (partition, last offset). Raises ``StorageError``."""
         partition = self.partition_or_error(topic, index)
-        result = partition.append_as_leader(records, required_acks)
+        try:
+            result = partition.append_as_leader(records, required_acks)
+        except KafkaStorageError as exc:  # ENOSPC, EIO: the producer gets KAFKA_STORAGE_ERROR
+            self.log_dir_failed(f"appending to {topic}-{index}", exc)
+            raise
         self.appended(partition)
         return partition, result.last_offset
+
+    def log_dir_failed(self, what: str, exc: KafkaStorageError) -> None:
+        """``what`` failed with ``exc``: if the disk under the log dir did (an ``OSError``:
+        ENOSPC, EIO), tell the handler, once (Kafka's ``maybeAddOfflineLogDir``). A log that
+        is only closed (a shutdown racing a request) is no disk failure."""
+        if not isinstance(exc.__cause__, OSError):
+            return
+        handler, self.log_dir_failure_handler = self.log_dir_failure_handler, None
+        if handler is not None:
+            handler(f"{what}: {exc}")
 
     def appended(self, partition: Partition) -> None:
         """The partition's log end moved: wake followers long-polling it, if any."""

@@ -33,7 +33,7 @@ from strom.protocol.messages.produce_response import (
     _New_TopicProduceResponse,
 )
 from strom.protocol.topic_partition import TopicPartition
-from strom.storage.errors import RecordValidationError, StorageError
+from strom.storage.errors import KafkaStorageError, RecordValidationError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,6 +110,8 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
                         tuple(BatchIndexAndErrorMessage(i, why) for i, why in exc.record_errors))
     except StorageError as exc:
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
+        if isinstance(exc, KafkaStorageError):  # the disk may have failed: the broker's to judge
+            replica_manager.log_dir_failed(f"appending to {topic}-{data.index}", exc)
         return _refused(data.index, exc.error_code, partition)
     if replica_manager.log_end_purgatory.watchers:  # followers long-polling
         replica_manager.appended(partition)
