@@ -248,8 +248,10 @@ def run_confluent_producer(history: History, bootstrap: str, topic: str, partiti
         value = message.value().decode()
         with lock:
             pending.discard(value)
-        if error is None:
-            history.sent(Send(spec.name, value, "ok", message.partition(), message.offset(), spec.idempotent))
+        if error is None:  # librdkafka reports no offset (None) when the broker gave none
+            offset = message.offset()
+            history.sent(Send(spec.name, value, "ok", message.partition(), -1 if offset is None else offset,
+                              spec.idempotent))
         else:
             history.sent(Send(spec.name, value, _produce_outcome(error.name()), message.partition(), -1,
                               spec.idempotent, error.name()))
@@ -333,8 +335,9 @@ async def _strom_producer(history: History, bootstrap: str, topic: str, partitio
             history.sent(Send(spec.name, value, _produce_outcome(name), idempotent=spec.idempotent, error=name))
         except Exception as exc:  # timeouts, connections: the outcome is unknown
             history.sent(Send(spec.name, value, "info", idempotent=spec.idempotent, error=type(exc).__name__))
-        else:
-            history.sent(Send(spec.name, value, "ok", metadata.partition, metadata.offset, spec.idempotent))
+        else:  # an acknowledgement without an offset still counts for "lost"
+            offset = metadata.offset if metadata.offset is not None else -1
+            history.sent(Send(spec.name, value, "ok", metadata.partition, offset, spec.idempotent))
         unanswered.discard(value)
 
     producer = AsyncProducer(config)
