@@ -37,7 +37,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -45,9 +45,13 @@ from strom.cluster.zk_client import KafkaZkClient
 from strom.cluster.zk_data import LeaderAndIsr
 from strom.cluster.zookeeper_server import ZooKeeperEnsemble
 from strom.protocol.records.header import iter_batches
+from tests.spark.conftest import spark as spark
 from tests.support.cluster import StromCluster
 from tests.support.jepsen import ConsumerSpec, History, ProducerSpec, Workload
 from tests.support.zookeeper import zookeeper as zookeeper
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.zookeeper
 
@@ -412,3 +416,34 @@ def test_a_client_commits_and_resumes_across_a_coordinator_restart_on_a_replicat
     assert len(broker.restarted) == 1, f"{client}'s scenario restarted {broker.restarted}"
     replicas = replicated.zk.get_topic_assignments([topic])[topic].partitions
     assert replicas and all(len(r) == 3 for r in replicas.values()), replicas
+
+
+def test_the_spark_source_reads_a_replicated_topic_while_its_leader_is_killed(
+        spark: SparkSession, replicated: StromCluster) -> None:
+    """Issue 18, test 9's Spark part: a batch read planned and run just after the leader of
+    a partition is SIGKILLed (before the cluster has noticed) reads every record once."""
+    from confluent_kafka import Producer
+
+    topic, partitions, per_partition = "spark-replicated", 3, 200
+    _create(replicated, topic, partitions)
+    producer = Producer({"bootstrap.servers": replicated.bootstrap, "acks": "all", "enable.idempotence": True})
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, f"v{p}-{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+    victim = _states(replicated, topic, partitions)[0].leader
+    replicated.kill(victim)
+    try:
+        unnoticed = _states(replicated, topic, partitions)[0].leader == victim  # its session still lives
+        rows = (spark.read.format("strom")
+                .options(**{"kafka.bootstrap.servers": replicated.bootstrap, "subscribe": topic}).load()
+                .select("partition", "offset", "value").collect())
+        moved = _states(replicated, topic, partitions)[0].leader
+    finally:
+        replicated.restart(victim)
+        replicated.wait_until(lambda: _fully_replicated(replicated, _all_topics(replicated)), what="every ISR full")
+    print(f"spark read: leader {victim} killed, the read began {'before' if unnoticed else 'after'} "
+          f"ZooKeeper noticed, partition 0 led by {moved} after it")
+    assert moved not in (-1, victim)  # the read did cross a failover
+    got = sorted((r.partition, r.offset, bytes(r.value).decode()) for r in rows)
+    assert got == sorted((p, i, f"v{p}-{i}") for p in range(partitions) for i in range(per_partition))
