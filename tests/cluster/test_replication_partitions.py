@@ -102,6 +102,12 @@ def _produce_one(cluster: StromCluster, topic: str, partition: int, acks: str = 
     return errors[0]
 
 
+def _metadata_view(cluster: StromCluster, topic: str, via: int) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Partition -> (leader, sorted ISR) as broker ``via`` answers Metadata."""
+    (found,) = cluster.metadata([topic], via).topics
+    return {p.partition_index: (p.leader_id, tuple(sorted(p.isr_nodes))) for p in found.partitions}
+
+
 def _withheld(cluster: StromCluster, one: int, other: int) -> int:
     """Bytes the proxies held between two brokers, both links, both directions."""
     return sum(sum(cluster.link(a, b).stats().withheld.values()) for a, b in ((one, other), (other, one)))
@@ -246,6 +252,10 @@ def test_followers_cut_from_the_leader_leave_the_isr_and_come_back_after_healing
         cluster.wait_until(lambda: _produce_one(cluster, "cut", 0, acks="1") == ""
                            and _state(cluster, "cut").isr == (leader,), TIMEOUT, f"broker {second} out of the ISR")
         assert _withheld(cluster, second, leader) > 0
+        # The leader applies the committed ISR from the controller's answer (its Metadata shows
+        # it a moment later): from then on it refuses acks=all before appending.
+        cluster.wait_until(lambda: _metadata_view(cluster, "cut", leader)[0] == (leader, (leader,)), TIMEOUT,
+                           "the leader to know its ISR is itself alone")
         assert _produce_one(cluster, "cut", 0) == "NOT_ENOUGH_REPLICAS"
         assert _produce_one(cluster, "cut", 0, acks="1") == ""  # the leader itself still takes acks=1
 
@@ -323,11 +333,6 @@ def test_an_isolated_leader_is_replaced_loses_no_acknowledged_record_and_rejoins
 
 
 # -- issue 18, test 7: ZooKeeper's quorum lost --------------------------------------------
-def _metadata_view(cluster: StromCluster, topic: str, via: int) -> dict[int, tuple[int, tuple[int, ...]]]:
-    (found,) = cluster.metadata([topic], via).topics
-    return {p.partition_index: (p.leader_id, tuple(sorted(p.isr_nodes))) for p in found.partitions}
-
-
 def test_without_a_zookeeper_quorum_nothing_changes_healthy_partitions_serve_and_the_cluster_converges_after(
         tmp_path: Path, zookeeper_ensemble: Callable[[int], ZooKeeperEnsemble]) -> None:
     ensemble = zookeeper_ensemble(3)
