@@ -29,6 +29,7 @@ process stays on 127.0.0.1 (issue 18, "fault injection that stays on loopback"):
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -163,9 +164,14 @@ class StromCluster:
         proxies = [*self._links.values(), *(p for proxies in self._zk_links.values() for p in proxies)]
         for proxy in proxies:  # a test that failed mid-cut: brokers still stop cleanly (controlled shutdown)
             proxy.pass_through()
-        for broker in self.brokers.values():
+        hung: list[int] = []
+        for node_id, broker in self.brokers.items():
             if broker.alive():
-                broker.stop(timeout=60)
+                try:
+                    broker.stop(timeout=60)
+                except subprocess.TimeoutExpired:  # stop the others anyway, then say so
+                    hung.append(node_id)
+                    broker.kill()
         if self._zk is not None:
             self._zk.close()
             self._zk = None
@@ -173,6 +179,8 @@ class StromCluster:
             proxy.close()
         self._links.clear()
         self._zk_links.clear()
+        if hung:
+            raise AssertionError(f"brokers {hung} did not stop within 60 s of SIGTERM (killed); see their logs")
 
     def __enter__(self) -> StromCluster:
         return self.start()
