@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.broker.metadata_cache import MetadataCache
+from strom.broker.periodic import cancel_and_wait
 from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaError
 from strom.cluster.zk_data import LeaderAndIsr
@@ -117,14 +118,7 @@ class AlterPartitionManager:
     async def shutdown(self) -> None:
         """Stop sending; unanswered proposals are cancelled (their partitions ignore that)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
+        await cancel_and_wait(task)
         self._close()
         for proposal in self._unsent.values():
             proposal.future.cancel()

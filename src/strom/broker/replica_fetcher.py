@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.broker.metadata_cache import BrokerEndpoint
+from strom.broker.periodic import cancel_and_wait
 from strom.broker.replica_fetch_state import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
@@ -180,14 +181,7 @@ class ReplicaFetcher:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # our caller is being cancelled too
+        await cancel_and_wait(task)
         self._close()
 
     def _initial_state(self, tp: TopicPartition, initial: InitialFetchState) -> PartitionFetchState:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from strom.broker.periodic import cancel_and_wait
 from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaError
 from strom.cluster.controller_context import ControllerContext
@@ -183,14 +184,7 @@ class ControllerChannelManager:
             await self._stop(channel)
 
     async def _stop(self, channel: _BrokerChannel) -> None:
-        if channel.task is not None:
-            channel.task.cancel()
-            try:
-                await channel.task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # our caller is being cancelled too: do not swallow that
+        await cancel_and_wait(channel.task)
         channel.close_connection()
 
     async def _send_loop(self, channel: _BrokerChannel) -> None:
