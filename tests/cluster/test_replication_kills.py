@@ -154,8 +154,14 @@ class _Trials:
         if role == "controller":
             return self.cluster.controller_id()
         if role == "coordinator":  # the leader of the group's __consumer_offsets partition
-            return self.cluster.find_coordinator(self.group)
+            return self.coordinator()
         return self.rng.choice([b for b in state.isr if b != state.leader])
+
+    def coordinator(self) -> int:
+        """The group's coordinator (-1, an answer from a broker still learning, is waited out)."""
+        found: int = self.cluster.wait_until(lambda: max(self.cluster.find_coordinator(self.group), 0),
+                                             what=f"{self.group}'s coordinator")
+        return found
 
     def wait_for_failover(self, victim: int) -> None:
         cluster = self.cluster
