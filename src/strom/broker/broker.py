@@ -45,6 +45,7 @@ from strom.protocol.messages.api_versions_response import ApiVersionsResponse
 from strom.protocol.primitives import Records
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage import meta_properties
+from strom.storage.errors import KafkaStorageError
 from strom.storage.log_manager import LogManager
 from strom.storage.producer_state import ProducerStateManagerConfig
 
@@ -193,8 +194,10 @@ class Broker:
         cfg = self.config
         work: list[tuple[int, Callable[[], object], str]] = [
             (cfg.log_retention_check_interval_ms, self.log_manager.run_retention, "retention"),
-            (cfg.log_flush_scheduler_interval_ms, self.log_manager.flush_due_logs, "flush.ms"),
-            (cfg.log_flush_offset_checkpoint_interval_ms, self.log_manager.checkpoint, "checkpoints"),
+            (cfg.log_flush_scheduler_interval_ms, self._on_disk(self.log_manager.flush_due_logs, "flushing logs"),
+             "flush.ms"),
+            (cfg.log_flush_offset_checkpoint_interval_ms, self._on_disk(self.log_manager.checkpoint,
+                                                                        "writing checkpoints"), "checkpoints"),
             (cfg.producer_id_expiration_check_interval_ms, self.log_manager.remove_expired_producers,
              "producer-id expiration"),
         ]
@@ -202,6 +205,22 @@ class Broker:
             work.append((isr_expiration_interval_ms(cfg.replica_lag_time_max_ms), self.replica_manager.maybe_shrink_isr,
                          "isr expiration"))
         self._tasks = [asyncio.create_task(every(interval, job, name)) for interval, job, name in work]
+
+    def _on_disk(self, job: Callable[[], object], what: str) -> Callable[[], object]:
+        """``job`` whose disk failure (a flush's, a checkpoint's, as an append's) is the log
+        dir's (``ReplicaManager.log_dir_failed``: a cluster broker halts, as Kafka's does)."""
+        def run() -> object:
+            try:
+                return job()
+            except KafkaStorageError as exc:
+                self.replica_manager.log_dir_failed(what, exc)
+                raise
+            except OSError as exc:
+                failure = KafkaStorageError(f"{exc}")
+                failure.__cause__ = exc
+                self.replica_manager.log_dir_failed(what, failure)
+                raise
+        return run
 
     async def shutdown(self) -> None:
         for task in self._tasks:

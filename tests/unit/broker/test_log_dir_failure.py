@@ -5,7 +5,9 @@ disk failure."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import time
 
 from strom.protocol.error_codes import ErrorCode
 from strom.storage.errors import KafkaStorageError
@@ -47,3 +49,23 @@ def test_a_closed_log_is_no_disk_failure(broker: BrokerRunner) -> None:
         assert failures == ["appending to t-0: append failed"]
 
     broker.run(scenario)
+
+
+def test_a_checkpoint_that_meets_a_full_disk_is_a_log_dir_failure(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t", 1)
+        failures: list[str] = []
+        h.broker.replica_manager.log_dir_failure_handler = failures.append
+        faulty = FaultyFileSystem()
+        faulty.fail_writes_after = 0
+        healthy, h.broker.log_manager.fs = h.broker.log_manager.fs, faulty  # checkpoints are written through it
+        try:
+            deadline = time.monotonic() + 30
+            while not failures and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        finally:
+            h.broker.log_manager.fs = healthy  # the shutdown's own checkpoint
+        assert len(failures) == 1
+        assert failures[0].startswith("writing checkpoints: ") and "No space left on device" in failures[0]
+
+    broker.run(scenario, {"log.flush.offset.checkpoint.interval.ms": "100"})
