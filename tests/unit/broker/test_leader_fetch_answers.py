@@ -178,3 +178,42 @@ def test_a_partition_only_followed_here_serves_neither_consumers_nor_followers(b
         assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     broker.run(scenario)
+
+
+def test_a_produce_to_a_partition_this_broker_no_longer_leads_names_the_new_leader(broker: BrokerRunner) -> None:
+    """KIP-951 (Produce v10+): NOT_LEADER_OR_FOLLOWER comes with the current leader and
+    epoch (from the LeaderAndIsr that demoted this broker) and the leader's endpoint on
+    the client's listener; before v10, the bare error."""
+    from strom.broker.metadata_cache import BrokerEndpoint, LiveBroker, PartitionState
+
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic(TOPIC)
+        await _produce(h, [b"a"])
+        me = h.broker.node_id
+        listener = h.broker.request_listener()
+        h.broker.metadata.update_metadata(me, [
+            LiveBroker(me, (BrokerEndpoint("127.0.0.1", 9092, listener),)),
+            LiveBroker(FOLLOWER, (BrokerEndpoint("127.0.0.9", 19092, listener),), rack="r2"),
+        ], [((TOPIC, 0), PartitionState(me, 0, (me, FOLLOWER), (me, FOLLOWER)))])
+        partition = h.broker.replica_manager.get_partition(TOPIC, 0)
+        assert partition is not None
+        partition.make_follower(FOLLOWER, 3, (me, FOLLOWER), frozenset({me, FOLLOWER}))  # newer than the cache
+        request = produce_request(TOPIC, 0, batch([b"b"]), acks=1)
+        answer = await h.request(request, version=10)
+        refused = answer.responses[0].partition_responses[0]
+        assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (FOLLOWER, 3)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in answer.node_endpoints] == [(FOLLOWER, "127.0.0.9", 19092, "r2")]
+        old = await h.request(request, version=9)
+        assert old.responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert old.responses[0].partition_responses[0].current_leader.leader_id == -1
+        assert old.node_endpoints == ()
+        # An offline partition (no leader) names none.
+        partition.make_follower(-1, 4, (me, FOLLOWER), frozenset({me, FOLLOWER}))
+        h.broker.metadata.update_metadata(me, h.broker.metadata.live_brokers(),
+                                          [((TOPIC, 0), PartitionState(-1, 4, (me,), (me, FOLLOWER)))])
+        offline = await h.request(request, version=10)
+        assert offline.responses[0].partition_responses[0].current_leader.leader_id == -1
+        assert offline.node_endpoints == ()
+
+    broker.run(scenario)

@@ -25,6 +25,7 @@ from strom.protocol.messages.produce_request import PartitionProduceData, Produc
 from strom.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -56,6 +57,7 @@ _INT32 = struct.Struct(">i")
 _LOG_OVERHEAD = 12  # base offset (8) and batch length (4) precede the length's bytes
 _MAGIC_AT = 16
 _NO_LEADER = LeaderIdAndEpoch()  # the schema's default: no current_leader to report
+CURRENT_LEADER_FROM = 10  # KIP-951: refusals name the current leader and its endpoint
 
 # The twins, typed as what they build (a cast here rather than one per call).
 _new_response = cast("Callable[..., ProduceResponse]", _New_ProduceResponse)
@@ -87,7 +89,10 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     if replicating:  # acks=-1 and the ISR has not got everything yet (a cluster only)
         errors = await replica_manager.wait_for_replication(replicating, body.timeout_ms / 1000)
         responses = [_after_replication(topic, errors) for topic in responses]
-    return _new_response(tuple(responses), 0, ())
+    node_endpoints: tuple[NodeEndpoint, ...] = ()
+    if request.api_version >= CURRENT_LEADER_FROM:
+        responses, node_endpoints = _with_current_leaders(broker, responses)
+    return _new_response(tuple(responses), 0, node_endpoints)
 
 
 def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
@@ -151,6 +156,48 @@ def _not_one_v2_batch(records: bytes | bytearray | memoryview) -> str:
     if records[_MAGIC_AT] != 2:
         return "a produce request of v3 or later must carry record batch format v2"
     return "a produce request of v3 or later may carry only one record batch per partition"
+
+
+def _with_current_leaders(broker: Broker, responses: list[TopicProduceResponse]
+                          ) -> tuple[list[TopicProduceResponse], tuple[NodeEndpoint, ...]]:
+    """KIP-951: a partition refused with NOT_LEADER_OR_FOLLOWER (v10+) names its current
+    leader and epoch, and the response carries that leader's endpoint on the client's
+    listener, so the client goes straight there instead of refreshing its metadata (the
+    most of a controlled shutdown's pause, as measured). Kafka reads the leader from its
+    metadata cache; a broker that has just stopped leading knows the new leader first from
+    the LeaderAndIsr that demoted it, so that is asked first. Off the hot path: only
+    refused partitions get here."""
+    if not any(p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER for t in responses for p in t.partition_responses):
+        return responses, ()
+    listener = broker.request_listener()
+    endpoints: dict[int, NodeEndpoint] = {}
+    answered = []
+    for topic in responses:
+        partitions = []
+        for p in topic.partition_responses:
+            if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                leader, epoch = _current_leader(broker, topic.name, p.index)
+                live = broker.metadata.live_broker(leader) if leader >= 0 else None
+                endpoint = None if live is None else live.endpoint(listener)
+                if live is not None and endpoint is not None:
+                    endpoints[leader] = NodeEndpoint(leader, endpoint.host, endpoint.port, live.rack)
+                    p = PartitionProduceResponse(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                                 p.log_start_offset, p.record_errors, p.error_message,
+                                                 LeaderIdAndEpoch(leader, epoch))
+            partitions.append(p)
+        answered.append(TopicProduceResponse(topic.name, tuple(partitions)))
+    return answered, tuple(endpoints[i] for i in sorted(endpoints))
+
+
+def _current_leader(broker: Broker, topic: str, index: int) -> tuple[int, int]:
+    """(leader id, leader epoch) as this broker knows them freshest; (-1, -1) if unknown."""
+    partition = broker.replica_manager.partitions.get((topic, index))
+    state = broker.metadata.partition_state(topic, index)
+    if partition is not None and partition.leader_id >= 0 and (state is None or partition.leader_epoch >= state.leader_epoch):
+        return partition.leader_id, partition.leader_epoch
+    if state is not None and state.leader >= 0:
+        return state.leader, state.leader_epoch
+    return -1, -1
 
 
 def _after_replication(topic: TopicProduceResponse, errors: dict[TopicPartition, ErrorCode]
