@@ -78,7 +78,7 @@ def _find_in_cluster(broker: Broker, key: str) -> Coordinator:
     """The leader of the group's offsets partition, as the controller last described it."""
     metadata = broker.metadata
     if metadata.get(OFFSETS_TOPIC) is None:
-        _create_offsets_topic(broker)
+        create_offsets_topic(broker)
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
     partition = broker.group_coordinator.manager.partition_for(key)
     state = metadata.partition_state(OFFSETS_TOPIC, partition)
@@ -89,7 +89,7 @@ def _find_in_cluster(broker: Broker, key: str) -> Coordinator:
     return Coordinator(key=key, node_id=leader.id, host=endpoint.host, port=endpoint.port, error_code=0, error_message="")
 
 
-def _create_offsets_topic(broker: Broker) -> None:
+def create_offsets_topic(broker: Broker) -> None:
     """Kafka's internal-topic creation: not while fewer brokers live than its replication factor."""
     config = broker.group_coordinator.config
     alive = len(broker.metadata.live_brokers())

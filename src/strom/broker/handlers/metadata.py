@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
+from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.metadata_cache import (
     INTERNAL_TOPICS,
     TopicError,
@@ -95,7 +96,12 @@ def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bo
     if not (allow_create and broker.config.auto_create_topics_enable):
         return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name)
     try:
-        topic = broker.admin_manager.create_topic(name, broker.config.num_partitions)
+        if name == OFFSETS_TOPIC:  # with its own settings, as Kafka's AutoTopicCreationManager
+            broker.group_coordinator.ensure_offsets_topic()
+            topic = broker.metadata.get(name)
+            assert topic is not None
+        else:
+            topic = broker.admin_manager.create_topic(name, broker.config.num_partitions)
     except TopicError as exc:
         logger.warning("auto-creating topic %s failed: %s", name, exc)
         return MetadataResponseTopic(error_code=exc.error_code, name=name)
@@ -209,6 +215,11 @@ def _cluster_lookup(broker: Broker, name: str | None, topic_id: object,
         return MetadataResponseTopic(error_code=exc.error_code, name=name, is_internal=internal)
     if not (allow_create and broker.config.auto_create_topics_enable):
         return MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=internal)
+    if name == OFFSETS_TOPIC:  # its own partitions, RF and configs, once enough brokers live (Kafka)
+        from strom.broker.handlers.find_coordinator import create_offsets_topic
+
+        create_offsets_topic(broker)
+        return MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, is_internal=internal)
     try:
         broker.admin_manager.create_topic(name, broker.config.num_partitions)
     except TopicError as exc:

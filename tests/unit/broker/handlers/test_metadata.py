@@ -135,3 +135,13 @@ def test_topic_authorized_operations_on_v12(broker: BrokerRunner) -> None:
         assert _bits(topic.topic_authorized_operations) == TOPIC_OPERATIONS
 
     broker.run(scenario)
+
+
+def test_auto_creating_the_offsets_topic_makes_it_compacted_with_its_own_partition_count(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        (topic,) = (await h.request(_by_name("__consumer_offsets"), version=12)).topics
+        assert (topic.error_code, topic.is_internal, len(topic.partitions)) == (ErrorCode.NONE, True, 5)
+        log = h.broker.log_manager.logs[("__consumer_offsets", 0)]
+        assert log.config.cleanup_policy == "compact"
+
+    broker.run(scenario, {"offsets.topic.num.partitions": "5"})

@@ -193,3 +193,22 @@ def test_a_single_node_answers_metadata_as_before(broker: BrokerRunner) -> None:
         assert [(p.leader_id, p.isr_nodes) for p in response.topics[0].partitions] == [(ME, (ME,))] * 2
 
     broker.run(scenario)
+
+
+def test_auto_creating_the_offsets_topic_uses_its_own_settings_once_enough_brokers_live(broker: BrokerRunner) -> None:
+    """As Kafka's AutoTopicCreationManager: ``__consumer_offsets`` asked for in Metadata gets
+    offsets.topic.num.partitions and offsets.topic.replication.factor, and is not created
+    while fewer brokers live than that factor."""
+    async def scenario(h: BrokerHarness) -> None:
+        admin = RecordingAdmin()
+        h.broker.admin_manager = admin  # type: ignore[assignment]
+        await update(h, {}, THREE[:1])
+        (topic,) = (await _metadata(h, "__consumer_offsets", auto_create=True)).topics
+        assert (topic.error_code, topic.is_internal) == (ErrorCode.LEADER_NOT_AVAILABLE, True)
+        assert admin.created == []  # one broker alive, the factor is 3
+        await update(h, {}, THREE)
+        await _metadata(h, "__consumer_offsets", auto_create=True)
+        assert admin.created == [("__consumer_offsets", 7)]
+
+    broker.run(scenario, {**CLUSTER, "auto.create.topics.enable": "true", "offsets.topic.num.partitions": "7",
+                          "offsets.topic.replication.factor": "3"})
