@@ -78,10 +78,11 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     replica_manager = broker.replica_manager
     responses = []
     replicating: list[tuple[Partition, int]] = []
+    not_led: list[TopicPartition] = []  # refused with NOT_LEADER_OR_FOLLOWER (rare: no cost otherwise)
     one_batch = request.api_version >= ONE_V2_BATCH_FROM
     for topic in body.topic_data:
         name = topic.name
-        partitions = [_append(replica_manager, name, data, acks, replicating, one_batch)
+        partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
                       for data in topic.partition_data]
         responses.append(_new_topic_response(name, tuple(partitions)))
     if acks == 0:
@@ -89,14 +90,16 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     if replicating:  # acks=-1 and the ISR has not got everything yet (a cluster only)
         errors = await replica_manager.wait_for_replication(replicating, body.timeout_ms / 1000)
         responses = [_after_replication(topic, errors) for topic in responses]
+        not_led += [tp for tp, error in errors.items() if error == ErrorCode.NOT_LEADER_OR_FOLLOWER]
     node_endpoints: tuple[NodeEndpoint, ...] = ()
-    if request.api_version >= CURRENT_LEADER_FROM:
+    if not_led and request.api_version >= CURRENT_LEADER_FROM:
         responses, node_endpoints = _with_current_leaders(broker, responses)
     return _new_response(tuple(responses), 0, node_endpoints)
 
 
 def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
-            replicating: list[tuple[Partition, int]], one_batch: bool) -> PartitionProduceResponse:
+            replicating: list[tuple[Partition, int]], not_led: list[TopicPartition],
+            one_batch: bool) -> PartitionProduceResponse:
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return _refused(data.index, ErrorCode.CORRUPT_MESSAGE)
@@ -117,6 +120,8 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
         if isinstance(exc, KafkaStorageError):  # the disk may have failed: the broker's to judge
             replica_manager.log_dir_failed(f"appending to {topic}-{data.index}", exc)
+        elif exc.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            not_led.append((topic, data.index))
         return _refused(data.index, exc.error_code, partition)
     if replica_manager.log_end_purgatory.watchers:  # followers long-polling
         replica_manager.appended(partition)
@@ -167,8 +172,6 @@ def _with_current_leaders(broker: Broker, responses: list[TopicProduceResponse]
     metadata cache; a broker that has just stopped leading knows the new leader first from
     the LeaderAndIsr that demoted it, so that is asked first. Off the hot path: only
     refused partitions get here."""
-    if not any(p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER for t in responses for p in t.partition_responses):
-        return responses, ()
     listener = broker.request_listener()
     endpoints: dict[int, NodeEndpoint] = {}
     answered = []
