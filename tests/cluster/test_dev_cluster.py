@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from strom.protocol.headers import decode_response, encode_request
+from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from strom.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from strom.protocol.messages.metadata_request import MetadataRequest
 from strom.protocol.messages.metadata_response import MetadataResponse
 from tests.support.broker_process import BrokerProcess, raw_request
@@ -64,6 +66,19 @@ def test_dev_cluster_starts_serves_and_stops_cleanly(tmp_path: Path) -> None:
             brokers = sorted(b.node_id for b in response.brokers)
             time.sleep(0.1)
         assert brokers == [1, 2]
+        # The offsets topic can be created with two brokers (its factor follows the cluster's
+        # size up to Kafka's 3): a group finds its coordinator.
+        find = encode_request(FindCoordinatorRequest(key="g", key_type=0), 3, correlation_id=2, client_id="dev")
+        coordinator = -1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and coordinator < 0:
+            answer = raw_request(probe, find)
+            assert answer is not None
+            _, found = decode_response(answer, FindCoordinatorRequest.API_KEY, 3)
+            assert isinstance(found, FindCoordinatorResponse)
+            coordinator = found.node_id if found.error_code == 0 else -1
+            time.sleep(0.1)
+        assert coordinator in (1, 2)
         process.send_signal(signal.SIGINT)
         assert process.wait(120) == 0
     finally:

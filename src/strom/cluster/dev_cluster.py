@@ -43,7 +43,7 @@ def run(brokers: int, zookeepers: int, data_dir: Path, base_port: int, timeout: 
             raise DevClusterError(str(exc)) from None
         connect = zookeeper.connect_string + CHROOT
         for node_id in range(1, brokers + 1):
-            processes.append(_start_broker(node_id, base_port + node_id - 1, connect, data_dir))
+            processes.append(_start_broker(node_id, base_port + node_id - 1, connect, data_dir, brokers))
         bootstrap = ",".join(_wait_ready(p, data_dir / f"broker-{i}.log", timeout)
                              for i, p in enumerate(processes, 1))
         _wait_registered(connect, brokers, timeout)
@@ -74,11 +74,12 @@ def run(brokers: int, zookeepers: int, data_dir: Path, base_port: int, timeout: 
         zookeeper.stop()
 
 
-def _start_broker(node_id: int, port: int, connect: str, data_dir: Path) -> subprocess.Popen[str]:
+def _start_broker(node_id: int, port: int, connect: str, data_dir: Path, brokers: int) -> subprocess.Popen[str]:
     overrides = {
         "zookeeper.connect": connect,
-        # One replica per partition until replication (cluster mode, part 2).
-        "offsets.topic.replication.factor": "1",
+        # Kafka's 3 where there are 3 brokers or more; a smaller dev cluster could never
+        # create the offsets topic (its creation waits for that many live brokers).
+        "offsets.topic.replication.factor": str(min(3, brokers)),
         "group.initial.rebalance.delay.ms": "0",
     }
     command = [sys.executable, "-m", "strom", "serve", "--node-id", str(node_id),
