@@ -45,9 +45,9 @@ from strom.cluster.zk_client import KafkaZkClient
 from strom.cluster.zk_data import LeaderAndIsr
 from strom.cluster.zookeeper_server import ZooKeeperEnsemble
 from strom.protocol.records.header import iter_batches
-from tests.spark.conftest import spark as spark
 from tests.support.cluster import StromCluster
 from tests.support.jepsen import ConsumerSpec, History, ProducerSpec, Workload
+from tests.support.spark_session import spark as spark
 from tests.support.zookeeper import zookeeper as zookeeper
 
 if TYPE_CHECKING:
