@@ -67,7 +67,8 @@ from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.config import LogConfig
 from strom.storage.errors import RecordValidationError, StorageError
-from strom.storage.log import AppendResult, FetchIsolation, FetchResult, Log
+from strom.storage.log import Log
+from strom.storage.log_results import AppendResult, FetchIsolation, FetchResult
 from strom.storage.log_validator import invalid_timestamps
 from strom.storage.time_index import TimestampOffset
 

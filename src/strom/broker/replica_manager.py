@@ -49,8 +49,9 @@ from strom.broker.replica_fetch_state import InitialFetchState
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import KafkaStorageError, StorageError
-from strom.storage.log import FetchIsolation, FetchResult, FileRegion, Log
+from strom.storage.log import Log
 from strom.storage.log_manager import LogManager
+from strom.storage.log_results import FetchIsolation, FetchResult, FileRegion
 from strom.storage.partition_metadata import read_topic_id, write_topic_id
 
 if TYPE_CHECKING:

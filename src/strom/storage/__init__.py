@@ -5,9 +5,10 @@ Modules, bottom up: ``fs`` (the filesystem seam), ``index_file``/``offset_index`
 (copy-on-write segment list), ``leader_epoch`` and ``checkpoint`` (small text files),
 ``producer_state`` (``ProducerStateManager``: idempotence, transactions, snapshots),
 ``log_validator`` (an append's checks and offsets, pure bytes), ``retention``,
-``truncation`` (followers' truncation steps and their crash marker), ``log`` (``Log``:
-append, read, flush, retention, truncation), ``log_loader`` (open + crash recovery),
-``log_manager`` (a data directory of logs), ``config`` (``LogConfig``).
+``truncation`` (followers' truncation steps and their crash marker), ``log_results`` (what
+appends and reads return), ``log`` (``Log``: append, read, flush, retention, truncation),
+``log_loader`` (open + crash recovery), ``log_manager`` (a data directory of logs),
+``config`` (``LogConfig``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from strom.storage.errors import (
     TransactionCoordinatorFencedError,
 )
 from strom.storage.fs import FileSystem
-from strom.storage.log import AppendResult, FetchIsolation, FetchResult, FileRegion, Log
+from strom.storage.log import Log
 from strom.storage.log_loader import LogLoader
 from strom.storage.log_manager import LogManager
+from strom.storage.log_results import AppendResult, FetchIsolation, FetchResult, FileRegion
 from strom.storage.producer_state import ProducerStateManager, ProducerStateManagerConfig
 from strom.storage.time_index import TimestampOffset
 from strom.storage.truncation import LogTruncation

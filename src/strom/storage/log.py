@@ -48,12 +48,9 @@ every read by an offset they read before the sizes.
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple
 
 from strom.protocol.records import iter_batches
 from strom.storage.config import LogConfig
@@ -64,6 +61,7 @@ from strom.storage.errors import (
 )
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
+from strom.storage.log_results import AppendResult, FetchIsolation, FetchResult, FileRegion
 from strom.storage.log_segments import LogSegments
 from strom.storage.log_validator import (
     FollowerRun,
@@ -94,60 +92,6 @@ from strom.storage.truncation import (
 )
 
 logger = logging.getLogger(__name__)
-
-class FetchIsolation(enum.Enum):
-    LOG_END = "log_end"  # followers
-    HIGH_WATERMARK = "high_watermark"  # read_uncommitted consumers
-    TXN_COMMITTED = "txn_committed"  # read_committed consumers
-
-
-class AppendResult(NamedTuple):
-    """What a produce response needs: Kafka's LogAppendInfo, trimmed.
-
-    A NamedTuple rather than a frozen dataclass: one is made per produce request, and a
-    frozen dataclass's ``__init__`` costs three times as much.
-    """
-
-    base_offset: int
-    last_offset: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    # A producer's retry of a batch already in the log (one of its last five): nothing
-    # was written and the offsets are the original ones. Kafka answers it NONE.
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """Bytes of a segment file for ``os.sendfile(socket, fd, position, length)``.
-
-    The fd stays open at least ``file.delete.delay.ms`` after its segment is deleted,
-    so a response being sent when retention runs still completes.
-    """
-
-    fd: int
-    position: int
-    length: int
-
-    def __len__(self) -> int:
-        """What the codec sizes it by (``protocol.primitives.Region``)."""
-        return self.length
-
-    def read(self, fs: FileSystem) -> bytes:
-        return fs.pread(self.fd, self.length, self.position)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    """``region`` is None when there is nothing to return yet (offset at the bound)."""
-
-    fetch_offset: int
-    region: FileRegion | None
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    log_end_offset: int
-
 
 class Log:
     """A partition's log; built by ``LogLoader.load`` (which runs recovery if needed)."""

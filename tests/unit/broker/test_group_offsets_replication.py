@@ -31,8 +31,8 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.partition import Partition
 from strom.broker.replica_manager import LeaderAndIsrPartition, ReplicaManager
 from strom.protocol.error_codes import ErrorCode
-from strom.storage.log import FetchIsolation
 from strom.storage.log_manager import LogManager
+from strom.storage.log_results import FetchIsolation
 
 PARTITIONS = 1
 LEADER, FOLLOWER = 1, 2

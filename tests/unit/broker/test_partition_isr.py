@@ -27,7 +27,7 @@ from strom.cluster.zk_data import LeaderAndIsr
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
-from strom.storage.log import FetchIsolation
+from strom.storage.log_results import FetchIsolation
 from tests.support.storage import Clock, batch, open_log
 
 LEADER, F2, F3 = 1, 2, 3

@@ -41,7 +41,8 @@ from strom.protocol.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
-from strom.storage.log import FetchIsolation, Log
+from strom.storage.log import Log
+from strom.storage.log_results import FetchIsolation
 from tests.support.broker_harness import MEMORY_DIR, TEST_PROPERTIES, BrokerHarness, batch
 
 LEADER, FOLLOWER = 1, 2

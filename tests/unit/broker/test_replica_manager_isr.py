@@ -18,8 +18,8 @@ from strom.broker.replica_manager import LeaderAndIsrPartition, ReplicaManager
 from strom.cluster.zk_data import LeaderAndIsr
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.topic_partition import TopicPartition
-from strom.storage.log import FetchIsolation
 from strom.storage.log_manager import LogManager
+from strom.storage.log_results import FetchIsolation
 from tests.support.storage import batch
 
 ME, F2, F3 = 1, 2, 3

@@ -66,7 +66,8 @@ from strom.protocol.errors import ProtocolError
 from strom.protocol.records import build_record_batch, decode_batch, decode_message, iter_batches
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
-from strom.storage.log import FetchIsolation, Log
+from strom.storage.log import Log
+from strom.storage.log_results import FetchIsolation
 
 logger = logging.getLogger(__name__)
 

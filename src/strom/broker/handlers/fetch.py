@@ -35,7 +35,7 @@ from strom.protocol.messages.fetch_response import (
     FetchResponse,
     PartitionData,
 )
-from strom.storage.log import FetchIsolation
+from strom.storage.log_results import FetchIsolation
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
