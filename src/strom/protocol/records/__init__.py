@@ -26,12 +26,14 @@ from strom.protocol.records.header import (
 from strom.protocol.records.legacy import assign_offsets, build_message_set, decode_message
 from strom.protocol.records.v2 import (
     DEFAULT_MAX_UNCOMPRESSED_SIZE,
+    END_TXN_MARKER_SIZE,
     ControlRecord,
     ControlRecordType,
     DecodedBatch,
     Record,
     RecordBatchBuilder,
     build_control_batch,
+    build_end_txn_marker,
     build_record_batch,
     decode_batch,
     parse_control_record,
@@ -69,6 +71,7 @@ def decode_records(
 
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED_SIZE",
+    "END_TXN_MARKER_SIZE",
     "BatchHeader",
     "ControlRecord",
     "ControlRecordType",
@@ -78,6 +81,7 @@ __all__ = [
     "TimestampType",
     "assign_offsets",
     "build_control_batch",
+    "build_end_txn_marker",
     "build_message_set",
     "build_record_batch",
     "compute_crc",

@@ -309,8 +309,23 @@ def build_control_batch(
     return builder.build()
 
 
+END_TXN_MARKER_SIZE: Final = 78  # a 61-byte batch header and one 17-byte record
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int, timestamp_ms: int) -> bytearray:
+    """The COMMIT or ABORT marker a partition leader appends for a producer's transaction
+    (Kafka's ``MemoryRecords.withEndTransactionMarker``): a transactional control batch,
+    base sequence -1, one record; offsets and the leader epoch are the log's to assign.
+    Always ``END_TXN_MARKER_SIZE`` bytes."""
+    return build_control_batch(
+        ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+        producer_id=producer_id, producer_epoch=producer_epoch,
+        coordinator_epoch=coordinator_epoch, timestamp=timestamp_ms)
+
+
 __all__ = [
-    "DEFAULT_MAX_UNCOMPRESSED_SIZE", "Buffer", "BuilderOptions", "ControlRecord", "ControlRecordType",
-    "DecodedBatch", "HeaderInput", "Record", "RecordBatchBuilder", "RecordInput", "TimestampType",
-    "build_control_batch", "build_record_batch", "decode_batch", "parse_control_record",
+    "DEFAULT_MAX_UNCOMPRESSED_SIZE", "END_TXN_MARKER_SIZE", "Buffer", "BuilderOptions", "ControlRecord",
+    "ControlRecordType", "DecodedBatch", "HeaderInput", "Record", "RecordBatchBuilder", "RecordInput", "TimestampType",
+    "build_control_batch", "build_end_txn_marker", "build_record_batch", "decode_batch", "parse_control_record",
 ]
