@@ -193,7 +193,9 @@ class ProducerAppendInfo:
         if batch.marker is not None:
             self._append_marker(entry, header, *batch.marker)
             return
-        if self.validate:
+        # A batch without a sequence is a coordinator's (TxnOffsetCommit's offsets): Kafka
+        # checks sequences and retries of client appends only (AppendOrigin.CLIENT).
+        if self.validate and header.base_sequence != NO_SEQUENCE:
             self._check_sequence(entry, header)
         entry.add_batch(header.producer_epoch, batch.metadata)
         transactional = header.is_transactional
@@ -264,7 +266,7 @@ class ProducerStateManager:
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         """The original metadata of a retried batch, if it is one of the last five."""
         entry = self.producers.get(header.producer_id)
-        if entry is None or header.is_control:
+        if entry is None or header.is_control or header.base_sequence == NO_SEQUENCE:
             return None
         last = increment_sequence(header.base_sequence, header.last_offset_delta)
         return entry.find_duplicate(header.producer_epoch, header.base_sequence, last)
