@@ -34,7 +34,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from strom.broker.group.group_config import GroupConfig
@@ -69,6 +69,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# (transactional id, producer id, producer epoch, group id) -> NONE, or why not to write
+TxnOffsetVerifier = Callable[[str, int, int, str], Awaitable[ErrorCode]]
+
 
 
 class GroupCoordinator:
@@ -80,6 +83,11 @@ class GroupCoordinator:
         self.monotonic = monotonic
         self.rebalancer = GroupRebalancer(config, manager, monotonic)
         self._expiry_task: asyncio.Task[None] | None = None
+        # KIP-890 part 1: the transaction coordinator's check that the group's offsets
+        # partition is in the producer's ongoing transaction, before a TxnOffsetCommit is
+        # written (Kafka's verification guard). None: not verified, as Kafka with
+        # transaction.partition.verification.enable=false.
+        self.txn_offset_verifier: TxnOffsetVerifier | None = None
         self._started = False  # on the event loop: groups loaded from now on arm their own timers
 
     @property
@@ -394,14 +402,82 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return self.rebalancer.validate_member(group, member_id, instance_id, generation_id)
 
+    # -- transactional offsets (KIP-98, KIP-447) -----------------------------------------
+    async def commit_transactional_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+        group_instance_id: str | None, generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+        transactional_id: str = "",
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): the offsets are written as
+        the producer's transactional batch and stay invisible to OffsetFetch until the
+        transaction's marker reaches the group's partition (``on_transaction_completed``)."""
+        error = self._check_group(group_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=self.rebalancer.now_ms())
+        error = self._validate_txn_commit(group, member_id, group_instance_id, generation_id)
+        if error:
+            return dict.fromkeys(offsets, error)
+        if self.txn_offset_verifier is not None:
+            error = await self.txn_offset_verifier(transactional_id, producer_id, producer_epoch, group_id)
+            if error:
+                return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, offset in offsets.items():
+            if len(offset.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = offset
+        if valid:
+            error = await self.manager.store_txn_offsets(group, producer_id, producer_epoch, valid)
+            results.update(dict.fromkeys(valid, error))
+        return {tp: results[tp] for tp in offsets}
+
+    def _validate_txn_commit(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        """Kafka's ``validateOffsetCommit(isTransactional = true)``: with member information
+        (KIP-447's consumer group metadata) it must be the current member and generation;
+        without it (a generation below 0, no member id, no instance id: older clients,
+        admin commits) any group state is accepted, unlike a plain OffsetCommit."""
+        if group.is_in(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not member_id and instance_id is None:
+            return ErrorCode.NONE
+        if group.is_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def on_transaction_completed(self, producer_id: int, partitions: Iterable[int], committed: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` is written (and replicated) on these
+        ``__consumer_offsets`` partitions: its pending offsets there become committed ones,
+        or are dropped (Kafka's ``onTransactionCompleted``; WriteTxnMarkers calls it)."""
+        self.manager.complete_transaction(producer_id, partitions, committed)
+
+    def unstable_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` with a transactional offset still pending: OffsetFetch
+        with RequireStable answers them UNSTABLE_OFFSET_COMMIT, so the consumer retries
+        rather than start from an offset an open transaction is about to move."""
+        group = self.groups.get(group_id)
+        if group is None or not group.pending_txn_offsets:
+            return set()
+        return {tp for tp in partitions if group.has_pending_txn_offset(tp)}
+
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets (None where there is none); every one if ``partitions`` is None.
 
-        ``require_stable`` needs no wait here: transactional offset commits are not
-        supported, and a commit waiting for replication is not applied yet, so what is
-        answered is stable.
+        A plain commit waiting for replication is not applied yet, and a transactional
+        one not before its transaction commits, so what is answered is stable; the
+        pending transactional ones are ``unstable_offsets``.
         """
         error = self._check_group(group_id)
         if error:

@@ -67,6 +67,16 @@ class OffsetAndMetadata:
     expire_timestamp: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class AppendedOffset:
+    """A committed offset and where its batch is in ``__consumer_offsets`` (the batch's
+    last offset): Kafka's ``CommitRecordMetadataAndOffset``. Of two commits of one
+    partition, the one in the later batch wins, whatever order they complete in."""
+
+    offset: OffsetAndMetadata
+    batch_offset: int
+
+
 @dataclass(slots=True, eq=False)
 class MemberMetadata:
     member_id: str
@@ -128,6 +138,10 @@ class GroupMetadata:
     static_members: dict[str, str] = field(default_factory=dict)
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # where each committed offset's batch is in the log, when known
+    offset_batches: dict[TopicPartition, int] = field(default_factory=dict)
+    # TxnOffsetCommit's offsets per producer id, invisible until their transaction commits
+    pending_txn_offsets: dict[int, dict[TopicPartition, AppendedOffset]] = field(default_factory=dict)
     current_state_timestamp: int = -1
     # the JoinGroup wait of the current rebalance (Kafka's DelayedJoin/InitialDelayedJoin)
     join_timer: asyncio.TimerHandle | None = None
@@ -227,6 +241,36 @@ class GroupMetadata:
                 return None
             topics |= found
         return topics
+
+    # -- offsets -----------------------------------------------------------------------
+    def apply_offset(self, tp: TopicPartition, appended: AppendedOffset) -> bool:
+        """Make ``appended`` the committed offset of ``tp`` unless a commit in a later batch
+        already is (Kafka's ``olderThan``); whether it was applied."""
+        current = self.offset_batches.get(tp)
+        if current is not None and tp in self.offsets and current > appended.batch_offset:
+            return False
+        self.offsets[tp] = appended.offset
+        self.offset_batches[tp] = appended.batch_offset
+        return True
+
+    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
+        """An offset of ``tp`` waits for its transaction's end (OffsetFetch's
+        RequireStable answers UNSTABLE_OFFSET_COMMIT for it)."""
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    def complete_pending_txn_offsets(self, producer_id: int, committed: bool) -> int:
+        """The transaction of ``producer_id`` ended (its marker is on this group's offsets
+        partition): a commit makes its offsets the committed ones, where not older than
+        them; an abort drops them. Kafka's ``completePendingTxnOffsetCommit``. Returns the
+        number of offsets made visible."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not committed:
+            return 0
+        return sum(self.apply_offset(tp, appended) for tp, appended in pending.items())
+
+    def remove_offset(self, tp: TopicPartition) -> None:
+        self.offsets.pop(tp, None)
+        self.offset_batches.pop(tp, None)
 
     # -- persistence -------------------------------------------------------------------
     def to_record(self, assignments: Mapping[str, bytes] | None = None) -> GroupMetadataValue:

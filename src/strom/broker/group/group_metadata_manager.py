@@ -25,7 +25,12 @@ member, so it survives the coordinator's move ("only after all the replicas of t
 offsets topic receive the offsets"). A partition without followers (one node) has its
 high watermark at the log end as soon as the append returns, so nothing waits there.
 Commits are applied in the order of their batches, whatever order their waits end in
-(Kafka's ``onOffsetCommitAppend``). Deletions and expirations wait for nothing, as
+(Kafka's ``onOffsetCommitAppend``); each group remembers the batch of each committed
+offset (``GroupMetadata.offset_batches``), a load included. TxnOffsetCommit's offsets
+go in a transactional batch of the producer and stay pending per producer id until
+its marker lands on the partition (``complete_transaction``, from WriteTxnMarkers);
+``producer_groups`` says which groups a producer has pending offsets in. Loading
+(``group_loader``) rebuilds the pending ones that no marker resolved yet. Deletions and expirations wait for nothing, as
 Kafka's ``cleanupGroupMetadata`` appends them with acks=0: a lost tombstone is written
 again by the next purge.
 """
@@ -38,20 +43,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from strom.broker.admin_manager import TopicAdmin
 from strom.broker.group.group_config import GroupConfig
-from strom.broker.group.group_metadata import GroupMetadata, GroupState, OffsetAndMetadata
+from strom.broker.group.group_loader import LoadState, groups_of, read_partition
+from strom.broker.group.group_metadata import (
+    AppendedOffset,
+    GroupMetadata,
+    GroupState,
+    OffsetAndMetadata,
+)
 from strom.broker.group.offsets_topic import (
     OFFSETS_TOPIC,
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
     OffsetCommitValue,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_commit_key,
@@ -63,15 +68,11 @@ from strom.broker.partition import Partition
 from strom.broker.replica_manager import ReplicaManager
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
-from strom.protocol.records import build_record_batch, decode_batch, decode_message, iter_batches
+from strom.protocol.records import build_record_batch
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import StorageError
-from strom.storage.log import Log
-from strom.storage.log_results import FetchIsolation
 
 logger = logging.getLogger(__name__)
-
-LOAD_READ_BYTES = 1 << 20
 
 
 def wall_clock_ms() -> int:
@@ -84,16 +85,6 @@ class _Appended:
 
     partition: Partition
     last_offset: int
-
-
-@dataclass(slots=True)
-class _LoadState:
-    """What one pass over the log leaves: the last value per key (None = deleted)."""
-
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
-    groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
-    records: int = 0
-    skipped: int = 0
 
 
 class GroupMetadataManager:
@@ -119,9 +110,9 @@ class GroupMetadataManager:
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
         self._loads: dict[int, tuple[asyncio.Task[None], threading.Event]] = {}
-        # The batch (its last offset) each applied commit came in, per group: a commit whose
-        # wait ends after a later one's must not undo it. Loaded offsets have none.
-        self._commit_batches: dict[str, dict[TopicPartition, int]] = {}
+        # The groups with transactional offsets pending, per producer id (Kafka's
+        # ``openGroupsForProducer``): a marker's ``complete_transaction`` looks there.
+        self.producer_groups: dict[int, set[str]] = {}
         # Group metadata writes whose outcome is only logged (a group left Empty).
         self._background: set[asyncio.Task[None]] = set()
 
@@ -170,13 +161,15 @@ class GroupMetadataManager:
         if self.cluster_mode:
             return
         topic = self.metadata.get(OFFSETS_TOPIC)
-        state = _LoadState()
+        state = LoadState()
         if topic is not None:
             for partition in range(topic.partitions):
                 hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
                 if hosted is not None:
-                    _read_partition(hosted.log, state)
-        self.groups.update(_groups_of(state))
+                    read_partition(hosted.log, state)
+        loaded = groups_of(state)
+        self.groups.update(loaded)
+        self._track_producers(loaded.values())
         self._loaded_at_start = True
         if state.records:
             logger.info(
@@ -225,14 +218,14 @@ class GroupMetadataManager:
     def _read_hosted(self, partition: int, cancel: threading.Event) -> dict[str, GroupMetadata]:
         """Read one partition and build its groups (in a worker thread: log readers take
         no lock, and the groups are nobody else's until installed on the event loop)."""
-        state = _LoadState()
+        state = LoadState()
         started = time.monotonic()
         hosted = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
         if hosted is None:
             logger.warning("cannot load %s-%d: no log here", OFFSETS_TOPIC, partition)
             return {}
         try:
-            _read_partition(hosted.log, state, cancel)
+            read_partition(hosted.log, state, cancel)
         except (StorageError, OSError, ProtocolError) as exc:
             if cancel.is_set():
                 return {}  # unloaded meanwhile (its log may be deleted): nothing to report
@@ -240,7 +233,7 @@ class GroupMetadataManager:
             logger.error("loading %s-%d failed after %d records: %s", OFFSETS_TOPIC, partition, state.records, exc)
         if cancel.is_set():
             return {}
-        loaded = _groups_of(state)
+        loaded = groups_of(state)
         logger.info(
             "read %s-%d: %d groups from %d records (%d unreadable skipped) in %.0f ms",
             OFFSETS_TOPIC, partition, len(loaded), state.records, state.skipped, (time.monotonic() - started) * 1000,
@@ -251,6 +244,7 @@ class GroupMetadataManager:
         self, partition: int, loaded: dict[str, GroupMetadata], on_loaded: Callable[[list[GroupMetadata]], None]
     ) -> None:
         self.groups.update(loaded)
+        self._track_producers(loaded.values())
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         on_loaded(list(loaded.values()))
@@ -271,7 +265,6 @@ class GroupMetadataManager:
         removed = [group for group in self.groups.values() if self.partition_for(group.group_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
-            self._commit_batches.pop(group.group_id, None)
         if removed:
             logger.info("unloaded %d groups of %s-%d", len(removed), OFFSETS_TOPIC, partition)
         return removed
@@ -349,12 +342,71 @@ class GroupMetadataManager:
         if error:
             return commit_append_error(error)
         if not group.is_in(GroupState.DEAD):
-            applied = self._commit_batches.setdefault(group.group_id, {})
             for tp, offset in offsets.items():
-                if applied.get(tp, -1) < batch:
-                    group.offsets[tp] = offset
-                    applied[tp] = batch
+                group.apply_offset(tp, AppendedOffset(offset, batch))
         return ErrorCode.NONE
+
+    async def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                                offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """TxnOffsetCommit: append the commits as one *transactional* batch of the producer
+        (no sequence, as a coordinator's write), keep them pending for the producer until
+        its transaction's marker (``complete_transaction``), and answer once replicated.
+
+        Pending from the append on (Kafka's ``prepareTxnOffsetCommit``), so RequireStable
+        fetches see them; dropped again if the replication fails, unless a later commit of
+        the producer replaced them (Kafka's ``failPendingTxnOffsetCommit``). The log's
+        producer state checks the epoch: a fenced producer's commit is INVALID_PRODUCER_EPOCH.
+        """
+        records: list[tuple[bytes, bytes | None]] = [
+            (
+                encode_offset_commit_key(group.group_id, topic, partition),
+                encode_offset_commit_value(
+                    OffsetCommitValue(o.offset, o.metadata, o.commit_timestamp, o.leader_epoch, o.expire_timestamp)
+                ),
+            )
+            for (topic, partition), o in offsets.items()
+        ]
+        appended = self._append(group.group_id, records, self.config.offsets_commit_required_acks,
+                                producer=(producer_id, producer_epoch))
+        if isinstance(appended, ErrorCode):
+            return commit_append_error(appended)
+        entries = {tp: AppendedOffset(offset, appended.last_offset) for tp, offset in offsets.items()}
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        pending.update(entries)
+        self.producer_groups.setdefault(producer_id, set()).add(group.group_id)
+        error = await self._replicated(appended)
+        if error:
+            for tp, entry in entries.items():
+                if pending.get(tp) is entry:
+                    del pending[tp]
+            if not pending and group.pending_txn_offsets.get(producer_id) is pending:
+                del group.pending_txn_offsets[producer_id]
+            return commit_append_error(error)
+        return ErrorCode.NONE
+
+    def complete_transaction(self, producer_id: int, partitions: Iterable[int], committed: bool) -> None:
+        """The producer's COMMIT or ABORT marker is on these offsets partitions (and
+        replicated): its pending offsets in their groups become committed or are dropped
+        (Kafka's ``scheduleHandleTxnCompletion``). Groups of other partitions keep theirs
+        until the marker reaches their partition too."""
+        group_ids = self.producer_groups.get(producer_id)
+        if not group_ids:
+            return
+        completed = set(partitions)
+        for group_id in [g for g in group_ids if self.partition_for(g) in completed]:
+            group_ids.discard(group_id)
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_in(GroupState.DEAD):
+                applied = group.complete_pending_txn_offsets(producer_id, committed)
+                logger.debug("group %s: producer %d's transaction %s (%d offsets applied)", group_id,
+                             producer_id, "committed" if committed else "aborted", applied)
+        if not group_ids:
+            del self.producer_groups[producer_id]
+
+    def _track_producers(self, groups: Iterable[GroupMetadata]) -> None:
+        for group in groups:
+            for producer_id in group.pending_txn_offsets:
+                self.producer_groups.setdefault(producer_id, set()).add(group.group_id)
 
     def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> ErrorCode:
         """Tombstones for the committed ones of ``partitions``; then they are gone."""
@@ -367,10 +419,8 @@ class GroupMetadataManager:
         appended = self._append(group.group_id, records, 1)
         if isinstance(appended, ErrorCode):
             return group_append_error(appended)
-        applied = self._commit_batches.get(group.group_id, {})
         for tp in present:
-            del group.offsets[tp]
-            applied.pop(tp, None)
+            group.remove_offset(tp)
         return ErrorCode.NONE
 
     def delete_group(self, group: GroupMetadata) -> ErrorCode:
@@ -383,15 +433,16 @@ class GroupMetadataManager:
         if isinstance(appended, ErrorCode):
             return group_append_error(appended)
         group.offsets.clear()
-        self._commit_batches.pop(group.group_id, None)
+        group.offset_batches.clear()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
         return ErrorCode.NONE
 
-    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], required_acks: int
-                ) -> _Appended | ErrorCode:
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], required_acks: int,
+                *, producer: tuple[int, int] | None = None) -> _Appended | ErrorCode:
         """One batch on the group's partition as its leader: where it went, or the append's
-        own error (NOT_ENOUGH_REPLICAS refuses an acks=-1 batch before it is written)."""
+        own error (NOT_ENOUGH_REPLICAS refuses an acks=-1 batch before it is written).
+        ``producer`` (id, epoch) makes it a transactional batch of that producer."""
         if not self.cluster_mode:  # in a cluster the partition exists: this broker leads it
             try:
                 self.ensure_offsets_topic()
@@ -399,7 +450,11 @@ class GroupMetadataManager:
                 logger.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         now = self.clock_ms()
-        batch = build_record_batch((key, value, (), now) for key, value in records)
+        if producer is None:
+            batch = build_record_batch((key, value, (), now) for key, value in records)
+        else:
+            batch = build_record_batch(((key, value, (), now) for key, value in records), producer_id=producer[0],
+                                       producer_epoch=producer[1], base_sequence=-1, is_transactional=True)
         partition = self.partition_for(group_id)
         try:
             hosted, last_offset = self.replica_manager.append(OFFSETS_TOPIC, partition, batch, required_acks)
@@ -427,65 +482,6 @@ class GroupMetadataManager:
             logger.warning("%s-%d: the batch ending at %d is not replicated: %s",
                            partition.topic, partition.index, last_offset, error.name)
         return error
-
-
-def _read_partition(log: Log, state: _LoadState, cancel: threading.Event | None = None) -> None:
-    """Apply ``log`` from its start to its current end to ``state``; stops early on ``cancel``."""
-    offset, end = log.log_start_offset, log.log_end_offset
-    while offset < end and not (cancel is not None and cancel.is_set()):
-        result = log.read(offset, LOAD_READ_BYTES, isolation=FetchIsolation.LOG_END)
-        if result.region is None:
-            break
-        buf = result.region.read(log.fs)
-        next_offset = offset
-        for pos, header in iter_batches(buf):
-            if header.magic >= 2:
-                next_offset = header.base_offset + header.last_offset_delta + 1
-                if header.is_control:
-                    continue
-                records = [(r.key, r.value) for r in decode_batch(buf, pos).records]
-            else:
-                next_offset = header.base_offset + 1
-                records = [(r.key, r.value) for r in decode_message(buf, pos)]
-            for key, value in records:
-                state.records += 1
-                try:
-                    _apply(state, key, value)
-                except ProtocolError as exc:
-                    state.skipped += 1
-                    logger.warning("skipping unreadable record in %s-%d: %s", OFFSETS_TOPIC, log.partition, exc)
-        if next_offset <= offset:
-            logger.error("cannot read %s-%d past offset %d; load stops there", OFFSETS_TOPIC, log.partition, offset)
-            break
-        offset = next_offset
-
-
-def _groups_of(state: _LoadState) -> dict[str, GroupMetadata]:
-    """The groups a load read: Stable/Empty from their metadata, Empty for offsets alone."""
-    loaded: dict[str, GroupMetadata] = {}
-    for group_id, value in state.groups.items():
-        if value is not None:
-            loaded[group_id] = GroupMetadata.from_record(group_id, value)
-    for group_id, offsets in state.offsets.items():
-        if offsets:
-            loaded.setdefault(group_id, GroupMetadata(group_id)).offsets.update(offsets)
-    return loaded
-
-
-def _apply(state: _LoadState, key: memoryview | bytes | None, value: memoryview | bytes | None) -> None:
-    if key is None:
-        raise ProtocolError("record without a key")
-    decoded = decode_key(key)
-    if isinstance(decoded, OffsetCommitKey):
-        offsets = state.offsets.setdefault(decoded.group, {})
-        tp = (decoded.topic, decoded.partition)
-        if value is None:
-            offsets.pop(tp, None)
-        else:
-            v = decode_offset_commit_value(value)
-            offsets[tp] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
-    elif isinstance(decoded, GroupMetadataKey):
-        state.groups[decoded.group] = None if value is None else decode_group_metadata_value(value)
 
 
 _COORDINATOR_NOT_AVAILABLE = frozenset({

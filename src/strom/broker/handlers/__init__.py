@@ -67,6 +67,8 @@ SERVED: dict[int, tuple[str, range]] = {
     21: ("delete_records", range(0, 3)),
     22: ("init_producer_id", range(0, 6)),
     23: ("offset_for_leader_epoch", range(0, 5)),
+    27: ("write_txn_markers", range(0, 2)),
+    28: ("txn_offset_commit", range(0, 5)),
     32: ("describe_configs", range(0, 5)),
     33: ("alter_configs", range(0, 3)),
     35: ("describe_log_dirs", range(0, 5)),

@@ -1,10 +1,12 @@
 """OffsetFetch (9): a group's committed offsets; -1 where there is none.
 
 v0-v7 ask for one group (v2+: null topics = every committed partition; v2+ carry a
-top-level error), v8+ for a batch of groups. ``require_stable`` (v7+) never waits:
-commits are applied when their append returns and transactional commits are not
-supported, so no offset is ever pending. v9's member id and epoch are not checked
-for classic groups (as Kafka). Every codec version is served.
+top-level error), v8+ for a batch of groups. ``require_stable`` (v7+): a partition
+asked for by name whose offset a transaction has pending (TxnOffsetCommit before its
+marker) answers UNSTABLE_OFFSET_COMMIT with offset -1, and the consumer retries (Kafka's
+``getOffsets``; a request for every partition is not checked, as in Kafka). Without it
+the last committed offset is answered. v9's member id and epoch are not checked for
+classic groups (as Kafka). Every codec version is served.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ async def handle(broker: Broker, request: Request) -> Message:
         groups = []
         for group in body.groups:
             error, fetched = _fetch(broker, group.group_id, group.topics)
+            unstable = _unstable(broker, group.group_id, fetched, group.topics, body.require_stable)
             group_topics = tuple(
-                OffsetFetchResponseTopics(name, tuple(OffsetFetchResponsePartitions(*_partition(i, o)) for i, o in parts))
+                OffsetFetchResponseTopics(name, tuple(
+                    OffsetFetchResponsePartitions(*_partition(i, o, _stability(name, i, unstable))) for i, o in parts))
                 for name, parts in _by_topic(fetched)
             )
             groups.append(OffsetFetchResponseGroup(group.group_id, group_topics, error))
@@ -55,10 +59,12 @@ async def handle(broker: Broker, request: Request) -> Message:
     if error and version < 2:  # Kafka's getErrorResponse: every partition asked for carries the error
         fetched = {(topic.name, index): None for topic in requested or () for index in topic.partition_indexes}
     partition_error = error if version < 2 else ErrorCode.NONE
+    unstable = _unstable(broker, body.group_id, fetched, requested, version >= 7 and body.require_stable)
     topics = tuple(
         OffsetFetchResponseTopic(
             name,
-            tuple(OffsetFetchResponsePartition(*_partition(i, o, partition_error)) for i, o in parts),
+            tuple(OffsetFetchResponsePartition(*_partition(i, o, partition_error or _stability(name, i, unstable)))
+                  for i, o in parts),
         )
         for name, parts in _by_topic(fetched)
     )
@@ -76,6 +82,17 @@ def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None) -> tu
     return broker.group_coordinator.fetch_offsets(group_id, partitions)
 
 
+def _unstable(broker: Broker, group_id: str, fetched: Fetched, topics: Sequence[object] | None,
+              require_stable: bool) -> set[TopicPartition]:
+    if not require_stable or topics is None or not fetched:
+        return set()
+    return broker.group_coordinator.unstable_offsets(group_id, fetched)
+
+
+def _stability(topic: str, index: int, unstable: set[TopicPartition]) -> ErrorCode:
+    return ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, index) in unstable else ErrorCode.NONE
+
+
 def _by_topic(fetched: Fetched) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
     topics: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
     for (topic, partition), offset in fetched.items():
@@ -86,6 +103,6 @@ def _by_topic(fetched: Fetched) -> list[tuple[str, list[tuple[int, OffsetAndMeta
 def _partition(
     index: int, offset: OffsetAndMetadata | None, error: ErrorCode = ErrorCode.NONE
 ) -> tuple[int, int, int, str, int]:
-    if offset is None:
+    if offset is None or error == ErrorCode.UNSTABLE_OFFSET_COMMIT:
         return index, -1, -1, "", error
     return index, offset.offset, offset.leader_epoch, offset.metadata, error
