@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     from strom.client.admin import AsyncAdmin
     from strom.client.admin_types import NewTopic, TopicPartition
     from strom.client.config import AdminConfig, ConsumerConfig, ProducerConfig
-    from strom.client.consumer import AsyncConsumer
+    from strom.client.consumer import AsyncConsumer, ConsumerGroupMetadata
     from strom.client.errors import (
         ConfigError,
+        IllegalStateError,
+        InvalidProducerEpochError,
         KafkaConnectionError,
         KafkaError,
         KafkaTimeoutError,
+        ProducerFencedError,
+        TransactionAbortedError,
         UnsupportedVersionError,
     )
     from strom.client.fetcher import ConsumerRecord
@@ -36,6 +40,9 @@ _EXPORTS = {
     "ProducerConfig": "config", "ConsumerConfig": "config", "AdminConfig": "config",
     "KafkaError": "errors", "KafkaTimeoutError": "errors", "KafkaConnectionError": "errors",
     "UnsupportedVersionError": "errors", "ConfigError": "errors",
+    "ProducerFencedError": "errors", "InvalidProducerEpochError": "errors",
+    "TransactionAbortedError": "errors", "IllegalStateError": "errors",
+    "ConsumerGroupMetadata": "consumer",
     "CommitFailedError": "offsets", "OffsetAndMetadata": "offsets",
     "ConsumerRecord": "fetcher", "RecordMetadata": "producer_batch", "FutureRecordMetadata": "producer_batch",
     "NewTopic": "admin_types", "TopicPartition": "admin_types",
@@ -51,8 +58,11 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "IllegalStateError",
+    "InvalidProducerEpochError",
     "KafkaConnectionError",
     "KafkaError",
     "KafkaTimeoutError",
@@ -60,8 +70,10 @@ __all__ = [
     "OffsetAndMetadata",
     "Producer",
     "ProducerConfig",
+    "ProducerFencedError",
     "RecordMetadata",
     "TopicPartition",
+    "TransactionAbortedError",
     "UnsupportedVersionError",
 ]
 

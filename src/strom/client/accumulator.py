@@ -478,6 +478,19 @@ class RecordAccumulator:
                 aborted += 1
         return aborted
 
+    def abort_undrained_batches(self, error: BaseException) -> int:
+        """Fail the batches never handed to the sender, keeping retries (Java's
+        ``abortUndrainedBatches`` for a transactional producer): a retry holds sequence
+        numbers the broker may already have, so it must still go out, or the partition's
+        next batch would leave a gap."""
+        aborted = 0
+        now = self.clock_ms()
+        for batches in self._batches.values():
+            while batches:
+                self._discard(batches.popleft(), now, error)
+                aborted += 1
+        return aborted
+
     def has_undrained(self) -> bool:
         return any(self._batches.values()) or any(self._retries.values())
 

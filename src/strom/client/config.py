@@ -105,6 +105,10 @@ class ProducerConfig(ClientConfig):
     max_in_flight_requests_per_connection: int = 5
     max_request_size: int = 1_048_576
     partitioner_ignore_keys: bool = False
+    # A transactional producer (KIP-98): its id across restarts, and how long the
+    # coordinator lets one of its transactions stay open before aborting it.
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     def __post_init__(self) -> None:
         ClientConfig.__post_init__(self)
@@ -113,6 +117,13 @@ class ProducerConfig(ClientConfig):
         if self.compression_type not in COMPRESSION_TYPES:
             raise ConfigError(
                 f"compression.type {self.compression_type!r} is not one of {sorted(COMPRESSION_TYPES)}")
+        if self.transactional_id is not None:
+            if not self.enable_idempotence:
+                raise ConfigError("transactional.id requires enable.idempotence")
+            if not self.transactional_id:
+                raise ConfigError("transactional.id must not be empty")
+            if self.transaction_timeout_ms <= 0:
+                raise ConfigError("transaction.timeout.ms must be > 0")
         if self.enable_idempotence:
             if self.acks != -1:
                 raise ConfigError("enable.idempotence requires acks=all")

@@ -20,6 +20,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -36,6 +37,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLL_TIMEOUT_MS = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A member's place in its group, for ``AsyncProducer.send_offsets_to_transaction``
+    (Java's ``ConsumerGroupMetadata``): the group's coordinator refuses transactional
+    offsets from a member no longer in the generation (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class AsyncConsumer:
@@ -199,6 +212,17 @@ class AsyncConsumer:
         if self._coordinator is None:
             raise KafkaError(ErrorCode.INVALID_GROUP_ID, "this consumer has no group (group.id unset or not subscribed)")
         return self._coordinator
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and ids now (generation -1 before it joins)."""
+        group_id = self.config.group_id
+        if group_id is None:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "this consumer has no group (group.id unset)")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
+        return ConsumerGroupMetadata(group_id, coordinator.generation, coordinator.member_id,
+                                     self.config.group_instance_id)
 
     def positions(self) -> dict[TopicPartition, int]:
         """Current positions of the assigned partitions that have one: what ``commit()`` stores."""

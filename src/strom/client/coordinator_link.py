@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Final
 
 from strom.client.cluster import BrokerInfo, Cluster
-from strom.client.config import ConsumerConfig
+from strom.client.config import ClientConfig
 from strom.client.connection import BrokerConnection
 from strom.client.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from strom.client.find_coordinator import find_coordinator
+from strom.client.find_coordinator import GROUP_KEY_TYPE, find_coordinator
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 
@@ -41,12 +41,18 @@ class Retry(Exception):
 
 
 class CoordinatorLink:
-    """One group's coordinator: found on demand, forgotten on any sign it moved."""
+    """One group's coordinator: found on demand, forgotten on any sign it moved.
 
-    def __init__(self, cluster: Cluster, config: ConsumerConfig, group_id: str) -> None:
+    A transactional producer keeps one for its ``transactional.id`` too (``key_type``
+    1, TRANSACTION): the same lookup and the same signs of a move.
+    """
+
+    def __init__(self, cluster: Cluster, config: ClientConfig, group_id: str,
+                 key_type: int = GROUP_KEY_TYPE) -> None:
         self.cluster = cluster
         self.config = config
         self.group_id = group_id
+        self.key_type = key_type
         self._coordinator: BrokerInfo | None = None
         self._connection: BrokerConnection | None = None
         self._finding: asyncio.Future[BrokerInfo] | None = None
@@ -69,7 +75,7 @@ class CoordinatorLink:
         while True:
             try:
                 connection = await self.cluster.any_connection()
-                self._coordinator = await find_coordinator(connection, self.group_id)
+                self._coordinator = await find_coordinator(connection, self.group_id, self.key_type)
                 logger.info("group %s: coordinator is node %d at %s:%d", self.group_id,
                             self._coordinator.node_id, self._coordinator.host, self._coordinator.port)
                 return self._coordinator

@@ -70,3 +70,44 @@ def raise_for(error_code: int, message: str | None = None) -> None:
     """Raise ``KafkaError`` unless ``error_code`` is ``NONE``."""
     if error_code:
         raise KafkaError(error_code, message)
+
+
+# -- transactions (the Java client's exceptions, named as this module names errors) ----------
+
+
+class ProducerFencedError(KafkaError):
+    """Another producer with the same ``transactional.id`` has a newer epoch (Java's
+    ``ProducerFencedException``): this one is a zombie. Fatal: close the producer."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(ErrorCode.PRODUCER_FENCED, message)
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A partition leader refused a batch of an older epoch (Java's
+    ``InvalidProducerEpochException``). Since KIP-588 abortable: abort the transaction,
+    whose EndTxn then says whether the producer was fenced."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(ErrorCode.INVALID_PRODUCER_EPOCH, message)
+
+
+class TransactionAbortedError(KafkaError):
+    """The record was never sent: its transaction was aborted first (Java's
+    ``TransactionAbortedException``)."""
+
+    def __init__(self, message: str = "the transaction was aborted before this record was sent") -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
+class IllegalStateError(KafkaError):
+    """A transactional call made in a state that does not allow it (Java's
+    ``IllegalStateException``): a send outside a transaction, a commit before
+    ``begin_transaction``, ``init_transactions`` twice."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_TXN_STATE, message)

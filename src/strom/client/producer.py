@@ -24,6 +24,14 @@ where a producer's parallelism lies.
 Retries: retriable errors and lost connections put the batch back (with backoff)
 until ``delivery.timeout.ms`` since it was created; then its records fail with a
 timeout. Leader errors refresh metadata first.
+
+Transactions (``transactional.id``, KIP-98): Java's API, ``init_transactions``,
+``begin_transaction``, ``send_offsets_to_transaction``, ``commit_transaction``,
+``abort_transaction``, carried out by a ``TransactionManager`` (transaction_manager.py)
+beside the sender. Sends are refused outside a transaction; the first record to a
+partition has it added to the transaction. The per-record path needs no check of its
+own: its cached batches are dropped when a transaction ends, so the next record takes
+the full path, which checks.
 """
 
 from __future__ import annotations
@@ -34,13 +42,15 @@ import logging
 import time
 from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from strom.client.accumulator import NO_ROOM, AbortForNewBatch, RecordAccumulator
 from strom.client.cluster import Cluster, ClusterMetadata
 from strom.client.config import ProducerConfig
 from strom.client.errors import (
     ClientClosedError,
+    IllegalStateError,
+    KafkaError,
     KafkaTimeoutError,
 )
 from strom.client.partitioner import DefaultPartitioner
@@ -53,6 +63,11 @@ from strom.client.producer_batch import (
 from strom.client.sender import Sender
 from strom.protocol.records.v2 import Buffer, HeaderInput
 from strom.protocol.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from strom.client.consumer import ConsumerGroupMetadata
+    from strom.client.offsets import OffsetAndMetadata
+    from strom.client.transaction_manager import TransactionManager
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +92,7 @@ class AsyncProducer:
         self._accumulator: RecordAccumulator | None = None
         self._partitioner = DefaultPartitioner(ignore_keys=self.config.partitioner_ignore_keys)
         self._sender: Sender | None = None  # set once started (and the producer id known)
+        self._transactions: TransactionManager | None = None  # with transactional.id
         self._closed = False
         self._starting: asyncio.Future[None] | None = None
         self._since_yield = 0
@@ -109,8 +125,12 @@ class AsyncProducer:
             delivery_timeout_ms=config.delivery_timeout_ms, retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms)
         await self._cluster.refresh()
-        sender = Sender(config, self._cluster, self._accumulator)
-        if config.enable_idempotence:
+        if config.transactional_id is not None:
+            # imported only by a transactional producer
+            from strom.client.transaction_manager import TransactionManager
+            self._transactions = TransactionManager(config, self._cluster, self._accumulator)
+        sender = Sender(config, self._cluster, self._accumulator, self._transactions)
+        if config.enable_idempotence and self._transactions is None:
             await sender.init_producer_id()
         sender.start()
         self._sender = sender
@@ -135,6 +155,7 @@ class AsyncProducer:
         if self._starting is not None:
             with contextlib.suppress(Exception):
                 await self._starting
+        await self._abort_on_close(timeout_ms)
         accumulator = self._accumulator
         if accumulator is not None:
             accumulator.close()
@@ -147,6 +168,8 @@ class AsyncProducer:
                 accumulator.abort_batches(KafkaTimeoutError("the producer closed before these were sent"))
         if self._sender is not None:
             await self._sender.stop()
+        if self._transactions is not None:
+            await self._transactions.close()
         if self._cluster is not None:
             await self._cluster.close()
 
@@ -266,6 +289,8 @@ class AsyncProducer:
             chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
+        if self._transactions is not None:
+            self._transactions.maybe_add_partition((topic, chosen))
         appended = accumulator.append_nowait(topic, chosen, key, value, headers, timestamp_ms, callback,
                                              want_future)
         if sticky and appended is not NO_ROOM:
@@ -305,6 +330,9 @@ class AsyncProducer:
         count = len(info.partitions)
         chosen = self._partitioner.partition(topic, key, count, explicit_partition=partition)
         sticky = partition is None and (key is None or self.config.partitioner_ignore_keys)
+        transactions = self._transactions
+        if transactions is not None:
+            transactions.maybe_add_partition((topic, chosen))
         try:
             appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
                                                 callback=callback, want_future=want_future,
@@ -315,6 +343,8 @@ class AsyncProducer:
             # next sticky partition instead.
             self._partitioner.on_new_batch(topic, chosen, count)
             chosen = self._partitioner.partition(topic, key, count)
+            if transactions is not None:
+                transactions.maybe_add_partition((topic, chosen))
             appended = await accumulator.append(topic, chosen, key, value, headers, timestamp_ms,
                                                 callback=callback, want_future=want_future,
                                                 wake=self._new_batch_needs_wakeup((topic, chosen)))
@@ -336,6 +366,69 @@ class AsyncProducer:
                 await self._accumulator.flush()
         except TimeoutError:
             raise KafkaTimeoutError(f"flush did not finish within {timeout_ms} ms") from None
+
+    # -- transactions (KIP-98; the Java producer's methods) -------------------------------
+    async def init_transactions(self) -> None:
+        """Get this ``transactional.id``'s producer id and epoch from its coordinator,
+        fencing any older producer with the same id and completing (or aborting) the
+        transaction it left open. Call once, before the first transaction."""
+        await self.start()
+        transactions = self._require_transactions()
+        await transactions.init_transactions()
+        assert self._sender is not None
+        self._sender.set_producer_id(transactions.producer_id, transactions.producer_epoch)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent from now on commit or abort together."""
+        self._require_transactions().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+                                          group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit a consumer group's ``offsets`` (the next offsets to read) with the
+        transaction: they become the group's committed offsets if, and only if, the
+        transaction commits. Pass the consumer's ``group_metadata()`` so the group's
+        coordinator refuses the commit from a member no longer in the group (KIP-447)."""
+        from strom.client.offsets import OffsetAndMetadata
+        converted = {(tp[0], tp[1]): value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+                     for tp, value in offsets.items()}
+        await self._require_transactions().send_offsets_to_transaction(converted, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Send what is buffered, then commit. Raises the error that made the
+        transaction abortable (then call ``abort_transaction``) or fatal
+        (``ProducerFencedError``: close the producer)."""
+        transactions = self._require_transactions()
+        self._sticky_batches.clear()  # the next record must take the checked path
+        await transactions.commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail with
+        ``TransactionAbortedError``, those sent are never seen by read_committed consumers."""
+        transactions = self._require_transactions()
+        self._sticky_batches.clear()
+        await transactions.abort_transaction()
+
+    def _require_transactions(self) -> TransactionManager:
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if self.config.transactional_id is None:
+            raise IllegalStateError("transactional.id is not set: this producer is not transactional")
+        if self._transactions is None:
+            raise IllegalStateError("call init_transactions() first")
+        return self._transactions
+
+    async def _abort_on_close(self, timeout_ms: int | None) -> None:
+        """Closing with a transaction open aborts it, as Java's producer does (rather
+        than sending its records only to have the coordinator abort it on timeout)."""
+        transactions = self._transactions
+        if transactions is None or timeout_ms == 0 or not transactions.has_ongoing_transaction:
+            return
+        self._sticky_batches.clear()
+        try:
+            async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+                await transactions.abort_transaction()
+        except (KafkaError, TimeoutError) as exc:
+            logger.warning("aborting the open transaction on close failed: %s", exc)
 
     async def partitions_for(self, topic: str) -> list[int]:
         await self.start()

@@ -5,8 +5,11 @@ one Produce request per broker (up to ``max.in.flight.requests.per.connection`` 
 broker), stamps idempotent batches with their producer id, epoch and per-partition
 sequence, and turns each partition's answer into completed records, a retry (the
 very same bytes, so the broker can drop a duplicate) or a failure. It also gets the
-producer id (InitProducerId) before the first batch. Transactions will live beside
-it, as Java's ``TransactionManager`` lives beside its Sender.
+producer id (InitProducerId) before the first batch. A transactional producer's
+``TransactionManager`` lives beside it, as Java's does: the sender sends a partition's
+batches only once the coordinator has the partition in the transaction (``sendable``),
+marks them transactional, fails what is not yet sent when the transaction must abort,
+and reports each failed batch so the transaction cannot commit.
 
 Everything runs on the application's event loop. An answer is handled in its
 future's callback, which sends the answered partitions' next batches at once; the
@@ -22,7 +25,7 @@ import contextlib
 import functools
 import logging
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from strom.client.accumulator import RecordAccumulator
 from strom.client.cluster import Cluster
@@ -42,6 +45,9 @@ from strom.protocol.messages.produce_request import (
 from strom.protocol.messages.produce_response import ProduceResponse
 from strom.protocol.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from strom.client.transaction_manager import TransactionManager
+
 logger = logging.getLogger(__name__)
 
 PRODUCE_VERSIONS: Final = range(3, 12)  # v3+ carries record batch v2 (the only format we build)
@@ -55,8 +61,10 @@ REFRESH_ERRORS: Final = frozenset({
 class Sender:
     """Sends one producer's batches and settles their records by the brokers' answers."""
 
-    def __init__(self, config: ProducerConfig, cluster: Cluster, accumulator: RecordAccumulator) -> None:
+    def __init__(self, config: ProducerConfig, cluster: Cluster, accumulator: RecordAccumulator,
+                 transactions: TransactionManager | None = None) -> None:
         self.config = config
+        self._transactions = transactions
         self._cluster = cluster
         self._accumulator = accumulator
         self._task: asyncio.Task[None] | None = None
@@ -81,6 +89,12 @@ class Sender:
         that may linger that long needs no wakeup of its own)."""
         deadline = self._deadline
         return deadline is not None and deadline <= asyncio.get_running_loop().time() + delay_ms / 1000
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
+        """A (new) producer id and epoch, from a transactional producer's InitProducerId:
+        every partition's sequence starts again at 0."""
+        self._producer_id, self._producer_epoch = producer_id, producer_epoch
+        self._sequences.clear()
 
     async def init_producer_id(self) -> None:
         assert self._cluster is not None
@@ -122,6 +136,9 @@ class Sender:
         assert accumulator is not None and cluster is not None
         max_in_flight = self.config.max_in_flight_requests_per_connection
         ready, next_delay = accumulator.ready()
+        transactions = self._transactions
+        if transactions is not None:
+            ready = self._transaction_sendable(transactions, ready)
         by_node: dict[int, list[TopicPartition]] = {}
         unknown_leader = False
         for tp in ready:
@@ -138,6 +155,22 @@ class Sender:
                 self._send_batches(node, batches)
         return next_delay, unknown_leader
 
+    def _transaction_sendable(self, transactions: TransactionManager,
+                              ready: set[TopicPartition]) -> set[TopicPartition]:
+        """Of the ready partitions, those whose batches may go in the transaction; batches
+        not yet sent fail first if the transaction is aborting or failed."""
+        failing = transactions.undrained_batch_error()
+        if failing is not None:
+            error, fatal = failing
+            accumulator = self._accumulator
+            assert accumulator is not None
+            if fatal:
+                accumulator.abort_batches(error)
+            else:
+                accumulator.abort_undrained_batches(error)
+            ready, _ = accumulator.ready()  # retries of a transaction being aborted still go
+        return transactions.sendable(ready)
+
     def _refresh_metadata(self) -> None:
         assert self._cluster is not None and self._accumulator is not None
         self._cluster.refresh_soon(self._accumulator.wakeup.set)
@@ -151,7 +184,8 @@ class Sender:
         for tp, batch in batches.items():
             if self._producer_id >= 0 and not batch.has_sequence:
                 sequence = self._sequences.get(tp, 0)
-                batch.set_producer_state(self._producer_id, self._producer_epoch, sequence)
+                batch.set_producer_state(self._producer_id, self._producer_epoch, sequence,
+                                         is_transactional=self._transactions is not None)
                 self._sequences[tp] = (sequence + batch.record_count) & 0x7FFFFFFF
             accumulator.mute(tp)  # one batch in flight per partition: retries keep order
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
@@ -179,8 +213,9 @@ class Sender:
         topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, partition), batch in batches.items():
             topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=batch.buffer))
+        transactions = self._transactions
         return ProduceRequest(
-            transactional_id=None, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
+            transactional_id=None if transactions is None else transactions.transactional_id, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
             topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(p)) for t, p in topics.items()))
 
     async def _produce(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
@@ -282,4 +317,6 @@ class Sender:
                 ErrorCode.UNKNOWN_PRODUCER_ID):
             # The partition's sequence is broken: later batches cannot succeed either.
             logger.error("idempotent producer fenced on %s: %s", batch.topic_partition, error)
+        if self._transactions is not None:
+            self._transactions.handle_failed_batch(error)
         batch.fail(error)

@@ -34,7 +34,7 @@ from strom.client.admin_types import (
 )
 from strom.client.admin_types import TopicPartition as NamedPartition
 from strom.client.config import AdminConfig, ConsumerConfig, ProducerConfig
-from strom.client.consumer import AsyncConsumer
+from strom.client.consumer import AsyncConsumer, ConsumerGroupMetadata
 from strom.client.fetcher import ConsumerRecord
 from strom.client.loop_thread import LoopThread
 from strom.client.offsets import OffsetAndMetadata
@@ -155,6 +155,42 @@ class Producer(_SyncClient):
     def partitions_for(self, topic: str) -> list[int]:
         return self._thread.run(self._producer.partitions_for(topic))
 
+    # -- transactions: AsyncProducer's, after the records queued so far are handed over --
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._thread.run(self._producer.init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:
+            await self._handed_over()  # records sent before belong to no transaction
+            self._producer.begin_transaction()
+        self._thread.run(begin())
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+                                    group_metadata: ConsumerGroupMetadata | str,
+                                    timeout: float | None = None) -> None:
+        async def send_offsets() -> None:
+            await self._handed_over()
+            await self._producer.send_offsets_to_transaction(offsets, group_metadata)
+        self._thread.run(send_offsets(), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Commit the records sent so far in the transaction; a record the producer
+        refused (queued but not accepted) is raised instead, as ``flush`` raises it."""
+        async def commit() -> None:
+            await self._handed_over()
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            await self._producer.commit_transaction()
+        self._thread.run(commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        async def abort() -> None:
+            await self._handed_over()
+            self._error = None  # whatever failed belonged to the transaction now aborted
+            await self._producer.abort_transaction()
+        self._thread.run(abort(), timeout)
+
     def close(self, timeout: float | None = None) -> None:
         try:
             async def close() -> None:
@@ -212,6 +248,9 @@ class Consumer(_SyncClient):
 
     def commit(self, offsets: Mapping[TopicPartition, int | tuple[int, str]] | None = None) -> None:
         self._run(self._consumer.commit(offsets))
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        return self._call(self._consumer.group_metadata)
 
     def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         return self._run(self._consumer.committed(list(partitions)))
