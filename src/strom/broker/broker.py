@@ -2,7 +2,8 @@
 
 ``Broker`` owns the storage (``LogManager``), the hosted partitions and the requests
 waiting on them (``ReplicaManager``), the topic table handlers read (``MetadataCache``)
-and the one component that changes it (``AdminManager``), the periodic work Kafka's scheduler does
+and the one component that changes it (``AdminManager``), the group and transaction
+coordinators, the periodic work Kafka's scheduler does
 (retention, ``flush.ms``, checkpoints) and the compaction threads (``LogCleaner``).
 ``handle`` turns one request frame into the response buffers; the network layer (``server``) only moves bytes.
 """
@@ -36,6 +37,8 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every, isr_expiration_interval_ms
 from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.replica_manager import ReplicaManager
+from strom.broker.transaction.marker_writer import BrokerMarkerWriter
+from strom.broker.transaction.transaction_coordinator import TransactionCoordinator
 from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -161,6 +164,9 @@ class Broker:
             self.admin_manager = AdminManager(self.metadata, self.replica_manager, self.log_manager)
             self.producer_ids = ProducerIdManager(config.data_dir)  # one node: a file
         self.group_coordinator = GroupCoordinator.build(config, self.metadata, self.admin_manager, self.replica_manager)
+        self.transaction_coordinator = TransactionCoordinator.build(
+            config, self.metadata, self.admin_manager, self.replica_manager, self.producer_ids,
+            BrokerMarkerWriter(self))
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
         # A cluster's broker also serves the controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata).
@@ -185,11 +191,13 @@ class Broker:
         self.admin_manager.load()
         self.group_coordinator.load()
         self.producer_ids.load()
+        self.transaction_coordinator.load()
         if not self.config.cluster_mode:  # a cluster's id is ZooKeeper's (strom.cluster.zk_broker)
             self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
 
     def start_background_work(self) -> None:
         self.group_coordinator.start()
+        self.transaction_coordinator.start()  # completes Prepare* transactions found on load
         self.log_cleaner.start()
         cfg = self.config
         work: list[tuple[int, Callable[[], object], str]] = [
@@ -233,6 +241,7 @@ class Broker:
             await fetchers.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
+        await self.transaction_coordinator.shutdown()  # its markers may still call the group coordinator
         await self.group_coordinator.shutdown()
         await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.close()

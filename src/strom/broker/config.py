@@ -127,6 +127,23 @@ class BrokerConfig:
         default=5000, metadata=_kafka("replica.high.watermark.checkpoint.interval.ms"))
     offsets_commit_required_acks: int = field(default=-1, metadata=_kafka("offsets.commit.required.acks"))
     offsets_commit_timeout_ms: int = field(default=5000, metadata=_kafka("offsets.commit.timeout.ms"))
+    # The transaction coordinator (strom.broker.transaction), Kafka's names and defaults. The
+    # replication factor is capped to the live brokers when the topic is made, as the offsets
+    # topic's; on one node min.isr is 1 (its only replica could never make 2).
+    transaction_state_log_num_partitions: int = field(
+        default=50, metadata=_kafka("transaction.state.log.num.partitions"))
+    transaction_state_log_replication_factor: int = field(
+        default=3, metadata=_kafka("transaction.state.log.replication.factor"))
+    transaction_state_log_min_isr: int = field(default=2, metadata=_kafka("transaction.state.log.min.isr"))
+    transaction_state_log_segment_bytes: int = field(
+        default=104857600, metadata=_kafka("transaction.state.log.segment.bytes"))
+    transaction_max_timeout_ms: int = field(default=900000, metadata=_kafka("transaction.max.timeout.ms"))
+    transactional_id_expiration_ms: int = field(
+        default=604800000, metadata=_kafka("transactional.id.expiration.ms"))
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = field(
+        default=10000, metadata=_kafka("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = field(
+        default=3600000, metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.

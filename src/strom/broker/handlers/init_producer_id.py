@@ -1,11 +1,13 @@
-"""InitProducerId (22): a new producer id for an idempotent producer, or a bumped epoch.
+"""InitProducerId (22): a producer id and epoch, for an idempotent or a transactional producer.
 
-The id comes from the broker's ``ProducerIdSource`` (a file on one node, ZooKeeper's
-blocks in a cluster); while none can be had the answer is COORDINATOR_LOAD_IN_PROGRESS,
-which producers retry.
-
-Transactional producers are not served yet (no transaction coordinator): they get
-UNSUPPORTED_VERSION with a log line, a clear and non-retriable refusal.
+Without a transactional id (an idempotent producer) the id comes from the broker's
+``ProducerIdSource`` (a file on one node, ZooKeeper's blocks in a cluster); while none
+can be had the answer is COORDINATOR_LOAD_IN_PROGRESS, which producers retry. With one,
+the transaction coordinator answers (strom.broker.transaction): an epoch bump, a fence
+of an open transaction (CONCURRENT_TRANSACTIONS, retried), a KIP-360 bump with the
+producer's current id and epoch (v3+). As Kafka's ``handleInitProducerIdRequest``,
+giving only one of producer id and epoch is INVALID_REQUEST, and PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, InitProducerIdRequest)
     if body.transactional_id is not None:
-        logger.warning("refusing transactional producer %r: transactions are not supported yet", body.transactional_id)
-        return InitProducerIdResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
+        return await _transactional(broker, body, request.api_version)
     if body.producer_id >= 0 and 0 <= body.producer_epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer bumps its epoch after an error, keeping its id.
         return InitProducerIdResponse(error_code=0, producer_id=body.producer_id, producer_epoch=body.producer_epoch + 1)
@@ -45,3 +46,18 @@ async def handle(broker: Broker, request: Request) -> Message:
         logger.warning("InitProducerId: no producer id to give: %s", exc)
         return InitProducerIdResponse(error_code=exc.error_code)
     return InitProducerIdResponse(error_code=0, producer_id=producer_id, producer_epoch=0)
+
+
+async def _transactional(broker: Broker, body: InitProducerIdRequest, version: int) -> InitProducerIdResponse:
+    has_id, has_epoch = body.producer_id != -1, body.producer_epoch != -1
+    if has_id != has_epoch:
+        return InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST)
+    expected = (body.producer_id, body.producer_epoch) if has_id else None
+    assert body.transactional_id is not None
+    result = await broker.transaction_coordinator.init_producer_id(
+        body.transactional_id, body.transaction_timeout_ms, expected)
+    error = result.error
+    if error == ErrorCode.PRODUCER_FENCED and version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return InitProducerIdResponse(error_code=error, producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)

@@ -44,13 +44,12 @@ def test_the_first_group_lookup_creates_the_offsets_topic(broker: BrokerRunner) 
     broker.run(scenario)
 
 
-def test_a_transactional_id_finds_no_coordinator_until_transactions_exist(broker: BrokerRunner) -> None:
-    """Strom has no transaction coordinator yet (issue 19): COORDINATOR_NOT_AVAILABLE, which
-    clients retry. Kafka answers NONE with this node; issue 19 turns this test into that."""
+def test_a_transactional_id_finds_this_node(broker: BrokerRunner) -> None:
+    """As Kafka: the leader of the id's __transaction_state partition, this node on one node."""
 
     async def scenario(h: BrokerHarness) -> None:
         response = await h.request(FindCoordinatorRequest(key="tx", key_type=TRANSACTION), version=3)
-        assert (response.error_code, response.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        assert (response.error_code, response.node_id) == (ErrorCode.NONE, 1)
 
     broker.run(scenario)
 

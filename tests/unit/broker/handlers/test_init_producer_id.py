@@ -36,12 +36,12 @@ def test_a_known_producer_bumps_its_epoch(broker: BrokerRunner) -> None:
     broker.run(scenario)
 
 
-def test_a_transactional_producer_is_refused_until_transactions_exist(broker: BrokerRunner) -> None:
-    """Strom has no transaction coordinator yet (issue 19): UNSUPPORTED_VERSION, so clients fail
-    fast. Kafka answers a producer id at epoch 0; issue 19 turns this test into that."""
+def test_a_transactional_producer_gets_an_id_from_the_transaction_coordinator(broker: BrokerRunner) -> None:
+    """As Kafka: a producer id at epoch 0 (the coordinator's cases are in test_transaction_coordinator)."""
 
     async def scenario(h: BrokerHarness) -> None:
         response = await h.request(InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=60000), version=4)
-        assert (response.error_code, response.producer_id) == (ErrorCode.UNSUPPORTED_VERSION, -1)
+        assert (response.error_code, response.producer_epoch) == (ErrorCode.NONE, 0)
+        assert response.producer_id >= 0
 
     broker.run(scenario)
