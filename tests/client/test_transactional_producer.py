@@ -19,9 +19,15 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.client.consumer import AsyncConsumer
-from strom.client.errors import IllegalStateError, ProducerFencedError, TransactionAbortedError
+from strom.client.errors import (
+    IllegalStateError,
+    KafkaError,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
 from strom.client.offsets import OffsetAndMetadata
 from strom.client.producer import AsyncProducer
 from strom.client.sync import Producer
@@ -243,6 +249,38 @@ def test_empty_transactions_and_calls_out_of_order(broker: Kafka) -> None:
 
     asyncio.run(main())
     assert read_values(broker, topic, 1, "read_committed", ends_with(b"after-empty")) == [b"after-empty"]
+
+
+def test_a_refused_batch_makes_the_transaction_abortable(broker: Kafka) -> None:
+    """A batch the broker refuses (here: over the topic's max.message.bytes) leaves the
+    transaction unable to commit; abort brings the producer back, as Java's does."""
+    topic, small = broker.topic("txn-abortable"), broker.topic("txn-small")
+    create_topic(broker, topic, 1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(small, 1, 1, config={"max.message.bytes": "1000"})])[small].result(15)
+
+    async def main() -> None:
+        async with AsyncProducer(producer_config(broker, f"{topic}-id")) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_and_wait(topic, b"doomed")
+            too_large = await producer.send(small, b"x" * 5000)
+            with pytest.raises(KafkaError) as refused:
+                await too_large
+            assert not refused.value.retriable
+            assert producer._transactions is not None
+            assert producer._transactions.state is TransactionState.ABORTABLE_ERROR
+            with pytest.raises(KafkaError):
+                await producer.send(topic, b"refused")
+            with pytest.raises(KafkaError):
+                await producer.commit_transaction()
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            await producer.send(topic, b"committed")
+            await producer.commit_transaction()
+
+    asyncio.run(main())
+    assert read_values(broker, topic, 1, "read_committed", ends_with(b"committed")) == [b"committed"]
 
 
 def test_the_synchronous_producer_runs_transactions(broker: Kafka) -> None:

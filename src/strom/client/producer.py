@@ -322,6 +322,22 @@ class AsyncProducer:
             raise ClientClosedError("the producer is closed")
         if self._accumulator is None or self._sender is None:
             await self.start()
+        transactions = self._transactions
+        if transactions is None:
+            return await self._append_started(topic, value, key, partition, headers, timestamp_ms, callback,
+                                              want_future)
+        try:
+            return await self._append_started(topic, value, key, partition, headers, timestamp_ms, callback,
+                                              want_future)
+        except KafkaError as exc:
+            # As Java's send: a record refused here (no metadata in time, buffer.memory
+            # full) is missing from the transaction, which therefore must not commit.
+            transactions.handle_failed_send(exc)
+            raise
+
+    async def _append_started(self, topic: str, value: Buffer | None, key: Buffer | None, partition: int | None,
+                              headers: Sequence[HeaderInput], timestamp_ms: int | None,
+                              callback: RecordCallback | None, want_future: bool) -> FutureRecordMetadata | None:
         accumulator, cluster = self._accumulator, self._cluster
         assert accumulator is not None and cluster is not None
         info = cluster.metadata.topics.get(topic)

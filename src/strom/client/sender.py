@@ -118,7 +118,10 @@ class Sender:
         loop = asyncio.get_running_loop()
         while True:
             accumulator.wakeup.clear()
-            accumulator.expire_batches()
+            expired = accumulator.expire_batches()
+            if expired and self._transactions is not None:
+                self._transactions.handle_failed_batch(KafkaTimeoutError(
+                    f"{expired} batch(es) expired before they were sent (delivery.timeout.ms)"))
             next_delay, unknown_leader = self.send_ready()
             delay = None if next_delay is None else max(next_delay, 1) / 1000
             if unknown_leader:

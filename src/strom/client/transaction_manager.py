@@ -223,6 +223,11 @@ class TransactionManager:
         else:
             self._abortable(error if isinstance(error, KafkaError) else KafkaError(code, str(error)))
 
+    def handle_failed_send(self, error: KafkaError) -> None:
+        """A record of the transaction was refused before it reached a batch."""
+        if self.state is TransactionState.IN_TRANSACTION and not isinstance(error, IllegalStateError):
+            self.handle_failed_batch(error)
+
     # -- the API the producer exposes ----------------------------------------------------
     async def init_transactions(self) -> None:
         if self.state is TransactionState.INITIALIZING and self._pending is not None:
