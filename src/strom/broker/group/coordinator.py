@@ -573,7 +573,8 @@ class GroupCoordinator:
             if expired and self.manager.delete_offsets(group, expired) == ErrorCode.NONE:
                 expired_total += len(expired)
                 logger.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-            removable = group.is_in(EMPTY) and not group.offsets and not group.pending_members
+            removable = (group.is_in(EMPTY) and not group.offsets and not group.pending_members
+                         and not group.pending_txn_offsets)  # Kafka's hasOffsets counts pending ones
             if removable and self.manager.delete_group(group) == ErrorCode.NONE:
                 group.transition_to(DEAD, now_ms)
                 logger.info("group %s: Empty with no offsets; removed", group.group_id)
