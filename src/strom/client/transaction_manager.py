@@ -178,8 +178,10 @@ class TransactionManager:
         self._new_partitions: set[TopicPartition] = set()  # to add
         self._adding: asyncio.Task[None] | None = None  # the AddPartitionsToTxn loop
         self._transaction_started = False  # partitions or offsets added: EndTxn needed
-        # init_transactions / commit / abort under way: a caller timed out on it may call again.
+        # init_transactions / commit / abort under way, or finished unseen: a caller that
+        # timed out on it gets its outcome by calling the same method again.
         self._pending: asyncio.Task[None] | None = None
+        self._pending_call = ""
 
     # -- what the producer and its sender ask ------------------------------------------
     def maybe_add_partition(self, tp: TopicPartition) -> None:
@@ -230,11 +232,9 @@ class TransactionManager:
 
     # -- the API the producer exposes ----------------------------------------------------
     async def init_transactions(self) -> None:
-        if self.state is TransactionState.INITIALIZING and self._pending is not None:
-            await self._wait_pending("init_transactions")
-            return
-        self._transition(TransactionState.INITIALIZING)
-        self._start_pending(self._init_producer_id())
+        if not self._resumes("init_transactions"):
+            self._transition(TransactionState.INITIALIZING)
+            self._start_pending("init_transactions", self._init_producer_id())
         await self._wait_pending("init_transactions")
 
     def begin_transaction(self) -> None:
@@ -339,10 +339,21 @@ class TransactionManager:
         raise IllegalStateError(f"cannot send in state {self.state.name}: call begin_transaction() first")
 
     # -- init / commit / abort: work that outlives a caller's timeout ------------------
-    def _start_pending(self, work: Awaitable[None]) -> None:
+    def _resumes(self, call: str) -> bool:
+        """Whether ``call`` was made before and timed out: its work is then this call's."""
+        task = self._pending
+        if task is None:
+            return False
+        if self._pending_call == call:
+            return True
+        if task.done():
+            self._pending = None  # another call's, finished: nothing to resume
+        return False
+
+    def _start_pending(self, call: str, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no warning
-        self._pending = task
+        self._pending, self._pending_call = task, call
 
     async def _wait_pending(self, what: str) -> None:
         task = self._pending
@@ -358,8 +369,8 @@ class TransactionManager:
                 self._pending = None
 
     async def _end(self, what: str, target: TransactionState) -> None:
-        if self.state is target and self._pending is not None:
-            await self._wait_pending(what)  # the same call again after a timeout
+        if self._resumes(what):
+            await self._wait_pending(what)
             return
         if target is TransactionState.COMMITTING_TRANSACTION or self.state is TransactionState.FATAL_ERROR:
             self._maybe_fail_with_error()
@@ -368,7 +379,7 @@ class TransactionManager:
         self._transition(target)
         if target is TransactionState.ABORTING_TRANSACTION:
             self._new_partitions.clear()
-        self._start_pending(self._complete(target is TransactionState.COMMITTING_TRANSACTION))
+        self._start_pending(what, self._complete(target is TransactionState.COMMITTING_TRANSACTION))
         await self._wait_pending(what)
 
     async def _complete(self, commit: bool) -> None:

@@ -16,6 +16,7 @@ from strom.client.errors import (
     IllegalStateError,
     InvalidProducerEpochError,
     KafkaError,
+    KafkaTimeoutError,
     ProducerFencedError,
     TransactionAbortedError,
 )
@@ -102,5 +103,34 @@ def test_abortable_and_fatal_errors_fail_what_is_not_sent() -> None:
         assert error.error_code is ErrorCode.MESSAGE_TOO_LARGE and not fatal
         assert accumulator.abort_undrained_batches(error) == 1
         assert future.done() and future.exception() is error
+
+    asyncio.run(main())
+
+
+def test_a_call_that_timed_out_gets_the_outcome_of_its_work_when_called_again() -> None:
+    """As Java's: commit_transaction waits max.block.ms, the commit goes on, and calling
+    commit_transaction again waits for (or returns the outcome of) that same commit."""
+    async def main() -> None:
+        config = ProducerConfig.from_properties({"transactional.id": "t-id", "max.block.ms": 50})
+        transactions = TransactionManager(config, Cluster(config), RecordAccumulator())
+        transactions.state = TransactionState.COMMITTING_TRANSACTION
+        release = asyncio.Event()
+
+        async def commit() -> None:  # stands for flush + EndTxn
+            await release.wait()
+            transactions.state = TransactionState.READY
+
+        transactions._start_pending("commit_transaction", commit())
+        with pytest.raises(KafkaTimeoutError, match="call it again"):
+            await transactions.commit_transaction()
+        release.set()
+        pending = transactions._pending
+        assert pending is not None
+        while not pending.done():  # the commit finishes while nobody waits for it
+            await asyncio.sleep(0)
+        await transactions.commit_transaction()
+        assert transactions.state is TransactionState.READY
+        with pytest.raises(IllegalStateError):
+            await transactions.commit_transaction()  # nothing left to resume
 
     asyncio.run(main())
