@@ -1,6 +1,7 @@
 """The group coordinator's transactional offsets, driven directly: a marker resolves only the
-groups of the offsets partitions it landed on, and a group holding nothing but pending
-offsets is not removed by the offsets expiration (Kafka's ``hasOffsets``)."""
+groups of the offsets partitions it landed on, a group holding nothing but pending offsets
+is not removed by the offsets expiration (Kafka's ``hasOffsets``), and in cluster mode a
+marker that lands while its partition loads still resolves the loaded groups."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from strom.broker.group.coordinator import GroupCoordinator
 from strom.broker.group.group_config import GroupConfig
 from strom.broker.group.group_metadata import OffsetAndMetadata
 from strom.broker.group.group_metadata_manager import GroupMetadataManager
-from strom.broker.group.offsets_topic import partition_for
+from strom.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from strom.broker.metadata_cache import MetadataCache
 from strom.broker.replica_manager import ReplicaManager
 from strom.protocol.error_codes import ErrorCode
@@ -25,7 +26,7 @@ PID, EPOCH = 1000, 0
 TP = ("in", 0)
 
 
-def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]]) -> None:
+def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]], *, cluster_mode: bool = False) -> None:
     log_manager = LogManager(str(data_dir), hw_follows_leo=False)
     log_manager.startup()
     replica_manager = ReplicaManager(log_manager, local_broker_id=0)
@@ -33,7 +34,10 @@ def run(data_dir: Path, scenario: Callable[[GroupCoordinator], Awaitable[None]])
     metadata = MetadataCache()
     admin_manager = AdminManager(metadata, replica_manager, log_manager)
     admin_manager.load()
-    coordinator = GroupCoordinator(CONFIG, GroupMetadataManager(CONFIG, metadata, admin_manager, replica_manager))
+    if cluster_mode:  # the controller creates the offsets topic in a cluster; the local admin here
+        admin_manager.create_topic(OFFSETS_TOPIC, PARTITIONS, {"cleanup.policy": "compact"})
+    manager = GroupMetadataManager(CONFIG, metadata, admin_manager, replica_manager, cluster_mode=cluster_mode)
+    coordinator = GroupCoordinator(CONFIG, manager)
     coordinator.load()
 
     async def main() -> None:
@@ -97,3 +101,22 @@ def test_a_group_with_only_pending_offsets_outlives_the_expiration(tmp_path: Pat
         assert _fetch(coordinator, "g") == (10, False)
 
     run(tmp_path, scenario)
+
+
+def test_a_marker_while_the_partition_loads_resolves_the_loaded_groups(tmp_path: Path) -> None:
+    """The load reads the log in a worker thread; a marker appended after its read ended is
+    only known by ``on_transaction_completed``, which must reach the groups once installed."""
+    group, _ = _groups_on_two_partitions()  # on offsets partition 0
+
+    async def scenario(coordinator: GroupCoordinator) -> None:
+        coordinator.on_leadership_change([(OFFSETS_TOPIC, 0)], [])
+        await coordinator.manager.wait_for_loads()
+        await _commit(coordinator, group, 10)
+        coordinator.on_leadership_change([], [(OFFSETS_TOPIC, 0)])
+        coordinator.on_leadership_change([(OFFSETS_TOPIC, 0)], [])  # leader again: loading
+        assert 0 in coordinator.manager.loading_partitions
+        coordinator.on_transaction_completed(PID, [0], True)
+        await coordinator.manager.wait_for_loads()
+        assert _fetch(coordinator, group) == (10, False)
+
+    run(tmp_path, scenario, cluster_mode=True)

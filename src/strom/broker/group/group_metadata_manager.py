@@ -113,6 +113,10 @@ class GroupMetadataManager:
         # The groups with transactional offsets pending, per producer id (Kafka's
         # ``openGroupsForProducer``): a marker's ``complete_transaction`` looks there.
         self.producer_groups: dict[int, set[str]] = {}
+        # Markers that landed on a partition while it loads (the read may have ended before
+        # them): applied to its groups once they are installed. Nothing else is written to
+        # a loading partition, whose groups' requests answer COORDINATOR_LOAD_IN_PROGRESS.
+        self._completed_while_loading: dict[int, list[tuple[int, bool]]] = {}
         # Group metadata writes whose outcome is only logged (a group left Empty).
         self._background: set[asyncio.Task[None]] = set()
 
@@ -247,6 +251,8 @@ class GroupMetadataManager:
         self._track_producers(loaded.values())
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
+        for producer_id, committed in self._completed_while_loading.pop(partition, ()):
+            self.complete_transaction(producer_id, (partition,), committed)
         on_loaded(list(loaded.values()))
 
     def remove_partition(self, partition: int) -> list[GroupMetadata]:
@@ -256,6 +262,7 @@ class GroupMetadataManager:
         members NOT_COORDINATOR.
         """
         load = self._loads.pop(partition, None)
+        self._completed_while_loading.pop(partition, None)
         if load is not None:
             task, cancel = load
             cancel.set()
@@ -389,10 +396,12 @@ class GroupMetadataManager:
         replicated): its pending offsets in their groups become committed or are dropped
         (Kafka's ``scheduleHandleTxnCompletion``). Groups of other partitions keep theirs
         until the marker reaches their partition too."""
+        completed = set(partitions)
+        for partition in completed & self.loading_partitions:
+            self._completed_while_loading.setdefault(partition, []).append((producer_id, committed))
         group_ids = self.producer_groups.get(producer_id)
         if not group_ids:
             return
-        completed = set(partitions)
         for group_id in [g for g in group_ids if self.partition_for(g) in completed]:
             group_ids.discard(group_id)
             group = self.groups.get(group_id)
