@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.records import ControlRecordType, build_control_batch
+from strom.protocol.records import build_end_txn_marker
 from strom.protocol.topic_partition import TopicPartition
 from strom.storage.errors import KafkaStorageError, StorageError
 
@@ -96,18 +96,18 @@ def _append_marker(broker: Broker, marker: TxnMarker, tp: TopicPartition, now_ms
     """The marker on one partition: the partition and the marker's offset, or the error."""
     topic, index = tp
     replica_manager = broker.replica_manager
-    kind = ControlRecordType.COMMIT if marker.committed else ControlRecordType.ABORT
+    kind = "COMMIT" if marker.committed else "ABORT"
     try:
         partition = replica_manager.partition_or_error(topic, index)
-        batch = build_control_batch(kind, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-                                    coordinator_epoch=marker.coordinator_epoch, timestamp=now_ms)
+        batch = build_end_txn_marker(marker.producer_id, marker.producer_epoch, marker.committed,
+                                     marker.coordinator_epoch, now_ms)
         result = partition.append_as_leader(batch, -1, from_client=False)
     except KafkaStorageError as exc:
         replica_manager.log_dir_failed(f"writing a transaction marker to {topic}-{index}", exc)
         return exc.error_code
     except StorageError as exc:
         logger.info("%s marker of producer %d (epoch %d, coordinator epoch %d) on %s-%d refused: %s",
-                    kind.name, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, topic, index, exc)
+                    kind, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, topic, index, exc)
         return exc.error_code
     replica_manager.appended(partition)
     return partition, result.last_offset
