@@ -101,11 +101,17 @@ def test_commit_makes_records_visible_to_read_committed(broker: Kafka) -> None:
                            for i in range(10)]
                 await producer.commit_transaction()
                 assert all(future.done() and future.exception() is None for future in futures)
+            producer.begin_transaction()
+            for i in range(10):  # key-less: produce()'s per-record path into a sticky batch
+                await producer.produce(topic, f"r2-{i}".encode())
+            await producer.commit_transaction()
+            with pytest.raises(IllegalStateError):
+                await producer.produce(topic, b"after-commit")  # no transaction: refused
             assert producer._transactions is not None
             assert producer._transactions.state is TransactionState.READY
 
     asyncio.run(main())
-    expected = {f"r{r}-{i}".encode() for r in range(2) for i in range(10)}
+    expected = {f"r{r}-{i}".encode() for r in range(3) for i in range(10)}
     values = read_values(broker, topic, 2, "read_committed", lambda v: len(v) >= len(expected))
     assert sorted(values) == sorted(expected)
 
