@@ -1,0 +1,162 @@
+"""Transactions with a real transactional client (confluent-kafka, librdkafka) against one
+``strom serve``: commit, abort, an empty transaction, offsets sent in a transaction,
+fencing a zombie, a timeout above ``transaction.max.timeout.ms``.
+
+One broker for the module; every test has its own transactional id and topic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess
+
+MAX_TIMEOUT_MS = 60000
+OVERRIDES = {
+    "transaction.state.log.num.partitions": "2",
+    "offsets.topic.num.partitions": "1",
+    "transaction.max.timeout.ms": str(MAX_TIMEOUT_MS),
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(Path(tmp_path_factory.mktemp("txn")) / "data", OVERRIDES).start()
+    yield process
+    if process.alive():
+        process.stop()
+
+
+def create_topic(broker: BrokerProcess, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        future.result(10)
+
+
+def transactional_producer(broker: BrokerProcess, txn_id: str, **extra: object) -> Producer:
+    return Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
+
+
+def read_all(broker: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
+    """Every record of partition 0 up to its end, as a consumer with ``isolation`` sees them."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"reader-{topic}-{isolation}",
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                         "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return values
+                raise KafkaException(message.error())
+            values.append(message.value())
+    finally:
+        consumer.close()
+    raise AssertionError(f"no end of {topic} after {values}")
+
+
+def wait_for_high_watermark(broker: BrokerProcess, topic: str, expected: int) -> int:
+    """The partition's high watermark once it is ``expected`` (the last commit's marker is
+    written after the commit's answer), or what it is after 30 s."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks",
+                         "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+            if high == expected or time.monotonic() > deadline:
+                return int(high)
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+
+
+def test_commit_and_abort(broker: BrokerProcess) -> None:
+    create_topic(broker, "txn-commit")
+    producer = transactional_producer(broker, "commit-and-abort")
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in (b"a", b"b", b"c"):
+        producer.produce("txn-commit", value, partition=0)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.produce("txn-commit", b"aborted", partition=0)
+    assert producer.flush(30) == 0  # written, so the abort has a marker to write (else librdkafka purges it)
+    producer.abort_transaction(30)
+    producer.begin_transaction()  # the next transaction starts once the abort is complete
+    producer.produce("txn-commit", b"d", partition=0)
+    producer.commit_transaction(30)
+    # Five records and three markers; the markers are skipped by every consumer.
+    assert wait_for_high_watermark(broker, "txn-commit", 8) == 8
+    assert read_all(broker, "txn-commit", "read_uncommitted") == [b"a", b"b", b"c", b"aborted", b"d"]
+
+
+def test_an_empty_transaction_commits_and_aborts(broker: BrokerProcess) -> None:
+    producer = transactional_producer(broker, "empty")
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    producer.abort_transaction(30)
+
+
+def test_offsets_sent_in_a_transaction_are_committed_with_it(broker: BrokerProcess) -> None:
+    create_topic(broker, "txn-offsets")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "txn-group",
+                         "enable.auto.commit": False})
+    try:
+        producer = transactional_producer(broker, "offsets")
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("txn-offsets", b"out", partition=0)
+        producer.send_offsets_to_transaction([TopicPartition("txn-offsets", 0, 42)],
+                                             consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        deadline = time.monotonic() + 30
+        while True:  # the marker on __consumer_offsets follows the commit's answer
+            (committed,) = consumer.committed([TopicPartition("txn-offsets", 0)], timeout=10)
+            if committed.offset == 42 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert committed.offset == 42
+    finally:
+        consumer.close()
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(broker: BrokerProcess) -> None:
+    create_topic(broker, "txn-fence")
+    zombie = transactional_producer(broker, "fenced")
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce("txn-fence", b"zombie", partition=0)
+    assert zombie.flush(30) == 0
+    successor = transactional_producer(broker, "fenced")
+    successor.init_transactions(30)  # aborts the zombie's transaction (retried past CONCURRENT_TRANSACTIONS)
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    error = raised.value.args[0]
+    assert error.fatal() and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                              KafkaError.INVALID_PRODUCER_EPOCH), error
+    successor.begin_transaction()
+    successor.produce("txn-fence", b"successor", partition=0)
+    successor.commit_transaction(30)
+    assert read_all(broker, "txn-fence", "read_uncommitted") == [b"zombie", b"successor"]
+
+
+def test_a_timeout_above_the_brokers_maximum_is_refused(broker: BrokerProcess) -> None:
+    producer = transactional_producer(broker, "too-long", **{"transaction.timeout.ms": MAX_TIMEOUT_MS + 1000})
+    with pytest.raises(KafkaException) as raised:
+        producer.init_transactions(30)
+    assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
