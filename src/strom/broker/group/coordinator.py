@@ -462,13 +462,14 @@ class GroupCoordinator:
         self.manager.complete_transaction(producer_id, partitions, committed)
 
     def unstable_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
-        """Those of ``partitions`` with a transactional offset still pending: OffsetFetch
-        with RequireStable answers them UNSTABLE_OFFSET_COMMIT, so the consumer retries
-        rather than start from an offset an open transaction is about to move."""
+        """Those of ``partitions`` with an offset commit still pending (a transactional one
+        before its marker, a plain one before its replication): OffsetFetch with
+        RequireStable answers them UNSTABLE_OFFSET_COMMIT, so the consumer retries rather
+        than start from an offset about to move."""
         group = self.groups.get(group_id)
-        if group is None or not group.pending_txn_offsets:
+        if group is None or not (group.pending_txn_offsets or group.pending_offset_commits):
             return set()
-        return {tp for tp in partitions if group.has_pending_txn_offset(tp)}
+        return {tp for tp in partitions if group.has_pending_offset_commit(tp)}
 
     def fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
@@ -476,8 +477,8 @@ class GroupCoordinator:
         """Committed offsets (None where there is none); every one if ``partitions`` is None.
 
         A plain commit waiting for replication is not applied yet, and a transactional
-        one not before its transaction commits, so what is answered is stable; the
-        pending transactional ones are ``unstable_offsets``.
+        one not before its transaction commits: the partitions of either are
+        ``unstable_offsets``.
         """
         error = self._check_group(group_id)
         if error:

@@ -140,6 +140,8 @@ class GroupMetadata:
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     # where each committed offset's batch is in the log, when known
     offset_batches: dict[TopicPartition, int] = field(default_factory=dict)
+    # plain commits appended but not yet replicated, per partition (Kafka's pendingOffsetCommits)
+    pending_offset_commits: Counter[TopicPartition] = field(default_factory=Counter)
     # TxnOffsetCommit's offsets per producer id, invisible until their transaction commits
     pending_txn_offsets: dict[int, dict[TopicPartition, AppendedOffset]] = field(default_factory=dict)
     current_state_timestamp: int = -1
@@ -253,10 +255,11 @@ class GroupMetadata:
         self.offset_batches[tp] = appended.batch_offset
         return True
 
-    def has_pending_txn_offset(self, tp: TopicPartition) -> bool:
-        """An offset of ``tp`` waits for its transaction's end (OffsetFetch's
-        RequireStable answers UNSTABLE_OFFSET_COMMIT for it)."""
-        return any(tp in pending for pending in self.pending_txn_offsets.values())
+    def has_pending_offset_commit(self, tp: TopicPartition) -> bool:
+        """An offset of ``tp`` waits for its replication or its transaction's end
+        (OffsetFetch's RequireStable answers UNSTABLE_OFFSET_COMMIT for it; Kafka's
+        ``hasPendingOffsetCommitsForTopicPartition``)."""
+        return tp in self.pending_offset_commits or any(tp in pending for pending in self.pending_txn_offsets.values())
 
     def complete_pending_txn_offsets(self, producer_id: int, committed: bool) -> int:
         """The transaction of ``producer_id`` ended (its marker is on this group's offsets

@@ -345,7 +345,14 @@ class GroupMetadataManager:
         if isinstance(appended, ErrorCode):
             return commit_append_error(appended)
         batch = appended.last_offset
-        error = await self._replicated(appended)
+        group.pending_offset_commits.update(offsets.keys())
+        try:
+            error = await self._replicated(appended)
+        finally:
+            group.pending_offset_commits.subtract(offsets.keys())
+            for tp in offsets:
+                if group.pending_offset_commits[tp] <= 0:
+                    del group.pending_offset_commits[tp]
         if error:
             return commit_append_error(error)
         if not group.is_in(GroupState.DEAD):
