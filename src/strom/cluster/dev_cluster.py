@@ -80,6 +80,9 @@ def _start_broker(node_id: int, port: int, connect: str, data_dir: Path, brokers
         # Kafka's 3 where there are 3 brokers or more; a smaller dev cluster could never
         # create the offsets topic (its creation waits for that many live brokers).
         "offsets.topic.replication.factor": str(min(3, brokers)),
+        # The same for __transaction_state, and its min.isr (Kafka's 2) no larger than that.
+        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
         "group.initial.rebalance.delay.ms": "0",
     }
     command = [sys.executable, "-m", "strom", "serve", "--node-id", str(node_id),
