@@ -69,7 +69,8 @@ class Producer(_SyncClient):
     thousands of records per second. The queue holds at most ``QUEUE_RECORDS``; a
     sender that outruns the producer waits there (back-pressure, like ``buffer.memory``).
     Errors reach the record's ``callback``; without one, the first is raised by the
-    next ``flush`` (or ``send``).
+    next ``flush`` (or ``send``). The transactional methods first wait until the queue
+    is handed over, so the records sent before a ``commit_transaction`` are in it.
     """
 
     QUEUE_RECORDS = 10_000
