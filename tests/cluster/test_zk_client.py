@@ -223,6 +223,19 @@ def test_a_zombie_controller_cannot_write_anything(make_client: ClientFactory) -
 NO_ONE = zk_data.NO_LEADER
 
 
+def test_a_stale_controller_node_is_deleted_only_by_the_broker_it_names(make_client: ClientFactory) -> None:
+    """A broker named by /controller that is not acting as controller (it resigned while
+    ZooKeeper was away) deletes the node so that an election can happen."""
+    old, other = make_client(), make_client()
+    epoch, _ = old.register_controller_and_increment_epoch(1)
+    assert not other.delete_stale_controller(2)
+    assert other.get_controller_id() == 1
+    assert other.delete_stale_controller(1)
+    assert other.get_controller_id() is None
+    assert not other.delete_stale_controller(1)  # gone already
+    assert other.register_controller_and_increment_epoch(2)[0] == epoch + 1
+
+
 def snapshot(client: KafkaZkClient, root: str = "/") -> dict[str, tuple[bytes, int]]:
     """Every znode under ``root`` with its data and version."""
     nodes = {}
@@ -368,6 +381,25 @@ def test_calls_fail_within_the_retry_timeout_while_zookeeper_is_down_and_the_ses
         assert disconnected.wait(30)
         with pytest.raises(ZooKeeperError, match="unavailable for 1 s"):
             client.get_broker(1)
+        # A fenced write whose request kazoo queued while reconnecting (the connection lost
+        # just after the connected check, here forced) is waited on for a bounded time, not
+        # for ever: a controller thread stuck there kept a stopping broker from exiting.
+        client.answer_timeout_s = 1.0
+        client._connected.set()
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                client.delete_controller(0)
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(30)
+        assert not writer.is_alive(), "a fenced write waited on ZooKeeper for ever"
+        assert isinstance(outcome[0], ZooKeeperError) and "outcome unknown" in str(outcome[0])
+        client._connected.clear()
         server.restart(1)
         client.retry_timeout_s = 60.0  # reconnecting takes a moment (kazoo backs off up to 1 s)
         assert client.get_broker(1) == BrokerInfo(1, broker(1).endpoints, None, epoch)

@@ -205,6 +205,15 @@ class Controller(ReplicationEvents):
     async def _elect(self, event: ControllerEvent) -> None:
         """Kafka's ``elect``: learn who leads, or try to become it; fail over if we win."""
         current = await asyncio.to_thread(self.zk.get_controller_id)
+        if current == self.broker_id and not self.is_active:
+            # Named but not acting (a resignation ZooKeeper did not hear, or an earlier
+            # process's session): give the role back; the deletion's watch elects again.
+            if await asyncio.to_thread(self.zk.delete_stale_controller, self.broker_id):
+                logger.info("controller %d: deleted a /controller naming this broker, which is not "
+                            "acting as controller", self.broker_id)
+                self.active_controller_id = -1
+                return
+            current = await asyncio.to_thread(self.zk.get_controller_id)
         if current is not None:
             if current != self.broker_id and self.is_active:
                 logger.info("controller %d: broker %d is the controller now; resigning", self.broker_id, current)

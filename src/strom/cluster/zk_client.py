@@ -43,6 +43,7 @@ from typing import TypeVar
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
 )
@@ -119,6 +120,7 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
         # Set while connected: a call made while ZooKeeper is unreachable waits for it at most
         # retry_timeout instead of sitting in kazoo's queue (and an executor thread) for ever.
         self._connected = threading.Event()
+        self.answer_timeout_s = self.retry_timeout_s
         self._closed = False
         self._zk.add_listener(self._track_connection)
 
@@ -183,11 +185,22 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
             raise ZooKeeperError(
                 f"ZooKeeper at {self.connect_string} unavailable for {self.retry_timeout_s:g} s")
         try:
-            result: T = self._retry.copy()(operation)
+            result: T = self._retry.copy()(self._while_connected, operation)
         except RetryFailedError:
             raise ZooKeeperError(
                 f"ZooKeeper at {self.connect_string} unavailable for {self.retry_timeout_s:g} s") from None
         return result
+
+    def _while_connected(self, operation: Callable[[], T]) -> T:
+        """One attempt of ``operation``, made only while connected: kazoo queues a request made
+        while it reconnects and sends it once connected, so without a quorum (no server
+        accepts the session) the request, and the thread waiting on it, would wait for ever.
+        Not connected, the attempt fails as a lost connection and the retry backs off until
+        its deadline. (A connection lost between this check and the request leaves that
+        request queued; explicit async answers are waited on with ``answer_timeout_s``.)"""
+        if not self._connected.is_set():
+            raise ConnectionLoss()
+        return operation()
 
     def sync(self, path: str = "/") -> None:
         """Make this session's server catch up with the leader before a read that must be fresh."""
@@ -346,6 +359,19 @@ class KafkaZkClient(FencedZkWrites, AdminZkOperations):
     def get_controller_id(self) -> int | None:
         answer = self._get(zk_data.CONTROLLER)
         return zk_data.decode_controller(answer[0]) if answer else None
+
+    def delete_stale_controller(self, broker_id: int) -> bool:
+        """Delete ``/controller`` if it names ``broker_id``, a broker that is not acting as the
+        controller (it resigned while ZooKeeper was away and could not delete it then, or an
+        earlier process with its id left it): while it is there no other broker stands, so the
+        cluster would have no controller until that session ends, and a session that outlives
+        a quorum loss may never end. The epoch is read first: a broker elected between the
+        two reads has bumped it, so the fenced delete cannot remove its ``/controller``."""
+        epoch = self.get_controller_epoch()
+        if epoch is None or self.get_controller_id() != broker_id:
+            return False
+        self.delete_controller(epoch[1])
+        return True
 
     def get_controller_epoch(self) -> tuple[int, int] | None:
         """(epoch, zkVersion of /controller_epoch), or None before the first election."""

@@ -33,6 +33,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
 from strom.cluster import zk_data
@@ -70,6 +71,19 @@ class FencedZkWrites:
     """Partition states, assignments and topic deletion, as the controller writes them."""
 
     _zk: KazooClient
+    answer_timeout_s: float
+
+    def _answer(self, answer: Any) -> Any:
+        """An async request's answer, waited on at most ``answer_timeout_s``: a request kazoo
+        queued while reconnecting is sent only once a server takes the session, which without
+        a quorum is never, and a controller thread waiting for ever keeps a stopping broker
+        from exiting. The outcome of a write that times out is unknown (it may still be sent):
+        the caller re-reads before trusting its view, as after a lost answer."""
+        try:
+            return answer.get(timeout=self.answer_timeout_s)
+        except KazooTimeoutError:
+            raise ZooKeeperError(
+                f"ZooKeeper did not answer within {self.answer_timeout_s:g} s (outcome unknown)") from None
 
     def _call(self, operation: Callable[[], T]) -> T:
         raise NotImplementedError
@@ -85,7 +99,7 @@ class FencedZkWrites:
 
     def _fenced(self, epoch_zk_version: int, add_ops: Callable[[Any], object]) -> list[object]:
         """Commit check(/controller_epoch) + ops; ControllerMovedError if the check failed."""
-        return self._raise_if_moved(self._fenced_async(epoch_zk_version, add_ops).get(), epoch_zk_version)
+        return self._raise_if_moved(self._answer(self._fenced_async(epoch_zk_version, add_ops)), epoch_zk_version)
 
     @staticmethod
     def _raise_if_moved(results: list[object], epoch_zk_version: int) -> list[object]:
@@ -156,7 +170,7 @@ class FencedZkWrites:
             for partition, data in chunk]
         failed: dict[int, Exception] = {}
         for partition, data, answer in pending:
-            results = self._raise_if_moved(answer.get(), epoch_zk_version)
+            results = self._raise_if_moved(self._answer(answer), epoch_zk_version)
             if failures(results) and not self._holds(zk_data.partition_state_path(topic, partition), data):
                 failed[partition] = _own_error(results)
         return failed
@@ -189,7 +203,7 @@ class FencedZkWrites:
                     continue
                 pending = [(write, self._fenced_async(epoch_zk_version, partial(_add_sets, [write]))) for write in chunk]
                 for (tp, leader_and_isr, data), answer in pending:
-                    outcome = self._one_update(tp, leader_and_isr, data, self._raise_if_moved(answer.get(), epoch_zk_version))
+                    outcome = self._one_update(tp, leader_and_isr, data, self._raise_if_moved(self._answer(answer), epoch_zk_version))
                     if isinstance(outcome, LeaderAndIsr):
                         updated[tp] = outcome
                     else:
@@ -270,7 +284,7 @@ class FencedZkWrites:
             level = []
             for path, answer in answers:
                 try:
-                    children = answer.get()
+                    children = self._answer(answer)
                 except NoNodeError:
                     continue
                 found.append(path)
@@ -283,7 +297,7 @@ class FencedZkWrites:
         def delete() -> None:
             pending = [self._fenced_async(epoch_zk_version, partial(_delete, path=path)) for path in paths]
             for answer in pending:
-                self._raise_if_moved(answer.get(), epoch_zk_version)  # NoNode: already gone, fine
+                self._raise_if_moved(self._answer(answer), epoch_zk_version)  # NoNode: already gone, fine
         self._call(delete)
 
 
