@@ -21,14 +21,14 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.client.consumer import AsyncConsumer
+from strom.client.consumer import AsyncConsumer, ConsumerGroupMetadata
 from strom.client.errors import (
     IllegalStateError,
     KafkaError,
     ProducerFencedError,
     TransactionAbortedError,
 )
-from strom.client.offsets import OffsetAndMetadata
+from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from strom.client.producer import AsyncProducer
 from strom.client.sync import Producer
 from strom.client.transaction_manager import TransactionState
@@ -187,6 +187,17 @@ def test_send_offsets_to_transaction_commits_them_with_the_transaction(broker: K
             await producer.send_offsets_to_transaction({(source, 0): 6}, consumer.group_metadata())
             await producer.send(sink, b"sentinel")
             await producer.commit_transaction()
+            committed = await consumer.committed([(source, 0)])
+            assert committed[(source, 0)] is not None and committed[(source, 0)].offset == 6
+            # KIP-447: offsets from someone who is not a member of the group are refused,
+            # and the transaction must be aborted.
+            producer.begin_transaction()
+            stranger = ConsumerGroupMetadata(group, metadata.generation_id, "not-a-member")
+            with pytest.raises(CommitFailedError):
+                await producer.send_offsets_to_transaction({(source, 0): 1}, stranger)
+            assert producer._transactions is not None
+            assert producer._transactions.state is TransactionState.ABORTABLE_ERROR
+            await producer.abort_transaction()
             committed = await consumer.committed([(source, 0)])
             assert committed[(source, 0)] is not None and committed[(source, 0)].offset == 6
 
