@@ -14,7 +14,8 @@ the last batch below the recovery point that ``recovery-point-offset-checkpoint`
 records (the first segment's base offset if the partition has no entry), and deletes
 the active segment's ``.index`` and ``.timeindex`` (never synced by an append; the next
 start's recovery, which re-reads every segment from the recovery point's, rebuilds
-them). The checkpoint is written periodically and after truncations, so it may lag a
+them); its ``.txnindex`` keeps the entries of markers below the recovery point (synced
+with the ``.log``) and loses the rest. The checkpoint is written periodically and after truncations, so it may lag a
 flush: with ``flush.messages`` or ``flush.ms`` set this cuts more than a power loss
 would, never less.
 
@@ -35,9 +36,11 @@ from strom.storage.checkpoint import read_offset_checkpoint
 from strom.storage.fs import FileSystem
 from strom.storage.log_manager import DELETE_SUFFIX, RECOVERY_POINT_CHECKPOINT
 from strom.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from strom.storage.transaction_index import ENTRY_SIZE, TXN_INDEX_SUFFIX
 
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 _PREFIX: Final = struct.Struct(">qi")  # base offset, batch length
+_LAST_OFFSET: Final = struct.Struct(">q")  # a .txnindex entry's, after version, pid, first
 _LOG_OVERHEAD: Final = _PREFIX.size
 
 
@@ -74,6 +77,12 @@ def _cut_active_segment(directory: str, base_offset: int, recovery_point: int,
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         if os.path.exists(stem + suffix):
             os.unlink(stem + suffix)
+    if os.path.exists(stem + TXN_INDEX_SUFFIX):
+        with open(stem + TXN_INDEX_SUFFIX, "r+b") as txn_index:
+            entries = txn_index.read()
+            synced = [at for at in range(0, len(entries) - ENTRY_SIZE + 1, ENTRY_SIZE)
+                      if _LAST_OFFSET.unpack_from(entries, at + 18)[0] < recovery_point]
+            txn_index.truncate(len(synced) * ENTRY_SIZE)
     return len(data) - keep
 
 

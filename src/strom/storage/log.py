@@ -26,7 +26,8 @@ Offsets (Kafka's vocabulary)::
   for replication (a later issue); with ``hw_follows_leo`` (single node) it moves
   to the LEO after every append.
 - ``last_stable_offset``: the HW, or the first offset of the oldest transaction still
-  open, if lower (read_committed consumers stop there).
+  open, if lower (read_committed consumers stop there; their reads list the aborted
+  transactions they overlap, from the segments' ``.txnindex``, ``transaction_index``).
 - ``recovery_point``: everything below it is fdatasync'ed; recovery after a crash
   re-validates from the segment that holds it.
 
@@ -61,7 +62,7 @@ from strom.storage.errors import (
 )
 from strom.storage.fs import FileSystem
 from strom.storage.leader_epoch import LeaderEpochFileCache
-from strom.storage.log_results import AppendResult, FetchIsolation, FetchResult, FileRegion
+from strom.storage.log_results import AppendResult, FetchIsolation, FetchResult
 from strom.storage.log_segments import LogSegments
 from strom.storage.log_validator import (
     FollowerRun,
@@ -71,7 +72,7 @@ from strom.storage.log_validator import (
     follower_runs,
     validate_records,
 )
-from strom.storage.producer_state import ProducerStateManager
+from strom.storage.producer_state import CompletedTxn, ProducerStateManager
 from strom.storage.retention import deletable_prefix
 from strom.storage.segment import (
     MAX_RELATIVE_OFFSET,
@@ -81,6 +82,12 @@ from strom.storage.segment import (
 )
 from strom.storage.segment_swap import swap_in
 from strom.storage.time_index import TimestampOffset
+from strom.storage.transaction_index import (
+    AbortedTxn,
+    carry_aborted_txns,
+    collect_aborted,
+    fetch_upper_bound,
+)
 from strom.storage.truncation import (
     LogTruncation,
     TruncationKind,
@@ -118,6 +125,9 @@ class Log:
         self._high_watermark = self._log_end_offset if hw_follows_leo else self._log_start_offset
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self.producer_state = producer_state or ProducerStateManager(fs, directory)
+        # Whether a segment may hold an aborted transaction: False spares read_committed
+        # fetches of a log without transactions any index walk.
+        self._has_aborted_txns = any(segment.txn_index.entries for segment in segments)
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -240,6 +250,8 @@ class Log:
                 raise KafkaStorageError(f"append to {self} failed: {exc}") from exc
             if producers is not None:
                 self.producer_state.complete(producers)
+                if producers.completed:
+                    self._index_aborted_txns(segment, producers.completed)
             last_offset = batches[-1].last_offset
             self._after_append(base_offset, last_offset, leader_epoch, now)
             return AppendResult(base_offset, last_offset, append_time, self._log_start_offset)
@@ -301,8 +313,21 @@ class Log:
             raise KafkaStorageError(f"append to {self} failed: {exc}") from exc
         if producers is not None:
             self.producer_state.complete(producers)
+            if producers.completed:
+                self._index_aborted_txns(segment, producers.completed)
         self.leader_epoch_cache.assign_from_leader(run.headers)
         self._after_append(run.first_offset, run.last_offset, -1, now)
+
+    def _index_aborted_txns(self, segment: LogSegment,
+                            completed: list[tuple[CompletedTxn, int]]) -> None:
+        """The aborts an append's markers made, into the segment that holds the markers."""
+        try:
+            if segment.txn_index.append_aborted(completed):
+                self._has_aborted_txns = True
+        except OSError as exc:
+            self.offline = True  # the markers are in, their index is not: recovery rebuilds it
+            raise KafkaStorageError(f"indexing aborted transactions of {self} failed: "
+                                    f"{exc}") from exc
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """``producer.id.expiration.ms``: the broker calls this periodically."""
@@ -396,44 +421,33 @@ class Log:
         if offset < start or offset > end:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{start}, {end}] of {self.topic}-{self.partition}")
-        region = self._region(offset, max_bytes, bound, min_one_message) if offset < bound \
-            else None
+        region = self.segments.region(offset, max_bytes, bound, min_one_message) \
+            if offset < bound else None
+        aborted: tuple[AbortedTxn, ...] | None = None
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            aborted = ()
+            if region is not None and self._has_aborted_txns:
+                aborted = tuple(self.collect_aborted_transactions(
+                    offset, fetch_upper_bound(self.segments.from_offset(offset), region, bound)))
         return FetchResult(offset, region, self._high_watermark, self.last_stable_offset,
-                           start, end)
+                           start, end, aborted)
 
-    def _region(self, offset: int, max_bytes: int, bound: int,
-                min_one_message: bool) -> FileRegion | None:
-        for segment in self.segments.from_offset(offset):
-            limit = segment.size
-            peek = segment.translate_offset(offset, limit)
-            if peek is None:
-                continue
-            max_position = limit
-            if bound < segment.next_offset:
-                bound_peek = segment.translate_offset(bound, limit)
-                if bound_peek is not None:
-                    max_position = bound_peek.position
-            available = max_position - peek.position
-            if available <= 0:
-                return None
-            length = min(max_bytes, available)
-            if length < peek.size:
-                if not min_one_message:
-                    return None
-                length = min(peek.size, available)
-            return FileRegion(segment.fd, peek.position, length)
-        return None
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``,
+        those that began before ``start_offset`` included (Kafka's LocalLog
+        ``collectAbortedTransactions``): from the segment holding ``start_offset`` on,
+        until an entry shows that every transaction below the bound had completed."""
+        if not self._has_aborted_txns:
+            return []
+        return collect_aborted((segment.txn_index
+                                for segment in self.segments.from_offset(start_offset)),
+                               start_offset, upper_bound_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
         """ListOffsets by time: the first record with timestamp >= ``timestamp`` below the HW."""
-        start, bound = self._log_start_offset, self._high_watermark
-        for segment in self.segments:
-            if segment.max_timestamp < timestamp or segment.next_offset <= start:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, start)
-            if found is not None:
-                return found if found.offset < bound else None
-        return None
+        return self.segments.offset_for_timestamp(timestamp, self._log_start_offset,
+                                                  self._high_watermark)
 
     # --- DeleteRecords and retention --------------------------------------------------
 
@@ -487,6 +501,8 @@ class Log:
                     or self._truncations != self._truncations_when_cleaning_began:
                 return False
             try:
+                if self.segments.replaced(old, cleaned) is not None:
+                    carry_aborted_txns(cleaned.txn_index, [segment.txn_index for segment in old])
                 replaced = swap_in(self.fs, self.directory, self.segments, cleaned, old,
                                    end_offset)
             except OSError as exc:
@@ -546,6 +562,7 @@ class Log:
                 self.leader_epoch_cache.truncate_from_end(end)
                 self.producer_state.truncate_and_reload(kept, self._log_start_offset, end,
                                                         self.clock())
+                self._has_aborted_txns = any(segment.txn_index.entries for segment in kept)
                 remove_marker(self.fs, self.directory)
             except OSError as exc:
                 self.offline = True  # half done: only recovery (it finishes the job) may go on

@@ -23,7 +23,9 @@ crash first only re-validates that tail again. The directory is fsync'ed only wh
 recovery cut or deleted something.
 
 Producer state (``producer_state``) is loaded last, from the recovered log: the newest
-``.snapshot`` at or below the log end offset plus the batch headers after it.
+``.snapshot`` at or below the log end offset plus the batch headers after it. That
+replay also rebuilds the ``.txnindex`` files from the snapshot's offset on (a recovered
+segment first drops the entries of markers it lost; see ``transaction_index``).
 
 A ``truncation-in-progress`` marker (see ``truncation``) means a follower's truncation
 was interrupted: ``start-at X`` discards every segment, snapshot and epoch before
@@ -61,6 +63,7 @@ from strom.storage.segment import (
     LogSegment,
 )
 from strom.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
+from strom.storage.transaction_index import TXN_INDEX_SUFFIX
 from strom.storage.truncation import (
     PendingTruncation,
     TruncationKind,
@@ -118,13 +121,16 @@ class LogLoader:
         epochs.truncate_from_start(max(self.log_start_offset, segments[0].base_offset))
         producer_state = ProducerStateManager(self.fs, self.directory,
                                               self.producer_state_config)
+        loaded = LogSegments(segments)
+        # Before the Log: the replay rebuilds transaction indexes the Log then looks at.
+        producer_state.load(loaded, max(self.log_start_offset, segments[0].base_offset),
+                            log_end_offset, self.clock())
         log = Log(fs=self.fs, directory=self.directory, topic=self.topic,
                   partition=self.partition, config=self.config,
-                  segments=LogSegments(segments), log_start_offset=self.log_start_offset,
+                  segments=loaded, log_start_offset=self.log_start_offset,
                   recovery_point=recovery_point, leader_epoch_cache=epochs,
                   clock=self.clock, hw_follows_leo=self.hw_follows_leo,
                   producer_state=producer_state)
-        producer_state.load(log.segments, log.log_start_offset, log_end_offset, self.clock())
         if pending is not None:
             self._finish_truncation(log, pending)
         return log
@@ -142,8 +148,8 @@ class LogLoader:
         names = self.fs.listdir(self.directory)
         doomed = [name for name in names if name == LEADER_EPOCH_CHECKPOINT
                   or name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX,
-                                    SNAPSHOT_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX,
-                                    SWAP_SUFFIX))]
+                                    TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX, DELETED_SUFFIX,
+                                    CLEANED_SUFFIX, SWAP_SUFFIX))]
         remove_files(self.fs, [os.path.join(self.directory, name) for name in doomed])
         self.fs.fsync_dir(self.directory)
         self.log_start_offset = self.recovery_point = offset
@@ -161,7 +167,7 @@ class LogLoader:
         names = self.fs.listdir(self.directory)
         leftovers = [n for n in names if n.endswith((DELETED_SUFFIX, ".tmp"))]
         bases = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             leftovers += [n for n in names if n.endswith(suffix)
                           and n[: -len(suffix)] not in bases]
         remove_files(self.fs, [os.path.join(self.directory, n) for n in leftovers])

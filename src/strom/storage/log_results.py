@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from strom.storage.fs import FileSystem
+from strom.storage.transaction_index import AbortedTxn
 
 
 class FetchIsolation(enum.Enum):
@@ -56,7 +57,9 @@ class FileRegion:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """``region`` is None when there is nothing to return yet (offset at the bound)."""
+    """``region`` is None when there is nothing to return yet (offset at the bound).
+    ``aborted_transactions``: for a read_committed read, those overlapping the region
+    (empty without a region); None for any other isolation (Kafka's Optional)."""
 
     fetch_offset: int
     region: FileRegion | None
@@ -64,3 +67,4 @@ class FetchResult:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None

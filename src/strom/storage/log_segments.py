@@ -15,7 +15,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
+from strom.storage.log_results import FileRegion
 from strom.storage.segment import LogSegment
+from strom.storage.time_index import TimestampOffset
 
 
 class LogSegments:
@@ -85,3 +87,41 @@ class LogSegments:
     @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
+
+    # --- reads (``Log.read``, ``Log.offset_for_timestamp``) ----------------------------
+
+    def region(self, offset: int, max_bytes: int, bound: int,
+               min_one_message: bool) -> FileRegion | None:
+        """The bytes from the batch holding ``offset`` up to ``max_bytes`` and below
+        ``bound``, in one segment (KIP-74: with ``min_one_message`` the first batch whole)."""
+        for segment in self.from_offset(offset):
+            limit = segment.size
+            peek = segment.translate_offset(offset, limit)
+            if peek is None:
+                continue
+            max_position = limit
+            if bound < segment.next_offset:
+                bound_peek = segment.translate_offset(bound, limit)
+                if bound_peek is not None:
+                    max_position = bound_peek.position
+            available = max_position - peek.position
+            if available <= 0:
+                return None
+            length = min(max_bytes, available)
+            if length < peek.size:
+                if not min_one_message:
+                    return None
+                length = min(peek.size, available)
+            return FileRegion(segment.fd, peek.position, length)
+        return None
+
+    def offset_for_timestamp(self, timestamp: int, start: int,
+                             bound: int) -> TimestampOffset | None:
+        """The first record in ``[start, bound)`` with timestamp >= ``timestamp``."""
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= start:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found if found.offset < bound else None
+        return None

@@ -32,6 +32,20 @@ batch is still detected after a restart). Big-endian::
       per batch:              first_sequence int32, last_sequence int32,
                               first_offset int64, last_offset int64, max_timestamp int64
 
+Transactions (Kafka's ``ongoingTxns`` and ``CompletedTxn``): ``ongoing`` maps the first
+offset of each open transaction to its producer, in offset order, so the first
+unstable offset (the LSO's bound) is its first key. A COMMIT or ABORT marker for a
+producer with an open transaction completes it: the append's ``completed`` lists it
+with the LSO just after the marker (the first offset of the oldest transaction still
+open, necessarily another producer's, else the marker's offset + 1), which the log
+writes into the segment's ``.txnindex`` for an abort (``transaction_index``). A marker
+for a producer with no open transaction (an empty transaction) completes nothing.
+Kafka also keeps a completed transaction unstable until the high watermark passes its
+marker (``unreplicatedTxns``); here it is stable at its marker, under the HW as ever:
+records below the HW of a transaction whose marker is not replicated yet are read as
+that marker says, and a new leader lacking the marker gets the same decision again
+from the coordinator, which rewrites markers until every partition has one.
+
 Invariants: a snapshot's offset is at most the log end offset (a snapshot above it
 describes batches that are gone and is deleted on load); a snapshot that does not
 parse or fails its CRC is deleted and the next older one is used. Loading takes the
@@ -39,6 +53,8 @@ newest snapshot at or below the log end offset and replays batch *headers* from
 there (records are never decoded; a transaction marker's one control record is,
 for its coordinator epoch); with no snapshot it replays from the log start. Replay
 does not validate sequences: the batches were validated when they were appended.
+Replay also rebuilds the transaction indexes from its start on: every index is cut at
+the replay's start offset first, and each replayed ABORT appends its entry again.
 """
 
 from __future__ import annotations
@@ -69,6 +85,7 @@ from strom.storage.errors import (
 )
 from strom.storage.fs import FileSystem, read_file, remove_files, write_file_atomically
 from strom.storage.log_segments import LogSegments
+from strom.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +171,19 @@ class ProducerStateEntry:
         self.last_timestamp = batch.max_timestamp
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+    def aborted_entry(self, last_stable_offset: int) -> AbortedTxn:
+        return AbortedTxn(self.producer_id, self.first_offset, self.last_offset,
+                          last_stable_offset)
+
+
 class ProducerBatch(NamedTuple):
     """A batch with its final offsets, as the log hands it over; ``marker`` for control batches."""
 
@@ -176,7 +206,16 @@ class ProducerAppendInfo:
         self.manager = manager
         self.validate = validate
         self.entries: dict[int, ProducerStateEntry] = {}
-        self.opens_transaction = False  # a batch began a transaction
+        # Transactions ended by this append's markers, each with the LSO right after it.
+        self.completed: list[tuple[CompletedTxn, int]] = []
+        # The manager's ``ongoing`` as this append leaves it; copied at the first
+        # transaction that begins or ends here (None: unchanged).
+        self.ongoing: dict[int, int] | None = None
+
+    def _ongoing(self) -> dict[int, int]:
+        if self.ongoing is None:
+            self.ongoing = dict(self.manager.ongoing)  # keeps the offset order
+        return self.ongoing
 
     def _entry(self, producer_id: int) -> ProducerStateEntry:
         entry = self.entries.get(producer_id)
@@ -205,7 +244,7 @@ class ProducerAppendInfo:
                 f"{header.base_offset} while its transaction is open")
         if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
-            self.opens_transaction = True
+            self._ongoing()[header.base_offset] = header.producer_id  # the highest yet
 
     def _check_epoch(self, entry: ProducerStateEntry, header: BatchHeader) -> None:
         # Kafka 2.7+ answers a Produce with an old epoch INVALID_PRODUCER_EPOCH, not
@@ -238,6 +277,15 @@ class ProducerAppendInfo:
                 f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
         entry.update_epoch(header.producer_epoch)
         if control_type in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+            first_offset = entry.current_txn_first_offset
+            if first_offset >= 0:
+                ongoing = self._ongoing()
+                ongoing.pop(first_offset, None)
+                marker_offset = header.base_offset
+                self.completed.append((
+                    CompletedTxn(header.producer_id, first_offset, marker_offset,
+                                 control_type == ControlRecordType.ABORT),
+                    next(iter(ongoing), marker_offset + 1)))
             entry.current_txn_first_offset = -1
             entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = header.max_timestamp
@@ -247,6 +295,8 @@ class ProducerStateManager:
     """State of every live producer of a partition; mutated under the log's lock only.
 
     ``first_unstable_offset`` is a plain attribute so that readers (the LSO) need no lock.
+    ``ongoing``: open transactions, first offset -> producer id, in offset order (the
+    module docstring).
     """
 
     def __init__(self, fs: FileSystem, directory: str,
@@ -256,6 +306,7 @@ class ProducerStateManager:
         self.config = config or ProducerStateManagerConfig()
         self.producers: dict[int, ProducerStateEntry] = {}
         self.first_unstable_offset: int | None = None
+        self.ongoing: dict[int, int] = {}
         # The offset as of which this state is what ``load`` would rebuild from disk
         # with nothing to replay (a snapshot of that name, or the log start without
         # one); None once an append changed it. A snapshot there would be a rewrite.
@@ -284,16 +335,18 @@ class ProducerStateManager:
         """Apply a prepared append once its batches are in the log."""
         self._on_disk_at = None
         self.producers.update(info.entries)
-        # ``first_unstable_offset`` is None only while no producer has an open
-        # transaction, and stays so unless this append opened one: no scan of every
-        # producer on each append of an idempotent, non-transactional producer.
-        if self.first_unstable_offset is not None or info.opens_transaction:
-            self._update_first_unstable_offset()
+        # Untouched by appends that begin and end no transaction (an idempotent
+        # producer's): no scan of the producers per append.
+        if info.ongoing is not None:
+            self.ongoing = info.ongoing
+            self.first_unstable_offset = next(iter(info.ongoing), None)
 
-    def _update_first_unstable_offset(self) -> None:
-        offsets = [entry.current_txn_first_offset for entry in self.producers.values()
-                   if entry.current_txn_first_offset >= 0]
-        self.first_unstable_offset = min(offsets) if offsets else None
+    def _rebuild_ongoing(self) -> None:
+        """``ongoing`` from the producers' open transactions (after a snapshot is read)."""
+        self.ongoing = dict(sorted((entry.current_txn_first_offset, entry.producer_id)
+                                   for entry in self.producers.values()
+                                   if entry.current_txn_first_offset >= 0))
+        self.first_unstable_offset = next(iter(self.ongoing), None)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (not mid-transaction)."""
@@ -339,14 +392,14 @@ class ProducerStateManager:
         producer's last batches are then those the log still holds: a retry of a
         truncated batch is appended anew, and its sequence must follow what is left."""
         self.producers = {}
-        self.first_unstable_offset = None
+        self._rebuild_ongoing()
         self.load(segments, log_start_offset, log_end_offset, now_ms)
 
     def truncate_fully(self) -> None:
         """The log starts over empty: no producer, no snapshot."""
         remove_files(self.fs, [self.snapshot_path(offset) for offset in self.snapshot_offsets()])
         self.producers = {}
-        self.first_unstable_offset = None
+        self._rebuild_ongoing()
         self._on_disk_at = None
 
     # --- loading ----------------------------------------------------------------------
@@ -371,11 +424,17 @@ class ProducerStateManager:
                 continue
             start, loaded = max(offset, start), offset
             break
+        self._rebuild_ongoing()  # the snapshot's open transactions
+        for segment in segments.from_offset(start):
+            segment.txn_index.truncate_to(start)  # what the replay appends again
         replay = self.prepare(iter_producer_batches(self.fs, segments, start), validate=False)
         self.complete(replay)
+        for txn, last_stable_offset in replay.completed:
+            if txn.is_aborted:
+                segments.floor(txn.last_offset).txn_index.append(
+                    txn.aborted_entry(last_stable_offset))
         # On disk as is: the snapshot named ``start``, or no snapshot and no producer.
         self._on_disk_at = start if not replay.entries and loaded in (start, None) else None
-        self._update_first_unstable_offset()  # the snapshot's open transactions too
         self.remove_expired_producers(now_ms)
 
 

@@ -2,8 +2,9 @@
 
 Files in the partition directory, named by the segment's base offset in 20 digits:
 ``00000000000000000000.log`` (batches), ``.index`` (``OffsetIndex``),
-``.timeindex`` (``TimeIndex``). A segment being deleted has ``.deleted`` appended to
-each name and is unlinked ``file.delete.delay.ms`` later.
+``.timeindex`` (``TimeIndex``), and, once it holds an ABORT marker, ``.txnindex``
+(``TransactionIndex``). A segment being deleted has ``.deleted`` appended to each
+name and is unlinked ``file.delete.delay.ms`` later.
 
 The ``.log`` file is a plain concatenation of log entries exactly as producers sent
 them (RecordBatch v2, or v0/v1 messages; see ``strom.protocol.records``), with the
@@ -18,7 +19,9 @@ Invariants:
   were removed (batches keep their base and last offsets).
 - Every offset in the segment is < 2**31 above ``base_offset`` (index entries are
   int32), and ``size`` < 2**31 (positions are int32); the log rolls before either.
-- The indexes are caches: recovery rebuilds them from the ``.log`` alone.
+- The offset and time indexes are caches: recovery rebuilds them from the ``.log``
+  alone. The transaction index is synced with the ``.log`` and rebuilt by the producer
+  state's replay (see ``transaction_index``).
 - With ``preallocate`` (Kafka's topic config, off by default) the active segment's file
   is ``posix_fallocate``'d to ``segment.bytes`` when created, so past ``size`` it reads
   zeros. Rolling and a clean close cut the file back to ``size``, so only the active
@@ -60,6 +63,7 @@ from strom.storage.fs import FileSystem, remove_files, write_fully
 from strom.storage.index_file import CorruptIndexError
 from strom.storage.offset_index import OffsetIndex
 from strom.storage.time_index import TimeIndex, TimestampOffset
+from strom.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
@@ -146,6 +150,7 @@ class LogSegment:
                                         segment_index_bytes)
         self.time_index = TimeIndex(fs, self._path(TIME_INDEX_SUFFIX), base_offset,
                                     segment_index_bytes)
+        self.txn_index = TransactionIndex(fs, self._path(TXN_INDEX_SUFFIX), base_offset)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -164,9 +169,10 @@ class LogSegment:
                             segment_file_name(self.base_offset, suffix) + self.file_suffix)
 
     def rename_indexes(self, file_suffix: str) -> None:
-        """Give both index files ``file_suffix`` (the ``.log`` is renamed by the caller)."""
+        """Give the index files ``file_suffix`` (the ``.log`` is renamed by the caller)."""
         for index, suffix in ((self.offset_index, INDEX_SUFFIX),
-                              (self.time_index, TIME_INDEX_SUFFIX)):
+                              (self.time_index, TIME_INDEX_SUFFIX),
+                              (self.txn_index, TXN_INDEX_SUFFIX)):
             index.rename(os.path.join(self.directory,
                                       segment_file_name(self.base_offset, suffix) + file_suffix))
         self.file_suffix = file_suffix
@@ -207,6 +213,7 @@ class LogSegment:
         if end != self.size:
             raise CorruptIndexError(f"{self.log_path} does not end on a batch boundary")
         self.first_batch_timestamp = self._first_timestamp()
+        self.txn_index.load()
 
     def _first_timestamp(self) -> int:
         for peek in self.iter_batches(0):
@@ -223,6 +230,7 @@ class LogSegment:
         if self.fs.file_size(self.fd):
             self.unsynced = True
             self.fs.ftruncate(self.fd, 0)
+        self.txn_index.reset()
 
     def make_active(self) -> None:
         """Open both indexes for appending (preallocated); the log's last segment only."""
@@ -365,6 +373,8 @@ class LogSegment:
             self.size = position + header.size
             if on_batch is not None:
                 on_batch(header)
+        # Entries of markers cut off go; the producer state's replay appends the rest.
+        self.txn_index.load(segment_end=self.next_offset)
         truncated = file_size - self.size
         if truncated:
             if self._zero_tail(file_size):
@@ -423,6 +433,7 @@ class LogSegment:
         dropped = self.size - position
         self.offset_index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self.offset_index.drop_stale_entries()
         self.time_index.drop_stale_entries()
         self.unsynced = True
@@ -450,9 +461,11 @@ class LogSegment:
     # --- rolling, flushing, closing, deleting ----------------------------------------
 
     def flush(self) -> None:
-        """Sync the ``.log`` only: indexes are rebuilt by recovery, syncing them buys nothing."""
+        """Sync the ``.log`` and the transaction index: the offset and time indexes are
+        rebuilt by recovery, syncing them buys nothing."""
         self.unsynced = False  # before: a write racing the sync marks it again
         self.fs.fdatasync(self.fd)
+        self.txn_index.flush()
 
     def on_roll(self) -> None:
         """The segment stops taking appends: final time entry, trim indexes and a
@@ -470,6 +483,7 @@ class LogSegment:
     def close(self) -> None:
         self.offset_index.close_without_trim()
         self.time_index.close_without_trim()
+        self.txn_index.close()
         self.fs.close(self.fd)
 
     def rename_to_deleted(self) -> None:
@@ -477,7 +491,9 @@ class LogSegment:
         self.deleted = True
         self.offset_index.close_without_trim()
         self.time_index.close_without_trim()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        self.txn_index.close()
+        self.txn_index.path += DELETED_SUFFIX  # readers keep its entries in memory
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = self._path(suffix)
             if self.fs.exists(path):
                 self.fs.rename(path, path + DELETED_SUFFIX)
@@ -487,5 +503,5 @@ class LogSegment:
     def delete_files(self) -> None:
         """Step two, ``file.delete.delay.ms`` later: close the log fd and unlink the files."""
         self.fs.close(self.fd)
-        remove_files(self.fs, [self._path(suffix) + DELETED_SUFFIX
-                               for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)])
+        remove_files(self.fs, [self._path(suffix) + DELETED_SUFFIX for suffix in
+                               (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)])
