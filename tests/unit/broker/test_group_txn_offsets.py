@@ -118,5 +118,10 @@ def test_a_marker_while_the_partition_loads_resolves_the_loaded_groups(tmp_path:
         coordinator.on_transaction_completed(PID, [0], True)
         await coordinator.manager.wait_for_loads()
         assert _fetch(coordinator, group) == (10, False)
+        # unloading forgets which groups a producer has pending offsets in
+        await _commit(coordinator, group, 11)
+        assert coordinator.manager.producer_groups == {PID: {group}}
+        coordinator.on_leadership_change([], [(OFFSETS_TOPIC, 0)])
+        assert coordinator.manager.producer_groups == {}
 
     run(tmp_path, scenario, cluster_mode=True)

@@ -272,6 +272,8 @@ class GroupMetadataManager:
         removed = [group for group in self.groups.values() if self.partition_for(group.group_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
+            for producer_id in group.pending_txn_offsets:
+                self._forget_producer_group(producer_id, group.group_id)
         if removed:
             logger.info("unloaded %d groups of %s-%d", len(removed), OFFSETS_TOPIC, partition)
         return removed
@@ -418,6 +420,13 @@ class GroupMetadataManager:
                              producer_id, "committed" if committed else "aborted", applied)
         if not group_ids:
             del self.producer_groups[producer_id]
+
+    def _forget_producer_group(self, producer_id: int, group_id: str) -> None:
+        group_ids = self.producer_groups.get(producer_id)
+        if group_ids is not None:
+            group_ids.discard(group_id)
+            if not group_ids:
+                del self.producer_groups[producer_id]
 
     def _track_producers(self, groups: Iterable[GroupMetadata]) -> None:
         for group in groups:
