@@ -265,7 +265,10 @@ class TransactionCoordinator:
         # A client's epoch must be the current one; the coordinator's own abort may be one above it.
         if (from_client and producer_epoch != metadata.producer_epoch) or producer_epoch < metadata.producer_epoch:
             return ErrorCode.PRODUCER_FENCED
-        if metadata.pending_transition_in_progress and metadata.pending_state != S.PREPARE_EPOCH_FENCE:
+        # Only the coordinator's own abort may follow its epoch fence (a client's EndTxn meeting a
+        # timed-out transaction's fence before the abort is prepared waits, as for any pending state).
+        if metadata.pending_transition_in_progress and (
+                from_client or metadata.pending_state != S.PREPARE_EPOCH_FENCE):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         state = metadata.state
         if state == S.ONGOING:

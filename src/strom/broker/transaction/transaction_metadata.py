@@ -145,8 +145,6 @@ class TransactionMetadata:
                                          ) -> TxnTransitMetadata | None:
         """InitProducerId's bump; None means PRODUCER_FENCED (a KIP-360 epoch neither
         current nor the last one)."""
-        if self.is_producer_epoch_exhausted:
-            raise IllegalTransitionError(f"{self.transactional_id}: epoch {self.producer_epoch} is exhausted")
         bumped = self.producer_epoch + 1
         if expected_epoch is None:
             epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
@@ -156,6 +154,8 @@ class TransactionMetadata:
             epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
         else:
             return None
+        if epoch == bumped and self.is_producer_epoch_exhausted:
+            raise IllegalTransitionError(f"{self.transactional_id}: epoch {self.producer_epoch} is exhausted")
         return self._prepare(S.EMPTY, self.producer_id, epoch, last_epoch, timeout_ms, frozenset(), -1, now)
 
     def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now: int,

@@ -73,3 +73,20 @@ def test_a_prepared_commit_is_completed_after_a_restart(broker: BrokerRunner) ->
 
     broker.run(before, PROPERTIES)
     broker.run(after, PROPERTIES)
+
+
+def test_a_clients_end_txn_waits_while_the_coordinator_fences_its_transaction(broker: BrokerRunner) -> None:
+    """The timed-out-transaction scan has fenced the epoch and not yet prepared the abort: the
+    client's commit is CONCURRENT_TRANSACTIONS (Kafka would fail preparing it)."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t")
+        producer = ((await init(h, "tx")).producer_id, 0)
+        assert await add(h, "tx", producer, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+        found = h.broker.transaction_coordinator.state_manager.get_transaction_state("tx")
+        assert not isinstance(found, ErrorCode) and found[1] is not None
+        found[1].prepare_fence_producer_epoch()  # as the scan does, before its abort runs
+        assert await end(h, "tx", producer, committed=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert state_of(h, "tx") == TransactionState.ONGOING
+
+    broker.run(scenario, PROPERTIES)
