@@ -110,6 +110,14 @@ CONFIG_TYPES: Final = {
     "log.cleaner.threads": ConfigType.INT,
     "producer.id.expiration.ms": ConfigType.INT,
     "offset.metadata.max.bytes": ConfigType.INT,
+    "transaction.state.log.num.partitions": ConfigType.INT,
+    "transaction.state.log.replication.factor": ConfigType.SHORT,
+    "transaction.state.log.min.isr": ConfigType.INT,
+    "transaction.state.log.segment.bytes": ConfigType.INT,
+    "transaction.max.timeout.ms": ConfigType.INT,
+    "transactional.id.expiration.ms": ConfigType.INT,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ConfigType.INT,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ConfigType.INT,
 }
 _PYTHON_TYPES: Final = {bool: ConfigType.BOOLEAN, int: ConfigType.LONG, float: ConfigType.DOUBLE, str: ConfigType.STRING}
 
