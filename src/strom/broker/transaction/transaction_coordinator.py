@@ -122,6 +122,7 @@ class TransactionCoordinator:
         for topic, partition in stopped_leading:
             if topic == TRANSACTION_STATE_TOPIC:
                 logger.info("resigned as leader of %s-%d", topic, partition)
+                self.marker_channel.remove_markers_for_partition(partition)
                 self.state_manager.remove_partition(partition)
         for topic, partition in now_leading:
             if topic == TRANSACTION_STATE_TOPIC:

@@ -76,7 +76,7 @@ class TransactionMarkerChannel:
         self.write_markers = write_markers
         self.topic_exists = topic_exists
         self.retry_backoff = retry_backoff_ms / 1000
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], str] = {}  # -> its transactional id
 
     @property
     def in_flight(self) -> int:
@@ -91,8 +91,19 @@ class TransactionMarkerChannel:
                              tuple(sorted(metadata.partitions)))
         task = asyncio.get_running_loop().create_task(
             self._send(metadata.transactional_id, marker, complete), name=f"markers {metadata.transactional_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = metadata.transactional_id
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
+
+    def remove_markers_for_partition(self, partition: int) -> None:
+        """This broker stopped coordinating ``__transaction_state`` partition ``partition``:
+        stop sending for its ids (Kafka's ``removeMarkersForTxnTopicPartition``); the next
+        coordinator writes them from its load."""
+        for task, transactional_id in list(self._tasks.items()):
+            if self.state_manager.partition_for(transactional_id) == partition:
+                task.cancel()
 
     async def _send(self, transactional_id: str, marker: MarkerRound, complete: TxnTransitMetadata) -> None:
         try:
@@ -155,7 +166,7 @@ class TransactionMarkerChannel:
             logger.debug("%s: %s", transactional_id, complete.state.name)
 
     async def shutdown(self) -> None:
-        tasks, self._tasks = list(self._tasks), set()
+        tasks, self._tasks = list(self._tasks), {}
         for task in tasks:
             task.cancel()
         for task in tasks:

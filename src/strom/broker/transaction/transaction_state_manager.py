@@ -262,6 +262,11 @@ class TransactionStateManager:
         self.loading.discard(partition)
         self._owned.pop(partition, None)
 
+    async def wait_for_loads(self) -> None:
+        """Until no load is in progress (loads started meanwhile too)."""
+        while self._loads:
+            await asyncio.gather(*(task for task, _ in list(self._loads.values())), return_exceptions=True)
+
     async def shutdown(self) -> None:
         loads, self._loads = list(self._loads.values()), {}
         for task, cancel in loads:
