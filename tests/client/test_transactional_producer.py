@@ -32,6 +32,7 @@ from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from strom.client.producer import AsyncProducer
 from strom.client.sync import Producer
 from strom.client.transaction_manager import TransactionState
+from strom.protocol.error_codes import ErrorCode
 from tests.support import reference_broker
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import Kafka, create_topic
@@ -292,6 +293,36 @@ def test_a_refused_batch_makes_the_transaction_abortable(broker: Kafka) -> None:
             with pytest.raises(KafkaError):
                 await producer.commit_transaction()
             await producer.abort_transaction()
+            producer.begin_transaction()
+            await producer.send(topic, b"committed")
+            await producer.commit_transaction()
+
+    asyncio.run(main())
+    assert read_values(broker, topic, 1, "read_committed", ends_with(b"committed")) == [b"committed"]
+
+
+def test_an_abort_after_a_sequence_gap_bumps_the_epoch(broker: Kafka) -> None:
+    """KIP-360: a batch refused OUT_OF_ORDER_SEQUENCE_NUMBER leaves its partition's
+    sequence in doubt; the abort bumps the epoch, so sequences start again and the next
+    transaction commits (without the bump the gap would refuse every later batch)."""
+    topic = broker.topic("txn-bump")
+    create_topic(broker, topic, 1)
+
+    async def main() -> None:
+        async with AsyncProducer(producer_config(broker, f"{topic}-id")) as producer:
+            await producer.init_transactions()
+            transactions, sender = producer._transactions, producer._sender
+            assert transactions is not None and sender is not None
+            producer.begin_transaction()
+            await producer.send_and_wait(topic, b"first")
+            sender._sequences[(topic, 0)] += 5  # as if five records were stamped and lost
+            gap = await producer.send(topic, b"after-the-gap")
+            with pytest.raises(KafkaError) as refused:
+                await gap
+            assert refused.value.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            producer_id, epoch = transactions.producer_id, transactions.producer_epoch
+            await producer.abort_transaction()
+            assert (transactions.producer_id, transactions.producer_epoch) == (producer_id, epoch + 1)
             producer.begin_transaction()
             await producer.send(topic, b"committed")
             await producer.commit_transaction()

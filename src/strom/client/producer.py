@@ -130,6 +130,8 @@ class AsyncProducer:
             from strom.client.transaction_manager import TransactionManager
             self._transactions = TransactionManager(config, self._cluster, self._accumulator)
         sender = Sender(config, self._cluster, self._accumulator, self._transactions)
+        if self._transactions is not None:
+            self._transactions.on_producer_id = sender.set_producer_id  # every sequence from 0
         if config.enable_idempotence and self._transactions is None:
             await sender.init_producer_id()
         sender.start()
@@ -391,8 +393,6 @@ class AsyncProducer:
         await self.start()
         transactions = self._require_transactions()
         await transactions.init_transactions()
-        assert self._sender is not None
-        self._sender.set_producer_id(transactions.producer_id, transactions.producer_epoch)
 
     def begin_transaction(self) -> None:
         """Start a transaction: the records sent from now on commit or abort together."""

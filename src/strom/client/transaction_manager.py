@@ -34,9 +34,12 @@ TRANSACTION_ABORTABLE), is abortable: sends and commit raise it until
 ``commit_transaction`` and ``abort_transaction`` wait up to ``max.block.ms``; the work
 goes on after a timeout, and calling the same method again waits for it, as in Java.
 
-Not done (as Java 3.x and 4.x do in TV1): the KIP-360 epoch bump that lets an
-idempotence error (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER) be aborted and
-the producer carry on; here such an error is abortable, and a later EndTxn decides.
+A batch lost in a way that leaves its partition's sequence in doubt (a timeout, an
+out-of-order or unknown producer id answer) is abortable too, but the abort then bumps
+the epoch (KIP-360): after EndTxn, InitProducerId v3+ with the current producer id and
+epoch, so every partition's sequence starts again at 0 with the new epoch, as Java's
+and Sarama's producers do. A coordinator older than InitProducerId v3 cannot bump: the
+abort then ends as any other.
 """
 
 from __future__ import annotations
@@ -65,7 +68,6 @@ from strom.client.errors import (
 from strom.client.find_coordinator import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
 from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
-from strom.protocol.message import Message
 from strom.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from strom.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from strom.protocol.messages.add_partitions_to_txn_request import (
@@ -112,9 +114,13 @@ _FATAL: Final = frozenset({
     ErrorCode.INVALID_TRANSACTION_TIMEOUT,
 })
 # A batch failing with these leaves nothing to abort with (Java's maybeTransitionToErrorState).
-_FATAL_FOR_BATCH: Final = frozenset({
-    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-    ErrorCode.UNSUPPORTED_VERSION,
+_FATAL_FOR_BATCH: Final = _FATAL & {ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                     ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION}
+# A batch failing with these may or may not be in the log, so its partition's sequence
+# is in doubt: the abort bumps the epoch (Java's needToTriggerEpochBumpFromClient).
+_SEQUENCE_IN_DOUBT: Final = frozenset({
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NETWORK_EXCEPTION,
 })
 # Errors about the transaction's content: abort it and carry on.
 _ABORTABLE: Final = frozenset({
@@ -139,7 +145,7 @@ _S = TransactionState
 # FATAL_ERROR may be entered from any.
 _ALLOWED_FROM: Final[dict[TransactionState, frozenset[TransactionState]]] = {
     _S.UNINITIALIZED: frozenset(),
-    _S.INITIALIZING: frozenset({_S.UNINITIALIZED}),
+    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING_TRANSACTION}),  # the latter: KIP-360
     _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
     _S.IN_TRANSACTION: frozenset({_S.READY}),
     _S.COMMITTING_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
@@ -178,6 +184,10 @@ class TransactionManager:
         self._new_partitions: set[TopicPartition] = set()  # to add
         self._adding: asyncio.Task[None] | None = None  # the AddPartitionsToTxn loop
         self._transaction_started = False  # partitions or offsets added: EndTxn needed
+        self._epoch_bump_required = False  # KIP-360: the abort ends with InitProducerId
+        self._init_producer_id_version = -1  # as negotiated with the coordinator
+        # Told the producer id and epoch each time InitProducerId gives them (the sender).
+        self.on_producer_id: Callable[[int, int], None] | None = None
         # init_transactions / commit / abort under way, or finished unseen: a caller that
         # timed out on it gets its outcome by calling the same method again.
         self._pending: asyncio.Task[None] | None = None
@@ -223,6 +233,8 @@ class TransactionManager:
         elif code is ErrorCode.INVALID_PRODUCER_EPOCH:
             self._abortable(InvalidProducerEpochError(str(error)))
         else:
+            if code in _SEQUENCE_IN_DOUBT and self.state is not TransactionState.ABORTING_TRANSACTION:
+                self._epoch_bump_required = True
             self._abortable(error if isinstance(error, KafkaError) else KafkaError(code, str(error)))
 
     def handle_failed_send(self, error: KafkaError) -> None:
@@ -297,6 +309,7 @@ class TransactionManager:
         if target is TransactionState.READY:
             self.last_error = None
             self._transaction_started = False
+            self._epoch_bump_required = False
             self._in_transaction.clear()
             self._new_partitions.clear()
         if target in (TransactionState.ABORTABLE_ERROR, TransactionState.FATAL_ERROR):
@@ -342,13 +355,9 @@ class TransactionManager:
     def _resumes(self, call: str) -> bool:
         """Whether ``call`` was made before and timed out: its work is then this call's."""
         task = self._pending
-        if task is None:
-            return False
-        if self._pending_call == call:
-            return True
-        if task.done():
-            self._pending = None  # another call's, finished: nothing to resume
-        return False
+        if task is not None and self._pending_call != call and task.done():
+            self._pending = task = None  # another call's, finished: nothing to resume
+        return task is not None and self._pending_call == call
 
     def _start_pending(self, call: str, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -394,13 +403,21 @@ class TransactionManager:
         if self.state is not (TransactionState.COMMITTING_TRANSACTION if commit
                               else TransactionState.ABORTING_TRANSACTION):
             self._maybe_fail_with_error()  # a batch or AddPartitionsToTxn failed meanwhile
+        # KIP-360 needs InitProducerId v3+ (the producer id and epoch in the request)
+        bump = not commit and self._epoch_bump_required and self._init_producer_id_version >= 3
+        # INVALID_PRODUCER_ID_MAPPING: the coordinator would refuse EndTxn too (Java skips it)
+        unmapped = self.last_error is not None and self.last_error.error_code is ErrorCode.INVALID_PRODUCER_ID_MAPPING
         try:
-            if self._transaction_started:
+            if self._transaction_started and not (bump and unmapped):  # else no EndTxn: nothing added
                 await self._retrying(lambda: self._end_txn(commit))
-            else:
-                logger.debug("transactional id %s: nothing added, no EndTxn", self.transactional_id)
         except KafkaError as exc:
             raise self._unclassified(exc) from None
+        if bump:
+            logger.info("transactional id %s: bumping epoch %d after the abort (KIP-360)",
+                        self.transactional_id, self.producer_epoch)
+            self._transition(TransactionState.INITIALIZING)
+            await self._init_producer_id(bump=True)
+            return
         self._transition(TransactionState.READY)
 
     # -- requests ----------------------------------------------------------------------
@@ -434,20 +451,21 @@ class TransactionManager:
             raise self._abortable(KafkaError(code, what))
         raise self._fatal(KafkaError(code, f"{what}: unexpected error"))
 
-    async def _send(self, link: CoordinatorLink, request_for: Callable[[int], Message],
-                    versions: range, api_key: int) -> Message:
-        response, _ = await link.send(api_key, request_for, versions)
-        return response
-
-    async def _init_producer_id(self) -> None:
+    async def _init_producer_id(self, bump: bool = False) -> None:
+        """InitProducerId; ``bump`` (KIP-360, v3+) names the current producer id and epoch,
+        so the coordinator bumps this producer's epoch rather than fencing it."""
         def request(version: int) -> InitProducerIdRequest:
+            known = bump and version >= 3
             return InitProducerIdRequest(transactional_id=self.transactional_id,
-                                         transaction_timeout_ms=self.config.transaction_timeout_ms)
+                                         transaction_timeout_ms=self.config.transaction_timeout_ms,
+                                         producer_id=self.producer_id if known else -1,
+                                         producer_epoch=self.producer_epoch if known else -1)
 
         async def attempt() -> None:
-            response = await self._send(self._coordinator, request, INIT_PRODUCER_ID_VERSIONS,
-                                        InitProducerIdRequest.API_KEY)
+            response, version = await self._coordinator.send(InitProducerIdRequest.API_KEY, request,
+                                                             INIT_PRODUCER_ID_VERSIONS)
             assert isinstance(response, InitProducerIdResponse)
+            self._init_producer_id_version = version
             code = ErrorCode.from_code(response.error_code)
             if code is not ErrorCode.NONE:
                 self._coordinator_error(self._coordinator, code, "InitProducerId")
@@ -459,6 +477,8 @@ class TransactionManager:
             raise self._fatal(exc) from None
         logger.info("transactional id %s: producer id %d, epoch %d", self.transactional_id,
                     self.producer_id, self.producer_epoch)
+        if self.on_producer_id is not None:
+            self.on_producer_id(self.producer_id, self.producer_epoch)
         self._transition(TransactionState.READY)
 
     async def _add_partitions(self) -> None:
@@ -487,8 +507,8 @@ class TransactionManager:
             v3_and_below_producer_epoch=self.producer_epoch,
             v3_and_below_topics=tuple(AddPartitionsToTxnTopic(name=topic, partitions=tuple(indexes))
                                       for topic, indexes in by_topic.items()))
-        response = await self._send(self._coordinator, lambda _: request, ADD_PARTITIONS_VERSIONS,
-                                    AddPartitionsToTxnRequest.API_KEY)
+        response, _ = await self._coordinator.send(AddPartitionsToTxnRequest.API_KEY, lambda _: request,
+                                                   ADD_PARTITIONS_VERSIONS)
         assert isinstance(response, AddPartitionsToTxnResponse)
         codes = {ErrorCode.from_code(part.partition_error_code)
                  for topic in response.results_by_topic_v3_and_below for part in topic.results_by_partition}
@@ -508,8 +528,8 @@ class TransactionManager:
     async def _add_offsets(self, group_id: str) -> None:
         request = AddOffsetsToTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                          producer_epoch=self.producer_epoch, group_id=group_id)
-        response = await self._send(self._coordinator, lambda _: request, ADD_OFFSETS_VERSIONS,
-                                    AddOffsetsToTxnRequest.API_KEY)
+        response, _ = await self._coordinator.send(AddOffsetsToTxnRequest.API_KEY, lambda _: request,
+                                                   ADD_OFFSETS_VERSIONS)
         assert isinstance(response, AddOffsetsToTxnResponse)
         code = ErrorCode.from_code(response.error_code)
         if code is not ErrorCode.NONE:
@@ -539,7 +559,7 @@ class TransactionManager:
                 topics=tuple(TxnOffsetCommitRequestTopic(name=topic, partitions=tuple(partitions))
                              for topic, partitions in by_topic.items()))
 
-        response = await self._send(link, request, TXN_OFFSET_COMMIT_VERSIONS, TxnOffsetCommitRequest.API_KEY)
+        response, _ = await link.send(TxnOffsetCommitRequest.API_KEY, request, TXN_OFFSET_COMMIT_VERSIONS)
         assert isinstance(response, TxnOffsetCommitResponse)
         errors: dict[ErrorCode, list[TopicPartition]] = {}
         for topic in response.topics:
@@ -571,7 +591,7 @@ class TransactionManager:
     async def _end_txn(self, commit: bool) -> None:
         request = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                 producer_epoch=self.producer_epoch, committed=commit)
-        response = await self._send(self._coordinator, lambda _: request, END_TXN_VERSIONS, EndTxnRequest.API_KEY)
+        response, _ = await self._coordinator.send(EndTxnRequest.API_KEY, lambda _: request, END_TXN_VERSIONS)
         assert isinstance(response, EndTxnResponse)
         code = ErrorCode.from_code(response.error_code)
         if code is not ErrorCode.NONE:
