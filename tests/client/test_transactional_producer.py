@@ -207,7 +207,11 @@ def test_send_offsets_to_transaction_commits_them_with_the_transaction(broker: K
     assert values == [b"in-0", b"in-1", b"in-2", b"sentinel"]
 
 
-def test_a_newer_instance_fences_the_zombie(broker: Kafka) -> None:
+@pytest.mark.parametrize("zombie_next", ["commit", "send"])
+def test_a_newer_instance_fences_the_zombie(broker: Kafka, zombie_next: str) -> None:
+    """The zombie's next commit fails fenced; so does its next send (the leader refuses
+    its old epoch) and then the abort that must follow (Kafka's testFencingOnCommit and
+    testFencingOnSend)."""
     topic = broker.topic("txn-fence")
     create_topic(broker, topic, 1)
     transactional_id = f"{topic}-id"
@@ -224,8 +228,16 @@ def test_a_newer_instance_fences_the_zombie(broker: Kafka) -> None:
             assert successor._transactions is not None and zombie._transactions is not None
             assert successor._transactions.producer_id == zombie._transactions.producer_id
             assert successor._transactions.producer_epoch > zombie._transactions.producer_epoch
-            with pytest.raises(ProducerFencedError):
-                await zombie.commit_transaction()
+            if zombie_next == "commit":
+                with pytest.raises(ProducerFencedError):
+                    await zombie.commit_transaction()
+            else:
+                refused = await zombie.send(topic, b"zombie-again")
+                with pytest.raises(KafkaError) as error:
+                    await refused
+                assert error.value.error_code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED)
+                with pytest.raises(ProducerFencedError):
+                    await zombie.abort_transaction()
             assert zombie._transactions.state is TransactionState.FATAL_ERROR
             with pytest.raises(ProducerFencedError):
                 zombie.begin_transaction()
