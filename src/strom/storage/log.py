@@ -128,6 +128,7 @@ class Log:
         # Whether a segment may hold an aborted transaction: False spares read_committed
         # fetches of a log without transactions any index walk.
         self._has_aborted_txns = any(segment.txn_index.entries for segment in segments)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)  # replayed txns
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -188,6 +189,7 @@ class Log:
         """Set the HW (replication's job), clamped to [log start, LEO]; returns it."""
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset), self._log_end_offset)
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
             return self._high_watermark
 
     @property
@@ -263,6 +265,8 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, base_offset)
         if self.hw_follows_leo:
             self._high_watermark = self._log_end_offset
+            if self.producer_state.unreplicated:
+                self.producer_state.on_high_watermark_updated(self._high_watermark)
         self._unflushed_messages += last_offset + 1 - base_offset
         if self._unflushed_messages >= self.config.flush_messages \
                 or now - self._last_flush_ms >= self.config.flush_ms:
@@ -562,6 +566,7 @@ class Log:
                 self.leader_epoch_cache.truncate_from_end(end)
                 self.producer_state.truncate_and_reload(kept, self._log_start_offset, end,
                                                         self.clock())
+                self.producer_state.on_high_watermark_updated(self._high_watermark)
                 self._has_aborted_txns = any(segment.txn_index.entries for segment in kept)
                 remove_marker(self.fs, self.directory)
             except OSError as exc:

@@ -40,11 +40,11 @@ with the LSO just after the marker (the first offset of the oldest transaction s
 open, necessarily another producer's, else the marker's offset + 1), which the log
 writes into the segment's ``.txnindex`` for an abort (``transaction_index``). A marker
 for a producer with no open transaction (an empty transaction) completes nothing.
-Kafka also keeps a completed transaction unstable until the high watermark passes its
-marker (``unreplicatedTxns``); here it is stable at its marker, under the HW as ever:
-records below the HW of a transaction whose marker is not replicated yet are read as
-that marker says, and a new leader lacking the marker gets the same decision again
-from the coordinator, which rewrites markers until every partition has one.
+A completed transaction stays unstable until the high watermark passes its marker
+(Kafka's ``unreplicatedTxns``; ``on_high_watermark_updated``): read_committed consumers
+never read a transaction whose marker a new leader might lack, and the last stable
+offset moves only when the high watermark does, so what wakes fetches waiting on the
+high watermark wakes those waiting on the LSO too.
 
 Invariants: a snapshot's offset is at most the log end offset (a snapshot above it
 describes batches that are gone and is deleted on load); a snapshot that does not
@@ -296,7 +296,8 @@ class ProducerStateManager:
 
     ``first_unstable_offset`` is a plain attribute so that readers (the LSO) need no lock.
     ``ongoing``: open transactions, first offset -> producer id, in offset order (the
-    module docstring).
+    module docstring); ``unreplicated``: completed ones whose marker is at or above the
+    high watermark, first offset -> marker offset.
     """
 
     def __init__(self, fs: FileSystem, directory: str,
@@ -307,6 +308,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.first_unstable_offset: int | None = None
         self.ongoing: dict[int, int] = {}
+        self.unreplicated: dict[int, int] = {}
         # The offset as of which this state is what ``load`` would rebuild from disk
         # with nothing to replay (a snapshot of that name, or the log start without
         # one); None once an append changed it. A snapshot there would be a rewrite.
@@ -339,14 +341,32 @@ class ProducerStateManager:
         # producer's): no scan of the producers per append.
         if info.ongoing is not None:
             self.ongoing = info.ongoing
-            self.first_unstable_offset = next(iter(info.ongoing), None)
+            for txn, _ in info.completed:
+                self.unreplicated[txn.first_offset] = txn.last_offset
+            self._update_first_unstable_offset()
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below the HW become stable."""
+        if self.unreplicated:
+            self.unreplicated = {first: last for first, last in self.unreplicated.items()
+                                 if last >= high_watermark}
+            self._update_first_unstable_offset()
+
+    def _update_first_unstable_offset(self) -> None:
+        first = next(iter(self.ongoing), None)
+        if self.unreplicated:
+            oldest = min(self.unreplicated)
+            first = oldest if first is None else min(first, oldest)
+        self.first_unstable_offset = first
 
     def _rebuild_ongoing(self) -> None:
-        """``ongoing`` from the producers' open transactions (after a snapshot is read)."""
+        """``ongoing`` from the producers' open transactions (after a snapshot is read);
+        ``unreplicated`` empty."""
         self.ongoing = dict(sorted((entry.current_txn_first_offset, entry.producer_id)
                                    for entry in self.producers.values()
                                    if entry.current_txn_first_offset >= 0))
-        self.first_unstable_offset = next(iter(self.ongoing), None)
+        self.unreplicated = {}
+        self._update_first_unstable_offset()
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (not mid-transaction)."""

@@ -100,8 +100,10 @@ def test_the_follower_holds_the_leaders_bytes_epochs_and_producers(
         == [(0, 0), (3, 11), (5, 16)]
     assert follower.latest_epoch == leader.latest_epoch == 5
     assert follower.producer_state.producers == leader.producer_state.producers
-    assert follower.producer_state.first_unstable_offset == 14
+    # The committed transaction at 11 stays unstable until the HW passes its marker (12).
+    assert follower.producer_state.first_unstable_offset == 11
     assert follower.high_watermark == 0  # not moved: the fetcher sets it
+    assert follower.update_high_watermark(12) == 12 and follower.last_stable_offset == 11
     assert follower.update_high_watermark(20) == 20 and follower.last_stable_offset == 14
     follower.update_high_watermark(24)
     assert headers(follower) == headers(leader)

@@ -141,6 +141,21 @@ def test_aborts_are_indexed_with_the_lso_after_their_marker(tmp_path: Path) -> N
         ["00000000000000000000.txnindex"]
 
 
+def test_a_completed_transaction_is_unstable_until_the_hw_passes_its_marker(tmp_path: Path
+                                                                           ) -> None:
+    log = open_log(tmp_path)
+    log.hw_follows_leo = False  # a leader with followers: replication moves the HW
+    work = Workload(log)
+    work.data(1, 2)  # 0-1
+    work.data(2)  # 2
+    work.end(1, commit=True)  # 3
+    assert log.update_high_watermark(3) == 3 and log.last_stable_offset == 0
+    assert log.update_high_watermark(4) == 4 and log.last_stable_offset == 2  # pid 2's is open
+    work.end(2, commit=False)  # 4
+    assert log.last_stable_offset == 2
+    assert log.update_high_watermark(5) == 5 and log.last_stable_offset == 5
+
+
 def test_a_log_without_aborts_has_no_index_file_and_reads_none(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=300)
     work = Workload(log)

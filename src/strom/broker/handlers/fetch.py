@@ -1,7 +1,9 @@
 """Fetch (1): file regions of each partition's log, long-polling for ``min_bytes``.
 
 The reading and the long poll are the ReplicaManager's (``fetch_messages``): consumers
-read to the high watermark (or the last stable offset) and wait for it to move;
+read to the high watermark (or, read_committed, the last stable offset, with the aborted
+transactions their records overlap) and wait for it to move (the LSO moves only with the
+HW or, on one node, an append, both of which wake the waiters);
 followers (``replica_id`` >= 0) read to the log end, and one whose ``last_fetched_epoch``
 (v12+) diverges from the leader's log gets ``diverging_epoch`` (KIP-320's fetch-time
 truncation) instead of records. Records larger than a few KiB
@@ -30,12 +32,13 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.fetch_request import FetchRequest
 from strom.protocol.messages.fetch_response import (
+    AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
 )
-from strom.storage.log_results import FetchIsolation
+from strom.storage.log_results import FetchIsolation, FetchResult
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
@@ -138,8 +141,9 @@ def _group(
 def _partition(index: int, read: PartitionRead, committed: bool) -> PartitionData:
     """One partition's answer. As Kafka's: an error carries no offsets (-1, even for
     OFFSET_OUT_OF_RANGE) and no records; ``aborted_transactions`` is null unless the
-    consumer reads committed records (an empty list then, until transactions exist), and
-    an empty list for a partition Kafka's KafkaApis refuses before reading (unknown)."""
+    consumer reads committed records (then the aborted transactions the records overlap,
+    those that began before the fetch offset included: the client drops their records),
+    and an empty list for a partition Kafka's KafkaApis refuses before reading (unknown)."""
     result = read.result
     if result is None or read.error_code:
         aborted = () if read.error_code in _UNKNOWN else None
@@ -159,6 +163,14 @@ def _partition(index: int, read: PartitionRead, committed: bool) -> PartitionDat
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        aborted_transactions=() if committed else None,
+        aborted_transactions=_aborted(result) if committed else None,
         records=read.records if read.records is not None else b"",
     )
+
+
+def _aborted(result: FetchResult) -> tuple[AbortedTransaction, ...]:
+    found = result.aborted_transactions
+    if not found:
+        return ()
+    return tuple(AbortedTransaction(producer_id=entry.producer_id, first_offset=entry.first_offset)
+                 for entry in found)
