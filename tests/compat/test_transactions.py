@@ -1,6 +1,7 @@
 """Transactions with a real transactional client (confluent-kafka, librdkafka) against one
 ``strom serve``: commit, abort, an empty transaction, offsets sent in a transaction,
-fencing a zombie, a timeout above ``transaction.max.timeout.ms``; and aiokafka (v0 requests).
+fencing a zombie, a timeout above ``transaction.max.timeout.ms``; and aiokafka (v0 requests)
+and kafka-python.
 
 One broker for the module; every test has its own transactional id and topic.
 """
@@ -199,3 +200,27 @@ def test_aiokafka_speaking_v0_commits_aborts_and_is_fenced(broker: BrokerProcess
     # CPython 3.11 fails that compile with "AST constructor recursion depth mismatch").
     gc.collect()
     assert read_all(broker, "txn-aiokafka", "read_uncommitted") == [b"committed", b"aborted"]
+
+
+def test_kafka_python_commits_aborts_and_is_fenced(broker: BrokerProcess) -> None:
+    """kafka-python negotiates versions (v2 and later here): it gets PRODUCER_FENCED as it is."""
+    from kafka import KafkaProducer
+    from kafka.errors import ProducerFencedError
+
+    create_topic(broker, "txn-kafka-python")
+    zombie = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python")
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send("txn-kafka-python", b"committed", partition=0)
+    zombie.commit_transaction()
+    zombie.begin_transaction()
+    zombie.send("txn-kafka-python", b"aborted", partition=0).get(30)
+    zombie.abort_transaction()
+    successor = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python")
+    successor.init_transactions()
+    zombie.begin_transaction()
+    with pytest.raises(ProducerFencedError):
+        zombie.send("txn-kafka-python", b"fenced", partition=0).get(30)
+    zombie.close(timeout=5)
+    successor.close(timeout=5)
+    assert read_all(broker, "txn-kafka-python", "read_uncommitted") == [b"committed", b"aborted"]
