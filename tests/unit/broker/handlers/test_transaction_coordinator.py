@@ -119,3 +119,21 @@ def test_an_exhausted_epoch_gets_a_new_producer_id(broker: BrokerRunner) -> None
         assert (retried.error_code, retried.producer_id) == (ErrorCode.NONE, rotated.producer_id)
 
     broker.run(scenario, PROPERTIES)
+
+
+def test_an_idle_id_expires_and_comes_back_with_a_new_producer_id(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        first = await init(h, "tx")
+        assert first.error_code == ErrorCode.NONE
+        manager = h.broker.transaction_coordinator.state_manager
+        for _ in range(1000):  # the expiry scan writes a tombstone and drops the id
+            found = manager.get_transaction_state("tx")
+            if not isinstance(found, ErrorCode) and found[1] is None:
+                break
+            await asyncio.sleep(0.01)
+        assert found == (0, None)
+        again = await init(h, "tx", version=3, producer=(first.producer_id, 0))  # KIP-360: a new id, not a fence
+        assert again.error_code == ErrorCode.NONE and again.producer_id != first.producer_id
+
+    broker.run(scenario, {**PROPERTIES, "transactional.id.expiration.ms": "50",
+                          "transaction.remove.expired.transaction.cleanup.interval.ms": "50"})
