@@ -38,6 +38,7 @@ class BrokerMarkerWriter:
         self.broker = broker
         self.request_timeout_ms = request_timeout_ms
         self._connections: dict[int, tuple[tuple[str, int], BrokerConnection]] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}  # one connection attempt per leader at a time
 
     async def __call__(self, marker_round: MarkerRound) -> Mapping[TopicPartition, ErrorCode]:
         from strom.broker.txn_markers import (  # the handler side's module
@@ -120,15 +121,16 @@ class BrokerMarkerWriter:
         if endpoint is None:
             raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {leader} has no inter-broker endpoint")
         where = (endpoint.host, endpoint.port)
-        known = self._connections.get(leader)
-        if known is not None and known[0] == where and not known[1].closed:
-            return known[1]
-        self._drop(leader)
-        connection = await BrokerConnection.open(
-            endpoint.host, endpoint.port, node_id=leader, client_id=f"broker-{self.broker.node_id}-txn-markers",
-            request_timeout_ms=self.request_timeout_ms)
-        self._connections[leader] = (where, connection)
-        return connection
+        async with self._connecting.setdefault(leader, asyncio.Lock()):
+            known = self._connections.get(leader)
+            if known is not None and known[0] == where and not known[1].closed:
+                return known[1]
+            self._drop(leader)
+            connection = await BrokerConnection.open(
+                endpoint.host, endpoint.port, node_id=leader,
+                client_id=f"broker-{self.broker.node_id}-txn-markers", request_timeout_ms=self.request_timeout_ms)
+            self._connections[leader] = (where, connection)
+            return connection
 
     def _drop(self, leader: int) -> None:
         known = self._connections.pop(leader, None)
