@@ -216,9 +216,9 @@ class Sender:
         topics: dict[str, list[PartitionProduceData]] = {}
         for (topic, partition), batch in batches.items():
             topics.setdefault(topic, []).append(PartitionProduceData(index=partition, records=batch.buffer))
-        transactions = self._transactions
+        transactional_id = None if self._transactions is None else self._transactions.transactional_id
         return ProduceRequest(
-            transactional_id=None if transactions is None else transactions.transactional_id, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
+            transactional_id=transactional_id, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
             topic_data=tuple(TopicProduceData(name=t, partition_data=tuple(p)) for t, p in topics.items()))
 
     async def _produce(self, node: int, batches: dict[TopicPartition, ClosedBatch]) -> None:
