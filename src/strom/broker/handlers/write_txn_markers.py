@@ -1,7 +1,8 @@
 """WriteTxnMarkers (27): write transaction markers on partitions this broker leads.
 
 Thin over ``strom.broker.txn_markers.write_txn_markers``: the request's markers in,
-one error per producer id per partition out, in the request's order. Sent by a
+one error per producer id per partition out, grouped as Kafka groups them (by producer
+id, then topic), in the request's order. Sent by a
 transaction coordinator on another broker, and by admin clients aborting a hanging
 transaction straight at the leader (KIP-664). No partition gets
 UNSUPPORTED_FOR_MESSAGE_FORMAT: every log is format v2, as Kafka 3.x ignores
@@ -42,13 +43,16 @@ async def handle(broker: Broker, request: Request) -> Message:
         for marker in body.markers
     ]
     results = await write_txn_markers(broker, markers)
+    # As Kafka's answer, built from its errors by producer id and partition: one result per
+    # producer id, partitions grouped by topic (a topic or producer named twice is merged).
+    by_producer: dict[int, dict[str, dict[int, int]]] = {}
+    for (producer_id, (topic, index)), error in results.items():
+        by_producer.setdefault(producer_id, {}).setdefault(topic, {})[index] = error
     return WriteTxnMarkersResponse(markers=tuple(
-        WritableTxnMarkerResult(marker.producer_id, tuple(
-            WritableTxnMarkerTopicResult(topic.name, tuple(
-                WritableTxnMarkerPartitionResult(index, results[(marker.producer_id, (topic.name, index))])
-                for index in topic.partition_indexes
-            ))
-            for topic in marker.topics
+        WritableTxnMarkerResult(producer_id, tuple(
+            WritableTxnMarkerTopicResult(topic, tuple(
+                WritableTxnMarkerPartitionResult(index, error) for index, error in partitions.items()))
+            for topic, partitions in topics.items()
         ))
-        for marker in body.markers
+        for producer_id, topics in by_producer.items()
     ))

@@ -1,0 +1,234 @@
+"""Transactional offsets and transaction markers on Kafka 3.9 and Strom: a transaction's
+offsets (InitProducerId with a transactional id, AddOffsetsToTxn, TxnOffsetCommit)
+pending until it commits (OffsetFetch with and without RequireStable, v7 and v8), an
+abort dropping them, KIP-447's member check, and WriteTxnMarkers' errors (unknown
+partitions, a fenced coordinator epoch, an old producer epoch). Each broker hands out its
+own producer ids, so requests naming one are built per side (``Pair.each``); the answers
+must still be equal.
+
+Both coordinators write the markers after answering EndTxn, and Kafka applies a
+marker's offsets on a scheduler thread after that, so a RequireStable fetch after
+EndTxn is repeated until it is not UNSTABLE_OFFSET_COMMIT, and a request meeting the
+previous transaction still completing (CONCURRENT_TRANSACTIONS) until it does not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from strom.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
+from strom.protocol.message import Message
+from strom.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from strom.protocol.messages.end_txn_request import EndTxnRequest
+from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from strom.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from strom.protocol.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from strom.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
+from strom.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from strom.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from tests.differential.normalise import normalise
+from tests.differential.wire import Pair, Side, create_topic, leaf_differences, unique
+
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions: Kafka's default, on both brokers
+UNSTABLE_OFFSET_COMMIT = 88
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
+RETRIABLE = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS)
+Producers = dict[int, tuple[int, int]]  # (producer id, epoch) by id(side)
+
+
+@pytest.fixture(scope="module")
+def topic(pair: Pair) -> str:
+    """A topic whose offsets the groups commit; Kafka's group coordinator loaded first."""
+    deadline = time.monotonic() + 90
+    for request in (FindCoordinatorRequest(key="warm-up", key_type=0), OffsetFetchRequest(group_id="warm-up")):
+        while pair.kafka.raw(request, 2).error_code:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "Kafka 3.9's group coordinator never loaded"
+            time.sleep(0.2)
+    return create_topic(pair, unique("txn-in"))
+
+
+def producer_ids(pair: Pair, transactional_id: str | None = None) -> Producers:
+    """A producer id on each broker (transactional if ``transactional_id``): (id, epoch)
+    by ``id(side)``. Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its transaction
+    coordinator is up."""
+    found = {}
+    request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000)
+    for side in pair.sides():
+        if transactional_id is not None:  # as clients do: Kafka makes __transaction_state on this
+            _until_settled(side, FindCoordinatorRequest(key=transactional_id, key_type=1), 2)
+        answer: Any = _until_settled(side, request, 4)
+        assert answer.error_code == 0, (side.bootstrap, answer)
+        found[id(side)] = (answer.producer_id, answer.producer_epoch)
+    return found
+
+
+def _until_settled(side: Side, request: Message, version: int) -> Message:
+    deadline = time.monotonic() + 90
+    while (answer := side.raw(request, version)).error_code in RETRIABLE:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"{side.bootstrap} kept answering {answer}"
+        time.sleep(0.1)
+    return answer
+
+
+def each_settled(pair: Pair, build: Callable[[Side], Message], version: int) -> None:
+    """A transaction request on each broker, repeated while retriable; the answers compared."""
+    answers = [normalise(_until_settled(side, build(side), version), side.node_id) for side in pair.sides()]
+    assert answers[0] == answers[1], leaf_differences(answers[0], answers[1])
+
+
+def txn_commit(group: str, topic: str, offset: int, producer: tuple[int, int], *, generation: int = -1,
+               member: str = "", transactional_id: str = "txn-diff") -> TxnOffsetCommitRequest:
+    return TxnOffsetCommitRequest(
+        transactional_id=transactional_id, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+        generation_id=generation, member_id=member,
+        topics=(TxnOffsetCommitRequestTopic(topic, (TxnOffsetCommitRequestPartition(0, offset, -1, "m"),)),))
+
+
+def markers(producer: tuple[int, int], committed: bool, partitions: list[tuple[str, int]],
+            coordinator_epoch: int = 0) -> WriteTxnMarkersRequest:
+    by_topic: dict[str, list[int]] = {}
+    for name, index in partitions:
+        by_topic.setdefault(name, []).append(index)
+    return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+        producer[0], producer[1], committed,
+        tuple(WritableTxnMarkerTopic(name, tuple(indexes)) for name, indexes in by_topic.items()), coordinator_epoch),))
+
+
+def fetch(group: str, topic: str, *, require_stable: bool, version: int = 7) -> OffsetFetchRequest:
+    if version >= 8:
+        return OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group, topics=(
+            OffsetFetchRequestTopics(topic, (0,)),)),), require_stable=require_stable)
+    return OffsetFetchRequest(group_id=group, topics=(OffsetFetchRequestTopic(topic, (0,)),),
+                              require_stable=require_stable)
+
+
+def settled(pair: Pair, request: Message, version: int) -> dict[str, Any]:
+    """Ask each broker until its answer is not UNSTABLE_OFFSET_COMMIT, then compare."""
+    answers = []
+    for side in pair.sides():
+        deadline = time.monotonic() + 30
+        while UNSTABLE_OFFSET_COMMIT in _errors(answer := side.ask(request, version)):
+            assert time.monotonic() < deadline, "the offsets stayed unstable"
+            time.sleep(0.05)
+        answers.append(answer)
+    assert answers[0] == answers[1]
+    return answers[0]
+
+
+def _errors(answer: Any) -> list[int]:
+    if isinstance(answer, dict):
+        return [v for k, v in answer.items() if k == "error_code"] + [e for v in answer.values() for e in _errors(v)]
+    if isinstance(answer, list):
+        return [e for v in answer for e in _errors(v)]
+    return []
+
+
+def each_marker(pair: Pair, build: Callable[[Side], Message], version: int) -> None:
+    """WriteTxnMarkers on each broker, answers compared with each marker's topics (and
+    their partitions) sorted: Kafka lists them in its hash maps' order."""
+    answers = []
+    for side in pair.sides():
+        answer = side.ask(build(side), version)
+        for marker in answer["markers"]:
+            for topic in marker["topics"]:
+                topic["partitions"].sort(key=lambda partition: partition["partition_index"])
+            marker["topics"].sort(key=lambda topic: topic["name"])
+        answers.append(answer)
+    assert answers[0] == answers[1], leaf_differences(answers[0], answers[1])
+
+
+def _offset_partition(group: str) -> tuple[str, int]:
+    return OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
+
+
+def add_offsets(transactional_id: str, producer: Producers, group: str) -> Callable[[Side], Message]:
+    def build(side: Side) -> Message:
+        pid, epoch = producer[id(side)]
+        return AddOffsetsToTxnRequest(transactional_id=transactional_id, producer_id=pid, producer_epoch=epoch,
+                                      group_id=group)
+    return build
+
+
+def end_txn(transactional_id: str, producer: Producers, committed: bool) -> Callable[[Side], Message]:
+    def build(side: Side) -> Message:
+        pid, epoch = producer[id(side)]
+        return EndTxnRequest(transactional_id=transactional_id, producer_id=pid, producer_epoch=epoch,
+                             committed=committed)
+    return build
+
+
+def test_pending_until_the_transaction_commits_and_dropped_by_an_abort(pair: Pair, topic: str) -> None:
+    group, transactional_id = unique("txn-group"), unique("txn-id")
+    commit = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=(
+        OffsetCommitRequestTopic(topic, (OffsetCommitRequestPartition(0, 5, committed_metadata="plain"),)),))
+    pair.same(commit, 8)
+    producer = producer_ids(pair, transactional_id)
+
+    each_settled(pair, add_offsets(transactional_id, producer, group), 3)
+    answer = pair.each(lambda side: txn_commit(group, topic, 10, producer[id(side)],
+                                               transactional_id=transactional_id), 3)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+    for version in (7, 8):
+        unstable = pair.same(fetch(group, topic, require_stable=True, version=version), version)
+        assert UNSTABLE_OFFSET_COMMIT in _errors(unstable)
+        pair.same(fetch(group, topic, require_stable=False, version=version), version)
+    each_settled(pair, end_txn(transactional_id, producer, True), 3)
+    committed = settled(pair, fetch(group, topic, require_stable=True), 7)
+    assert committed["topics"][0]["partitions"][0]["committed_offset"] == 10
+
+    each_settled(pair, add_offsets(transactional_id, producer, group), 3)
+    pair.each(lambda side: txn_commit(group, topic, 20, producer[id(side)], transactional_id=transactional_id), 3)
+    each_settled(pair, end_txn(transactional_id, producer, False), 3)
+    aborted = settled(pair, fetch(group, topic, require_stable=True), 7)
+    assert aborted["topics"][0]["partitions"][0]["committed_offset"] == 10
+
+
+def test_txn_offset_commit_checks(pair: Pair, topic: str) -> None:
+    """A topic neither broker knows; in a transaction, a member the group does not have
+    (KIP-447, v3) and a plain commit without member information (older clients)."""
+    group, transactional_id = unique("txn-group"), unique("txn-id")
+    producer = producer_ids(pair, transactional_id)
+    nowhere = unique("nowhere")
+    pair.each(lambda side: txn_commit(group, nowhere, 1, producer[id(side)]), 3)
+    each_settled(pair, add_offsets(transactional_id, producer, group), 3)
+    unknown_member = pair.each(lambda side: txn_commit(group, topic, 1, producer[id(side)], generation=3,
+                                                       member="who", transactional_id=transactional_id), 3)
+    assert unknown_member["topics"][0]["partitions"][0]["error_code"] == 25  # UNKNOWN_MEMBER_ID
+    pair.each(lambda side: txn_commit(group, topic, 2, producer[id(side)], transactional_id=transactional_id), 0)
+    each_settled(pair, end_txn(transactional_id, producer, False), 3)
+
+
+def test_write_txn_markers_errors(pair: Pair, topic: str) -> None:
+    producer = producer_ids(pair)
+    group_partition = _offset_partition(unique("txn-group"))
+
+    def bumped(side: Side) -> tuple[int, int]:
+        pid, epoch = producer[id(side)]
+        return pid, epoch + 1
+
+    each_marker(pair, lambda side: markers(producer[id(side)], False, [(topic, 0), (topic, 7), ("missing-topic", 0)],
+                                           coordinator_epoch=5), 1)
+    each_marker(pair, lambda side: markers(producer[id(side)], False, [(topic, 0), group_partition], coordinator_epoch=4), 1)
+    each_marker(pair, lambda side: markers(bumped(side), True, [(topic, 0)], coordinator_epoch=5), 0)
+    each_marker(pair, lambda side: markers(producer[id(side)], True, [(topic, 0)], coordinator_epoch=5), 1)
