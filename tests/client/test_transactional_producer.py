@@ -30,7 +30,7 @@ from strom.client.errors import (
 )
 from strom.client.offsets import CommitFailedError, OffsetAndMetadata
 from strom.client.producer import AsyncProducer
-from strom.client.sync import Producer
+from strom.client.sync import Consumer, Producer
 from strom.client.transaction_manager import TransactionState
 from strom.protocol.error_codes import ErrorCode
 from tests.support import reference_broker
@@ -346,7 +346,11 @@ def test_an_abort_after_a_sequence_gap_bumps_the_epoch(broker: Kafka) -> None:
 def test_the_synchronous_producer_runs_transactions(broker: Kafka) -> None:
     topic = broker.topic("txn-sync")
     create_topic(broker, topic, 1)
-    with Producer(producer_config(broker, f"{topic}-id")) as producer:
+    group = f"{topic}-group"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    with Producer(producer_config(broker, f"{topic}-id")) as producer, consumer:
+        metadata = consumer.group_metadata()
+        assert metadata == ConsumerGroupMetadata(group)  # not joined: offsets without a generation
         producer.init_transactions()
         producer.begin_transaction()
         for i in range(3):
@@ -355,7 +359,14 @@ def test_the_synchronous_producer_runs_transactions(broker: Kafka) -> None:
         producer.abort_transaction()
         producer.begin_transaction()
         producer.send(topic, b"committed")
+        producer.send_offsets_to_transaction({(topic, 0): 4}, metadata)
         producer.commit_transaction()
+    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        [committed] = reader.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=READ_TIMEOUT)
+        assert committed.offset == 4
+    finally:
+        reader.close()
     assert read_values(broker, topic, 1, "read_committed", ends_with(b"committed")) == [b"committed"]
     uncommitted = read_values(broker, topic, 1, "read_uncommitted", ends_with(b"committed"))
     assert uncommitted == [b"aborted-0", b"aborted-1", b"aborted-2", b"committed"]
