@@ -31,6 +31,11 @@ from strom.protocol.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from strom.protocol.messages.offset_delete_request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from strom.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
@@ -232,3 +237,16 @@ def test_write_txn_markers_errors(pair: Pair, topic: str) -> None:
     each_marker(pair, lambda side: markers(producer[id(side)], False, [(topic, 0), group_partition], coordinator_epoch=4), 1)
     each_marker(pair, lambda side: markers(bumped(side), True, [(topic, 0)], coordinator_epoch=5), 0)
     each_marker(pair, lambda side: markers(producer[id(side)], True, [(topic, 0)], coordinator_epoch=5), 1)
+
+
+def test_offset_delete_drops_the_pending_ones_too(pair: Pair, topic: str) -> None:
+    """Kafka's ``removeOffsets``: the transaction's later commit does not bring it back."""
+    group, transactional_id = unique("txn-group"), unique("txn-id")
+    producer = producer_ids(pair, transactional_id)
+    each_settled(pair, add_offsets(transactional_id, producer, group), 3)
+    pair.each(lambda side: txn_commit(group, topic, 10, producer[id(side)], transactional_id=transactional_id), 3)
+    pair.same(OffsetDeleteRequest(group_id=group, topics=(
+        OffsetDeleteRequestTopic(topic, (OffsetDeleteRequestPartition(0),)),)), 0)
+    each_settled(pair, end_txn(transactional_id, producer, True), 3)
+    after = settled(pair, fetch(group, topic, require_stable=True), 7)
+    assert after["topics"][0]["partitions"][0]["committed_offset"] == -1

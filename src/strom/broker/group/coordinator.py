@@ -508,6 +508,8 @@ class GroupCoordinator:
             deletable = [tp for tp in partitions if tp[0] not in subscribed]
             results.update({tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if tp[0] in subscribed})
         error = self.manager.delete_offsets(group, deletable)
+        if error == ErrorCode.NONE:  # Kafka's removeOffsets: a pending transactional one goes too
+            group.drop_pending_txn_offsets(deletable)
         results.update(dict.fromkeys(deletable, error))
         return ErrorCode.NONE, {tp: results[tp] for tp in partitions}
 

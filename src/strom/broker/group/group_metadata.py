@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from strom.broker.group.offsets_topic import GroupMetadataValue, MemberMetadataValue
@@ -270,6 +270,13 @@ class GroupMetadata:
         if not committed:
             return 0
         return sum(self.apply_offset(tp, appended) for tp, appended in pending.items())
+
+    def drop_pending_txn_offsets(self, partitions: Iterable[TopicPartition]) -> None:
+        """Forget every producer's pending offset of ``partitions`` (OffsetDelete): their
+        transaction's commit will not bring them back."""
+        for tp in partitions:
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
 
     def remove_offset(self, tp: TopicPartition) -> None:
         self.offsets.pop(tp, None)

@@ -6,6 +6,11 @@ from __future__ import annotations
 import pytest
 
 from strom.protocol.error_codes import ErrorCode
+from strom.protocol.messages.offset_delete_request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from strom.protocol.topic_partition import TopicPartition
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.unit.broker.handlers.groups import commit, stable_member
@@ -139,5 +144,21 @@ def test_unknown_topics_and_a_fenced_producer(broker: BrokerRunner) -> None:
             (pid, *GROUP_PARTITION, ErrorCode.NONE)]
         assert await txn_commit(h, "g", producer, {IN: 11}) == {IN: ErrorCode.INVALID_PRODUCER_EPOCH}
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (5, 0)
+
+    broker.run(scenario)
+
+
+def test_offset_delete_drops_a_pending_offset(broker: BrokerRunner) -> None:
+    """Kafka's ``removeOffsets``: the transaction's commit does not bring it back."""
+
+    async def scenario(h: BrokerHarness) -> None:
+        await _group_with_offset(h, "g", 5)
+        producer = await producer_id(h)
+        assert await txn_commit(h, "g", producer, {IN: 10}) == {IN: ErrorCode.NONE}
+        deleted = await h.request(OffsetDeleteRequest(group_id="g", topics=(
+            OffsetDeleteRequestTopic("in", (OffsetDeleteRequestPartition(0),)),)), version=0)
+        assert deleted.error_code == ErrorCode.NONE
+        await end_txn(h, producer, True, [GROUP_PARTITION])
+        assert await fetch_offsets(h, "g", IN, require_stable=True) == (-1, ErrorCode.NONE)
 
     broker.run(scenario)
