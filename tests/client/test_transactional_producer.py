@@ -1,13 +1,13 @@
 """AsyncProducer's transactions (KIP-98) against a real broker: commit, abort, offsets
 committed with a transaction, a zombie fenced by a newer instance, empty transactions.
 
-Apache Kafka 3.9 is the reference broker these tests were written against; the same
-tests take Strom's broker as a second parameter once its transaction coordinator serves
-them. What the producer did is read back with librdkafka (confluent-kafka), an
-independent client: ``read_committed`` must show the committed records and no aborted
-one, ``read_uncommitted`` shows that the aborted records did reach the log. A record
-that must stay invisible is always followed by a committed one on the same partition,
-and the reads wait for that one, so "not seen" is never "not yet seen".
+Each test runs against Apache Kafka 3.9, the reference broker, and against Strom's
+broker (Kafka's JVM once per session, Strom's broker once per module). What the
+producer did is read back with librdkafka (confluent-kafka), an independent client:
+``read_committed`` must show the committed records and no aborted one,
+``read_uncommitted`` shows that the aborted records did reach the log. A record that
+must stay invisible is always followed by a committed one on the same partition, and
+the reads wait for that one, so "not seen" is never "not yet seen".
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ kafka39 = reference_broker.kafka39
 READ_TIMEOUT = 30.0  # seconds; generous for a loaded 2-core machine
 
 
-@pytest.fixture(scope="module", params=["kafka39"])
+@pytest.fixture(scope="module", params=["kafka39", "strom"])
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
     """The broker under test: Kafka 3.9 (the reference), or Strom's."""
     if request.param == "kafka39":
