@@ -198,6 +198,10 @@ def test_pending_until_the_transaction_commits_and_dropped_by_an_abort(pair: Pai
         unstable = pair.same(fetch(group, topic, require_stable=True, version=version), version)
         assert UNSTABLE_OFFSET_COMMIT in _errors(unstable)
         pair.same(fetch(group, topic, require_stable=False, version=version), version)
+    # every partition (null topics): the committed ones, unstable too where one is pending
+    every = pair.same(OffsetFetchRequest(group_id=group, topics=None, require_stable=True), 7)
+    assert UNSTABLE_OFFSET_COMMIT in _errors(every)
+    pair.same(OffsetFetchRequest(group_id=group, topics=None, require_stable=False), 7)
     each_settled(pair, end_txn(transactional_id, producer, True), 3)
     committed = settled(pair, fetch(group, topic, require_stable=True), 7)
     assert committed["topics"][0]["partitions"][0]["committed_offset"] == 10
@@ -207,6 +211,17 @@ def test_pending_until_the_transaction_commits_and_dropped_by_an_abort(pair: Pai
     each_settled(pair, end_txn(transactional_id, producer, False), 3)
     aborted = settled(pair, fetch(group, topic, require_stable=True), 7)
     assert aborted["topics"][0]["partitions"][0]["committed_offset"] == 10
+
+
+def test_a_group_with_only_pending_offsets(pair: Pair, topic: str) -> None:
+    group, transactional_id = unique("txn-group"), unique("txn-id")
+    producer = producer_ids(pair, transactional_id)
+    each_settled(pair, add_offsets(transactional_id, producer, group), 3)
+    pair.each(lambda side: txn_commit(group, topic, 3, producer[id(side)], transactional_id=transactional_id), 3)
+    for require_stable in (True, False):
+        pair.same(OffsetFetchRequest(group_id=group, topics=None, require_stable=require_stable), 7)
+        pair.same(fetch(group, topic, require_stable=require_stable), 7)
+    each_settled(pair, end_txn(transactional_id, producer, False), 3)
 
 
 def test_txn_offset_commit_checks(pair: Pair, topic: str) -> None:

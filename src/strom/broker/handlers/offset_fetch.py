@@ -4,8 +4,9 @@ v0-v7 ask for one group (v2+: null topics = every committed partition; v2+ carry
 top-level error), v8+ for a batch of groups. ``require_stable`` (v7+): a partition
 asked for by name with an offset commit pending (a TxnOffsetCommit before its marker,
 a commit before its replication) answers UNSTABLE_OFFSET_COMMIT with offset -1, and the
-consumer retries (Kafka's ``getOffsets``; a request for every partition is not checked,
-as in Kafka). Without it the last committed offset is answered. v9's member id and
+consumer retries (Kafka's ``getOffsets``; in a request for every partition, the
+committed ones are checked, as Kafka 3.9 answers). Without it the last committed offset
+is answered. v9's member id and
 epoch are not checked for classic groups (as Kafka). Every codec version is served.
 """
 
@@ -84,7 +85,7 @@ def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None) -> tu
 
 def _unstable(broker: Broker, group_id: str, fetched: Fetched, topics: Sequence[object] | None,
               require_stable: bool) -> set[TopicPartition]:
-    if not require_stable or topics is None or not fetched:
+    if not require_stable or not fetched:
         return set()
     return broker.group_coordinator.unstable_offsets(group_id, fetched)
 

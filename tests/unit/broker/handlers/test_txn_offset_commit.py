@@ -11,6 +11,7 @@ from strom.protocol.messages.offset_delete_request import (
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
+from strom.protocol.messages.offset_fetch_request import OffsetFetchRequest
 from strom.protocol.topic_partition import TopicPartition
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.unit.broker.handlers.groups import commit, stable_member
@@ -41,6 +42,9 @@ def test_pending_until_the_commit_marker(broker: BrokerRunner, fetch_version: in
         assert await txn_commit(h, "g", producer, {IN: 10}) == {IN: ErrorCode.NONE}
         assert await fetch_offsets(h, "g", IN, require_stable=True, version=fetch_version) == UNSTABLE
         assert await fetch_offsets(h, "g", IN, require_stable=False, version=fetch_version) == (5, 0)
+        if fetch_version == 7:  # every partition (null topics): the committed ones, unstable where pending
+            every = await h.request(OffsetFetchRequest(group_id="g", topics=None, require_stable=True), version=7)
+            assert [(p.committed_offset, p.error_code) for t in every.topics for p in t.partitions] == [UNSTABLE]
         # a second commit in the same transaction (the same epoch, no sequence) replaces the first
         assert await txn_commit(h, "g", producer, {IN: 12}) == {IN: ErrorCode.NONE}
         await end_txn(h, producer, True, [GROUP_PARTITION])
