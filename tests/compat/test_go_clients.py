@@ -28,9 +28,7 @@ GO_DIR = Path(__file__).parent / "go"
 FETCH = GO_DIR / "fetch"
 
 # franz-go tests that cannot pass against Strom, each with its cause in FINDINGS.md.
-KGO_EXCLUDED = {
-    "TestTxnEtl": "transactions: read_committed fetches do not list aborted transactions yet",
-}
+KGO_EXCLUDED: dict[str, str] = {}
 # Tests kgo skips by itself after asking the broker what it supports (or for SASL, which
 # needs a second listener); FINDINGS.md lists them. Any other skip is a failure here.
 KGO_SELF_SKIPPED = {
@@ -40,6 +38,7 @@ KGO_SELF_SKIPPED = {
     "Test848RegexBrokerResolves", "TestGroupETL/range/848", "TestGroupETL/sticky/848",
     "TestGroupETL/sticky/848/static", "TestGroupSimple/848",  # KIP-848: no ConsumerGroupHeartbeat
     "TestIssueProduceBrokerTooOldFailsRecords",  # Strom takes Produce v2, as Kafka 3.9 does
+    "TestTxnEtl/range/848", "TestTxnEtl/sticky/848", "TestTxnEtl/sticky/848/static",  # KIP-848 again
 }
 # The tests of the package that talk to the broker (the rest are unit tests, or run on
 # franz-go's in-process kfake): each must pass unless excluded or self-skipped above.
@@ -49,7 +48,7 @@ KGO_BROKER_TESTS = {
     "TestIssue648", "TestIssue810", "TestIssue865", "TestIssueFetchLargerThanBrokerMaxReadBytes", "TestPooling",
     "TestGroupSimple", "TestHookPollStart", "TestConsumeMaxDecompressBatchBytes", "TestGroupETL",
     "TestClient_Produce", "TestIssue769", "TestIssueProduceSyncManualPartitionNegativeDoesNotPanic", "TestIssue831",
-    "TestClient_ProduceLargeMessages",
+    "TestClient_ProduceLargeMessages", "TestTxnEtl",
 }
 # Records per kgo ETL test (kgo's default is 500,000): enough to cross many batches and a
 # rebalance in the middle, small enough for two shared cores.
