@@ -64,14 +64,15 @@ async def handle(broker: Broker, request: Request) -> Message:
         ))
     return TxnOffsetCommitResponse(topics=tuple(
         TxnOffsetCommitResponseTopic(topic.name, tuple(
-            TxnOffsetCommitResponsePartition(p.partition_index, _for_version(errors[(topic.name, p.partition_index)], version))
+            TxnOffsetCommitResponsePartition(p.partition_index, answered_error(errors[(topic.name, p.partition_index)], version))
             for p in topic.partitions
         ))
         for topic in body.topics
     ))
 
 
-def _for_version(error: ErrorCode, version: int) -> ErrorCode:
+def answered_error(error: ErrorCode, version: int) -> ErrorCode:
+    """The error as a client of ``version`` is told it (Kafka's rewrites for old versions)."""
     if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < LOAD_IN_PROGRESS_FROM:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if error == ErrorCode.TRANSACTION_ABORTABLE and version < TRANSACTION_ABORTABLE_FROM:

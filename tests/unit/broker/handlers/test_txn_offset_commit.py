@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from strom.broker.handlers.txn_offset_commit import answered_error
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.offset_delete_request import (
     OffsetDeleteRequest,
@@ -166,3 +167,10 @@ def test_offset_delete_drops_a_pending_offset(broker: BrokerRunner) -> None:
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (-1, ErrorCode.NONE)
 
     broker.run(scenario)
+
+
+def test_old_versions_get_the_errors_they_know() -> None:
+    assert answered_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, 1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert answered_error(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, 2) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert answered_error(ErrorCode.TRANSACTION_ABORTABLE, 3) == ErrorCode.INVALID_TXN_STATE
+    assert answered_error(ErrorCode.TRANSACTION_ABORTABLE, 4) == ErrorCode.TRANSACTION_ABORTABLE
