@@ -1,5 +1,6 @@
 """Transactions with a real transactional client (confluent-kafka, librdkafka) against one
-``strom serve``: commit, abort, an empty transaction, offsets sent in a transaction,
+``strom serve``: commit, abort (read_committed consumers see what was committed, nothing
+else), an empty transaction, offsets sent in a transaction,
 fencing a zombie, a timeout above ``transaction.max.timeout.ms``; and aiokafka (v0 requests)
 and kafka-python.
 
@@ -104,6 +105,7 @@ def test_commit_and_abort(broker: BrokerProcess) -> None:
     # Five records and three markers; the markers are skipped by every consumer.
     assert wait_for_high_watermark(broker, "txn-commit", 8) == 8
     assert read_all(broker, "txn-commit", "read_uncommitted") == [b"a", b"b", b"c", b"aborted", b"d"]
+    assert read_all(broker, "txn-commit", "read_committed") == [b"a", b"b", b"c", b"d"]
 
 
 def test_an_empty_transaction_commits_and_aborts(broker: BrokerProcess) -> None:
@@ -156,6 +158,9 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: BrokerProce
     successor.produce("txn-fence", b"successor", partition=0)
     successor.commit_transaction(30)
     assert read_all(broker, "txn-fence", "read_uncommitted") == [b"zombie", b"successor"]
+    # The zombie's record, the fence's ABORT marker, the successor's record and COMMIT marker.
+    assert wait_for_high_watermark(broker, "txn-fence", 4) == 4
+    assert read_all(broker, "txn-fence", "read_committed") == [b"successor"]  # the fence aborted the zombie's
 
 
 def test_a_timeout_above_the_brokers_maximum_is_refused(broker: BrokerProcess) -> None:
@@ -200,6 +205,8 @@ def test_aiokafka_speaking_v0_commits_aborts_and_is_fenced(broker: BrokerProcess
     # CPython 3.11 fails that compile with "AST constructor recursion depth mismatch").
     gc.collect()
     assert read_all(broker, "txn-aiokafka", "read_uncommitted") == [b"committed", b"aborted"]
+    assert wait_for_high_watermark(broker, "txn-aiokafka", 4) == 4  # two records, two markers
+    assert read_all(broker, "txn-aiokafka", "read_committed") == [b"committed"]
 
 
 def test_kafka_python_commits_aborts_and_is_fenced(broker: BrokerProcess) -> None:
@@ -224,3 +231,5 @@ def test_kafka_python_commits_aborts_and_is_fenced(broker: BrokerProcess) -> Non
     zombie.close(timeout=5)
     successor.close(timeout=5)
     assert read_all(broker, "txn-kafka-python", "read_uncommitted") == [b"committed", b"aborted"]
+    assert wait_for_high_watermark(broker, "txn-kafka-python", 4) == 4
+    assert read_all(broker, "txn-kafka-python", "read_committed") == [b"committed"]
