@@ -20,6 +20,12 @@ an answer waits for replication, the group may move on meanwhile, so what the wa
 was for is applied only if the group is still where it was (Kafka's callbacks under
 the group lock do the same).
 
+Transactions (KIP-98, KIP-447): TxnOffsetCommit's offsets are written as the producer's
+transactional batch and kept pending per producer id, invisible to OffsetFetch, until
+WriteTxnMarkers appends the transaction's marker to the group's partition and calls
+``on_transaction_completed``; RequireStable fetches answer UNSTABLE_OFFSET_COMMIT
+meanwhile. With member information the commit must come from the current generation.
+
 On one node this broker coordinates every group. In cluster mode it coordinates the
 groups whose ``__consumer_offsets`` partition it leads: the ReplicaManager's leadership
 listener loads a partition it gains and unloads one it loses (``on_election`` /
@@ -45,6 +51,7 @@ from strom.broker.group.group_metadata import (
     SyncResult,
 )
 from strom.broker.group.group_metadata_manager import GroupMetadataManager
+from strom.broker.group.offsets_expiration import expire_offsets
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.group.rebalance import (
     COMPLETING,
@@ -551,37 +558,9 @@ class GroupCoordinator:
 
     # -- offsets expiration --------------------------------------------------------------
     def expire_offsets(self, now_ms: int) -> int:
-        """Kafka's rules (KIP-211): an Empty group's offsets expire ``offsets.retention``
-        after it became Empty (or after their commit, for groups without membership);
-        an active consumer group's only for topics it no longer subscribes to. A group
-        left Empty with no offsets is removed. Returns the number of offsets expired.
-        """
-        retention = self.config.offsets_retention_ms
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if group.is_in(EMPTY):
-                base_on_state = group.protocol_type is not None and group.current_state_timestamp >= 0
-                subscribed: set[str] | None = set()
-            elif group.is_in(STABLE) and group.protocol_type == "consumer":
-                base_on_state = False
-                subscribed = group.subscribed_topics()
-            else:
-                continue
-            if subscribed is None:
-                continue
-            expired = [
-                tp for tp, offset in group.offsets.items()
-                if tp[0] not in subscribed and _is_expired(offset, group, base_on_state, retention, now_ms)
-            ]
-            if expired and self.manager.delete_offsets(group, expired) == ErrorCode.NONE:
-                expired_total += len(expired)
-                logger.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-            removable = (group.is_in(EMPTY) and not group.offsets and not group.pending_members
-                         and not group.pending_txn_offsets)  # Kafka's hasOffsets counts pending ones
-            if removable and self.manager.delete_group(group) == ErrorCode.NONE:
-                group.transition_to(DEAD, now_ms)
-                logger.info("group %s: Empty with no offsets; removed", group.group_id)
-        return expired_total
+        """Expire offsets and remove groups left with none (``offsets_expiration``);
+        the number of offsets expired."""
+        return expire_offsets(list(self.groups.values()), self.manager, self.config.offsets_retention_ms, now_ms)
 
 
 def _stop_group(group: GroupMetadata) -> None:
@@ -598,11 +577,3 @@ def _stop_group(group: GroupMetadata) -> None:
             member.timer = None
         complete_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
         complete_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
-
-
-def _is_expired(offset: OffsetAndMetadata, group: GroupMetadata, base_on_state: bool, retention: int, now_ms: int) -> bool:
-    if offset.expire_timestamp >= 0:
-        return now_ms >= offset.expire_timestamp
-    base = group.current_state_timestamp if base_on_state else offset.commit_timestamp
-    return now_ms >= base + retention
-
