@@ -177,10 +177,12 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
+        """min(HW, first unstable offset), never below the log start (Kafka's: an open
+        transaction whose first records DeleteRecords or retention removed)."""
         first_unstable = self.producer_state.first_unstable_offset
         if first_unstable is None:
             return self._high_watermark
-        return min(self._high_watermark, first_unstable)
+        return min(self._high_watermark, max(first_unstable, self._log_start_offset))
 
     @property
     def recovery_point(self) -> int:

@@ -156,6 +156,21 @@ def test_a_completed_transaction_is_unstable_until_the_hw_passes_its_marker(tmp_
     assert log.update_high_watermark(5) == 5 and log.last_stable_offset == 5
 
 
+def test_the_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    work = Workload(log)
+    log.append(batch(1))  # 0
+    work.data(1, 2)  # 1-2, open
+    log.append(batch(1))  # 3
+    assert log.last_stable_offset == 1
+    log.delete_records(2)  # DeleteRecords into the open transaction
+    assert log.last_stable_offset == 2
+    result = log.read(2, 1 << 20, isolation=FetchIsolation.TXN_COMMITTED)
+    assert result.last_stable_offset == 2 and result.region is None
+    work.end(1, commit=False)  # 4
+    assert log.last_stable_offset == log.log_end_offset == 5
+
+
 def test_a_log_without_aborts_has_no_index_file_and_reads_none(tmp_path: Path) -> None:
     log = open_log(tmp_path, segment_bytes=300)
     work = Workload(log)
