@@ -345,6 +345,11 @@ class ProducerStateManager:
                 self.unreplicated[txn.first_offset] = txn.last_offset
             self._update_first_unstable_offset()
 
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """A copy of every producer's state, in producer id order (DescribeProducers,
+        Kafka's ``activeProducers``): the caller reads it while appends go on."""
+        return [entry.copy() for _, entry in sorted(self.producers.items())]
+
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Completed transactions whose marker is below the HW become stable."""
         if self.unreplicated:

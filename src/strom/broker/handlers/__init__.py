@@ -80,6 +80,9 @@ SERVED: dict[int, tuple[str, range]] = {
     44: ("incremental_alter_configs", range(0, 2)),
     47: ("offset_delete", range(0, 1)),
     60: ("describe_cluster", range(0, 2)),
+    61: ("describe_producers", range(0, 1)),
+    65: ("describe_transactions", range(0, 1)),
+    66: ("list_transactions", range(0, 2)),
     75: ("describe_topic_partitions", range(0, 1)),
 }
 """API key -> (handler module in this package, the versions it serves)."""

@@ -1,9 +1,11 @@
 """Metadata (3): the brokers, and every requested topic with each partition's leader, epoch and ISR.
 
 Unknown topics are created when ``auto.create.topics.enable`` is on and the request
-allows it (v4+), as Kafka does; a single node creates them at once, so the reply
-already carries the new topic rather than LEADER_NOT_AVAILABLE. Authorized operations
-(v8+), when asked for, come from ``authorizer``.
+allows it (v4+), as Kafka does (the internal ``__consumer_offsets`` and
+``__transaction_state`` with their own settings, as its AutoTopicCreationManager); a
+single node creates them at once, so the reply already carries the new topic rather
+than LEADER_NOT_AVAILABLE. Authorized operations (v8+), when asked for, come from
+``authorizer``.
 
 In cluster mode the answer comes only from the ``MetadataCache`` (the controller's
 UpdateMetadata), as Kafka's ZK-mode ``ZkMetadataCache.getTopicMetadata``: the live
@@ -36,6 +38,7 @@ from strom.broker.metadata_cache import (
     TopicMetadata,
     validate_topic_name,
 )
+from strom.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from strom.protocol.encoded import ArraySlot, encoded_type
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -98,6 +101,10 @@ def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bo
     try:
         if name == OFFSETS_TOPIC:  # with its own settings, as Kafka's AutoTopicCreationManager
             broker.group_coordinator.ensure_offsets_topic()
+            topic = broker.metadata.get(name)
+            assert topic is not None
+        elif name == TRANSACTION_STATE_TOPIC:  # likewise, with transaction.state.log.* settings
+            broker.transaction_coordinator.state_manager.ensure_topic()
             topic = broker.metadata.get(name)
             assert topic is not None
         else:
@@ -219,6 +226,11 @@ def _cluster_lookup(broker: Broker, name: str | None, topic_id: object,
         from strom.broker.handlers.find_coordinator import create_offsets_topic
 
         create_offsets_topic(broker)
+        return MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, is_internal=internal)
+    if name == TRANSACTION_STATE_TOPIC:
+        from strom.broker.handlers.find_coordinator import create_transaction_state_topic
+
+        create_transaction_state_topic(broker)
         return MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, is_internal=internal)
     try:
         broker.admin_manager.create_topic(name, broker.config.num_partitions)

@@ -13,6 +13,12 @@ markers fence the old producer on every partition) and answers CONCURRENT_TRANSA
 the client retries and gets the epoch after that. The timed-out-transaction scan aborts
 the same way, every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``; the
 expiry scan writes a tombstone for ids idle ``transactional.id.expiration.ms``.
+
+A crash point for tests (as ``STROM_LOAD_CRASH_AT`` in ``strom.spark.loader``):
+``STROM_TXN_CRASH_AT=after-prepare-commit[:N]``, read once when the coordinator is built,
+makes the broker exit at once (``os._exit(137)``, as dead as a SIGKILL) right after the Nth
+(default: first) PrepareCommit is in ``__transaction_state`` and before any of its markers
+is written, so a test can check the markers are written from the load after a restart.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,6 +62,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 S = TransactionState
+CRASH_POINT_ENV = "STROM_TXN_CRASH_AT"
+
+
+def _crash_countdown(point: str) -> int | None:
+    """How many times ``point`` is passed before the broker exits there; None: never."""
+    name, _, nth = os.environ.get(CRASH_POINT_ENV, "").partition(":")
+    return (int(nth) if nth else 1) if name == point else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +76,19 @@ class InitProducerIdResult:
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """ListTransactions' answer: the filters' unknown state names and the ids that matched."""
+
+    error: ErrorCode
+    unknown_state_filters: tuple[str, ...] = ()
+    transactions: tuple[TransactionMetadata, ...] = ()
+
+
+STATES_BY_NAME = {state.display_name: state for state in TransactionState}
+"""Kafka's state names (case as Kafka spells them, as its ``TransactionState.fromName`` matches)."""
 
 
 class TransactionCoordinator:
@@ -72,6 +100,7 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self._prepare_commits_until_crash = _crash_countdown("after-prepare-commit")
 
     @classmethod
     def build(cls, config: BrokerConfig, metadata: MetadataCache, admin_manager: TopicAdmin,
@@ -313,8 +342,55 @@ class TransactionCoordinator:
         if metadata.state != expected:
             return self._invalid(metadata, committed)
         complete = metadata.prepare_complete(self.now())
+        if committed:
+            self._maybe_crash_after_prepare_commit(transactional_id)
         self.marker_channel.add_txn_markers_to_send(coordinator_epoch, metadata, complete)
         return ErrorCode.NONE
+
+    def _maybe_crash_after_prepare_commit(self, transactional_id: str) -> None:
+        """The ``STROM_TXN_CRASH_AT`` test hook (see the module's docstring)."""
+        if self._prepare_commits_until_crash is None:
+            return
+        self._prepare_commits_until_crash -= 1
+        if self._prepare_commits_until_crash == 0:
+            sys.stderr.write(f"{CRASH_POINT_ENV}: after-prepare-commit of {transactional_id}: exiting\n")
+            sys.stderr.flush()
+            os._exit(137)
+
+    # -- the admin APIs (KIP-664): read only ---------------------------------------------
+    def describe_transaction(self, transactional_id: str) -> ErrorCode | TransactionMetadata:
+        """Kafka's ``handleDescribeTransactions``: the id's metadata, or why there is none
+        (an id being expired, Dead, is not found either)."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        found = self.state_manager.find_transaction_state(transactional_id)
+        if isinstance(found, ErrorCode):
+            return found
+        metadata = found[1]
+        if metadata is None or metadata.state == S.DEAD:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        return metadata
+
+    def list_transactions(self, producer_ids: frozenset[int], state_names: frozenset[str],
+                          duration_ms: int = -1) -> TransactionListing:
+        """Kafka's ``listTransactionStates``: every id this broker coordinates that matches
+        all filters given (an empty filter matches all; ``duration_ms`` >= 0 keeps only
+        transactions started more than that long ago, KIP-994). Dead ids are left out; a
+        state filter of only unknown names matches nothing."""
+        error = self.state_manager.listing_error()
+        if error:
+            return TransactionListing(error)
+        states = {STATES_BY_NAME[name] for name in state_names if name in STATES_BY_NAME}
+        unknown = tuple(sorted(name for name in state_names if name not in STATES_BY_NAME))
+        now = self.now()
+        matched = tuple(
+            metadata for _, metadata in self.state_manager.all_transactions()
+            if metadata.state != S.DEAD
+            and (not producer_ids or metadata.producer_id in producer_ids)
+            and (not state_names or metadata.state in states)
+            and (duration_ms < 0 or now - metadata.txn_start_timestamp > duration_ms)
+        )
+        return TransactionListing(ErrorCode.NONE, unknown, matched)
 
     # -- periodic scans ------------------------------------------------------------------
     def abort_timed_out_transactions(self) -> None:

@@ -139,6 +139,26 @@ class TransactionStateManager:
             return ErrorCode.NOT_COORDINATOR
         return cache.coordinator_epoch, cache.ids.get(transactional_id)
 
+    def find_transaction_state(self, transactional_id: str) -> ErrorCode | tuple[int, TransactionMetadata | None]:
+        """As ``get_transaction_state`` for a reader (DescribeTransactions): creates no topic,
+        so with no ``__transaction_state`` yet the answer is NOT_COORDINATOR, as Kafka's."""
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return error
+        if self.metadata.get(TRANSACTION_STATE_TOPIC) is None:
+            return ErrorCode.NOT_COORDINATOR
+        cache = self._cache_for(self.partition_for(transactional_id))
+        if cache is None:
+            return ErrorCode.NOT_COORDINATOR
+        return cache.coordinator_epoch, cache.ids.get(transactional_id)
+
+    def listing_error(self) -> ErrorCode:
+        """May this broker list the ids it coordinates now? Not while any partition loads
+        (Kafka's ``listTransactionStates``: COORDINATOR_LOAD_IN_PROGRESS)."""
+        if self.loading or (not self.cluster_mode and not self._loaded_at_start):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
     def put_if_not_exists(self, metadata: TransactionMetadata) -> ErrorCode | tuple[int, TransactionMetadata]:
         cache = self._cache_for(self.partition_for(metadata.transactional_id))
         if cache is None:
