@@ -579,6 +579,8 @@ class Log:
                 self.producer_state.truncate_and_reload(kept, self._log_start_offset, end,
                                                         self.clock())
                 self.producer_state.on_high_watermark_updated(self._high_watermark)
+                for segment in kept:  # the replay's entries, synced as the cut .log was
+                    segment.txn_index.flush()
                 self._has_aborted_txns = any(segment.txn_index.entries for segment in kept)
                 remove_marker(self.fs, self.directory)
             except OSError as exc:

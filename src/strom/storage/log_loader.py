@@ -125,6 +125,8 @@ class LogLoader:
         # Before the Log: the replay rebuilds transaction indexes the Log then looks at.
         producer_state.load(loaded, max(self.log_start_offset, segments[0].base_offset),
                             log_end_offset, self.clock())
+        for segment in loaded:  # the entries the replay rebuilt, durable before anything new
+            segment.txn_index.flush()
         log = Log(fs=self.fs, directory=self.directory, topic=self.topic,
                   partition=self.partition, config=self.config,
                   segments=loaded, log_start_offset=self.log_start_offset,

@@ -479,6 +479,8 @@ class LogSegment:
             self.fs.ftruncate(self.fd, self.size)
         if self.unsynced:
             self.flush()
+        self.txn_index.flush()  # (a replay's entries: the .log was synced already)
+        self.txn_index.close()  # reopened only if a truncation's replay appends again
 
     def close(self) -> None:
         self.offset_index.close_without_trim()

@@ -74,7 +74,8 @@ class AbortedTxn(NamedTuple):
 class TransactionIndex:
     """One segment's aborted transactions, in memory and in its ``.txnindex`` file."""
 
-    __slots__ = ("_fd", "_last_offsets", "_unsynced", "base_offset", "entries", "fs", "path")
+    __slots__ = ("_created", "_fd", "_last_offsets", "_unsynced", "base_offset", "entries", "fs",
+                 "path")
 
     def __init__(self, fs: FileSystem, path: str, base_offset: int) -> None:
         self.fs = fs
@@ -84,6 +85,7 @@ class TransactionIndex:
         self._last_offsets: list[int] = []  # for bisect
         self._fd: int | None = None  # opened at the first append or load of a file
         self._unsynced = False
+        self._created = False  # the file is new: its directory entry needs an fsync too
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -120,6 +122,7 @@ class TransactionIndex:
 
     def _open(self) -> int:
         if self._fd is None:
+            self._created = self._created or not self.fs.exists(self.path)
             self._fd = self.fs.open(self.path, os.O_RDWR | os.O_CREAT)
         return self._fd
 
@@ -162,10 +165,14 @@ class TransactionIndex:
         remove_files(self.fs, [self.path])
 
     def flush(self) -> None:
-        """fdatasync, if anything was written since the last one."""
+        """fdatasync, if anything was written since the last one (and the directory,
+        if the file is new)."""
         if self._unsynced and self._fd is not None:
             self._unsynced = False
             self.fs.fdatasync(self._fd)
+            if self._created:
+                self._created = False
+                self.fs.fsync_dir(os.path.dirname(self.path))
 
     def close(self) -> None:
         if self._fd is not None:

@@ -293,6 +293,33 @@ def test_a_crash_rebuilds_the_index_without_duplicates(tmp_path: Path, snapshots
     again.close()
 
 
+class SyncRecordingFileSystem(FileSystem):
+    """Records the path of every file fdatasync'ed."""
+
+    def __init__(self) -> None:
+        self.synced: set[str] = set()
+
+    def fdatasync(self, fd: int) -> None:
+        self.synced.add(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        super().fdatasync(fd)
+
+
+def test_the_entries_a_replay_rebuilds_are_synced(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=700)
+    random_workload(log, 7)
+    written = entries(log)
+    kill(log)
+    for name in os.listdir(tmp_path):
+        if name.endswith(".snapshot"):
+            os.unlink(tmp_path / name)  # the replay starts at the log start: every index rebuilt
+    fs = SyncRecordingFileSystem()
+    reopened = open_log(tmp_path, clean=False, fs=fs, segment_bytes=700)
+    assert entries(reopened) == written
+    indexes = {name for name in os.listdir(tmp_path) if name.endswith(".txnindex")}
+    assert len(indexes) > 2 and indexes <= fs.synced
+    reopened.close()
+
+
 def test_a_crash_that_cuts_the_log_drops_the_lost_markers_entries(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     work = Workload(log)
@@ -371,7 +398,7 @@ def compacted_log(directory: Path, fs: FileSystem) -> tuple[Log, list[AbortedTxn
     log = open_log(directory, fs=fs, cleanup_policy="compact", segment_bytes=1 << 20)
     work = Workload(log)
     for segment in range(3):
-        for number in range(20):
+        for number in range(6):
             log.append(batch(1, tag=number + segment))  # keys k0: written over
         work.data(segment + 1, 2)
         work.end(segment + 1, commit=False)
