@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from strom.broker.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from strom.protocol.message import Message
 from strom.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
@@ -33,6 +34,7 @@ from strom.protocol.messages.describe_producers_request import (
 )
 from strom.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from strom.protocol.messages.list_transactions_request import ListTransactionsRequest
+from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from strom.protocol.records.v2_builder import build_record_batch
 from tests.differential.normalise import normalise
 from tests.differential.records import BASE_TIMESTAMP, list_offsets, produce
@@ -192,9 +194,13 @@ def test_admin_apis_describe_an_open_transaction_and_abort_clears_it(pair: Pair,
 
 
 def test_describe_transactions_of_an_empty_id(pair: Pair) -> None:
-    """Initialized, no transaction yet: Empty, start time -1, no topics."""
+    """Initialized, no transaction yet: Empty, start time -1, no topics. The coordinators'
+    topic, asked for by name, is the same internal topic on both."""
     transactional_id = unique("admin-empty")
     producer_ids(pair, transactional_id)
+    internal = pair.same(MetadataRequest(topics=(MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC),),
+                                         allow_auto_topic_creation=True), 12)
+    assert (internal["topics"][0]["is_internal"], len(internal["topics"][0]["partitions"])) == (True, 50)
     (state,) = compare(pair, lambda side: DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
                        0)["transaction_states"]
     assert (state["error_code"], state["transaction_state"], state["transaction_start_time_ms"], state["topics"]) == (
