@@ -88,6 +88,7 @@ from strom.storage.transaction_index import (
     carry_aborted_txns,
     collect_aborted,
     fetch_upper_bound,
+    sync_rebuilt_indexes,
 )
 from strom.storage.truncation import (
     LogTruncation,
@@ -579,9 +580,7 @@ class Log:
                 self.producer_state.truncate_and_reload(kept, self._log_start_offset, end,
                                                         self.clock())
                 self.producer_state.on_high_watermark_updated(self._high_watermark)
-                for segment in kept:  # the replay's entries, synced as the cut .log was
-                    segment.txn_index.flush()
-                self._has_aborted_txns = any(segment.txn_index.entries for segment in kept)
+                self._has_aborted_txns = sync_rebuilt_indexes(kept)
                 remove_marker(self.fs, self.directory)
             except OSError as exc:
                 self.offline = True  # half done: only recovery (it finishes the job) may go on

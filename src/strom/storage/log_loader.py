@@ -63,7 +63,7 @@ from strom.storage.segment import (
     LogSegment,
 )
 from strom.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
-from strom.storage.transaction_index import TXN_INDEX_SUFFIX
+from strom.storage.transaction_index import TXN_INDEX_SUFFIX, sync_rebuilt_indexes
 from strom.storage.truncation import (
     PendingTruncation,
     TruncationKind,
@@ -125,8 +125,7 @@ class LogLoader:
         # Before the Log: the replay rebuilds transaction indexes the Log then looks at.
         producer_state.load(loaded, max(self.log_start_offset, segments[0].base_offset),
                             log_end_offset, self.clock())
-        for segment in loaded:  # the entries the replay rebuilt, durable before anything new
-            segment.txn_index.flush()
+        sync_rebuilt_indexes(loaded)
         log = Log(fs=self.fs, directory=self.directory, topic=self.topic,
                   partition=self.partition, config=self.config,
                   segments=loaded, log_start_offset=self.log_start_offset,

@@ -50,6 +50,7 @@ from strom.storage.fs import FileSystem, read_file, remove_files, write_fully
 
 if TYPE_CHECKING:
     from strom.storage.log_results import FileRegion
+    from strom.storage.log_segments import LogSegments
     from strom.storage.producer_state import CompletedTxn
     from strom.storage.segment import LogSegment
 
@@ -228,6 +229,16 @@ def fetch_upper_bound(segments: Iterable[LogSegment], region: FileRegion, bound:
                 else segment.next_offset
             return min(upper, bound)
     return bound
+
+
+def sync_rebuilt_indexes(segments: LogSegments) -> bool:
+    """After a producer-state replay: what it rebuilt made durable before anything new is
+    appended, and only the active segment's file left open; whether any entry is left."""
+    for segment in segments:
+        segment.txn_index.flush()
+        if segment is not segments.active:
+            segment.txn_index.close()
+    return any(segment.txn_index.entries for segment in segments)
 
 
 def carry_aborted_txns(target: TransactionIndex, sources: Iterable[TransactionIndex]) -> None:
