@@ -155,6 +155,8 @@ def test_admin_apis_describe_an_open_transaction_and_abort_clears_it(pair: Pair,
     filtered = compare(pair, list_transactions(producer, ("Ongoing", "NoSuchState")), 1)
     assert (len(filtered["transaction_states"]), filtered["unknown_state_filters"]) == (1, ["NoSuchState"])
     assert compare(pair, list_transactions(producer, ("CompleteCommit",)), 1)["transaction_states"] == []
+    other = compare(pair, list_transactions(producer, ("Dead", "ongoing")), 0)  # known but never listed; case counts
+    assert (other["transaction_states"], other["unknown_state_filters"]) == ([], ["ongoing"])
     assert compare(pair, list_transactions(producer, duration_ms=3_600_000), 1)["transaction_states"] == []
     assert len(compare(pair, list_transactions(producer, duration_ms=0), 1)["transaction_states"]) == 1
     for side in pair.sides():  # unfiltered: every id the broker coordinates (other tests' too)
@@ -197,7 +199,10 @@ def test_describe_transactions_of_an_empty_id(pair: Pair) -> None:
     """Initialized, no transaction yet: Empty, start time -1, no topics. The coordinators'
     topic, asked for by name, is the same internal topic on both."""
     transactional_id = unique("admin-empty")
-    producer_ids(pair, transactional_id)
+    producer = producer_ids(pair, transactional_id)
+    # KIP-994's duration against a start time of -1: Kafka lists it (now - -1 > any duration)
+    (listed,) = compare(pair, list_transactions(producer, duration_ms=3_600_000), 1)["transaction_states"]
+    assert listed["transaction_state"] == "Empty"
     internal = pair.same(MetadataRequest(topics=(MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC),),
                                          allow_auto_topic_creation=True), 12)
     assert (internal["topics"][0]["is_internal"], len(internal["topics"][0]["partitions"])) == (True, 50)
