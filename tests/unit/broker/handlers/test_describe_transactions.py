@@ -1,6 +1,7 @@
 """DescribeTransactions (65) on one broker, beside the differential test against Kafka 3.9
-(tests/differential/test_txn_admin.py): ``__transaction_state`` created by Metadata, the
-answers before it exists, and a transaction in PrepareCommit (its markers held back)."""
+(tests/differential/test_txn_admin.py): ``__transaction_state`` created by Metadata (on
+one node and in a cluster), the answers before it exists, and a transaction in
+PrepareCommit (its markers held back)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.support.txn_requests import PROPERTIES, HeldMarkers, add, end, init, state_of
-from tests.unit.broker.handlers.txn_admin_requests import describe
+from tests.unit.broker.handlers.test_find_coordinator_cluster import (
+    BROKERS,
+    CLUSTER,
+    RecordingAdmin,
+    update_metadata,
+)
+from tests.unit.broker.handlers.txn_admin_requests import describe, listed
 
 
 def test_metadata_creates_the_transaction_state_topic_with_its_own_settings(broker: BrokerRunner) -> None:
@@ -66,3 +73,31 @@ def test_a_prepared_commit_shows_its_partitions_until_it_completes(broker: Broke
         assert complete.transaction_start_time_ms == prepared.transaction_start_time_ms  # kept, as Kafka
 
     broker.run(scenario, PROPERTIES)
+
+
+def test_in_a_cluster_metadata_asks_for_the_topic_and_no_partition_is_coordinated_yet(broker: BrokerRunner) -> None:
+    """Cluster mode: Metadata has the topic created (with its settings, once enough brokers
+    live) and answers LEADER_NOT_AVAILABLE until the controller elects its leaders; with no
+    partition of it led here, DescribeTransactions is NOT_COORDINATOR and ListTransactions
+    lists nothing."""
+    async def scenario(h: BrokerHarness) -> None:
+        admin = RecordingAdmin()
+        h.broker.admin_manager = admin  # type: ignore[assignment]
+        request = MetadataRequest(topics=(MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC),),
+                                  allow_auto_topic_creation=True)
+        update_metadata(h, BROKERS[:1], {})
+        (topic,) = (await h.request(request, version=12)).topics
+        assert (topic.error_code, topic.is_internal, admin.created) == (ErrorCode.LEADER_NOT_AVAILABLE, True, [])
+        update_metadata(h, BROKERS, {})
+        (topic,) = (await h.request(request, version=12)).topics
+        assert (topic.error_code, topic.is_internal) == (ErrorCode.LEADER_NOT_AVAILABLE, True)
+        ((name, partitions, configs, replication_factor),) = admin.created
+        assert (name, partitions, configs["cleanup.policy"], replication_factor) == (
+            TRANSACTION_STATE_TOPIC, 3, "compact", 2)
+        (state,) = await describe(h, "tx")
+        assert state.error_code == ErrorCode.NOT_COORDINATOR
+        nothing = await listed(h)
+        assert (nothing.error_code, nothing.transaction_states) == (ErrorCode.NONE, ())
+
+    broker.run(scenario, {**CLUSTER, "transaction.state.log.num.partitions": "3",
+                          "transaction.state.log.replication.factor": "2"})
