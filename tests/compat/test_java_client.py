@@ -330,7 +330,29 @@ def _five_mib_record(client: JavaClient, target: Target) -> None:
         assert value == _big_value()  # the same bytes as the other clients' 5 MiB record
 
 
+def _abort_hanging_transaction(client: JavaClient, target: Target) -> None:
+    """KIP-664's admin API (listTransactions, describeTransactions, describeProducers,
+    abortTransaction) on a transaction left open: tests/compat/java/TxnAdminScenario.java,
+    a program of its own beside StromScenarios."""
+    topic = target.name("jtxnadmin")
+    target.create(topic, 1)
+    command = [*client.command()[:-1], "TxnAdminScenario", target.bootstrap, topic, f"{topic}-id"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert result.returncode == 0, f"TxnAdminScenario exited {result.returncode}:\n{result.stderr[-4000:]}"
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {
+        "before": [0, 3],  # [last stable offset, high watermark]: the open transaction holds the LSO
+        "listed": "Ongoing",
+        "described": ["Ongoing", 60000, True, 0, [f"{topic}-0"]],  # state, timeout, start time, epoch
+        "producers": 1,
+        "hanging": [True, 0, 2, 0],  # the coordinator's producer id, epoch, last sequence, txn start
+        "after": [4, 4],  # the abort marker is in: nothing unstable
+        "clearedStartOffset": -1,
+    }
+
+
 SCENARIOS: dict[str, Callable[[JavaClient, Target], None]] = {
+    "abort-hanging-transaction": _abort_hanging_transaction,
     "admin": _admin,
     "idempotent-producer-every-codec": _codecs,
     "cooperative": _cooperative,
