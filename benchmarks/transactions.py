@@ -19,6 +19,11 @@ ones, null keys, librdkafka's default partitioner) as fast as one Python loop ca
   until the coordinator has written the markers) is shown per transaction.
 * idempotent: the same producer without ``transactional.id`` (``enable.idempotence``,
   acks=all), producing for the same time, then ``flush``.
+* commits: transactions of one record per partition, committed back to back for the same
+  time: the broker's CPU per transaction, nearly free of record work. Weighed against the
+  idempotent pass's CPU per record and the transactional pass's records per transaction, it
+  gives the share of the broker's work transactions add, a figure that, unlike wall-clock
+  throughput, holds still on a loaded machine.
 
 Everything else is librdkafka's default (``linger.ms`` 5, ``batch.size`` 1 MB, no
 compression) but ``queue.buffering.max.messages`` (``QUEUED_RECORDS``, below). After each
@@ -67,6 +72,7 @@ VALUE_SIZE = 1024
 CHECK_EVERY = 64  # produce calls between two looks at the clock
 TIMEOUT_S = 60.0
 WORKLOADS = ("transactional", "idempotent")
+PASSES = (*WORKLOADS, "commits")  # commits: the broker's CPU per transaction, records aside
 # librdkafka queues up to 100,000 records (100 MB here) by default: a loop that produces
 # faster than the broker takes them would leave the commit to flush up to a second of
 # backlog, and a "100 ms" transaction would last far longer. 10,000 records (10 MB, one
@@ -131,6 +137,19 @@ class Results:
         """Per round: the share of the idempotent throughput transactions cost."""
         pairs = zip(self.rates(broker, "transactional"), self.rates(broker, "idempotent"), strict=True)
         return [1.0 - txn / idem for txn, idem in pairs]
+
+    def commit_costs(self, broker: str) -> list[tuple[float, float, float]]:
+        """Per round: the broker's CPU per transaction (ms), that in idempotent records'
+        worth, and so the share it adds at the transactional pass's records per transaction."""
+        rounds = zip(self.passes.get((broker, "commits"), []), self.passes.get((broker, "idempotent"), []),
+                     self.passes.get((broker, "transactional"), []), strict=True)
+        costs = []
+        for commit, plain, transactional in rounds:
+            per_transaction = commit.broker_cpu / commit.transactions
+            in_records = per_transaction / (plain.broker_cpu / plain.records)
+            costs.append((per_transaction * 1e3, in_records,
+                          in_records / (transactional.records / transactional.transactions)))
+        return costs
 
     def cpu_costs(self, broker: str) -> list[float]:
         """Per round: the broker CPU per record transactions add, as a share of idempotent's."""
@@ -267,8 +286,31 @@ def _check_written(broker: Broker, topic: str, records: int, transactions: int) 
                            f"and {transactions} transactions")
 
 
+def commits(broker: Broker, values: list[bytes], seconds: float, commit_ms: int) -> Pass:
+    """Transactions of one record per partition, committed back to back: the broker's CPU
+    per transaction (AddPartitionsToTxn, EndTxn, three transaction-log appends, a marker per
+    partition), nearly free of record work, to weigh against the CPU of a record."""
+    topic = broker.topic("commits")
+    producer = _producer(broker.bootstrap, f"txn-bench-{broker.name}-{broker.topics}")
+    producer.init_transactions(TIMEOUT_S)
+    producer.list_topics(topic, timeout=TIMEOUT_S)
+    transactions = 0
+    cpu = broker.cpu_seconds()
+    start = time.perf_counter()
+    while time.perf_counter() < start + seconds:
+        producer.begin_transaction()
+        for partition in range(PARTITIONS):
+            producer.produce(topic, values[partition], partition=partition)
+        producer.commit_transaction(TIMEOUT_S)
+        transactions += 1
+    elapsed = time.perf_counter() - start
+    cpu = broker.cpu_seconds() - cpu
+    _check_written(broker, topic, transactions * PARTITIONS, transactions)
+    return Pass(transactions * PARTITIONS, elapsed, transactions, cpu)
+
+
 RUNS: dict[str, Callable[[Broker, list[bytes], float, int], Pass]] = {
-    "transactional": transactional, "idempotent": idempotent,
+    "transactional": transactional, "idempotent": idempotent, "commits": commits,
 }
 
 
@@ -285,19 +327,24 @@ def run(brokers: list[Broker], rounds: int, seconds: float, commit_ms: int, warm
             for workload in WORKLOADS:
                 RUNS[workload](broker, values, warm_up, commit_ms)
     results = Results()
-    order = [(broker, workload) for broker in brokers for workload in WORKLOADS]
+    order = [(broker, workload) for broker in brokers for workload in PASSES]
     for number in range(rounds):
         shift = number % len(order)
         for broker, workload in order[shift:] + order[:shift]:
             result = RUNS[workload](broker, values, seconds, commit_ms)
             results.add(broker.name, workload, result)
-            length = (f", {result.seconds / result.transactions * 1000:.0f} ms each, "
-                      f"{result.commit_seconds / result.transactions * 1000:.1f} ms of it in the commit after the flush"
-                      if result.transactions else "")
-            print(f"  round {number + 1}: {broker.name:8} {workload:13} {result.records_per_second:>9,.0f} "
-                  f"records/s, {result.cpu_per_record:5.2f} µs broker CPU/record ({result.records:,} records "
-                  f"in {result.seconds:.1f} s, {result.transactions} transactions{length})", flush=True)
+            print(f"  round {number + 1}: {broker.name:8} {workload:13} {describe(workload, result)}", flush=True)
     return results
+
+
+def describe(workload: str, result: Pass) -> str:
+    if workload == "commits":
+        return (f"{result.transactions / result.seconds:9,.0f} transactions/s, "
+                f"{result.broker_cpu / result.transactions * 1e3:5.2f} ms broker CPU/transaction")
+    length = (f", {result.seconds / result.transactions * 1000:.0f} ms each, {result.commit_seconds / result.transactions * 1000:.1f}"
+              " ms of it in the commit after the flush" if result.transactions else "")
+    return (f"{result.records_per_second:>9,.0f} records/s, {result.cpu_per_record:5.2f} µs broker CPU/record "
+            f"({result.records:,} records in {result.seconds:.1f} s, {result.transactions} transactions{length})")
 
 
 def report(results: Results, names: list[str], rounds: int) -> None:
@@ -317,6 +364,17 @@ def report(results: Results, names: list[str], rounds: int) -> None:
               f"{', '.join(f'{cost:+.1%}' for cost in costs)})")
         print(f"  {name:8} broker CPU per record {statistics.median(cpu_costs):+6.1%} (rounds: "
               f"{', '.join(f'{cost:+.1%}' for cost in cpu_costs)})")
+    print("\nbroker CPU per transaction (commits pass: 1 record per partition), median; as idempotent "
+          "records' CPU; its share of a 100 ms transaction's records")
+    for name in names:
+        commit_costs = results.commit_costs(name)
+        rate = statistics.median(result.transactions / result.seconds
+                                 for result in results.passes[(name, "commits")])
+        print(f"  {name:8} {rate:6.0f} transactions/s, "
+              f"{statistics.median(cost[0] for cost in commit_costs):5.2f} ms CPU each = "
+              f"{statistics.median(cost[1] for cost in commit_costs):6.0f} records' worth = "
+              f"{statistics.median(cost[2] for cost in commit_costs):+6.1%} (rounds: "
+              f"{', '.join(f'{cost[2]:+.1%}' for cost in commit_costs)})")
     if "strom" in names and "kafka39" in names:
         print("\nStrom ÷ Kafka 3.9, medians (goal ≥ 1.0x transactional throughput)")
         for workload in WORKLOADS:
@@ -328,14 +386,24 @@ def report(results: Results, names: list[str], rounds: int) -> None:
 
 
 def profile(seconds: float, commit_ms: int, top: int) -> None:
-    """One transactional pass against a cProfile'd Strom: where the broker's time goes."""
+    """One transactional pass against a cProfile'd Strom: where the broker's time goes.
+
+    The profile covers the broker's whole life, so a 2 s warm-up pass first (creating
+    ``__transaction_state`` and the topics, importing what the first append needs) dilutes
+    the one-off costs; the second listing is the transaction coordinator's and the marker
+    writer's own functions, cumulative, the work a transaction adds to a plain produce."""
     with tempfile.TemporaryDirectory(prefix="strom-txn-profile-") as scratch:
         output = Path(scratch) / "serve.prof"
         with strom(profile_to=output) as broker:
-            result = transactional(broker, values_pool(), seconds, commit_ms)
+            values = values_pool()
+            transactional(broker, values, 2.0, commit_ms)
+            result = transactional(broker, values, seconds, commit_ms)
         print(f"\ncProfile'd Strom: {result.records_per_second:,.0f} records/s transactional "
-              f"({result.transactions} transactions); broker functions by own time:")
-        pstats.Stats(str(output)).sort_stats("tottime").print_stats(top)
+              f"({result.transactions} transactions, after {2.0:g} s of warm-up); broker functions by own time:")
+        stats = pstats.Stats(str(output))
+        stats.sort_stats("tottime").print_stats(top)
+        print("the transaction coordinator and the markers, cumulative:")
+        stats.sort_stats("cumulative").print_stats(r"broker/transaction/|txn_markers|verification", top)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ def test_quick_run_reports_both_workloads() -> None:
     for workload, records, transactions in rounds:
         assert int(records.replace(",", "")) > 0, done.stdout
         assert (int(transactions) > 0) == (workload == "transactional"), done.stdout
+    assert re.search(r"round 1: strom +commits +[\d,]+ transactions/s", done.stdout), done.stdout
     table = done.stdout.split("broker / workload", 1)[1]
-    for label in ("strom transactional ", "strom idempotent ", "broker CPU per record"):
+    for label in ("strom transactional ", "strom idempotent ", "broker CPU per record", "broker CPU per transaction"):
         assert label in table, done.stdout
