@@ -27,9 +27,10 @@ ones, null keys, librdkafka's default partitioner) as fast as one Python loop ca
 
 Everything else is librdkafka's default (``linger.ms`` 5, ``batch.size`` 1 MB, no
 compression) but ``queue.buffering.max.messages`` (``QUEUED_RECORDS``, below). After each
-pass the topic's end offsets are read back: the idempotent topic must hold exactly the
-records sent, the transactional one those plus one commit marker per partition a
-transaction wrote to, so a pass whose records were not all written fails the run.
+pass the topic's last stable offsets are read back (once the last markers are in): the
+idempotent topic must hold exactly the records sent, the transactional one those plus one
+commit marker per partition a transaction wrote to, so a pass whose records were not all
+written and committed fails the run.
 
 Besides records/s, each pass reports the broker's CPU time per record (user + system, all
 threads, from /proc; Kafka: the broker JVM, not ZooKeeper): on a machine shared with other
@@ -273,16 +274,27 @@ def idempotent(broker: Broker, values: list[bytes], seconds: float, commit_ms: i
 
 def _check_written(broker: Broker, topic: str, records: int, transactions: int) -> None:
     """The topic's end offsets account for every record: exactly (idempotent), or with at
-    least one commit marker per transaction and at most one per partition touched."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "txn-bench-check"})
+    least one commit marker per transaction and at most one per partition touched.
+
+    The end offsets are read read_committed (librdkafka's default), so they are the last
+    stable offsets: Kafka answers EndTxn before its markers are written, and until the last
+    one is, the LSO stays before that transaction's records. So this waits for them."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "txn-bench-check",
+                                         "isolation.level": "read_committed"})
+    deadline = time.monotonic() + TIMEOUT_S
     try:
-        offsets = sum(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, partition),
-                                                     timeout=TIMEOUT_S)[1] for partition in range(PARTITIONS))
+        while True:
+            offsets = sum(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, partition),
+                                                         timeout=TIMEOUT_S, cached=False)[1]
+                          for partition in range(PARTITIONS))
+            markers = offsets - records
+            if markers >= transactions or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         consumer.close()
-    markers = offsets - records
     if not transactions <= markers <= transactions * PARTITIONS:
-        raise RuntimeError(f"{broker.name} {topic}: {offsets} offsets for {records} records "
+        raise RuntimeError(f"{broker.name} {topic}: {offsets} stable offsets for {records} records "
                            f"and {transactions} transactions")
 
 
