@@ -355,7 +355,8 @@ def describe(workload: str, result: Pass) -> str:
                 f"{result.broker_cpu / result.transactions * 1e3:5.2f} ms broker CPU/transaction")
     length = (f", {result.seconds / result.transactions * 1000:.0f} ms each, {result.commit_seconds / result.transactions * 1000:.1f}"
               " ms of it in the commit after the flush" if result.transactions else "")
-    return (f"{result.records_per_second:>9,.0f} records/s, {result.cpu_per_record:5.2f} µs broker CPU/record "
+    return (f"{result.records_per_second:>9,.0f} records/s, {result.cpu_per_record:5.2f} µs broker CPU/record, "
+            f"broker busy {result.broker_cpu / result.seconds:4.0%} of a core "
             f"({result.records:,} records in {result.seconds:.1f} s, {result.transactions} transactions{length})")
 
 
