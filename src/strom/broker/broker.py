@@ -26,6 +26,7 @@ from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
+from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.handlers import (
     API_VERSIONS,
     CLUSTER_API_VERSIONS,
@@ -39,6 +40,7 @@ from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.transaction.marker_writer import BrokerMarkerWriter
 from strom.broker.transaction.transaction_coordinator import TransactionCoordinator
+from strom.broker.transaction.verification import TransactionVerifier
 from strom.compaction.log_cleaner import CleanerConfig, LogCleaner
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
@@ -167,6 +169,13 @@ class Broker:
         self.transaction_coordinator = TransactionCoordinator.build(
             config, self.metadata, self.admin_manager, self.replica_manager, self.producer_ids,
             BrokerMarkerWriter(self))
+        # KIP-890 part 1: transactional Produce and TxnOffsetCommit verified with the coordinator.
+        self.transaction_verifier = TransactionVerifier(
+            self.transaction_coordinator, self.replica_manager,
+            lambda group_id: (OFFSETS_TOPIC, self.group_coordinator.manager.partition_for(group_id)),
+            enabled=config.transaction_partition_verification_enable, cluster_mode=config.cluster_mode)
+        if self.transaction_verifier.enabled:
+            self.group_coordinator.txn_offset_verifier = self.transaction_verifier.verify_txn_offset_commit
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.cluster_id = config.cluster_id
         # A cluster's broker also serves the controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata).

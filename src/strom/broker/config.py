@@ -144,6 +144,10 @@ class BrokerConfig:
         default=10000, metadata=_kafka("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
     transaction_remove_expired_transaction_cleanup_interval_ms: int = field(
         default=3600000, metadata=_kafka("transaction.remove.expired.transaction.cleanup.interval.ms"))
+    # KIP-890 part 1: a partition leader asks the transaction coordinator before a producer's
+    # first transactional append to it (strom.broker.transaction.verification).
+    transaction_partition_verification_enable: bool = field(
+        default=True, metadata=_kafka("transaction.partition.verification.enable"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.

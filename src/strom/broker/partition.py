@@ -62,6 +62,7 @@ from strom.broker.partition_state import (
     wall_clock_ms,
 )
 from strom.broker.purgatory import DelayedOperationPurgatory
+from strom.broker.transaction.verification import Verification, VerificationGuards
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.topic_partition import TopicPartition
@@ -113,6 +114,9 @@ class Partition:
         self._clock_ms = clock_ms
         # The ReplicaManager's purgatory: told when the high watermark moves.
         self._purgatory = high_watermark_purgatory
+        # KIP-890 part 1: the guards of the producers' verifications under way, each
+        # dropped by the producer's next append (strom.broker.transaction.verification).
+        self.verification_guards = VerificationGuards(log)
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader_id}, "
@@ -189,6 +193,7 @@ class Partition:
         self.partition_state = CommittedPartitionState(frozenset())
         self.followers = {}
         self.log.hw_follows_leo = False
+        self.verification_guards.guards.clear()
 
     def stop_leading(self) -> bool:
         """StopReplica without deletion: keep the log and the epoch, serve nothing (no leader
@@ -199,6 +204,7 @@ class Partition:
         self.partition_state = CommittedPartitionState(frozenset())
         self.followers = {}
         self.log.hw_follows_leo = False
+        self.verification_guards.guards.clear()
         return was_leader
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
@@ -402,11 +408,13 @@ class Partition:
 
     # -- append --------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int = 1,
-                         *, from_client: bool = True) -> AppendResult:
+                         *, from_client: bool = True, verification: Verification | None = None) -> AppendResult:
         """Append a producer's batches stamped with our epoch; raises ``StorageError``.
 
         acks=-1 is refused before appending while the committed ISR is below
         ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS; a pending expansion does not count).
+        A verified transactional batch (``verification``, KIP-890) is refused with
+        INVALID_TXN_STATE unless its transaction is open here or its guard still stands.
         """
         if self.leader_id != self.local_broker_id:  # not is_leader: a call less per produce
             raise StorageError(f"broker {self.local_broker_id} does not lead {self.topic}-{self.index}",
@@ -419,7 +427,11 @@ class Partition:
                 f"min.insync.replicas is {config.min_insync_replicas}", ErrorCode.NOT_ENOUGH_REPLICAS)
         if config.compacts or config.bounds_timestamps:
             _validate_records(self.topic, self.index, records, config, log.clock())
+        if verification is not None:
+            self.verification_guards.check(verification, self.topic, self.index)
         result = log.append(records, leader_epoch=self.leader_epoch, from_client=from_client)
+        if self.verification_guards.guards:  # a producer's append (a marker too) ends its guard
+            self.verification_guards.appended(records)
         if self.followers:
             self.maybe_advance_high_watermark()
         elif self._purgatory is not None and self._purgatory.watchers:

@@ -10,6 +10,11 @@ is built with the generated codec's twin classes (``_New_*``, see
 ``tools/codegen/emit.py``): the same frozen dataclasses, built with plain slot stores
 instead of ``object.__setattr__`` per field — 0.6 µs instead of 3.3 µs for a
 one-partition answer. Every field is positional there, defaults included.
+
+A request with a transactional id (v3+) first has its transactional batches verified
+with the transaction coordinator (KIP-890 part 1, ``strom.broker.transaction.verification``);
+the appends follow with no ``await`` between, each batch carrying its verification. A
+plain or idempotent request (no transactional id) goes straight to the appends.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.broker.partition import Partition
     from strom.broker.replica_manager import ReplicaManager
+    from strom.broker.transaction.verification import Verification
     from strom.protocol.headers import Request
 
 logger = logging.getLogger(__name__)
@@ -80,11 +86,22 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     replicating: list[tuple[Partition, int]] = []
     not_led: list[TopicPartition] = []  # refused with NOT_LEADER_OR_FOLLOWER (rare: no cost otherwise)
     one_batch = request.api_version >= ONE_V2_BATCH_FROM
-    for topic in body.topic_data:
-        name = topic.name
-        partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
-                      for data in topic.partition_data]
-        responses.append(_new_topic_response(name, tuple(partitions)))
+    verifier = broker.transaction_verifier
+    if body.transactional_id is not None and verifier.enabled:
+        verifications = await verifier.verify_produce(body.transactional_id, request.api_version, body.topic_data)
+        for topic in body.topic_data:  # no await from here to the last append (KAFKA-14884)
+            name = topic.name
+            partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch, verified)
+                          if not isinstance(verified := verifications.get((name, data.index)), ErrorCode)
+                          else _refused(data.index, verified)
+                          for data in topic.partition_data]
+            responses.append(_new_topic_response(name, tuple(partitions)))
+    else:
+        for topic in body.topic_data:
+            name = topic.name
+            partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
+                          for data in topic.partition_data]
+            responses.append(_new_topic_response(name, tuple(partitions)))
     if acks == 0:
         return None
     if replicating:  # acks=-1 and the ISR has not got everything yet (a cluster only)
@@ -99,7 +116,7 @@ async def handle(broker: Broker, request: Request) -> Message | None:
 
 def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
             replicating: list[tuple[Partition, int]], not_led: list[TopicPartition],
-            one_batch: bool) -> PartitionProduceResponse:
+            one_batch: bool, verification: Verification | None = None) -> PartitionProduceResponse:
     records = data.records
     if not isinstance(records, _BUFFERS):  # null records
         return _refused(data.index, ErrorCode.CORRUPT_MESSAGE)
@@ -111,7 +128,7 @@ def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceD
             _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index,
                           _not_one_v2_batch(records))  # the reason, off the hot path
             return _refused(data.index, ErrorCode.INVALID_RECORD)
-        result = partition.append_as_leader(records, acks)
+        result = partition.append_as_leader(records, acks, verification=verification)
     except RecordValidationError as exc:  # KIP-467: name the records, not just the batch
         _refusals.log(logging.INFO, "produce to %s-%d refused: %s", topic, data.index, exc)
         return _refused(data.index, exc.error_code, partition, str(exc),

@@ -263,6 +263,26 @@ class TransactionCoordinator:
         transit = metadata.prepare_add_partitions(partitions, self.now())
         return await self.state_manager.append_transaction_to_log(transactional_id, coordinator_epoch, transit)
 
+    def verify_partitions_in_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                         partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1 (Kafka's ``handleVerifyPartitionsInTransaction``, AddPartitionsToTxn
+        v4 VerifyOnly): is each partition in the producer's ongoing transaction? Nothing is
+        written: a partition not in it is TRANSACTION_ABORTABLE, the caller's to rewrite."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
+        found = self.state_manager.get_transaction_state(transactional_id)
+        if isinstance(found, ErrorCode):
+            return dict.fromkeys(partitions, found)
+        metadata = found[1]
+        if metadata is None or metadata.producer_id != producer_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if metadata.producer_epoch != producer_epoch:
+            return dict.fromkeys(partitions, ErrorCode.PRODUCER_FENCED)
+        if metadata.pending_transition_in_progress or metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return {tp: ErrorCode.NONE if metadata.state == S.ONGOING and tp in metadata.partitions
+                else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
+
     # -- EndTxn --------------------------------------------------------------------------
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, *,
                               committed: bool, from_client: bool = True) -> ErrorCode:

@@ -18,6 +18,7 @@ from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.unit.broker.handlers.groups import commit, stable_member
 from tests.unit.broker.handlers.txn_requests import (
     GROUP_PARTITION,
+    UNVERIFIED,
     end_txn,
     fetch_offsets,
     marker,
@@ -51,7 +52,7 @@ def test_pending_until_the_commit_marker(broker: BrokerRunner, fetch_version: in
         await end_txn(h, producer, True, [GROUP_PARTITION])
         assert await fetch_offsets(h, "g", IN, require_stable=True, version=fetch_version) == (12, 0)
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_an_abort_drops_them_and_a_later_commit_wins(broker: BrokerRunner) -> None:
@@ -68,7 +69,7 @@ def test_an_abort_drops_them_and_a_later_commit_wins(broker: BrokerRunner) -> No
         await end_txn(h, producer, True, [GROUP_PARTITION])
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (30, 0)
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_a_marker_for_another_producer_leaves_them_pending(broker: BrokerRunner) -> None:
@@ -79,7 +80,7 @@ def test_a_marker_for_another_producer_leaves_them_pending(broker: BrokerRunner)
         await end_txn(h, second, True, [GROUP_PARTITION])
         assert await fetch_offsets(h, "g", IN, require_stable=True) == UNSTABLE
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_pending_offsets_survive_a_restart(broker: BrokerRunner) -> None:
@@ -108,9 +109,9 @@ def test_pending_offsets_survive_a_restart(broker: BrokerRunner) -> None:
     async def after_second_restart(h: BrokerHarness) -> None:
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (10, 0)
 
-    broker.run(before)
-    broker.run(after_restart)
-    broker.run(after_second_restart)
+    broker.run(before, UNVERIFIED)
+    broker.run(after_restart, UNVERIFIED)
+    broker.run(after_second_restart, UNVERIFIED)
 
 
 def test_kip_447_member_checks(broker: BrokerRunner) -> None:
@@ -134,7 +135,7 @@ def test_kip_447_member_checks(broker: BrokerRunner) -> None:
         assert await txn_commit(h, "s", producer, offsets, generation=static_generation, member=static_member,
                                 instance="instance-1") == {IN: ErrorCode.NONE}
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_unknown_topics_and_a_fenced_producer(broker: BrokerRunner) -> None:
@@ -150,7 +151,7 @@ def test_unknown_topics_and_a_fenced_producer(broker: BrokerRunner) -> None:
         assert await txn_commit(h, "g", producer, {IN: 11}) == {IN: ErrorCode.INVALID_PRODUCER_EPOCH}
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (5, 0)
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_offset_delete_drops_a_pending_offset(broker: BrokerRunner) -> None:
@@ -166,7 +167,7 @@ def test_offset_delete_drops_a_pending_offset(broker: BrokerRunner) -> None:
         await end_txn(h, producer, True, [GROUP_PARTITION])
         assert await fetch_offsets(h, "g", IN, require_stable=True) == (-1, ErrorCode.NONE)
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
 
 
 def test_old_versions_get_the_errors_they_know() -> None:

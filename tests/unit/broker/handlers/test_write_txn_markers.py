@@ -14,6 +14,7 @@ from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.support.fetch_requests import fetch
 from tests.unit.broker.handlers.txn_requests import (
     GROUP_PARTITION,
+    UNVERIFIED,
     fetch_offsets,
     latest_offset,
     marker,
@@ -108,4 +109,4 @@ def test_markers_on_data_and_offsets_partitions_together(broker: BrokerRunner) -
         assert await fetch_offsets(h, "g", ("in", 0), require_stable=True) == (42, ErrorCode.NONE)
         assert await latest_offset(h, DATA, read_committed=True) == 2
 
-    broker.run(scenario)
+    broker.run(scenario, UNVERIFIED)
