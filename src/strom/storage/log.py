@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from strom.protocol.records import iter_batches
@@ -509,17 +509,21 @@ class Log:
             return count
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
-                         end_offset: int) -> bool:
+                         end_offset: int, aborted_txns: Sequence[AbortedTxn] | None = None
+                         ) -> bool:
         """The cleaner's swap of ``old`` (covering ``[old[0].base, end_offset)``) for
         ``cleaned``, in one step under the writer lock (``segment_swap``); False if
-        retention or a truncation changed those segments first."""
+        retention or a truncation changed those segments first. ``aborted_txns``: the
+        cleaned segment's ``.txnindex`` entries (those whose transactions kept a batch);
+        None keeps every entry of ``old``."""
         with self._lock:
             if self.closed or self.offline \
                     or self._truncations != self._truncations_when_cleaning_began:
                 return False
             try:
                 if self.segments.replaced(old, cleaned) is not None:
-                    carry_aborted_txns(cleaned.txn_index, [segment.txn_index for segment in old])
+                    carry_aborted_txns(cleaned.txn_index, [segment.txn_index for segment in old],
+                                       aborted_txns)
                 replaced = swap_in(self.fs, self.directory, self.segments, cleaned, old,
                                    end_offset)
             except OSError as exc:

@@ -241,15 +241,17 @@ def sync_rebuilt_indexes(segments: LogSegments) -> bool:
     return any(segment.txn_index.entries for segment in segments)
 
 
-def carry_aborted_txns(target: TransactionIndex, sources: Iterable[TransactionIndex]) -> None:
-    """Compaction's swap: the cleaned segment's index takes the replaced segments'
-    entries, written and synced before the swap commits (``segment_swap`` keeps the file
-    if a crash interrupts it). Offsets keep their meaning, and an entry whose records
-    the cleaner removed only lists a transaction no read meets. (Kafka's cleaner keeps
-    the entries whose transactions still have records; Strom's cleaner does not remove
-    aborted records yet, so it keeps them all.)"""
+def carry_aborted_txns(target: TransactionIndex, sources: Iterable[TransactionIndex],
+                       kept: Iterable[AbortedTxn] | None = None) -> None:
+    """Compaction's swap: the cleaned segment's index takes ``kept`` (the cleaner's: the
+    entries whose transactions still have a batch, as Kafka's cleaner) or, without it,
+    every entry of the replaced segments; written and synced before the swap commits
+    (``segment_swap`` keeps the file if a crash interrupts it). Offsets keep their
+    meaning, so an entry carried whose records are gone only lists a transaction no
+    read meets."""
     target.reset()  # a failed cleaning's leftover file
-    for source in sources:
-        for entry in source.entries:
-            target.append(entry)
+    entries = kept if kept is not None else (entry for source in sources
+                                             for entry in source.entries)
+    for entry in entries:
+        target.append(entry)
     target.flush()
