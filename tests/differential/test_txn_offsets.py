@@ -42,6 +42,11 @@ from strom.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopic,
     OffsetFetchRequestTopics,
 )
+from strom.protocol.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from strom.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
@@ -52,12 +57,14 @@ from strom.protocol.messages.write_txn_markers_request import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+from strom.protocol.records.v2_builder import build_record_batch
 from tests.differential.normalise import normalise
 from tests.differential.wire import Pair, Side, create_topic, leaf_differences, unique
 
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions: Kafka's default, on both brokers
 UNSTABLE_OFFSET_COMMIT = 88
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
+INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE = 48, 49, 120
 RETRIABLE = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS)
 Producers = dict[int, tuple[int, int]]  # (producer id, epoch) by id(side)
 
@@ -265,3 +272,29 @@ def test_offset_delete_drops_the_pending_ones_too(pair: Pair, topic: str) -> Non
     each_settled(pair, end_txn(transactional_id, producer, True), 3)
     after = settled(pair, fetch(group, topic, require_stable=True), 7)
     assert after["topics"][0]["partitions"][0]["committed_offset"] == -1
+
+
+def test_kip_890_verification_of_txn_offset_commit_and_produce(pair: Pair, topic: str) -> None:
+    """KIP-890 part 1 (Kafka 3.6+, KAFKA-15449): before AddOffsetsToTxn the group's partition
+    is not in the transaction (INVALID_TXN_STATE below v4, TRANSACTION_ABORTABLE at v4),
+    another id's producer id is INVALID_PRODUCER_ID_MAPPING; a transactional Produce to a
+    partition never added is refused the same way, below v11 and at it."""
+    group, transactional_id = unique("txn-group"), unique("txn-id")
+    producer = producer_ids(pair, transactional_id)
+    other = producer_ids(pair, unique("txn-id"))
+    for version, expected in ((3, INVALID_TXN_STATE), (4, TRANSACTION_ABORTABLE)):
+        answer = pair.each(lambda side: txn_commit(group, topic, 1, producer[id(side)],
+                                                   transactional_id=transactional_id), version)
+        assert _errors(answer) == [expected]
+    answer = pair.each(lambda side: txn_commit(group, topic, 1, other[id(side)], transactional_id=transactional_id), 3)
+    assert _errors(answer) == [INVALID_PRODUCER_ID_MAPPING]
+    for version, expected in ((9, INVALID_TXN_STATE), (11, TRANSACTION_ABORTABLE)):
+        answer = pair.each(lambda side: transactional_produce(transactional_id, producer[id(side)], topic), version)
+        assert _errors(answer) == [expected]
+
+
+def transactional_produce(transactional_id: str, producer: tuple[int, int], topic: str) -> ProduceRequest:
+    records = build_record_batch([(None, b"stray", (), None)], producer_id=producer[0], producer_epoch=producer[1],
+                                 base_sequence=0, is_transactional=True)
+    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=5000, topic_data=(
+        TopicProduceData(topic, (PartitionProduceData(0, bytes(records)),)),))

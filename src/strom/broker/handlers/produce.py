@@ -24,6 +24,7 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from strom.broker.log_throttle import LogThrottle
+from strom.broker.transaction.verification import Refusal
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
@@ -92,8 +93,8 @@ async def handle(broker: Broker, request: Request) -> Message | None:
         for topic in body.topic_data:  # no await from here to the last append (KAFKA-14884)
             name = topic.name
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch, verified)
-                          if not isinstance(verified := verifications.get((name, data.index)), ErrorCode)
-                          else _refused(data.index, verified)
+                          if not isinstance(verified := verifications.get((name, data.index)), Refusal)
+                          else _refused(data.index, verified.error, message=verified.message)
                           for data in topic.partition_data]
             responses.append(_new_topic_response(name, tuple(partitions)))
     else:

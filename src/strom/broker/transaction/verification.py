@@ -167,15 +167,27 @@ def producer_ids(records: bytes | bytearray | memoryview) -> list[int]:
     return found
 
 
-def produce_error(error: ErrorCode, api_version: int) -> ErrorCode:
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A partition's Produce answer when its verification failed: Kafka's error, and the
+    message it sends with the two it words itself (else none)."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+def produce_refusal(error: ErrorCode, api_version: int) -> Refusal:
     """A verification error as Kafka's ReplicaManager answers a Produce of ``api_version``."""
     if error in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+        return Refusal(ErrorCode.NOT_ENOUGH_REPLICAS, "Unable to verify the partition has been added to the "
+                                                      f"transaction. Underlying error: {error.name}")
     if error == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
+        return Refusal(ErrorCode.INVALID_PRODUCER_EPOCH)
     if error == ErrorCode.TRANSACTION_ABORTABLE and api_version < TRANSACTION_ABORTABLE_FROM_PRODUCE:
-        return ErrorCode.INVALID_TXN_STATE
-    return error
+        error = ErrorCode.INVALID_TXN_STATE
+    if error == ErrorCode.INVALID_TXN_STATE:
+        return Refusal(error, "Partition was not added to the transaction")
+    return Refusal(error)
 
 
 class TransactionVerifier:
@@ -210,14 +222,14 @@ class TransactionVerifier:
 
     async def verify_produce(self, transactional_id: str, api_version: int,
                              topic_data: Sequence[TopicProduceData]
-                             ) -> dict[TopicPartition, Verification | ErrorCode]:
+                             ) -> dict[TopicPartition, Verification | Refusal]:
         """Each transactional batch's verification, or the error its partition answers.
 
         Partitions this broker does not lead, and batches that are not transactional, are
         left out: the append judges them as any other. Nothing is awaited today (the
         coordinator is in-process); the remote path will await AddPartitionsToTxn v4.
         """
-        verifications: dict[TopicPartition, Verification | ErrorCode] = {}
+        verifications: dict[TopicPartition, Verification | Refusal] = {}
         asked: dict[tuple[int, int], list[tuple[TopicPartition, VerificationGuard]]] = {}
         partitions = self.replica_manager.partitions
         for topic in topic_data:
@@ -241,7 +253,7 @@ class TransactionVerifier:
                     del verifications[key]  # appended as before KIP-890
                 elif error := answers[key]:
                     partitions[key].verification_guards.end(producer_id, guard)
-                    verifications[key] = produce_error(error, api_version)
+                    verifications[key] = produce_refusal(error, api_version)
         return verifications
 
     async def verify_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
