@@ -36,12 +36,19 @@ a batch with all records kept is copied byte for byte, a batch with none is drop
 any other is rebuilt with its kept records (re-compressed with its codec) and a new
 CRC. Offsets never change, so the cleaned log has gaps.
 
-Not yet (as the broker has no transactions): control batches and transactional
-records are kept as written; aborted records are not removed. Keyless records are
-removed (Kafka counts them as invalid). v0/v1 message sets are copied unchanged and
-not mapped. The last batch of each idempotent producer is not kept as an empty batch
-(Kafka's ``RETAIN_EMPTY``): producer state is restored from snapshots, which cover
-the active segment the cleaner never touches.
+Transactions (``transactions``, Kafka's ``CleanedTransactionMetadata``): nothing at or
+past the first unstable offset is cleaned (``cleanable_range``). Records of aborted
+transactions (from the ``.txnindex``) are removed whatever their keys and never enter
+the map; markers go once their transaction has no batch left and their segment is
+past the delete horizon, as tombstones (the rule before KIP-534); control records take
+no part in key-based compaction. An active producer's last batch (or, if its last
+entry is a marker, that marker) is kept, emptied of records when none stays (Kafka's
+``RETAIN_EMPTY``). The cleaned segment's ``.txnindex`` keeps the aborted transactions
+that still have a batch. Pass 1 records the transactional batches it reads, so a
+group pass 2 skips still counts for the markers after it.
+
+Keyless records are removed (Kafka counts them as invalid). v0/v1 message sets are
+copied unchanged and not mapped.
 """
 
 from __future__ import annotations
@@ -58,6 +65,14 @@ from crc32c import crc32c
 
 from strom.compaction.offset_map import MAX_RELATIVE_OFFSET, OffsetMap
 from strom.compaction.record_scan import RecordArrays, hash_keys, scan_sections
+from strom.compaction.transactions import (
+    BatchJudge,
+    CleanedTransactions,
+    TxnBatch,
+    Verdict,
+    last_records_of_active_producers,
+    map_pass_batches,
+)
 from strom.protocol.compression import CompressionType, compress, decompress
 from strom.protocol.errors import ProtocolError
 from strom.protocol.records import BatchHeader, compute_crc, iter_batches
@@ -73,6 +88,7 @@ logger = logging.getLogger(__name__)
 READ_CHUNK: Final = 1 << 20  # bytes read per step of either pass (Kafka: 512 KiB)
 _LENGTH: Final = struct.Struct(">i")
 _CRC: Final = struct.Struct(">I")
+_ATTRIBUTES: Final = struct.Struct(">h")
 
 
 class CleanerAborted(Exception):
@@ -168,15 +184,21 @@ class Cleaner:
         try:
             began = time.perf_counter()
             horizon = self._delete_horizon(log, start)
-            end, removable = self._build_map(log, start, stop, horizon, stats)
+            end, removable, txn_batches = self._build_map(log, start, stop, horizon, stats)
             stats.map_seconds = time.perf_counter() - began
             began = time.perf_counter()
-            for group in _groups(log, end):
+            groups = list(_groups(log, end))
+            judge = BatchJudge(CleanedTransactions(log.collect_aborted_transactions(
+                log.log_start_offset, groups[-1][-1].next_offset) if groups else ()),
+                last_records_of_active_producers(log))
+            for group in groups:
                 if group[0].base_offset >= start and not any(
                         segment.base_offset in removable for segment in group):
                     stats.segments_skipped += len(group)
+                    judge.replay(batch for segment in group
+                                 for batch in txn_batches.get(segment.base_offset, ()))
                     continue
-                self._clean_group(log, group, horizon, now, stats)
+                self._clean_group(log, group, horizon, now, judge, stats)
             stats.copy_seconds = time.perf_counter() - began
         finally:
             log.cleaner_reading = False
@@ -185,12 +207,13 @@ class Cleaner:
     # --- pass 1 -----------------------------------------------------------------------
 
     def _build_map(self, log: Log, start: int, stop: int, horizon: int, stats: CleanerStats
-                   ) -> tuple[int, set[int]]:
-        """Map the dirty section from ``start``.
+                   ) -> tuple[int, set[int], dict[int, list[TxnBatch]]]:
+        """Map the dirty section from ``start`` (records of aborted transactions left out).
 
-        Returns where the map ends (exclusive) and the base offsets of the dirty
-        segments holding a record to remove: superseded, keyless, or a tombstone in a
-        segment last modified at or before ``horizon``.
+        Returns where the map ends (exclusive), the base offsets of the dirty segments
+        holding a record or batch to remove (superseded, keyless, aborted, a tombstone
+        or a marker in a segment last modified at or before ``horizon``), and the
+        transactional batches of each segment read.
         """
         offset_map = self.map
         offset_map.clear(start)
@@ -199,11 +222,18 @@ class Cleaner:
                     if segment.base_offset < limit]
         bases = np.array([segment.base_offset for segment in segments], dtype=np.int64)
         removable = np.zeros(len(segments), dtype=bool)
+        transactions = CleanedTransactions(log.collect_aborted_transactions(start, limit))
+        txn_batches: dict[int, list[TxnBatch]] = {}
         end = limit
         for number, segment in enumerate(segments):
             retain_deletes = log.fs.mtime_ms(segment.log_path) > horizon
             position = segment.offset_index.lookup(start).position
+            recorded = txn_batches.setdefault(segment.base_offset, [])
             for chunk, headers in self._chunks(log, segment, position, stats, mapping=True):
+                aborted, found = map_pass_batches(chunk, headers, transactions, recorded,
+                                                  retain_deletes)
+                if found:
+                    removable[number] = True
                 sections = _sections(chunk, headers)
                 if not sections.spans:
                     continue
@@ -211,7 +241,11 @@ class Cleaner:
                 offsets = sections.base_offsets[records.section] + records.offset_delta
                 inside = (offsets >= start) & (offsets < limit)
                 keyed = records.key_length >= 0
-                chosen = np.flatnonzero(keyed & inside)
+                live = keyed & inside
+                if found:
+                    live &= ~np.array([aborted[batch] for batch in sections.batch_index],
+                                      dtype=bool)[records.section]
+                chosen = np.flatnonzero(live)
                 room = offset_map.free_entries
                 full = len(chosen) > room
                 if full:
@@ -227,6 +261,7 @@ class Cleaner:
                     removable[np.searchsorted(bases, superseded, "right") - 1] = True
                 stats.records_mapped += len(chosen)
                 if full:
+                    removable[number] = True  # its transactional batches are not all recorded
                     logger.info("%s: offset map full at offset %d (%d keys); cleaning up to "
                                 "there", log, offset_map.latest_offset, offset_map.size)
                     end = offset_map.latest_offset + 1
@@ -235,7 +270,7 @@ class Cleaner:
                 break
         stats.keys_mapped = offset_map.size
         return end, {segment.base_offset for segment, marked
-                     in zip(segments, removable.tolist(), strict=True) if marked}
+                     in zip(segments, removable.tolist(), strict=True) if marked}, txn_batches
 
     # --- pass 2 -----------------------------------------------------------------------
 
@@ -246,8 +281,9 @@ class Cleaner:
         return log.fs.mtime_ms(clean[-1].log_path) - log.config.delete_retention_ms
 
     def _clean_group(self, log: Log, group: list[LogSegment], horizon: int, now: int,
-                     stats: CleanerStats) -> None:
+                     judge: BatchJudge, stats: CleanerStats) -> None:
         config = log.config
+        judge.transactions.kept_aborted = []
         cleaned: LogSegment | None = None
         swapped = False
         try:
@@ -258,7 +294,7 @@ class Cleaner:
                 retain_deletes = source_modified > horizon
                 position = 0
                 for chunk, headers in self._chunks(log, source, 0, stats):
-                    out, batches = self._filter(chunk, headers, retain_deletes, stats)
+                    out, batches = self._filter(chunk, headers, retain_deletes, judge, stats)
                     position += len(chunk)
                     if out is chunk and cleaned is None:
                         continue
@@ -282,7 +318,8 @@ class Cleaner:
             cleaned.persist_rebuilt_indexes()
             cleaned.flush()
             log.fs.set_mtime_ms(cleaned.log_path, modified)
-            swapped = log.replace_segments(cleaned, group, group[-1].next_offset)
+            swapped = log.replace_segments(cleaned, group, group[-1].next_offset,
+                                           judge.transactions.kept_aborted)
             if not swapped:
                 raise CleanerAborted(f"{log} changed under the cleaner")
             stats.segments_cleaned += len(group)
@@ -302,44 +339,60 @@ class Cleaner:
             self.throttle(len(chunk))
 
     def _filter(self, chunk: bytes, headers: list[tuple[int, BatchHeader]],
-                retain_deletes: bool, stats: CleanerStats) -> tuple[bytes, list[AppendedBatch]]:
+                retain_deletes: bool, judge: BatchJudge, stats: CleanerStats
+                ) -> tuple[bytes, list[AppendedBatch]]:
         """The chunk's batches with only the records to keep; and their index entries.
 
-        Returns ``chunk`` itself when every record is kept.
+        Returns ``chunk`` itself when every batch comes out unchanged.
         """
+        verdicts = judge.judge(chunk, headers, retain_deletes)
         sections = _sections(chunk, headers)
-        if not sections.spans:
-            return chunk, _as_appended(headers)
-        records = scan_sections(sections.arena, sections.spans)
-        keep = self._keep(sections, records, retain_deletes)
-        stats.records_read += len(records)
-        kept = int(np.count_nonzero(keep))
-        stats.records_kept += kept
-        if kept == len(records):
-            return chunk, _as_appended(headers)
-        count = len(sections.spans)
-        record_counts = np.bincount(records.section, minlength=count).tolist()
-        kept_counts = np.bincount(records.section[keep], minlength=count).tolist()
-        runs = _kept_runs(records, keep)
+        record_counts: list[int] = []
+        kept_counts: list[int] = []
+        runs = _Runs([], [], np.zeros(0, dtype=np.int64))
+        if sections.spans:
+            records = scan_sections(sections.arena, sections.spans)
+            keep = self._keep(sections, records, retain_deletes)
+            discard = [verdicts[batch].discard_records for batch in sections.batch_index]
+            if any(discard):
+                keep &= ~np.array(discard, dtype=bool)[records.section]
+            stats.records_read += len(records)
+            kept = int(np.count_nonzero(keep))
+            stats.records_kept += kept
+            count = len(sections.spans)
+            record_counts = np.bincount(records.section, minlength=count).tolist()
+            kept_counts = np.bincount(records.section[keep], minlength=count).tolist()
+            if kept != len(records):
+                runs = _kept_runs(records, keep)
         section_of = {batch: index for index, batch in enumerate(sections.batch_index)}
         parts: list[bytes | bytearray | memoryview] = []
         batches: list[AppendedBatch] = []
+        changed = False
         size = 0
         view = memoryview(chunk)
         for number, (position, header) in enumerate(headers):
+            whole = view[position : position + header.size]
             section = section_of.get(number)
-            entry: bytes | bytearray | memoryview
-            if section is None or kept_counts[section] == record_counts[section]:
-                entry = view[position : position + header.size]
-            elif kept_counts[section] == 0:
+            entry: bytes | bytearray | memoryview | None = whole
+            if section is not None:
+                if kept_counts[section] == 0:
+                    entry = _emptied(chunk, position, header) \
+                        if verdicts[number].retain_empty else None
+                elif kept_counts[section] != record_counts[section]:
+                    entry = _rebuild(chunk, position, header, sections.arena,
+                                     runs.of(section), kept_counts[section])
+            elif header.magic == 2:
+                entry = _without_records(chunk, position, header, verdicts[number])
+            if entry is not whole:
+                changed = True
+            if entry is None:
                 continue
-            else:
-                entry = _rebuild(chunk, position, header, sections.arena,
-                                 runs.of(section), kept_counts[section])
             parts.append(entry)
             batches.append(AppendedBatch(size, header.last_offset, header.max_timestamp,
                                          len(entry)))
             size += len(entry)
+        if not changed:
+            return chunk, _as_appended(headers)
         return b"".join(parts), batches
 
     def _keep(self, sections: _Sections, records: RecordArrays,
@@ -462,6 +515,33 @@ def _rebuild(chunk: bytes, position: int, header: BatchHeader, arena: bytes | by
     out += compress(CompressionType(codec), records) if codec else records
     _LENGTH.pack_into(out, 8, len(out) - 12)
     _LENGTH.pack_into(out, 57, kept)
+    _CRC.pack_into(out, 17, crc32c(memoryview(out)[21:]))
+    return out
+
+
+def _without_records(chunk: bytes, position: int, header: BatchHeader, verdict: Verdict
+                     ) -> memoryview | bytearray | None:
+    """A v2 batch with no data records to scan: a marker, or a batch already emptied.
+
+    An empty batch stays only as a producer's last (Kafka's ``RETAIN_EMPTY``); a marker
+    whose records may go is dropped, or emptied when it is a producer's last."""
+    whole = memoryview(chunk)[position : position + header.size]
+    if header.is_control and not verdict.discard_records:
+        return whole
+    if header.records_count == 0 or not verdict.retain_empty:
+        return whole if verdict.retain_empty else None
+    return _emptied(chunk, position, header)
+
+
+def _emptied(chunk: bytes, position: int, header: BatchHeader) -> bytearray:
+    """The batch's header alone: no records, uncompressed, new length and CRC (Kafka's
+    ``writeEmptyHeader``); its offsets, timestamps and producer fields stay."""
+    if compute_crc(chunk, position, header) != header.crc:
+        raise ProtocolError(f"CRC mismatch in the batch at offset {header.base_offset}")
+    out = bytearray(chunk[position : position + V2_HEADER_SIZE])
+    _LENGTH.pack_into(out, 8, V2_HEADER_SIZE - 12)
+    _ATTRIBUTES.pack_into(out, 21, header.attributes & ~ATTR_COMPRESSION_MASK)
+    _LENGTH.pack_into(out, 57, 0)
     _CRC.pack_into(out, 17, crc32c(memoryview(out)[21:]))
     return out
 
