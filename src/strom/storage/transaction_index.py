@@ -156,7 +156,9 @@ class TransactionIndex:
         keep = bisect_left(self._last_offsets, offset)
         if keep == len(self.entries):
             return
-        del self.entries[keep:], self._last_offsets[keep:]
+        # ``_last_offsets`` first (and last on append): a reader without the lock never
+        # bisects past the entries.
+        del self._last_offsets[keep:], self.entries[keep:]
         self._cut(keep * ENTRY_SIZE)
 
     def reset(self) -> None:
@@ -255,3 +257,4 @@ def carry_aborted_txns(target: TransactionIndex, sources: Iterable[TransactionIn
     for entry in entries:
         target.append(entry)
     target.flush()
+    target.close()  # a segment that takes no appends
