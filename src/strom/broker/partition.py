@@ -408,7 +408,7 @@ class Partition:
 
     # -- append --------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, required_acks: int = 1,
-                         *, from_client: bool = True, verification: Verification | None = None) -> AppendResult:
+                         verification: Verification | None = None, *, from_client: bool = True) -> AppendResult:
         """Append a producer's batches stamped with our epoch; raises ``StorageError``.
 
         acks=-1 is refused before appending while the committed ISR is below
