@@ -1,5 +1,5 @@
 """Compacted topics with real clients: keyless produce refused, consumers across compaction,
-``__consumer_offsets`` kept small and reloaded.
+``__consumer_offsets`` kept small and reloaded, aborted transactions removed.
 
 The broker runs with ``log.cleaner.backoff.ms=100`` and topics with small segments and
 ``min.cleanable.dirty.ratio=0.01`` so the cleaner works within a test; the tests wait
@@ -154,3 +154,63 @@ def test_consumer_offsets_stay_small_and_reload(broker: BrokerProcess, tmp_path:
         assert committed[0].offset == 1499 % 50 + 1
     finally:
         reader.close()
+
+
+def read_isolated(broker: BrokerProcess, topic: str, isolation: str) -> list[Message]:
+    """Every record a consumer with ``isolation.level`` gets up to the high watermark
+    (markers and aborted records are skipped, so it waits on its position, not on the
+    last record's offset)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        messages: list[Message] = []
+        deadline = time.monotonic() + 60
+        while consumer.position([TopicPartition(topic, 0)])[0].offset < high:
+            assert time.monotonic() < deadline, "consumer did not reach the high watermark"
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                messages.append(message)
+            elif message is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                raise AssertionError(message.error())
+        return messages
+    finally:
+        consumer.close()
+
+
+def test_compaction_removes_aborted_transactions_under_real_consumers(
+        broker: BrokerProcess) -> None:
+    """librdkafka transactions on a compacted topic: once the cleaner has been through,
+    read_uncommitted sees no aborted record (keys written only by aborted transactions
+    included), read_committed sees the same latest values as before, on the way too."""
+    create_topic(broker, "txn-table")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx",
+                         "linger.ms": 5, "batch.size": 8000})
+    producer.init_transactions(30)
+    latest: dict[bytes, bytes] = {}
+    for round_number in range(8):
+        producer.begin_transaction()
+        commit = round_number % 2 == 1
+        for i in range(200):
+            key = b"key-%d" % (i % 100) if i % 4 else b"round-%d-%d" % (round_number, i)
+            value = b"round %d value %d %s" % (round_number, i, b"committed" if commit
+                                               else b"aborted")
+            producer.produce("txn-table", key=key, value=value * 8)
+            if commit:
+                latest[key] = value * 8
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            assert producer.flush(30) == 0  # written, then aborted (abort drops what is queued)
+            producer.abort_transaction(30)
+
+    def cleaned() -> bool:
+        up_to = cleaned_up_to(broker, "txn-table")  # offset 0 is an aborted record
+        committed = read_isolated(broker, "txn-table", "read_committed")
+        assert {m.key(): m.value() for m in committed} == latest
+        uncommitted = read_isolated(broker, "txn-table", "read_uncommitted")
+        return up_to > 0 and not any(b"aborted" in (m.value() or b"") for m in uncommitted
+                                     if m.offset() < up_to)
+
+    wait_for(cleaned, "the cleaner to remove the aborted records it went through")
