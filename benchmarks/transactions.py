@@ -48,6 +48,7 @@ against a second, cProfile'd Strom and prints where the broker's time goes.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pstats
 import random
@@ -110,6 +111,7 @@ class Pass:
     transactions: int = 0
     broker_cpu: float = 0.0  # seconds of the broker's CPU during the pass
     commit_seconds: float = 0.0  # in commit_transaction after the flush: EndTxn, markers
+    round_trip_ms: float = float("nan")  # librdkafka's mean produce round trip
 
     @property
     def records_per_second(self) -> float:
@@ -205,11 +207,34 @@ def kafka39() -> Iterator[Broker]:
 
 
 # -- the two workloads ---------------------------------------------------------------------
-def _producer(bootstrap: str, transactional_id: str | None) -> confluent_kafka.Producer:
+@dataclass
+class RoundTrips:
+    """librdkafka's produce round trips to the broker (its ``rtt`` statistics, 1 s windows),
+    to tell a broker that answers slowly from one the client cannot feed."""
+
+    total_us: float = 0.0
+    count: int = 0
+
+    def on_statistics(self, statistics_json: str) -> None:
+        for broker in json.loads(statistics_json).get("brokers", {}).values():
+            if broker.get("nodeid", -1) >= 0 and broker["rtt"]["cnt"]:
+                self.total_us += broker["rtt"]["avg"] * broker["rtt"]["cnt"]
+                self.count += broker["rtt"]["cnt"]
+
+    @property
+    def mean_ms(self) -> float:
+        return self.total_us / self.count / 1000 if self.count else float("nan")
+
+
+def _producer(bootstrap: str, transactional_id: str | None,
+              round_trips: RoundTrips | None = None) -> confluent_kafka.Producer:
     config: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                  "queue.buffering.max.messages": QUEUED_RECORDS, "log.connection.close": False}
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
+    if round_trips is not None:
+        config["statistics.interval.ms"] = 1000
+        config["stats_cb"] = round_trips.on_statistics
     return confluent_kafka.Producer(config)
 
 
@@ -234,7 +259,8 @@ def _produce_until(producer: confluent_kafka.Producer, topic: str, values: list[
 
 def transactional(broker: Broker, values: list[bytes], seconds: float, commit_ms: int) -> Pass:
     topic = broker.topic("transactional")
-    producer = _producer(broker.bootstrap, f"txn-bench-{broker.name}-{broker.topics}")
+    round_trips = RoundTrips()
+    producer = _producer(broker.bootstrap, f"txn-bench-{broker.name}-{broker.topics}", round_trips)
     producer.init_transactions(TIMEOUT_S)
     producer.list_topics(topic, timeout=TIMEOUT_S)
     records = transactions = 0
@@ -253,12 +279,13 @@ def transactional(broker: Broker, values: list[bytes], seconds: float, commit_ms
     elapsed = time.perf_counter() - start
     cpu = broker.cpu_seconds() - cpu
     _check_written(broker, topic, records, transactions)
-    return Pass(records, elapsed, transactions, cpu, commit_seconds)
+    return Pass(records, elapsed, transactions, cpu, commit_seconds, round_trips.mean_ms)
 
 
 def idempotent(broker: Broker, values: list[bytes], seconds: float, commit_ms: int) -> Pass:
     topic = broker.topic("idempotent")
-    producer = _producer(broker.bootstrap, None)
+    round_trips = RoundTrips()
+    producer = _producer(broker.bootstrap, None, round_trips)
     producer.list_topics(topic, timeout=TIMEOUT_S)
     cpu = broker.cpu_seconds()
     start = time.perf_counter()
@@ -269,7 +296,7 @@ def idempotent(broker: Broker, values: list[bytes], seconds: float, commit_ms: i
     if left:
         raise RuntimeError(f"{broker.name}: {left} records not delivered")
     _check_written(broker, topic, records, 0)
-    return Pass(records, elapsed, 0, cpu)
+    return Pass(records, elapsed, 0, cpu, 0.0, round_trips.mean_ms)
 
 
 def _check_written(broker: Broker, topic: str, records: int, transactions: int) -> None:
@@ -356,7 +383,8 @@ def describe(workload: str, result: Pass) -> str:
     length = (f", {result.seconds / result.transactions * 1000:.0f} ms each, {result.commit_seconds / result.transactions * 1000:.1f}"
               " ms of it in the commit after the flush" if result.transactions else "")
     return (f"{result.records_per_second:>9,.0f} records/s, {result.cpu_per_record:5.2f} µs broker CPU/record, "
-            f"broker busy {result.broker_cpu / result.seconds:4.0%} of a core "
+            f"broker busy {result.broker_cpu / result.seconds:4.0%} of a core, "
+            f"round trip {result.round_trip_ms:5.1f} ms "
             f"({result.records:,} records in {result.seconds:.1f} s, {result.transactions} transactions{length})")
 
 
@@ -370,6 +398,11 @@ def report(results: Results, names: list[str], rounds: int) -> None:
             median, best = statistics.median(rates), max(rates)
             print(f"{name + ' ' + workload:42} {median:>10,.0f} / {best:>9,.0f} "
                   f"{median * mb:>7.1f} / {best * mb:>5.1f} {statistics.median(cpu):>12.2f} / {min(cpu):>5.2f}")
+    print("\nlibrdkafka's produce round trip, median of the passes (ms)")
+    for name in names:
+        trips = {workload: statistics.median(result.round_trip_ms for result in results.passes[(name, workload)])
+                 for workload in WORKLOADS}
+        print(f"  {name:8} " + ", ".join(f"{workload} {trip:.1f}" for workload, trip in trips.items()))
     print("\ntransactional cost, per round, median (goal ≤ 5 % throughput on Strom)")
     for name in names:
         costs, cpu_costs = results.costs(name), results.cpu_costs(name)
