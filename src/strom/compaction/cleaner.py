@@ -32,9 +32,10 @@ the delete horizon: the last clean segment's last-modified time minus
 ``delete.retention.ms`` (Kafka's rule before KIP-534), so a consumer that reads the
 clean section within ``delete.retention.ms`` sees every tombstone. Batches keep their
 base offset, last offset delta, timestamps, compression codec and producer fields;
-a batch with all records kept is copied byte for byte, a batch with none is dropped,
-any other is rebuilt with its kept records (re-compressed with its codec) and a new
-CRC. Offsets never change, so the cleaned log has gaps.
+a batch with all records kept is copied byte for byte, a batch with none is dropped
+(or emptied: a producer's last, below), any other is rebuilt with its kept records
+(re-compressed with its codec) and a new CRC. Offsets never change, so the cleaned
+log has gaps.
 
 Transactions (``transactions``, Kafka's ``CleanedTransactionMetadata``): nothing at or
 past the first unstable offset is cleaned (``cleanable_range``). Records of aborted

@@ -15,6 +15,7 @@ from strom.broker.group.offsets_topic import (
 )
 from strom.compaction.cleaner import Cleaner
 from strom.compaction.offset_map import OffsetMap
+from strom.protocol.compression import CompressionType
 from strom.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -89,6 +90,7 @@ class Writer:
     """Producers writing to a log; what each wrote, and the fate of their transactions."""
 
     log: Log
+    compression: CompressionType = CompressionType.NONE
     sequences: dict[tuple[int, int], int] = field(default_factory=dict)  # by producer, epoch
     open_txn: dict[int, list[Row]] = field(default_factory=dict)
     committed: list[Row] = field(default_factory=list)
@@ -100,7 +102,8 @@ class Writer:
         self.sequences[producer_id, epoch] = sequence + len(pairs)
         result = self.log.append(build_record_batch(
             [(key, value, (), 1000) for key, value in pairs], producer_id=producer_id,
-            producer_epoch=epoch, base_sequence=sequence, is_transactional=transactional))
+            producer_epoch=epoch, base_sequence=sequence, is_transactional=transactional,
+            compression=self.compression))
         rows = [(result.base_offset + i, key, value) for i, (key, value) in enumerate(pairs)]
         if transactional:
             self.open_txn.setdefault(producer_id, []).extend(rows)
@@ -276,7 +279,7 @@ def test_random_transactions_read_the_same_after_cleaning_and_a_reopen(tmp_path:
         rng = random.Random(seed)
         log = open_log(directory, segment_bytes=rng.choice([300, 700, 2000]),
                        delete_retention_ms=0)
-        writer = Writer(log)
+        writer = Writer(log, rng.choice([CompressionType.NONE, CompressionType.ZSTD]))
         cleaner = Cleaner(OffsetMap(rng.choice([1 << 16, 1200])))
         first_dirty: int | None = None
         for step in range(120):
