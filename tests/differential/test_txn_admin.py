@@ -38,7 +38,7 @@ from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRe
 from strom.protocol.records.v2_builder import build_record_batch
 from tests.differential.normalise import normalise
 from tests.differential.records import BASE_TIMESTAMP, list_offsets, produce
-from tests.differential.test_txn_offsets import (
+from tests.differential.transactions import (
     Producers,
     each_marker,
     each_settled,

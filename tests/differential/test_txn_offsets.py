@@ -23,9 +23,7 @@ import pytest
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from strom.protocol.message import Message
 from strom.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
-from strom.protocol.messages.end_txn_request import EndTxnRequest
 from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from strom.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from strom.protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -52,21 +50,20 @@ from strom.protocol.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
-from strom.protocol.messages.write_txn_markers_request import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
 from strom.protocol.records.v2_builder import build_record_batch
-from tests.differential.normalise import normalise
-from tests.differential.wire import Pair, Side, create_topic, leaf_differences, unique
+from tests.differential.transactions import (
+    Producers,
+    each_marker,
+    each_settled,
+    end_txn,
+    markers,
+    producer_ids,
+)
+from tests.differential.wire import Pair, Side, create_topic, unique
 
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions: Kafka's default, on both brokers
 UNSTABLE_OFFSET_COMMIT = 88
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS = 14, 15, 16, 51
 INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE = 48, 49, 120
-RETRIABLE = (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS)
-Producers = dict[int, tuple[int, int]]  # (producer id, epoch) by id(side)
 
 
 @pytest.fixture(scope="module")
@@ -80,51 +77,12 @@ def topic(pair: Pair) -> str:
     return create_topic(pair, unique("txn-in"))
 
 
-def producer_ids(pair: Pair, transactional_id: str | None = None) -> Producers:
-    """A producer id on each broker (transactional if ``transactional_id``): (id, epoch)
-    by ``id(side)``. Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its transaction
-    coordinator is up."""
-    found = {}
-    request = InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000)
-    for side in pair.sides():
-        if transactional_id is not None:  # as clients do: Kafka makes __transaction_state on this
-            _until_settled(side, FindCoordinatorRequest(key=transactional_id, key_type=1), 2)
-        answer: Any = _until_settled(side, request, 4)
-        assert answer.error_code == 0, (side.bootstrap, answer)
-        found[id(side)] = (answer.producer_id, answer.producer_epoch)
-    return found
-
-
-def _until_settled(side: Side, request: Message, version: int) -> Message:
-    deadline = time.monotonic() + 90
-    while (answer := side.raw(request, version)).error_code in RETRIABLE:  # type: ignore[attr-defined]
-        assert time.monotonic() < deadline, f"{side.bootstrap} kept answering {answer}"
-        time.sleep(0.1)
-    return answer
-
-
-def each_settled(pair: Pair, build: Callable[[Side], Message], version: int) -> None:
-    """A transaction request on each broker, repeated while retriable; the answers compared."""
-    answers = [normalise(_until_settled(side, build(side), version), side.node_id) for side in pair.sides()]
-    assert answers[0] == answers[1], leaf_differences(answers[0], answers[1])
-
-
 def txn_commit(group: str, topic: str, offset: int, producer: tuple[int, int], *, generation: int = -1,
                member: str = "", transactional_id: str = "txn-diff") -> TxnOffsetCommitRequest:
     return TxnOffsetCommitRequest(
         transactional_id=transactional_id, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
         generation_id=generation, member_id=member,
         topics=(TxnOffsetCommitRequestTopic(topic, (TxnOffsetCommitRequestPartition(0, offset, -1, "m"),)),))
-
-
-def markers(producer: tuple[int, int], committed: bool, partitions: list[tuple[str, int]],
-            coordinator_epoch: int = 0) -> WriteTxnMarkersRequest:
-    by_topic: dict[str, list[int]] = {}
-    for name, index in partitions:
-        by_topic.setdefault(name, []).append(index)
-    return WriteTxnMarkersRequest(markers=(WritableTxnMarker(
-        producer[0], producer[1], committed,
-        tuple(WritableTxnMarkerTopic(name, tuple(indexes)) for name, indexes in by_topic.items()), coordinator_epoch),))
 
 
 def fetch(group: str, topic: str, *, require_stable: bool, version: int = 7) -> OffsetFetchRequest:
@@ -156,20 +114,6 @@ def _errors(answer: Any) -> list[int]:
     return []
 
 
-def each_marker(pair: Pair, build: Callable[[Side], Message], version: int) -> None:
-    """WriteTxnMarkers on each broker, answers compared with each marker's topics (and
-    their partitions) sorted: Kafka lists them in its hash maps' order."""
-    answers = []
-    for side in pair.sides():
-        answer = side.ask(build(side), version)
-        for marker in answer["markers"]:
-            for topic in marker["topics"]:
-                topic["partitions"].sort(key=lambda partition: partition["partition_index"])
-            marker["topics"].sort(key=lambda topic: topic["name"])
-        answers.append(answer)
-    assert answers[0] == answers[1], leaf_differences(answers[0], answers[1])
-
-
 def _offset_partition(group: str) -> tuple[str, int]:
     return OFFSETS_TOPIC, partition_for(group, OFFSETS_PARTITIONS)
 
@@ -179,14 +123,6 @@ def add_offsets(transactional_id: str, producer: Producers, group: str) -> Calla
         pid, epoch = producer[id(side)]
         return AddOffsetsToTxnRequest(transactional_id=transactional_id, producer_id=pid, producer_epoch=epoch,
                                       group_id=group)
-    return build
-
-
-def end_txn(transactional_id: str, producer: Producers, committed: bool) -> Callable[[Side], Message]:
-    def build(side: Side) -> Message:
-        pid, epoch = producer[id(side)]
-        return EndTxnRequest(transactional_id=transactional_id, producer_id=pid, producer_epoch=epoch,
-                             committed=committed)
     return build
 
 

@@ -12,7 +12,7 @@ from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
 from tests.support.txn_requests import PROPERTIES, HeldMarkers, add, end, init, state_of
-from tests.unit.broker.handlers.test_find_coordinator_cluster import (
+from tests.unit.broker.handlers.cluster_metadata import (
     BROKERS,
     CLUSTER,
     RecordingAdmin,

@@ -7,63 +7,31 @@ topic's creation is not what these tests are about) once enough brokers are aliv
 from __future__ import annotations
 
 import itertools
-import uuid
-from collections.abc import Mapping
 
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC, partition_for
 from strom.broker.metadata_cache import (
-    BrokerEndpoint,
-    LiveBroker,
-    MetadataCache,
-    PartitionState,
     TopicError,
 )
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import KafkaException
 from strom.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from strom.protocol.topic_partition import TopicPartition
 from tests.support.broker_harness import BrokerHarness, BrokerRunner
+from tests.unit.broker.handlers.cluster_metadata import (
+    BROKERS,
+    CLUSTER,
+    GONE,
+    ME,
+    OTHER,
+    PARTITIONS,
+    RecordingAdmin,
+    update_metadata,
+)
 
-ME, OTHER, GONE = 1, 2, 3
-PARTITIONS = 3
-CLUSTER = {
-    "zookeeper.connect": "127.0.0.1:1/never-contacted",
-    "broker.id": str(ME),
-    "offsets.topic.num.partitions": str(PARTITIONS),
-    "offsets.topic.replication.factor": "2",
-    "offsets.topic.segment.bytes": "1048576",
-}
-BROKERS = [LiveBroker(ME, (BrokerEndpoint("127.0.0.1", 9001),)), LiveBroker(OTHER, (BrokerEndpoint("127.0.0.2", 9002),))]
 NOT_AVAILABLE = (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
-controller_epochs = itertools.count(1)
-
-
-class RecordingAdmin:
-    """Stands in for the cluster's AdminManager: records each creation, or refuses it."""
-
-    def __init__(self, refuse: KafkaException | None = None) -> None:
-        self.created: list[tuple[str, int, dict[str, str], int]] = []
-        self.refuse = refuse
-
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
-                     replication_factor: int = -1) -> None:
-        self.created.append((name, partitions, dict(configs or {}), replication_factor))
-        if self.refuse is not None:
-            raise self.refuse
 
 
 def group_on(partition: int) -> str:
     return next(g for g in (f"group-{i}" for i in itertools.count()) if partition_for(g, PARTITIONS) == partition)
-
-
-def update_metadata(h: BrokerHarness, brokers: list[LiveBroker], leaders: Mapping[int, int]) -> None:
-    states: list[tuple[TopicPartition, PartitionState]] = [
-        ((OFFSETS_TOPIC, p), PartitionState(leader, 0, (leader,), (leader,))) for p, leader in leaders.items()]
-
-    def apply(cache: MetadataCache) -> list[TopicPartition]:
-        return cache.update_metadata(ME, brokers, states, {OFFSETS_TOPIC: uuid.uuid4()} if leaders else {})
-
-    assert h.broker.replica_manager.maybe_update_metadata_cache(next(controller_epochs), apply)[0] == ErrorCode.NONE
 
 
 async def find(h: BrokerHarness, *groups: str) -> list[tuple[int, int, str, int]]:
