@@ -210,8 +210,13 @@ class ZooKeeperEnsemble:
         node.process = None
 
     def pause(self, node_id: int) -> None:
-        """SIGSTOP: alive but silent, as a server in a long GC pause or behind a partition."""
-        self._signal(self.nodes[node_id], signal.SIGSTOP)
+        """SIGSTOP: alive but silent, as a server in a long GC pause or behind a partition.
+        Returns once every thread of the JVM has stopped: the signal only asks, and on a busy
+        machine a thread still running could answer one more request (seen once in CI)."""
+        node = self.nodes[node_id]
+        self._signal(node, signal.SIGSTOP)
+        if node.process is not None:
+            _wait_stopped(node.process.pid)
 
     def resume(self, node_id: int) -> None:
         self._signal(self.nodes[node_id], signal.SIGCONT)
@@ -289,3 +294,20 @@ class ZooKeeperEnsemble:
     def _signal(node: ZooKeeperNode, signum: signal.Signals) -> None:
         if node.process is not None and node.process.poll() is None:
             os.kill(node.process.pid, signum)
+
+
+def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    """Until every thread of ``pid`` is in the stopped state (``T`` in /proc/<pid>/task/*/stat);
+    a process that exited meanwhile is no longer running either way."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            states = [Path(task, "stat").read_text().rsplit(")", 1)[1].split()[0]
+                      for task in Path(f"/proc/{pid}/task").iterdir()]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        if all(state in ("T", "t", "Z", "X") for state in states):
+            return
+        time.sleep(0.01)
+    raise ZooKeeperError(f"ZooKeeper (pid {pid}) did not stop within {timeout:g} s of SIGSTOP")
+
