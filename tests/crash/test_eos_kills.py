@@ -229,7 +229,12 @@ def test_read_process_write_is_exactly_once_through_sigkills(broker: BrokerProce
                 assert broker.stop() == 137
                 assert f"{CRASH_POINT_ENV}: after-prepare-commit of " in broker.log_path.read_text()
                 kills["crash-point"] += 1
+            log_before = broker.log_path.stat().st_size
             restart_broker(broker, None, monkeypatch)
+            if event == "crash-point":  # the PrepareCommit it died after is finished from the load
+                with open(broker.log_path) as log:
+                    log.seek(log_before)
+                    assert "completing its PrepareCommit transaction found on load" in log.read()
         processor = make_progress(processor, broker, stderr_path, rng, stalls)
         processor.kill()
         kills["processor"] += 1

@@ -14,7 +14,7 @@ aborted and the consumer rewound to the committed offsets; anything else is fata
 
 It prints ``committed <records>`` after each commit, so the test knows it made progress.
 ``STROM_EOS_DEBUG`` sets the producer's librdkafka ``debug`` contexts (e.g. ``eos,msg``).
-With ``--until`` it exits 0 once its committed positions reach those offsets.
+With ``--until`` it exits 0 once its committed offsets reach those.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Processor:
                               for tp in committed])
 
     def process(self, batch: list[Message]) -> None:
-        """One transaction: the batch's transformed records and the consumer's positions."""
+        """One transaction: the batch's transformed records and the input offsets after it."""
         self.producer.begin_transaction()
         try:
             for message in batch:
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("input_topic")
     parser.add_argument("output_topic")
     parser.add_argument("partitions", type=int)
-    parser.add_argument("--until", help="P:OFFSET,...: exit once the committed positions reach these")
+    parser.add_argument("--until", help="P:OFFSET,...: exit once the committed offsets reach these")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     until = None
