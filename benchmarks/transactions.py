@@ -36,6 +36,8 @@ Besides records/s, each pass reports the broker's CPU time per record (user + sy
 threads, from /proc; Kafka: the broker JVM, not ZooKeeper): on a machine shared with other
 work, wall-clock throughput swings with the neighbours' load while CPU per record mostly
 does not, and a multi-threaded JVM gets more of a contended CPU than one event loop does.
+Each pass also gives librdkafka's mean produce round trip (its ``rtt`` statistics), which
+tells a broker that answers slowly from a client that cannot feed it.
 
 Each broker first gets one uncounted warm-up pass of both workloads (Kafka runs warm in
 practice; the first InitProducerId also creates ``__transaction_state``). Rounds then
