@@ -87,9 +87,9 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     replicating: list[tuple[Partition, int]] = []
     not_led: list[TopicPartition] = []  # refused with NOT_LEADER_OR_FOLLOWER (rare: no cost otherwise)
     one_batch = request.api_version >= ONE_V2_BATCH_FROM
-    verifier = broker.transaction_verifier
-    if body.transactional_id is not None and verifier.enabled:
-        verifications = await verifier.verify_produce(body.transactional_id, request.api_version, body.topic_data)
+    if body.transactional_id is not None and broker.transaction_verifier.enabled:  # plain: one test
+        verifications = await broker.transaction_verifier.verify_produce(
+            body.transactional_id, request.api_version, body.topic_data)
         for topic in body.topic_data:  # no await from here to the last append (KAFKA-14884)
             name = topic.name
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch, verified)
