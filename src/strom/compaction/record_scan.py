@@ -19,6 +19,7 @@ import numpy as np
 from strom.compaction.key_hash import xxh3_128
 from strom.compaction.offset_map import KeyHashes
 from strom.protocol.compression import CompressionType, decompress
+from strom.protocol.errors import ProtocolError
 from strom.protocol.records import decode_message, iter_batches
 from strom.protocol.records.columnar import (
     ArenaView,
@@ -29,6 +30,7 @@ from strom.protocol.records.columnar import (
     scan_records,
 )
 from strom.protocol.records.header import ATTR_COMPRESSION_MASK, V2_HEADER_SIZE
+from strom.protocol.records.varint import read_varint, read_varlong
 
 # Per record of the scanned sections, in arena order (the walker's columns).
 RecordArrays = RecordColumns
@@ -42,6 +44,41 @@ def scan_sections(arena: Buffer, spans: list[tuple[int, int]]) -> RecordArrays:
 def hash_keys(arena: Buffer, key_start: Int64s, key_length: Int64s) -> KeyHashes:
     """XXH3-128 of each key (all of them non-null), as fingerprint arrays."""
     return KeyHashes(*xxh3_128(arena, key_start, key_length))
+
+
+# An uncompressed batch of at most this many records is walked in Python: setting up the
+# vectorised scan costs ~75 µs, more than a walk of a few records (a group's offset commit
+# or a transaction coordinator's record: every append to the compacted internal topics).
+_FEW = 8
+
+
+def _keyless_of_few(view: memoryview, start: int, end: int, count: int) -> list[int] | None:
+    """The keyless records of one uncompressed section of ``count`` records, read as the
+    vectorised scan reads them (length, attributes, deltas, key, value, then at least the
+    header count's byte, records filling the section); None if anything is not so, and the
+    vectorised scan then judges the section (and names what is corrupt)."""
+    keyless: list[int] = []
+    pos = start
+    try:
+        for index in range(count):
+            length, body = read_varint(view, pos)
+            record_end = body + length
+            if length < 6 or record_end > end:
+                return None
+            _, field = read_varlong(view, body + 1)  # +1: the attributes byte
+            _, field = read_varint(view, field)  # offset delta
+            key_length, field = read_varint(view, field)
+            if key_length < -1:
+                return None
+            if key_length < 0:
+                keyless.append(index)
+            value_length, field = read_varint(view, field + max(key_length, 0))
+            if value_length < -1 or field + max(value_length, 0) >= record_end:
+                return None
+            pos = record_end
+    except ProtocolError:
+        return None
+    return keyless if pos == end else None
 
 
 def keyless_records(records: Buffer, max_uncompressed_size: int = 1 << 31) -> list[int]:
@@ -70,6 +107,12 @@ def keyless_records(records: Buffer, max_uncompressed_size: int = 1 << 31) -> li
             continue
         start, end = position + V2_HEADER_SIZE, position + header.size
         codec = header.attributes & ATTR_COMPRESSION_MASK
+        if not codec and header.records_count <= _FEW:
+            found = _keyless_of_few(view, start, end, header.records_count)
+            if found is not None:
+                keyless += [counted + i for i in found]
+                counted += header.records_count
+                continue
         if codec:
             inflated = decompress(CompressionType(codec), view[start:end], max_uncompressed_size)
             pieces.append((inflated, 0, len(inflated)))
