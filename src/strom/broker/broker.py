@@ -56,6 +56,7 @@ from strom.storage.producer_state import ProducerStateManagerConfig
 
 if TYPE_CHECKING:
     from strom.broker.alter_partition_manager import AlterPartitionManager
+    from strom.broker.transaction.add_partitions_manager import AddPartitionsToTxnManager
     from strom.cluster.zk_broker import ZkBroker
     from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
@@ -173,7 +174,7 @@ class Broker:
         self.transaction_verifier = TransactionVerifier(
             self.transaction_coordinator, self.replica_manager,
             lambda group_id: (OFFSETS_TOPIC, self.group_coordinator.manager.partition_for(group_id)),
-            enabled=config.transaction_partition_verification_enable, cluster_mode=config.cluster_mode)
+            enabled=config.transaction_partition_verification_enable, remote=self._verification_sender(config))
         if self.transaction_verifier.enabled:
             self.group_coordinator.txn_offset_verifier = self.transaction_verifier.verify_txn_offset_commit
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
@@ -239,6 +240,14 @@ class Broker:
                 raise
         return run
 
+    def _verification_sender(self, config: BrokerConfig) -> AddPartitionsToTxnManager | None:
+        """A cluster's broker asks remote transaction coordinators (AddPartitionsToTxn v4)."""
+        if not config.cluster_mode:
+            return None
+        from strom.broker.transaction.add_partitions_manager import AddPartitionsToTxnManager
+
+        return AddPartitionsToTxnManager(self)
+
     async def shutdown(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -250,6 +259,8 @@ class Broker:
             await fetchers.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
+        if self.transaction_verifier.remote is not None:
+            await self.transaction_verifier.remote.shutdown()
         await self.transaction_coordinator.shutdown()  # its markers may still call the group coordinator
         await self.group_coordinator.shutdown()
         await asyncio.to_thread(self.log_cleaner.shutdown)

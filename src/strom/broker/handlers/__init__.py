@@ -67,7 +67,7 @@ SERVED: dict[int, tuple[str, range]] = {
     21: ("delete_records", range(0, 3)),
     22: ("init_producer_id", range(0, 6)),
     23: ("offset_for_leader_epoch", range(0, 5)),
-    24: ("add_partitions_to_txn", range(0, 4)),
+    24: ("add_partitions_to_txn", range(0, 6)),
     25: ("add_offsets_to_txn", range(0, 4)),
     26: ("end_txn", range(0, 5)),
     27: ("write_txn_markers", range(0, 2)),

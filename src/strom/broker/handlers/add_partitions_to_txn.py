@@ -1,10 +1,19 @@
 """AddPartitionsToTxn (24): a transactional producer names the partitions it will write to.
 
-Only the clients' versions (0-3; v4+ is Kafka's broker-to-coordinator verification,
-KIP-890). All or nothing, as Kafka's ``handleAddPartitionsToTxnRequest``: if any
-partition is unknown, those answer UNKNOWN_TOPIC_OR_PARTITION and every other
-OPERATION_NOT_ATTEMPTED, and nothing is added; otherwise every partition answers the
-coordinator's one error (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before v2).
+Versions 0-3 are the clients': all or nothing, as Kafka's
+``handleAddPartitionsToTxnRequest``: if any partition is unknown, those answer
+UNKNOWN_TOPIC_OR_PARTITION and every other OPERATION_NOT_ATTEMPTED, and nothing is added;
+otherwise every partition answers the coordinator's one error (PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH before v2).
+
+Versions 4-5 are the brokers' (KIP-890 part 1): a partition leader batches several
+transactions, each with ``VerifyOnly`` set to ask whether its partitions are in the
+producer's ongoing transaction (``TransactionCoordinator.verify_partitions_in_transaction``;
+nothing is written) or unset to add them as above. The answer is per transaction in
+``ResultsByTransaction`` with a top-level ``ErrorCode`` (NONE; Kafka answers
+CLUSTER_AUTHORIZATION_FAILED there without ClusterAction, which comes with ACLs).
+v5 only lets the coordinator answer TRANSACTION_ABORTABLE to clients (KIP-890 part 2),
+which no client may send: it is served as v4.
 """
 
 from __future__ import annotations
@@ -13,10 +22,14 @@ from typing import TYPE_CHECKING
 
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
-from strom.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from strom.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTransaction,
+)
 from strom.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 from strom.protocol.topic_partition import TopicPartition
@@ -26,29 +39,49 @@ if TYPE_CHECKING:
     from strom.protocol.headers import Request
 
 REQUEST = AddPartitionsToTxnRequest
-VERSIONS = range(0, 4)
+VERSIONS = range(0, 6)
+BROKER_VERSIONS_FROM = 4
 
 
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AddPartitionsToTxnRequest)
-    wanted = [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions]
+    if request.api_version >= BROKER_VERSIONS_FROM:
+        results = [AddPartitionsToTxnResult(transaction.transactional_id, _topic_results(
+            await _answer_transaction(broker, transaction))) for transaction in body.transactions]
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.NONE, results_by_transaction=tuple(results))
+    errors = await _add(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                        body.v3_and_below_producer_epoch,
+                        [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions])
+    if request.api_version < 2:
+        errors = {tp: ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+                  for tp, error in errors.items()}
+    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(errors))
+
+
+async def _answer_transaction(broker: Broker, transaction: AddPartitionsToTxnTransaction
+                              ) -> dict[TopicPartition, ErrorCode]:
+    wanted = [(topic.name, index) for topic in transaction.topics for index in topic.partitions]
+    if transaction.verify_only:
+        return broker.transaction_coordinator.verify_partitions_in_transaction(
+            transaction.transactional_id, transaction.producer_id, transaction.producer_epoch, wanted)
+    return await _add(broker, transaction.transactional_id, transaction.producer_id, transaction.producer_epoch,
+                      wanted)
+
+
+async def _add(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
+               wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     unknown = {tp for tp in wanted if not broker.metadata.contains_partition(*tp)}
     if unknown:
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                  for tp in wanted}
-        return _response(errors)
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in wanted}
     error = await broker.transaction_coordinator.add_partitions(
-        body.v3_and_below_transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
-        frozenset(wanted))
-    if error == ErrorCode.PRODUCER_FENCED and request.api_version < 2:
-        error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return _response(dict.fromkeys(wanted, error))
+        transactional_id, producer_id, producer_epoch, frozenset(wanted))
+    return dict.fromkeys(wanted, error)
 
 
-def _response(errors: dict[TopicPartition, ErrorCode]) -> AddPartitionsToTxnResponse:
+def _topic_results(errors: dict[TopicPartition, ErrorCode]) -> tuple[AddPartitionsToTxnTopicResult, ...]:
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, index), error in errors.items():
         by_topic.setdefault(topic, []).append(AddPartitionsToTxnPartitionResult(index, error))
-    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=tuple(
-        AddPartitionsToTxnTopicResult(topic, tuple(results)) for topic, results in by_topic.items()))
+    return tuple(AddPartitionsToTxnTopicResult(topic, tuple(results)) for topic, results in by_topic.items())

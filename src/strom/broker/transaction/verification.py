@@ -23,9 +23,11 @@ times out nowhere (KAFKA-14402, KAFKA-17754). Kafka's defence, kept here:
    ``__consumer_offsets`` partition (``verify_txn_offset_commit``, KAFKA-15449).
 
 The coordinator is asked in-process when it is this broker (always on one node). A
-cluster broker whose transaction coordinator is another broker would ask it with
-AddPartitionsToTxn v4 (VerifyOnly), which Strom does not send yet: such a batch is
-appended unverified, as before KIP-890, and the broker says so once in its log.
+cluster broker whose transaction coordinator is another broker asks it with
+AddPartitionsToTxn v4 VerifyOnly (``add_partitions_manager``, Kafka's
+``AddPartitionsToTxnManager``) on the inter-broker listener; the guard is taken before the
+question and checked right before the append, as in-process. A coordinator that cannot be
+reached answers NETWORK_EXCEPTION, and the Produce NOT_ENOUGH_REPLICAS (retriable).
 
 A plain or idempotent Produce (no transactional id) pays nothing of this; a Produce
 without a transactional id carrying transactional batches is not verified either, as in
@@ -46,6 +48,7 @@ from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from strom.broker.replica_manager import ReplicaManager
+    from strom.broker.transaction.add_partitions_manager import AddPartitionsToTxnManager
     from strom.broker.transaction.transaction_coordinator import TransactionCoordinator
     from strom.protocol.messages.produce_request import TopicProduceData
     from strom.storage.log import Log
@@ -69,7 +72,7 @@ TRANSACTION_ABORTABLE_FROM_PRODUCE = 11  # Produce v11 clients know TRANSACTION_
 # the transaction").
 _RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset({
     ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.NETWORK_EXCEPTION,
 })
 
 
@@ -195,29 +198,21 @@ class TransactionVerifier:
 
     def __init__(self, coordinator: TransactionCoordinator, replica_manager: ReplicaManager,
                  offsets_partition_for: Callable[[str], TopicPartition], *, enabled: bool = True,
-                 cluster_mode: bool = False) -> None:
+                 remote: AddPartitionsToTxnManager | None = None) -> None:
         self.coordinator = coordinator
         self.replica_manager = replica_manager
         self.offsets_partition_for = offsets_partition_for
         self.enabled = enabled
-        self.cluster_mode = cluster_mode
-        self.unverified_appends = 0  # batches appended unverified: their coordinator is elsewhere
-        self._said_unverified = False
+        self.remote = remote  # a cluster's broker: asks coordinators elsewhere
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-               partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
-        """The coordinator's answer per partition; None when it cannot be asked from here
-        (it is another broker: AddPartitionsToTxn v4 is not sent yet)."""
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """The coordinator's answer per partition: in-process when this broker coordinates
+        the id, else (a cluster) from the coordinator's broker."""
         answers = self.coordinator.verify_partitions_in_transaction(
             transactional_id, producer_id, producer_epoch, partitions)
-        if self.cluster_mode and ErrorCode.NOT_COORDINATOR in answers.values():
-            self.unverified_appends += len(partitions)
-            if not self._said_unverified:
-                self._said_unverified = True
-                logger.warning("the transaction coordinator of %s is another broker: transactional batches "
-                               "whose coordinator is remote are appended unverified (AddPartitionsToTxn v4 "
-                               "VerifyOnly is not sent yet); said once", transactional_id)
-            return None
+        if self.remote is not None and ErrorCode.NOT_COORDINATOR in answers.values():
+            return await self.remote.verify(transactional_id, producer_id, producer_epoch, partitions)
         return answers
 
     async def verify_produce(self, transactional_id: str, api_version: int,
@@ -226,8 +221,8 @@ class TransactionVerifier:
         """Each transactional batch's verification, or the error its partition answers.
 
         Partitions this broker does not lead, and batches that are not transactional, are
-        left out: the append judges them as any other. Nothing is awaited today (the
-        coordinator is in-process); the remote path will await AddPartitionsToTxn v4.
+        left out: the append judges them as any other. Only a remote coordinator is
+        awaited (AddPartitionsToTxn v4); the guards were taken before it.
         """
         verifications: dict[TopicPartition, Verification | Refusal] = {}
         asked: dict[tuple[int, int], list[tuple[TopicPartition, VerificationGuard]]] = {}
@@ -247,11 +242,9 @@ class TransactionVerifier:
                 if guard is not None:
                     asked.setdefault(producer, []).append((key, guard))
         for (producer_id, producer_epoch), guarded in asked.items():
-            answers = self.verify(transactional_id, producer_id, producer_epoch, [key for key, _ in guarded])
+            answers = await self.verify(transactional_id, producer_id, producer_epoch, [key for key, _ in guarded])
             for key, guard in guarded:
-                if answers is None:
-                    del verifications[key]  # appended as before KIP-890
-                elif error := answers[key]:
+                if error := answers.get(key, ErrorCode.NETWORK_EXCEPTION):
                     partitions[key].verification_guards.end(producer_id, guard)
                     verifications[key] = produce_refusal(error, api_version)
         return verifications
@@ -267,8 +260,8 @@ class TransactionVerifier:
         partition = self.replica_manager.partitions.get(key)
         if partition is not None and partition.verification_guards.has_ongoing_transaction(producer_id, producer_epoch):
             return ErrorCode.NONE
-        answers = self.verify(transactional_id, producer_id, producer_epoch, [key])
-        if answers is None:
-            return ErrorCode.NONE
-        error = answers[key]
+        answers = await self.verify(transactional_id, producer_id, producer_epoch, [key])
+        error = answers.get(key, ErrorCode.NETWORK_EXCEPTION)
+        if error == ErrorCode.NETWORK_EXCEPTION:  # the coordinator's broker not reached: retriable for every version
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
