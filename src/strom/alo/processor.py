@@ -142,6 +142,9 @@ class ParallelConsumer:
         self._commit_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._idle = asyncio.Event()
+        # Cleared while the exactly-once mode (exactly_once.py) drains a transaction: no new fetches.
+        self._fetch_gate = asyncio.Event()
+        self._fetch_gate.set()
         self._failure: BaseException | None = None
         self._closing = False
         self._closed = False
@@ -228,6 +231,9 @@ class ParallelConsumer:
     async def _poll_loop(self) -> None:
         consumer, config = self.consumer, self.config
         while not self._closing:
+            if not self._fetch_gate.is_set():
+                await self._fetch_gate.wait()
+                continue
             try:
                 batches = await consumer.getmany(
                     timeout_ms=_PAUSED_POLL_MS if self._paused else config.poll_timeout_ms)
