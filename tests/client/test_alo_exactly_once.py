@@ -2,12 +2,14 @@
 
 Both tests read INPUT (records over 3 partitions) and write ``f(value) = b"f:" + value``
 to the same partition of an output topic, then read the output with read_committed and
-require exactly f(input), each partition in input order (``partition`` ordering keeps it):
+require exactly f(input), in the order the ordering mode promises:
 
-* a handler that raises once mid-way: the transaction holding the other records' outputs
+* ``key`` ordering (records of a partition finish out of order, so the drain must fill
+  the gaps below its cut) and a handler that raises once mid-way: the transaction holding the other records' outputs
   is aborted and replayed; the test checks records really were processed twice, so the
   "exactly once" in the output is not met vacuously;
-* the consumer's process SIGKILLed mid-transaction and restarted several times.
+* ``partition`` ordering (each partition's output in input order), the consumer's
+  process SIGKILLed mid-transaction and restarted several times.
 
 Run with the at-least-once ``ParallelConsumer`` (the driver's ``alo`` mode), the crash
 test's output has duplicates: that is the failure these tests are there to catch.
@@ -38,6 +40,7 @@ from tests.support.broker_process import BrokerProcess
 PARTITIONS = 3
 RECORDS = 300
 KILLS = 3
+KEYS = 7
 ROOT = Path(__file__).resolve().parents[2]
 
 Partitions = dict[int, list[bytes]]
@@ -61,7 +64,7 @@ async def prepare(bootstrap: str, source: str, output: str) -> Partitions:
         await admin.create_topics([NewTopic(source, PARTITIONS, 1), NewTopic(output, PARTITIONS, 1)])
     async with AsyncProducer({"bootstrap.servers": bootstrap}) as producer:
         for i in range(RECORDS):
-            await producer.produce(source, f"v{i}".encode(), f"k{i % 7}".encode(), partition=i % PARTITIONS)
+            await producer.produce(source, f"v{i}".encode(), f"k{i % KEYS}".encode(), partition=i % PARTITIONS)
         await producer.flush()
     return await read_all(bootstrap, source)
 
@@ -101,17 +104,17 @@ def test_a_failing_record_aborts_the_transaction_and_the_output_is_exactly_once(
         injected: list[tuple[int, int]] = []
 
         def handle(record: ConsumerRecord) -> list[OutputRecord]:
-            time.sleep(0.001 * (record.offset % 3))  # out of order across partitions
+            time.sleep(0.003 * (record.offset % 4))  # out of order: other keys overtake
             with lock:
                 calls.append(record.offset)
-                if record.partition == 1 and record.offset == 50 and not injected:
+                if record.partition == 1 and record.offset == 70 and not injected:
                     injected.append((record.partition, record.offset))
                     raise RuntimeError("injected failure")
             return [OutputRecord(output, f(record.value or b""), record.key, partition=record.partition)]
 
         consumer = ExactlyOnceParallelConsumer(
             {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"},
-            handle, {"ordering": "partition", "max_concurrency": 6, "commit_interval_ms": 200,
+            handle, {"ordering": "key", "max_concurrency": 6, "commit_interval_ms": 30,
                      "retry_backoff_ms": 10}, transactional_id="eos-fail-txn")
         async with consumer:
             consumer.subscribe([source])
@@ -125,7 +128,13 @@ def test_a_failing_record_aborts_the_transaction_and_the_output_is_exactly_once(
     assert injected == 1 and aborts >= 1
     # The aborted transaction held other records' outputs; they were processed again.
     assert calls > RECORDS + 1, "nothing was replayed: the abort proved nothing"
-    assert output_values == expected(source_values)
+    want = expected(source_values)
+    for partition, values in output_values.items():
+        assert sorted(values) == sorted(want[partition]), f"partition {partition}: not f(input) exactly once"
+        numbers = [int(value.removeprefix(b"f:v")) for value in values]
+        for key in range(KEYS):  # ``key`` ordering keeps each key's order
+            of_key = [n for n in numbers if n % KEYS == key]
+            assert of_key == sorted(of_key), f"partition {partition}, key k{key} out of order"
 
 
 def spawn(bootstrap: str, source: str, output: str, group: str, sink: Path, run: int,
