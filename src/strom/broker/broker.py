@@ -246,7 +246,7 @@ class Broker:
             return None
         from strom.broker.transaction.add_partitions_manager import AddPartitionsToTxnManager
 
-        return AddPartitionsToTxnManager(self)
+        return AddPartitionsToTxnManager.for_broker(self)
 
     async def shutdown(self) -> None:
         for task in self._tasks:

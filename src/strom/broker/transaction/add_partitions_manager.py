@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -54,25 +54,38 @@ class _Question:
 class AddPartitionsToTxnManager:
     """Sends a broker's VerifyOnly questions to the coordinators that own their ids."""
 
-    def __init__(self, broker: Broker, request_timeout_ms: int = 30_000) -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, coordinator_node: Callable[[str], int],
+                 endpoint: Callable[[int], tuple[str, int] | None], request_timeout_ms: int = 30_000) -> None:
+        self.node_id = node_id
+        self.coordinator_node = coordinator_node  # a transactional id's coordinator node; -1: none known
+        self.endpoint = endpoint  # a node's inter-broker (host, port); None: not live there
         self.request_timeout_ms = request_timeout_ms
         self.requests_sent = 0  # AddPartitionsToTxn v4 requests sent (a batch counts once)
         self._pending: dict[int, list[_Question]] = {}  # by coordinator node
         self._senders: dict[int, asyncio.Task[None]] = {}
         self._connections: dict[int, tuple[tuple[str, int], BrokerConnection]] = {}
 
-    def coordinator_node(self, transactional_id: str) -> int:
-        """The leader of the id's ``__transaction_state`` partition; -1 if none is known."""
-        partition = self.broker.transaction_coordinator.state_manager.partition_for(transactional_id)
-        state = self.broker.metadata.partition_state(TRANSACTION_STATE_TOPIC, partition)
-        return state.leader if state is not None else -1
+    @classmethod
+    def for_broker(cls, broker: Broker) -> AddPartitionsToTxnManager:
+        """The coordinator of an id is the leader of its ``__transaction_state`` partition,
+        reached on the inter-broker listener, both read from the broker's metadata."""
+        def coordinator_node(transactional_id: str) -> int:
+            partition = broker.transaction_coordinator.state_manager.partition_for(transactional_id)
+            state = broker.metadata.partition_state(TRANSACTION_STATE_TOPIC, partition)
+            return state.leader if state is not None else -1
+
+        def endpoint(node: int) -> tuple[str, int] | None:
+            live = broker.metadata.live_broker(node)
+            found = None if live is None else live.endpoint(broker.inter_broker_listener)
+            return None if found is None else (found.host, found.port)
+
+        return cls(broker.node_id, coordinator_node, endpoint)
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Sequence[TopicPartition]) -> Answers:
         """The coordinator's answer for each of ``partitions``."""
         node = self.coordinator_node(transactional_id)
-        if node < 0 or node == self.broker.node_id:  # no leader, or metadata behind this broker's own state
+        if node < 0 or node == self.node_id:  # no leader, or metadata behind this broker's own state
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         question = _Question(transactional_id, producer_id, producer_epoch, tuple(partitions))
         self._pending.setdefault(node, []).append(question)
@@ -153,17 +166,15 @@ class AddPartitionsToTxnManager:
         from strom.client.connection import BrokerConnection
         from strom.client.errors import KafkaError
 
-        live = self.broker.metadata.live_broker(node)
-        endpoint = None if live is None else live.endpoint(self.broker.inter_broker_listener)
-        if endpoint is None:
+        where = self.endpoint(node)
+        if where is None:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {node} has no inter-broker endpoint")
-        where = (endpoint.host, endpoint.port)
         known = self._connections.get(node)
         if known is not None and known[0] == where and not known[1].closed:
             return known[1]
         self._drop(node)  # one sender per node: no other attempt runs meanwhile
         connection = await BrokerConnection.open(
-            endpoint.host, endpoint.port, node_id=node, client_id=f"broker-{self.broker.node_id}-txn-verification",
+            *where, node_id=node, client_id=f"broker-{self.node_id}-txn-verification",
             request_timeout_ms=self.request_timeout_ms)
         self._connections[node] = (where, connection)
         return connection
