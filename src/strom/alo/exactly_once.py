@@ -11,12 +11,14 @@ The mode keeps that invariant the simplest way: per commit interval one transact
 
 * Handlers return their output records (``OutputRecord``s, or None); the consumer sends
   them through its one transactional producer before the record counts as finished.
-* At the interval's end fetching stops and the workers **drain** every record already
-  fetched (nothing is dropped, so no gap is left), then the offsets — the next offset of
-  each partition — go in with ``send_offsets_to_transaction`` and the transaction
-  commits; the next one begins and fetching resumes. The cost: for the length of the
-  drain the workers run out of work, parallelism falls to nothing at the tail, and a slow
-  record holds the commit (and the whole consumer) until it finishes.
+* At the interval's end fetching stops and each partition gets a **cut**: the offset
+  after its newest started record. Nothing at or past the cut starts; the workers finish
+  what runs and the unstarted records below the cut (gaps left by out-of-order lanes),
+  so the finished records are exactly the prefix below the cut. The cuts go in with
+  ``send_offsets_to_transaction`` and the transaction commits; the next one begins and
+  fetching resumes. The cost: while the last records before the cut run, workers that
+  finish get nothing new, so parallelism falls at each commit, and a slow record holds
+  the commit (and every partition) until it finishes.
 * A handler that raises, or a commit that fails with an abortable error, **aborts** the
   transaction and rewinds every partition to its last committed offset; fetching resumes
   after ``retry.backoff.ms`` (doubling per failure of the same record). After
