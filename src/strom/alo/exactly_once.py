@@ -240,9 +240,12 @@ class ExactlyOnceParallelConsumer(ParallelConsumer):
             finally:
                 self._put_back_deferred()
                 self._cut = None
+                # Not when closing or revoking: a record started now would put its outputs
+                # in the next transaction, which a revoked partition's (or a closing
+                # consumer's) offsets would never join.
                 if reopen and not self._closing:
                     self._fetch_gate.set()
-                self._dispatch()
+                    self._dispatch()
 
     async def _settle(self) -> None:
         """Until every record below the cut is finished — those started, and unstarted ones
