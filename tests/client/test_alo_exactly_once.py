@@ -9,7 +9,9 @@ require exactly f(input), in the order the ordering mode promises:
   is aborted and replayed; the test checks records really were processed twice, so the
   "exactly once" in the output is not met vacuously;
 * ``partition`` ordering (each partition's output in input order), the consumer's
-  process SIGKILLed mid-transaction and restarted several times.
+  process SIGKILLed mid-transaction and restarted several times;
+* a second member joining mid-stream: the first ends its transaction (cut, drain,
+  commit) before its partitions go, and both commit outputs.
 
 Run with the at-least-once ``ParallelConsumer`` (the driver's ``alo`` mode), the crash
 test's output has duplicates: that is the failure these tests are there to catch.
@@ -191,3 +193,54 @@ def test_sigkilled_exactly_once_consumer_writes_every_output_once(broker: Broker
     assert killed_mid_transaction == KILLS
     assert processings > RECORDS, "no record was processed twice: the kills hit no open transaction"
     assert asyncio.run(read_all(bootstrap, output)) == expected(source_values)
+
+
+def test_a_member_joining_mid_stream_takes_partitions_after_the_transaction_commits(broker: BrokerProcess) -> None:
+    bootstrap, source, output, group = broker.bootstrap, "eos-join-in", "eos-join-out", "eos-join"
+
+    async def scenario() -> tuple[Partitions, Partitions, list[int], list[int]]:
+        source_values = await prepare(bootstrap, source, output)
+        commits: list[list[int]] = [[], []]
+        revoked: list[int] = []
+        assigned = [0, 0]
+
+        def member(index: int) -> ExactlyOnceParallelConsumer:
+            async def handle(record: ConsumerRecord) -> list[OutputRecord]:
+                # Slow until the second member owns partitions, so the first cannot finish alone.
+                await asyncio.sleep(0.002 * (record.offset % 4) + (0 if assigned[1] else 0.04))
+                return [OutputRecord(output, f(record.value or b""), record.key, partition=record.partition)]
+
+            class Listener:
+                def on_partitions_revoked(self, partitions: frozenset[object]) -> None:
+                    revoked.append(len(partitions))
+
+                def on_partitions_assigned(self, partitions: frozenset[object]) -> None:
+                    assigned[index] += len(partitions)
+
+            return ExactlyOnceParallelConsumer(
+                {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                 "client.id": f"eos-join-{index}", "heartbeat.interval.ms": 100},
+                handle, {"ordering": "key", "max_concurrency": 8, "commit_interval_ms": 30},
+                transactional_id=f"eos-join-{index}", listener=Listener(),
+                on_commit=lambda points: commits[index].append(len(points)))
+
+        first, second = member(0), member(1)
+        ends = {p: len(values) for p, values in source_values.items()}
+        async with first, second:
+            first.subscribe([source])
+            await first.start()
+            async with asyncio.timeout(60):
+                while not commits[0]:
+                    await asyncio.sleep(0.01)
+                second.subscribe([source])
+                await second.start()  # joins: the first member's partitions are revoked
+                while await group_offsets(bootstrap, group) != ends:
+                    await asyncio.sleep(0.1)
+        return source_values, await read_all(bootstrap, output), [len(c) for c in commits], revoked
+
+    source_values, output_values, commit_counts, revoked = asyncio.run(scenario())
+    assert revoked and sum(revoked) > 0, "no partition was revoked: the rebalance path was not taken"
+    assert all(commit_counts), f"a member committed nothing: {commit_counts}"
+    want = expected(source_values)
+    for partition, values in output_values.items():
+        assert sorted(values) == sorted(want[partition]), f"partition {partition}: not f(input) exactly once"
