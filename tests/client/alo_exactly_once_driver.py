@@ -78,4 +78,4 @@ def main(bootstrap: str, source: str, output: str, group: str, sink: str, run: i
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6], int(sys.argv[6]), sys.argv[7])
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7])
