@@ -174,10 +174,11 @@ def offsets(conn: Connection, topic: str) -> tuple[int, int]:
     return found[0], found[1]
 
 
-def stable(conn: Connection, topic: str) -> tuple[int, int]:
-    """(HW, LSO) once the LSO has caught up with the HW (the markers written)."""
+def stable(conn: Connection, topic: str, at_least: int = 0) -> tuple[int, int]:
+    """(HW, LSO) once the LSO has caught up with the HW (the markers written) and the HW is
+    at least ``at_least`` (a marker that is the partition's only write: LSO == HW before it too)."""
     deadline = time.monotonic() + TIMEOUT
-    while (found := offsets(conn, topic))[0] != found[1]:
+    while (found := offsets(conn, topic))[0] != found[1] or found[0] < at_least:
         assert time.monotonic() < deadline, f"{topic}: the last stable offset stayed behind: {found}"
         time.sleep(0.05)
     return found
@@ -226,8 +227,10 @@ def test_a_produce_held_back_past_an_abort_is_refused(strom: Kafka, conn: Connec
             while proxy.stats().withheld[UPSTREAM] == 0:  # the Produce is in the proxy's hands
                 assert time.monotonic() < deadline, "the proxy never got the Produce"
                 time.sleep(0.02)
+            before = offsets(conn, topic)
             end(conn, txn_id, producer, committed=False)
-            high_watermark, _ = stable(conn, topic)  # the abort marker is in
+            # The abort marker is in: written after EndTxn's answer, the partition's only record.
+            high_watermark, _ = stable(conn, topic, at_least=before[0] + 1)
             proxy.pass_through(UPSTREAM)
             answer = held.receive(request, 9, correlation_id)
         finally:
