@@ -1,8 +1,9 @@
 """KIP-890 part 1's VerificationGuard on a partition (KAFKA-14884): a transactional batch
 verified with the coordinator is appended only while its guard stands or its transaction
 is open, so an abort marker landing between the coordinator's answer and the append
-voids it. On one node nothing is awaited there; a cluster's remote verification will
-await, and this is the rule that keeps it safe."""
+voids it. On one node nothing is awaited there; a cluster's remote verification
+(AddPartitionsToTxn v4 to the coordinator's broker) awaits, and this is the rule that keeps
+it safe."""
 
 from __future__ import annotations
 
