@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
 import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
 UPSTREAM: Final = "upstream"
@@ -274,15 +276,34 @@ class TcpProxy:
             connection.reset()
 
 
+def _ephemeral_low(default: int = 32768) -> int:
+    """The lowest port the kernel hands out for bind(0) and for outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
 @contextlib.contextmanager
 def reserved_ports(count: int, host: str = "127.0.0.1") -> Iterator[list[int]]:
-    """``count`` distinct ports nothing listens on, held (bound, not listening) inside the block so
-    no other bind of port 0 here gets one of them (a proxy made meanwhile, say), free after it for
-    the processes that will listen on them."""
+    """``count`` distinct ports nothing listens on, held (bound, not listening) inside the block
+    and free after it for the processes that will listen on them. They are drawn below the
+    kernel's ephemeral range, so no bind of port 0 and no outgoing connection of any process
+    (the other pytest worker's brokers, clients and JVMs) can take one between the block's end
+    and the listener's bind — a port from bind(0) was taken so once, in a two-worker run."""
+    low = _ephemeral_low()
+    candidates = random.Random().sample(range(max(1024, low - 12_000), low), min(count * 50, 11_000))
     with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        for port in candidates:
+            if len(ports) == count:
+                break
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(sock.getsockname()[1])
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            ports.append(port)
+        if len(ports) < count:
+            raise RuntimeError(f"no {count} free ports below {low} on {host}")
         yield ports
