@@ -12,12 +12,10 @@ itself runs beside Strom (tests/differential and any test that takes the ``kafka
 tests/cluster, a real ZooKeeper and brokers as processes (``slow`` too). CI
 (``./scripts/test``) runs everything: markers only select.
 
-CI runs the suite on two pytest-xdist workers (``-n 2``): most of its time is spent
-waiting on processes (brokers, JVMs, ZooKeeper sessions), not on the two cores. A worker
-takes whole units (``xdist_unit``): a test file (its module fixtures start once); every
-file that uses Apache Kafka (one JVM per run, not per worker); and tests/cluster with
-tests/spark, which run one after another on one worker, so ZooKeeper sessions and Spark's
-JVMs never compete with each other for the cores (their waits are the timing-sensitive ones).
+CI runs the suite on two pytest-xdist workers (``-n 2``). A worker takes whole units
+(``xdist_unit``): each file of tests/unit, and everything else as one unit, so the tests that
+start processes (brokers, ZooKeeper, JVMs) run one after another as they always did, and the
+unit tests run beside them on the other core for the first minutes.
 """
 
 from __future__ import annotations
@@ -55,23 +53,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "reference: Apache Kafka runs beside Strom (tests/differential; set in tests/conftest.py)")
 
 
-# The xdist units (see the module docstring): a file, unless it belongs to one of these.
-_SERIAL_GROUP = "cluster-and-spark"
-_SERIAL_DIRECTORIES = ("tests/cluster/", "tests/spark/")
-_REFERENCE_GROUP = "kafka-reference"
-_REFERENCE_FILES = frozenset({  # outside tests/differential, the files that take kafka39/kafka4
-    "tests/compat/test_java_client.py",
-    "tests/client/test_transactional_producer.py",
-})
+# The xdist units (see the module docstring): each file of tests/unit is one; every test that
+# starts processes (brokers, ZooKeeper, JVMs, clients) is in the one other unit, run one
+# after another on one worker as the suite ran before two workers: run beside each other,
+# their timing-sensitive waits failed now and then in clean-clone runs.
+_PROCESS_GROUP = "processes"
 
 
 def xdist_unit(path: str) -> str:
     """The unit of work a worker takes whole, for a test file's path relative to the repository."""
-    if path.startswith(_SERIAL_DIRECTORIES):
-        return _SERIAL_GROUP
-    if path.startswith("tests/differential/") or path in _REFERENCE_FILES:
-        return _REFERENCE_GROUP
-    return path
+    return path if path.startswith("tests/unit/") else _PROCESS_GROUP
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -87,19 +78,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 
 def _check_units(items: list[pytest.Item]) -> None:
-    """A file that takes Kafka or Spark must be in its unit, or a second worker would start
-    a second JVM (or run Spark beside the ZooKeeper tests): say so at collection."""
+    """A unit test that takes Kafka or Spark would run beside the process tests: say so."""
     for item in items:
         try:
             path = item.path.resolve().relative_to(TESTS.parent).as_posix()
         except ValueError:
             continue
         fixtures = set(getattr(item, "fixturenames", ()))
-        unit = xdist_unit(path)
-        if _REFERENCE_FIXTURES & fixtures and unit != _REFERENCE_GROUP:
-            raise pytest.UsageError(f"{path} takes a reference broker: add it to _REFERENCE_FILES in tests/conftest.py")
-        if "spark" in fixtures and unit != _SERIAL_GROUP:
-            raise pytest.UsageError(f"{path} takes the spark fixture: put it under tests/spark or tests/cluster")
+        if (_REFERENCE_FIXTURES & fixtures or "spark" in fixtures) and xdist_unit(path) != _PROCESS_GROUP:
+            raise pytest.UsageError(f"{path} takes a JVM (Kafka or Spark): it belongs outside tests/unit")
 
 
 @pytest.hookimpl(wrapper=True)  # before the mark plugin deselects by these markers
