@@ -13,9 +13,9 @@ tests/cluster, a real ZooKeeper and brokers as processes (``slow`` too). CI
 (``./scripts/test``) runs everything: markers only select.
 
 CI runs the suite on two pytest-xdist workers (``-n 2``). A worker takes whole units
-(``xdist_unit``): each file of tests/unit, and everything else as one unit, so the tests that
-start processes (brokers, ZooKeeper, JVMs) run one after another as they always did, and the
-unit tests run beside them on the other core for the first minutes.
+(``xdist_unit``): each file of tests/unit and of tests/security, and everything else as one
+unit, so the tests that start processes (brokers, ZooKeeper, JVMs) run one after another as
+they always did, and the unit and security tests run beside them on the other core.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ _BY_DIRECTORY: dict[str, tuple[str, ...]] = {
     "crash": ("slow",),
     "differential": ("reference", "slow"),
     "cluster": ("zookeeper", "slow"),
+    "security": ("slow",),
 }
 _REFERENCE_FIXTURES = frozenset({"kafka39", "kafka4"})
 
@@ -60,9 +61,15 @@ def pytest_configure(config: pytest.Config) -> None:
 _PROCESS_GROUP = "processes"
 
 
+# Directories whose files are each a unit of their own, like tests/unit's, though they start a
+# broker process and real clients: their tests wait for answers, never for time to pass, so
+# they run beside the process unit on the worker tests/unit leaves idle after its first minutes.
+_OWN_UNITS = ("tests/unit/", "tests/security/")
+
+
 def xdist_unit(path: str) -> str:
     """The unit of work a worker takes whole, for a test file's path relative to the repository."""
-    return path if path.startswith("tests/unit/") else _PROCESS_GROUP
+    return path if path.startswith(_OWN_UNITS) else _PROCESS_GROUP
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

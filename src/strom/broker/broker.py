@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from strom.cluster.zk_broker import ZkBroker
     from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
+    from strom.security.authenticator import Authenticator
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +268,11 @@ class Broker:
         self.log_manager.close()
 
     # -- requests ------------------------------------------------------------------------
+    def new_authenticator(self, listener: str, client_host: str) -> Authenticator | None:
+        """The authenticator of a new connection on ``listener`` (its name, "" for the first):
+        one per connection on a SASL listener, None where the listener needs none."""
+        return None
+
     async def handle(self, frame: bytes) -> list[Records] | None:
         """Answer one request frame: the response's buffers, or None (acks=0 Produce).
 

@@ -149,6 +149,10 @@ class BrokerConfig:
     transaction_partition_verification_enable: bool = field(
         default=True, metadata=_kafka("transaction.partition.verification.enable"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
+    # Per-listener overrides, ``listener.name.<listener>.<property>`` (names lower-case, as
+    # Kafka's ``ListenerName.configPrefix``): security settings of one listener (issue 20).
+    # Kept raw; ``listener_property`` looks one up and the module that owns the property parses it.
+    listener_overrides: tuple[tuple[str, str, str], ...] = field(default=(), metadata=_kafka(""))
     # Every property given (server.properties, --override, flags), as written: DescribeConfigs
     # reports these as STATIC_BROKER_CONFIG even when equal to the default, as Kafka does.
     given: tuple[tuple[str, str], ...] = field(default=(), metadata=_kafka(""), compare=False, repr=False)
@@ -176,8 +180,13 @@ class BrokerConfig:
                 values[fld.name] = _parse(name, fld.type, text)
             elif name in BROKER_TO_TOPIC:
                 topic_defaults[BROKER_TO_TOPIC[name]] = _topic_default(name, text)
+            elif name.startswith(_LISTENER_PREFIX):
+                overrides = values.setdefault("listener_overrides", list(self.listener_overrides))
+                overrides.append(_listener_override(name, text))
             else:
                 raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC, "broker.id"]))
+        if "listener_overrides" in values:
+            values["listener_overrides"] = tuple(values["listener_overrides"])
         values["given"] = (*self.given, *((name, text.strip()) for name, text in properties.items()))
         try:
             values["log"] = self.log.with_overrides(topic_defaults)
@@ -196,6 +205,16 @@ class BrokerConfig:
                 raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
         properties.update(overrides)
         return cls.from_properties(properties)
+
+    def listener_property(self, listener: str, name: str) -> str | None:
+        """``listener.name.<listener>.<name>`` if given, else None: the caller falls back to the
+        broker-wide ``name`` (Kafka's ``KafkaConfig.valuesWithPrefixOverride``)."""
+        wanted = listener.lower()
+        found = None
+        for listener_name, prop, text in self.listener_overrides:  # a later layer wins
+            if listener_name == wanted and prop == name:
+                found = text
+        return found
 
     def listener_settings(self) -> ListenerSettings:
         """The listeners parsed and checked together (``ConfigError`` naming the rule broken)."""
@@ -271,6 +290,17 @@ def _broker_id_synonym(properties: Mapping[str, str]) -> Mapping[str, str]:
                           "setting, give one (or the same value)")
     renamed["node.id"] = broker_id
     return renamed
+
+
+_LISTENER_PREFIX: Final = "listener.name."
+
+
+def _listener_override(name: str, text: str) -> tuple[str, str, str]:
+    """``listener.name.<listener>.<property>`` split into (listener lower-cased, property, value)."""
+    listener, dot, prop = name[len(_LISTENER_PREFIX):].partition(".")
+    if not listener or not dot or not prop:
+        raise ConfigError(f"invalid property name {name}: expected listener.name.<listener>.<property>")
+    return listener.lower(), prop, text.strip()
 
 
 def _unknown(name: str, known: list[str]) -> str:

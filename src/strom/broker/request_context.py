@@ -4,7 +4,8 @@ Each connection is its own asyncio task, so a ``ContextVar`` set by the connecti
 seen by the handlers it awaits and by nothing else: no parameter has to be threaded
 through every handler for the one or two that need it (JoinGroup records the client's
 host, which DescribeGroups and `kafka-consumer-groups --describe` show; Metadata,
-FindCoordinator and DescribeCluster answer with the endpoints of the connection's listener).
+FindCoordinator and DescribeCluster answer with the endpoints of the connection's listener;
+the authorizer checks the connection's principal).
 """
 
 from __future__ import annotations
@@ -13,3 +14,6 @@ from contextvars import ContextVar
 
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 listener_name: ContextVar[str] = ContextVar("listener_name", default="")  # "" outside a connection
+# The authenticated principal (Kafka's ``KafkaPrincipal``, "User:<name>"): set by the connection
+# once TLS or SASL has established it; ``User:ANONYMOUS`` on a PLAINTEXT listener, as Kafka.
+principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")

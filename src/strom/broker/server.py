@@ -29,6 +29,7 @@ from strom.broker.broker import Broker, CloseConnection, Endpoint
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.primitives import Records, Region
+from strom.security.authenticator import Authenticator
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +138,10 @@ class Connection:
         # When the connection began waiting for its next request; None while one is served.
         self.waiting_since: float | None = time.monotonic()
         self.idle = False  # set by the server's sweep just before it cancels this connection
+        # SASL listeners: the connection's authenticator answers frames until the principal is
+        # known (strom.security.authenticator); None on PLAINTEXT and SSL listeners.
+        host = self.address[0] if isinstance(self.address, tuple) else ""
+        self.authenticator: Authenticator | None = broker.new_authenticator(listener, host)
 
     async def run(self) -> None:
         if isinstance(self.address, tuple):
@@ -149,7 +154,12 @@ class Connection:
                     return
                 self.waiting_since = None
                 for frame in self.decoder.feed(data):
-                    response = await self.broker.handle(frame)
+                    authenticator = self.authenticator
+                    if authenticator is not None and authenticator.intercepts(frame):
+                        response = await authenticator.handle(frame)
+                        request_context.principal.set(authenticator.principal)
+                    else:
+                        response = await self.broker.handle(frame)
                     if response is not None:
                         await self.send(response)
                 self.waiting_since = time.monotonic()

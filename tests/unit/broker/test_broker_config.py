@@ -87,3 +87,21 @@ def test_broker_id_and_node_id_must_agree() -> None:
     assert BrokerConfig.from_properties({"broker.id": "2", "node.id": "2"}).node_id == 2
     with pytest.raises(ConfigError, match=re.escape("broker.id 2 and node.id 5 differ")):
         BrokerConfig.from_properties({"broker.id": "2", "node.id": "5"})
+
+
+def test_listener_overrides_are_kept_per_listener_and_a_later_layer_wins() -> None:
+    config = BrokerConfig.from_properties({
+        "listener.name.SASL_SSL.plain.sasl.jaas.config": "first",
+        "listener.name.client.ssl.client.auth": " required ",
+    })
+    assert config.listener_property("sasl_ssl", "plain.sasl.jaas.config") == "first"
+    assert config.listener_property("CLIENT", "ssl.client.auth") == "required"
+    assert config.listener_property("CLIENT", "ssl.keystore.location") is None
+    later = config.with_properties({"listener.name.sasl_ssl.plain.sasl.jaas.config": "second"})
+    assert later.listener_property("SASL_SSL", "plain.sasl.jaas.config") == "second"
+
+
+@pytest.mark.parametrize("name", ["listener.name.", "listener.name.client", "listener.name..x", "listener.name.client."])
+def test_a_malformed_listener_override_is_one_clear_error(name: str) -> None:
+    with pytest.raises(ConfigError, match="listener.name.<listener>.<property>"):
+        BrokerConfig.from_properties({name: "x"})
