@@ -17,3 +17,7 @@ listener_name: ContextVar[str] = ContextVar("listener_name", default="")  # "" o
 # The authenticated principal (Kafka's ``KafkaPrincipal``, "User:<name>"): set by the connection
 # once TLS or SASL has established it; ``User:ANONYMOUS`` on a PLAINTEXT listener, as Kafka.
 principal: ContextVar[str] = ContextVar("principal", default="User:ANONYMOUS")
+# Quotas (KIP-219): a handler that throttles its client sets the delay here; the connection
+# sends the response at once (carrying throttle_time_ms) and then reads nothing more from
+# the client for that long, as Kafka mutes the channel. Reset by the connection.
+throttle_ms: ContextVar[int] = ContextVar("throttle_ms", default=0)

@@ -162,6 +162,8 @@ class Connection:
                         response = await self.broker.handle(frame)
                     if response is not None:
                         await self.send(response)
+                    if request_context.throttle_ms.get():  # a quota's delay (KIP-219): mute, then go on
+                        await self._mute()
                 self.waiting_since = time.monotonic()
         except (ProtocolError, CloseConnection) as exc:
             logger.info("closing connection from %s: %s", self.address, exc)
@@ -175,6 +177,11 @@ class Connection:
             logger.exception("closing connection from %s after an unexpected error", self.address)
         finally:
             self.sock.close()
+
+    async def _mute(self) -> None:
+        delay_ms = request_context.throttle_ms.get()
+        request_context.throttle_ms.set(0)
+        await asyncio.sleep(delay_ms / 1000)
 
     async def send(self, chunks: Sequence[Records]) -> None:
         """Write buffers with sendmsg and file regions with sendfile, in order."""
