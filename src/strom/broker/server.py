@@ -158,8 +158,14 @@ class Connection:
                     if authenticator is not None and authenticator.intercepts(frame):
                         response = await authenticator.handle(frame)
                         request_context.principal.set(authenticator.principal)
-                    else:
-                        response = await self.broker.handle(frame)
+                        if response is not None:
+                            await self.send(response)
+                        delay_s = authenticator.close_delay_s()
+                        if delay_s is not None:  # a failed authentication: answered, now closed
+                            await asyncio.sleep(delay_s)
+                            raise CloseConnection("authentication failed")
+                        continue
+                    response = await self.broker.handle(frame)
                     if response is not None:
                         await self.send(response)
                     if request_context.throttle_ms.get():  # a quota's delay (KIP-219): mute, then go on

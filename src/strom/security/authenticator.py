@@ -33,5 +33,11 @@ class Authenticator(Protocol):
 
     async def handle(self, frame: bytes) -> list[Records] | None:
         """The response to ``frame`` (None: nothing to send); ``CloseConnection`` to drop
-        the connection (after a failed authentication, once the response is sent)."""
+        the connection at once, without an answer."""
+        ...
+
+    def close_delay_s(self) -> float | None:
+        """After a response has been sent: None to go on, or how long to wait before closing
+        the connection (a failed authentication: Kafka answers, then closes after
+        ``connection.failed.authentication.delay.ms``)."""
         ...
