@@ -189,6 +189,10 @@ class Broker:
         self.broker_epoch = -1
         self.controller: ActiveController | None = self.cluster.controller if self.cluster is not None else None
         self.advertised: Endpoint = Endpoint("127.0.0.1", 9092)  # the first advertised endpoint (the clients')
+        # SASL listeners (issue 20, strom.security.sasl): their settings and the SCRAM credentials.
+        from strom.security.sasl.server_authenticator import SaslAuthenticators
+
+        self.sasl = SaslAuthenticators.for_broker(self)
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -271,7 +275,7 @@ class Broker:
     def new_authenticator(self, listener: str, client_host: str) -> Authenticator | None:
         """The authenticator of a new connection on ``listener`` (its name, "" for the first):
         one per connection on a SASL listener, None where the listener needs none."""
-        return None
+        return self.sasl.new_authenticator(listener, client_host)
 
     async def handle(self, frame: bytes) -> list[Records] | None:
         """Answer one request frame: the response's buffers, or None (acks=0 Produce).

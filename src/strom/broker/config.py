@@ -148,6 +148,14 @@ class BrokerConfig:
     # first transactional append to it (strom.broker.transaction.verification).
     transaction_partition_verification_enable: bool = field(
         default=True, metadata=_kafka("transaction.partition.verification.enable"))
+    # SASL (issue 20, area E: strom.security.sasl), Kafka's names and defaults; per listener (and
+    # mechanism) as listener.name.<l>.[<mechanism>.]<name>, read by strom.security.sasl.listener_config.
+    sasl_enabled_mechanisms: str = field(default="GSSAPI", metadata=_kafka("sasl.enabled.mechanisms"))
+    sasl_mechanism_inter_broker_protocol: str = field(
+        default="GSSAPI", metadata=_kafka("sasl.mechanism.inter.broker.protocol"))
+    connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
+    connection_failed_authentication_delay_ms: int = field(
+        default=100, metadata=_kafka("connection.failed.authentication.delay.ms"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Per-listener overrides, ``listener.name.<listener>.<property>`` (names lower-case, as
     # Kafka's ``ListenerName.configPrefix``): security settings of one listener (issue 20).
@@ -162,6 +170,9 @@ class BrokerConfig:
         """Build from Kafka property names; ``log.*`` names set the topic defaults."""
         config = cls().with_properties(properties)
         config.listener_settings()  # refused at start, as Kafka's KafkaConfig does
+        from strom.security.sasl import listener_config  # SASL listeners' settings (issue 20, E)
+
+        listener_config.check(config)
         return config
 
     def with_properties(self, properties: Mapping[str, str]) -> BrokerConfig:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})  # SASL_PLAINTEXT: strom.security.sasl
 DEFAULT_INTER_BROKER_LISTENER: Final = "PLAINTEXT"  # security.inter.broker.protocol's default
 _ENTRY: Final = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 

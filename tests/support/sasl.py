@@ -1,0 +1,187 @@
+"""SASL for the security tests: a broker with a PLAINTEXT listener (set-up) and a SASL_PLAINTEXT
+one, its users, each client's settings for a mechanism, and a raw SASL connection speaking
+through the generated codec (for what no client would send).
+
+The broker's PLAIN users come from its JAAS config (``USERS``); SCRAM users are made the
+Java-less way, with AlterUserScramCredentials (KIP-554) on the PLAINTEXT listener
+(``create_scram_user``), as a first user must be made before any SASL client can connect.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from strom.protocol.framing import FrameDecoder
+from strom.protocol.headers import decode_response, encode_request
+from strom.protocol.message import Message
+from strom.protocol.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialUpsertion,
+)
+from strom.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse,
+)
+from strom.security.sasl.scram import MECHANISMS
+from tests.support.broker_process import BrokerProcess
+from tests.support.netproxy import reserved_ports
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+MECHANISM_LIST = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+
+
+def plain_jaas(users: dict[str, str]) -> str:
+    entries = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            f'password="{users["admin"]}" {entries};')
+
+
+def sasl_overrides(listener: str = "sasl_plaintext", mechanisms: str = MECHANISM_LIST) -> dict[str, str]:
+    return {
+        "sasl.enabled.mechanisms": mechanisms,
+        f"listener.name.{listener}.plain.sasl.jaas.config": plain_jaas(USERS),
+        "offsets.topic.replication.factor": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
+class SaslBroker:
+    """A broker process with ``PLAINTEXT`` (``bootstrap``) and ``SASL_PLAINTEXT`` (``sasl_bootstrap``)."""
+
+    def __init__(self, data_dir: Path, overrides: dict[str, str]) -> None:
+        with reserved_ports(2) as (plain_port, sasl_port):
+            pass
+        self.process = BrokerProcess(data_dir, overrides)
+        self.process.fixed_listeners = f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        self.bootstrap = f"127.0.0.1:{plain_port}"
+        self.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+        self.sasl_port = sasl_port
+
+    def __enter__(self) -> SaslBroker:
+        self.process.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.stop()
+
+    def log_text(self) -> str:
+        return self.process.log_path.read_text()
+
+
+# -- SCRAM users -------------------------------------------------------------------------------
+def create_scram_user(broker: SaslBroker, user: str, password: str, mechanism: str,
+                      iterations: int = 4096) -> AlterUserScramCredentialsResponse:
+    """AlterUserScramCredentials on the PLAINTEXT listener, salted as a client does (KIP-554)."""
+    scram = MECHANISMS[mechanism]
+    salt = os.urandom(24)
+    upsertion = ScramCredentialUpsertion(user, scram.kip554_type, iterations, salt,
+                                         scram.salted_password(password.encode(), salt, iterations))
+    response = plain_request(broker, AlterUserScramCredentialsRequest(upsertions=(upsertion,)), 0)
+    assert isinstance(response, AlterUserScramCredentialsResponse)
+    return response
+
+
+def plain_request(broker: SaslBroker, body: Message, version: int) -> Message:
+    with RawConnection(broker.bootstrap) as connection:
+        return connection.request(body, version)
+
+
+# -- a raw connection --------------------------------------------------------------------------
+class RawConnection:
+    """One TCP connection sending requests through the codec; knows when the broker hung up."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.decoder = FrameDecoder()
+        self.frames: list[bytes] = []
+        self.correlation_id = 0
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def send(self, body: Message, version: int) -> int:
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(body, version, self.correlation_id, "strom-sasl-tests"))
+        return self.correlation_id
+
+    def send_raw_frame(self, payload: bytes) -> None:
+        self.sock.sendall(len(payload).to_bytes(4, "big") + payload)
+
+    def receive_frame(self) -> bytes | None:
+        """The next whole frame, or None when the broker closed the connection."""
+        while not self.frames:
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                return None
+            if not data:
+                return None
+            self.frames.extend(bytes(frame) for frame in self.decoder.feed(data))
+        return self.frames.pop(0)
+
+    def request(self, body: Message, version: int) -> Message:
+        correlation_id = self.send(body, version)
+        frame = self.receive_frame()
+        assert frame is not None, f"the broker closed the connection instead of answering {type(body).__name__}"
+        answered, response = decode_response(frame, body.API_KEY or 0, version)
+        assert answered == correlation_id
+        return response
+
+    def closed(self) -> bool:
+        """True once the broker has closed the connection (waits for it, up to the socket timeout)."""
+        return self.receive_frame() is None
+
+
+# -- OAUTHBEARER ---------------------------------------------------------------------------------
+def unsecured_jwt(claims: dict[str, Any]) -> str:
+    def part(obj: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'none'})}.{part(claims)}."
+
+
+def oauth_initial_response(token: str, authzid: str = "") -> bytes:
+    return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def token_claims(sub: str | None, lifetime_s: float = 3600) -> dict[str, Any]:
+    now = time.time()
+    claims: dict[str, Any] = {"iat": now, "exp": now + lifetime_s}
+    if sub is not None:
+        claims["sub"] = sub
+    return claims
+
+
+# -- each client's settings ----------------------------------------------------------------------
+def confluent_settings(broker: SaslBroker, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    settings: dict[str, Any] = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                                "sasl.mechanism": mechanism}
+    if mechanism == "OAUTHBEARER":
+        settings |= {"enable.sasl.oauthbearer.unsecure.jwt": True,
+                     "sasl.oauthbearer.config": f"principal={user} lifeSeconds=600"}
+    else:
+        settings |= {"sasl.username": user, "sasl.password": password}
+    return settings
+
+
+def python_client_settings(broker: SaslBroker, mechanism: str, user: str, password: str) -> dict[str, Any]:
+    """kafka-python's and aiokafka's names (they share them)."""
+    return {"bootstrap_servers": broker.sasl_bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+
+
+@contextmanager
+def sasl_broker(data_dir: Path, extra: dict[str, str] | None = None) -> Iterator[SaslBroker]:
+    with SaslBroker(data_dir, sasl_overrides() | (extra or {})) as broker:
+        yield broker
