@@ -14,11 +14,19 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from strom.broker.listeners import ListenerConfigError, ListenerSettings, parse_listener_settings
+from strom.broker.listeners import (
+    TLS_PROTOCOLS,
+    ListenerConfigError,
+    ListenerSettings,
+    parse_listener_settings,
+)
 from strom.storage.config import LogConfig, parse_properties
 from strom.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from strom.security.tls import ListenerTls  # issue 20, D
 
 
 class ConfigError(ValueError):
@@ -156,6 +164,24 @@ class BrokerConfig:
     connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
     connection_failed_authentication_delay_ms: int = field(
         default=100, metadata=_kafka("connection.failed.authentication.delay.ms"))
+    # TLS listeners (issue 20, area D: strom.security.tls): Kafka's ssl.* names, PEM key material
+    # (KIP-651), each also settable per listener as listener.name.<listener>.ssl.*. Only PEM is
+    # read, so both store types default to it (Kafka's default, JKS, is refused at start).
+    ssl_keystore_type: str = field(default="PEM", metadata=_kafka("ssl.keystore.type"))
+    ssl_keystore_location: str = field(default="", metadata=_kafka("ssl.keystore.location"))
+    ssl_keystore_certificate_chain: str = field(default="", metadata=_kafka("ssl.keystore.certificate.chain"))
+    ssl_keystore_key: str = field(default="", metadata=_kafka("ssl.keystore.key"))
+    ssl_keystore_password: str = field(default="", metadata=_kafka("ssl.keystore.password"))
+    ssl_key_password: str = field(default="", metadata=_kafka("ssl.key.password"))
+    ssl_truststore_type: str = field(default="PEM", metadata=_kafka("ssl.truststore.type"))
+    ssl_truststore_location: str = field(default="", metadata=_kafka("ssl.truststore.location"))
+    ssl_truststore_certificates: str = field(default="", metadata=_kafka("ssl.truststore.certificates"))
+    ssl_truststore_password: str = field(default="", metadata=_kafka("ssl.truststore.password"))
+    ssl_protocol: str = field(default="TLSv1.3", metadata=_kafka("ssl.protocol"))
+    ssl_enabled_protocols: str = field(default="TLSv1.2,TLSv1.3", metadata=_kafka("ssl.enabled.protocols"))
+    ssl_cipher_suites: str = field(default="", metadata=_kafka("ssl.cipher.suites"))
+    ssl_client_auth: str = field(default="none", metadata=_kafka("ssl.client.auth"))
+    ssl_principal_mapping_rules: str = field(default="DEFAULT", metadata=_kafka("ssl.principal.mapping.rules"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Per-listener overrides, ``listener.name.<listener>.<property>`` (names lower-case, as
     # Kafka's ``ListenerName.configPrefix``): security settings of one listener (issue 20).
@@ -170,6 +196,7 @@ class BrokerConfig:
         """Build from Kafka property names; ``log.*`` names set the topic defaults."""
         config = cls().with_properties(properties)
         config.listener_settings()  # refused at start, as Kafka's KafkaConfig does
+        config.tls_listeners()  # TLS key material read at start (issue 20, D): a bad file is one line
         from strom.security.sasl import listener_config  # SASL listeners' settings (issue 20, E)
 
         listener_config.check(config)
@@ -233,6 +260,19 @@ class BrokerConfig:
             return parse_listener_settings(self.listeners, self.advertised_listeners,
                                            self.listener_security_protocol_map, self.inter_broker_listener_name)
         except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def tls_listeners(self) -> dict[str, ListenerTls]:
+        """Each SSL/SASL_SSL listener's TLS context, from its ``ssl.*`` settings (issue 20, D)."""
+        names = [listener.name for listener in self.listener_settings().listeners
+                 if listener.security_protocol in TLS_PROTOCOLS]
+        if not names:
+            return {}
+        from strom.security.tls import TlsConfigError, listener_tls  # ssl only where TLS is served
+
+        try:
+            return {name: listener_tls(self, name) for name in names}
+        except TlsConfigError as exc:
             raise ConfigError(str(exc)) from None
 
     @property

@@ -19,7 +19,8 @@ in the tests a TCP proxy per broker pair). Kafka's rules (``EndpointUtils``,
 - the inter-broker listener is ``inter.broker.listener.name``, or where unset the one named
   after ``security.inter.broker.protocol``'s default, PLAINTEXT; it must be advertised.
 
-Only PLAINTEXT is served so far: a listener mapped to SSL or SASL_* is refused (issue 20).
+A listener mapped to a protocol not in ``SERVED_PROTOCOLS`` is refused (issue 20); SSL
+listeners run over TLS (``TLS_PROTOCOLS``, ``strom.security.tls``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from dataclasses import dataclass
 from typing import Final
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})  # SASL_PLAINTEXT: strom.security.sasl
+SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT", "SASL_PLAINTEXT", "SSL"})  # SASL_PLAINTEXT: strom.security.sasl
+# The protocols whose connections run over TLS (strom.security.tls, the server's TlsConnection):
+# SASL_SSL is wrapped as soon as it is in SERVED_PROTOCOLS.
+TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
 DEFAULT_INTER_BROKER_LISTENER: Final = "PLAINTEXT"  # security.inter.broker.protocol's default
 _ENTRY: Final = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
@@ -140,7 +144,7 @@ def parse_listener_settings(listeners: str, advertised_listeners: str, protocol_
         if listener.security_protocol not in SERVED_PROTOCOLS:
             raise ListenerConfigError(
                 f"listener {listener.name} uses security protocol {listener.security_protocol}, which is not "
-                "supported yet: only PLAINTEXT listeners are served")
+                f"supported yet: the protocols served are {', '.join(sorted(SERVED_PROTOCOLS))}")
     if advertised_listeners.strip():
         advertised = parse_listeners(advertised_listeners, protocols, "advertised.listeners", distinct_ports=False)
     else:

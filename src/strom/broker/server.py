@@ -8,6 +8,13 @@ buffer, and a client that stops reading stalls only itself — backpressure inst
 unbounded buffering. Responses go out with ``socket.sendmsg`` (header and small parts)
 and ``os.sendfile`` (record data straight from segment files, zero copy).
 
+TLS listeners (SSL, SASL_SSL: ``listeners.TLS_PROTOCOLS``) get a ``TlsConnection``, chosen
+once at accept so a PLAINTEXT connection does no TLS work at all: the standard library's
+``ssl.SSLObject`` over two ``MemoryBIO``s (sans-IO) on the same non-blocking socket, the
+handshake on the connection's own task with a time limit. Neither ``sendmsg`` nor
+``sendfile`` can carry TLS records, so its write path reads segment bytes (``os.preadv``
+into a bounded buffer) and encrypts them: zero copy is lost on TLS, as on Kafka.
+
 Idle connections are found by one sweep over all connections (Kafka's selector does the
 same), not by a timeout around every read: ``asyncio.wait_for`` costs a task per call
 and, on Python 3.11, can swallow a cancellation that races with a completed read,
@@ -18,24 +25,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
+import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from strom.broker import request_context
 from strom.broker.broker import Broker, CloseConnection, Endpoint
+from strom.broker.config import ConfigError
+from strom.broker.listeners import TLS_PROTOCOLS
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.primitives import Records, Region
 from strom.security.authenticator import Authenticator
+from strom.security.ssl_principal_mapper import (
+    ANONYMOUS,
+    CertificateError,
+    NoMatchingRule,
+    subject_dn,
+)
+
+if TYPE_CHECKING:
+    from strom.security.tls import ListenerTls
 
 logger = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
 IOV_MAX = 512  # well under Linux's 1024 buffers per sendmsg
 SHUTDOWN_GRACE_S = 5.0  # how long a stopping server waits for cancelled connections
+TLS_HANDSHAKE_TIMEOUT_S = 15.0  # a client that starts a TLS connection must finish its handshake by then
+TLS_WRITE_BYTES = 256 * 1024  # plaintext encrypted per write: bounds a TLS connection's buffers
 
 
 class SocketServer:
@@ -48,6 +71,7 @@ class SocketServer:
         self._accepting: list[asyncio.Task[None]] = []
         self._connections: dict[asyncio.Task[None], Connection] = {}
         self._sweeping: asyncio.Task[None] | None = None
+        self._tls: dict[str, ListenerTls] = {}  # TLS listener name -> its context and principal mapping
 
     @property
     def ports(self) -> dict[str, int]:
@@ -61,6 +85,10 @@ class SocketServer:
 
     async def start(self) -> None:
         settings = self.broker.listener_settings
+        try:
+            self._tls = self.broker.config.tls_listeners()
+        except ConfigError as exc:  # read at start already; a file changed since is still one line
+            raise ListenError(str(exc)) from None
         for listener in settings.listeners:
             host = listener.host or "0.0.0.0"  # an empty host: every interface, as Kafka
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -114,11 +142,14 @@ class SocketServer:
 
     async def _accept_loop(self, listener: str, server_socket: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        tls = self._tls.get(listener) if self.broker.listener_settings.listener(listener).security_protocol \
+            in TLS_PROTOCOLS else None
         while True:
             conn, address = await loop.sock_accept(server_socket)
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = Connection(self.broker, conn, address, listener)
+            connection = Connection(self.broker, conn, address, listener) if tls is None else \
+                TlsConnection(self.broker, conn, address, listener, tls)
             task = asyncio.create_task(connection.run())
             self._connections[task] = connection
             task.add_done_callback(self._forget)
@@ -142,6 +173,8 @@ class Connection:
         # known (strom.security.authenticator); None on PLAINTEXT and SSL listeners.
         host = self.address[0] if isinstance(self.address, tuple) else ""
         self.authenticator: Authenticator | None = broker.new_authenticator(listener, host)
+        # The next bytes from the client, b"" at its end (TlsConnection: decrypted ones).
+        self.receive: Callable[[], Awaitable[bytes]] = functools.partial(self.loop.sock_recv, sock, RECV_BYTES)
 
     async def run(self) -> None:
         if isinstance(self.address, tuple):
@@ -149,7 +182,7 @@ class Connection:
         request_context.listener_name.set(self.listener)
         try:
             while True:
-                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
+                data = await self.receive()
                 if not data:
                     return
                 self.waiting_since = None
@@ -244,6 +277,145 @@ class Connection:
             await future
         finally:
             self.loop.remove_writer(fd)
+
+
+class TlsConnection(Connection):
+    """A connection on a TLS listener: the same request loop over ``ssl.SSLObject``.
+
+    The socket stays non-blocking and the event loop's; TLS is sans-IO in between: bytes
+    read from the socket go into ``_incoming``, the TLS object turns them into plaintext
+    (``receive``) and plaintext into records in ``_outgoing``, which ``_flush`` writes.
+    """
+
+    def __init__(self, broker: Broker, sock: socket.socket, address: object, listener: str,
+                 tls: ListenerTls) -> None:
+        super().__init__(broker, sock, address, listener)
+        self.tls = tls
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls_object = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.receive = self._receive_tls
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.timeout(TLS_HANDSHAKE_TIMEOUT_S):
+                principal = await self._handshake()
+        except (OSError, TimeoutError, NoMatchingRule, CertificateError) as exc:  # ssl.SSLError is an OSError
+            # A plaintext client, an untrusted or expired certificate, a client that went away:
+            # one line, and the broker goes on (the client has had TLS's alert where it applies).
+            logger.info("closing connection from %s: TLS handshake on listener %s failed: %s", self.address,
+                        self.listener, _reason(exc))
+            self.sock.close()
+            return
+        except asyncio.CancelledError:
+            self.sock.close()
+            if not self.idle:
+                raise
+            return
+        request_context.principal.set(principal)  # a SASL_SSL authenticator replaces it once authenticated
+        await super().run()
+
+    async def _handshake(self) -> str:
+        """Complete the server side of the handshake; the client's principal (Kafka's
+        DefaultKafkaPrincipalBuilder for SSL: the mapped DN, or ANONYMOUS without a certificate)."""
+        while True:
+            try:
+                self._tls_object.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                data = await self.loop.sock_recv(self.sock, RECV_BYTES)
+                if not data:
+                    raise ConnectionError("the client closed the connection") from None
+                self._incoming.write(data)
+            except ssl.SSLError:
+                with contextlib.suppress(OSError):  # the alert tells the client why
+                    await self._flush()
+                raise
+        await self._flush()
+        certificate = self._tls_object.getpeercert(binary_form=True)
+        if certificate is None:
+            return ANONYMOUS
+        return self.tls.principal_mapper.principal(subject_dn(certificate))
+
+    async def _receive_tls(self) -> bytes:
+        while True:
+            try:
+                data = self._tls_object.read(RECV_BYTES)
+            except ssl.SSLWantReadError:
+                if self._outgoing.pending:
+                    await self._flush()
+                encrypted = await self.loop.sock_recv(self.sock, RECV_BYTES)
+                if not encrypted:
+                    return b""
+                self._incoming.write(encrypted)
+                continue
+            except ssl.SSLZeroReturnError:  # the client's close_notify
+                return b""
+            except ssl.SSLError as exc:
+                raise CloseConnection(f"TLS error: {_reason(exc)}") from None
+            if self._outgoing.pending:  # e.g. a TLS 1.3 KeyUpdate answered
+                await self._flush()
+            return data
+
+    async def send(self, chunks: Sequence[Records]) -> None:
+        """Encrypt and write buffers and file regions in order, in pieces of at most
+        ``TLS_WRITE_BYTES`` of plaintext (a large fetch never sits whole in memory twice)."""
+        plaintext = bytearray(TLS_WRITE_BYTES)
+        filled = 0
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                view = memoryview(chunk).cast("B")
+                while len(view):
+                    taken = min(len(view), TLS_WRITE_BYTES - filled)
+                    plaintext[filled:filled + taken] = view[:taken]
+                    filled += taken
+                    view = view[taken:]
+                    if filled == TLS_WRITE_BYTES:
+                        await self._write_tls(plaintext, filled)
+                        filled = 0
+                continue
+            offset, remaining = chunk.position, chunk.length  # a Region: read it, it cannot be sent as is
+            while remaining:
+                room = memoryview(plaintext)[filled:filled + min(remaining, TLS_WRITE_BYTES - filled)]
+                read = os.preadv(chunk.fd, [room], offset)
+                if read == 0:
+                    raise ConnectionError("segment file ended before the region did")
+                filled += read
+                offset += read
+                remaining -= read
+                if filled == TLS_WRITE_BYTES:
+                    await self._write_tls(plaintext, filled)
+                    filled = 0
+        if filled:
+            await self._write_tls(plaintext, filled)
+
+    async def _write_tls(self, plaintext: bytearray, length: int) -> None:
+        with memoryview(plaintext) as view:
+            self._tls_object.write(view[:length])  # into _outgoing: a MemoryBIO never blocks
+        await self._flush()
+
+    async def _flush(self) -> None:
+        """Write every TLS record waiting in ``_outgoing`` to the socket."""
+        pending = memoryview(self._outgoing.read())
+        while pending:
+            try:
+                sent = self.sock.send(pending)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            pending = pending[sent:]
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a TLS failure: OpenSSL's reason, the certificate check's where there is one."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"{exc.reason}: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return str(exc.reason)
+    if isinstance(exc, TimeoutError):
+        return f"not complete within {TLS_HANDSHAKE_TIMEOUT_S:.0f} s"
+    return str(exc) or type(exc).__name__
 
 
 class ListenError(RuntimeError):

@@ -73,7 +73,7 @@ def test_ports_kafka_accepts(listeners: str) -> None:
     ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, "port 70000 is not 0..65535"),
     ({"listeners": " , "}, "listeners is empty"),
     ({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"},
-     "listener SSL uses security protocol SSL, which is not supported yet: only PLAINTEXT listeners are served"),
+     "listener SSL: ssl.keystore.location: a TLS listener needs a certificate"),
     ({"listeners": "PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2",
       "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"},
      "listener INTERNAL uses security protocol SASL_SSL, which is not supported yet"),
@@ -105,8 +105,8 @@ def test_strom_serve_refuses_a_bad_listener_with_one_line(tmp_path: Path) -> Non
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines() == [
-        "strom serve: listener SSL uses security protocol SSL, which is not supported yet: only PLAINTEXT "
-        "listeners are served"]
+        "strom serve: listener SSL: ssl.keystore.location: a TLS listener needs a certificate: set "
+        "ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key"]
 
 
 def _ask(port: int, body: MetadataRequest | FindCoordinatorRequest, version: int) -> object:
