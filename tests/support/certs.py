@@ -12,6 +12,8 @@ accepts (KIP-651), so a file that works here works on a Kafka broker too.
   (a DN for ``ssl.principal.mapping.rules``);
 - ``expired``: issued by ``ca``, valid until yesterday; ``foreign``: issued by another CA.
 
+Every subject names its OU: trustme would otherwise add a random one, and tests compare DNs.
+
 ``broker_overrides`` gives the broker's ``listener.name.<listener>.ssl.*`` properties and
 ``confluent``/``kafka_python``/``aiokafka`` the same client identity in each client's own
 settings, so a test reads as "this client, this certificate".
@@ -100,8 +102,9 @@ def make_certificates(directory: Path) -> Certificates:
     ca_file = directory / "ca.pem"
     ca_file.write_bytes(ca.cert_pem.bytes())
 
-    broker_cert = ca.issue_cert("127.0.0.1", "localhost", common_name="broker", organization_name="strom")
-    broker = _write(directory, "broker", broker_cert, "CN=broker,O=strom")
+    broker_cert = ca.issue_cert("127.0.0.1", "localhost", common_name="broker", organization_name="strom",
+                                organization_unit_name="brokers")
+    broker = _write(directory, "broker", broker_cert, "CN=broker,OU=brokers,O=strom")
     keystore = directory / "broker.keystore.pem"
     keystore.write_bytes(_pkcs8(broker_cert, None) + _chain(broker_cert))
     encrypted = directory / "broker.encrypted.keystore.pem"
@@ -121,11 +124,12 @@ def make_certificates(directory: Path) -> Certificates:
             "service.strom.test", common_name="Service-One", organization_name="strom",
             organization_unit_name="ServiceUsers"), "CN=Service-One,OU=ServiceUsers,O=strom"),
         expired=_write(directory, "expired", ca.issue_cert(
-            "expired.strom.test", common_name="expired", organization_name="strom",
+            "expired.strom.test", common_name="expired", organization_name="strom", organization_unit_name="eng",
             not_before=now - datetime.timedelta(days=2), not_after=now - datetime.timedelta(days=1)),
-            "CN=expired,O=strom"),
+            "CN=expired,OU=eng,O=strom"),
         foreign=_write(directory, "foreign", other_ca.issue_cert(
-            "foreign.strom.test", common_name="foreign", organization_name="elsewhere"), "CN=foreign,O=elsewhere"),
+            "foreign.strom.test", common_name="foreign", organization_name="elsewhere", organization_unit_name="eng"),
+            "CN=foreign,OU=eng,O=elsewhere"),
     )
 
 
