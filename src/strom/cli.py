@@ -41,7 +41,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"strom serve: {exc}", file=sys.stderr)
         return 2
     Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except ConfigError as exc:  # settings only the broker's parts check (super.users, the stored ACLs)
+        print(f"strom serve: {exc}", file=sys.stderr)
+        return 2
     broker.startup()
 
     async def run() -> None:

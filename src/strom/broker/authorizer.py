@@ -6,50 +6,28 @@ with bit ``n`` set for ``AclOperation`` code ``n`` (Kafka's ``Utils.to32BitField
 Admin tools read it to show permissions, so answering nothing reads as "no
 permissions".
 
-With no authorizer configured (Kafka's default, and Strom's until ACLs exist) every
-request is allowed, so the answer is every operation that applies to the resource
-type — Kafka's ``AclEntry.supportedOperations``: 8 for a topic, 7 for the cluster, 3
-for a group. When ACLs arrive this module is where the principal's ACLs narrow it.
+With no authorizer configured (Kafka's default) every request is allowed, so the answer
+is every operation that applies to the resource type — Kafka's
+``AclEntry.supportedOperations``: 8 for a topic, 7 for the cluster, 3 for a group. With
+``authorizer.class.name`` set (``build_authorizer``), the principal's ACLs narrow it
+(``strom.security.acl``), and the checks handlers make start here (``allowed``...).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import Final
+import logging
+from typing import TYPE_CHECKING, Final
 
+from strom.broker import request_context
+from strom.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 
-class AclOperation(IntEnum):
-    """Kafka's ``AclOperation`` codes (the bit positions of the authorized-operations field)."""
+if TYPE_CHECKING:
+    from strom.broker.broker import Broker
+    from strom.broker.config import BrokerConfig
+    from strom.security.acl.authorizer import AclAuthorizer
 
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class ResourceType(IntEnum):
-    """Kafka's ``ResourceType`` codes, as ACL and config requests carry them."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
+__all__ = ["CLUSTER_NAME", "AclOperation", "ResourceType", "authorized_operations", "build_authorizer"]
+logger = logging.getLogger(__name__)
 
 _Op = AclOperation
 SUPPORTED_OPERATIONS: Final[dict[ResourceType, frozenset[AclOperation]]] = {
@@ -64,7 +42,6 @@ SUPPORTED_OPERATIONS: Final[dict[ResourceType, frozenset[AclOperation]]] = {
     ResourceType.USER: frozenset({_Op.CREATE_TOKENS, _Op.DESCRIBE_TOKENS}),
 }
 
-CLUSTER_NAME: Final = "kafka-cluster"  # the one CLUSTER resource's name, as Kafka's
 # The field's value when the request did not ask (the schemas' default, INT32_MIN).
 OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
@@ -77,13 +54,79 @@ def to_bit_field(operations: frozenset[AclOperation]) -> int:
 _ALL_SUPPORTED: Final = {kind: to_bit_field(ops) for kind, ops in SUPPORTED_OPERATIONS.items()}
 
 
-def authorized_operations(resource_type: ResourceType, name: str, *, requested: bool = True) -> int:
-    """The operations allowed on the resource ``name`` of ``resource_type``, as a bit field;
-    ``OPERATIONS_NOT_REQUESTED`` when the request did not ask.
+def authorized_operations(resource_type: ResourceType, name: str, *, requested: bool = True,
+                          authorizer: AclAuthorizer | None = None) -> int:
+    """The operations the request's principal may perform on the resource ``name`` of
+    ``resource_type``, as a bit field; ``OPERATIONS_NOT_REQUESTED`` when the request did not ask.
 
-    No authorizer is configured, so it is everything the resource type supports
-    whatever the name (Kafka's ``AuthHelper.authorizedOperations`` without an authorizer).
+    With no authorizer, everything the resource type supports whatever the name; with one,
+    each supported operation the principal's ACLs allow (Kafka's ``AuthHelper.authorizedOperations``).
     """
     if not requested:
         return OPERATIONS_NOT_REQUESTED
-    return _ALL_SUPPORTED[resource_type]
+    if authorizer is None:
+        return _ALL_SUPPORTED[resource_type]
+    principal, host = request_context.principal.get(), client_address()
+    return to_bit_field(frozenset(operation for operation in SUPPORTED_OPERATIONS[resource_type]
+                                  if authorizer.authorize(principal, host, operation, resource_type, name)))
+
+
+def client_address() -> str:
+    """The client's IP as ACLs name hosts (the connection keeps Kafka's "/host" form)."""
+    return request_context.client_host.get().removeprefix("/")
+
+
+# The checks handlers make. Each is called only where ``broker.authorizer`` is set, so a broker
+# without ACLs pays one attribute test per request and nothing more.
+def allowed(authorizer: AclAuthorizer, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    """May the request's principal do ``operation`` on the resource?"""
+    return authorizer.authorize(request_context.principal.get(), client_address(), operation, resource_type, name)
+
+
+def allowed_on_cluster(authorizer: AclAuthorizer, operation: AclOperation) -> bool:
+    return allowed(authorizer, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def allowed_on_some(authorizer: AclAuthorizer, operation: AclOperation, resource_type: ResourceType) -> bool:
+    """May the principal do ``operation`` on some resource of the type (Kafka's ``authorizeByResourceType``)?"""
+    return authorizer.authorize_by_resource_type(request_context.principal.get(), client_address(), operation,
+                                                 resource_type)
+
+
+def cluster_action_allowed(broker: Broker) -> bool:
+    """The controller's and other brokers' requests (ClusterAction on the cluster)."""
+    return broker.authorizer is None or allowed_on_cluster(broker.authorizer, AclOperation.CLUSTER_ACTION)
+
+
+KNOWN_AUTHORIZERS: Final = ("kafka.security.authorizer.AclAuthorizer",
+                            "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+
+def build_authorizer(config: BrokerConfig) -> AclAuthorizer | None:
+    """The ACL authorizer ``authorizer.class.name`` asks for, its ACLs loaded; None when unset.
+
+    Any name turns on the one authorizer Strom has, which decides as both of Kafka's do
+    (``ConfigError`` for a ``super.users`` entry that is not a principal or unreadable ACLs).
+    """
+    name = config.authorizer_class_name.strip()
+    if not name:
+        return None
+    from strom.broker.config import ConfigError
+    from strom.security.acl.authorizer import AclAuthorizer
+    from strom.security.acl.store import AclStoreError, FileAclStore
+
+    super_users = [user.strip() for user in config.super_users.split(";") if user.strip()]
+    for user in super_users:
+        if ":" not in user:
+            raise ConfigError(f"invalid value {config.super_users!r} for super.users: {user!r} is not a principal "
+                              "(expected <type>:<name>, e.g. User:admin, separated by ';')")
+    kind = "" if name in KNOWN_AUTHORIZERS else " (not one of Kafka's: Strom's ACL authorizer decides as they do)"
+    logger.info("authorizer.class.name %s: ACL authorization on%s; super users: %s", name, kind,
+                ", ".join(super_users) or "none")
+    authorizer = AclAuthorizer(FileAclStore(config.data_dir), super_users,
+                               allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+    try:
+        authorizer.load()
+    except AclStoreError as exc:
+        raise ConfigError(str(exc)) from None
+    return authorizer

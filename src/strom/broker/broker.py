@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from strom.broker import request_context
 from strom.broker.admin_manager import AdminManager, TopicAdmin
+from strom.broker.authorizer import build_authorizer
 from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from strom.cluster.zk_broker import ZkBroker
     from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
+    from strom.security.acl.authorizer import AclAuthorizer
     from strom.security.authenticator import Authenticator
 
 logger = logging.getLogger(__name__)
@@ -179,6 +181,9 @@ class Broker:
         if self.transaction_verifier.enabled:
             self.group_coordinator.txn_offset_verifier = self.transaction_verifier.verify_txn_offset_commit
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        # ACLs (issue 20, strom.security.acl): None unless authorizer.class.name is set; while None
+        # a handler's authorization costs one attribute test.
+        self.authorizer: AclAuthorizer | None = build_authorizer(config)
         self.cluster_id = config.cluster_id
         # A cluster's broker also serves the controller's requests (LeaderAndIsr, StopReplica, UpdateMetadata).
         cluster = config.cluster_mode

@@ -156,6 +156,11 @@ class BrokerConfig:
     # first transactional append to it (strom.broker.transaction.verification).
     transaction_partition_verification_enable: bool = field(
         default=True, metadata=_kafka("transaction.partition.verification.enable"))
+    # ACL authorization (issue 20, strom.security.acl): any authorizer.class.name turns the ACL
+    # authorizer on; super.users is principals separated by ";" (User:alice;User:bob).
+    authorizer_class_name: str = field(default="", metadata=_kafka("authorizer.class.name"))
+    super_users: str = field(default="", metadata=_kafka("super.users"))
+    allow_everyone_if_no_acl_found: bool = field(default=False, metadata=_kafka("allow.everyone.if.no.acl.found"))
     # SASL (issue 20, area E: strom.security.sasl), Kafka's names and defaults; per listener (and
     # mechanism) as listener.name.<l>.[<mechanism>.]<name>, read by strom.security.sasl.listener_config.
     sasl_enabled_mechanisms: str = field(default="GSSAPI", metadata=_kafka("sasl.enabled.mechanisms"))
