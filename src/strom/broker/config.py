@@ -187,6 +187,10 @@ class BrokerConfig:
     ssl_cipher_suites: str = field(default="", metadata=_kafka("ssl.cipher.suites"))
     ssl_client_auth: str = field(default="none", metadata=_kafka("ssl.client.auth"))
     ssl_principal_mapping_rules: str = field(default="DEFAULT", metadata=_kafka("ssl.principal.mapping.rules"))
+    # Client quotas (issue 20, strom.broker.quota): rates measured over quota.window.num samples of
+    # quota.window.size.seconds each, as Kafka's ClientQuotaManager (both at least 1).
+    quota_window_num: int = field(default=11, metadata=_kafka("quota.window.num"))
+    quota_window_size_seconds: int = field(default=1, metadata=_kafka("quota.window.size.seconds"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
     # Per-listener overrides, ``listener.name.<listener>.<property>`` (names lower-case, as
     # Kafka's ``ListenerName.configPrefix``): security settings of one listener (issue 20).

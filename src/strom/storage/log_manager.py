@@ -53,8 +53,9 @@ LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 TOPIC_CONFIGS: Final = "topic-configs"
 BROKER_CONFIGS_DIR: Final = "broker-configs"  # the broker's dynamic configs (strom.broker.dynamic_config)
+CLIENT_QUOTAS_FILE: Final = "client-quotas"  # the client quotas (strom.broker.quota.store)
 # Kept in the data dir but no log data: a dir holding only these has never held a log.
-_NOT_LOG_DATA: Final = frozenset({LOCK_FILE, TOPIC_CONFIGS, BROKER_CONFIGS_DIR})
+_NOT_LOG_DATA: Final = frozenset({LOCK_FILE, TOPIC_CONFIGS, BROKER_CONFIGS_DIR, CLIENT_QUOTAS_FILE})
 DELETE_SUFFIX: Final = "-delete"
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC: Final = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

@@ -81,6 +81,8 @@ SERVED: dict[int, tuple[str, range]] = {
     42: ("delete_groups", range(0, 3)),
     44: ("incremental_alter_configs", range(0, 2)),
     47: ("offset_delete", range(0, 1)),
+    48: ("describe_client_quotas", range(0, 2)),
+    49: ("alter_client_quotas", range(0, 2)),
     50: ("describe_user_scram_credentials", range(0, 1)),
     51: ("alter_user_scram_credentials", range(0, 1)),
     60: ("describe_cluster", range(0, 2)),

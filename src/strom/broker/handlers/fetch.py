@@ -63,11 +63,18 @@ async def handle(broker: Broker, request: Request) -> Message:
         return FetchResponse(error_code=exc.error_code, session_id=0)
     isolation = FetchIsolation.TXN_COMMITTED if body.isolation_level == 1 else FetchIsolation.HIGH_WATERMARK
     replica_id = body.replica_state.replica_id if request.api_version >= REPLICA_STATE_FROM else body.replica_id
+    max_bytes = body.max_bytes
+    if broker.quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate: a fetch's size capped
+        max_bytes = broker.quotas.fetch_max_bytes(request, max_bytes)
     reads = await broker.replica_manager.fetch_messages(
-        targets, max_bytes=body.max_bytes, min_bytes=body.min_bytes, max_wait_ms=body.max_wait_ms,
+        targets, max_bytes=max_bytes, min_bytes=body.min_bytes, max_wait_ms=body.max_wait_ms,
         isolation=isolation, replica_id=replica_id,
     )
     incremental = session is not None and body.session_epoch > INITIAL_EPOCH
+    if broker.quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate (strom.broker.quota)
+        throttle_ms = broker.quotas.record_fetch(request, sum(read.size for read in reads))
+        if throttle_ms:
+            return _throttled(broker, session, incremental, throttle_ms)
     return FetchResponse(
         error_code=0,
         session_id=0 if session is None else session.session_id,
@@ -166,6 +173,18 @@ def _partition(index: int, read: PartitionRead, committed: bool) -> PartitionDat
         aborted_transactions=_aborted(result) if committed else None,
         records=read.records if read.records is not None else b"",
     )
+
+
+def _throttled(broker: Broker, session: FetchSession | None, incremental: bool,
+               throttle_ms: int) -> FetchResponse:
+    """A throttled Fetch's answer: no partitions at all, as Kafka's ``getThrottledResponse``;
+    a session this full fetch has just made is dropped (Kafka makes it only when answering
+    with data), an incremental one is kept."""
+    if session is not None and not incremental:
+        broker.fetch_sessions.remove(session.session_id)
+        return FetchResponse(throttle_time_ms=throttle_ms, error_code=0, session_id=0)
+    return FetchResponse(throttle_time_ms=throttle_ms, error_code=0,
+                         session_id=0 if session is None else session.session_id)
 
 
 def _aborted(result: FetchResult) -> tuple[AbortedTransaction, ...]:

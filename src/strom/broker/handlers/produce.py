@@ -103,7 +103,8 @@ async def handle(broker: Broker, request: Request) -> Message | None:
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
                           for data in topic.partition_data]
             responses.append(_new_topic_response(name, tuple(partitions)))
-    if acks == 0:
+    throttle_ms = broker.quotas.record_produce(request, _size(body)) if broker.quotas.produce.enabled else 0
+    if acks == 0:  # a throttled one is muted all the same (KIP-219)
         return None
     if replicating:  # acks=-1 and the ISR has not got everything yet (a cluster only)
         errors = await replica_manager.wait_for_replication(replicating, body.timeout_ms / 1000)
@@ -112,7 +113,7 @@ async def handle(broker: Broker, request: Request) -> Message | None:
     node_endpoints: tuple[NodeEndpoint, ...] = ()
     if not_led and request.api_version >= CURRENT_LEADER_FROM:
         responses, node_endpoints = _with_current_leaders(broker, responses)
-    return _new_response(tuple(responses), 0, node_endpoints)
+    return _new_response(tuple(responses), throttle_ms, node_endpoints)
 
 
 def _append(replica_manager: ReplicaManager, topic: str, data: PartitionProduceData, acks: int,
@@ -219,6 +220,13 @@ def _current_leader(broker: Broker, topic: str, index: int) -> tuple[int, int]:
     if state is not None and state.leader >= 0:
         return state.leader, state.leader_epoch
     return -1, -1
+
+
+def _size(body: ProduceRequest) -> int:
+    """The record bytes a Produce carries: what ``producer_byte_rate`` counts (Kafka counts
+    the whole request; the header and field overhead are a few dozen bytes of it)."""
+    return sum(len(data.records) for topic in body.topic_data for data in topic.partition_data
+               if isinstance(data.records, _BUFFERS))
 
 
 def _after_replication(topic: TopicProduceResponse, errors: dict[TopicPartition, ErrorCode]
