@@ -1,4 +1,4 @@
-"""SASL on a SASL_PLAINTEXT listener with real clients: confluent-kafka (librdkafka), kafka-python
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners with real clients: confluent-kafka (librdkafka), kafka-python
 and aiokafka, each with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and OAUTHBEARER with librdkafka's
 unsecured JWT. Each produces, consumes in a group and commits, as an authenticated user.
 
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.certs import make_certificates
 from tests.support.sasl import (
     USERS,
     SaslBroker,
@@ -32,7 +33,8 @@ SCRAM_USERS = {"SCRAM-SHA-256": ("carol", "carol-secret"), "SCRAM-SHA-512": ("da
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
-    with sasl_broker(tmp_path_factory.mktemp("sasl") / "data") as running:
+    directory = tmp_path_factory.mktemp("sasl")
+    with sasl_broker(directory / "data", certs=make_certificates(directory / "certs")) as running:
         for mechanism, (user, password) in SCRAM_USERS.items():
             response = create_scram_user(running, user, password, mechanism)
             assert [(r.user, r.error_code) for r in response.results] == [(user, 0)]
@@ -130,19 +132,26 @@ async def _aiokafka_round_trip(settings: dict[str, object]) -> None:
         await consumer.stop()
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
-def test_confluent_kafka_produces_consumes_and_commits(broker: SaslBroker, mechanism: str) -> None:
-    _confluent_round_trip(confluent_settings(broker, mechanism, *_credentials(mechanism)))
+# SASL_PLAINTEXT with every mechanism; over SASL_SSL the SCRAM rows (and librdkafka's all).
+PYTHON_ROWS = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
+               ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")]
+CONFLUENT_ROWS = [*PYTHON_ROWS, ("SASL_PLAINTEXT", "OAUTHBEARER"), ("SASL_SSL", "PLAIN"), ("SASL_SSL", "OAUTHBEARER")]
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_kafka_python_produces_consumes_and_commits(broker: SaslBroker, mechanism: str) -> None:
-    _kafka_python_round_trip(python_client_settings(broker, mechanism, *_credentials(mechanism)))
+@pytest.mark.parametrize(("protocol", "mechanism"), CONFLUENT_ROWS)
+def test_confluent_kafka_produces_consumes_and_commits(broker: SaslBroker, protocol: str, mechanism: str) -> None:
+    _confluent_round_trip(confluent_settings(broker, mechanism, *_credentials(mechanism), protocol=protocol))
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_aiokafka_produces_consumes_and_commits(broker: SaslBroker, mechanism: str) -> None:
-    asyncio.run(_aiokafka_round_trip(python_client_settings(broker, mechanism, *_credentials(mechanism))))
+@pytest.mark.parametrize(("protocol", "mechanism"), PYTHON_ROWS)
+def test_kafka_python_produces_consumes_and_commits(broker: SaslBroker, protocol: str, mechanism: str) -> None:
+    _kafka_python_round_trip(python_client_settings(broker, mechanism, *_credentials(mechanism), protocol=protocol))
+
+
+@pytest.mark.parametrize(("protocol", "mechanism"), PYTHON_ROWS)
+def test_aiokafka_produces_consumes_and_commits(broker: SaslBroker, protocol: str, mechanism: str) -> None:
+    settings = python_client_settings(broker, mechanism, *_credentials(mechanism), protocol=protocol, client="aiokafka")
+    asyncio.run(_aiokafka_round_trip(settings))
 
 
 def test_a_wrong_password_is_refused_to_a_real_client_with_kafkas_message(broker: SaslBroker) -> None:

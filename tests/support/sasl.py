@@ -31,6 +31,7 @@ from strom.protocol.messages.alter_user_scram_credentials_response import (
 )
 from strom.security.sasl.scram import MECHANISMS
 from tests.support.broker_process import BrokerProcess
+from tests.support.certs import Certificates
 from tests.support.netproxy import reserved_ports
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -53,16 +54,23 @@ def sasl_overrides(listener: str = "sasl_plaintext", mechanisms: str = MECHANISM
 
 
 class SaslBroker:
-    """A broker process with ``PLAINTEXT`` (``bootstrap``) and ``SASL_PLAINTEXT`` (``sasl_bootstrap``)."""
+    """A broker process with ``PLAINTEXT`` (``bootstrap``), ``SASL_PLAINTEXT`` (``sasl_bootstrap``)
+    and, given certificates, ``SASL_SSL`` (``sasl_ssl_bootstrap``)."""
 
-    def __init__(self, data_dir: Path, overrides: dict[str, str]) -> None:
-        with reserved_ports(2) as (plain_port, sasl_port):
+    def __init__(self, data_dir: Path, overrides: dict[str, str], certs: Certificates | None = None) -> None:
+        with reserved_ports(3) as (plain_port, sasl_port, sasl_ssl_port):
             pass
+        listeners = f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        if certs is not None:
+            listeners += f",SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+            overrides = overrides | certs.broker_overrides("SASL_SSL") | {
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(USERS)}
         self.process = BrokerProcess(data_dir, overrides)
-        self.process.fixed_listeners = f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+        self.process.fixed_listeners = listeners
+        self.certs = certs
         self.bootstrap = f"127.0.0.1:{plain_port}"
         self.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-        self.sasl_port = sasl_port
+        self.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
 
     def __enter__(self) -> SaslBroker:
         self.process.start()
@@ -164,9 +172,13 @@ def token_claims(sub: str | None, lifetime_s: float = 3600) -> dict[str, Any]:
 
 
 # -- each client's settings ----------------------------------------------------------------------
-def confluent_settings(broker: SaslBroker, mechanism: str, user: str, password: str) -> dict[str, Any]:
-    settings: dict[str, Any] = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+def confluent_settings(broker: SaslBroker, mechanism: str, user: str, password: str,
+                       protocol: str = "SASL_PLAINTEXT") -> dict[str, Any]:
+    settings: dict[str, Any] = {"bootstrap.servers": broker.sasl_bootstrap, "security.protocol": protocol,
                                 "sasl.mechanism": mechanism}
+    if protocol == "SASL_SSL":
+        assert broker.certs is not None
+        settings |= {"bootstrap.servers": broker.sasl_ssl_bootstrap, "ssl.ca.location": str(broker.certs.ca)}
     if mechanism == "OAUTHBEARER":
         settings |= {"enable.sasl.oauthbearer.unsecure.jwt": True,
                      "sasl.oauthbearer.config": f"principal={user} lifeSeconds=600"}
@@ -175,13 +187,22 @@ def confluent_settings(broker: SaslBroker, mechanism: str, user: str, password: 
     return settings
 
 
-def python_client_settings(broker: SaslBroker, mechanism: str, user: str, password: str) -> dict[str, Any]:
-    """kafka-python's and aiokafka's names (they share them)."""
-    return {"bootstrap_servers": broker.sasl_bootstrap, "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+def python_client_settings(broker: SaslBroker, mechanism: str, user: str, password: str,
+                           protocol: str = "SASL_PLAINTEXT", client: str = "kafka-python") -> dict[str, Any]:
+    """kafka-python's and aiokafka's names (they share them, but for the TLS material)."""
+    settings: dict[str, Any] = {"bootstrap_servers": broker.sasl_bootstrap, "security_protocol": protocol,
+                                "sasl_mechanism": mechanism, "sasl_plain_username": user,
+                                "sasl_plain_password": password}
+    if protocol == "SASL_SSL":
+        assert broker.certs is not None
+        tls = broker.certs.kafka_python() if client == "kafka-python" else broker.certs.aiokafka()
+        settings |= {key: value for key, value in tls.items() if key != "security_protocol"}
+        settings["bootstrap_servers"] = broker.sasl_ssl_bootstrap
+    return settings
 
 
 @contextmanager
-def sasl_broker(data_dir: Path, extra: dict[str, str] | None = None) -> Iterator[SaslBroker]:
-    with SaslBroker(data_dir, sasl_overrides() | (extra or {})) as broker:
+def sasl_broker(data_dir: Path, extra: dict[str, str] | None = None,
+                certs: Certificates | None = None) -> Iterator[SaslBroker]:
+    with SaslBroker(data_dir, sasl_overrides() | (extra or {}), certs) as broker:
         yield broker

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT", "SASL_PLAINTEXT", "SSL"})  # SASL_PLAINTEXT: strom.security.sasl
+SERVED_PROTOCOLS: Final = frozenset({"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"})  # SASL_*: strom.security.sasl
 # The protocols whose connections run over TLS (strom.security.tls, the server's TlsConnection):
 # SASL_SSL is wrapped as soon as it is in SERVED_PROTOCOLS.
 TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})

@@ -75,8 +75,9 @@ def test_ports_kafka_accepts(listeners: str) -> None:
     ({"listeners": "PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"},
      "listener SSL: ssl.keystore.location: a TLS listener needs a certificate"),
     ({"listeners": "PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL"},
-     "listener INTERNAL uses security protocol SASL_SSL, which is not supported yet"),
+      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT"},
+     "listener INTERNAL enables SASL mechanism GSSAPI (Kerberos; Kafka's default for sasl.enabled.mechanisms), "
+     "which Strom does not support"),
     ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "'PLAINTEXT:TLS' is not NAME:PROTOCOL with PROTOCOL one of"),
     ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,plaintext:SSL"}, "PLAINTEXT is mapped twice"),
     ({"advertised.listeners": "OTHER://h:1", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"},
