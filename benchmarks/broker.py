@@ -3,6 +3,9 @@
     .venv/bin/python benchmarks/broker.py [--rounds 3] [--small 500000] [--large 300000]
         [--brokers strom,kafka39,kafka4,tansu,mock]
 
+``strom-tls`` (not in the default set) is Strom with the clients on an SSL listener, for a
+TLS row beside ``strom``'s plaintext one: ``--brokers strom,strom-tls``.
+
 Apache Kafka (``kafka39``: 3.9 with ZooKeeper; ``kafka4``: 4.x in KRaft mode) runs from the
 jars ``scripts/kafka-reference`` fetches from Maven Central, with the shared reference
 settings, and gets one uncounted warm-up pass of the workloads per round (a JVM is run
@@ -54,6 +57,11 @@ class Broker:
     pid: int | None = None  # the broker process, for its resident memory
     startup_seconds: float | None = None  # process start to the first answered Metadata
     warm_up: bool = False  # a JVM: one uncounted round first, as Kafka runs warm in practice
+    # A TLS listener (strom-tls): kcat's -X settings and confluent-kafka's for it.
+    client_config: dict[str, str] = field(default_factory=dict)
+
+    def kcat_args(self) -> list[str]:
+        return [arg for name, value in self.client_config.items() for arg in ("-X", f"{name}={value}")]
 
 
 @dataclass
@@ -72,14 +80,28 @@ def ensure_peers() -> Path:
 
 
 @contextmanager
-def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
+def strom(partitions: int, loop: str = "asyncio", tls: bool = False) -> Iterator[Broker]:
+    """``tls``: the clients use an SSL listener (PEM certificates made for the run, as the
+    tests'); a PLAINTEXT one beside it answers the start-up probe."""
     with tempfile.TemporaryDirectory(prefix="strom-bench-") as data:
+        listeners = "PLAINTEXT://127.0.0.1:0"
+        client_config: dict[str, str] = {}
+        overrides: list[str] = []
+        if tls:
+            from tests.support.certs import make_certificates
+
+            certs = make_certificates(Path(data) / "certs")
+            ssl_port = _free_port()
+            listeners += f",SSL://127.0.0.1:{ssl_port}"
+            for name, value in certs.broker_overrides("SSL").items():
+                overrides += ["--override", f"{name}={value}"]
+            client_config = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca)}
         command = [
-            sys.executable, "-m", "strom", "serve", "--data-dir", data,
-            "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-level", "warning",
+            sys.executable, "-m", "strom", "serve", "--data-dir", str(Path(data) / "data"),
+            "--listeners", listeners, "--log-level", "warning",
             "--override", f"num.partitions={partitions}", "--event-loop", loop,
             # as Kafka's shared reference settings (tools/kafka-reference/server.properties)
-            "--override", "group.initial.rebalance.delay.ms=0",
+            "--override", "group.initial.rebalance.delay.ms=0", *overrides,
         ]
         # Run from bytecode as an installed package does, even where the environment says
         # not to write it (as benchmarks/startup.py): the start-up figure is not a compile.
@@ -91,12 +113,22 @@ def strom(partitions: int, loop: str = "asyncio") -> Iterator[Broker]:
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
         startup = wait_for_metadata(bootstrap, lambda: process.poll() is None, started)
+        name = "strom" if loop == "asyncio" else f"strom-{loop}"
+        if tls:
+            name, bootstrap = f"{name}-tls", f"127.0.0.1:{ssl_port}"
         try:
-            yield Broker("strom" if loop == "asyncio" else f"strom-{loop}", bootstrap, process.terminate,
-                         process.pid, startup)
+            yield Broker(name, bootstrap, process.terminate, process.pid, startup, client_config=client_config)
         finally:
             process.terminate()
             process.wait(30)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -175,7 +207,7 @@ def group_formation(broker: Broker, topic: str) -> float:
     import confluent_kafka
 
     group = f"formation-{uuid.uuid4().hex[:8]}"
-    members = [confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+    members = [confluent_kafka.Consumer({**broker.client_config, "bootstrap.servers": broker.bootstrap, "group.id": group,
                                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
                for _ in range(2)]
     start = time.perf_counter()
@@ -207,7 +239,7 @@ def _records_file(directory: Path, count: int, size: int) -> Path:
 
 
 def kcat_produce(kcat: Path, broker: Broker, topic: str, records: Path, partition: int | None) -> float:
-    command = [str(kcat), "-b", broker.bootstrap, "-P", "-t", topic, "-l", str(records),
+    command = [str(kcat), "-b", broker.bootstrap, *broker.kcat_args(), "-P", "-t", topic, "-l", str(records),
                "-X", "linger.ms=5", "-X", "queue.buffering.max.messages=1000000",
                "-X", "batch.size=1000000"]
     if partition is not None:
@@ -228,7 +260,7 @@ def kcat_consume(kcat: Path, broker: Broker, topic: str, partitions: int, expect
         start = time.perf_counter()
         processes = [
             subprocess.Popen(
-                [str(kcat), "-b", broker.bootstrap, "-C", "-t", topic, "-p", str(p),
+                [str(kcat), "-b", broker.bootstrap, *broker.kcat_args(), "-C", "-t", topic, "-p", str(p),
                  "-o", "beginning", "-e", "-q", "-f", "%o\n"],
                 stdout=outputs[p],
             )
@@ -337,7 +369,8 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
         # second whatever the broker; timing 4 one-record partitions measures that, and
         # the net figure is what the broker's fetch path delivers once the clients run.
         for partition in range(4):
-            subprocess.run([str(kcat), "-b", broker.bootstrap, "-P", "-t", "probe", "-p", str(partition)],
+            subprocess.run([str(kcat), "-b", broker.bootstrap, *broker.kcat_args(), "-P", "-t", "probe",
+                            "-p", str(partition)],
                            input=b"x\n", check=True, capture_output=True)
         baseline = kcat_consume(kcat, broker, "probe", 4, 4)
         if seconds > baseline:
@@ -345,7 +378,7 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
         if broker.pid is not None:
             results.add(broker.name, "resident memory after the 1 KiB run (MiB)", rss_mib(broker.pid))
         results.add(broker.name, "two-member group: subscribe to both fetched (s)", group_formation(broker, "large"))
-    if args.latency_rate:
+    if args.latency_rate and not broker.client_config:  # latency.c speaks PLAINTEXT only
         tool = c_latency_tool(work)
         if tool is not None:
             p50, p99 = c_latency(tool, broker, "latency", args.latency_rate, args.latency_seconds)
@@ -374,6 +407,7 @@ def main() -> None:
     starters: dict[str, Callable[[], object]] = {
         "strom": lambda: strom(4),
         "strom-uvloop": lambda: strom(4, "uvloop"),
+        "strom-tls": lambda: strom(4, tls=True),  # issue 20: the same workloads over an SSL listener
         "tansu": lambda: tansu(),
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1", "probe:4"]),
         "kafka39": lambda: kafka("39"),

@@ -18,9 +18,13 @@ import socket
 import ssl
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from strom.broker.broker import Broker
+from strom.broker.config import BrokerConfig
+from strom.broker.server import SocketServer, TlsConnection
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -268,3 +272,41 @@ def test_a_large_fetch_over_tls_arrives_whole(certs: Certificates, ports: dict[s
             assert message is not None and message.error() is None
             received.append(message.value())
     assert received == payloads
+
+
+def test_the_connection_principal_is_the_mapped_certificate_dn(certs: Certificates, tmp_path: Path) -> None:
+    """In process, to read each connection's principal (nothing on the wire shows it before ACLs):
+    the mapped DN with a certificate, the DN itself where only DEFAULT applies, ANONYMOUS without."""
+    config = BrokerConfig.from_properties({
+        "log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": "1", "log.cleaner.enable": "false",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **certs.broker_overrides("SSL", "requested"),
+        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,DEFAULT"})
+
+    async def principal_of(server: SocketServer, identity: Identity | None) -> str:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.ports["SSL"], ssl=_tls_client(certs, identity), server_hostname="localhost")
+        try:
+            writer.write(_api_versions_frame())
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            assert _api_versions_ok(await reader.readexactly(size))
+            local = writer.get_extra_info("sockname")
+            [connection] = [connection for connection in server._connections.values()
+                            if isinstance(connection, TlsConnection) and connection.address == local]
+            return connection.principal
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
+                await writer.wait_closed()
+
+    async def scenario() -> list[str]:
+        broker = Broker(config)
+        broker.startup()
+        server = SocketServer(broker)
+        await server.start()
+        try:
+            return [await principal_of(server, identity) for identity in (certs.service, certs.client, None)]
+        finally:
+            await server.stop()
+            await broker.shutdown()
+
+    assert asyncio.run(scenario()) == ["User:service-one", f"User:{certs.client.subject}", "User:ANONYMOUS"]

@@ -32,7 +32,7 @@ import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from strom.broker import request_context
 from strom.broker.broker import Broker, CloseConnection, Endpoint
@@ -174,7 +174,7 @@ class Connection:
         host = self.address[0] if isinstance(self.address, tuple) else ""
         self.authenticator: Authenticator | None = broker.new_authenticator(listener, host)
         # The next bytes from the client, b"" at its end (TlsConnection: decrypted ones).
-        self.receive: Callable[[], Awaitable[bytes]] = functools.partial(self.loop.sock_recv, sock, RECV_BYTES)
+        self.receive: Callable[[], Awaitable[bytes | memoryview]] = functools.partial(self.loop.sock_recv, sock, RECV_BYTES)
 
     async def run(self) -> None:
         if isinstance(self.address, tuple):
@@ -295,6 +295,8 @@ class TlsConnection(Connection):
         self._outgoing = ssl.MemoryBIO()
         self._tls_object = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.receive = self._receive_tls
+        self._plaintext_view = memoryview(bytearray(RECV_BYTES))  # receive's buffer, reused
+        self.principal = ANONYMOUS  # the TLS principal, once the handshake is done
 
     async def run(self) -> None:
         try:
@@ -312,6 +314,7 @@ class TlsConnection(Connection):
             if not self.idle:
                 raise
             return
+        self.principal = principal
         request_context.principal.set(principal)  # a SASL_SSL authenticator replaces it once authenticated
         await super().run()
 
@@ -338,11 +341,17 @@ class TlsConnection(Connection):
             return ANONYMOUS
         return self.tls.principal_mapper.principal(subject_dn(certificate))
 
-    async def _receive_tls(self) -> bytes:
-        while True:
+    async def _receive_tls(self) -> bytes | memoryview:
+        """Decrypted bytes: every whole TLS record already received, up to ``RECV_BYTES`` (one
+        record is at most 16 KiB; handing the framing one at a time cost a loop turn each)."""
+        view = self._plaintext_view
+        filled = 0
+        while filled < RECV_BYTES:
             try:
-                data = self._tls_object.read(RECV_BYTES)
+                read = cast(int, self._tls_object.read(RECV_BYTES - filled, view[filled:]))  # into view
             except ssl.SSLWantReadError:
+                if filled:
+                    break
                 if self._outgoing.pending:
                     await self._flush()
                 encrypted = await self.loop.sock_recv(self.sock, RECV_BYTES)
@@ -351,12 +360,17 @@ class TlsConnection(Connection):
                 self._incoming.write(encrypted)
                 continue
             except ssl.SSLZeroReturnError:  # the client's close_notify
-                return b""
+                break
             except ssl.SSLError as exc:
                 raise CloseConnection(f"TLS error: {_reason(exc)}") from None
-            if self._outgoing.pending:  # e.g. a TLS 1.3 KeyUpdate answered
-                await self._flush()
-            return data
+            if not read:
+                break
+            filled += read
+            if not self._incoming.pending and not self._tls_object.pending():
+                break  # nothing more decrypted without another recv
+        if self._outgoing.pending:  # e.g. a TLS 1.3 KeyUpdate answered
+            await self._flush()
+        return view[:filled]  # read by the framing before the next receive overwrites it
 
     async def send(self, chunks: Sequence[Records]) -> None:
         """Encrypt and write buffers and file regions in order, in pieces of at most
