@@ -292,23 +292,31 @@ class AsyncAdmin:
 
         await self._router.gather(group_ids, lambda g: self._router.on_coordinator(g, lambda node: delete(g, node)))
 
-    async def list_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition] | None = None
+    async def list_consumer_group_offsets(self, group_id: str, partitions: Collection[TopicPartition] | None = None,
+                                          *, require_stable: bool = False,
                                           ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The group's committed offsets (all, or of ``partitions``); uncommitted ones are absent."""
+        """The group's committed offsets (all, or of ``partitions``); uncommitted ones are absent.
+
+        ``require_stable`` (Java's ``ListConsumerGroupOffsetsOptions.requireStable``, v7+):
+        a partition with a transactional commit pending raises UNSTABLE_OFFSET_COMMIT
+        (retriable: ask again) instead of answering the offset committed before it."""
         by_topic = None if partitions is None else _by_topic(partitions)
 
         def build(version: int) -> Message:
             if version >= 8:  # KIP-709: groups batched
                 topics = None if by_topic is None else tuple(
                     ofq.OffsetFetchRequestTopics(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
-                return ofq.OffsetFetchRequest(groups=(ofq.OffsetFetchRequestGroup(group_id=group_id, topics=topics),))
+                return ofq.OffsetFetchRequest(groups=(ofq.OffsetFetchRequestGroup(group_id=group_id, topics=topics),),
+                                              require_stable=require_stable)
             old_topics = None if by_topic is None else tuple(
                 ofq.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())
-            return ofq.OffsetFetchRequest(group_id=group_id, topics=old_topics)
+            return ofq.OffsetFetchRequest(group_id=group_id, topics=old_topics,
+                                          require_stable=require_stable and version >= 7)
 
         async def fetch(node: int) -> dict[TopicPartition, OffsetAndMetadata]:
             # v2+: a null topic list means every topic the group committed
-            response = await self._router.send(node, OffsetFetchResponse, build, versions=range(2, 10))
+            response = await self._router.send(node, OffsetFetchResponse, build,
+                                               versions=range(7, 10) if require_stable else range(2, 10))
             group = response.groups[0] if response.groups else response
             raise_for(group.error_code, f"group {group_id!r}")
             rows: list[tuple[str, OffsetFetchResponsePartition | OffsetFetchResponsePartitions]] = [

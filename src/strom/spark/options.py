@@ -7,7 +7,11 @@ They are the options of Spark's own Kafka source and sink
 ``endingOffsets`` / ``startingTimestamp`` / ``startingOffsetsByTimestamp`` / ``endingTimestamp``
 / ``endingOffsetsByTimestamp``, ``maxOffsetsPerTrigger``, ``minPartitions``,
 ``maxRecordsPerPartition``, ``failOnDataLoss``, ``includeHeaders``, ``groupIdPrefix``, and
-``kafka.<property>`` passed to the client (checked against its property names). Spark's
+``kafka.<property>`` passed to the client (checked against its property names). The sink
+adds two options Spark's Kafka sink does not have (named as its options are):
+``transactional`` (``true``: each task writes in one Kafka transaction, see
+``strom.spark.writing``) and ``transactionalIdPrefix`` (the tasks' ``transactional.id`` is
+the prefix, a dash and Spark's partition id). Spark's
 rules for what the Kafka source refuses are kept: ``kafka.auto.offset.reset`` and the
 (de)serializer properties are errors, ``latest`` cannot start a batch query nor
 ``earliest`` end one, and a streaming query takes no ending offsets.
@@ -50,7 +54,8 @@ SOURCE_OPTIONS: Final = frozenset({
     "fetchoffset.retryintervalms", "path",
 })
 # Spark passes a streaming sink its checkpoint location among the options.
-SINK_OPTIONS: Final = frozenset({"topic", "includeheaders", "path", "checkpointlocation"})
+SINK_OPTIONS: Final = frozenset({"topic", "includeheaders", "path", "checkpointlocation",
+                                 "transactional", "transactionalidprefix"})
 # Spark's Kafka source manages these itself and refuses them; so does Strom.
 REFUSED_CLIENT_OPTIONS: Final = {
     "auto.offset.reset": "set startingOffsets instead",
@@ -291,10 +296,29 @@ class SinkOptions:
     client: ClientOptions
     topic: str | None
     include_headers: bool
+    transactional: bool = False
+    # None: a batch write takes a fresh one per job (source.py), a stream one from its query id.
+    transactional_id_prefix: str | None = None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     opts = _lower(options)
     _check_names(opts, SINK_OPTIONS)
-    return SinkOptions(parse_client_options(opts, for_sink=True), opts.get("topic") or None,
-                       _bool(opts, "includeheaders", False))
+    if "kafka.transactional.id" in opts or "strom.transactional.id" in opts:
+        raise OptionError("option 'kafka.transactional.id' is not supported: set transactional=true "
+                          "(and transactionalIdPrefix); each task derives its own id from them")
+    client = parse_client_options(opts, for_sink=True)
+    transactional = _bool(opts, "transactional", False)
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None and not transactional:
+        raise OptionError("option 'transactionalIdPrefix' only applies with transactional=true")
+    if prefix is not None and not prefix.strip():
+        raise OptionError("option 'transactionalIdPrefix' must not be empty")
+    if transactional:
+        from strom.client.config import ProducerConfig
+        try:  # what only a transactional producer refuses (enable.idempotence=false, ...)
+            ProducerConfig.from_properties({**client.producer_config(), "transactional.id": "check"})
+        except ValueError as e:
+            raise OptionError(f"invalid kafka.* option for transactional=true: {e}") from e
+    return SinkOptions(client, opts.get("topic") or None, _bool(opts, "includeheaders", False),
+                       transactional, prefix)

@@ -9,7 +9,10 @@ The parts run in three places, which is why state is kept as it is:
 - ``read`` runs on executors with a pickled copy of the reader and only the
   ``ReadTask`` of its input partition;
 - ``write`` runs on executors and returns a commit message once its records are
-  acknowledged.
+  acknowledged (with ``transactional=true``: committed, see ``strom.spark.writing``). The
+  writer is pickled once per job or streaming query; a task learns its partition id,
+  and in a micro-batch the query id and batch id, from its ``TaskContext`` (the local
+  properties Spark's ``MicroBatchExecution`` sets for every batch's jobs).
 
 Offsets in a streaming checkpoint are Spark's Kafka JSON, ``{"topic": {"0": 23}}``, so
 the query's progress reads the same as with Spark's Kafka source.
@@ -17,7 +20,9 @@ the query's progress reads the same as with Spark's Kafka source.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -56,7 +61,7 @@ from strom.spark.planning import (
     to_json,
 )
 from strom.spark.reading import ReadTask, read_range
-from strom.spark.writing import WriteSummary, check_sink_schema, write_batches
+from strom.spark.writing import WriteSummary, WriteTask, check_sink_schema, write_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,7 +89,11 @@ class StromDataSource(DataSource):
         return StromStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return StromWriter(_sink(self.options, schema))
+        sink = _sink(self.options, schema)
+        if sink.transactional and sink.transactional_id_prefix is None:
+            # Runs once per job, on the driver: every task attempt of the job shares it.
+            sink = replace(sink, transactional_id_prefix=f"strom-spark-{uuid.uuid4()}")
+        return StromWriter(sink)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         return StromStreamWriter(_sink(self.options, schema))
@@ -201,9 +210,32 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._offsets = None
 
 
+# Local properties Spark's MicroBatchExecution / StreamExecution set on a batch's jobs.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # the id kept in the checkpoint, not the run id
+
+
+def _current_task(streaming: bool) -> WriteTask:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("the strom writer runs inside a Spark task")
+    if not streaming:
+        return WriteTask(context.partitionId())
+    batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+    if batch_id is None or query_id is None:
+        raise RuntimeError("a streaming write task without Spark's batch and query ids "
+                           f"({BATCH_ID_PROPERTY}, {QUERY_ID_PROPERTY}): only micro-batch queries are supported")
+    return WriteTask(context.partitionId(), query_id, int(batch_id))
+
+
 class StromCommit(WriterCommitMessage):
     def __init__(self, summary: WriteSummary) -> None:
         self.records = summary.records
+        self.transactional_id = summary.transactional_id
+        self.skipped = summary.skipped
 
 
 class StromWriter(DataSourceArrowWriter):
@@ -211,13 +243,14 @@ class StromWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return StromCommit(write_batches(self.options, iterator))
+        task = _current_task(streaming=False) if self.options.transactional else None
+        return StromCommit(write_batches(self.options, iterator, task))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Every task flushed before it reported: nothing is left to do."""
+        """Every task flushed (or committed its transaction) before it reported: nothing is left to do."""
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Records a failed job already produced stay: the sink is at-least-once, as Spark's."""
+        """Records (transactions) a failed job's tasks already wrote stay, as in Spark's Kafka sink."""
 
 
 class StromStreamWriter(DataSourceStreamArrowWriter):
@@ -225,10 +258,12 @@ class StromStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return StromCommit(write_batches(self.options, iterator))
+        task = _current_task(streaming=True) if self.options.transactional else None
+        return StromCommit(write_batches(self.options, iterator, task))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """As ``StromWriter.commit``: each task flushed its records."""
+        """As ``StromWriter.commit``: each task flushed or committed its records."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """As ``StromWriter.abort``."""
+        """As ``StromWriter.abort``; with ``transactional=true`` a re-run of the batch
+        skips the partitions whose transactions committed."""

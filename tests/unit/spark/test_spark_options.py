@@ -66,6 +66,26 @@ def test_sink_options() -> None:
         parse_sink_options({**BOOT, "kafka.lingerms": "5"})
 
 
+def test_transactional_sink_options() -> None:
+    assert not parse_sink_options({**BOOT, "topic": "t"}).transactional
+    opts = parse_sink_options({**BOOT, "Transactional": "TRUE", "transactionalIdPrefix": "orders-copy",
+                               "kafka.transaction.timeout.ms": "120000"})
+    assert (opts.transactional, opts.transactional_id_prefix) == (True, "orders-copy")
+    assert opts.client.client == {"transaction.timeout.ms": "120000"}
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"transactional": "yes"}, "true or false"),
+    ({"transactionalIdPrefix": "p"}, "only applies with transactional=true"),
+    ({"transactional": "true", "transactionalIdPrefix": " "}, "must not be empty"),
+    ({"transactional": "true", "kafka.transactional.id": "x"}, "each task derives its own"),
+    ({"transactional": "true", "kafka.enable.idempotence": "false"}, "requires enable.idempotence"),
+])
+def test_bad_transactional_sink_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_sink_options({**BOOT, **options})
+
+
 def test_split_ranges_honours_min_partitions_and_max_records() -> None:
     ranges = [OffsetRange("t", 0, 0, 100), OffsetRange("t", 1, 50, 60), OffsetRange("t", 2, 7, 7)]
     pieces = split_ranges(ranges, 10, None)
