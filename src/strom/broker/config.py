@@ -273,10 +273,13 @@ class BrokerConfig:
 
     def tls_listeners(self) -> dict[str, ListenerTls]:
         """Each SSL/SASL_SSL listener's TLS context, from its ``ssl.*`` settings (issue 20, D)."""
-        names = [listener.name for listener in self.listener_settings().listeners
-                 if listener.security_protocol in TLS_PROTOCOLS]
+        settings = self.listener_settings()
+        names = [listener.name for listener in settings.listeners if listener.security_protocol in TLS_PROTOCOLS]
         if not names:
             return {}
+        if self.cluster_mode and settings.inter_broker_listener in names:  # brokers' own clients speak PLAINTEXT
+            raise ConfigError(f"inter.broker.listener.name {settings.inter_broker_listener} is a TLS listener: "
+                              "brokers do not connect to each other over TLS yet; use a PLAINTEXT listener")
         from strom.security.tls import TlsConfigError, listener_tls  # ssl only where TLS is served
 
         try:

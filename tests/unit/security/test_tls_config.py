@@ -162,3 +162,9 @@ def test_each_bad_setting_is_one_line_at_start(certs: Certificates, bad_files: d
         BrokerConfig.from_properties({**TWO_SSL, "ssl.keystore.location": str(certs.broker_keystore), **values})
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_brokers_do_not_replicate_over_tls_yet(certs: Certificates) -> None:
+    with pytest.raises(ConfigError, match="inter.broker.listener.name SSL is a TLS listener"):
+        _config(certs, inter__broker__listener__name="SSL", zookeeper__connect="127.0.0.1:2181")
+    assert _config(certs, inter__broker__listener__name="SSL").tls_listeners()  # one node: no broker connects
