@@ -64,7 +64,10 @@ What the streaming guarantee assumes, and where it stops:
 - A task must finish within ``kafka.transaction.timeout.ms`` (60 s by default, at most
   the brokers' ``transaction.max.timeout.ms``), or the coordinator aborts it and it fails.
 - Each task's ``transactional.id`` and group stay on the brokers until
-  ``transactional.id.expiration.ms`` and ``offsets.retention.minutes`` pass.
+  ``transactional.id.expiration.ms`` and ``offsets.retention.minutes`` pass. With ACLs,
+  the writer's principal needs Write on the transactional ids and, for a stream,
+  Read on the groups and on the topic that keeps their offsets (Kafka's rules for
+  AddOffsetsToTxn, TxnOffsetCommit and OffsetFetch).
 """
 
 from __future__ import annotations
