@@ -8,7 +8,7 @@ buffer, and a client that stops reading stalls only itself — backpressure inst
 unbounded buffering. Responses go out with ``socket.sendmsg`` (header and small parts)
 and ``os.sendfile`` (record data straight from segment files, zero copy).
 
-TLS listeners (SSL, SASL_SSL: ``listeners.TLS_PROTOCOLS``) get a ``TlsConnection``, chosen
+TLS listeners (SSL, SASL_SSL: ``BrokerConfig.tls_listeners``) get a ``TlsConnection``, chosen
 once at accept so a PLAINTEXT connection does no TLS work at all: the standard library's
 ``ssl.SSLObject`` over two ``MemoryBIO``s (sans-IO) on the same non-blocking socket, the
 handshake on the connection's own task with a time limit. Neither ``sendmsg`` nor
@@ -36,8 +36,6 @@ from typing import TYPE_CHECKING, cast
 
 from strom.broker import request_context
 from strom.broker.broker import Broker, CloseConnection, Endpoint
-from strom.broker.config import ConfigError
-from strom.broker.listeners import TLS_PROTOCOLS
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.primitives import Records, Region
@@ -85,9 +83,9 @@ class SocketServer:
 
     async def start(self) -> None:
         settings = self.broker.listener_settings
-        try:
+        try:  # the TLS listeners (SSL, SASL_SSL) and their contexts
             self._tls = self.broker.config.tls_listeners()
-        except ConfigError as exc:  # read at start already; a file changed since is still one line
+        except ValueError as exc:  # a ConfigError: read at start already; a file changed since is still one line
             raise ListenError(str(exc)) from None
         for listener in settings.listeners:
             host = listener.host or "0.0.0.0"  # an empty host: every interface, as Kafka
@@ -142,8 +140,7 @@ class SocketServer:
 
     async def _accept_loop(self, listener: str, server_socket: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        tls = self._tls.get(listener) if self.broker.listener_settings.listener(listener).security_protocol \
-            in TLS_PROTOCOLS else None
+        tls = self._tls.get(listener)  # chosen once per listener: a PLAINTEXT connection does no TLS work
         while True:
             conn, address = await loop.sock_accept(server_socket)
             conn.setblocking(False)
