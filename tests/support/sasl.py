@@ -206,3 +206,34 @@ def sasl_broker(data_dir: Path, extra: dict[str, str] | None = None,
                 certs: Certificates | None = None) -> Iterator[SaslBroker]:
     with SaslBroker(data_dir, sasl_overrides() | (extra or {}), certs) as broker:
         yield broker
+
+
+# -- a raw SCRAM client (RFC 5802) -----------------------------------------------------------------
+def scram_authenticate(connection: RawConnection, mechanism: str, user: str, password: str) -> Message:
+    """SaslHandshake v1 and the SCRAM exchange in SaslAuthenticate v2; the last response (an error
+    one if the broker refused), after checking the server's signature when it accepted."""
+    import hmac
+
+    from strom.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+    from strom.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
+
+    scram = MECHANISMS[mechanism]
+    handshake = connection.request(SaslHandshakeRequest(mechanism), 1)
+    assert handshake.error_code == 0  # type: ignore[attr-defined]
+    bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={base64.b64encode(os.urandom(18)).decode()}"
+    first = connection.request(SaslAuthenticateRequest(f"n,,{bare}".encode()), 2)
+    if first.error_code:  # type: ignore[attr-defined]
+        return first
+    server_first = first.auth_bytes.decode()  # type: ignore[attr-defined]
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = scram.salted_password(password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = scram.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"{bare},{server_first},{without_proof}".encode()
+    proof = bytes(a ^ b for a, b in zip(client_key, scram.hmac(scram.hash(client_key), auth_message), strict=True))
+    final = connection.request(
+        SaslAuthenticateRequest(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()), 2)
+    if final.error_code == 0:  # type: ignore[attr-defined]
+        expected = hmac.new(scram.hmac(salted, b"Server Key"), auth_message, scram.hash_name).digest()
+        assert final.auth_bytes == b"v=" + base64.b64encode(expected)  # type: ignore[attr-defined]
+    return final

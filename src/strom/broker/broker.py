@@ -220,6 +220,7 @@ class Broker:
             self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
 
     def start_background_work(self) -> None:
+        self.sasl.start(self)  # a cluster's SCRAM credentials, from ZooKeeper (strom.security.sasl)
         self.group_coordinator.start()
         self.transaction_coordinator.start()  # completes Prepare* transactions found on load
         self.log_cleaner.start()

@@ -8,13 +8,19 @@ failing the user's whole alteration with one result per user: an unknown mechani
 iterations outside 4096..16384 ``UNACCEPTABLE_CREDENTIAL`` (93); one user and mechanism
 altered twice in a request ``DUPLICATE_RESOURCE`` (92); deleting a credential that does not
 exist ``RESOURCE_NOT_FOUND`` (91). A user without errors has all its alterations applied.
+Before any of that, as Kafka's KafkaApis: a cluster's broker that is not the active controller
+answers ``NOT_CONTROLLER`` (the admin client retries at the controller), and with an authorizer
+the principal needs Alter on the cluster (else ``CLUSTER_AUTHORIZATION_FAILED``), for every user.
+The store is written off the event loop (a file fsync'd, or ZooKeeper in a cluster).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, allowed_on_cluster
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.alter_user_scram_credentials_request import (
@@ -37,8 +43,13 @@ VERSIONS = range(0, 1)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AlterUserScramCredentialsRequest)
-    store = broker.sasl.credentials
     alterations = [(d.name, d.mechanism) for d in body.deletions] + [(u.name, u.mechanism) for u in body.upsertions]
+    refusal = _refusal(broker)
+    if refusal is not None:
+        return AlterUserScramCredentialsResponse(results=tuple(
+            AlterUserScramCredentialsResult(user, refusal, refusal.message)
+            for user in dict.fromkeys(name for name, _ in alterations)))
+    store = broker.sasl.credentials
     twice = {key for key, count in Counter(alterations).items() if count > 1}
     errors: dict[str, tuple[ErrorCode, str]] = {}
 
@@ -79,10 +90,19 @@ async def handle(broker: Broker, request: Request) -> Message:
             results.append(AlterUserScramCredentialsResult(user, code, message))
             continue
         try:
-            store.set_user(user, changes[user])
+            await asyncio.to_thread(store.set_user, user, changes[user])
         except OSError as exc:
             results.append(AlterUserScramCredentialsResult(user, ErrorCode.UNKNOWN_SERVER_ERROR,
                                                            f"the credentials could not be stored: {exc}"))
             continue
         results.append(AlterUserScramCredentialsResult(user, ErrorCode.NONE, None))
     return AlterUserScramCredentialsResponse(results=tuple(results))
+
+
+def _refusal(broker: Broker) -> ErrorCode | None:
+    if not broker.is_controller():
+        return ErrorCode.NOT_CONTROLLER
+    authorizer = broker.authorizer
+    if authorizer is not None and not allowed_on_cluster(authorizer, AclOperation.ALTER):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None

@@ -3,7 +3,9 @@ counts, never the keys, from the broker's credential store (strom.security.sasl.
 
 As Kafka's ``describeUserScramCredentials``: no names (null or empty) describes every user
 with a credential; a name given twice is ``DUPLICATE_RESOURCE`` (92), a user without any
-credential ``RESOURCE_NOT_FOUND`` (91), each with Kafka's message.
+credential ``RESOURCE_NOT_FOUND`` (91), each with Kafka's message. With an authorizer the
+principal needs Describe on the cluster, else the response's error and each requested name's
+result are ``CLUSTER_AUTHORIZATION_FAILED`` (Kafka's ``getErrorResponse``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, allowed_on_cluster
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_user_scram_credentials_request import (
@@ -34,6 +37,11 @@ VERSIONS = range(0, 1)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DescribeUserScramCredentialsRequest)
+    authorizer = broker.authorizer
+    if authorizer is not None and not allowed_on_cluster(authorizer, AclOperation.DESCRIBE):
+        error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED.message
+        return DescribeUserScramCredentialsResponse(error_code=error, error_message=message, results=tuple(
+            DescribeUserScramCredentialsResult("", error, message) for _ in body.users or ()))
     store = broker.sasl.credentials
     names = [user.name for user in body.users or ()]
     if not names:

@@ -251,6 +251,17 @@ class SaslAuthenticators:
         self._first_listener = first_listener
         self._broker_handle = broker_handle
 
+    def start(self, broker: Broker) -> None:
+        """A cluster's broker keeps SCRAM credentials in ZooKeeper (``zk_credentials``): read them
+        once its cluster side is connected. A single node's were read from its data dir."""
+        if broker.cluster is None:
+            return
+        from strom.security.sasl.zk_credentials import ZkScramCredentialStore
+
+        store = ZkScramCredentialStore(broker.cluster.zk)
+        store.start()
+        self.credentials = store
+
     def new_authenticator(self, listener: str, client_host: str) -> SaslServerAuthenticator | None:
         config = self.configs.get(listener or self._first_listener)
         if config is None:

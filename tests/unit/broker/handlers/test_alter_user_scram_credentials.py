@@ -76,3 +76,15 @@ def test_a_credential_is_stored_as_kafka_stores_it_and_survives_a_restart(broker
 
     broker.run(delete_and_describe)
     assert sorted(os.listdir(broker.data_dir / "broker-configs" / "users")) == ["alice"]
+
+
+def test_without_alter_on_the_cluster_every_user_is_refused(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:  # an authorizer and no ACL: User:ANONYMOUS may not
+        response = await h.request(AlterUserScramCredentialsRequest(
+            deletions=(ScramCredentialDeletion("bob", SCRAM_SHA_256.kip554_type),),
+            upsertions=(upsertion("alice"), upsertion("bob", SCRAM_SHA_512))), version=0)
+        assert results(response) == [("bob", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+                                     ("alice", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")]
+
+    broker.run(scenario, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert not (broker.data_dir / "broker-configs" / "users").exists()

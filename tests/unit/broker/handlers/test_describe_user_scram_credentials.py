@@ -37,3 +37,13 @@ def test_describe_named_all_unknown_and_duplicate_users(broker: BrokerRunner) ->
         ]
 
     broker.run(scenario)
+
+
+def test_without_describe_on_the_cluster_the_answer_is_31(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:  # an authorizer and no ACL: User:ANONYMOUS may not
+        response = await h.request(DescribeUserScramCredentialsRequest(users=(UserName("alice"),)), version=0)
+        assert (response.error_code, response.error_message) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        assert [(r.user, r.error_code) for r in response.results] == [("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+
+    broker.run(scenario, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
