@@ -169,6 +169,7 @@ class BrokerConfig:
     connections_max_reauth_ms: int = field(default=0, metadata=_kafka("connections.max.reauth.ms"))
     connection_failed_authentication_delay_ms: int = field(
         default=100, metadata=_kafka("connection.failed.authentication.delay.ms"))
+    sasl_server_max_receive_size: int = field(default=524288, metadata=_kafka("sasl.server.max.receive.size"))
     # TLS listeners (issue 20, area D: strom.security.tls): Kafka's ssl.* names, PEM key material
     # (KIP-651), each also settable per listener as listener.name.<listener>.ssl.*. Only PEM is
     # read, so both store types default to it (Kafka's default, JKS, is refused at start).

@@ -108,6 +108,11 @@ def test_authenticate_without_a_handshake_is_34(harness: Harness) -> None:
     assert harness.authenticator.close_delay_s() == 0.1
 
 
+def test_a_frame_over_sasl_server_max_receive_size_before_authentication_closes(harness: Harness) -> None:
+    with pytest.raises(CloseConnection, match=r"sasl\.server\.max\.receive\.size"):
+        harness.authenticator.intercepts(harness.frame(SaslAuthenticateRequest(bytes(524288)), 2))
+
+
 def test_another_request_before_authentication_closes_the_connection(harness: Harness) -> None:
     frame = harness.frame(MetadataRequest(topics=None), 12)
     assert harness.authenticator.intercepts(frame)

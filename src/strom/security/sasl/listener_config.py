@@ -11,7 +11,8 @@
 - ``connections.max.reauth.ms`` (KIP-368; 0, off, by default), overridable per listener and
   per listener and mechanism (``listener.name.<l>.<mechanism>.connections.max.reauth.ms``).
 - ``connection.failed.authentication.delay.ms`` (100): how long a failed authentication's
-  connection stays open after the answer.
+  connection stays open after the answer; ``sasl.server.max.receive.size`` (524288): a larger
+  frame before authentication closes the connection.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class SaslListenerConfig:
     oauthbearer_validator: oauthbearer.TokenValidator
     max_reauth_ms: Mapping[str, int]  # mechanism -> connections.max.reauth.ms
     failed_authentication_delay_ms: int
+    max_receive_size: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
 
 
 def _int(name: str, text: str) -> int:
@@ -115,7 +117,7 @@ def listener_config(config: BrokerConfig, listener: str) -> SaslListenerConfig:
         else:
             reauth[mechanism] = config.connections_max_reauth_ms
     return SaslListenerConfig(listener, mechanisms, users, validator, reauth,
-                              config.connection_failed_authentication_delay_ms)
+                              config.connection_failed_authentication_delay_ms, config.sasl_server_max_receive_size)
 
 
 def sasl_listener_configs(config: BrokerConfig) -> dict[str, SaslListenerConfig]:

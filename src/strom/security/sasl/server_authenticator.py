@@ -10,7 +10,8 @@ re-authentication (KIP-368); it answers with whole response buffers. States, as 
     COMPLETE --SaslHandshake (same mechanism)--> AUTHENTICATE (re-authentication)
     any --failure--> FAILED (answered; the connection closes after the failure delay)
 
-Before authentication, any other request closes the connection unanswered; SaslAuthenticate
+Before authentication, any other request closes the connection unanswered, and so does a
+frame larger than ``sasl.server.max.receive.size``; SaslAuthenticate
 without a handshake and a request other than SaslAuthenticate during a v1 exchange get
 ``ILLEGAL_SASL_STATE`` (34) and the close. An unknown mechanism gets
 ``UNSUPPORTED_SASL_MECHANISM`` (33) with the enabled list; a failed exchange
@@ -96,6 +97,9 @@ class SaslServerAuthenticator:
 
     def intercepts(self, frame: bytes) -> bool:
         if self.state is not SaslState.COMPLETE:
+            if len(frame) > self.config.max_receive_size:  # Kafka's InvalidReceiveException
+                raise CloseConnection(f"a {len(frame)}-byte frame before authentication is larger than "
+                                      f"sasl.server.max.receive.size ({self.config.max_receive_size})")
             return True
         try:
             api_key = peek_request(frame)[0]
