@@ -57,6 +57,7 @@ IOV_MAX = 512  # well under Linux's 1024 buffers per sendmsg
 SHUTDOWN_GRACE_S = 5.0  # how long a stopping server waits for cancelled connections
 TLS_HANDSHAKE_TIMEOUT_S = 15.0  # a client that starts a TLS connection must finish its handshake by then
 TLS_WRITE_BYTES = 256 * 1024  # plaintext encrypted per write: bounds a TLS connection's buffers
+TLS_RECEIVE_BYTES = 64 * 1024  # decrypted bytes handed to the framing at once (kept per connection)
 
 
 class SocketServer:
@@ -292,7 +293,8 @@ class TlsConnection(Connection):
         self._outgoing = ssl.MemoryBIO()
         self._tls_object = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self.receive = self._receive_tls
-        self._plaintext_view = memoryview(bytearray(RECV_BYTES))  # receive's buffer, reused
+        self._plaintext_view = memoryview(bytearray(TLS_RECEIVE_BYTES))  # receive's buffer, reused
+        self._region_buffer: memoryview | None = None  # _send_region's, made on the first fetch
         self.principal = ANONYMOUS  # the TLS principal, once the handshake is done
 
     async def run(self) -> None:
@@ -339,13 +341,13 @@ class TlsConnection(Connection):
         return self.tls.principal_mapper.principal(subject_dn(certificate))
 
     async def _receive_tls(self) -> bytes | memoryview:
-        """Decrypted bytes: every whole TLS record already received, up to ``RECV_BYTES`` (one
-        record is at most 16 KiB; handing the framing one at a time cost a loop turn each)."""
+        """Decrypted bytes: every whole TLS record already received, up to ``TLS_RECEIVE_BYTES``
+        (a record is at most 16 KiB; handing the framing one at a time cost a loop turn each)."""
         view = self._plaintext_view
         filled = 0
-        while filled < RECV_BYTES:
+        while filled < TLS_RECEIVE_BYTES:
             try:
-                read = cast(int, self._tls_object.read(RECV_BYTES - filled, view[filled:]))  # into view
+                read = cast(int, self._tls_object.read(TLS_RECEIVE_BYTES - filled, view[filled:]))  # into view
             except ssl.SSLWantReadError:
                 if filled:
                     break
@@ -370,40 +372,42 @@ class TlsConnection(Connection):
         return view[:filled]  # read by the framing before the next receive overwrites it
 
     async def send(self, chunks: Sequence[Records]) -> None:
-        """Encrypt and write buffers and file regions in order, in pieces of at most
-        ``TLS_WRITE_BYTES`` of plaintext (a large fetch never sits whole in memory twice)."""
-        plaintext = bytearray(TLS_WRITE_BYTES)
-        filled = 0
+        """Encrypt and write buffers and file regions in order. Buffers in a row go out as one
+        write (a TLS record each would cost a header and a seal apiece); a region is read in
+        pieces of ``TLS_WRITE_BYTES``, so a large fetch never sits whole in memory."""
+        pending: list[bytes | bytearray | memoryview] = []
+        pending_bytes = 0
         for chunk in chunks:
             if isinstance(chunk, bytes | bytearray | memoryview):
-                view = memoryview(chunk).cast("B")
-                while len(view):
-                    taken = min(len(view), TLS_WRITE_BYTES - filled)
-                    plaintext[filled:filled + taken] = view[:taken]
-                    filled += taken
-                    view = view[taken:]
-                    if filled == TLS_WRITE_BYTES:
-                        await self._write_tls(plaintext, filled)
-                        filled = 0
+                pending.append(chunk)
+                pending_bytes += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+                if pending_bytes >= TLS_WRITE_BYTES:
+                    await self._write_tls(b"".join(pending))
+                    pending, pending_bytes = [], 0
                 continue
-            offset, remaining = chunk.position, chunk.length  # a Region: read it, it cannot be sent as is
-            while remaining:
-                room = memoryview(plaintext)[filled:filled + min(remaining, TLS_WRITE_BYTES - filled)]
-                read = os.preadv(chunk.fd, [room], offset)
-                if read == 0:
-                    raise ConnectionError("segment file ended before the region did")
-                filled += read
-                offset += read
-                remaining -= read
-                if filled == TLS_WRITE_BYTES:
-                    await self._write_tls(plaintext, filled)
-                    filled = 0
-        if filled:
-            await self._write_tls(plaintext, filled)
+            if pending:
+                await self._write_tls(b"".join(pending))
+                pending, pending_bytes = [], 0
+            await self._send_region(chunk)
+        if pending:
+            await self._write_tls(b"".join(pending))
 
-    async def _write_tls(self, plaintext: bytearray, length: int) -> None:
-        with memoryview(plaintext) as view:
-            self._tls_object.write(view[:length])  # into _outgoing: a MemoryBIO never blocks
+    async def _send_region(self, region: Region) -> None:
+        """A range of a segment file, read (``preadv``) and encrypted: it cannot be sent as is."""
+        if self._region_buffer is None:  # only connections that fetch records hold one
+            self._region_buffer = memoryview(bytearray(TLS_WRITE_BYTES))
+        buffer = self._region_buffer
+        offset, remaining = region.position, region.length
+        while remaining:
+            read = os.preadv(region.fd, [buffer[:min(remaining, TLS_WRITE_BYTES)]], offset)
+            if read == 0:
+                raise ConnectionError("segment file ended before the region did")
+            await self._write_tls(buffer[:read])
+            offset += read
+            remaining -= read
+
+    async def _write_tls(self, plaintext: bytes | memoryview) -> None:
+        self._tls_object.write(plaintext)  # into _outgoing: a MemoryBIO never blocks
         await self._flush()
 
     async def _flush(self) -> None:
