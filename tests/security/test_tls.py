@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.broker import server as server_module
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig
 from strom.broker.server import SocketServer, TlsConnection
@@ -274,9 +275,11 @@ def test_a_large_fetch_over_tls_arrives_whole(certs: Certificates, ports: dict[s
     assert received == payloads
 
 
-def test_the_connection_principal_is_the_mapped_certificate_dn(certs: Certificates, tmp_path: Path) -> None:
+def test_the_connection_principal_is_the_mapped_certificate_dn(
+        certs: Certificates, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In process, to read each connection's principal (nothing on the wire shows it before ACLs):
-    the mapped DN with a certificate, the DN itself where only DEFAULT applies, ANONYMOUS without."""
+    the mapped DN with a certificate, the DN itself where only DEFAULT applies, ANONYMOUS without.
+    Also: a client that opens a connection and never starts its handshake is closed."""
     config = BrokerConfig.from_properties({
         "log.dirs": str(tmp_path / "data"), "offsets.topic.num.partitions": "1", "log.cleaner.enable": "false",
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **certs.broker_overrides("SSL", "requested"),
@@ -298,13 +301,24 @@ def test_the_connection_principal_is_the_mapped_certificate_dn(certs: Certificat
             with contextlib.suppress(ConnectionError, ssl.SSLError):
                 await writer.wait_closed()
 
+    async def silent_client_is_closed(server: SocketServer) -> bool:
+        monkeypatch.setattr(server_module, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.ports["SSL"])
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                return await reader.read() == b""
+        finally:
+            writer.close()
+
     async def scenario() -> list[str]:
         broker = Broker(config)
         broker.startup()
         server = SocketServer(broker)
         await server.start()
         try:
-            return [await principal_of(server, identity) for identity in (certs.service, certs.client, None)]
+            principals = [await principal_of(server, identity) for identity in (certs.service, certs.client, None)]
+            assert await silent_client_is_closed(server)
+            return principals
         finally:
             await server.stop()
             await broker.shutdown()
