@@ -1,6 +1,7 @@
 """SASL on SASL_PLAINTEXT and SASL_SSL listeners with real clients: confluent-kafka (librdkafka), kafka-python
-and aiokafka, each with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512, and OAUTHBEARER with librdkafka's
-unsecured JWT. Each produces, consumes in a group and commits, as an authenticated user.
+and aiokafka, each with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (unsecured JWTs:
+librdkafka's own, the Python clients' from a token provider). Each produces, consumes in a
+group and commits, as an authenticated user.
 
 One broker for the module; SCRAM users are made on its PLAINTEXT listener with
 AlterUserScramCredentials (KIP-554), the way a first user is made before any SASL client can
@@ -132,10 +133,11 @@ async def _aiokafka_round_trip(settings: dict[str, object]) -> None:
         await consumer.stop()
 
 
-# SASL_PLAINTEXT with every mechanism; over SASL_SSL the SCRAM rows (and librdkafka's all).
+# SASL_PLAINTEXT with every mechanism (OAUTHBEARER: an unsecured JWT from librdkafka itself, from
+# the Python clients' token providers); over SASL_SSL the SCRAM rows, and every one for librdkafka.
 PYTHON_ROWS = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "SCRAM-SHA-512"),
-               ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")]
-CONFLUENT_ROWS = [*PYTHON_ROWS, ("SASL_PLAINTEXT", "OAUTHBEARER"), ("SASL_SSL", "PLAIN"), ("SASL_SSL", "OAUTHBEARER")]
+               ("SASL_PLAINTEXT", "OAUTHBEARER"), ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")]
+CONFLUENT_ROWS = [*PYTHON_ROWS, ("SASL_SSL", "PLAIN"), ("SASL_SSL", "OAUTHBEARER")]
 
 
 @pytest.mark.parametrize(("protocol", "mechanism"), CONFLUENT_ROWS)

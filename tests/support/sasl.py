@@ -171,6 +171,25 @@ def token_claims(sub: str | None, lifetime_s: float = 3600) -> dict[str, Any]:
     return claims
 
 
+def unsecured_token_provider(user: str, client: str) -> object:
+    """kafka-python's (``token()``) or aiokafka's (``async token()``) OAUTHBEARER token provider."""
+    if client == "aiokafka":
+        from aiokafka.abc import AbstractTokenProvider as AsyncProvider
+
+        class AsyncUnsecured(AsyncProvider):
+            async def token(self) -> str:
+                return unsecured_jwt(token_claims(user))
+
+        return AsyncUnsecured()
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Unsecured(AbstractTokenProvider):  # type: ignore[misc]
+        def token(self) -> str:
+            return unsecured_jwt(token_claims(user))
+
+    return Unsecured()
+
+
 # -- each client's settings ----------------------------------------------------------------------
 def confluent_settings(broker: SaslBroker, mechanism: str, user: str, password: str,
                        protocol: str = "SASL_PLAINTEXT") -> dict[str, Any]:
@@ -193,6 +212,8 @@ def python_client_settings(broker: SaslBroker, mechanism: str, user: str, passwo
     settings: dict[str, Any] = {"bootstrap_servers": broker.sasl_bootstrap, "security_protocol": protocol,
                                 "sasl_mechanism": mechanism, "sasl_plain_username": user,
                                 "sasl_plain_password": password}
+    if mechanism == "OAUTHBEARER":  # an unsecured JWT for ``user``, from each client's provider interface
+        settings["sasl_oauth_token_provider"] = unsecured_token_provider(user, client)
     if protocol == "SASL_SSL":
         assert broker.certs is not None
         tls = broker.certs.kafka_python() if client == "kafka-python" else broker.certs.aiokafka()
