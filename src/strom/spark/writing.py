@@ -188,8 +188,8 @@ async def _write(options: SinkOptions, batches: Iterator[pa.RecordBatch], task: 
             errors.append(error)
 
     producer = AsyncProducer(config)
-    await producer.start()
     try:  # close() aborts a transaction left open by a failure
+        await producer.start()
         count = 0
         if txn_id is None:
             for batch in rows:
