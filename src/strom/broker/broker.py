@@ -39,6 +39,7 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every, isr_expiration_interval_ms
 from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.quota import REQUEST_QUOTA_EXEMPT, ClientQuotas, FileQuotaStore
+from strom.broker.quota import REQUEST_QUOTA_EXEMPT, ClientQuotas, FileQuotaStore
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.transaction.marker_writer import BrokerMarkerWriter
 from strom.broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -184,6 +185,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         # Client quotas (issue 20, strom.broker.quota): with none configured, a test per request.
         self.quotas = ClientQuotas(config, FileQuotaStore(config.data_dir))
+        # Client quotas (issue 20, strom.broker.quota): with none configured, a test per request.
+        self.quotas = ClientQuotas(config, FileQuotaStore(config.data_dir))
         # ACLs (issue 20, strom.security.acl): None unless authorizer.class.name is set; while None
         # a handler's authorization costs one attribute test.
         self.authorizer: AclAuthorizer | None = build_authorizer(config)
@@ -213,6 +216,7 @@ class Broker:
             self.replica_manager.startup()
         self.admin_manager.load()
         self.quotas.load()
+        self.quotas.load()
         self.group_coordinator.load()
         self.producer_ids.load()
         self.transaction_coordinator.load()
@@ -221,6 +225,7 @@ class Broker:
 
     def start_background_work(self) -> None:
         self.sasl.start(self)  # a cluster's SCRAM credentials, from ZooKeeper (strom.security.sasl)
+        self.quotas.start(self)  # a cluster's client quotas, from ZooKeeper (strom.broker.quota)
         self.group_coordinator.start()
         self.transaction_coordinator.start()  # completes Prepare* transactions found on load
         self.log_cleaner.start()
@@ -302,6 +307,8 @@ class Broker:
         if handler is None or request.api_version not in handler.VERSIONS:
             header = request.header
             return self._unsupported(UnsupportedRequestError(f"unsupported {request.api.name} v{request.api_version}", header))
+        if self.quotas.request.enabled and request.api_key not in REQUEST_QUOTA_EXEMPT:  # request_percentage
+            return await self.quotas.handle_timed(handler.handle(self, request), request)
         if self.quotas.request.enabled and request.api_key not in REQUEST_QUOTA_EXEMPT:  # request_percentage
             return await self.quotas.handle_timed(handler.handle(self, request), request)
         response = await handler.handle(self, request)

@@ -4,8 +4,10 @@ Each entry is judged alone, as Kafka's controller does: an entity that is empty,
 a type, has an unknown type or an empty name, or an op with an unknown key, a value that
 is not positive or not whole for a byte rate, gets ``INVALID_REQUEST`` with Kafka's
 message, and the valid entries still apply. ``validate_only`` checks and changes nothing.
-The applied quotas are written to the data directory (``strom.broker.quota.store``)
-before the answer, and the quota managers use them from the next request. Cluster
+The applied quotas are written before the answer, to the data directory on a single node
+(``strom.broker.quota.store``) or, in a cluster, to ZooKeeper as Kafka's ZooKeeper-mode
+brokers do (any broker may write them; every broker follows the change notifications),
+and the quota managers use them from the next request. Cluster
 ALTER_CONFIGS authorization comes with the authorizer. v0-1 (v1 flexible), as Kafka 3.9.
 """
 
@@ -35,7 +37,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, AlterClientQuotasRequest)
     parsed = [_change(entry) for entry in body.entries]
     changes = [change for change in parsed if isinstance(change, QuotaChange)]
-    applied = iter(broker.quotas.alter(changes, body.validate_only) if changes else ())
+    applied = iter(await broker.quotas.alter(changes, body.validate_only) if changes else ())
     results = [change if isinstance(change, QuotaError) else next(applied) for change in parsed]
     return AlterClientQuotasResponse(entries=tuple(
         EntryResponse(error_code=0 if error is None else error.error_code,

@@ -16,12 +16,14 @@ as Kafka counts request-thread time and not purgatory time; the response's encod
 counted too. That costs a generator step per await, paid only once some
 ``request_percentage`` is configured.
 
-Quotas change at run time (AlterClientQuotas): the managers' tables are replaced and
-apply to the next request; the rates measured so far are kept.
+Quotas change at run time (AlterClientQuotas, or in a cluster another broker's through
+ZooKeeper's change notifications): the managers' tables are replaced and apply to the next
+request; the rates measured so far are kept.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -43,6 +45,7 @@ from strom.broker.quota.store import QuotaStore
 from strom.protocol.headers import encode_response
 
 if TYPE_CHECKING:
+    from strom.broker.broker import Broker
     from strom.broker.config import BrokerConfig
     from strom.protocol.headers import Request
     from strom.protocol.message import Message
@@ -93,6 +96,7 @@ class ClientQuotas:
                                           clock=clock)
         self.store = store
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self._altering = asyncio.Lock()
 
     # -- configuration -------------------------------------------------------------------
     def load(self) -> None:
@@ -104,40 +108,83 @@ class ClientQuotas:
     def describe(self, quota_filter: QuotaFilter) -> list[tuple[QuotaEntity, dict[str, float]]]:
         return [(entity, dict(values)) for entity, values in self.quotas.items() if quota_filter.matches(entity)]
 
-    def alter(self, changes: Sequence[QuotaChange], validate_only: bool) -> list[QuotaError | None]:
+    async def alter(self, changes: Sequence[QuotaChange], validate_only: bool) -> list[QuotaError | None]:
         """Validate every change, then (unless ``validate_only``) apply the valid ones and
-        persist them; one result per change, None where it is (or would be) applied."""
+        persist them (off the event loop; one alteration at a time); one result per change,
+        None where it is (or would be) applied."""
         results: list[QuotaError | None] = []
-        altered = {entity: dict(values) for entity, values in self.quotas.items()}
         for change in changes:
             try:
                 for key, value in change.ops.items():
-                    if value is not None:
-                        validate_quota(key, value)
-                    else:
-                        validate_quota(key, 1.0)  # a removal names a known key too
+                    validate_quota(key, 1.0 if value is None else value)  # a removal names a known key too
             except QuotaError as exc:
                 results.append(exc)
                 continue
             results.append(None)
-            values = altered.setdefault(change.entity, {})
-            for key, value in change.ops.items():
-                if value is None:
-                    values.pop(key, None)
-                else:
-                    values[key] = value
-            if not values:
-                del altered[change.entity]
         if validate_only or all(result is not None for result in results):
             return results
-        self.store.write(altered)
-        self.quotas = altered
-        self._apply()
-        for change, result in zip(changes, results, strict=True):
-            if result is None:
-                logger.info("client quotas of %s altered: %s", change.entity.describe(),
-                            self.quotas.get(change.entity, {}))
+        async with self._altering:
+            altered = {entity: dict(values) for entity, values in self.quotas.items()}
+            changed: list[QuotaEntity] = []
+            for change, result in zip(changes, results, strict=True):
+                if result is not None:
+                    continue
+                values = altered.setdefault(change.entity, {})
+                for key, value in change.ops.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                if not values:
+                    del altered[change.entity]
+                changed.append(change.entity)
+            await asyncio.to_thread(self.store.write, altered, changed)
+            self.quotas = altered
+            self._apply()
+        for entity in changed:
+            logger.info("client quotas of %s altered: %s", entity.describe(), self.quotas.get(entity, {}))
         return results
+
+    def start(self, broker: Broker) -> None:
+        """A cluster's broker keeps quotas in ZooKeeper (``zk_store``): read them all once its
+        cluster side is connected, then follow ``/config/changes``. A single node's were read
+        from its data dir by ``load``."""
+        if broker.cluster is None:
+            return
+        from strom.broker.quota.zk_store import ZkQuotaStore, parse_entity_path
+        from strom.cluster import zk_data
+
+        zk = broker.cluster.zk
+        store = ZkQuotaStore(zk)
+        last_change = max((sequence for sequence, _ in zk.get_config_changes()), default=-1)
+        self.store = store
+        self.quotas = store.read()
+        self._apply()
+        loop = asyncio.get_running_loop()
+
+        async def apply_changes() -> None:
+            nonlocal last_change
+            try:
+                for sequence, path in await asyncio.to_thread(zk.get_config_changes, last_change):
+                    last_change = max(last_change, sequence)
+                    entity = parse_entity_path(path)
+                    if entity is None:
+                        continue
+                    values = await asyncio.to_thread(store.read_entity, entity)
+                    if values:
+                        self.quotas[entity] = values
+                    else:
+                        self.quotas.pop(entity, None)
+                    self._apply()
+            except Exception as exc:  # ZooKeeper unreachable: the next notification tries again
+                logger.warning("client quota changes not read from ZooKeeper: %s", exc)
+
+        def changed(children: list[str]) -> bool:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(lambda: asyncio.ensure_future(apply_changes()))
+            return True
+
+        zk.watch_children(zk_data.CONFIG_CHANGES, changed)
 
     def _apply(self) -> None:
         for manager in (self.produce, self.fetch, self.request):

@@ -13,8 +13,7 @@ DescribeClientQuotas answers); quotas are Kafka's keys with float values (what
 AlterClientQuotas carries). Invariant: only entities with at least one quota are
 written, each validated when altered. An entry that is not valid (edited by hand) is
 logged and skipped at load, as Kafka skips invalid dynamic configs: it never stops the
-broker. In a cluster Kafka keeps them in ZooKeeper (``/config/users/<user>[/clients/<id>]``,
-``/config/clients/<id>``); ``QuotaStore`` is the seam for that store.
+broker. A cluster's brokers keep them in ZooKeeper instead, as Kafka's (``zk_store``).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from strom.broker.quota.entity import QuotaEntity, QuotaError, validate_quota
@@ -35,9 +34,12 @@ QUOTAS_FILE: Final = CLIENT_QUOTAS_FILE  # not log data to the LogManager
 
 
 class QuotaStore(Protocol):
+    """Where the quotas live: read whole at start; a write gets every quota and the entities
+    changed (a file is replaced whole, a ZooKeeper znode per changed entity)."""
+
     def read(self) -> dict[QuotaEntity, dict[str, float]]: ...
 
-    def write(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None: ...
+    def write(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], changed: Iterable[QuotaEntity]) -> None: ...
 
 
 class FileQuotaStore:
@@ -68,7 +70,7 @@ class FileQuotaStore:
                 quotas[entity] = values
         return quotas
 
-    def write(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+    def write(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], changed: Iterable[QuotaEntity] = ()) -> None:
         entities = [{"entity": entity.parts(), "quotas": dict(sorted(values.items()))}
                     for entity, values in sorted(quotas.items(), key=lambda item: item[0].describe()) if values]
         text = json.dumps({"version": 1, "entities": entities}, indent=1)
