@@ -39,7 +39,6 @@ from strom.broker.metadata_cache import MetadataCache
 from strom.broker.periodic import every, isr_expiration_interval_ms
 from strom.broker.producer_ids import ProducerIdManager, ProducerIdSource
 from strom.broker.quota import REQUEST_QUOTA_EXEMPT, ClientQuotas, FileQuotaStore
-from strom.broker.quota import REQUEST_QUOTA_EXEMPT, ClientQuotas, FileQuotaStore
 from strom.broker.replica_manager import ReplicaManager
 from strom.broker.transaction.marker_writer import BrokerMarkerWriter
 from strom.broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -185,8 +184,6 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         # Client quotas (issue 20, strom.broker.quota): with none configured, a test per request.
         self.quotas = ClientQuotas(config, FileQuotaStore(config.data_dir))
-        # Client quotas (issue 20, strom.broker.quota): with none configured, a test per request.
-        self.quotas = ClientQuotas(config, FileQuotaStore(config.data_dir))
         # ACLs (issue 20, strom.security.acl): None unless authorizer.class.name is set; while None
         # a handler's authorization costs one attribute test.
         self.authorizer: AclAuthorizer | None = build_authorizer(config)
@@ -215,7 +212,6 @@ class Broker:
         if not self.config.cluster_mode:  # a cluster's broker hosts what the controller tells it to
             self.replica_manager.startup()
         self.admin_manager.load()
-        self.quotas.load()
         self.quotas.load()
         self.group_coordinator.load()
         self.producer_ids.load()
@@ -307,8 +303,6 @@ class Broker:
         if handler is None or request.api_version not in handler.VERSIONS:
             header = request.header
             return self._unsupported(UnsupportedRequestError(f"unsupported {request.api.name} v{request.api_version}", header))
-        if self.quotas.request.enabled and request.api_key not in REQUEST_QUOTA_EXEMPT:  # request_percentage
-            return await self.quotas.handle_timed(handler.handle(self, request), request)
         if self.quotas.request.enabled and request.api_key not in REQUEST_QUOTA_EXEMPT:  # request_percentage
             return await self.quotas.handle_timed(handler.handle(self, request), request)
         response = await handler.handle(self, request)
