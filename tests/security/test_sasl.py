@@ -165,3 +165,28 @@ def test_a_wrong_password_is_refused_to_a_real_client_with_kafkas_message(broker
     while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
         producer.poll(0.2)
     assert any("Authentication failed: Invalid username or password" in e.str() for e in errors), errors
+
+
+def test_users_made_with_the_admin_clients_authenticate(broker: SaslBroker) -> None:
+    """The Java-less way to a first user: kafka-python's and confluent-kafka's admin clients salt
+    the password themselves (KIP-554) on the PLAINTEXT listener; the broker's derived keys work."""
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, UserScramCredentialUpsertion
+    from confluent_kafka.admin import ScramMechanism as ConfluentMechanism
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import UserScramCredentialUpsertion as KafkaPythonUpsertion
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        upsertion = KafkaPythonUpsertion("grace", "SCRAM-SHA-512", "grace-secret")
+        assert admin.alter_user_scram_credentials([upsertion]) == {"grace": None}
+        described = admin.describe_user_scram_credentials(["grace"])
+        assert [(info["mechanism"].name, info["iterations"]) for info in described["grace"]["credential_infos"]] == [
+            ("SCRAM_SHA_512", 4096)]
+    finally:
+        admin.close()
+    confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = confluent.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "heidi", ScramCredentialInfo(ConfluentMechanism.SCRAM_SHA_256, 8192), b"heidi-secret")])
+    assert futures["heidi"].result(TIMEOUT_S) is None
+    _confluent_round_trip(confluent_settings(broker, "SCRAM-SHA-512", "grace", "grace-secret"))
+    _confluent_round_trip(confluent_settings(broker, "SCRAM-SHA-256", "heidi", "heidi-secret"))
