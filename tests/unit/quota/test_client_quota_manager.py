@@ -3,9 +3,18 @@ and the request quota's cap; as Kafka's ClientQuotaManagerTest does it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from strom.broker.quota import DEFAULT, ClientQuotaManager, QuotaEntity
+from strom.broker.config import BrokerConfig, ConfigError
+from strom.broker.quota import (
+    DEFAULT,
+    ClientQuotaManager,
+    ClientQuotas,
+    FileQuotaStore,
+    QuotaEntity,
+)
 
 LEVELS = [  # most specific first, each with its own bound
     (QuotaEntity("alice", "app"), 1.0),
@@ -110,3 +119,10 @@ def test_the_rate_moves_with_the_clock() -> None:
     assert quotas.record("alice", "c", 15_000) == 5000
     clock.now = 11_000  # the samples of the burst have expired
     assert quotas.record("alice", "c", 1000) == 0
+
+
+@pytest.mark.parametrize(("name", "value"), [("quota.window.num", "0"), ("quota.window.size.seconds", "-1")])
+def test_a_window_below_one_is_one_config_error(tmp_path: Path, name: str, value: str) -> None:
+    config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), name: value})
+    with pytest.raises(ConfigError, match=f"invalid value {value} for {name}: must be at least 1"):
+        ClientQuotas(config, FileQuotaStore(str(tmp_path)))
