@@ -192,6 +192,12 @@ def wait_for_metadata(bootstrap: str, alive: Callable[[], bool], started: float)
     raise RuntimeError(f"the broker on {bootstrap} exited before answering Metadata")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -363,8 +369,12 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
     if broker.name != "mock":  # the mock keeps ~5 MiB per partition: it cannot hold this load
         seconds = kcat_produce(kcat, broker, "large", large, None)
         results.add(broker.name, "produce 1 KiB, 4 partitions (records/s)", args.large / seconds)
+        cpu_before = cpu_seconds(broker.pid) if broker.pid is not None else None
         seconds = kcat_consume(kcat, broker, "large", 4, args.large)
         results.add(broker.name, "consume 1 KiB, 4 kcat processes (records/s)", args.large / seconds)
+        if cpu_before is not None and broker.pid is not None:  # what the broker spends, whatever else runs
+            spent = cpu_seconds(broker.pid) - cpu_before
+            results.add(broker.name, "consume 1 KiB: broker CPU per record (us)", spent / args.large * 1e6)
         # kcat's own start-up, metadata and end-of-partition detection take about half a
         # second whatever the broker; timing 4 one-record partitions measures that, and
         # the net figure is what the broker's fetch path delivers once the clients run.
@@ -421,7 +431,7 @@ def main() -> None:
                     one_round(kcat, broker, Path(work), args, results)
     print(f"\n{'workload':48} {'broker':12} {'best':>12} {'median':>12}")
     for (workload, name), values in sorted(results.figures.items()):
-        lower_is_better = "latency" in workload or workload.endswith(("(s)", "(MiB)"))
+        lower_is_better = "latency" in workload or workload.endswith(("(s)", "(MiB)", "(us)"))
         best = min(values) if lower_is_better else max(values)
         print(f"{workload:48} {name:12} {best:12,.1f} {statistics.median(values):12,.1f}")
 
