@@ -1,6 +1,6 @@
 """A read-process-write processor for the exactly-once crash test, run as its own process.
 
-``python -m tests.support.eos_processor BOOTSTRAP INPUT OUTPUT PARTITIONS [--until P:OFFSET,...]``
+``python -m tests.support.eos_processor BOOTSTRAP INPUT OUTPUT PARTITIONS [--seed SEED]``
 
 A confluent-kafka consume-transform-produce loop as librdkafka's transactions example
 writes it: one transactional producer (fixed ``transactional.id``, so a restarted
@@ -12,9 +12,11 @@ same partition of the output, ``send_offsets_to_transaction`` with the offsets a
 batch, commit. A commit that fails retriably is retried; one that needs an abort is
 aborted and the consumer rewound to the committed offsets; anything else is fatal (exit 2).
 
-It prints ``committed <records>`` after each commit, so the test knows it made progress.
-``STROM_EOS_DEBUG`` sets the producer's librdkafka ``debug`` contexts (e.g. ``eos,msg``).
-With ``--until`` it exits 0 once its committed offsets reach those.
+It prints ``committed P:OFFSET,...`` (the group's committed offset of every input
+partition) when it has read them at its start or after an abort, and after each commit: the
+test measures progress by these offsets, not by commits, so it can tell a processor that
+has nothing left to do from one that is stuck. ``STROM_EOS_DEBUG`` sets the producer's
+librdkafka ``debug`` contexts (e.g. ``eos,msg``).
 """
 
 from __future__ import annotations
@@ -64,7 +66,6 @@ class Processor:
         self.consumer = Consumer({**client, "group.id": GROUP_ID,
                                   "isolation.level": "read_committed", "enable.auto.commit": False,
                                   "auto.offset.reset": "earliest"})
-        self.committed_records = 0
         self.next_offsets: dict[int, int] = {}  # per partition: the committed offset, the next to process
 
     def start(self) -> None:
@@ -79,6 +80,12 @@ class Processor:
         self.next_offsets = {tp.partition: max(tp.offset, 0) for tp in committed}
         self.consumer.assign([TopicPartition(tp.topic, tp.partition, self.next_offsets[tp.partition])
                               for tp in committed])
+        self.report()
+
+    def report(self) -> None:
+        """The committed offsets on stdout, for the test (see the module's docstring)."""
+        offsets = ",".join(f"{partition}:{offset}" for partition, offset in sorted(self.next_offsets.items()))
+        print(f"committed {offsets}", flush=True)
 
     def process(self, batch: list[Message]) -> None:
         """One transaction: the batch's transformed records and the input offsets after it."""
@@ -103,11 +110,11 @@ class Processor:
             self.rewind()
             return
         self.next_offsets = next_offsets
-        self.committed_records += len(batch)
-        print(f"committed {self.committed_records}", flush=True)
+        self.report()
 
-    def run(self, until: dict[int, int] | None, rng: random.Random) -> None:
-        while until is None or any(self.next_offsets[p] < end for p, end in until.items()):
+    def run(self, rng: random.Random) -> None:
+        """Until killed: the test SIGKILLs every processor it starts."""
+        while True:
             batch = self.consumer.consume(rng.randint(1, MAX_BATCH), timeout=0.2)
             errors = [message for message in batch if message.error()]
             for message in errors:  # a broker going away is reported here too: only fatal ones stop us
@@ -125,16 +132,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("input_topic")
     parser.add_argument("output_topic")
     parser.add_argument("partitions", type=int)
-    parser.add_argument("--until", help="P:OFFSET,...: exit once the committed offsets reach these")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    until = None
-    if args.until:
-        until = {int(p): int(end) for p, end in (item.split(":") for item in args.until.split(","))}
     processor = Processor(args.bootstrap, args.input_topic, args.output_topic, args.partitions)
     try:
         processor.start()
-        processor.run(until, random.Random(args.seed))
+        processor.run(random.Random(args.seed))
     except KafkaException as exc:
         error: KafkaError = exc.args[0]
         print(f"fatal: {error} (fatal={error.fatal()}, retriable={error.retriable()})", file=sys.stderr, flush=True)
