@@ -403,8 +403,9 @@ def _kafka_type(name: str) -> str | None:
 def _for_log(configs: Mapping[str, str]) -> dict[str, str]:
     """A layer fit for the log: the values Kafka would call sensitive hidden (passwords, and
     names of unknown type: custom configs may hold secrets)."""
-    def sensitive(name: str) -> bool:
-        return name not in PROPERTY_NAMES and _kafka_type(name) in (None, "PASSWORD")
+    def sensitive(name: str) -> bool:  # Kafka's passwords include Strom's own (ssl.keystore.key)
+        kafka_type = _kafka_type(name)
+        return kafka_type == "PASSWORD" or (kafka_type is None and name not in PROPERTY_NAMES)
 
     return {name: "[hidden]" if sensitive(name) else value for name, value in configs.items()}
 

@@ -165,6 +165,29 @@ def test_each_bad_setting_is_one_line_at_start(certs: Certificates, bad_files: d
 
 
 def test_brokers_do_not_replicate_over_tls_yet(certs: Certificates) -> None:
-    with pytest.raises(ConfigError, match="inter.broker.listener.name SSL is a TLS listener"):
+    with pytest.raises(ConfigError, match=r"inter\.broker\.listener\.name SSL is a TLS listener"):
         _config(certs, inter__broker__listener__name="SSL", zookeeper__connect="127.0.0.1:2181")
     assert _config(certs, inter__broker__listener__name="SSL").tls_listeners()  # one node: no broker connects
+
+
+def test_describe_configs_lists_each_ssl_setting_once_and_never_shows_key_material(
+        certs: Certificates, tmp_path: Path) -> None:
+    from collections import Counter
+
+    from strom.broker.broker import Broker
+    from strom.broker.handlers.describe_configs import broker_configs
+
+    key = certs.broker.key.read_text()
+    config = BrokerConfig.from_properties({
+        **TWO_SSL, "log.dirs": str(tmp_path / "data"), "ssl.keystore.certificate.chain": certs.broker.cert.read_text(),
+        "ssl.keystore.key": key, "ssl.truststore.certificates": certs.ca.read_text()})
+    entries = broker_configs(Broker(config))
+    counts = Counter(entry.name for entry in entries)
+    assert [name for name, count in counts.items() if count > 1 and name.startswith("ssl.")] == []
+    shown = {entry.name: entry for entry in entries}
+    for name in ("ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+                 "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password"):
+        assert (shown[name].value, shown[name].is_sensitive) == (None, True), name
+        assert all(synonym.value is None for synonym in shown[name].synonyms), name
+    assert shown["ssl.client.auth"].value == "none"
+    assert not any(key.splitlines()[1] in (entry.value or "") for entry in entries)

@@ -24,7 +24,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Final
 
-from strom.broker.config import BROKER_TO_TOPIC, BrokerConfig
+from strom.broker.config import BROKER_TO_TOPIC, PROPERTY_NAMES, BrokerConfig
 from strom.broker.dynamic_config import DYNAMIC_CONFIGS, is_kept_only
 from strom.broker.kafka_broker_configs import LISTENER_CONFIG, NO_EFFECT_CONFIGS
 from strom.broker.metadata_cache import TopicError, validate_topic_name
@@ -285,8 +285,9 @@ def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
         name = item.metadata["kafka"]
         if name:
             default = getattr(defaults, item.name)
+            kafka = NO_EFFECT_CONFIGS.get(name)  # Kafka's type where Kafka has the setting (PASSWORD: hidden)
             rows.append((name, _format(getattr(effective, item.name)), _format(getattr(static, item.name)),
-                         _format(default), config_type(name, default)))
+                         _format(default), ConfigType[kafka.type] if kafka else config_type(name, default)))
     current, static_log = effective.log.to_properties(), static.log.to_properties()
     for topic_name, name in TOPIC_TO_BROKER.items():
         kind = CONFIG_TYPES.get(name) or config_type(topic_name, _default(topic_name))
@@ -297,9 +298,11 @@ def broker_configs(broker: Broker) -> list[DescribeConfigsResourceResult]:
         # A property no layer sets and without a default of its own (log.retention.ms when
         # only log.retention.hours applies) is null, as Kafka describes it.
         shown = _nullable(value) if layers or name not in KAFKA_DEFAULTS else None
-        entries.append(_entry(name, shown, layers, read_only=name not in DYNAMIC_CONFIGS, kind=kind))
+        read_only = name not in DYNAMIC_CONFIGS and name not in NO_EFFECT_CONFIGS  # Kafka's dynamic ones are not
+        entries.append(_entry(name, shown, layers, read_only=read_only, kind=kind))
     dynamic = broker.dynamic_config
-    kept = set(NO_EFFECT_CONFIGS) | {n for n in (*dynamic.per_broker, *dynamic.cluster_default) if is_kept_only(n)}
+    kept = (set(NO_EFFECT_CONFIGS) - PROPERTY_NAMES) | {  # Strom's own are listed above, once
+        n for n in (*dynamic.per_broker, *dynamic.cluster_default) if is_kept_only(n)}
     entries += [_kept_entry(broker, name, per_broker=True) for name in kept]
     return sorted(entries, key=lambda entry: entry.name)
 
@@ -373,7 +376,7 @@ def _entry(
     sensitive: bool | None = None,
 ) -> DescribeConfigsResourceResult:
     if sensitive is None:
-        sensitive = "password" in name
+        sensitive = "password" in name or kind is ConfigType.PASSWORD
     if sensitive:
         value = None
         synonyms = [dataclasses.replace(s, value=None) for s in synonyms]
