@@ -30,12 +30,16 @@ from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.api_versions_response import ApiVersionsResponse
+from strom.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from strom.protocol.messages.metadata_response import MetadataResponse
 from tests.support.broker_process import BrokerProcess
 from tests.support.certs import Certificates, Identity, make_certificates
 from tests.support.netproxy import reserved_ports
 
 MESSAGES = 20
 TIMEOUT_S = 60.0
+# MTLS's principals: CN=Service-One,OU=ServiceUsers,... -> service-one; CN=client,OU=eng,O=strom -> client
+MTLS_RULES = "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,RULE:^CN=([^,]*),OU=eng,O=strom$/$1/,DEFAULT"
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +58,11 @@ def ports(certs: Certificates, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "offsets.topic.num.partitions": "1",
         **certs.broker_overrides("SSL", client_auth="requested"),
         **certs.broker_overrides("MTLS", client_auth="required"),
+        # ACLs make the principal observable: resources without ACLs stay open to the other tests
+        "listener.name.mtls.ssl.principal.mapping.rules": MTLS_RULES,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:service-one",
+        "allow.everyone.if.no.acl.found": "true",
     }).start()
     try:
         yield {"PLAINTEXT": plaintext, "SSL": requested, "MTLS": required}
@@ -192,9 +201,10 @@ def _tls_client(certs: Certificates, identity: Identity | None) -> ssl.SSLContex
     return context
 
 
-def _api_versions_over_tls(certs: Certificates, port: int, identity: Identity | None) -> bytes | None:
-    """ApiVersions on a new TLS connection; its answer, or None if the broker refused us (during
-    the handshake or, TLS 1.3, on the first request)."""
+def _api_versions_over_tls(certs: Certificates, port: int, identity: Identity | None,
+                           frame: bytes | None = None) -> bytes | None:
+    """ApiVersions (or ``frame``) on a new TLS connection; the answer, or None if the broker
+    refused us (during the handshake or, TLS 1.3, on the first request)."""
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as raw:
         try:
             sock = _tls_client(certs, identity).wrap_socket(raw, server_hostname="localhost")
@@ -202,7 +212,7 @@ def _api_versions_over_tls(certs: Certificates, port: int, identity: Identity | 
             return None
         with sock:
             try:
-                sock.sendall(_api_versions_frame())
+                sock.sendall(frame or _api_versions_frame())
             except (ssl.SSLError, BrokenPipeError, ConnectionResetError):
                 return None
             return _answer(sock)
@@ -324,3 +334,40 @@ def test_the_connection_principal_is_the_mapped_certificate_dn(
             await broker.shutdown()
 
     assert asyncio.run(scenario()) == ["User:service-one", f"User:{certs.client.subject}", "User:ANONYMOUS"]
+
+
+def test_acls_see_the_principal_the_listener_maps_the_certificate_to(
+        certs: Certificates, ports: dict[str, int]) -> None:
+    """The same client certificate is User:client on MTLS (a rule maps it) and its whole DN on
+    SSL (DEFAULT); without a certificate, User:ANONYMOUS. An ACL for User:client alone tells
+    them apart: Metadata on the topic by name answers 0 for it and 29 for the others."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": f"localhost:{ports['MTLS']}", **certs.confluent(certs.service)})
+    topic = f"guarded-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)  # User:service-one, a super user
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:client", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin.create_acls([binding])[binding].result(TIMEOUT_S)
+
+    def metadata_error(listener: str, identity: Identity | None) -> int:
+        frame = encode_request(MetadataRequest(topics=(MetadataRequestTopic(name=topic),),
+                                               allow_auto_topic_creation=False), 12, 9, "tls-test")
+        answer = _api_versions_over_tls(certs, ports[listener], identity, frame)
+        assert answer is not None
+        _, response = decode_response(answer, 3, 12)
+        assert isinstance(response, MetadataResponse)
+        return response.topics[0].error_code
+
+    assert metadata_error("MTLS", certs.client) == 0  # User:client
+    assert metadata_error("SSL", certs.client) == 29  # User:CN=client,OU=eng,O=strom: TOPIC_AUTHORIZATION_FAILED
+    assert metadata_error("SSL", None) == 29  # User:ANONYMOUS
+    assert metadata_error("MTLS", certs.service) == 0  # the super user
