@@ -224,7 +224,10 @@ def _load_truststore(context: ssl.SSLContext, values: dict[str, str],
                 raise fail("ssl.truststore.location", f"no PEM certificate in {location}")
             context.load_verify_locations(cafile=location)
         elif inline:
-            context.load_verify_locations(cadata=_normalise_pem(inline))
+            certificates = _normalise_pem(inline)
+            if "-----BEGIN CERTIFICATE-----" not in certificates:
+                raise fail("ssl.truststore.certificates", "no PEM certificate (-----BEGIN CERTIFICATE-----) found")
+            context.load_verify_locations(cadata=certificates)
         else:
             context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     except ssl.SSLError as exc:
