@@ -32,9 +32,12 @@ def _config(certs: Certificates, **properties: str) -> BrokerConfig:
         **{name.replace("__", "."): value for name, value in properties.items()}})
 
 
-def _handshake(server: ssl.SSLContext, certs: Certificates, identity: Identity | None) -> str | None:
+def _handshake(server: ssl.SSLContext, certs: Certificates, identity: Identity | None,
+               client_version: ssl.TLSVersion | None = None) -> str | None:
     """Run a handshake in memory; the server side's view of the client's DN (None: no certificate)."""
     client = ssl.create_default_context(cafile=str(certs.ca))
+    if client_version is not None:
+        client.minimum_version = client.maximum_version = client_version
     if identity is not None:
         client.load_cert_chain(identity.cert, identity.key)
     to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -195,3 +198,19 @@ def test_describe_configs_lists_each_ssl_setting_once_and_never_shows_key_materi
         assert all(synonym.value is None for synonym in shown[name].synonyms), name
     assert shown["ssl.client.auth"].value == "none"
     assert not any(key.splitlines()[1] in (entry.value or "") for entry in entries)
+
+
+@pytest.mark.parametrize(("enabled", "client_version", "served"), [
+    ("TLSv1.2,TLSv1.3", ssl.TLSVersion.TLSv1_2, True),
+    ("TLSv1.2,TLSv1.3", ssl.TLSVersion.TLSv1_3, True),
+    ("TLSv1.3", ssl.TLSVersion.TLSv1_2, False),
+    ("TLSv1.2", ssl.TLSVersion.TLSv1_3, False),
+])
+def test_ssl_enabled_protocols_decide_which_clients_connect(
+        certs: Certificates, enabled: str, client_version: ssl.TLSVersion, served: bool) -> None:
+    context = _config(certs, ssl__enabled__protocols=enabled).tls_listeners()["SSL"].context
+    if served:
+        assert _handshake(context, certs, None, client_version) is None
+    else:
+        with pytest.raises(ssl.SSLError):
+            _handshake(context, certs, None, client_version)
