@@ -371,3 +371,14 @@ def test_acls_see_the_principal_the_listener_maps_the_certificate_to(
     assert metadata_error("SSL", certs.client) == 29  # User:CN=client,OU=eng,O=strom: TOPIC_AUTHORIZATION_FAILED
     assert metadata_error("SSL", None) == 29  # User:ANONYMOUS
     assert metadata_error("MTLS", certs.service) == 0  # the super user
+
+
+def test_the_broker_closes_a_tls_connection_with_close_notify(certs: Certificates, ports: dict[str, int]) -> None:
+    """A frame Kafka would drop the connection for (a negative size): the broker says TLS's
+    close_notify before closing, so the client reads a clean end, not a truncated stream."""
+    with socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=TIMEOUT_S) as raw, \
+            _tls_client(certs, None).wrap_socket(raw, server_hostname="localhost",
+                                                 suppress_ragged_eofs=False) as sock:
+        sock.sendall(b"\xff\xff\xff\xff")
+        assert sock.recv(1024) == b""  # a ragged end would raise SSLEOFError here
+    assert _api_versions_ok(_api_versions_over_tls(certs, ports["SSL"], None))
