@@ -13,9 +13,10 @@
 # Maven Central, the Go module proxy and Debian's archive. Only Debian serves librdkafka's
 # source with its tests/ (the Go module proxy refuses github.com/confluentinc/librdkafka).
 # Debian's unstable suite carries the newest librdkafka (2.14.2 when this was written; the
-# confluent-kafka wheel bundles 2.16.x), so the script adds a deb-src entry for it (needs
-# root, as apt-get does) and runs `apt-get source --download-only` for the pinned version,
-# falling back to the newest version unstable serves.
+# confluent-kafka wheel bundles 2.16.x), so the script adds a deb-src entry for it while it
+# runs (needs root, as apt-get does; the machine's other apt lists are left alone) and runs
+# `apt-get source --download-only` for the pinned version, falling back to the newest version
+# unstable serves.
 #
 # Only the two tests are compiled: test.c's table names every test's main function, so the
 # others get a stub that fails (exit status 1) if anything ever runs it.
@@ -37,9 +38,10 @@ upstream_version() {  # 2.14.2-1 -> 2.14.2
     echo "${1%-*}"
 }
 
-add_deb_src() {
+add_deb_src() {  # for this build only: removed when the script exits, if it wrote it
     [ -f "$SOURCES_FILE" ] && return 0
     [ "$(id -u)" = 0 ] || fail "adding Debian's deb-src entry needs root (or write $SOURCES_FILE yourself)"
+    trap 'rm -f "$SOURCES_FILE"' EXIT
     cat >"$SOURCES_FILE" <<'EOF'
 # librdkafka's source with its test suite, for tools/librdkafka-tests/build.sh (Strom)
 Types: deb-src
