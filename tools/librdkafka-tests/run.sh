@@ -8,6 +8,7 @@
 #   tools/librdkafka-tests/run.sh --bootstrap HOST:PORT run against a broker already up
 #                                                       (Strom, or scripts/kafka-reference's
 #                                                       Kafka 3.9 for comparison)
+#   .venv/bin/python tools/librdkafka-tests/cluster.py  the same against 3 Strom brokers
 #   options: --tests 0098,0103   which tests (test-runner's TESTS, substring matches)
 #            --kafka-version V   TEST_KAFKA_VERSION, the broker version the runner assumes
 #                                (default 3.9.0: features it gates on, e.g. KIP-360, exist)
@@ -47,6 +48,8 @@ cleanup() {
         kill -TERM "$BROKER_PID" 2>/dev/null || true
         wait "$BROKER_PID" 2>/dev/null || true
     fi
+    # The runner writes a stats_<test>_<n>.json per test into the shared build tree.
+    [ -f "$WORK/test.conf" ] && find "$TREE/tests" -maxdepth 1 -name 'stats_*.json' -newer "$WORK/test.conf" -delete
     rm -rf "$WORK"
 }
 trap cleanup EXIT
