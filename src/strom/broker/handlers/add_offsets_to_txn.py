@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
@@ -32,6 +33,11 @@ VERSIONS = range(0, 4)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AddOffsetsToTxnRequest)
+    if (authorizer := broker.authorizer) is not None:  # ACLs: Write on the transactional id, Read on the group
+        if not allowed(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(authorizer, AclOperation.READ, ResourceType.GROUP, body.group_id):
+            return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not broker.config.cluster_mode:  # one node: the marker needs the partition to exist
         try:
             broker.group_coordinator.ensure_offsets_topic()

@@ -20,6 +20,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    cluster_action_allowed,
+    refused,
+)
+from strom.broker.metadata_cache import INTERNAL_TOPICS
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.add_partitions_to_txn_request import (
@@ -47,16 +55,37 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AddPartitionsToTxnRequest)
     if request.api_version >= BROKER_VERSIONS_FROM:
+        if not cluster_action_allowed(broker):  # ACLs: v4+ come from brokers (ClusterAction), and only that
+            return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         results = [AddPartitionsToTxnResult(transaction.transactional_id, _topic_results(
             await _answer_transaction(broker, transaction))) for transaction in body.transactions]
         return AddPartitionsToTxnResponse(error_code=ErrorCode.NONE, results_by_transaction=tuple(results))
-    errors = await _add(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                        body.v3_and_below_producer_epoch,
-                        [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions])
+    wanted = [(topic.name, index) for topic in body.v3_and_below_topics for index in topic.partitions]
+    transactional_id = body.v3_and_below_transactional_id
+    refusal = None if broker.authorizer is None else _refusal(broker, transactional_id, wanted)
+    errors = refusal if refusal is not None else await _add(
+        broker, transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch, wanted)
     if request.api_version < 2:
         errors = {tp: ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
                   for tp, error in errors.items()}
     return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(errors))
+
+
+def _refusal(broker: Broker, transactional_id: str, wanted: list[TopicPartition]
+             ) -> dict[TopicPartition, ErrorCode] | None:
+    """A client's request (v0-3) needs Write on the transactional id, then Write on each topic
+    (internal topics aside); any refused partition fails the whole request, as Kafka: the rest
+    OPERATION_NOT_ATTEMPTED (unknown ones UNKNOWN_TOPIC_OR_PARTITION)."""
+    authorizer = broker.authorizer
+    assert authorizer is not None
+    if not allowed(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    hidden = refused(authorizer, AclOperation.WRITE, ResourceType.TOPIC,
+                     {topic for topic, _ in wanted if topic not in INTERNAL_TOPICS})
+    if not hidden:
+        return None
+    return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in hidden else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if not broker.metadata.contains_partition(*tp) else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
 
 
 async def _answer_transaction(broker: Broker, transaction: AddPartitionsToTxnTransaction

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from strom.broker.authorizer import AclOperation, config_refusal
 from strom.broker.dynamic_config import DynamicConfigError
 from strom.broker.handlers.describe_configs import ResourceType, broker_id
 from strom.broker.metadata_cache import TopicError
@@ -89,6 +90,9 @@ async def answer_each_resource(
 
 
 async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
+    if broker.authorizer is not None and (refusal := config_refusal(
+            broker.authorizer, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)):
+        return refusal, None
     names = [config.name for config in resource.configs]
     refused = check_resource(broker, resource.resource_type, resource.resource_name, names)
     if refused is not None:

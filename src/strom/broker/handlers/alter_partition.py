@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, AlterPartitionRequest)
+    if not cluster_action_allowed(broker):  # ACLs: the controller's requests need ClusterAction on the cluster
+        return AlterPartitionResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = broker.controller
     if controller is None or not controller.is_active:
         return AlterPartitionResponse(error_code=ErrorCode.NOT_CONTROLLER)

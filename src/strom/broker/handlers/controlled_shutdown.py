@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
@@ -29,6 +30,8 @@ VERSIONS = range(0, 4)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, ControlledShutdownRequest)
+    if not cluster_action_allowed(broker):  # ACLs: the controller's requests need ClusterAction on the cluster
+        return ControlledShutdownResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = broker.controller
     if controller is None or not controller.is_active:
         return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)

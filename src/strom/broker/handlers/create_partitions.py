@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -59,6 +60,9 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 def _grow(broker: Broker, topic: CreatePartitionsTopic, validate_only: bool) -> CreatePartitionsTopicResult:
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.ALTER,
+                                                                     ResourceType.TOPIC, topic.name):
+        return _result(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
     if broker.cluster is not None:  # ZooKeeper's AdminManager places (or checks) the new replicas
         assignment = None if topic.assignments is None else [tuple(a.broker_ids) for a in topic.assignments]
         try:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType, allowed, refused
 from strom.broker.handlers.alter_configs import warn_deprecated
 from strom.broker.handlers.describe_configs import topic_source, topic_synonyms
 from strom.broker.metadata_cache import TopicError
@@ -44,10 +45,25 @@ async def handle(broker: Broker, request: Request) -> Message:
             CreatableTopicResult(name=topic.name, error_code=ErrorCode.NOT_CONTROLLER) for topic in body.topics))
     counts = Counter(topic.name for topic in body.topics)
     results = []
+    # ACLs: Create on the cluster, else on each topic; the new topic's configs only with DescribeConfigs.
+    authorizer = broker.authorizer
+    may_not_create = refused(
+        None if authorizer is None or allowed(authorizer, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        else authorizer, AclOperation.CREATE, ResourceType.TOPIC, counts)
+    configs_hidden = refused(authorizer, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, counts)
     for topic in body.topics:
         if counts[topic.name] > 1:
             # As Kafka: a name given twice is refused in each entry, and neither copy is created.
             results.append(_failed(topic.name, ErrorCode.INVALID_REQUEST, "topic named twice in one request"))
+        elif topic.name in may_not_create:
+            results.append(replace(_failed(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."),
+                                   topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                   if topic.name in configs_hidden else ErrorCode.NONE))
+        elif topic.name in configs_hidden:
+            result = _create(broker, topic, body.validate_only)
+            results.append(result if result.error_code else replace(
+                result, num_partitions=-1, replication_factor=-1, configs=(),
+                topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         else:
             results.append(_create(broker, topic, body.validate_only))
     if not body.validate_only and body.timeout_ms > 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, refused
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.delete_records_request import (
@@ -38,9 +39,12 @@ VERSIONS = range(0, 3)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DeleteRecordsRequest)
+    hidden = refused(broker.authorizer, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics))
     return DeleteRecordsResponse(
         topics=tuple(
-            DeleteRecordsTopicResult(t.name, tuple(_delete(broker, t.name, p) for p in t.partitions))
+            DeleteRecordsTopicResult(t.name, tuple(
+                _delete(broker, t.name, p) if t.name not in hidden
+                else _failed(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions))
             for t in body.topics
         )
     )

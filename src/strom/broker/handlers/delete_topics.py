@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.metadata_cache import TopicError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -46,6 +47,7 @@ async def handle(broker: Broker, request: Request) -> Message:
 def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID) -> DeletableTopicResult:
     """One topic's result. Like Kafka, no error message (its DeleteTopics sets none) and the
     topic id as the request gave it (zero when named)."""
+    by_id = name is None
     if name is None:
         found = broker.metadata.by_id(topic_id)
         if found is None:
@@ -53,6 +55,11 @@ def _delete(broker: Broker, name: str | None, topic_id: uuid.UUID) -> DeletableT
         name = found.name
     if not broker.config.delete_topic_enable:
         return DeletableTopicResult(name, topic_id, ErrorCode.TOPIC_DELETION_DISABLED, None)
+    if (authorizer := broker.authorizer) is not None:  # ACLs: Delete; a topic named by id also Describe, or no name
+        if by_id and not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return DeletableTopicResult(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        if not allowed(authorizer, AclOperation.DELETE, ResourceType.TOPIC, name):
+            return DeletableTopicResult(name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     try:
         broker.admin_manager.delete_topic(name)
     except TopicError as exc:

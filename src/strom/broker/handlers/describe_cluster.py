@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
+from strom.broker.authorizer import cluster_operations
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -50,6 +50,6 @@ async def handle(broker: Broker, request: Request) -> Message:
         cluster_id=broker.cluster_id,
         controller_id=controller_id,
         brokers=brokers,
-        cluster_authorized_operations=authorized_operations(
-            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
+        cluster_authorized_operations=cluster_operations(  # Kafka refuses nothing here: 0 without Describe
+            broker.authorizer, requested=body.include_cluster_authorized_operations),
     )

@@ -24,6 +24,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Final
 
+from strom.broker.authorizer import AclOperation, config_refusal
 from strom.broker.config import BROKER_TO_TOPIC, PROPERTY_NAMES, BrokerConfig
 from strom.broker.dynamic_config import DYNAMIC_CONFIGS, is_kept_only
 from strom.broker.kafka_broker_configs import LISTENER_CONFIG, NO_EFFECT_CONFIGS
@@ -150,7 +151,13 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, DescribeConfigsRequest)
     version = request.api_version
     results = []
+    authorizer = broker.authorizer
     for resource in body.resources:
+        if authorizer is not None and (refusal := config_refusal(
+                authorizer, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)):
+            results.append(DescribeConfigsResult(refusal, refusal.message, resource.resource_type,
+                                                 resource.resource_name, ()))
+            continue
         try:
             zk_overrides = await _cluster_overrides(broker, resource)
         except KafkaException as exc:

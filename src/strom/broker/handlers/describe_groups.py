@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.authorizer import ResourceType, authorized_operations
+from strom.broker.authorizer import AclOperation, ResourceType, allowed, authorized_operations
 from strom.broker.group.group_metadata import GroupMetadata, GroupState
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from strom.protocol.messages.describe_groups_response import (
@@ -34,8 +35,12 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DescribeGroupsRequest)
     described = []
+    authorizer = broker.authorizer
     for group_id in body.groups:
-        operations = authorized_operations(ResourceType.GROUP, group_id,
+        if authorizer is not None and not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(DescribedGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id))  # Kafka's groupError
+            continue
+        operations = authorized_operations(ResourceType.GROUP, group_id, authorizer=authorizer,
                                            requested=body.include_authorized_operations)
         error, group = broker.group_coordinator.describe_group(group_id)
         if error:  # not coordinated here (yet): Kafka's EmptyGroup, no state at all

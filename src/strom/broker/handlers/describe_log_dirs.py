@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, allowed_on_cluster
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
@@ -31,6 +32,8 @@ VERSIONS = range(0, 5)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, DescribeLogDirsRequest)
+    if (authorizer := broker.authorizer) is not None and not allowed_on_cluster(authorizer, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # no results, as Kafka
     hosted = broker.replica_manager.partitions
     if body.topics is None:
         wanted = sorted(hosted)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.metadata_cache import TopicError, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -51,6 +52,9 @@ def _describe_topic(broker: Broker, topic: TopicRequest) -> TopicResponse:
         validate_topic_name(topic.name)
     except TopicError as exc:
         error = (exc.error_code, str(exc))
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.READ,
+                                                                     ResourceType.TOPIC, topic.name):
+        error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
     if error is None and broker.metadata.get(topic.name) is None:
         error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
     if error is not None:

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from strom.broker.authorizer import ResourceType, authorized_operations
+from strom.broker.authorizer import (
+    AclOperation,
+    ResourceType,
+    allowed,
+    authorized_operations,
+    refused,
+)
 from strom.broker.metadata_cache import TopicError, TopicMetadata, validate_topic_name
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -29,6 +35,7 @@ from strom.protocol.messages.describe_topic_partitions_response import (
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
+    from strom.security.acl.authorizer import AclAuthorizer
 
 REQUEST = DescribeTopicPartitionsRequest
 VERSIONS = range(0, 1)
@@ -42,8 +49,10 @@ async def handle(broker: Broker, request: Request) -> Message:
     cursor = body.cursor
     after = cursor.topic_name if cursor is not None else ""
     every_topic = not body.topics
+    authorizer = broker.authorizer  # ACLs: every topic lists those the principal may Describe; one asked for is 29
     if every_topic:
-        names = sorted(t.name for t in broker.metadata.topics() if t.name >= after)
+        names = sorted(t.name for t in broker.metadata.topics() if t.name >= after and (
+            authorizer is None or allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)))
     else:
         names = sorted({t.name for t in body.topics if t.name >= after})
         if cursor is not None and cursor.topic_name not in names:
@@ -51,7 +60,10 @@ async def handle(broker: Broker, request: Request) -> Message:
             return DescribeTopicPartitionsResponse(topics=tuple(
                 DescribeTopicPartitionsResponseTopic(error_code=error, name=t.name) for t in body.topics))
     remaining = min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit)
-    topics: list[DescribeTopicPartitionsResponseTopic] = []
+    hidden = refused(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    topics = [DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name)
+              for name in names if name in hidden]
+    names = [name for name in names if name not in hidden]
     next_cursor: Cursor | None = None
     for name in names:
         if remaining <= 0:  # the page is full: the next one starts at this topic
@@ -60,7 +72,7 @@ async def handle(broker: Broker, request: Request) -> Message:
         topic = broker.metadata.get(name)
         if topic is None:
             if not every_topic:
-                topics.append(_missing(name))
+                topics.append(_missing(name, authorizer))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         shown = range(first, min(topic.partitions, first + remaining))
@@ -72,7 +84,7 @@ async def handle(broker: Broker, request: Request) -> Message:
     return DescribeTopicPartitionsResponse(topics=tuple(topics), next_cursor=next_cursor)
 
 
-def _missing(name: str) -> DescribeTopicPartitionsResponseTopic:
+def _missing(name: str, authorizer: AclAuthorizer | None) -> DescribeTopicPartitionsResponseTopic:
     try:
         validate_topic_name(name)
         error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -80,7 +92,7 @@ def _missing(name: str) -> DescribeTopicPartitionsResponseTopic:
         error = ErrorCode.INVALID_TOPIC_EXCEPTION
     return DescribeTopicPartitionsResponseTopic(
         error_code=error, name=name,
-        topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name))
+        topic_authorized_operations=authorized_operations(ResourceType.TOPIC, name, authorizer=authorizer))
 
 
 def _describe(broker: Broker, topic: TopicMetadata, shown: range) -> DescribeTopicPartitionsResponseTopic:
@@ -110,5 +122,5 @@ def _describe(broker: Broker, topic: TopicMetadata, shown: range) -> DescribeTop
         topic_id=topic.topic_id,
         is_internal=topic.is_internal,
         partitions=tuple(partitions),
-        topic_authorized_operations=authorized_operations(ResourceType.TOPIC, topic.name),
+        topic_authorized_operations=authorized_operations(ResourceType.TOPIC, topic.name, authorizer=broker.authorizer),
     )

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.transaction.transaction_metadata import TransactionMetadata
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from strom.protocol.messages.describe_transactions_response import (
@@ -41,6 +43,10 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 def _describe(broker: Broker, transactional_id: str) -> TransactionState:
+    if (authorizer := broker.authorizer) is not None and not allowed(
+            authorizer, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                transactional_id=transactional_id)
     found = broker.transaction_coordinator.describe_transaction(transactional_id)
     if not isinstance(found, TransactionMetadata):
         return TransactionState(error_code=found, transactional_id=transactional_id)

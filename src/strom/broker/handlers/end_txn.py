@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.end_txn_request import EndTxnRequest
@@ -28,6 +29,9 @@ VERSIONS = range(0, 5)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, EndTxnRequest)
+    if (authorizer := broker.authorizer) is not None and not allowed(
+            authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     error = await broker.transaction_coordinator.end_transaction(
         body.transactional_id, body.producer_id, body.producer_epoch, committed=body.committed)
     if error == ErrorCode.PRODUCER_FENCED and request.api_version < 2:

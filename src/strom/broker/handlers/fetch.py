@@ -19,6 +19,13 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import (
+    NONE_REFUSED,
+    AclOperation,
+    ResourceType,
+    allowed_on_cluster,
+    refused,
+)
 from strom.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -46,6 +53,7 @@ if TYPE_CHECKING:
 
 REQUEST = FetchRequest
 VERSIONS = range(4, 17)
+_REFUSED = PartitionRead(ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # a topic the principal may not read
 TOPIC_IDS_FROM = 13  # Fetch v13 addresses topics by id
 SESSIONS_FROM = 7
 REPLICA_STATE_FROM = 15  # replica_id moved into replica_state (KIP-903)
@@ -66,10 +74,18 @@ async def handle(broker: Broker, request: Request) -> Message:
     max_bytes = body.max_bytes
     if broker.quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate: a fetch's size capped
         max_bytes = broker.quotas.fetch_max_bytes(request, max_bytes)
+    hidden = NONE_REFUSED
+    if (authorizer := broker.authorizer) is not None:  # ACLs: Read on each topic, a follower ClusterAction
+        names = {t.topic for t in targets if t.topic is not None}
+        hidden = refused(authorizer, AclOperation.READ, ResourceType.TOPIC, names) if replica_id < 0 else (
+            NONE_REFUSED if allowed_on_cluster(authorizer, AclOperation.CLUSTER_ACTION) else frozenset(names))
     reads = await broker.replica_manager.fetch_messages(
-        targets, max_bytes=max_bytes, min_bytes=body.min_bytes, max_wait_ms=body.max_wait_ms,
-        isolation=isolation, replica_id=replica_id,
+        [t for t in targets if t.topic not in hidden] if hidden else targets, max_bytes=max_bytes,
+        min_bytes=body.min_bytes, max_wait_ms=body.max_wait_ms, isolation=isolation, replica_id=replica_id,
     )
+    if hidden:  # the refused partitions back in their places
+        read = iter(reads)
+        reads = [_REFUSED if t.topic in hidden else next(read) for t in targets]
     incremental = session is not None and body.session_epoch > INITIAL_EPOCH
     if broker.quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate (strom.broker.quota)
         throttle_ms = broker.quotas.record_fetch(request, sum(read.size for read in reads))

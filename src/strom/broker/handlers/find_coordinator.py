@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.log_throttle import LogThrottle
 from strom.broker.metadata_cache import TopicError
@@ -60,6 +61,11 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 def _find(broker: Broker, key: str, key_type: int) -> Coordinator:
+    if (authorizer := broker.authorizer) is not None and key_type in (GROUP, TRANSACTION):  # Describe on the key
+        resource_type, refusal = ((ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED) if key_type == GROUP
+                                  else (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        if not allowed(authorizer, AclOperation.DESCRIBE, resource_type, key):
+            return _error(key, refusal, refusal.message)
     if key_type == TRANSACTION:
         return _find_transaction_coordinator(broker, key)
     if key_type != GROUP:

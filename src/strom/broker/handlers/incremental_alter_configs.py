@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from strom.broker.authorizer import AclOperation, config_refusal
 from strom.broker.config import BROKER_TO_TOPIC
 from strom.broker.handlers.alter_configs import (
     Outcome,
@@ -69,6 +70,9 @@ async def handle(broker: Broker, request: Request) -> Message:
 
 
 async def _alter(broker: Broker, resource: AlterConfigsResource, validate_only: bool) -> Outcome:
+    if broker.authorizer is not None and (refusal := config_refusal(
+            broker.authorizer, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)):
+        return refusal, None
     name = resource.resource_name
     refused = check_resource(broker, resource.resource_type, name, [c.name for c in resource.configs])
     if refused is not None:

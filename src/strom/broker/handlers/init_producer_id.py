@@ -15,6 +15,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    allowed,
+    allowed_on_some,
+)
 from strom.broker.producer_ids import ProducerIdsUnavailableError
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -35,6 +42,15 @@ MAX_EPOCH = 32767
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, InitProducerIdRequest)
+    if (authorizer := broker.authorizer) is not None:  # Write on the id; idempotent: IdempotentWrite or Write on a topic
+        if body.transactional_id is not None:
+            if not allowed(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+                return InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                              producer_id=-1, producer_epoch=-1)
+        elif not (allowed(authorizer, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+                  or allowed_on_some(authorizer, AclOperation.WRITE, ResourceType.TOPIC)):
+            return InitProducerIdResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                          producer_id=-1, producer_epoch=-1)
     if body.transactional_id is not None:
         return await _transactional(broker, body, request.api_version)
     if body.producer_id >= 0 and 0 <= body.producer_epoch < MAX_EPOCH - 1:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker import request_context
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.join_group_request import JoinGroupRequest
 from strom.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
@@ -27,6 +29,10 @@ async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, JoinGroupRequest)
     version = request.api_version
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.READ,
+                                                                     ResourceType.GROUP, body.group_id):
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=body.member_id,
+                                 protocol_name=None if version >= 7 else "")
     result = await broker.group_coordinator.join_group(
         body.group_id,
         body.member_id,

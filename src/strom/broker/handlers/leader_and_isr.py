@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.broker.metadata_cache import ZERO_TOPIC_ID
 from strom.broker.replica_manager import LeaderAndIsrPartition
 from strom.protocol.error_codes import ErrorCode
@@ -43,6 +44,8 @@ BY_TOPIC_ID_FROM = 5  # topic ids in the request, the answer grouped by topic id
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, LeaderAndIsrRequest)
+    if not cluster_action_allowed(broker):  # ACLs: the controller's requests need ClusterAction on the cluster
+        return LeaderAndIsrResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     version = request.api_version
     states = list(_partitions(body, version))
     if broker.is_broker_epoch_stale(body.broker_epoch):

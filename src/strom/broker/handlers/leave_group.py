@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.leave_group_request import LeaveGroupRequest
 from strom.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
@@ -23,6 +25,9 @@ VERSIONS = range(0, 6)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, LeaveGroupRequest)
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.READ,
+                                                                     ResourceType.GROUP, body.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinator = broker.group_coordinator
     if request.api_version < 3:
         error, errors = coordinator.leave_group(body.group_id, [(body.member_id, None)])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType, allowed
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.list_groups_request import ListGroupsRequest
@@ -34,8 +35,14 @@ async def handle(broker: Broker, request: Request) -> Message:
     types = {kind.lower() for kind in body.types_filter} if request.api_version >= 5 else set()
     if types and GROUP_TYPE not in types:
         return ListGroupsResponse(error_code=error)
+    listed = coordinator.list_groups(states)
+    # Describe on the cluster lists every group, else the groups the principal may Describe; never an error.
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.DESCRIBE,
+                                                                     ResourceType.CLUSTER, CLUSTER_NAME):
+        listed = [group for group in listed
+                  if allowed(authorizer, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id)]
     groups = tuple(
         ListedGroup(group.group_id, group.protocol_type or "", group.state.value, GROUP_TYPE)
-        for group in coordinator.list_groups(states)
+        for group in listed
     )
     return ListGroupsResponse(error_code=error, groups=groups)

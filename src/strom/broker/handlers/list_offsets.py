@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, refused
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
@@ -42,13 +43,16 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, ListOffsetsRequest)
     committed = body.isolation_level == 1
     with_epoch = request.api_version >= LEADER_EPOCH_FROM
+    hidden = refused(broker.authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics))
     return ListOffsetsResponse(
         topics=tuple(
             ListOffsetsTopicResponse(
                 t.name,
                 tuple(_without_epoch(_offset(broker, t.name, p, committed, request.api_version, body.replica_id),
                                      with_epoch)
-                      for p in t.partitions),
+                      for p in t.partitions) if t.name not in hidden else tuple(
+                    ListOffsetsPartitionResponse(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in t.partitions),
             )
             for t in body.topics
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.protocol.message import Message
 from strom.protocol.messages.list_transactions_request import ListTransactionsRequest
 from strom.protocol.messages.list_transactions_response import (
@@ -39,5 +40,7 @@ async def handle(broker: Broker, request: Request) -> Message:
         unknown_state_filters=listing.unknown_state_filters,
         transaction_states=tuple(
             TransactionState(metadata.transactional_id, metadata.producer_id, metadata.state.display_name)
-            for metadata in listing.transactions),
+            for metadata in listing.transactions  # ACLs: those the principal may Describe, never an error
+            if broker.authorizer is None or allowed(broker.authorizer, AclOperation.DESCRIBE,
+                                                    ResourceType.TRANSACTIONAL_ID, metadata.transactional_id)),
     )

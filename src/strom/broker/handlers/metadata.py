@@ -30,7 +30,14 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from strom.broker.authorizer import CLUSTER_NAME, ResourceType, authorized_operations
+from strom.broker.authorizer import (
+    CLUSTER_NAME,
+    AclOperation,
+    ResourceType,
+    allowed,
+    authorized_operations,
+    cluster_operations,
+)
 from strom.broker.group.offsets_topic import OFFSETS_TOPIC
 from strom.broker.metadata_cache import (
     INTERNAL_TOPICS,
@@ -53,6 +60,8 @@ from strom.protocol.messages.metadata_response import (
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
     from strom.protocol.headers import Request
+    from strom.protocol.messages.metadata_request import MetadataRequestTopic
+    from strom.security.acl.authorizer import AclAuthorizer
 
 logger = logging.getLogger(__name__)
 
@@ -65,22 +74,56 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, MetadataRequest)
     if broker.config.cluster_mode:
         return _cluster_metadata(broker, body, request.api_version)
+    authorizer = broker.authorizer
+    refusals: list[MetadataResponseTopic] = []
     if body.topics is None or (request.api_version == 0 and not body.topics):
-        topics = [_describe(broker, topic) for topic in broker.metadata.topics()]
+        topics = [_describe(broker, topic) for topic in broker.metadata.topics()
+                  if authorizer is None or allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)]
     else:
-        topics = [_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
+        wanted, refusals = (body.topics, []) if authorizer is None else _screen(broker, authorizer, body)
+        topics = [_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in wanted]
     if body.include_topic_authorized_operations:  # v8+; Kafka fills it in errors too
-        topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or ""))
+        topics = [replace(t, topic_authorized_operations=authorized_operations(ResourceType.TOPIC, t.name or "",
+                                                                               authorizer=authorizer))
                   for t in topics]
     endpoint = broker.request_endpoint()
     return MetadataResponse(
         brokers=(MetadataResponseBroker(broker.node_id, endpoint.host, endpoint.port, None),),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        topics=tuple(topics),
-        cluster_authorized_operations=authorized_operations(  # v8 to v10
-            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
+        topics=(*refusals, *topics),
+        cluster_authorized_operations=cluster_operations(  # v8 to v10
+            authorizer, requested=body.include_cluster_authorized_operations),
     )
+
+
+def _screen(broker: Broker, authorizer: AclAuthorizer, body: MetadataRequest
+            ) -> tuple[list[MetadataRequestTopic], list[MetadataResponseTopic]]:
+    """The topics asked for that the principal may see, and the answers for the rest (Kafka's
+    ``handleTopicMetadataRequest``): without Describe, TOPIC_AUTHORIZATION_FAILED whether the
+    topic exists or not (its existence is not disclosed; by id, the id is given back); a topic
+    that would be auto-created without Create on the cluster or the topic, the same."""
+    wanted: list[MetadataRequestTopic] = []
+    refusals: list[MetadataResponseTopic] = []
+    creating = body.allow_auto_topic_creation and broker.config.auto_create_topics_enable
+    refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    for topic in body.topics or ():
+        name = topic.name
+        if name is None:  # v10+: by id; an unknown id is answered UNKNOWN_TOPIC_ID by the lookup
+            found = broker.metadata.by_id(topic.topic_id)
+            if found is not None and not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, found.name):
+                refusals.append(MetadataResponseTopic(error_code=refused, name=None, topic_id=topic.topic_id))
+                continue
+        elif not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            refusals.append(MetadataResponseTopic(error_code=refused, name=name))
+            continue
+        elif creating and broker.metadata.get(name) is None and not (
+                allowed(authorizer, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                or allowed(authorizer, AclOperation.CREATE, ResourceType.TOPIC, name)):
+            refusals.append(MetadataResponseTopic(error_code=refused, name=name, is_internal=name in INTERNAL_TOPICS))
+            continue
+        wanted.append(topic)
+    return wanted, refusals
 
 
 def _lookup(broker: Broker, name: str | None, topic_id: object, allow_create: bool) -> MetadataResponseTopic:
@@ -147,13 +190,19 @@ def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> Me
     """The answer, spliced from each topic's encoded bytes (remembered by the MetadataCache
     until the topic or the live brokers change) into the encoded brokers and controller."""
     cache = broker.metadata
+    authorizer = broker.authorizer
+    refusals: list[MetadataResponseTopic] = []
     if body.topics is None or (version == 0 and not body.topics):
-        found: list[TopicMetadata | MetadataResponseTopic] = list(cache.topics())
+        found: list[TopicMetadata | MetadataResponseTopic] = [
+            topic for topic in cache.topics()
+            if authorizer is None or allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)]
     else:
-        found = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in body.topics]
+        wanted, refusals = (body.topics, []) if authorizer is None else _screen(broker, authorizer, body)
+        found = [_cluster_lookup(broker, t.name, t.topic_id, body.allow_auto_topic_creation) for t in wanted]
     asked = body.include_topic_authorized_operations
     listener = broker.request_listener()
-    topics = [_encoded_topic(broker, topic, version, asked, listener) for topic in found]
+    topics = [encode_topic(refusal, version) for refusal in refusals]
+    topics += [_encoded_topic(broker, topic, version, asked, listener) for topic in found]
     brokers = []
     for live in cache.live_brokers():
         endpoint = live.endpoint(listener)  # a broker without the client's listener is left out, as Kafka
@@ -163,8 +212,8 @@ def _cluster_metadata(broker: Broker, body: MetadataRequest, version: int) -> Me
         brokers=tuple(brokers),
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id,
-        cluster_authorized_operations=authorized_operations(
-            ResourceType.CLUSTER, CLUSTER_NAME, requested=body.include_cluster_authorized_operations),
+        cluster_authorized_operations=cluster_operations(
+            authorizer, requested=body.include_cluster_authorized_operations),
     )
     return _ENCODED_RESPONSE(version, _topics_slot(without_topics, version).splice(topics))
 
@@ -184,7 +233,7 @@ def _encoded_topic(broker: Broker, topic: TopicMetadata | MetadataResponseTopic,
     """One topic as the generated encoder writes it in ``version`` for a client of ``listener``; a
     known topic's bytes are remembered by the cache (an error is cheap and not kept)."""
     name = topic.name or ""
-    operations = (authorized_operations(ResourceType.TOPIC, name) if asked
+    operations = (authorized_operations(ResourceType.TOPIC, name, authorizer=broker.authorizer) if asked
                   else MetadataResponseTopic().topic_authorized_operations)
     if isinstance(topic, MetadataResponseTopic):
         return encode_topic(replace(topic, topic_authorized_operations=operations), version)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.group.group_metadata import OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -39,10 +40,19 @@ async def handle(broker: Broker, request: Request) -> Message:
     expire = now + body.retention_time_ms if 2 <= version <= 4 and body.retention_time_ms >= 0 else -1
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    authorizer = broker.authorizer  # ACLs: Read on the group, then Read on each topic (Kafka's order)
+    group_refused = authorizer is not None and not allowed(authorizer, AclOperation.READ, ResourceType.GROUP,
+                                                           body.group_id)
     for topic in body.topics:
         metadata = broker.metadata.get(topic.name)
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED if group_refused else (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED if authorizer is not None and not allowed(
+                authorizer, AclOperation.READ, ResourceType.TOPIC, topic.name) else None)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if refusal is not None:
+                errors[tp] = refusal
+                continue
             if metadata is None or not 0 <= p.partition_index < metadata.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

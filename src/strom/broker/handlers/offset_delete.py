@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.offset_delete_request import OffsetDeleteRequest
@@ -33,11 +34,17 @@ async def handle(broker: Broker, request: Request) -> Message:
     assert isinstance(body, OffsetDeleteRequest)
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
+    authorizer = broker.authorizer  # ACLs: Delete on the group, Read on each topic
+    if authorizer is not None and not allowed(authorizer, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for topic in body.topics:
         metadata = broker.metadata.get(topic.name)
+        refused = authorizer is not None and not allowed(authorizer, AclOperation.READ, ResourceType.TOPIC, topic.name)
         for partition in topic.partitions:
             tp = (topic.name, partition.partition_index)
-            if metadata is None or not 0 <= tp[1] < metadata.partitions:
+            if refused:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif metadata is None or not 0 <= tp[1] < metadata.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

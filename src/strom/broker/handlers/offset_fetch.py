@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.group.group_metadata import OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -46,17 +47,18 @@ async def handle(broker: Broker, request: Request) -> Message:
     if version >= 8:
         groups = []
         for group in body.groups:
-            error, fetched = _fetch(broker, group.group_id, group.topics)
+            error, fetched, refused = _fetch(broker, group.group_id, group.topics)
             unstable = _unstable(broker, group.group_id, fetched, group.topics, body.require_stable)
             group_topics = tuple(
                 OffsetFetchResponseTopics(name, tuple(
-                    OffsetFetchResponsePartitions(*_partition(i, o, _stability(name, i, unstable))) for i, o in parts))
+                    OffsetFetchResponsePartitions(*_partition(i, o, _stability(name, i, unstable, refused)))
+                    for i, o in parts))
                 for name, parts in _by_topic(fetched)
             )
             groups.append(OffsetFetchResponseGroup(group.group_id, group_topics, error))
         return OffsetFetchResponse(groups=tuple(groups))
     requested = body.topics if version >= 2 else body.topics or ()
-    error, fetched = _fetch(broker, body.group_id, requested)
+    error, fetched, refused = _fetch(broker, body.group_id, requested)
     if error and version < 2:  # Kafka's getErrorResponse: every partition asked for carries the error
         fetched = {(topic.name, index): None for topic in requested or () for index in topic.partition_indexes}
     partition_error = error if version < 2 else ErrorCode.NONE
@@ -64,7 +66,8 @@ async def handle(broker: Broker, request: Request) -> Message:
     topics = tuple(
         OffsetFetchResponseTopic(
             name,
-            tuple(OffsetFetchResponsePartition(*_partition(i, o, partition_error or _stability(name, i, unstable)))
+            tuple(OffsetFetchResponsePartition(*_partition(i, o, partition_error or _stability(name, i, unstable,
+                                                                                               refused)))
                   for i, o in parts),
         )
         for name, parts in _by_topic(fetched)
@@ -72,7 +75,13 @@ async def handle(broker: Broker, request: Request) -> Message:
     return OffsetFetchResponse(topics=topics, error_code=error)
 
 
-def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None) -> tuple[ErrorCode, Fetched]:
+def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None
+           ) -> tuple[ErrorCode, Fetched, set[TopicPartition]]:
+    """The group's offsets, and the partitions asked for whose topic the principal may not
+    Describe (answered TOPIC_AUTHORIZATION_FAILED; left out of an all-partitions answer)."""
+    authorizer = broker.authorizer  # ACLs: Describe on the group, then on each topic, as Kafka
+    if authorizer is not None and not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, set()
     partitions = None
     if topics is not None:
         partitions = [
@@ -80,7 +89,13 @@ def _fetch(broker: Broker, group_id: str, topics: Sequence[object] | None) -> tu
             for topic in topics
             for index in topic.partition_indexes  # type: ignore[attr-defined]
         ]
-    return broker.group_coordinator.fetch_offsets(group_id, partitions)
+    error, fetched = broker.group_coordinator.fetch_offsets(group_id, partitions)
+    if authorizer is None:
+        return error, fetched, set()
+    refused = {tp for tp in fetched if not allowed(authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, tp[0])}
+    if partitions is None:
+        return error, {tp: offset for tp, offset in fetched.items() if tp not in refused}, set()
+    return error, {tp: None if tp in refused else offset for tp, offset in fetched.items()}, refused
 
 
 def _unstable(broker: Broker, group_id: str, fetched: Fetched, topics: Sequence[object] | None,
@@ -90,7 +105,9 @@ def _unstable(broker: Broker, group_id: str, fetched: Fetched, topics: Sequence[
     return broker.group_coordinator.unstable_offsets(group_id, fetched)
 
 
-def _stability(topic: str, index: int, unstable: set[TopicPartition]) -> ErrorCode:
+def _stability(topic: str, index: int, unstable: set[TopicPartition], refused: set[TopicPartition]) -> ErrorCode:
+    if refused and (topic, index) in refused:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, index) in unstable else ErrorCode.NONE
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed_on_cluster, refused
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -34,9 +36,15 @@ VERSIONS = range(0, 5)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, OffsetForLeaderEpochRequest)
+    # ACLs: ClusterAction on the cluster (a follower) allows every topic, else Describe on each.
+    authorizer = broker.authorizer
+    hidden = refused(None if authorizer is None or allowed_on_cluster(authorizer, AclOperation.CLUSTER_ACTION)
+                     else authorizer, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics))
     return OffsetForLeaderEpochResponse(
         topics=tuple(
-            OffsetForLeaderTopicResult(t.topic, tuple(_end_offset(broker, t.topic, p) for p in t.partitions))
+            OffsetForLeaderTopicResult(t.topic, tuple(
+                _end_offset(broker, t.topic, p) if t.topic not in hidden
+                else EpochEndOffset(ErrorCode.TOPIC_AUTHORIZATION_FAILED, p.partition) for p in t.partitions))
             for t in body.topics
         )
     )

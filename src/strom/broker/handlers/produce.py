@@ -23,6 +23,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, cast
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed, refused
 from strom.broker.log_throttle import LogThrottle
 from strom.broker.transaction.verification import Refusal
 from strom.protocol.error_codes import ErrorCode
@@ -84,13 +85,27 @@ async def handle(broker: Broker, request: Request) -> Message | None:
         ))
     replica_manager = broker.replica_manager
     responses = []
+    topic_data = body.topic_data
+    if (authorizer := broker.authorizer) is not None:  # ACLs; without an authorizer, this one test
+        transactional_id = body.transactional_id
+        if transactional_id is not None and not allowed(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                        transactional_id):
+            error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return ProduceResponse(responses=tuple(
+                TopicProduceResponse(t.name, tuple(_refused(p.index, error) for p in t.partition_data))
+                for t in topic_data)) if acks else None
+        if hidden := refused(authorizer, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in topic_data)):
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # Write on each topic; the others are appended
+            responses = [TopicProduceResponse(t.name, tuple(_refused(p.index, error) for p in t.partition_data))
+                         for t in topic_data if t.name in hidden]
+            topic_data = tuple(t for t in topic_data if t.name not in hidden)
     replicating: list[tuple[Partition, int]] = []
     not_led: list[TopicPartition] = []  # refused with NOT_LEADER_OR_FOLLOWER (rare: no cost otherwise)
     one_batch = request.api_version >= ONE_V2_BATCH_FROM
     if body.transactional_id is not None and broker.transaction_verifier.enabled:  # plain: one test
         verifications = await broker.transaction_verifier.verify_produce(
-            body.transactional_id, request.api_version, body.topic_data)
-        for topic in body.topic_data:  # no await from here to the last append (KAFKA-14884)
+            body.transactional_id, request.api_version, topic_data)
+        for topic in topic_data:  # no await from here to the last append (KAFKA-14884)
             name = topic.name
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch, verified)
                           if not isinstance(verified := verifications.get((name, data.index)), Refusal)
@@ -98,7 +113,7 @@ async def handle(broker: Broker, request: Request) -> Message | None:
                           for data in topic.partition_data]
             responses.append(_new_topic_response(name, tuple(partitions)))
     else:
-        for topic in body.topic_data:
+        for topic in topic_data:
             name = topic.name
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
                           for data in topic.partition_data]

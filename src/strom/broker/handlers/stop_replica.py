@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.broker.replica_manager import StopReplicaPartition
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -37,6 +38,8 @@ STATES_FROM = 3  # per-partition leader epoch and delete flag
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, StopReplicaRequest)
+    if not cluster_action_allowed(broker):  # ACLs: the controller's requests need ClusterAction on the cluster
+        return StopReplicaResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker.is_broker_epoch_stale(body.broker_epoch):
         return StopReplicaResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     # One state per partition, the last named winning, as Kafka's partitionStates map.

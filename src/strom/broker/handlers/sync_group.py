@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.sync_group_request import SyncGroupRequest
 from strom.protocol.messages.sync_group_response import SyncGroupResponse
@@ -22,6 +24,9 @@ VERSIONS = range(0, 6)
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, SyncGroupRequest)
+    if (authorizer := broker.authorizer) is not None and not allowed(authorizer, AclOperation.READ,
+                                                                     ResourceType.GROUP, body.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     result = await broker.group_coordinator.sync_group(
         body.group_id,
         body.generation_id,

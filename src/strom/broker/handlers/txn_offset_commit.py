@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import AclOperation, ResourceType, allowed
 from strom.broker.group.group_metadata import OffsetAndMetadata
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -45,11 +46,21 @@ async def handle(broker: Broker, request: Request) -> Message:
     now = time.time_ns() // 1_000_000
     errors: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    refusal: ErrorCode | None = None  # ACLs: Write on the transactional id, Read on the group, then on each topic
+    if (authorizer := broker.authorizer) is not None:
+        if not allowed(authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not allowed(authorizer, AclOperation.READ, ResourceType.GROUP, body.group_id):
+            refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
     for topic in body.topics:
         known = broker.metadata.get(topic.name) is not None
+        topic_refusal = refusal or (ErrorCode.TOPIC_AUTHORIZATION_FAILED if authorizer is not None and not allowed(
+            authorizer, AclOperation.READ, ResourceType.TOPIC, topic.name) else None)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if not known:
+            if topic_refusal is not None:
+                errors[tp] = topic_refusal
+            elif not known:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 leader_epoch = p.committed_leader_epoch if version >= 2 else -1

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.broker.metadata_cache import BrokerEndpoint, LiveBroker, MetadataCache, PartitionState
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
@@ -44,6 +45,8 @@ SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SS
 async def handle(broker: Broker, request: Request) -> Message:
     body = request.body
     assert isinstance(body, UpdateMetadataRequest)
+    if not cluster_action_allowed(broker):  # ACLs: the controller's requests need ClusterAction on the cluster
+        return UpdateMetadataResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if broker.is_broker_epoch_stale(body.broker_epoch):
         return UpdateMetadataResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     version = request.api_version

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.authorizer import cluster_action_allowed
 from strom.broker.txn_markers import TxnMarker, write_txn_markers
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.message import Message
 from strom.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
 from strom.protocol.messages.write_txn_markers_response import (
@@ -42,7 +44,11 @@ async def handle(broker: Broker, request: Request) -> Message:
         )
         for marker in body.markers
     ]
-    results = await write_txn_markers(broker, markers)
+    if cluster_action_allowed(broker):
+        results = await write_txn_markers(broker, markers)
+    else:  # ACLs: ClusterAction on the cluster (the coordinator's request); every partition refused
+        results = {(marker.producer_id, tp): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                   for marker in markers for tp in marker.partitions}
     # As Kafka's answer, built from its errors by producer id and partition: one result per
     # producer id, partitions grouped by topic (a topic or producer named twice is merged).
     by_producer: dict[int, dict[str, dict[int, int]]] = {}

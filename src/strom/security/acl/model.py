@@ -203,6 +203,9 @@ def binding_error(binding: AclBinding) -> str | None:
     """Why Kafka refuses to create ``binding`` (INVALID_REQUEST), or None: the checks of Kafka's
     ``AclApis.handleCreateAcls`` and ``AclControlManager.validateNewAcl``."""
     pattern, entry = binding.pattern, binding.entry
+    if pattern.resource_type == ResourceType.UNKNOWN or pattern.pattern_type == PatternType.UNKNOWN or (
+            entry.operation == AclOperation.UNKNOWN or entry.permission_type == AclPermissionType.UNKNOWN):
+        return "CreatableAcls contain unknown elements"
     if pattern.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         return f"Invalid resourceType {pattern.resource_type.name}"
     if pattern.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -219,3 +222,18 @@ def binding_error(binding: AclBinding) -> str | None:
         return f"Could not parse principal from `{entry.principal}` (no colon is present separating the " \
                "principal type from the principal name)"
     return None
+
+
+def filter_from_codes(resource_type_code: int, name: str | None, pattern_type_code: int, principal: str | None,
+                      host: str | None, operation_code: int, permission_code: int) -> AclBindingFilter:
+    """A filter from a DescribeAcls/DeleteAcls request's fields (unknown codes read as UNKNOWN)."""
+    return AclBindingFilter(
+        ResourcePatternFilter(resource_type(resource_type_code), name, pattern_type(pattern_type_code)),
+        AccessControlEntryFilter(principal, host, operation(operation_code), permission_type(permission_code)))
+
+
+def binding_from_codes(resource_type_code: int, name: str, pattern_type_code: int, principal: str, host: str,
+                       operation_code: int, permission_code: int) -> AclBinding:
+    """A binding from a CreateAcls request's fields (``binding_error`` says whether it may be stored)."""
+    return AclBinding(ResourcePattern(resource_type(resource_type_code), name, pattern_type(pattern_type_code)),
+                      AccessControlEntry(principal, host, operation(operation_code), permission_type(permission_code)))
