@@ -19,9 +19,12 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from strom.broker import request_context
+from strom.protocol.error_codes import ErrorCode
 from strom.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from strom.broker.broker import Broker
     from strom.broker.config import BrokerConfig
     from strom.security.acl.authorizer import AclAuthorizer
@@ -71,6 +74,14 @@ def authorized_operations(resource_type: ResourceType, name: str, *, requested: 
                                   if authorizer.authorize(principal, host, operation, resource_type, name)))
 
 
+def cluster_operations(authorizer: AclAuthorizer | None, *, requested: bool) -> int:
+    """Metadata's and DescribeCluster's ``cluster_authorized_operations``: as Kafka's
+    ``AuthHelper``, 0 for a principal that may not Describe the cluster."""
+    if requested and authorizer is not None and not allowed_on_cluster(authorizer, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, requested=requested, authorizer=authorizer)
+
+
 def client_address() -> str:
     """The client's IP as ACLs name hosts (the connection keeps Kafka's "/host" form)."""
     return request_context.client_host.get().removeprefix("/")
@@ -91,6 +102,33 @@ def allowed_on_some(authorizer: AclAuthorizer, operation: AclOperation, resource
     """May the principal do ``operation`` on some resource of the type (Kafka's ``authorizeByResourceType``)?"""
     return authorizer.authorize_by_resource_type(request_context.principal.get(), client_address(), operation,
                                                  resource_type)
+
+
+def refused(authorizer: AclAuthorizer | None, operation: AclOperation, resource_type: ResourceType,
+            names: Iterable[str]) -> frozenset[str]:
+    """The names among ``names`` the principal may not ``operation`` (none without an authorizer)."""
+    if authorizer is None:
+        return NONE_REFUSED
+    return frozenset(name for name in names if not allowed(authorizer, operation, resource_type, name))
+
+
+NONE_REFUSED: Final[frozenset[str]] = frozenset()
+
+
+# Kafka's ConfigResource.Type codes (DescribeConfigs, AlterConfigs): not ACL resource types.
+CONFIG_TOPIC: Final = 2
+CONFIG_BROKERS: Final = frozenset({4, 8})  # BROKER, BROKER_LOGGER: the cluster's
+
+
+def config_refusal(authorizer: AclAuthorizer, operation: AclOperation, config_resource_type: int,
+                   name: str) -> ErrorCode | None:
+    """The error for a config resource the principal may not ``operation`` (DescribeConfigs or
+    AlterConfigs), None when allowed: a topic's are the topic's, a broker's the cluster's."""
+    if config_resource_type == CONFIG_TOPIC:
+        return None if allowed(authorizer, operation, ResourceType.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if config_resource_type in CONFIG_BROKERS:
+        return None if allowed_on_cluster(authorizer, operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None  # a type Kafka does not know: the handler answers it
 
 
 def cluster_action_allowed(broker: Broker) -> bool:
