@@ -126,3 +126,19 @@ def test_a_window_below_one_is_one_config_error(tmp_path: Path, name: str, value
     config = BrokerConfig.from_properties({"log.dirs": str(tmp_path), name: value})
     with pytest.raises(ConfigError, match=f"invalid value {value} for {name}: must be at least 1"):
         ClientQuotas(config, FileQuotaStore(str(tmp_path)))
+
+
+def test_rates_of_clients_idle_for_an_hour_are_forgotten_when_there_are_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    import strom.broker.quota.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "RATES_BEFORE_EXPIRY", 3)
+    clock = Clock()
+    quotas = manager(clock)
+    quotas.update_quotas({QuotaEntity(None, DEFAULT): 1000.0})
+    for client in ("a", "b", "c"):
+        quotas.record("u", client, 5000)
+    clock.now = 3_600_000
+    quotas.record("u", "c", 1)  # c is active again
+    quotas.record("u", "d", 1)  # a fourth rate: a and b (idle an hour) go
+    assert sorted(quotas._rates) == [("", "c"), ("", "d")]
+    assert quotas.record("u", "a", 10_000) == 0  # a new rate for a

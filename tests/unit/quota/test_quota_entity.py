@@ -1,5 +1,5 @@
 """Entities, quota keys and DescribeClientQuotas filters as Kafka validates and matches them;
-the store's file round trip and its tolerance of a bad file."""
+the store's file round trip and its tolerance of a bad file; ZooKeeper's entity paths and values."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from strom.broker.quota import DEFAULT, FileQuotaStore, QuotaEntity, QuotaError, QuotaFilter
 from strom.broker.quota.entity import validate_quota
+from strom.broker.quota.zk_store import encode_quota, entity_path, parse_entity_path
 from strom.protocol.error_codes import ErrorCode
 
 
@@ -108,3 +109,25 @@ def test_the_store_round_trips_and_skips_what_is_not_valid(tmp_path: Path) -> No
     assert FileQuotaStore(str(tmp_path)).read() == {QuotaEntity("alice", DEFAULT): quotas[QuotaEntity("alice", DEFAULT)]}
     (tmp_path / "client-quotas").write_text("not json")
     assert FileQuotaStore(str(tmp_path)).read() == {}
+
+
+@pytest.mark.parametrize(("entity", "path"), [
+    (QuotaEntity("alice", None), "users/alice"),
+    (QuotaEntity("alice", DEFAULT), "users/alice/clients/<default>"),
+    (QuotaEntity(DEFAULT, "app one"), "users/<default>/clients/app%20one"),
+    (QuotaEntity(None, DEFAULT), "clients/<default>"),
+    (QuotaEntity(None, "a/b"), "clients/a%2Fb"),
+])
+def test_zookeeper_entity_paths_as_kafka_names_them(entity: QuotaEntity, path: str) -> None:
+    assert entity_path(entity) == path
+    assert parse_entity_path(path) == entity
+
+
+def test_other_config_changes_name_no_quota_entity() -> None:
+    assert [parse_entity_path(path) for path in ("topics/t", "brokers/1", "users/a/clients", "users/")] == [None] * 4
+
+
+def test_zookeeper_values_as_kafka_writes_them() -> None:
+    assert encode_quota("producer_byte_rate", 1048576.0) == "1048576"
+    assert encode_quota("request_percentage", 200.0) == "200.0"
+    assert encode_quota("controller_mutation_rate", 0.5) == "0.5"

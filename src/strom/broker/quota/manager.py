@@ -29,6 +29,10 @@ from strom.broker.quota.entity import DEFAULT, Name, QuotaEntity
 from strom.broker.quota.rate import SampledRate
 
 MAX_CACHED_GROUPS: Final = 100_000  # distinct (user, client id) pairs remembered; then forgotten at once
+# Kafka drops a client's sensors after an hour without a request (InactiveSensorExpirationTimeSeconds);
+# here the rates of such clients go when there are many rates, checked as a new one is made.
+INACTIVE_RATE_EXPIRY_MS: Final = 3_600_000
+RATES_BEFORE_EXPIRY: Final = 10_000
 
 
 def monotonic_ms() -> int:
@@ -108,12 +112,25 @@ class ClientQuotaManager:
         if bound is not None:
             rate = self._rates.get(tags)
             if rate is None:
-                rate = self._rates[tags] = SampledRate(self.samples, self.window_ms, self.clock())
+                now_ms = self.clock()
+                if len(self._rates) >= RATES_BEFORE_EXPIRY:
+                    self._expire(now_ms)
+                rate = self._rates[tags] = SampledRate(self.samples, self.window_ms, now_ms)
         group = QuotaGroup(tags[0], tags[1], bound, rate)
         if len(self._groups) >= MAX_CACHED_GROUPS:
             self._groups = {}
         self._groups[(user, client_id)] = group
         return group
+
+    def _expire(self, now_ms: int) -> None:
+        """Forget the rates of quota groups idle for an hour (and every cached group, which
+        may point at one): a client that comes back starts a new rate, as with Kafka."""
+        idle = [tags for tags, rate in self._rates.items()
+                if now_ms - rate.last_window_start_ms() >= INACTIVE_RATE_EXPIRY_MS]
+        for tags in idle:
+            del self._rates[tags]
+        if idle:
+            self._groups = {}
 
     def _metric_tags(self, user: str, client_id: str) -> tuple[str, str]:
         """Kafka's ``quotaMetricTags``: the tags of the most specific configured entity."""

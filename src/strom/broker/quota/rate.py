@@ -60,6 +60,10 @@ class SampledRate:
             elapsed += (self.samples - 1 - full_windows) * self.window_ms
         return max(elapsed, 1)
 
+    def last_window_start_ms(self) -> int:
+        """When the newest sample began: the last activity, to a window."""
+        return max(self._starts)
+
     def _purge(self, now_ms: int) -> None:
         expire_age = self.samples * self.window_ms
         starts = self._starts
