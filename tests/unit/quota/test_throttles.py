@@ -100,3 +100,19 @@ def test_no_quota_configured_costs_no_sensor(broker: BrokerRunner) -> None:
         assert quotas.produce._groups == {} and quotas.produce._rates == {}
 
     broker.run(scenario)
+
+
+def test_a_fetch_throttled_for_its_request_time_takes_its_bytes_out_of_the_byte_rate(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        await h.create_topic("t")
+        await h.produce("t", 0, [b"v" * 1000])
+        await h.request(alter_request([([("user", None)], {"consumer_byte_rate": 1e9, "request_percentage": 1e-6})]),
+                        version=1)
+        fetches = h.broker.quotas.fetch
+        fetches.clock = lambda: 1_000_000
+        response = await h.request(fetch([("t", 0, 0)]), version=12)
+        assert response.throttle_time_ms > 0 and response.responses == ()  # over its request quota: no records
+        group = fetches.group("ANONYMOUS", CLIENT_ID)
+        assert group.rate is not None and group.rate.measure(1_000_000) == 0.0  # the bytes read are not counted
+
+    broker.run(scenario)

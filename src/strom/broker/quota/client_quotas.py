@@ -239,14 +239,26 @@ class ClientQuotas:
         encoded = encode_response(response, request.api_version, request.correlation_id)
         elapsed_ns = timed.ns + time.perf_counter_ns() - start
         user = request_context.principal.get().partition(":")[2]
-        throttle_ms = self.request.record(user, request.header.client_id or "", elapsed_ns * NANOS_TO_PERCENT_SECONDS)
-        if throttle_ms <= request_context.throttle_ms.get():
+        client_id = request.header.client_id or ""
+        throttle_ms = self.request.record(user, client_id, elapsed_ns * NANOS_TO_PERCENT_SECONDS)
+        bandwidth_throttle_ms = request_context.throttle_ms.get()
+        if throttle_ms <= bandwidth_throttle_ms:
             return encoded
         request_context.throttle_ms.set(throttle_ms)
+        if request.api_key == FETCH_API_KEY and self.fetch.enabled and not bandwidth_throttle_ms:
+            # the records go unsent: out of the byte rate too (a byte-rate throttle took them out already)
+            self.fetch.unrecord(user, client_id, _fetched_bytes(response))
         throttled = _with_throttle(response, throttle_ms, request.api_key)
         if throttled is None:  # an answer with no throttle field (old versions): muted all the same
             return encoded
         return encode_response(throttled, request.api_version, request.correlation_id)
+
+
+def _fetched_bytes(response: Message) -> int:
+    """The record bytes of a Fetch answer: what its ``consumer_byte_rate`` recorded."""
+    body: Any = response
+    return sum(len(p.records) if isinstance(p.records, bytes | bytearray | memoryview) else p.records.length
+               for topic in body.responses for p in topic.partitions if p.records is not None)
 
 
 def _from_follower(request: Request) -> bool:
