@@ -1,14 +1,17 @@
 """The throttles of Produce, Fetch and the request quota on an in-process broker: the throttle
 formula in a Produce answer, a throttled Fetch answered empty (followers exempt), the request
-quota's cap of one window, request time that leaves out the handler's waits, and no sensor
-at all while no quota is configured."""
+quota's cap of one window (a Fetch it empties un-recorded from the byte rate), request time
+that leaves out the handler's waits, no sensor at all while no quota is configured, and
+quotas a full disk cannot store left unapplied."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
+from strom.broker.quota import FileQuotaStore
 from strom.broker.quota.client_quotas import _Timed
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.metadata_request import MetadataRequest
 from tests.support.broker_harness import (
     CLIENT_ID,
@@ -20,6 +23,7 @@ from tests.support.broker_harness import (
 )
 from tests.support.fetch_requests import fetch
 from tests.support.quota_requests import alter_request
+from tests.support.storage import FaultyFileSystem
 
 
 def test_a_produce_over_its_quota_carries_kafkas_throttle_time(broker: BrokerRunner) -> None:
@@ -114,5 +118,20 @@ def test_a_fetch_throttled_for_its_request_time_takes_its_bytes_out_of_the_byte_
         assert response.throttle_time_ms > 0 and response.responses == ()  # over its request quota: no records
         group = fetches.group("ANONYMOUS", CLIENT_ID)
         assert group.rate is not None and group.rate.measure(1_000_000) == 0.0  # the bytes read are not counted
+
+    broker.run(scenario)
+
+
+def test_quotas_that_cannot_be_stored_are_not_applied(broker: BrokerRunner) -> None:
+    async def scenario(h: BrokerHarness) -> None:
+        full_disk = FaultyFileSystem()
+        full_disk.fail_writes_after = 0  # ENOSPC at the first byte
+        h.broker.quotas.store = FileQuotaStore(h.broker.config.data_dir, full_disk)
+        response = await h.request(alter_request([([("user", "a")], {"producer_byte_rate": 1.0}),
+                                                  ([("user", "b")], {"bad_key": 1.0})]), version=1)
+        assert [(e.error_code, e.error_message) for e in response.entries] == [
+            (ErrorCode.UNKNOWN_SERVER_ERROR, "the quotas could not be stored: [Errno 28] No space left on device"),
+            (ErrorCode.INVALID_REQUEST, "Invalid configuration key bad_key")]
+        assert h.broker.quotas.quotas == {} and not h.broker.quotas.produce.enabled
 
     broker.run(scenario)

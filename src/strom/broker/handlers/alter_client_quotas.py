@@ -7,7 +7,8 @@ message, and the valid entries still apply. ``validate_only`` checks and changes
 The applied quotas are written before the answer, to the data directory on a single node
 (``strom.broker.quota.store``) or, in a cluster, to ZooKeeper as Kafka's ZooKeeper-mode
 brokers do (any broker may write them; every broker follows the change notifications),
-and the quota managers use them from the next request. Cluster
+and the quota managers use them from the next request; if they cannot be stored, nothing
+is applied and the valid entries answer UNKNOWN_SERVER_ERROR. Cluster
 ALTER_CONFIGS authorization comes with the authorizer. v0-1 (v1 flexible), as Kafka 3.9.
 """
 

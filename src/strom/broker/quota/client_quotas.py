@@ -42,6 +42,7 @@ from strom.broker.quota.entity import (
 )
 from strom.broker.quota.manager import ClientQuotaManager, monotonic_ms
 from strom.broker.quota.store import QuotaStore
+from strom.protocol.error_codes import ErrorCode
 from strom.protocol.headers import encode_response
 
 if TYPE_CHECKING:
@@ -97,9 +98,13 @@ class ClientQuotas:
         self.store = store
         self.quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._altering = asyncio.Lock()
+        self._cluster_mode = config.cluster_mode
 
     # -- configuration -------------------------------------------------------------------
     def load(self) -> None:
+        """A single node's quotas from its data dir (a cluster's come from ZooKeeper: ``start``)."""
+        if self._cluster_mode:
+            return
         self.quotas = self.store.read()
         self._apply()
         if self.quotas:
@@ -138,7 +143,12 @@ class ClientQuotas:
                 if not values:
                     del altered[change.entity]
                 changed.append(change.entity)
-            await asyncio.to_thread(self.store.write, altered, changed)
+            try:
+                await asyncio.to_thread(self.store.write, altered, changed)
+            except Exception as exc:  # the disk or ZooKeeper failed: nothing applied, each entry told
+                logger.warning("client quotas not altered: %s", exc)
+                failed = QuotaError(f"the quotas could not be stored: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
+                return [failed if result is None else result for result in results]
             self.quotas = altered
             self._apply()
         for entity in changed:
