@@ -163,8 +163,39 @@ def build_authorizer(config: BrokerConfig) -> AclAuthorizer | None:
                 ", ".join(super_users) or "none")
     authorizer = AclAuthorizer(FileAclStore(config.data_dir), super_users,
                                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+    if config.cluster_mode:  # ZooKeeper's ACLs, once connected (start_cluster_acls); none until then
+        return authorizer
     try:
         authorizer.load()
     except AclStoreError as exc:
         raise ConfigError(str(exc)) from None
     return authorizer
+
+
+def start_cluster_acls(broker: Broker) -> None:
+    """A cluster's broker keeps ACLs in ZooKeeper (``strom.security.acl.zk_store``): read them
+    all once its cluster side is connected, then follow the ACL change notifications."""
+    authorizer = broker.authorizer
+    if authorizer is None or broker.cluster is None:
+        return
+    import asyncio
+
+    from strom.security.acl.zk_store import ZkAclStore
+
+    store = ZkAclStore(broker.cluster.zk)
+    authorizer.store = store
+    authorizer.load()
+    loop = asyncio.get_running_loop()
+
+    async def apply_changes() -> None:
+        try:
+            for pattern in await asyncio.to_thread(store.changes):
+                authorizer.loaded(pattern, await asyncio.to_thread(store.read, pattern))
+        except Exception as exc:  # ZooKeeper unreachable: the next notification tries again
+            logger.warning("ACL changes not read from ZooKeeper: %s", exc)
+
+    def changed() -> None:  # on kazoo's thread
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(apply_changes()))
+
+    store.watch(changed)

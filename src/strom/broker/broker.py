@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from strom.broker import request_context
 from strom.broker.admin_manager import AdminManager, TopicAdmin
-from strom.broker.authorizer import build_authorizer
+from strom.broker.authorizer import build_authorizer, start_cluster_acls
 from strom.broker.config import BrokerConfig
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
@@ -222,6 +222,7 @@ class Broker:
     def start_background_work(self) -> None:
         self.sasl.start(self)  # a cluster's SCRAM credentials, from ZooKeeper (strom.security.sasl)
         self.quotas.start(self)  # a cluster's client quotas, from ZooKeeper (strom.broker.quota)
+        start_cluster_acls(self)  # a cluster's ACLs, from ZooKeeper (strom.security.acl.zk_store)
         self.group_coordinator.start()
         self.transaction_coordinator.start()  # completes Prepare* transactions found on load
         self.log_cleaner.start()

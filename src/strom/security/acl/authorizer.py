@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Final
 
 from strom.security.acl.model import (
@@ -41,7 +42,7 @@ from strom.security.acl.model import (
     ResourceType,
     binding_error,
 )
-from strom.security.acl.store import AclStore
+from strom.security.acl.store import AclStore, Change
 
 logger = logging.getLogger(__name__)
 
@@ -184,38 +185,37 @@ class AclAuthorizer:
         """Add each binding (CreateAcls); per binding, why it was refused (INVALID_REQUEST) or None.
         Adding an ACL that exists already succeeds, as Kafka."""
         errors = [binding_error(binding) for binding in bindings]
-        changed: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        added: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for binding, error in zip(bindings, errors, strict=True):
             if error is None:
-                changed.setdefault(binding.pattern, set(self._acls.get(binding.pattern, ()))).add(binding.entry)
-        self._save(changed)
+                added.setdefault(binding.pattern, set()).add(binding.entry)
+        self._update({pattern: partial(_with, frozenset(entries)) for pattern, entries in added.items()})
         return errors
 
     def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
         """Remove every ACL a filter matches (DeleteAcls); per filter, the ACLs it matched."""
         current = self._bindings()
         matched = [[binding for binding in current if acl_filter.matches(binding)] for acl_filter in filters]
-        changed: dict[ResourcePattern, set[AccessControlEntry]] = {}
+        removed: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for bindings in matched:
             for binding in bindings:
-                changed.setdefault(binding.pattern, set(self._acls.get(binding.pattern, ()))).discard(binding.entry)
-        self._save(changed)
+                removed.setdefault(binding.pattern, set()).add(binding.entry)
+        self._update({pattern: partial(_without, frozenset(entries)) for pattern, entries in removed.items()})
         return matched
 
     def _bindings(self) -> list[AclBinding]:
         return [AclBinding(pattern, entry) for pattern, entries in self._acls.items() for entry in entries]
 
-    def _save(self, changed: dict[ResourcePattern, set[AccessControlEntry]]) -> None:
-        for pattern, entries in changed.items():
-            frozen = frozenset(entries)
-            if frozen == self._acls.get(pattern, frozenset()):
-                continue
-            self.store.save(pattern, frozen)  # the store first: a failed write changes nothing here
-            if frozen:
-                self._acls[pattern] = frozen
+    def _update(self, changes: dict[ResourcePattern, Change]) -> None:
+        """Each pattern's change made in the store first (a failed write changes nothing here),
+        then kept as the store answers (with what other brokers stored meanwhile)."""
+        for pattern, change in changes.items():
+            stored = self.store.update(pattern, change)
+            if stored:
+                self._acls[pattern] = stored
             else:
-                del self._acls[pattern]
-        if changed:
+                self._acls.pop(pattern, None)
+        if changes:
             self._reindex()
 
     def _reindex(self) -> None:
@@ -234,3 +234,13 @@ class AclAuthorizer:
     @staticmethod
     def _no_answers() -> list[list[dict[tuple[str, str, str], bool]]]:
         return [[{} for _ in AclOperation] for _ in ResourceType]
+
+
+def _with(added: frozenset[AccessControlEntry], current: frozenset[AccessControlEntry]
+          ) -> frozenset[AccessControlEntry]:
+    return current | added
+
+
+def _without(removed: frozenset[AccessControlEntry], current: frozenset[AccessControlEntry]
+             ) -> frozenset[AccessControlEntry]:
+    return current - removed

@@ -2,7 +2,9 @@
 ZooKeeper (Kafka's ``/kafka-acl`` znodes, ``strom.security.acl.zk_store``).
 
 The unit of storage is a resource pattern and its set of entries, as Kafka's znode per
-resource: ``save`` replaces one pattern's entries (an empty set removes it).
+resource: ``update`` changes one pattern's entries from what the store holds now (another
+broker may have changed them: ZooKeeper's store retries on the znode's version, as Kafka's
+``AclAuthorizer.updateResourceAcls``), an empty set removing the pattern.
 
 ``FileAclStore`` format (``<data dir>/acls.json``), Kafka's znode JSON per resource::
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from strom.security.acl.model import (
@@ -46,9 +48,13 @@ class AclStore(Protocol):
         """Every stored pattern and its entries."""
         ...
 
-    def save(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
-        """Replace ``pattern``'s entries with ``entries`` (empty: remove the pattern)."""
+    def update(self, pattern: ResourcePattern, change: Change) -> frozenset[AccessControlEntry]:
+        """Store ``change(current entries)`` as ``pattern``'s entries (empty: remove the pattern);
+        what is stored now."""
         ...
+
+
+Change = Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]]
 
 
 def entries_to_json(entries: Iterable[AccessControlEntry]) -> dict[str, Any]:
@@ -91,7 +97,8 @@ class FileAclStore:
             raise AclStoreError(f"cannot read the ACLs in {self.path}: {exc}") from None
         return dict(self._acls)
 
-    def save(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+    def update(self, pattern: ResourcePattern, change: Change) -> frozenset[AccessControlEntry]:
+        entries = change(self._acls.get(pattern, frozenset()))
         if entries:
             self._acls[pattern] = entries
         else:
@@ -101,6 +108,7 @@ class FileAclStore:
                      for p, e in sorted(self._acls.items(), key=lambda item: (item[0].resource_type, item[0].name,
                                                                                item[0].pattern_type))]
         self._write({"version": VERSION, "resources": resources})
+        return entries
 
     def _write(self, document: dict[str, Any]) -> None:
         temporary = self.path + ".tmp"
