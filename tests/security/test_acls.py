@@ -404,6 +404,22 @@ def test_patterns_and_precedence(broker: SaslBroker) -> None:
     assert _describable(broker, "bob", "acl-open") == 0
 
 
+def test_hosts(broker: SaslBroker) -> None:
+    """An ACL's host is the client's IP (the connection's "/127.0.0.1" without its slash) or "*"."""
+    create_topics(broker, ["acl-host"])
+    made = CreateAclsRequest((
+        AclCreation(R.TOPIC, "acl-host", PatternType.LITERAL, "User:dave", "127.0.0.1", Op.DESCRIBE,
+                    AclPermissionType.ALLOW),
+        AclCreation(R.TOPIC, "acl-host", PatternType.LITERAL, "User:carol", "10.9.9.9", Op.DESCRIBE,
+                    AclPermissionType.ALLOW),
+        AclCreation(R.TOPIC, "acl-host", PatternType.LITERAL, "User:carol", "127.0.0.1", Op.ALL,
+                    AclPermissionType.DENY)))
+    assert [r.error_code for r in request_as(broker, "admin", made, 3).results] == [0, 0, 0]  # type: ignore[attr-defined]
+    assert _describable(broker, "dave", "acl-host") == 0
+    # carol: allowed from another host only, and denied from this one (her "*" Describe does not help)
+    assert _describable(broker, "carol", "acl-host") == E.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_super_users_and_anonymous(broker: SaslBroker) -> None:
     """admin (super.users) passes every check with no ACL; the PLAINTEXT listener's User:ANONYMOUS
     is a principal like another: nothing without ACLs, what its ACLs allow with them."""
