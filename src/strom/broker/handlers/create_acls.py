@@ -39,7 +39,7 @@ async def handle(broker: Broker, request: Request) -> Message:
         return _all(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     bindings = [binding_from_codes(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                                    c.operation, c.permission_type) for c in body.creations]
-    errors = authorizer.create_acls(bindings)
+    errors = await authorizer.create_acls_async(bindings)
     return CreateAclsResponse(results=tuple(
         AclCreationResult(ErrorCode.NONE, None) if error is None else AclCreationResult(ErrorCode.INVALID_REQUEST, error)
         for error in errors))

@@ -43,7 +43,7 @@ async def handle(broker: Broker, request: Request) -> Message:
                                  f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in body.filters]
     known = [acl_filter for acl_filter in filters if not acl_filter.has_unknown()]
-    deleted = iter(authorizer.delete_acls(known))
+    deleted = iter(await authorizer.delete_acls_async(known))
     return DeleteAclsResponse(filter_results=tuple(
         DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, "Filters contain UNKNOWN elements") if acl_filter.has_unknown()
         else DeleteAclsFilterResult(ErrorCode.NONE, None, tuple(_matching(binding) for binding in next(deleted)))

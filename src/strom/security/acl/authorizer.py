@@ -23,6 +23,7 @@ change (changes are rare, checks are per request).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from functools import partial
@@ -184,24 +185,45 @@ class AclAuthorizer:
     def create_acls(self, bindings: Sequence[AclBinding]) -> list[str | None]:
         """Add each binding (CreateAcls); per binding, why it was refused (INVALID_REQUEST) or None.
         Adding an ACL that exists already succeeds, as Kafka."""
+        errors, changes = self._creations(bindings)
+        self._update(changes)
+        return errors
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Remove every ACL a filter matches (DeleteAcls); per filter, the ACLs it matched."""
+        matched, changes = self._removals(filters)
+        self._update(changes)
+        return matched
+
+    # The handlers' versions: the store's writes (an fsync, ZooKeeper round trips) in a worker
+    # thread, the decisions' state changed on the event loop only.
+    async def create_acls_async(self, bindings: Sequence[AclBinding]) -> list[str | None]:
+        errors, changes = self._creations(bindings)
+        await self._update_async(changes)
+        return errors
+
+    async def delete_acls_async(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        matched, changes = self._removals(filters)
+        await self._update_async(changes)
+        return matched
+
+    def _creations(self, bindings: Sequence[AclBinding]) -> tuple[list[str | None], dict[ResourcePattern, Change]]:
         errors = [binding_error(binding) for binding in bindings]
         added: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for binding, error in zip(bindings, errors, strict=True):
             if error is None:
                 added.setdefault(binding.pattern, set()).add(binding.entry)
-        self._update({pattern: partial(_with, frozenset(entries)) for pattern, entries in added.items()})
-        return errors
+        return errors, {pattern: partial(_with, frozenset(entries)) for pattern, entries in added.items()}
 
-    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Remove every ACL a filter matches (DeleteAcls); per filter, the ACLs it matched."""
+    def _removals(self, filters: Sequence[AclBindingFilter]
+                  ) -> tuple[list[list[AclBinding]], dict[ResourcePattern, Change]]:
         current = self._bindings()
         matched = [[binding for binding in current if acl_filter.matches(binding)] for acl_filter in filters]
         removed: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for bindings in matched:
             for binding in bindings:
                 removed.setdefault(binding.pattern, set()).add(binding.entry)
-        self._update({pattern: partial(_without, frozenset(entries)) for pattern, entries in removed.items()})
-        return matched
+        return matched, {pattern: partial(_without, frozenset(entries)) for pattern, entries in removed.items()}
 
     def _bindings(self) -> list[AclBinding]:
         return [AclBinding(pattern, entry) for pattern, entries in self._acls.items() for entry in entries]
@@ -210,13 +232,21 @@ class AclAuthorizer:
         """Each pattern's change made in the store first (a failed write changes nothing here),
         then kept as the store answers (with what other brokers stored meanwhile)."""
         for pattern, change in changes.items():
-            stored = self.store.update(pattern, change)
-            if stored:
-                self._acls[pattern] = stored
-            else:
-                self._acls.pop(pattern, None)
+            self._keep(pattern, self.store.update(pattern, change))
         if changes:
             self._reindex()
+
+    async def _update_async(self, changes: dict[ResourcePattern, Change]) -> None:
+        for pattern, change in changes.items():
+            self._keep(pattern, await asyncio.to_thread(self.store.update, pattern, change))
+        if changes:
+            self._reindex()
+
+    def _keep(self, pattern: ResourcePattern, stored: frozenset[AccessControlEntry]) -> None:
+        if stored:
+            self._acls[pattern] = stored
+        else:
+            self._acls.pop(pattern, None)
 
     def _reindex(self) -> None:
         literal: list[dict[str, ByPrincipal]] = [{} for _ in ResourceType]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
@@ -82,6 +83,7 @@ class FileAclStore:
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, ACL_FILE)
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._writing = threading.Lock()  # updates come from worker threads, one file write at a time
 
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         try:
@@ -98,6 +100,10 @@ class FileAclStore:
         return dict(self._acls)
 
     def update(self, pattern: ResourcePattern, change: Change) -> frozenset[AccessControlEntry]:
+        with self._writing:
+            return self._update(pattern, change)
+
+    def _update(self, pattern: ResourcePattern, change: Change) -> frozenset[AccessControlEntry]:
         entries = change(self._acls.get(pattern, frozenset()))
         if entries:
             self._acls[pattern] = entries
