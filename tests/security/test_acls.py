@@ -28,6 +28,10 @@ from strom.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from strom.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from strom.protocol.messages.alter_client_quotas_request import EntityData as QuotaEntity
+from strom.protocol.messages.alter_client_quotas_request import EntryData as QuotaEntry
+from strom.protocol.messages.alter_client_quotas_request import OpData as QuotaOp
 from strom.protocol.messages.alter_configs_request import (
     AlterableConfig,
     AlterConfigsRequest,
@@ -49,6 +53,7 @@ from strom.protocol.messages.delete_records_request import (
 )
 from strom.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from strom.protocol.messages.describe_acls_request import DescribeAclsRequest
+from strom.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from strom.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from strom.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
@@ -272,6 +277,12 @@ CASES = [
          lambda r: [x.error_code for x in r.filter_results], [0], [E.CLUSTER_AUTHORIZATION_FAILED]),
     Case("DescribeUserScramCredentials", 0, lambda: DescribeUserScramCredentialsRequest(None),
          _txn, [0], [E.CLUSTER_AUTHORIZATION_FAILED]),
+    Case("DescribeClientQuotas", 1, lambda: DescribeClientQuotasRequest(()),
+         _txn, [0], [E.CLUSTER_AUTHORIZATION_FAILED]),
+    Case("AlterClientQuotas", 1, lambda: AlterClientQuotasRequest((QuotaEntry(
+        (QuotaEntity("client-id", "acl-app"),), (QuotaOp("producer_byte_rate", 1048576.0, False),)),),
+        validate_only=True),
+         lambda r: [e.error_code for e in r.entries], [0], [E.CLUSTER_AUTHORIZATION_FAILED]),
     Case("DescribeLogDirs", 4, lambda: DescribeLogDirsRequest(None),
          lambda r: [r.error_code, len(r.results)], [0, 1], [E.CLUSTER_AUTHORIZATION_FAILED, 0]),
     Case("ApiVersions", 3, lambda: ApiVersionsRequest("acl-test", "1"), _txn, [0], [0]),  # never checked
