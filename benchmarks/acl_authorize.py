@@ -12,7 +12,10 @@ wildcard ``User:*`` Describe on ``*``. Measured, each the best of ``--rounds`` t
 - ``uncached``: the decision itself (index look-ups: literal, ``*``, every prefix length),
   the answer cache dropped before each call;
 - ``denied`` uncached: a principal with no matching ACL, the longest path (every pattern
-  gathered, no early answer).
+  gathered, no early answer);
+- ``a Produce's check``: what the Produce handler runs for a one-topic request
+  (``strom.broker.authorizer.refused``: the principal and host from the request context,
+  the cached answer, the refused set).
 No broker runs: the end-to-end cost on a Produce is a later row of benchmarks/broker.py.
 """
 
@@ -22,6 +25,8 @@ import argparse
 import tempfile
 import timeit
 
+from strom.broker import request_context
+from strom.broker.authorizer import refused
 from strom.security.acl.authorizer import AclAuthorizer
 from strom.security.acl.model import (
     AccessControlEntry,
@@ -87,6 +92,13 @@ def main() -> None:
         for label, call in runs.items():
             best = min(timeit.repeat(call, number=number, repeat=args.rounds)) / number
             print(f"  {label:<20} {best * 1e6:6.2f} µs")
+        request_context.principal.set(user)
+        request_context.client_host.set(f"/{host}")
+        names = (name,)
+        check = min(timeit.repeat(lambda: refused(authorizer, op, TOPIC, names), number=number,
+                                  repeat=args.rounds)) / number
+        label = "a Produce's check"
+        print(f"  {label:<20} {check * 1e6:6.2f} µs")
         clear_only = min(timeit.repeat(authorizer._answers[TOPIC][AclOperation.WRITE].clear, number=number, repeat=args.rounds)) / number
         print(f"  (dropping the cache alone: {clear_only * 1e6:.2f} µs, included in the uncached rows)")
 
