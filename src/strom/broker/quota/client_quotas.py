@@ -165,6 +165,9 @@ class ClientQuotas:
         from strom.cluster import zk_data
 
         zk = broker.cluster.zk
+        if not zk.connected:  # a cluster broker started without its cluster side (handler tests)
+            logger.warning("client quotas not read: not connected to ZooKeeper")
+            return
         store = ZkQuotaStore(zk)
         last_change = max((sequence for sequence, _ in zk.get_config_changes()), default=-1)
         self.store = store
