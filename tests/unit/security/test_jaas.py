@@ -54,6 +54,8 @@ PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required u
     ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,GSSAPI"}, "GSSAPI (Kerberos"),
     ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "listener.name.sasl_plaintext.connections.max.reauth.ms": "soon"},
      "invalid value 'soon' for listener.name.sasl_plaintext.connections.max.reauth.ms"),
+    ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connection.failed.authentication.delay.ms": "600000"},
+     "should always be less than connections.max.idle.ms=600000"),
 ])
 def test_a_sasl_listeners_bad_settings_are_one_config_error_line(properties: dict[str, str], message: str) -> None:
     from strom.broker.config import BrokerConfig, ConfigError

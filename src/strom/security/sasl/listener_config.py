@@ -10,9 +10,10 @@
   credential store's).
 - ``connections.max.reauth.ms`` (KIP-368; 0, off, by default), overridable per listener and
   per listener and mechanism (``listener.name.<l>.<mechanism>.connections.max.reauth.ms``).
-- ``connection.failed.authentication.delay.ms`` (100): how long a failed authentication's
-  connection stays open after the answer; ``sasl.server.max.receive.size`` (524288): a larger
-  frame before authentication closes the connection.
+- ``connection.failed.authentication.delay.ms`` (100, less than ``connections.max.idle.ms``):
+  how long a failed authentication's connection stays open after the answer;
+  ``sasl.server.max.receive.size`` (524288): a larger frame before authentication closes the
+  connection.
 """
 
 from __future__ import annotations
@@ -129,6 +130,11 @@ def sasl_listener_configs(config: BrokerConfig) -> dict[str, SaslListenerConfig]
         raise SaslConfigError(f"the inter-broker listener {settings.inter_broker_listener} uses SASL, which "
                               "Strom's brokers cannot authenticate with to each other yet: use a PLAINTEXT or SSL "
                               "listener for inter.broker.listener.name")
+    if configs and config.connection_failed_authentication_delay_ms >= config.connections_max_idle_ms:
+        raise SaslConfigError(  # Kafka's KafkaConfig rule
+            f"connection.failed.authentication.delay.ms={config.connection_failed_authentication_delay_ms} should "
+            f"always be less than connections.max.idle.ms={config.connections_max_idle_ms} to prevent failed "
+            "authentication responses from timing out")
     mechanism = config.sasl_mechanism_inter_broker_protocol.strip().upper()
     if mechanism not in (*SUPPORTED_MECHANISMS, "GSSAPI"):
         raise SaslConfigError(f"invalid value {mechanism!r} for sasl.mechanism.inter.broker.protocol")
