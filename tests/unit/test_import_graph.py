@@ -145,5 +145,5 @@ def test_protocol_is_sans_io_and_storage_knows_no_network() -> None:
 
 
 def test_the_network_layer_knows_the_broker_only_through_its_front() -> None:
-    assert _reaches("strom.broker.server", "strom.broker.") == ["strom.broker.broker", "strom.broker.request_context"]
+    assert _reaches("strom.broker.server", "strom.broker.") == ["strom.broker.broker", "strom.broker.connection_errors", "strom.broker.request_context"]
     assert _reaches("strom.broker.server", "strom.storage") == []

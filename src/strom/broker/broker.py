@@ -24,6 +24,7 @@ from strom.broker import request_context
 from strom.broker.admin_manager import AdminManager, TopicAdmin
 from strom.broker.authorizer import build_authorizer, start_cluster_acls
 from strom.broker.config import BrokerConfig
+from strom.broker.connection_errors import CloseConnection
 from strom.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from strom.broker.fetch_session import FetchSessionCache
 from strom.broker.group.coordinator import GroupCoordinator
@@ -95,10 +96,6 @@ UNKNOWN_BROKER_EPOCH = -1  # Kafka's AbstractControlRequest.UNKNOWN_BROKER_EPOCH
 class Endpoint:
     host: str
     port: int
-
-
-class CloseConnection(Exception):
-    """The request cannot be answered; Kafka's answer is to close the connection."""
 
 
 class ActiveController(Protocol):

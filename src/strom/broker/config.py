@@ -209,7 +209,10 @@ class BrokerConfig:
         config.tls_listeners()  # TLS key material read at start (issue 20, D): a bad file is one line
         from strom.security.sasl import listener_config  # SASL listeners' settings (issue 20, E)
 
-        listener_config.check(config)
+        try:
+            listener_config.check(config)
+        except listener_config.SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
         return config
 
     def with_properties(self, properties: Mapping[str, str]) -> BrokerConfig:

@@ -35,7 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from strom.broker import request_context
-from strom.broker.broker import Broker, CloseConnection, Endpoint
+from strom.broker.broker import Broker, Endpoint
+from strom.broker.connection_errors import CloseConnection
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.primitives import Records, Region

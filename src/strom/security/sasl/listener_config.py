@@ -142,10 +142,6 @@ def sasl_listener_configs(config: BrokerConfig) -> dict[str, SaslListenerConfig]
 
 
 def check(config: BrokerConfig) -> None:
-    """At start (``BrokerConfig.from_properties``): refuse a broker whose SASL settings are wrong."""
-    from strom.broker.config import ConfigError
-
-    try:
-        sasl_listener_configs(config)
-    except SaslConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    """At start (``BrokerConfig.from_properties``): refuse a broker whose SASL settings are wrong
+    (``SaslConfigError``, which the config turns into its one-line ``ConfigError``)."""
+    sasl_listener_configs(config)

@@ -32,7 +32,7 @@ import time
 from enum import Enum
 from typing import TYPE_CHECKING, Final
 
-from strom.broker.broker import CloseConnection
+from strom.broker.connection_errors import CloseConnection
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.errors import ProtocolError
 from strom.protocol.framing import size_prefix

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.broker import CloseConnection
+from strom.broker.connection_errors import CloseConnection
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.alter_partition_request import (
     AlterPartitionRequest,

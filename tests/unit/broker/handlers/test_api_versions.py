@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker.broker import CloseConnection
+from strom.broker.connection_errors import CloseConnection
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.headers import decode_response
 from strom.protocol.messages import APIS

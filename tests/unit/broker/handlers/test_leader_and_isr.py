@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from strom.broker.broker import CloseConnection
+from strom.broker.connection_errors import CloseConnection
 from strom.protocol.error_codes import ErrorCode
 from strom.protocol.messages.api_versions_request import ApiVersionsRequest
 from strom.protocol.messages.delete_records_request import (
