@@ -13,7 +13,7 @@ tests/cluster, a real ZooKeeper and brokers as processes (``slow`` too). CI
 (``./scripts/test``) runs everything: markers only select.
 
 CI runs the suite on two pytest-xdist workers (``-n 2``). A worker takes whole units
-(``xdist_unit``): each file of tests/unit and of tests/security, and everything else as one
+(``xdist_unit``): each file of tests/unit, tests/security and tests/operability, and everything else as one
 unit, so the tests that start processes (brokers, ZooKeeper, JVMs) run one after another as
 they always did, and the unit and security tests run beside them on the other core.
 """
@@ -36,6 +36,7 @@ _BY_DIRECTORY: dict[str, tuple[str, ...]] = {
     "differential": ("reference", "slow"),
     "cluster": ("zookeeper", "slow"),
     "security": ("slow",),
+    "operability": ("slow",),
 }
 _REFERENCE_FIXTURES = frozenset({"kafka39", "kafka4"})
 
@@ -64,7 +65,7 @@ _PROCESS_GROUP = "processes"
 # Directories whose files are each a unit of their own, like tests/unit's, though they start a
 # broker process and real clients: their tests wait for answers, never for time to pass, so
 # they run beside the process unit on the worker tests/unit leaves idle after its first minutes.
-_OWN_UNITS = ("tests/unit/", "tests/security/")
+_OWN_UNITS = ("tests/unit/", "tests/security/", "tests/operability/")
 
 
 def xdist_unit(path: str) -> str:
