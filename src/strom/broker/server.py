@@ -31,7 +31,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 from strom.broker import request_context
@@ -185,7 +185,8 @@ class Connection:
                 if not data:
                     return
                 self.waiting_since = None
-                for frame in self.decoder.feed(data):
+                frames = self.decoder.feed(data) if self.authenticator is None else self._sasl_frames(data, self.authenticator)
+                for frame in frames:
                     authenticator = self.authenticator
                     if authenticator is not None and authenticator.intercepts(frame):
                         response = await authenticator.handle(frame)
@@ -218,6 +219,26 @@ class Connection:
 
     def close(self) -> None:
         self.sock.close()
+
+    def _sasl_frames(self, data: bytes | memoryview, authenticator: Authenticator) -> Iterator[bytes]:
+        """A SASL connection's frames, one at a time while it authenticates: each size is
+        checked against ``sasl.server.max.receive.size`` before its body is buffered (Kafka's
+        SaslServerAuthenticator), and after authentication against ``socket.request.max.bytes``,
+        even for a frame that arrived with the last token. The next frame is decoded only once
+        the one before has been answered, so the limit is the one in force then."""
+        decoder = self.decoder
+        while True:
+            limit = authenticator.max_receive_size
+            if limit is None:
+                decoder.max_frame_size = self.broker.config.socket_request_max_bytes
+                yield from decoder.feed(data)
+                return
+            decoder.max_frame_size = min(limit, self.broker.config.socket_request_max_bytes)
+            frame = decoder.next_frame(data)
+            if frame is None:
+                return
+            data = b""
+            yield frame
 
     async def _mute(self) -> None:
         delay_ms = request_context.throttle_ms.get()

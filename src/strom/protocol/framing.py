@@ -4,7 +4,9 @@
 back whole frames. It never holds more than one frame plus what has arrived of the
 next, and refuses a size above ``max_frame_size`` (``socket.request.max.bytes``,
 100 MiB by default) before buffering a byte of it, so a hostile peer cannot make it
-allocate.
+allocate. A connection whose limit changes between frames (a SASL listener: Kafka's
+``sasl.server.max.receive.size`` until authentication completes) takes them one at a
+time with ``next_frame`` and sets ``max_frame_size`` before each.
 """
 
 from __future__ import annotations
@@ -58,6 +60,30 @@ class FrameDecoder:
         if start:
             del buffer[:start]
         return frames
+
+    def next_frame(self, data: Buffer = b"") -> bytes | None:
+        """Add received bytes; return the oldest whole frame, or None, leaving the rest
+        buffered so the next frame's size is checked against the limit in force then."""
+        if data:
+            self._buffer += data
+        buffer = self._buffer
+        if self._need < 0:
+            if len(buffer) < 4:
+                return None
+            (size,) = _SIZE.unpack_from(buffer, 0)
+            if size < 0 or size > self.max_frame_size:
+                self._buffer = bytearray()
+                raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_size}",
+                                    error_code=_INVALID_REQUEST)
+            self._need = size
+            del buffer[:4]
+        if len(buffer) < self._need:
+            return None
+        with memoryview(buffer) as view:
+            payload = bytes(view[: self._need])
+        del buffer[: self._need]
+        self._need = -1
+        return payload
 
     @property
     def buffered(self) -> int:

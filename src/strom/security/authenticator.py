@@ -23,6 +23,13 @@ class Authenticator(Protocol):
         """``User:<name>`` once authenticated (``User:ANONYMOUS`` before)."""
         ...
 
+    @property
+    def max_receive_size(self) -> int | None:
+        """The largest frame the connection may take now: ``sasl.server.max.receive.size``
+        while (re-)authenticating, so an unauthenticated peer cannot make the broker buffer
+        ``socket.request.max.bytes``; None once authenticated (the connection's own limit)."""
+        ...
+
     def intercepts(self, frame: bytes) -> bool:
         """True for a frame this authenticator answers instead of the broker.
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from strom.protocol.errors import ProtocolError
-from strom.protocol.framing import FrameDecoder, frame
+from strom.protocol.framing import FrameDecoder, frame, size_prefix
 
 
 def test_frames_reassemble_from_any_split() -> None:
@@ -43,3 +43,16 @@ def test_pending_frame_size_is_known_once_the_prefix_arrives() -> None:
     assert decoder.pending_frame_size == 6
     assert decoder.feed(b"cdef") == [b"abcdef"]
     assert decoder.pending_frame_size is None
+
+
+def test_next_frame_returns_one_frame_at_a_time_checking_each_size_against_the_limit_then() -> None:
+    decoder = FrameDecoder(max_frame_size=4)
+    # The second frame (10 bytes) arrives with the first but is not read while the limit is 4...
+    assert decoder.next_frame(frame(b"abcd") + frame(b"0123456789")[:6]) == b"abcd"
+    decoder.max_frame_size = 10  # ...its size is checked against the limit set before asking for it
+    assert decoder.next_frame() is None
+    assert decoder.next_frame(frame(b"0123456789")[6:]) == b"0123456789"
+    decoder.max_frame_size = 4
+    with pytest.raises(ProtocolError):
+        decoder.next_frame(size_prefix(5))
+    assert decoder.buffered == 0

@@ -95,6 +95,10 @@ class SaslServerAuthenticator:
     def principal(self) -> str:
         return self._principal
 
+    @property
+    def max_receive_size(self) -> int | None:
+        return None if self.state is SaslState.COMPLETE else self.config.max_receive_size
+
     def intercepts(self, frame: bytes) -> bool:
         if self.state is not SaslState.COMPLETE:
             if len(frame) > self.config.max_receive_size:  # Kafka's InvalidReceiveException
