@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from strom.broker.kafka_broker_configs import (  # issue 20, R1
+    SECURITY_CLASSES,
+    SECURITY_NO_EFFECT,
+    SECURITY_NO_EFFECT_PREFIXES,
+    SECURITY_PROTOCOLS,
+)
 from strom.broker.listeners import (
     TLS_PROTOCOLS,
     ListenerConfigError,
@@ -27,6 +34,8 @@ from strom.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from strom.security.tls import ListenerTls  # issue 20, D
+
+logger = logging.getLogger(__name__)  # issue 20, R1: Kafka security properties without effect
 
 
 class ConfigError(ValueError):
@@ -193,6 +202,8 @@ class BrokerConfig:
     quota_window_num: int = field(default=11, metadata=_kafka("quota.window.num"))
     quota_window_size_seconds: int = field(default=1, metadata=_kafka("quota.window.size.seconds"))
     log: LogConfig = field(default_factory=LogConfig, metadata=_kafka(""))
+    # Prometheus metrics (issue 21, R4: strom.metrics): /metrics served on http://host:port; off when "".
+    metrics_listener: str = field(default="", metadata=_kafka("metrics.listener"))
     # Per-listener overrides, ``listener.name.<listener>.<property>`` (names lower-case, as
     # Kafka's ``ListenerName.configPrefix``): security settings of one listener (issue 20).
     # Kept raw; ``listener_property`` looks one up and the module that owns the property parses it.
@@ -212,6 +223,15 @@ class BrokerConfig:
         try:
             listener_config.check(config)
         except listener_config.SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        from strom.metrics.listener import (  # issue 21, R4
+            MetricsListenerError,
+            parse_metrics_listener,
+        )
+
+        try:
+            parse_metrics_listener(config.metrics_listener)
+        except MetricsListenerError as exc:
             raise ConfigError(str(exc)) from None
         return config
 
@@ -234,6 +254,11 @@ class BrokerConfig:
             elif name.startswith(_LISTENER_PREFIX):
                 overrides = values.setdefault("listener_overrides", list(self.listener_overrides))
                 overrides.append(_listener_override(name, text))
+                _kafka_security_property(name, _without_mechanism(overrides[-1][1]), text)  # issue 20, R1
+            elif name == "security.inter.broker.protocol":  # issue 20, R1: Kafka's older name
+                values["inter_broker_listener_name"] = _inter_broker_protocol(properties, text)
+            elif _kafka_security_property(name, name, text):  # issue 20, R1: accepted, no effect
+                pass
             else:
                 raise ConfigError(_unknown(name, [*_FIELDS, *BROKER_TO_TOPIC, "broker.id"]))
         if "listener_overrides" in values:
@@ -368,6 +393,42 @@ def _listener_override(name: str, text: str) -> tuple[str, str, str]:
     if not listener or not dot or not prop:
         raise ConfigError(f"invalid property name {name}: expected listener.name.<listener>.<property>")
     return listener.lower(), prop, text.strip()
+
+
+def _kafka_security_property(name: str, base: str, text: str) -> bool:
+    """True for a Kafka security property Strom accepts without acting on it (logged); a
+    ``ConfigError`` for one whose value Strom cannot honour; False for any other name.
+    ``base`` is the name without a ``listener.name.<listener>.[<mechanism>.]`` prefix (issue 20, R1)."""
+    allowed = SECURITY_CLASSES.get(base)
+    if allowed is not None:
+        if text.strip() not in allowed:
+            raise ConfigError(f"{name}={text.strip()} is not supported: Strom runs no Java classes and acts as "
+                              f"{' or '.join(sorted(allowed))}; remove the property")
+        return True
+    if base in SECURITY_NO_EFFECT or base.startswith(SECURITY_NO_EFFECT_PREFIXES):
+        logger.info("%s has no effect in Strom (JVM TLS plumbing, or the login side of SASL between brokers, "
+                    "which talk PLAINTEXT to each other)", name)
+        return True
+    return False
+
+
+def _without_mechanism(prop: str) -> str:
+    """A listener override's property without its SASL mechanism prefix
+    (``plain.sasl.server.callback.handler.class`` → ``sasl.server.callback.handler.class``)."""
+    head, sasl, tail = prop.rpartition("sasl.")
+    return sasl + tail if sasl and head.count(".") == 1 else prop
+
+
+def _inter_broker_protocol(properties: Mapping[str, str], text: str) -> str:
+    """``security.inter.broker.protocol``: the inter-broker listener is the one named after the
+    protocol, as Kafka's KafkaConfig reads it; only one of it and inter.broker.listener.name."""
+    protocol = text.strip().upper()
+    if "inter.broker.listener.name" in properties:
+        raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol may be set")
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(f"invalid value {text!r} for security.inter.broker.protocol: "
+                          f"must be one of {', '.join(SECURITY_PROTOCOLS)}")
+    return protocol
 
 
 def _unknown(name: str, known: list[str]) -> str:
