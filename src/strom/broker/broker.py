@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from strom.broker.alter_partition_manager import AlterPartitionManager
     from strom.broker.transaction.add_partitions_manager import AddPartitionsToTxnManager
     from strom.cluster.zk_broker import ZkBroker
+    from strom.metrics.broker_metrics import BrokerMetrics
+    from strom.metrics.http import MetricsServer
     from strom.protocol.messages.alter_partition_request import AlterPartitionRequest
     from strom.protocol.messages.alter_partition_response import AlterPartitionResponse
     from strom.security.acl.authorizer import AclAuthorizer
@@ -199,6 +201,14 @@ class Broker:
 
         self.sasl = SaslAuthenticators.for_broker(self)
         self._tasks: list[asyncio.Task[None]] = []
+        # Prometheus metrics (issue 21, strom.metrics): None unless metrics.listener is set (then its
+        # socket is bound here); while None the request path pays one attribute test.
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_listener:
+            from strom.metrics.broker_wiring import broker_metrics
+
+            self.metrics, self.metrics_server = broker_metrics(self)
 
     # -- lifecycle -----------------------------------------------------------------------
     def startup(self) -> None:
@@ -217,6 +227,8 @@ class Broker:
             self.cluster_id = self.cluster_id or _cluster_id(self.config.data_dir)
 
     def start_background_work(self) -> None:
+        if self.metrics_server is not None:  # /metrics (issue 21)
+            self.metrics_server.start()
         self.sasl.start(self)  # a cluster's SCRAM credentials, from ZooKeeper (strom.security.sasl)
         self.quotas.start(self)  # a cluster's client quotas, from ZooKeeper (strom.broker.quota)
         start_cluster_acls(self)  # a cluster's ACLs, from ZooKeeper (strom.security.acl.zk_store)
@@ -277,6 +289,8 @@ class Broker:
             await self.transaction_verifier.remote.shutdown()
         await self.transaction_coordinator.shutdown()  # its markers may still call the group coordinator
         await self.group_coordinator.shutdown()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         await asyncio.to_thread(self.log_cleaner.shutdown)
         self.log_manager.close()
 
@@ -301,9 +315,12 @@ class Broker:
         if handler is None or request.api_version not in handler.VERSIONS:
             header = request.header
             return self._unsupported(UnsupportedRequestError(f"unsupported {request.api.name} v{request.api_version}", header))
+        answer = handler.handle(self, request)
+        if self.metrics is not None:  # Prometheus (issue 21): requests, errors and time per API
+            answer = self.metrics.observe(answer, request)
         if self.quotas.request.enabled and request.api_key not in REQUEST_QUOTA_EXEMPT:  # request_percentage
-            return await self.quotas.handle_timed(handler.handle(self, request), request)
-        response = await handler.handle(self, request)
+            return await self.quotas.handle_timed(answer, request)
+        response = await answer
         if response is None:
             return None
         return encode_response(response, request.api_version, request.correlation_id)

@@ -108,6 +108,8 @@ class SocketServer:
         self.broker.advertised_endpoints = endpoints
         self.broker.advertised = endpoints[settings.advertised[0].name]
         self._accepting = [asyncio.create_task(self._accept_loop(name, sock)) for name, sock in self._sockets.items()]
+        if self.broker.metrics is not None and self.broker.metrics.collector is not None:  # issue 21: per listener
+            self.broker.metrics.collector.connection_listeners = lambda: [c.listener for c in self._connections.values()]
         self._sweeping = asyncio.create_task(self._idle_sweep(self.broker.config.connections_max_idle_ms / 1000))
 
     def _close_sockets(self) -> None:

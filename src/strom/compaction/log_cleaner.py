@@ -114,6 +114,10 @@ class LogCleaner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._checkpoint_lock = threading.Lock()
+        # For /metrics (issue 21): the highest dirty ratio seen at the last look for a log to
+        # compact (Kafka's max-dirty-percent) and when that look was (ms), None before the first.
+        self.max_dirty_ratio = 0.0
+        self.last_run_ms: int | None = None
         log_manager.before_delete.append(self.abort_cleaning)
 
     @property
@@ -218,11 +222,13 @@ class LogCleaner:
 
         now = self.log_manager.clock()
         best: tuple[TopicPartition, Log, CleanableRange] | None = None
+        self.last_run_ms, highest = now, 0.0
         for key, log in list(self.log_manager.logs.items()):
             if not log.config.compacts or key in self._in_progress or key in self._aborting \
                     or log.closed or log.offline:
                 continue
             cleanable = cleanable_range(log, self.checkpoints.get(key), now)
+            highest = max(highest, cleanable.dirty_ratio)
             if cleanable.dirty_bytes == 0:
                 continue
             if cleanable.dirty_ratio <= log.config.min_cleanable_dirty_ratio \
@@ -230,6 +236,7 @@ class LogCleaner:
                 continue
             if best is None or cleanable.dirty_ratio > best[2].dirty_ratio:
                 best = (key, log, cleanable)
+        self.max_dirty_ratio = highest
         return best
 
     def _clean(self, cleaner: Cleaner, key: TopicPartition, log: Log) -> bool:

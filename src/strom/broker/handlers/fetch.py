@@ -86,6 +86,8 @@ async def handle(broker: Broker, request: Request) -> Message:
     if hidden:  # the refused partitions back in their places
         read = iter(reads)
         reads = [_REFUSED if t.topic in hidden else next(read) for t in targets]
+    if broker.metrics is not None:  # Prometheus (issue 21): bytes out per topic
+        broker.metrics.fetched(targets, reads, replica_id >= 0)
     incremental = session is not None and body.session_epoch > INITIAL_EPOCH
     if broker.quotas.fetch.enabled and replica_id < 0:  # consumer_byte_rate (strom.broker.quota)
         throttle_ms = broker.quotas.record_fetch(request, sum(read.size for read in reads))

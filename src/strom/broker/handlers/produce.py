@@ -118,6 +118,8 @@ async def handle(broker: Broker, request: Request) -> Message | None:
             partitions = [_append(replica_manager, name, data, acks, replicating, not_led, one_batch)
                           for data in topic.partition_data]
             responses.append(_new_topic_response(name, tuple(partitions)))
+    if broker.metrics is not None:  # Prometheus (issue 21): bytes and records in per topic
+        broker.metrics.produced(body.topic_data, responses)
     throttle_ms = broker.quotas.record_produce(request, _size(body)) if broker.quotas.produce.enabled else 0
     if acks == 0:  # a throttled one is muted all the same (KIP-219)
         return None
