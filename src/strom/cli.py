@@ -167,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--spark-conf", action="append", default=[], metavar="NAME=VALUE",
                       help="a Spark property, e.g. --spark-conf spark.driver.memory=4g")
     load.set_defaults(run=_load)
+
+    from strom.commands import add_parsers
+
+    add_parsers(commands)
     return parser
 
 

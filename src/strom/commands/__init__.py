@@ -1,0 +1,16 @@
+"""The ``strom`` client commands, one module per noun (topic, group, produce, consume, cluster).
+
+Each module adds its subcommands to the parser and imports ``strom.client`` only when
+a command runs, so ``strom --help`` and ``strom serve`` do not pay for the clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parsers(commands: Any) -> None:
+    from strom.commands import cluster, consume, group, produce, topic
+
+    for noun in (topic, group, produce, consume, cluster):
+        noun.add_parser(commands)
