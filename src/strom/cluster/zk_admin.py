@@ -32,11 +32,13 @@ from strom.cluster.zk_errors import (
     InvalidReplicaAssignmentError,
     TopicExistsError,
     UnknownTopicError,
+    ZooKeeperError,
 )
 from strom.cluster.zk_multi_read import read_many
 from strom.protocol.errors import KafkaException
 
 T = TypeVar("T")
+ENTITY_WRITE_ATTEMPTS = 10  # conditional writes of one /config/<entity> znode before giving up
 
 
 def validate_assignment(topic: str, assignment: TopicAssignment) -> None:
@@ -172,6 +174,49 @@ class AdminZkOperations:
             except NoNodeError:
                 return {}
         return self._call(read)
+
+    def get_entity_config(self, entity_path: str) -> dict[str, str] | None:
+        """``/config/<entity_path>``'s config map (``users/alice``, ``clients/app``, ...); None
+        when the znode does not exist."""
+        def read() -> dict[str, str] | None:
+            try:
+                return zk_data.decode_topic_config(self._zk.get(f"{zk_data.CONFIG_ROOT}/{entity_path}")[0])
+            except NoNodeError:
+                return None
+        return self._call(read)
+
+    def update_entity_config(self, entity_path: str, update: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        """Read-modify-write ``/config/<entity_path>`` and announce it in ``/config/changes``.
+
+        Several kinds of config share one znode (a user's SCRAM credentials and its quotas),
+        each writer changing only its own keys: ``update`` gets what the znode holds now and
+        returns the new map; the write is conditional on the version read and retried on a
+        concurrent change, so no writer loses another's keys (Kafka's ``AdminZkClient``
+        ``changeEntityConfig`` reads, merges and writes the same way).
+        """
+        path = f"{zk_data.CONFIG_ROOT}/{entity_path}"
+
+        def change() -> None:
+            for _ in range(ENTITY_WRITE_ATTEMPTS):
+                try:
+                    data, stat = self._zk.get(path)
+                    configs, version = zk_data.decode_topic_config(data), stat.version
+                except NoNodeError:
+                    configs, version = {}, None
+                encoded = zk_data.encode_topic_config(update(dict(configs)))
+                try:
+                    if version is None:
+                        self._zk.create(path, encoded, makepath=True)
+                    else:
+                        self._zk.set(path, encoded, version=version)
+                    break
+                except (NodeExistsError, BadVersionError):
+                    continue
+            else:
+                raise ZooKeeperError(f"{path} kept changing while it was written")
+            self._zk.create(f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
+                            zk_data.encode_config_change(entity_path), sequence=True, makepath=True)
+        self._call(change)
 
     def get_config_changes(self, after: int = -1) -> list[tuple[int, str]]:
         """Config change notifications with a sequence number above ``after``, oldest first:

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kazoo.protocol.states import KazooState
 
+from strom.cluster.config_changes import ConfigChangeFollower
 from strom.cluster.controller import Controller
 from strom.cluster.producer_id_manager import ZkProducerIdManager
 from strom.cluster.zk_admin_manager import ZkAdminManager
 from strom.cluster.zk_client import KafkaZkClient, ZooKeeperError
-from strom.cluster.zk_data import CONFIG_CHANGES, BrokerInfo, EndPoint
+from strom.cluster.zk_data import BrokerInfo, EndPoint
 from strom.protocol.error_codes import ErrorCode
 from strom.storage import meta_properties
 
@@ -64,7 +65,8 @@ class ZkBroker:
         self.producer_ids = ZkProducerIdManager(config.node_id, self.zk)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_lost = False
-        self._last_config_change = -1
+        # Every topic-config notice, from the first (a restarted broker re-reads the topics named).
+        self._topic_configs = ConfigChangeFollower(self.zk, self._topic_config_changed, "topic config")
         self._stopping = False
 
     # -- start -----------------------------------------------------------------------------
@@ -90,7 +92,7 @@ class ZkBroker:
         broker.cluster_id = cluster_id
         await self._register()
         self.zk.add_state_listener(self._state_changed)
-        await asyncio.to_thread(self.zk.watch_children, CONFIG_CHANGES, self._config_changed)
+        await asyncio.to_thread(self._topic_configs.start, from_now=False, loop=self._loop)
         await self.controller.startup()
         logger.info("broker %d joined cluster %s (epoch %d)", broker.node_id, cluster_id, broker.broker_epoch)
 
@@ -156,27 +158,19 @@ class ZkBroker:
                 logger.warning("broker %d: topic %s's config not applied (%s); using the defaults",
                                self.broker.node_id, topic, exc)
 
-    def _config_changed(self, children: list[str]) -> bool:
-        if self._loop is not None and not self._stopping:
-            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._apply_config_changes()))
-        return not self._stopping
-
-    async def _apply_config_changes(self) -> None:
-        """Re-read the configs of the topics named by notifications newer than the last seen."""
-        changes = await asyncio.to_thread(self.zk.get_config_changes, self._last_config_change)
-        for sequence, entity_path in changes:
-            self._last_config_change = max(self._last_config_change, sequence)
-            kind, _, name = entity_path.partition("/")
-            if kind != "topics" or not name:
-                continue
-            configs = await asyncio.to_thread(self.zk.get_topic_config, name)
-            if configs.get("unclean.leader.election.enable", "").strip().lower() == "true":
-                self.controller.enable_topic_unclean_leader_election(name)  # Kafka's TopicConfigHandler
-            try:
-                self.broker.log_manager.set_topic_config(name, configs)
-            except Exception as exc:  # a bad value must not stop the others applying
-                logger.warning("broker %d: topic %s's new config %s not applied: %s",
-                               self.broker.node_id, name, configs, exc)
+    async def _topic_config_changed(self, entity_path: str) -> None:
+        """Re-read the config of a topic a notification names (others have their own followers)."""
+        kind, _, name = entity_path.partition("/")
+        if kind != "topics" or not name:
+            return
+        configs = await asyncio.to_thread(self.zk.get_topic_config, name)
+        if configs.get("unclean.leader.election.enable", "").strip().lower() == "true":
+            self.controller.enable_topic_unclean_leader_election(name)  # Kafka's TopicConfigHandler
+        try:
+            self.broker.log_manager.set_topic_config(name, configs)
+        except Exception as exc:  # a bad value must not stop the others applying
+            logger.warning("broker %d: topic %s's new config %s not applied: %s",
+                           self.broker.node_id, name, configs, exc)
 
     # -- stop ------------------------------------------------------------------------------
     async def controlled_shutdown(self) -> bool:
@@ -184,6 +178,7 @@ class ZkBroker:
         ``controlled.shutdown.max.retries``/``retry.backoff.ms``); True when it said done."""
         config = self.broker.config
         self._stopping = True
+        self._topic_configs.stop()
         if not config.controlled_shutdown_enable:
             return False
         for attempt in range(config.controlled_shutdown_max_retries):
@@ -231,6 +226,7 @@ class ZkBroker:
 
     async def shutdown(self) -> None:
         self._stopping = True
+        self._topic_configs.stop()
         with contextlib.suppress(Exception):
             await self.controller.shutdown()
         with contextlib.suppress(Exception):

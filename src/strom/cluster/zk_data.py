@@ -47,6 +47,7 @@ TOPICS = "/brokers/topics"
 BROKER_SEQUENCE_ID = "/brokers/seqid"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_ROOT = "/config"  # /config/<entity type>/<name>[/<child type>/<name>]: entity configs
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 TOPIC_CONFIGS = "/config/topics"

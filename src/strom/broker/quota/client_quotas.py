@@ -162,42 +162,29 @@ class ClientQuotas:
         if broker.cluster is None:
             return
         from strom.broker.quota.zk_store import ZkQuotaStore, parse_entity_path
-        from strom.cluster import zk_data
+        from strom.cluster.config_changes import ConfigChangeFollower
 
         zk = broker.cluster.zk
         if not zk.connected:  # a cluster broker started without its cluster side (handler tests)
             logger.warning("client quotas not read: not connected to ZooKeeper")
             return
         store = ZkQuotaStore(zk)
-        last_change = max((sequence for sequence, _ in zk.get_config_changes()), default=-1)
+
+        async def changed(path: str) -> None:
+            entity = parse_entity_path(path)
+            if entity is None:
+                return
+            values = await asyncio.to_thread(store.read_entity, entity)
+            if values:
+                self.quotas[entity] = values
+            else:
+                self.quotas.pop(entity, None)
+            self._apply()
+
+        ConfigChangeFollower(zk, changed, "client quota").start(from_now=True)
         self.store = store
         self.quotas = store.read()
         self._apply()
-        loop = asyncio.get_running_loop()
-
-        async def apply_changes() -> None:
-            nonlocal last_change
-            try:
-                for sequence, path in await asyncio.to_thread(zk.get_config_changes, last_change):
-                    last_change = max(last_change, sequence)
-                    entity = parse_entity_path(path)
-                    if entity is None:
-                        continue
-                    values = await asyncio.to_thread(store.read_entity, entity)
-                    if values:
-                        self.quotas[entity] = values
-                    else:
-                        self.quotas.pop(entity, None)
-                    self._apply()
-            except Exception as exc:  # ZooKeeper unreachable: the next notification tries again
-                logger.warning("client quota changes not read from ZooKeeper: %s", exc)
-
-        def changed(children: list[str]) -> bool:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(lambda: asyncio.ensure_future(apply_changes()))
-            return True
-
-        zk.watch_children(zk_data.CONFIG_CHANGES, changed)
 
     def _apply(self) -> None:
         for manager in (self.produce, self.fetch, self.request):

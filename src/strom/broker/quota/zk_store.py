@@ -7,24 +7,23 @@ tools read and write them.
   the literal ``<default>``), each ``{"version":1,"config":{"producer_byte_rate":"1024",
   "request_percentage":"200.0"}}``: whole numbers for the byte rates, doubles as Java prints
   them, as Kafka's ``ZkAdminManager.alterClientQuotas`` writes. Other keys of a user's znode
-  (its SCRAM credentials, ``strom.security.sasl.zk_credentials``) are kept as found: a write
-  is read-modify-write on the znode's version, retried on a concurrent change.
+  (its SCRAM credentials, ``strom.security.sasl.zk_credentials``) are kept as found
+  (``KafkaZkClient.update_entity_config``: read-modify-write on the znode's version).
 - each change is announced by a sequential ``/config/changes/config_change_<seq>`` holding
   ``{"version":2,"entity_path":"users/<user>/clients/<client-id>"}`` (or ``users/<user>``,
   ``clients/<client-id>``); every broker re-reads the entities named by notifications newer
-  than the last it saw (``ClientQuotas.start``).
+  than the last it saw (``ClientQuotas.start``, with ``strom.cluster.config_changes``).
 
 An entity whose quotas are all removed keeps its znode, with what else it holds, as Kafka does.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from strom.broker.quota.entity import (
     DEFAULT,
@@ -34,7 +33,6 @@ from strom.broker.quota.entity import (
     QuotaError,
     validate_quota,
 )
-from strom.cluster import zk_data
 from strom.security.sasl.credential_store import desanitize, sanitize
 
 if TYPE_CHECKING:
@@ -108,29 +106,12 @@ class ZkQuotaStore:
             self._write_entity(entity, quotas.get(entity, {}))
 
     def _write_entity(self, entity: QuotaEntity, values: Mapping[str, float]) -> None:
-        kazoo = self._zk.kazoo
-        path = f"/config/{entity_path(entity)}"
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                data, stat = kazoo.get(path)
-                configs, version = _decode(data), stat.version
-            except NoNodeError:
-                configs, version = {}, None
-            configs = {key: value for key, value in configs.items() if key not in QUOTA_KEYS}
-            configs.update((key, encode_quota(key, value)) for key, value in sorted(values.items()))
-            encoded = json.dumps({"version": 1, "config": configs}, separators=(",", ":")).encode()
-            try:
-                if version is None:
-                    kazoo.create(path, encoded, makepath=True)
-                else:
-                    kazoo.set(path, encoded, version=version)
-                break
-            except (NodeExistsError, BadVersionError):
-                continue
-        else:
-            raise OSError(f"{path} kept changing while it was written")
-        kazoo.create(f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
-                     zk_data.encode_config_change(entity_path(entity)), sequence=True, makepath=True)
+        def update(configs: dict[str, str]) -> dict[str, str]:
+            kept = {key: value for key, value in configs.items() if key not in QUOTA_KEYS}
+            kept.update((key, encode_quota(key, value)) for key, value in sorted(values.items()))
+            return kept
+
+        self._zk.update_entity_config(entity_path(entity), update)
 
     def _children(self, path: str) -> list[str]:
         try:
@@ -143,12 +124,11 @@ class ZkQuotaStore:
         if entity is None:
             return
         try:
-            data, _ = self._zk.kazoo.get(f"/config/{path}")
-            configs = _decode(data)
-        except NoNodeError:
-            return
+            configs = self._zk.get_entity_config(path)
         except ValueError as exc:
             logger.warning("client quotas of %s not read from ZooKeeper: %s", path, exc)
+            return
+        if configs is None:
             return
         values: dict[str, float] = {}
         for key, text in configs.items():
@@ -164,10 +144,3 @@ class ZkQuotaStore:
         if values:
             quotas[entity] = values
 
-
-def _decode(data: bytes) -> dict[str, str]:
-    obj = json.loads(data) if data else {}
-    config = obj.get("config", {}) if isinstance(obj, dict) else None
-    if not isinstance(config, dict):
-        raise ValueError("no 'config' object")
-    return {str(key): str(value) for key, value in config.items()}
