@@ -1,0 +1,97 @@
+"""``strom topic …`` and ``strom cluster describe`` against a real broker: golden text and
+JSON outputs, exit codes, and the one-line errors (unknown topic, existing topic,
+unreachable broker, a bad -X property)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.strom_cli import assert_golden, strom, strom_process
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    process = BrokerProcess(tmp_path_factory.mktemp("cli-topic") / "data").start()
+    try:
+        yield process.bootstrap
+    finally:
+        process.stop()
+
+
+def test_topic_lifecycle_golden(bootstrap: str) -> None:
+    created = strom(bootstrap, "topic", "create", "orders", "payments", "-p", "2", "-c", "retention.ms=86400000")
+    assert (created.code, created.err) == (0, "")
+    assert_golden(GOLDEN, "topic_create.txt", created.out)
+
+    assert_golden(GOLDEN, "topic_list.txt", strom(bootstrap, "topic", "list").out)
+    assert_golden(GOLDEN, "topic_list.json", strom(bootstrap, "topic", "list", "--format", "json").out)
+    assert_golden(GOLDEN, "topic_describe.txt", strom(bootstrap, "topic", "describe", "orders").out)
+
+    altered = strom(bootstrap, "topic", "alter-config", "orders", "--set", "cleanup.policy=compact",
+                    "--delete", "retention.ms")
+    grown = strom(bootstrap, "topic", "add-partitions", "orders", "-p", "3")
+    assert (altered.code, grown.code) == (0, 0)
+    assert_golden(GOLDEN, "topic_alter_grow.txt", altered.out + grown.out)
+    described = strom(bootstrap, "topic", "describe", "orders", "--format", "json")
+    assert_golden(GOLDEN, "topic_describe_after.json", described.out)
+    facts = json.loads(described.out)
+    assert (facts["partition_count"], facts["configs"]) == (3, {"cleanup.policy": "compact"})
+
+    deleted = strom(bootstrap, "topic", "delete", "payments")
+    assert (deleted.code, deleted.out) == (0, "Deleted topic payments.\n")
+    assert "payments" not in strom(bootstrap, "topic", "list").out.split()
+
+
+def test_if_not_exists_and_if_exists(bootstrap: str) -> None:
+    assert strom(bootstrap, "topic", "create", "twice").code == 0
+    again = strom(bootstrap, "topic", "create", "twice")
+    assert again.code == 1
+    assert again.err.count("\n") == 1 and "TOPIC_ALREADY_EXISTS" in again.err
+    quiet = strom(bootstrap, "topic", "create", "twice", "--if-not-exists")
+    assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
+    gone = strom(bootstrap, "topic", "delete", "never-was", "--if-exists")
+    assert (gone.code, gone.out) == (0, "")
+
+
+@pytest.mark.parametrize(("argv", "code", "error"), [
+    (("topic", "describe", "nope"), 1, "UNKNOWN_TOPIC_OR_PARTITION"),
+    (("topic", "delete", "nope"), 1, "UNKNOWN_TOPIC_OR_PARTITION"),
+    (("topic", "alter-config", "nope", "--set", "retention.ms=1"), 1, "UNKNOWN_TOPIC_OR_PARTITION"),
+    (("topic", "alter-config", "nope"), 2, "nothing to change"),
+    (("topic", "list", "-X", "no.such.property=1"), 2, "no.such.property"),
+    (("topic", "list", "-X", "security.protocol=SASL_SSL"), 2, "no TLS or SASL support yet"),
+])
+def test_errors_are_one_line(bootstrap: str, argv: tuple[str, ...], code: int, error: str) -> None:
+    result = strom(bootstrap, *argv)
+    assert result.code == code
+    assert result.err.startswith("strom ") and result.err.count("\n") == 1 and error in result.err
+    assert "Traceback" not in result.err
+
+
+def test_cluster_describe_golden(bootstrap: str) -> None:
+    port = bootstrap.rsplit(":", 1)[1]
+    text = strom(bootstrap, "cluster", "describe").out
+    # the port (five digits, an ephemeral one) and the count of APIs served vary; the layout does not
+    text = re.sub(r"\d+ API keys, Metadata v\d+", "<N> API keys, Metadata v<M>", text.replace(port, "<PRT>"))
+    assert_golden(GOLDEN, "cluster_describe.txt", text)
+    facts = json.loads(strom(bootstrap, "cluster", "describe", "--format", "json").out)
+    assert facts["controller"] == 1 and [b["id"] for b in facts["brokers"]] == [1]
+    assert facts["brokers"][0]["port"] == int(bootstrap.rsplit(":", 1)[1])
+
+
+def test_subprocess_end_to_end_and_unreachable_broker(bootstrap: str) -> None:
+    """The real ``python -m strom`` with $STROM_BOOTSTRAP; a closed port is one line, exit 1."""
+    created = strom_process(bootstrap, "topic", "create", "from-shell", "-p", "1")
+    assert (created.code, created.out) == (0, "Created topic from-shell.\n")
+    assert "from-shell" in strom_process(bootstrap, "topic", "list").out.split()
+    closed = strom_process("127.0.0.1:1", "topic", "list", "-X", "request.timeout.ms=1000")
+    assert closed.code == 1 and closed.out == ""
+    assert closed.err.startswith("strom topic list: cannot reach the cluster") and closed.err.count("\n") == 1
