@@ -3,7 +3,7 @@
 The project has no conftest: its fixtures come from the ``pytest11`` entry point alone.
 Its tests produce with confluent-kafka, kafka-python, aiokafka and ``strom.client``, and
 check through the fixture's helpers (``read_all``) and by consuming; the marker's
-overrides, the factory and a bad override are there too. The project runs once per mode
+overrides, the factory and a bad override are there too. The README's example is one of its files. The project runs once per mode
 (in a thread of the test process, and as a ``strom serve`` subprocess) in a pytest
 subprocess of its own, so the entry point is what loads the plugin.
 """
@@ -149,12 +149,21 @@ def test_bad_override_is_one_line(strom_broker_factory):
     assert "num.partitions" in str(raised.value) and "\\n" not in str(raised.value)
 '''
 
-EXPECTED_PASSED = PROJECT.count("\ndef test_")
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_example() -> str:
+    """The README's example test (the block after ``<!-- readme-test: strom-testing -->``)."""
+    after = README.read_text().split("<!-- readme-test: strom-testing -->", 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+EXPECTED_PASSED = PROJECT.count("\ndef test_") + readme_example().count("\ndef test_")
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_a_project_with_no_conftest_gets_the_fixtures(pytester: pytest.Pytester, mode: str) -> None:
-    pytester.makepyfile(test_app=PROJECT)
+    pytester.makepyfile(test_app=PROJECT, test_readme=readme_example())
     pytester.makeini("[pytest]\nstrom_overrides =\n    log.retention.check.interval.ms=60000\n")
     result = pytester.runpytest_subprocess(f"--strom-mode={mode}", "-p", "no:cacheprovider", "-q",
                                            timeout=600)
