@@ -178,7 +178,7 @@ def count_records(records: Any) -> int:
 _ERROR_FIELDS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
-def _error_codes(message: Message) -> Iterable[int]:
+def _error_codes(message: object) -> Iterable[int]:
     """Every ``error_code`` in a response, nested ones included (Kafka's ``errorCounts``)."""
     cls = type(message)
     shape = _ERROR_FIELDS.get(cls)
@@ -190,11 +190,16 @@ def _error_codes(message: Message) -> Iterable[int]:
         yield message.error_code  # type: ignore[attr-defined]
     for name in others:
         value = getattr(message, name)
-        if type(value) is tuple and value and isinstance(value[0], Message):
+        if type(value) is tuple and value and _is_struct(value[0]):
             for item in value:
                 yield from _error_codes(item)
-        elif isinstance(value, Message):
+        elif _is_struct(value):
             yield from _error_codes(value)
+
+
+def _is_struct(value: object) -> bool:
+    """A generated message or one of its nested structs (each has ``unknown_tagged_fields``)."""
+    return "unknown_tagged_fields" in getattr(type(value), "__slots__", ())
 
 
 def _error_name(code: int) -> str:
