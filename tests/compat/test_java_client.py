@@ -2,10 +2,10 @@
 
 tests/compat/java/StromScenarios.java runs one scenario per invocation and prints what the
 client observed as one JSON line; the assertions are here, beside the other clients'. The
-jars come from Maven Central through tests/compat/java/fetch (``./scripts/test`` installs
-them; the fixture fetches them itself when they are missing), and the program is compiled
-with javac once per test session and client version. Where a second opinion is cheap, what
-the Java client wrote is read back with librdkafka or over the wire with Strom's codec.
+jars come from Maven Central through tests/compat/java/fetch, and the program is compiled
+with javac once per test session and client version (tests/support/java_client.py). Where
+a second opinion is cheap, what the Java client wrote is read back with librdkafka or over
+the wire with Strom's codec.
 
 Kafka is the reference: every scenario also runs, with the same assertions, against Apache
 Kafka 3.9 (the session's ``kafka39``), so what is asserted of Strom is what Kafka answers.
@@ -15,14 +15,10 @@ Where Kafka answers otherwise, the assertion names both (and FINDINGS.md says wh
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import confluent_kafka
 import pytest
@@ -35,14 +31,9 @@ from tests.compat.matrix import BASE_TIME, FIVE_MIB, _big_value, _read_all
 from tests.support import reference_broker
 from tests.support.broker_process import BrokerProcess
 from tests.support.fetch_requests import fetch, partitions_of
+from tests.support.java_client import LINES, RUN_TIMEOUT, JavaClient, compile_java_client
 from tests.support.reference_broker import ReferenceBroker, WireClient
 
-JAVA_DIR = Path(__file__).parent / "java"
-FETCH = JAVA_DIR / "fetch"
-LINES = {"3.9": "39", "4": "4"}
-# One scenario waits at most 60 s for any one condition (StromScenarios.WAIT_MS); a run has
-# a few of them, and a loaded 2-core machine starts a JVM slowly.
-RUN_TIMEOUT = 240
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 FETCH_VERSION = 12
 # Apache Kafka 3.9 (ZooKeeper mode), started once per session for the tests that take it;
@@ -50,50 +41,9 @@ FETCH_VERSION = 12
 kafka39 = reference_broker.kafka39
 
 
-def _jdk_tool(name: str) -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    tool = str(Path(java_home) / "bin" / name) if java_home else shutil.which(name)
-    assert tool and Path(tool).exists(), f"no {name} found: the Java client tests need a JDK (set JAVA_HOME)"
-    return tool
-
-
-@dataclass(frozen=True)
-class JavaClient:
-    """StromScenarios compiled against one kafka-clients version."""
-
-    line: str
-    version: str
-    classpath: str
-    java: str
-
-    def command(self, *args: str) -> list[str]:
-        """``java StromScenarios ARGS``, logging WARN and above on stderr (slf4j-simple), so a
-        failed run says why. A run lives a few seconds: the C1 compiler alone and the serial
-        collector spend about half the CPU of the JVM's defaults on it (measured here)."""
-        return [self.java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                "-cp", self.classpath, "StromScenarios", *args]
-
-    def run(self, scenario: str, bootstrap: str, *args: str) -> Any:
-        result = subprocess.run(self.command(scenario, bootstrap, *args),
-                                capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
-        assert result.returncode == 0, (
-            f"kafka-clients {self.version} {scenario} exited {result.returncode}:\n{result.stderr[-4000:]}")
-        return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="session", params=sorted(LINES), ids=[f"kafka-clients-{name}" for name in sorted(LINES)])
 def java_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> JavaClient:
-    line = LINES[request.param]
-    javac, java = _jdk_tool("javac"), _jdk_tool("java")
-    fetched = subprocess.run([str(FETCH), line], capture_output=True, text=True, timeout=900, check=False)
-    assert fetched.returncode == 0, f"tests/compat/java/fetch {line}: {fetched.stderr.strip()}"
-    jar_dir = Path(subprocess.run([str(FETCH), "dir", line], capture_output=True, text=True, check=True).stdout.strip())
-    classes = tmp_path_factory.mktemp(f"kafka-clients-{jar_dir.name}")
-    sources = sorted(str(path) for path in JAVA_DIR.glob("*.java"))
-    compiled = subprocess.run([javac, "-d", str(classes), "-cp", f"{jar_dir}/*", *sources],
-                              capture_output=True, text=True, timeout=300, check=False)
-    assert compiled.returncode == 0, f"javac against kafka-clients {jar_dir.name}:\n{compiled.stderr}"
-    return JavaClient(line, jar_dir.name, f"{classes}{os.pathsep}{jar_dir}/*", java)
+    return compile_java_client(request.param, tmp_path_factory.mktemp("java"))
 
 
 def test_java_program_refuses_a_bad_command_line(java_client: JavaClient) -> None:
@@ -336,7 +286,7 @@ def _abort_hanging_transaction(client: JavaClient, target: Target) -> None:
     a program of its own beside StromScenarios."""
     topic = target.name("jtxnadmin")
     target.create(topic, 1)
-    command = [*client.command()[:-1], "TxnAdminScenario", target.bootstrap, topic, f"{topic}-id"]
+    command = client.command(target.bootstrap, topic, f"{topic}-id", program="TxnAdminScenario")
     result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
     assert result.returncode == 0, f"TxnAdminScenario exited {result.returncode}:\n{result.stderr[-4000:]}"
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
