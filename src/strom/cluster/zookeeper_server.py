@@ -16,6 +16,7 @@ For ``strom dev-cluster`` and the tests; production runs its own ZooKeeper. Inva
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -61,15 +62,40 @@ def check_installation() -> str:
 
 
 def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports, all held open together so none is handed out twice."""
-    sockets = [socket.socket() for _ in range(count)]
+    """Distinct free loopback ports, all held open together so none is handed out twice.
+
+    Drawn below the kernel's ephemeral range: the JVM binds them a second or two later, and
+    a port from bind(0) could meanwhile become another process's outgoing connection (tests
+    on the other pytest worker, a broker's clients)."""
+    low = _ephemeral_low()
+    candidates = random.Random().sample(range(max(1024, low - 12_000), low), min(count * 50, 11_000))
+    sockets: list[socket.socket] = []
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
+        for port in candidates:
+            if len(sockets) == count:
+                break
+            sock = socket.socket()
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            sockets.append(sock)
+        if len(sockets) < count:
+            raise ZooKeeperError(f"no {count} free loopback ports below {low}")
         return [sock.getsockname()[1] for sock in sockets]
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _ephemeral_low(default: int = 32768) -> int:
+    """The lowest port the kernel hands out for bind(0) and outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
+            return int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
 
 
 SRVR_TIMEOUT = 10.0  # seconds: a JVM busy starting on two loaded cores can be slow to answer
