@@ -46,12 +46,12 @@ def test_the_rfc_7677_exchange() -> None:
 
 
 def client_final(scram: ScramMechanism, password: str, client_first_bare: str, server_first: str,
-                 gs2_header: str = "n,,") -> str:
+                 gs2_header: str = "n,,", nonce_prefix: str = "") -> str:
     """RFC 5802's client side: ClientProof = ClientKey XOR HMAC(H(ClientKey), AuthMessage)."""
     fields = dict(part.split("=", 1) for part in server_first.split(","))
     salted = hashlib.pbkdf2_hmac(scram.hash_name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
     client_key = hmac.new(salted, b"Client Key", scram.hash_name).digest()
-    without_proof = f"c={base64.b64encode(gs2_header.encode()).decode()},r={fields['r']}"
+    without_proof = f"c={base64.b64encode(gs2_header.encode()).decode()},r={nonce_prefix}{fields['r']}"
     auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
     signature = hmac.new(scram.hash(client_key), auth_message, scram.hash_name).digest()
     proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
@@ -95,6 +95,18 @@ def test_a_wrong_password_and_an_unknown_user_fail_alike_without_a_client_messag
 def test_client_first_messages_kafka_refuses(message: bytes, error: type[Exception]) -> None:
     with pytest.raises(error):
         rfc_server().evaluate_response(message)
+
+
+def test_a_final_nonce_with_the_client_nonce_repeated_in_front_authenticates_as_in_kafka() -> None:
+    """librdkafka 2.0 (Debian's kcat) sends r=<client nonce><client nonce><server nonce>; Kafka
+    checks only that it ends with the server-first nonce, and signs what the client sent."""
+    credential = SCRAM_SHA_512.credential("secret", iterations=4096)
+    server = ScramServer(SCRAM_SHA_512, lambda name, mechanism: credential)
+    bare = "n=alice,r=clientnonce"
+    server_first = server.evaluate_response(f"n,,{bare}".encode()).decode()
+    final = client_final(SCRAM_SHA_512, "secret", bare, server_first, nonce_prefix="clientnonce")
+    assert server.evaluate_response(final.encode()).startswith(b"v=")
+    assert server.is_complete
 
 
 def test_a_stored_credential_below_the_minimum_iterations_fails() -> None:
