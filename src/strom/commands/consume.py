@@ -81,6 +81,7 @@ async def _consume(args: argparse.Namespace) -> int:
                     _print_record(args, record)
                     printed += 1
             if args.follow:
+                sys.stdout.flush()  # a pipe reader (tail -f style) sees each batch as it arrives
                 continue
             if ends is None and consumer.assignment():
                 ends = await consumer.end_offsets(consumer.assignment())
