@@ -107,8 +107,10 @@ class BrokerMetrics:
         children.requests.inc()
         children.total_time.observe(elapsed_ms)
         if response is not None:
+            codes: list[int] = []
+            _error_codes(response, codes)
             errors = self._error_children
-            for code in _error_codes(response):
+            for code in codes:
                 counter = errors.get((children.name, code))
                 if counter is None:
                     counter = errors[(children.name, code)] = self._errors_total.labels(children.name, _error_name(code))
@@ -134,16 +136,20 @@ class BrokerMetrics:
     def produced(self, topic_data: Iterable[TopicProduceData], responses: Sequence[TopicProduceResponse]) -> None:
         """A Produce's partitions: each one a produce request of its topic, failed or appended
         (then its records and bytes in). A retried duplicate batch is counted again."""
-        answers = {(topic.name, p.index): p.error_code for topic in responses for p in topic.partition_responses}
+        failed: set[tuple[str, int]] = set()
+        for answer in responses:
+            children = self.topic(answer.name)
+            for partition in answer.partition_responses:
+                children.produce_requests.inc()
+                if partition.error_code:
+                    children.failed_produce.inc()
+                    failed.add((answer.name, partition.index))
         for topic in topic_data:
             children = self.topic(topic.name)
             for data in topic.partition_data:
-                children.produce_requests.inc()
-                if answers.get((topic.name, data.index), 0) != 0:
-                    children.failed_produce.inc()
-                    continue
                 records = data.records
-                if records is not None and not isinstance(records, str):
+                if records is not None and not isinstance(records, str) and (
+                        not failed or (topic.name, data.index) not in failed):
                     children.bytes_in.inc(len(records))
                     children.messages_in.inc(count_records(records))
 
@@ -178,7 +184,7 @@ def count_records(records: Any) -> int:
 _ERROR_FIELDS: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
-def _error_codes(message: object) -> Iterable[int]:
+def _error_codes(message: object, codes: list[int]) -> None:
     """Every ``error_code`` in a response, nested ones included (Kafka's ``errorCounts``)."""
     cls = type(message)
     shape = _ERROR_FIELDS.get(cls)
@@ -187,14 +193,15 @@ def _error_codes(message: object) -> Iterable[int]:
         shape = _ERROR_FIELDS[cls] = ("error_code" in slots, tuple(s for s in slots if s != "error_code"))
     has_error, others = shape
     if has_error:
-        yield message.error_code  # type: ignore[attr-defined]
+        codes.append(message.error_code)  # type: ignore[attr-defined]
     for name in others:
         value = getattr(message, name)
-        if type(value) is tuple and value and _is_struct(value[0]):
-            for item in value:
-                yield from _error_codes(item)
+        if type(value) is tuple:
+            if value and _is_struct(value[0]):
+                for item in value:
+                    _error_codes(item, codes)
         elif _is_struct(value):
-            yield from _error_codes(value)
+            _error_codes(value, codes)
 
 
 def _is_struct(value: object) -> bool:

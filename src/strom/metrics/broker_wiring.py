@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import disable_created_metrics
+from prometheus_client import disable_created_metrics, generate_latest
 
 from strom.broker.config import ConfigError
 from strom.metrics.broker_metrics import BrokerMetrics
@@ -26,10 +26,14 @@ def broker_metrics(broker: Broker) -> tuple[BrokerMetrics, MetricsServer]:
     # No *_created series: the JMX exporter has none, and they would double a scrape.
     disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = BrokerMetrics()
-    metrics.collector = BrokerCollector(broker)
-    metrics.registry.register(metrics.collector)
+    collector = metrics.collector = BrokerCollector(broker)
+    registry = metrics.registry  # the counters and histograms; the gauges are written by the collector itself
+
+    def render() -> bytes:
+        return generate_latest(registry) + collector.exposition()
+
     try:
         sock = bind(listener)
     except OSError as exc:
         raise ConfigError(f"cannot listen on metrics.listener {value}: {exc.strerror or exc}") from None
-    return metrics, MetricsServer(metrics.registry, sock)
+    return metrics, MetricsServer(render, sock)

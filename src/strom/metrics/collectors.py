@@ -11,17 +11,59 @@ the whole cluster, sees every partition).
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
     from strom.broker.broker import Broker
 
 # Each open connection's listener name ("" is the broker's first), counted at scrape.
 ConnectionListeners = Callable[[], Iterable[str]]
+
+
+class Family:
+    """One gauge and its samples, as ``GaugeMetricFamily`` holds them but written out by
+    ``render`` in one pass: prometheus_client's generic ``generate_latest`` spends about
+    8 µs a sample, which at a thousand partitions (log size, lag, committed offset: three
+    samples each) would be most of a scrape."""
+
+    __slots__ = ("documentation", "labels", "name", "samples")
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str] = (), value: float | None = None) -> None:
+        self.name, self.documentation, self.labels = name, documentation, tuple(labels)
+        self.samples: list[tuple[Sequence[str], float]] = [((), value)] if value is not None else []
+
+    def add_metric(self, label_values: Sequence[str], value: float) -> None:
+        self.samples.append((label_values, value))
+
+    def metric(self) -> Metric:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        for label_values, value in self.samples:
+            family.add_metric(list(label_values), value)
+        return family
+
+    def render(self, out: list[str]) -> None:
+        name = self.name
+        out.append(f"# HELP {name} {self.documentation}\n# TYPE {name} gauge\n")
+        labels = self.labels
+        for label_values, value in self.samples:
+            text = value if type(value) is int else floatToGoString(value)  # type: ignore[no-untyped-call]
+            if labels:
+                pairs = ",".join(f'{label}="{_escape(v)}"' for label, v in zip(labels, label_values, strict=True))
+                out.append(f"{name}{{{pairs}}} {text}\n")
+            else:
+                out.append(f"{name} {text}\n")
+
+
+def _escape(value: str) -> str:
+    """A label value in the text format: backslash, double quote and newline escaped."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
 
 
 class BrokerCollector(Collector):
@@ -31,18 +73,29 @@ class BrokerCollector(Collector):
         self.broker = broker
         self.connection_listeners: ConnectionListeners | None = None  # set by the network layer
 
-    def collect(self) -> Iterator[Metric]:
+    def families(self) -> Iterator[Family]:
         yield from self._replica_manager()
         yield from self._controller()
         yield from self._cleaner()
         yield from self._connections()
         yield from self._consumer_lag()
 
-    def _replica_manager(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Metric]:
+        """The Collector protocol, for a registry that wants these gauges among its own."""
+        return (family.metric() for family in self.families())
+
+    def exposition(self) -> bytes:
+        """The gauges in the Prometheus text format, as ``generate_latest`` would write them."""
+        out: list[str] = []
+        for family in self.families():
+            family.render(out)
+        return "".join(out).encode()
+
+    def _replica_manager(self) -> Iterator[Family]:
         broker = self.broker
         partitions = broker.replica_manager.partitions
         leaders = under_replicated = under_min_isr = 0
-        sizes = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on this broker (Log Size)",
+        sizes = Family("kafka_log_log_size", "Bytes of a partition's log on this broker (Log Size)",
                                   labels=["topic", "partition"])
         for (topic, index), partition in partitions.items():
             sizes.add_metric([topic, str(index)], partition.log.size_in_bytes)
@@ -58,9 +111,9 @@ class BrokerCollector(Collector):
                 ("leadercount", leaders, "Partitions this broker leads"),
                 ("underreplicatedpartitions", under_replicated, "Led partitions whose ISR is smaller than their replicas"),
                 ("underminisrpartitioncount", under_min_isr, "Led partitions whose ISR is below min.insync.replicas")):
-            yield GaugeMetricFamily(f"kafka_server_replicamanager_{name}", what, value=value)
+            yield Family(f"kafka_server_replicamanager_{name}", what, value=value)
 
-    def _controller(self) -> Iterator[Metric]:
+    def _controller(self) -> Iterator[Family]:
         broker = self.broker
         active = broker.is_controller()
         offline = 0
@@ -70,41 +123,41 @@ class BrokerCollector(Collector):
                 for index in range(topic.partitions):
                     state = metadata.partition_state(topic.name, index)
                     offline += state is not None and state.leader < 0
-        yield GaugeMetricFamily("kafka_controller_kafkacontroller_activecontrollercount",
+        yield Family("kafka_controller_kafkacontroller_activecontrollercount",
                                 "1 on the active controller (a single node is its own)", value=int(active))
-        yield GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+        yield Family("kafka_controller_kafkacontroller_offlinepartitionscount",
                                 "Partitions without a leader, as the active controller sees them", value=offline)
 
-    def _cleaner(self) -> Iterator[Metric]:
+    def _cleaner(self) -> Iterator[Family]:
         cleaner = self.broker.log_cleaner
-        yield GaugeMetricFamily("kafka_log_logcleanermanager_max_dirty_percent",
+        yield Family("kafka_log_logcleanermanager_max_dirty_percent",
                                 "The highest dirty ratio of a compacted log at the cleaner's last look, in percent",
                                 value=100.0 * cleaner.max_dirty_ratio)
         last_run_ms = cleaner.last_run_ms
         if last_run_ms is not None:
-            yield GaugeMetricFamily("kafka_log_logcleaner_time_since_last_run_ms",
+            yield Family("kafka_log_logcleaner_time_since_last_run_ms",
                                     "Milliseconds since the cleaner last looked for a log to compact",
                                     value=max(self.broker.log_manager.clock() - last_run_ms, 0))
 
-    def _connections(self) -> Iterator[Metric]:
+    def _connections(self) -> Iterator[Family]:
         if self.connection_listeners is None:
             return
         counts = Tally(self.connection_listeners())
         first = self.broker.listener_settings.listeners[0].name
-        family = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+        family = Family("kafka_server_socket_server_metrics_connection_count",
                                    "Open client connections per listener", labels=["listener"])
         for listener in self.broker.listener_settings.listeners:
             family.add_metric([listener.name], counts[listener.name] + (counts[""] if listener.name == first else 0))
         yield family
 
-    def _consumer_lag(self) -> Iterator[Metric]:
+    def _consumer_lag(self) -> Iterator[Family]:
         """kafka_exporter's gauges: lag is the partition's high watermark (what a consumer can
         read to) minus the group's committed offset."""
-        lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset",
+        lag = Family("kafka_consumergroup_lag", "High watermark minus the committed offset",
                                 labels=["consumergroup", "topic", "partition"])
-        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "The group's committed offset",
+        current = Family("kafka_consumergroup_current_offset", "The group's committed offset",
                                     labels=["consumergroup", "topic", "partition"])
-        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag summed over a topic",
+        lag_sum = Family("kafka_consumergroup_lag_sum", "The group's lag summed over a topic",
                                     labels=["consumergroup", "topic"])
         partitions = self.broker.replica_manager.partitions
         for group_id, group in list(self.broker.group_coordinator.groups.items()):

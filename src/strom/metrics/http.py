@@ -2,8 +2,8 @@
 
 Why not prometheus_client's ``start_http_server``: its thread would read the broker's
 state (partitions, groups) while the loop changes it. In the loop, a scrape sees one
-consistent state and needs no locks; it holds the loop for the time ``generate_latest``
-takes (a few milliseconds for a thousand partitions: BENCHMARKS.md, "Metrics"). One
+consistent state and needs no locks; it holds the loop for the time the text takes to
+write (a few milliseconds for a thousand partitions: BENCHMARKS.md, "Metrics"). One
 request per connection, answered and closed: Prometheus scrapes every few seconds.
 """
 
@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from strom.metrics.listener import MetricsListener
 
@@ -34,10 +35,10 @@ def bind(listener: MetricsListener) -> socket.socket:
 
 
 class MetricsServer:
-    """Serves ``registry`` on a bound socket: GET /metrics (or /) → the text format."""
+    """Serves ``render()`` on a bound socket: GET /metrics (or /) → the text format."""
 
-    def __init__(self, registry: CollectorRegistry, sock: socket.socket) -> None:
-        self.registry = registry
+    def __init__(self, render: Callable[[], bytes], sock: socket.socket) -> None:
+        self.render = render
         self.sock = sock
         self._server: asyncio.Server | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -72,7 +73,7 @@ class MetricsServer:
             elif path not in (b"/metrics", b"/"):
                 status, body, content_type = b"404 Not Found", b"see /metrics\n", b"text/plain"
             else:
-                status, body, content_type = b"200 OK", generate_latest(self.registry), CONTENT_TYPE_LATEST.encode()
+                status, body, content_type = b"200 OK", self.render(), CONTENT_TYPE_LATEST.encode()
             writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type
                          + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
                          + (body if method != b"HEAD" else b""))

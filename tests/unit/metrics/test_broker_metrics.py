@@ -4,15 +4,19 @@ codes found in nested responses, the listener's parsing and its one-line errors.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.metrics.broker_metrics import BrokerMetrics, count_records
+from strom.metrics.collectors import Family
 from strom.metrics.listener import MetricsListener, parse_metrics_listener
 from strom.protocol.headers import Request, decode_request, encode_request
 from strom.protocol.message import Message
@@ -93,3 +97,27 @@ def test_a_port_in_use_is_one_config_error_line(tmp_path: Path) -> None:
 def test_metrics_are_off_unless_a_listener_is_set(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig.from_properties({"log.dirs": str(tmp_path)}))
     assert broker.metrics is None and broker.metrics_server is None
+
+
+def test_the_gauges_text_is_what_prometheus_client_would_write() -> None:
+    """``Family.render`` (the scrape's fast path) against prometheus_client's own writer."""
+    lag = Family("kafka_consumergroup_lag", "lag", labels=["consumergroup", "topic", "partition"])
+    lag.add_metric(['a "quoted" \\ group\nwith a newline', "t", "0"], 5)
+    lag.add_metric(["plain", "t", "1"], 0.25)
+    families = [lag, Family("kafka_server_replicamanager_partitioncount", "partitions", value=3)]
+    out: list[str] = []
+    for family in families:
+        family.render(out)
+    registry = CollectorRegistry()
+
+    class Fixed(Collector):
+        def collect(self) -> Iterator[Metric]:
+            return (family.metric() for family in families)
+
+    registry.register(Fixed())
+
+    def parsed(text: str) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+    assert parsed("".join(out)) == parsed(generate_latest(registry).decode())
+    assert parsed("".join(out))[0][1]["consumergroup"] == 'a "quoted" \\ group\nwith a newline'
