@@ -125,12 +125,15 @@ def test_transactions_read_committed(strom_broker):
 def test_marker_overrides(strom_broker_function, strom_broker):
     from confluent_kafka.admin import AdminClient, ConfigResource
 
+    def broker_configs(broker):
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        resource = ConfigResource("BROKER", "1")
+        entries = admin.describe_configs([resource])[resource].result(30)
+        return {name: entries[name].value for name in ("auto.create.topics.enable", "num.partitions")}
+
     assert strom_broker_function.bootstrap_servers != strom_broker.bootstrap_servers
-    admin = AdminClient({"bootstrap.servers": strom_broker_function.bootstrap_servers})
-    resource = ConfigResource("BROKER", "1")
-    entries = admin.describe_configs([resource])[resource].result(30)
-    values = {name: entries[name].value for name in ("auto.create.topics.enable", "num.partitions")}
-    assert values == {"auto.create.topics.enable": "false", "num.partitions": "4"}
+    assert broker_configs(strom_broker_function) == {"auto.create.topics.enable": "false", "num.partitions": "4"}
+    assert broker_configs(strom_broker) == {"auto.create.topics.enable": "true", "num.partitions": "3"}  # the ini's
 
 
 def test_factory_starts_more(strom_broker_factory):
@@ -164,7 +167,7 @@ EXPECTED_PASSED = PROJECT.count("\ndef test_") + readme_example().count("\ndef t
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_a_project_with_no_conftest_gets_the_fixtures(pytester: pytest.Pytester, mode: str) -> None:
     pytester.makepyfile(test_app=PROJECT, test_readme=readme_example())
-    pytester.makeini("[pytest]\nstrom_overrides =\n    log.retention.check.interval.ms=60000\n")
+    pytester.makeini("[pytest]\nstrom_overrides =\n    num.partitions=3\n")
     result = pytester.runpytest_subprocess(f"--strom-mode={mode}", "-p", "no:cacheprovider", "-q",
                                            timeout=600)
     result.assert_outcomes(passed=EXPECTED_PASSED)
