@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from strom.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
+from strom.protocol.messages.create_acls_response import CreateAclsResponse
+from strom.security.acl.model import AclOperation, AclPermissionType, PatternType, ResourceType
+from tests.support.acl import AUTHORIZER
 from tests.support.broker_process import BrokerProcess
+from tests.support.sasl import RawConnection
 from tests.support.strom_cli import assert_golden, strom, strom_process
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -19,8 +24,21 @@ GOLDEN = Path(__file__).parent / "golden"
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    process = BrokerProcess(tmp_path_factory.mktemp("cli-topic") / "data").start()
+    # ACLs on, open where none is set: two topics refused to User:ANONYMOUS (a PLAINTEXT client)
+    process = BrokerProcess(tmp_path_factory.mktemp("cli-topic") / "data", {
+        "authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}).start()
     try:
+        assert strom(process.bootstrap, "topic", "create", "unwritable", "hidden").code == 0
+        denied = tuple(AclCreation(ResourceType.TOPIC, topic, PatternType.LITERAL, "User:ANONYMOUS", "*",
+                                   operation, AclPermissionType.DENY)
+                       for topic, operation in (("unwritable", AclOperation.WRITE), ("hidden", AclOperation.DESCRIBE)))
+        # an ACL on a topic ends "no ACL found" for it: ANONYMOUS may still see 'unwritable', not write it
+        denied += (AclCreation(ResourceType.TOPIC, "unwritable", PatternType.LITERAL, "User:ANONYMOUS", "*",
+                               AclOperation.DESCRIBE, AclPermissionType.ALLOW),)
+        with RawConnection(process.bootstrap) as connection:
+            response = connection.request(CreateAclsRequest(denied), 3)
+        assert isinstance(response, CreateAclsResponse)
+        assert [result.error_code for result in response.results] == [0, 0, 0]
         yield process.bootstrap
     finally:
         process.stop()
@@ -66,13 +84,14 @@ def test_if_not_exists_and_if_exists(bootstrap: str) -> None:
     (("topic", "delete", "nope"), 1, "UNKNOWN_TOPIC_OR_PARTITION"),
     (("topic", "alter-config", "nope", "--set", "retention.ms=1"), 1, "UNKNOWN_TOPIC_OR_PARTITION"),
     (("topic", "alter-config", "nope"), 2, "nothing to change"),
+    (("topic", "describe", "hidden"), 1, "TOPIC_AUTHORIZATION_FAILED"),
     (("topic", "list", "-X", "no.such.property=1"), 2, "no.such.property"),
     (("topic", "list", "-X", "security.protocol=SASL_SSL"), 2, "no TLS or SASL support yet"),
 ])
 def test_errors_are_one_line(bootstrap: str, argv: tuple[str, ...], code: int, error: str) -> None:
     result = strom(bootstrap, *argv)
     assert result.code == code
-    assert result.err.startswith("strom ") and result.err.count("\n") == 1 and error in result.err
+    assert result.err.startswith(f"strom {argv[0]}") and result.err.count("\n") == 1 and error in result.err
     assert "Traceback" not in result.err
 
 
@@ -95,3 +114,9 @@ def test_subprocess_end_to_end_and_unreachable_broker(bootstrap: str) -> None:
     closed = strom_process("127.0.0.1:1", "topic", "list", "-X", "request.timeout.ms=1000")
     assert closed.code == 1 and closed.out == ""
     assert closed.err.startswith("strom topic list: cannot reach the cluster") and closed.err.count("\n") == 1
+
+
+def test_authorization_failure_on_produce_is_one_line(bootstrap: str) -> None:
+    refused = strom(bootstrap, "produce", "unwritable", stdin="x\n")
+    assert refused.code == 1 and refused.out == ""
+    assert refused.err.startswith("strom produce: TOPIC_AUTHORIZATION_FAILED") and refused.err.count("\n") == 1

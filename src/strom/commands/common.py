@@ -124,10 +124,6 @@ async def require_topics(properties: dict[str, object], names: Sequence[str]) ->
     """Each topic's partitions; fails at once on a topic that does not exist (a client would wait for it)."""
     from strom.client.admin import AsyncAdmin
 
-    async with AsyncAdmin(properties) as admin:
-        existing = await admin.list_topics(include_internal=True)
-        missing = [name for name in names if name not in existing]
-        if missing:
-            raise CommandError(f"UNKNOWN_TOPIC_OR_PARTITION: topic '{missing[0]}' does not exist")
+    async with AsyncAdmin(properties) as admin:  # unknown or not ours to see: the broker's error, at once
         described = await admin.describe_topics(list(names))
     return {name: [p.partition for p in topic.partitions] for name, topic in described.items()}
