@@ -4,6 +4,7 @@ JSON and text), ``--count``, ``--follow`` in a real subprocess, and the error li
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.commands.progress import Progress
 from tests.support.broker_process import BrokerProcess
 from tests.support.strom_cli import assert_golden, strom
 
@@ -95,3 +97,21 @@ def test_errors_are_one_line(bootstrap: str, argv: tuple[str, ...], stdin: str, 
     result = strom(bootstrap, *argv, stdin=stdin)
     assert result.code == code
     assert result.err.startswith("strom ") and result.err.count("\n") == 1 and error in result.err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("stream", [_Terminal(), io.StringIO()], ids=["terminal", "pipe"])
+def test_progress_shows_only_on_a_terminal(stream: io.StringIO) -> None:
+    progress = Progress("produce t", total=200, stream=stream)
+    for _ in range(50):
+        progress.advance(1, amount=2)
+    progress.close()
+    if stream.isatty():
+        assert stream.getvalue().startswith("\rproduce t: 50 records, ") and ", 50%, ETA " in stream.getvalue()
+        assert stream.getvalue().endswith("\n")
+    else:
+        assert stream.getvalue() == ""

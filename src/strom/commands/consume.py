@@ -24,6 +24,7 @@ from strom.commands.common import (
     text,
 )
 from strom.commands.group import parse_datetime_ms
+from strom.commands.progress import Progress
 
 POLL_MS = 500
 
@@ -67,12 +68,17 @@ async def _consume(args: argparse.Namespace) -> int:
         if args.group:
             consumer.subscribe(args.topics)
             ends = None
+            progress = _progress(args, args.count)
         else:
             partitions = [TopicPartition(topic, p) for topic in args.topics
                           for p in known[topic] if not args.partition or p in args.partition]
             consumer.assign(partitions)
             await _seek(consumer, partitions, args.offset or "beginning")
             ends = await consumer.end_offsets(partitions)
+            remaining = 0
+            for tp, end in ends.items():
+                remaining += max(end - await consumer.position(tp), 0)
+            progress = _progress(args, None if args.follow else min(remaining, args.count or remaining))
         while args.count is None or printed < args.count:
             limit = None if args.count is None else args.count - printed
             batches = await consumer.getmany(timeout_ms=POLL_MS, max_records=limit)
@@ -80,6 +86,7 @@ async def _consume(args: argparse.Namespace) -> int:
                 for record in records:
                     _print_record(args, record)
                     printed += 1
+                    progress.advance()
             if args.follow:
                 sys.stdout.flush()  # a pipe reader (tail -f style) sees each batch as it arrives
                 continue
@@ -87,10 +94,18 @@ async def _consume(args: argparse.Namespace) -> int:
                 ends = await consumer.end_offsets(consumer.assignment())
             if ends is not None and await _at_end(consumer, ends):
                 break
+        progress.close()
         if args.group:
             await consumer.commit()
     sys.stdout.flush()
     return 0
+
+
+def _progress(args: argparse.Namespace, total: int | None) -> Progress:
+    """A bar only when records go to a file or a pipe: on a terminal they are their own progress."""
+    progress = Progress(f"consume {','.join(args.topics)}", total)
+    progress.enabled = progress.enabled and not sys.stdout.isatty()
+    return progress
 
 
 async def _seek(consumer: Any, partitions: list[Any], offset: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from strom.commands.common import (
     require_topics,
     run,
 )
+from strom.commands.progress import Progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +100,16 @@ async def _produce(args: argparse.Namespace) -> int:
     await require_topics(properties, [args.topic])
     try:
         async with AsyncProducer({**properties, "allow.auto.create.topics": "false"}) as producer:
-            futures = [await producer.send(args.topic, record.value, record.key, partition=record.partition,
-                                           headers=record.headers)
-                       for record in parse_records(source, args)]
+            progress = Progress(f"produce {args.topic}", os.path.getsize(args.file) if args.file else None)
+            futures = []
+            for record in parse_records(source, args):
+                futures.append(await producer.send(args.topic, record.value, record.key,
+                                                   partition=record.partition, headers=record.headers))
+                progress.advance(1, len(record.value or b"") + len(record.key or b"") + 1)
             for future in futures:
                 metadata = await future
                 written[metadata.partition] = written.get(metadata.partition, 0) + 1
+            progress.close()
     finally:
         if source is not sys.stdin:
             source.close()
