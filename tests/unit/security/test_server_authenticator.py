@@ -94,6 +94,16 @@ def test_api_versions_goes_to_the_broker_then_plain_authenticates(harness: Harne
     assert harness.authenticator.intercepts(harness.frame(SaslHandshakeRequest("PLAIN"), 1))
 
 
+def test_api_versions_newer_than_the_brokers_goes_to_the_broker_too(harness: Harness) -> None:
+    """franz-go 1.22 opens with ApiVersions v5: the broker answers it with its versions
+    (KIP-511) rather than the authenticator closing the connection as malformed."""
+    frame = bytes(harness.frame(ApiVersionsRequest("c", "1"), 3))
+    newer = frame[:2] + (99).to_bytes(2, "big") + frame[4:]
+    assert asyncio.run(harness.authenticator.handle(newer)) == [b"broker-answer"]
+    assert harness.broker_frames == [newer]
+    assert harness.authenticator.state is SaslState.HANDSHAKE_OR_VERSIONS
+
+
 def test_an_unknown_mechanism_is_33_with_the_enabled_list_then_a_delayed_close(harness: Harness) -> None:
     response = harness.call(SaslHandshakeRequest("GSSAPI"), 1)
     assert isinstance(response, SaslHandshakeResponse)

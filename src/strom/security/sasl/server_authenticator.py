@@ -119,6 +119,10 @@ class SaslServerAuthenticator:
     async def handle(self, frame: bytes) -> list[Records] | None:
         if self.state is SaslState.AUTHENTICATE and self._handshake_version == 0:
             return self._raw_token(frame)
+        if self.state is SaslState.HANDSHAKE_OR_VERSIONS and self._is_api_versions(frame):
+            # Any version, even one newer than ours: the broker answers it with its own
+            # versions (KIP-511), as Kafka's SaslServerAuthenticator does (franz-go sends v5).
+            return await self._broker_handle(frame)
         try:
             request = decode_request(frame)
         except ProtocolError as exc:
@@ -142,6 +146,13 @@ class SaslServerAuthenticator:
                                                                  self.config.enabled_mechanisms))
             raise CloseConnection(f"Unexpected Kafka request of type {request.api.name} during SASL authentication")
         raise CloseConnection("SASL authentication failed")
+
+    @staticmethod
+    def _is_api_versions(frame: bytes) -> bool:
+        try:
+            return peek_request(frame)[0] == API_VERSIONS
+        except ProtocolError as exc:
+            raise CloseConnection(f"malformed request during SASL authentication: {exc}") from None
 
     def close_delay_s(self) -> float | None:
         return self.config.failed_authentication_delay_ms / 1000 if self._failed else None
