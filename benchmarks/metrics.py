@@ -119,20 +119,26 @@ def scrape_partitions(root: Path, partitions: int) -> None:
         for index in range(partitions):
             producer.produce("wide", VALUE, partition=index)
         assert producer.flush(120) == 0
+        del producer
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "scraped", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition("wide", index, 0) for index in range(partitions)], asynchronous=False)
         consumer.close()
         url = f"{broker.overrides['metrics.listener']}/metrics"
-        times, samples = [], 0
-        for _ in range(21):
+        assert broker.process is not None
+        with urllib.request.urlopen(url, timeout=60) as response:  # the first builds the children's caches
+            text = response.read()
+        samples = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+        times, scrapes = [], 50
+        cpu = cpu_seconds(broker.process.pid)
+        for _ in range(scrapes):
             started = time.perf_counter()
             with urllib.request.urlopen(url, timeout=60) as response:
-                text = response.read()
+                response.read()
             times.append((time.perf_counter() - started) * 1000)
-            samples = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-        times = times[1:]  # the first builds the labelled children's caches
-        print(f"scrape of {partitions} partitions ({samples} samples, {len(text) / 1024:.0f} KiB): "
-              f"median {statistics.median(times):.1f} ms, worst {max(times):.1f} ms of {len(times)}")
+        cpu_ms = (cpu_seconds(broker.process.pid) - cpu) / scrapes * 1000
+        print(f"scrape of {partitions} partitions ({samples} samples, {len(text) / 1024:.0f} KiB): broker CPU "
+              f"{cpu_ms:.1f} ms per scrape; wall (HTTP GET to last byte) median {statistics.median(times):.1f} ms, "
+              f"worst {max(times):.1f} ms of {scrapes}")
     finally:
         broker.stop()
 

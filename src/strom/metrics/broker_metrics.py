@@ -15,7 +15,9 @@ see the encoding and the socket write, so there is no queue-time or send-time se
 
 from __future__ import annotations
 
+import re
 import struct
+import sys
 import time
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -181,32 +183,52 @@ def count_records(records: Any) -> int:
     return count
 
 
-_ERROR_FIELDS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+# Per generated message class: whether it has an ``error_code``, and the fields (name, is a
+# tuple) that lead to one, read once from the generated annotations; fields that cannot hold an
+# error code (a Produce answer's record_errors, current_leader) are never walked.
+_ErrorShape = tuple[bool, tuple[tuple[str, bool], ...]]
+_ERROR_SHAPES: dict[type, _ErrorShape] = {}
+_NESTED = re.compile(r"^(tuple\[)?(\w+)(, \.\.\.\])?( \| None)?$")
+
+
+def _error_shape(cls: type) -> _ErrorShape:
+    shape = _ERROR_SHAPES.get(cls)
+    if shape is not None:
+        return shape
+    _ERROR_SHAPES[cls] = (False, ())  # a recursive schema sees none below itself
+    module = sys.modules[cls.__module__]
+    has_error, walk = False, []
+    for name, annotation in getattr(cls, "__annotations__", {}).items():
+        if name == "error_code":
+            has_error = True
+            continue
+        match = _NESTED.match(str(annotation))
+        nested = getattr(module, match.group(2), None) if match else None
+        if match and isinstance(nested, type) and _is_struct_class(nested):
+            nested_error, nested_walk = _error_shape(nested)
+            if nested_error or nested_walk:
+                walk.append((name, match.group(1) is not None))
+    shape = _ERROR_SHAPES[cls] = (has_error, tuple(walk))
+    return shape
 
 
 def _error_codes(message: object, codes: list[int]) -> None:
     """Every ``error_code`` in a response, nested ones included (Kafka's ``errorCounts``)."""
-    cls = type(message)
-    shape = _ERROR_FIELDS.get(cls)
-    if shape is None:
-        slots = tuple(name for name in getattr(cls, "__slots__", ()) if name != "unknown_tagged_fields")
-        shape = _ERROR_FIELDS[cls] = ("error_code" in slots, tuple(s for s in slots if s != "error_code"))
-    has_error, others = shape
+    has_error, walk = _ERROR_SHAPES.get(type(message)) or _error_shape(type(message))
     if has_error:
         codes.append(message.error_code)  # type: ignore[attr-defined]
-    for name in others:
+    for name, is_tuple in walk:
         value = getattr(message, name)
-        if type(value) is tuple:
-            if value and _is_struct(value[0]):
-                for item in value:
-                    _error_codes(item, codes)
-        elif _is_struct(value):
+        if is_tuple:
+            for item in value:
+                _error_codes(item, codes)
+        elif value is not None:
             _error_codes(value, codes)
 
 
-def _is_struct(value: object) -> bool:
+def _is_struct_class(cls: type) -> bool:
     """A generated message or one of its nested structs (each has ``unknown_tagged_fields``)."""
-    return "unknown_tagged_fields" in getattr(type(value), "__slots__", ())
+    return "unknown_tagged_fields" in getattr(cls, "__slots__", ())
 
 
 def _error_name(code: int) -> str:

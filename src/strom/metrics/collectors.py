@@ -49,14 +49,16 @@ class Family:
     def render(self, out: list[str]) -> None:
         name = self.name
         out.append(f"# HELP {name} {self.documentation}\n# TYPE {name} gauge\n")
-        labels = self.labels
-        for label_values, value in self.samples:
-            text = value if type(value) is int else floatToGoString(value)  # type: ignore[no-untyped-call]
-            if labels:
-                pairs = ",".join(f'{label}="{_escape(v)}"' for label, v in zip(labels, label_values, strict=True))
-                out.append(f"{name}{{{pairs}}} {text}\n")
-            else:
-                out.append(f"{name} {text}\n")
+        if not self.labels:
+            out.extend(f"{name} {_number(value)}\n" for _, value in self.samples)
+            return
+        line = name + "{" + ",".join(f'{label}="%s"' for label in self.labels) + "} %s\n"
+        out.extend(line % (*[_escape(v) for v in label_values], _number(value))
+                   for label_values, value in self.samples)
+
+
+def _number(value: float) -> str:
+    return str(value) if type(value) is int else floatToGoString(value)  # type: ignore[no-untyped-call]
 
 
 def _escape(value: str) -> str:
