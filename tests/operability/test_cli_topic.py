@@ -120,3 +120,20 @@ def test_authorization_failure_on_produce_is_one_line(bootstrap: str) -> None:
     refused = strom(bootstrap, "produce", "unwritable", stdin="x\n")
     assert refused.code == 1 and refused.out == ""
     assert refused.err.startswith("strom produce: TOPIC_AUTHORIZATION_FAILED") and refused.err.count("\n") == 1
+
+
+def test_acl_create_list_delete(bootstrap: str) -> None:
+    created = strom(bootstrap, "acl", "create", "--topic", "audit-", "--resource-pattern-type", "prefixed",
+                    "--allow-principal", "User:alice", "--operation", "read", "--operation", "write")
+    assert created.code == 0, created.err
+    listed = strom(bootstrap, "acl", "list")
+    assert_golden(GOLDEN, "acl_list.txt", listed.out)
+    removed = strom(bootstrap, "acl", "delete", "--topic", "audit-", "--allow-principal", "User:alice",
+                    "--operation", "write", "--format", "json")
+    assert [json.loads(line)["operation"] for line in removed.out.splitlines()] == ["WRITE"]
+    left = strom(bootstrap, "acl", "list", "--principal", "User:alice", "--format", "json")
+    assert [json.loads(line) for line in left.out.splitlines()] == [
+        {"resource_type": "TOPIC", "resource_name": "audit-", "pattern_type": "PREFIXED", "principal": "User:alice",
+         "host": "*", "operation": "READ", "permission": "ALLOW"}]
+    refused = strom(bootstrap, "acl", "delete")
+    assert refused.code == 2 and "refusing to delete every ACL" in refused.err
