@@ -5,7 +5,8 @@ franz-go's integration tests read their seed broker from ``KGO_SEEDS``; the whol
 runs as it would against Kafka, minus the tests FINDINGS.md names ("franz-go kgo integration
 tests against Strom"), excluded by ``-skip`` with the reason there. Sarama and kafka-go run
 tests/compat/go (``go build`` once per session), one named scenario per fresh broker; the
-program prints what the client observed as JSON and the assertions live here.
+program prints what the client observed as JSON and the assertions live here. franz-go
+also runs from there over SASL_SSL with SCRAM (kgo's own SCRAM tests dial without TLS).
 
 The Go modules come from the Go module proxy (tests/compat/go/fetch, run by scripts/test).
 """
@@ -23,6 +24,8 @@ import pytest
 
 from strom.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
+from tests.support.certs import make_certificates
+from tests.support.sasl import create_scram_user, sasl_broker
 
 GO_DIR = Path(__file__).parent / "go"
 FETCH = GO_DIR / "fetch"
@@ -210,3 +213,22 @@ def test_go_client_restart_keeps_records_and_commits(go_scenarios: Path, broker:
     assert isinstance(consumed, list) and isinstance(resumed, list)
     assert after["committed"] == len(consumed) >= 200
     assert sorted(consumed + resumed) == everything  # resumed exactly after the commits
+
+
+def test_franz_go_over_sasl_ssl_scram(go_scenarios: Path, tmp_path: Path) -> None:
+    """franz-go over SASL_SSL with each SCRAM mechanism (kgo's own SCRAM tests dial without TLS
+    and only ping): produce, consume in a group, commit; then a wrong password is refused with
+    Kafka's SASL_AUTHENTICATION_FAILED. The users are made with AlterUserScramCredentials on
+    the broker's PLAINTEXT listener."""
+    certs = make_certificates(tmp_path / "certs")
+    with sasl_broker(tmp_path / "data", certs=certs) as broker:
+        for mechanism, user in [("SCRAM-SHA-256", "carol"), ("SCRAM-SHA-512", "dave")]:
+            response = create_scram_user(broker, user, f"{user}-secret", mechanism)
+            assert [(result.user, result.error_code) for result in response.results] == [(user, 0)]
+            output = _run([str(go_scenarios), "franz-go", "sasl-ssl-scram", broker.sasl_ssl_bootstrap], GO_DIR,
+                          timeout=150, env={"STROM_GO_SCRAM": f"{mechanism}:{user}:{user}-secret",
+                                            "STROM_GO_TLS_CA": str(certs.ca)})
+            outcome = json.loads(output.strip().splitlines()[-1])
+            assert outcome == {"client": "franz-go", "scenario": "sasl-ssl-scram", "offsets": [0, 1, 2, 3, 4],
+                               "values": [f"record-{i}" for i in range(5)], "committed": 5,
+                               "wrong_password_error": "SASL_AUTHENTICATION_FAILED"}, mechanism

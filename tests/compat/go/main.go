@@ -1,6 +1,7 @@
 // Command strom-go-compat drives a Kafka-compatible broker through Go's two most used
 // client libraries besides franz-go, IBM/sarama and segmentio/kafka-go, one named scenario
-// per run, the way an application would use them.
+// per run, the way an application would use them; and franz-go over SASL_SSL (franz.go),
+// which its own kgo suite, run by the tests too, does not cover.
 //
 //	strom-go-compat <client> <scenario> <bootstrap>
 //
@@ -43,6 +44,7 @@ func scenarios() map[string]map[string]scenario {
 			}
 		}
 	}
+	all["franz-go"] = franzGoScenarios() // SASL_SSL only: franz-go's own kgo suite covers the rest
 	return all
 }
 
