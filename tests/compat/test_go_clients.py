@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ import pytest
 from strom.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.certs import make_certificates
-from tests.support.sasl import create_scram_user, sasl_broker
+from tests.support.sasl import SaslBroker, create_scram_user, sasl_broker
 
 GO_DIR = Path(__file__).parent / "go"
 FETCH = GO_DIR / "fetch"
@@ -35,7 +36,7 @@ KGO_EXCLUDED: dict[str, str] = {}
 # Tests kgo skips by itself after asking the broker what it supports (or for SASL, which
 # needs a second listener); FINDINGS.md lists them. Any other skip is a failure here.
 KGO_SELF_SKIPPED = {
-    "TestSCRAMAuth", "TestSCRAMAuthBadCredentials",  # KGO_TEST_SCRAM unset: no SASL listener
+    "TestSCRAMAuth", "TestSCRAMAuthBadCredentials",  # no SASL listener here: test_franz_go_kgo_scram_tests_pass
     "TestShareGroup", "TestShareGroupETL", "TestShareGroupAckOnClose", "TestShareGroupOffsetsAdmin",
     "TestConsumeRegexShareSkipsInternal",  # share groups (KIP-932): no ShareFetch
     "Test848RegexBrokerResolves", "TestGroupETL/range/848", "TestGroupETL/sticky/848",
@@ -215,20 +216,46 @@ def test_go_client_restart_keeps_records_and_commits(go_scenarios: Path, broker:
     assert sorted(consumed + resumed) == everything  # resumed exactly after the commits
 
 
-def test_franz_go_over_sasl_ssl_scram(go_scenarios: Path, tmp_path: Path) -> None:
-    """franz-go over SASL_SSL with each SCRAM mechanism (kgo's own SCRAM tests dial without TLS
-    and only ping): produce, consume in a group, commit; then a wrong password is refused with
-    Kafka's SASL_AUTHENTICATION_FAILED. The users are made with AlterUserScramCredentials on
-    the broker's PLAINTEXT listener."""
-    certs = make_certificates(tmp_path / "certs")
-    with sasl_broker(tmp_path / "data", certs=certs) as broker:
-        for mechanism, user in [("SCRAM-SHA-256", "carol"), ("SCRAM-SHA-512", "dave")]:
+SCRAM_USERS = {"SCRAM-SHA-256": "carol", "SCRAM-SHA-512": "dave"}  # password: "<user>-secret"
+
+
+@pytest.fixture(scope="module")
+def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
+    """A broker with SASL_PLAINTEXT and SASL_SSL listeners and a SCRAM user per mechanism, made
+    with AlterUserScramCredentials on its PLAINTEXT listener."""
+    directory = tmp_path_factory.mktemp("go-sasl")
+    with sasl_broker(directory / "data", certs=make_certificates(directory / "certs")) as broker:
+        for mechanism, user in SCRAM_USERS.items():
             response = create_scram_user(broker, user, f"{user}-secret", mechanism)
             assert [(result.user, result.error_code) for result in response.results] == [(user, 0)]
-            output = _run([str(go_scenarios), "franz-go", "sasl-ssl-scram", broker.sasl_ssl_bootstrap], GO_DIR,
-                          timeout=150, env={"STROM_GO_SCRAM": f"{mechanism}:{user}:{user}-secret",
-                                            "STROM_GO_TLS_CA": str(certs.ca)})
-            outcome = json.loads(output.strip().splitlines()[-1])
-            assert outcome == {"client": "franz-go", "scenario": "sasl-ssl-scram", "offsets": [0, 1, 2, 3, 4],
-                               "values": [f"record-{i}" for i in range(5)], "committed": 5,
-                               "wrong_password_error": "SASL_AUTHENTICATION_FAILED"}, mechanism
+        yield broker
+
+
+def test_franz_go_kgo_scram_tests_pass(kgo_tests: tuple[Path, Path], scram_broker: SaslBroker) -> None:
+    """kgo's own SCRAM tests, which the whole-package run skips (no SASL listener there): a
+    SCRAM-SHA-256 login on SASL_PLAINTEXT, and an unknown user refused."""
+    binary, source = kgo_tests
+    result = subprocess.run(
+        [str(binary), "-test.v", "-test.count=1", "-test.run=^(TestSCRAMAuth|TestSCRAMAuthBadCredentials)$"],
+        cwd=source, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "KGO_SEEDS": scram_broker.bootstrap, "KGO_TEST_SCRAM_SEEDS": scram_broker.sasl_bootstrap,
+             "KGO_TEST_SCRAM": "carol:carol-secret:256", "KGO_LOG_LEVEL": "none"},
+    )
+    results = _kgo_results(result.stdout)
+    assert result.returncode == 0 and results == {"TestSCRAMAuth": "PASS", "TestSCRAMAuthBadCredentials": "PASS"}, (
+        f"{results}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+
+
+def test_franz_go_over_sasl_ssl_scram(go_scenarios: Path, scram_broker: SaslBroker) -> None:
+    """franz-go over SASL_SSL with each SCRAM mechanism (kgo's own SCRAM tests dial without TLS
+    and only ping): produce, consume in a group, commit; then a wrong password is refused with
+    Kafka's SASL_AUTHENTICATION_FAILED."""
+    assert scram_broker.certs is not None
+    for mechanism, user in SCRAM_USERS.items():
+        output = _run([str(go_scenarios), "franz-go", "sasl-ssl-scram", scram_broker.sasl_ssl_bootstrap], GO_DIR,
+                      timeout=150, env={"STROM_GO_SCRAM": f"{mechanism}:{user}:{user}-secret",
+                                        "STROM_GO_TLS_CA": str(scram_broker.certs.ca)})
+        outcome = json.loads(output.strip().splitlines()[-1])
+        assert outcome == {"client": "franz-go", "scenario": "sasl-ssl-scram", "offsets": [0, 1, 2, 3, 4],
+                           "values": [f"record-{i}" for i in range(5)], "committed": 5,
+                           "wrong_password_error": "SASL_AUTHENTICATION_FAILED"}, mechanism
