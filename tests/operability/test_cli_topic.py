@@ -137,3 +137,19 @@ def test_acl_create_list_delete(bootstrap: str) -> None:
          "host": "*", "operation": "READ", "permission": "ALLOW"}]
     refused = strom(bootstrap, "acl", "delete")
     assert refused.code == 2 and "refusing to delete every ACL" in refused.err
+
+
+def test_user_scram_credentials(bootstrap: str) -> None:
+    assert strom(bootstrap, "user", "set-password", "alice", "--password", "alice-secret").code == 0
+    done = strom(bootstrap, "user", "set-password", "alice", "--password", "x", "--mechanism", "scram-sha-512",
+                 "--iterations", "8192")
+    assert (done.code, done.out) == (0, "SCRAM-SHA-512 credential for user 'alice' set.\n")
+    assert_golden(GOLDEN, "user_list.txt", strom(bootstrap, "user", "list").out)
+    assert strom(bootstrap, "user", "delete", "alice", "--mechanism", "SCRAM-SHA-256").code == 0
+    left = strom(bootstrap, "user", "describe", "alice", "--format", "json")
+    assert [json.loads(line) for line in left.out.splitlines()] == [
+        {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+    unknown = strom(bootstrap, "user", "describe", "nobody")
+    assert unknown.code == 1 and "RESOURCE_NOT_FOUND" in unknown.err and unknown.err.count("\n") == 1
+    weak = strom(bootstrap, "user", "set-password", "bob", "--password", "p", "--iterations", "10")
+    assert weak.code == 2 and "--iterations must be at least 4096" in weak.err

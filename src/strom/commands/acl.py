@@ -15,9 +15,10 @@ from typing import Any
 from strom.commands.common import (
     CommandError,
     add_client_options,
-    client_properties,
+    check,
     print_json,
     print_table,
+    request_any,
     run,
 )
 
@@ -67,25 +68,6 @@ def _resource(args: argparse.Namespace) -> tuple[int, str | None]:
     return ResourceType.ANY, None
 
 
-async def _request(args: argparse.Namespace, request: Any) -> Any:
-    from strom.client.cluster import Cluster
-    from strom.client.config import AdminConfig
-
-    cluster = Cluster(AdminConfig.from_properties(client_properties(args)))
-    try:
-        await cluster.refresh([])
-        return await cluster.request(None, request)
-    finally:
-        await cluster.close()
-
-
-def _check(error_code: int, message: str | None) -> None:
-    if error_code:
-        from strom.client.errors import KafkaError
-
-        raise KafkaError(error_code, message or None)
-
-
 def _row(resource_type: int, name: str, pattern: int, principal: str, host: str, operation: int,
          permission: int) -> tuple[str, ...]:
     from strom.security.acl.model import AclOperation, AclPermissionType, PatternType, ResourceType
@@ -111,9 +93,9 @@ async def _list(args: argparse.Namespace) -> int:
     principals = args.allow or [None]
     rows: list[tuple[str, ...]] = []
     for principal in principals:
-        response = await _request(args, DescribeAclsRequest(
+        response = await request_any(args, DescribeAclsRequest(
             kind, name, PatternType[args.resource_pattern_type.upper()], principal, None, 1, 1))
-        _check(response.error_code, response.error_message)
+        check(response.error_code, response.error_message)
         rows += [_row(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
                       a.permission_type) for r in response.resources for a in r.acls]
     _show(args, sorted(set(rows)))
@@ -139,9 +121,9 @@ async def _create(args: argparse.Namespace) -> int:
     pattern = PatternType[args.resource_pattern_type.upper()]
     creations = tuple(AclCreation(kind, name or "", pattern, principal, args.host, operation, permission)
                       for principal, permission, operation in entries)
-    response = await _request(args, CreateAclsRequest(creations))
+    response = await request_any(args, CreateAclsRequest(creations))
     for result in response.results:
-        _check(result.error_code, result.error_message)
+        check(result.error_code, result.error_message)
     _show(args, [_row(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
                       c.permission_type) for c in creations])
     return 0
@@ -162,10 +144,10 @@ async def _delete(args: argparse.Namespace) -> int:
         (None, AclPermissionType.ANY)] for operation in operations]
     filters = tuple(DeleteAclsFilter(kind, name, pattern, principal, args.host, operation, permission)
                     for principal, permission, operation in entries)
-    response = await _request(args, DeleteAclsRequest(filters))
+    response = await request_any(args, DeleteAclsRequest(filters))
     rows: list[tuple[str, ...]] = []
     for result in response.filter_results:
-        _check(result.error_code, result.error_message)
+        check(result.error_code, result.error_message)
         rows += [_row(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                       m.permission_type) for m in result.matching_acls]
     _show(args, sorted(set(rows)))

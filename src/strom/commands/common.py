@@ -127,3 +127,24 @@ async def require_topics(properties: dict[str, object], names: Sequence[str]) ->
     async with AsyncAdmin(properties) as admin:  # unknown or not ours to see: the broker's error, at once
         described = await admin.describe_topics(list(names))
     return {name: [p.partition for p in topic.partitions] for name, topic in described.items()}
+
+
+async def request_any(args: argparse.Namespace, request: Any) -> Any:
+    """One request to any broker of the cluster, at the best version both sides speak."""
+    from strom.client.cluster import Cluster
+    from strom.client.config import AdminConfig
+
+    cluster = Cluster(AdminConfig.from_properties(client_properties(args)))
+    try:
+        await cluster.refresh([])
+        return await cluster.request(None, request)
+    finally:
+        await cluster.close()
+
+
+def check(error_code: int, message: str | None) -> None:
+    """A response's error code, raised as the KafkaError that ``run`` prints as one line."""
+    if error_code:
+        from strom.client.errors import KafkaError
+
+        raise KafkaError(error_code, message or None)
