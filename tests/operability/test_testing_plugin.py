@@ -12,7 +12,8 @@ subprocesses.
 from __future__ import annotations
 
 import socket
-import textwrap
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -206,6 +207,13 @@ def test_stop_leaves_no_thread_and_no_port(tmp_path: Path) -> None:
 
 
 def test_a_bad_override_fails_the_start_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(BrokerStartError, match=textwrap.dedent("num.partitions")) as raised:
+    with pytest.raises(BrokerStartError, match=r"num\.partitions") as raised:
         EmbeddedBroker.start(tmp_path / "data", overrides={"num.partitions": "many"})
     assert "\n" not in str(raised.value)
+
+
+def test_strom_testing_does_not_import_pytest() -> None:
+    """Strom does not depend on pytest: only pytest, loading the plugin, imports it."""
+    probe = "import sys, strom.testing; print('pytest' in sys.modules)"
+    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert answer.stdout.strip() == "False"
