@@ -6,6 +6,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -209,7 +210,7 @@ final class SecurityScenarios {
             }
             consumer.commitSync();
             TopicPartition partition = new TopicPartition(topic, 0);
-            OffsetAndMetadata committed = consumer.committed(java.util.Set.of(partition)).get(partition);
+            OffsetAndMetadata committed = consumer.committed(Set.of(partition)).get(partition);
             outcome.put("values", values);
             outcome.put("committed", committed == null ? null : committed.offset());
         }
