@@ -3,8 +3,15 @@
     .venv/bin/python benchmarks/broker.py [--rounds 3] [--small 500000] [--large 300000]
         [--brokers strom,kafka39,kafka4,tansu,mock]
 
-``strom-tls`` (not in the default set) is Strom with the clients on an SSL listener, for a
-TLS row beside ``strom``'s plaintext one: ``--brokers strom,strom-tls``.
+Security variants (issue 20; not in the default set), the same workloads beside ``strom``'s
+plaintext rows: ``strom-tls`` (the clients on an SSL listener), ``strom-sasl-ssl`` (SASL_SSL,
+SCRAM-SHA-512; the user made with AlterUserScramCredentials on a PLAINTEXT set-up listener) and
+``strom-acl`` (PLAINTEXT with the ACL authorizer on and 1,000 ACLs loaded, the benchmark's
+``User:ANONYMOUS`` allowed by its own few among them): ``--brokers strom,strom-tls,strom-sasl-ssl,strom-acl``.
+Every broker also gets ``--one-record-requests`` Produce requests of one 100 B record each
+(kcat, ``batch.num.messages=1``); the broker's CPU for them over their count is its cost per
+request, so ``strom-acl`` minus ``strom`` is what the authorizer adds to a Produce. The CPU
+figures read the broker's own CPU time (/proc), so other load on the machine moves them little.
 
 Apache Kafka (``kafka39``: 3.9 with ZooKeeper; ``kafka4``: 4.x in KRaft mode) runs from the
 jars ``scripts/kafka-reference`` fetches from Maven Central, with the shared reference
@@ -80,22 +87,33 @@ def ensure_peers() -> Path:
 
 
 @contextmanager
-def strom(partitions: int, loop: str = "asyncio", tls: bool = False) -> Iterator[Broker]:
-    """``tls``: the clients use an SSL listener (PEM certificates made for the run, as the
-    tests'); a PLAINTEXT one beside it answers the start-up probe."""
+def strom(partitions: int, loop: str = "asyncio", security: str = "", acls: int = 0) -> Iterator[Broker]:
+    """``security``: ``"tls"`` puts the clients on an SSL listener, ``"sasl-ssl"`` on a
+    SASL_SSL one (SCRAM-SHA-512), with PEM certificates made for the run as the tests'; a
+    PLAINTEXT listener beside it answers the start-up probe (and makes the SCRAM user).
+    ``acls``: the ACL authorizer on, with that many ACLs written to the data directory first."""
     with tempfile.TemporaryDirectory(prefix="strom-bench-") as data:
         listeners = "PLAINTEXT://127.0.0.1:0"
         client_config: dict[str, str] = {}
         overrides: list[str] = []
-        if tls:
+        secure_port = _free_port()
+        if security:
             from tests.support.certs import make_certificates
 
             certs = make_certificates(Path(data) / "certs")
-            ssl_port = _free_port()
-            listeners += f",SSL://127.0.0.1:{ssl_port}"
-            for name, value in certs.broker_overrides("SSL").items():
+            protocol = {"tls": "SSL", "sasl-ssl": "SASL_SSL"}[security]
+            listeners += f",{protocol}://127.0.0.1:{secure_port}"
+            settings = certs.broker_overrides(protocol)
+            client_config = {"security.protocol": protocol.lower(), "ssl.ca.location": str(certs.ca)}
+            if security == "sasl-ssl":
+                settings["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+                client_config |= {"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": SCRAM_USER[0],
+                                  "sasl.password": SCRAM_USER[1]}
+            for name, value in settings.items():
                 overrides += ["--override", f"{name}={value}"]
-            client_config = {"security.protocol": "ssl", "ssl.ca.location": str(certs.ca)}
+        if acls:
+            _write_acls(Path(data) / "data", acls)
+            overrides += ["--override", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"]
         command = [
             sys.executable, "-m", "strom", "serve", "--data-dir", str(Path(data) / "data"),
             "--listeners", listeners, "--log-level", "warning",
@@ -112,15 +130,89 @@ def strom(partitions: int, loop: str = "asyncio", tls: bool = False) -> Iterator
         assert process.stdout is not None
         line = process.stdout.readline()
         bootstrap = line.rsplit("ready on ", 1)[1].strip()
-        startup = wait_for_metadata(bootstrap, lambda: process.poll() is None, started)
-        name = "strom" if loop == "asyncio" else f"strom-{loop}"
-        if tls:
-            name, bootstrap = f"{name}-tls", f"127.0.0.1:{ssl_port}"
         try:
+            startup = wait_for_metadata(bootstrap, lambda: process.poll() is None, started)
+            name = "strom" if loop == "asyncio" else f"strom-{loop}"
+            if security == "sasl-ssl":
+                _create_scram_user(bootstrap)
+            if security:
+                name, bootstrap = f"{name}-{security}", f"127.0.0.1:{secure_port}"
+            if acls:
+                name = f"{name}-acl"
+                _check_authorizer_on(bootstrap)
             yield Broker(name, bootstrap, process.terminate, process.pid, startup, client_config=client_config)
         finally:
             process.terminate()
             process.wait(30)
+
+
+SCRAM_USER = ("bench", "bench-secret")
+
+
+def _create_scram_user(plaintext_bootstrap: str) -> None:
+    """The benchmark's SCRAM-SHA-512 user, made as a client does (KIP-554: salted here)."""
+    from strom.protocol.messages.alter_user_scram_credentials_request import (
+        AlterUserScramCredentialsRequest,
+        ScramCredentialUpsertion,
+    )
+    from strom.security.sasl.scram import MECHANISMS
+    from tests.support.reference_broker import WireClient
+
+    scram, salt, iterations = MECHANISMS["SCRAM-SHA-512"], os.urandom(24), 4096
+    upsertion = ScramCredentialUpsertion(SCRAM_USER[0], scram.kip554_type, iterations, salt,
+                                         scram.salted_password(SCRAM_USER[1].encode(), salt, iterations))
+    with WireClient(plaintext_bootstrap) as client:
+        response = client.call(AlterUserScramCredentialsRequest(upsertions=(upsertion,)), 0)
+    errors = [result.error_code for result in response.results]  # type: ignore[attr-defined]
+    if errors != [0]:
+        raise RuntimeError(f"AlterUserScramCredentials answered {errors}")
+
+
+def _write_acls(data_dir: Path, count: int) -> None:
+    """``count`` ACLs in the broker's ACL file before it starts: benchmarks/acl_authorize.py's
+    mix for other principals (literal, prefixed, group, deny) plus what the benchmark's
+    ``User:ANONYMOUS`` needs, each literal: Write and Read on its topics, Create on the
+    cluster (topics made on first use), Read on its consumer groups (prefixed ``formation-``)."""
+    from acl_authorize import acls as other_acls  # benchmarks/ is this script's directory
+
+    from strom.security.acl.authorizer import AclAuthorizer
+    from strom.security.acl.model import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+    from strom.security.acl.store import FileAclStore
+
+    def allow(kind: ResourceType, name: str, operation: AclOperation,
+              pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+        entry = AccessControlEntry("User:ANONYMOUS", "*", operation, AclPermissionType.ALLOW)
+        return AclBinding(ResourcePattern(kind, name, pattern), entry)
+
+    own = [allow(ResourceType.TOPIC, topic, operation) for topic in TOPICS
+           for operation in (AclOperation.WRITE, AclOperation.READ)]
+    own += [allow(ResourceType.CLUSTER, "kafka-cluster", AclOperation.CREATE),
+            allow(ResourceType.GROUP, "formation-", AclOperation.READ, PatternType.PREFIXED)]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    errors = AclAuthorizer(FileAclStore(str(data_dir))).create_acls(other_acls(count - len(own)) + own)
+    if any(errors):
+        raise RuntimeError(f"ACLs refused: {[error for error in errors if error]}")
+
+
+def _check_authorizer_on(bootstrap: str) -> None:
+    """The ACLs are in force: DescribeAcls, which the benchmark's principal has no ACL for, is
+    refused (CLUSTER_AUTHORIZATION_FAILED, 31; without an authorizer it is SECURITY_DISABLED)."""
+    from strom.protocol.messages.describe_acls_request import DescribeAclsRequest
+    from tests.support.reference_broker import WireClient
+
+    with WireClient(bootstrap) as client:
+        response = client.call(DescribeAclsRequest(1, None, 1, None, None, 1, 1), 3)
+    code = response.error_code  # type: ignore[attr-defined]
+    if code != 31:
+        raise RuntimeError(f"strom-acl: DescribeAcls answered error {code}, not 31: no authorizer?")
 
 
 def _free_port() -> int:
@@ -178,7 +270,7 @@ def kafka(line: str) -> Iterator[Broker]:
 
 
 # The benchmark's topics and their partitions (Strom and Tansu create them on first use).
-TOPICS = {"small": 1, "large": 4, "latency": 1, "probe": 4, "warmup": 1, "warmup4": 4}
+TOPICS = {"small": 1, "large": 4, "latency": 1, "probe": 4, "warmup": 1, "warmup4": 4, "requests": 1}
 
 
 def wait_for_metadata(bootstrap: str, alive: Callable[[], bool], started: float) -> float:
@@ -244,10 +336,11 @@ def _records_file(directory: Path, count: int, size: int) -> Path:
     return path
 
 
-def kcat_produce(kcat: Path, broker: Broker, topic: str, records: Path, partition: int | None) -> float:
+def kcat_produce(kcat: Path, broker: Broker, topic: str, records: Path, partition: int | None,
+                 settings: tuple[str, ...] = ("linger.ms=5", "batch.size=1000000")) -> float:
     command = [str(kcat), "-b", broker.bootstrap, *broker.kcat_args(), "-P", "-t", topic, "-l", str(records),
-               "-X", "linger.ms=5", "-X", "queue.buffering.max.messages=1000000",
-               "-X", "batch.size=1000000"]
+               "-X", "queue.buffering.max.messages=1000000"]
+    command += [arg for setting in settings for arg in ("-X", setting)]
     if partition is not None:
         command += ["-p", str(partition)]
     start = time.perf_counter()
@@ -341,6 +434,18 @@ def latency(broker: Broker, topic: str, rate: int, seconds: float) -> tuple[floa
     return latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
 
 
+def one_record_requests(kcat: Path, broker: Broker, work: Path, count: int) -> float:
+    """Broker CPU (µs) per Produce request of one 100 B record (acks=1, one partition): each
+    request is decoded, authorized, appended and answered alone, so the fixed cost per
+    request (the authorizer's check among it) is not spread over a batch's records."""
+    assert broker.pid is not None
+    records = _records_file(work, count, 100)
+    before = cpu_seconds(broker.pid)
+    kcat_produce(kcat, broker, "requests", records, 0,
+                 ("linger.ms=0", "batch.num.messages=1", "acks=1", "max.in.flight=5"))
+    return (cpu_seconds(broker.pid) - before) / count * 1e6
+
+
 def count_expected(rate: int, seconds: float) -> int:
     return max(1, rate // 1000) * int(seconds * 1000)
 
@@ -388,6 +493,9 @@ def one_round(kcat: Path, broker: Broker, work: Path, args: argparse.Namespace, 
         if broker.pid is not None:
             results.add(broker.name, "resident memory after the 1 KiB run (MiB)", rss_mib(broker.pid))
         results.add(broker.name, "two-member group: subscribe to both fetched (s)", group_formation(broker, "large"))
+    if args.one_record_requests and broker.pid is not None:
+        results.add(broker.name, "produce, one record a request: broker CPU per request (us)",
+                    one_record_requests(kcat, broker, work, args.one_record_requests))
     if args.latency_rate and not broker.client_config:  # latency.c speaks PLAINTEXT only
         tool = c_latency_tool(work)
         if tool is not None:
@@ -406,6 +514,9 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s for the latency run (0: skip)")
     parser.add_argument("--latency-seconds", type=float, default=5)
     parser.add_argument("--brokers", default="strom,kafka39,kafka4,tansu,mock")
+    parser.add_argument("--one-record-requests", type=int, default=20_000,
+                        help="Produce requests of one record each, for the broker's CPU per request (0: skip)")
+    parser.add_argument("--acls", type=int, default=1000, help="ACLs loaded in strom-acl")
     parser.add_argument("--pin", action="store_true", help="pin brokers to CPU 1, the latency generator to CPU 0")
     args = parser.parse_args()
     if args.pin:
@@ -417,7 +528,10 @@ def main() -> None:
     starters: dict[str, Callable[[], object]] = {
         "strom": lambda: strom(4),
         "strom-uvloop": lambda: strom(4, "uvloop"),
-        "strom-tls": lambda: strom(4, tls=True),  # issue 20: the same workloads over an SSL listener
+        # issue 20: the same workloads over an SSL listener, over SASL_SSL, and with ACLs checked
+        "strom-tls": lambda: strom(4, security="tls"),
+        "strom-sasl-ssl": lambda: strom(4, security="sasl-ssl"),
+        "strom-acl": lambda: strom(4, acls=args.acls),
         "tansu": lambda: tansu(),
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1", "probe:4"]),
         "kafka39": lambda: kafka("39"),
