@@ -7,7 +7,8 @@ Security variants (issue 20; not in the default set), the same workloads beside 
 plaintext rows: ``strom-tls`` (the clients on an SSL listener), ``strom-sasl-ssl`` (SASL_SSL,
 SCRAM-SHA-512; the user made with AlterUserScramCredentials on a PLAINTEXT set-up listener) and
 ``strom-acl`` (PLAINTEXT with the ACL authorizer on and 1,000 ACLs loaded, the benchmark's
-``User:ANONYMOUS`` allowed by its own few among them): ``--brokers strom,strom-tls,strom-sasl-ssl,strom-acl``.
+``User:ANONYMOUS`` allowed by its own few among them): ``--brokers strom,strom-tls,strom-sasl-ssl,strom-acl``; ``kafka39-tls`` is Kafka 3.9's SSL
+listener with the same certificates, beside ``kafka39``.
 Every broker also gets ``--one-record-requests`` Produce requests of one 100 B record each
 (kcat, ``batch.num.messages=1``); the broker's CPU for them over their count is its cost per
 request, so ``strom-acl`` minus ``strom`` is what the authorizer adds to a Produce. The CPU
@@ -267,6 +268,36 @@ def kafka(line: str) -> Iterator[Broker]:
             future.result(60)
         yield Broker(f"kafka{line}", broker.bootstrap, lambda: None, broker.pid, broker.startup_seconds,
                      warm_up=True)
+
+
+@contextmanager
+def kafka39_ssl() -> Iterator[Broker]:
+    """Kafka 3.9 with the clients on an SSL listener (PEM files, KIP-651; the same certificates
+    as strom-tls): one broker of ``Kafka39Cluster`` on a ZooKeeper of its own, a PLAINTEXT
+    listener beside the SSL one for its start-up probe and the topics' creation."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from strom.cluster.zookeeper_server import ZooKeeperEnsemble
+    from tests.support.certs import make_certificates
+    from tests.support.reference_broker import Kafka39Cluster
+
+    with tempfile.TemporaryDirectory(prefix="kafka39-ssl-bench-") as data, \
+            ZooKeeperEnsemble(Path(data) / "zookeeper", size=1) as zookeeper:
+        certs = make_certificates(Path(data) / "certs")
+        cluster = Kafka39Cluster(Path(data), zookeeper.connect_string, brokers=1)
+        member, ssl_port = cluster.members[1], _free_port()
+        listeners = f"PLAINTEXT://127.0.0.1:{member.port},SSL://127.0.0.1:{ssl_port}"
+        cluster.settings |= {"listeners": listeners, "advertised.listeners": listeners,
+                             "offsets.topic.replication.factor": "1", **certs.broker_overrides("SSL")}
+        cluster.start()
+        try:
+            admin = AdminClient({"bootstrap.servers": member.bootstrap})
+            for future in admin.create_topics([NewTopic(n, c, 1) for n, c in TOPICS.items()]).values():
+                future.result(60)
+            yield Broker("kafka39-tls", f"127.0.0.1:{ssl_port}", lambda: None, member.pid, warm_up=True,
+                         client_config={"security.protocol": "ssl", "ssl.ca.location": str(certs.ca)})
+        finally:
+            cluster.stop()
 
 
 # The benchmark's topics and their partitions (Strom and Tansu create them on first use).
@@ -536,6 +567,7 @@ def main() -> None:
         "mock": lambda: mock_cluster(["small:1", "large:4", "latency:1", "probe:4"]),
         "kafka39": lambda: kafka("39"),
         "kafka4": lambda: kafka("4"),
+        "kafka39-tls": kafka39_ssl,
     }
     with tempfile.TemporaryDirectory(prefix="strom-bench-work-") as work:
         for round_number in range(args.rounds):
