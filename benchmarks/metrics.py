@@ -2,13 +2,16 @@
 
     .venv/bin/python benchmarks/metrics.py [--rounds 3] [--requests 20000] [--records 200000] [--partitions 1000]
 
-1. Produce with metrics on and off, two ``strom serve`` processes side by side, rounds
+1. In-process: one ``Broker`` answers Produce frames (one 100 B record each, v9, acks=-1, as
+   benchmarks/produce_request.py makes them) through ``Broker.handle``, alternately with
+   ``broker.metrics`` set and None, runs interleaved: µs per request, best and median.
+2. Produce with metrics on and off, two ``strom serve`` processes side by side, rounds
    interleaved: ``--requests`` Produce requests of one 100 B record each (confluent-kafka,
    ``batch.num.messages=1``), whose broker CPU over their count is the cost per request, and
    ``--records`` 100 B records batched (linger 5 ms) for throughput. CPU is the broker's own
    (/proc/<pid>/stat), so other load on the shared machine moves it little; the wall-clock
    throughput is reported too, best and median.
-2. A scrape of a broker hosting ``--partitions`` partitions (one topic), each with a record
+3. A scrape of a broker hosting ``--partitions`` partitions (one topic), each with a record
    and a committed offset of one group (so a log-size and a lag series per partition):
    ``GET /metrics`` over HTTP, median and worst of 20, and the number of samples.
 """
@@ -16,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import socket
 import statistics
@@ -27,10 +31,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from produce_request import TOPIC, produce_frame  # noqa: E402  (benchmarks/, beside this file)
 
+from strom.broker.broker import Broker  # noqa: E402
+from strom.broker.config import BrokerConfig  # noqa: E402
+from strom.metrics.broker_metrics import BrokerMetrics  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 VALUE = b"v" * 100
@@ -143,6 +152,32 @@ def scrape_partitions(root: Path, partitions: int) -> None:
         broker.stop()
 
 
+async def in_process(root: Path, runs: int, requests: int) -> None:
+    broker = Broker(BrokerConfig.from_properties({"log.dirs": str(root / "in-process")}))
+    broker.startup()
+    broker.admin_manager.create_topic(TOPIC, 1)
+    metrics = BrokerMetrics()
+    template = produce_frame(9, -1, -1, 1)
+    timings: dict[str, list[float]] = {"off": [], "on": []}
+    try:
+        for run in range(runs * 2 + 2):  # the first two warm up
+            name = "on" if run % 2 else "off"
+            broker.metrics = metrics if name == "on" else None
+            frames = [bytes(bytearray(template)) for _ in range(requests)]
+            started = time.process_time()
+            for frame in frames:
+                await broker.handle(frame)
+            if run >= 2:
+                timings[name].append((time.process_time() - started) / requests * 1e6)
+    finally:
+        await broker.shutdown()
+    print(f"Broker.handle, one-record Produce v9, {requests} requests x {runs} runs each (CPU µs, best / median):")
+    for name, values in timings.items():
+        print(f"  metrics {name:3}: {min(values):5.1f} / {statistics.median(values):5.1f}")
+    off, on = statistics.median(timings["off"]), statistics.median(timings["on"])
+    print(f"  metrics on: {on - off:+.1f} µs a request, {off / on:.3f}x the requests per CPU second")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -152,6 +187,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="strom-metrics-bench-") as tmp:
         root = Path(tmp)
+        asyncio.run(in_process(root, args.rounds * 2, args.requests))
         scrape_partitions(root, args.partitions)
         produce_rounds(root, args.rounds, args.requests, args.records)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import disable_created_metrics, generate_latest
-
 from strom.broker.config import ConfigError
 from strom.metrics.broker_metrics import BrokerMetrics
 from strom.metrics.collectors import BrokerCollector
@@ -23,17 +21,10 @@ def broker_metrics(broker: Broker) -> tuple[BrokerMetrics, MetricsServer]:
     value = broker.config.metrics_listener
     listener = parse_metrics_listener(value)
     assert listener is not None  # checked by BrokerConfig.from_properties; "" never gets here
-    # No *_created series: the JMX exporter has none, and they would double a scrape.
-    disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = BrokerMetrics()
-    collector = metrics.collector = BrokerCollector(broker)
-    registry = metrics.registry  # the counters and histograms; the gauges are written by the collector itself
-
-    def render() -> bytes:
-        return generate_latest(registry) + collector.exposition()
-
+    metrics.collector = BrokerCollector(broker)
     try:
         sock = bind(listener)
     except OSError as exc:
         raise ConfigError(f"cannot listen on metrics.listener {value}: {exc.strerror or exc}") from None
-    return metrics, MetricsServer(render, sock)
+    return metrics, MetricsServer(metrics.exposition, sock)

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from strom.broker.broker import Broker
 from strom.broker.config import BrokerConfig, ConfigError
 from strom.metrics.broker_metrics import BrokerMetrics, count_records
-from strom.metrics.collectors import Family
+from strom.metrics.exposition import Family
 from strom.metrics.listener import MetricsListener, parse_metrics_listener
 from strom.protocol.headers import Request, decode_request, encode_request
 from strom.protocol.message import Message
@@ -42,8 +42,15 @@ def _request(message: Message, version: int) -> Request:
     return decode_request(encode_request(message, version, 7, "test")[4:])  # the frame, its size prefix off
 
 
+def _parsed(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
 def _samples(metrics: BrokerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(metrics.registry).decode()
+    text = metrics.exposition().decode()
+    registry = CollectorRegistry()  # the same families through prometheus_client's own writer
+    registry.register(metrics)
+    assert _parsed(text) == _parsed(generate_latest(registry).decode())
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
@@ -116,8 +123,5 @@ def test_the_gauges_text_is_what_prometheus_client_would_write() -> None:
 
     registry.register(Fixed())
 
-    def parsed(text: str) -> list[tuple[str, dict[str, str], float]]:
-        return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
-
-    assert parsed("".join(out)) == parsed(generate_latest(registry).decode())
-    assert parsed("".join(out))[0][1]["consumergroup"] == 'a "quoted" \\ group\nwith a newline'
+    assert _parsed("".join(out)) == _parsed(generate_latest(registry).decode())
+    assert _parsed("".join(out))[0][1]["consumergroup"] == 'a "quoted" \\ group\nwith a newline'
