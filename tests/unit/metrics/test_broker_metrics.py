@@ -4,6 +4,8 @@ codes found in nested responses, the listener's parsing and its one-line errors.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,3 +127,21 @@ def test_the_gauges_text_is_what_prometheus_client_would_write() -> None:
 
     assert _parsed("".join(out)) == _parsed(generate_latest(registry).decode())
     assert _parsed("".join(out))[0][1]["consumergroup"] == 'a "quoted" \\ group\nwith a newline'
+
+
+def test_a_broker_without_metrics_never_imports_prometheus_client(tmp_path: Path) -> None:
+    """Off (the default), the broker answers requests without loading prometheus_client."""
+    script = (
+        "import asyncio, sys\n"
+        "from strom.broker.broker import Broker\n"
+        "from strom.broker.config import BrokerConfig\n"
+        "from strom.protocol.headers import encode_request\n"
+        "from strom.protocol.messages.metadata_request import MetadataRequest\n"
+        f"broker = Broker(BrokerConfig.from_properties({{'log.dirs': {str(tmp_path)!r}}}))\n"
+        "broker.startup()\n"
+        "answer = asyncio.run(broker.handle(encode_request(MetadataRequest(topics=None), 9, 1, 'c')[4:]))\n"
+        "assert answer, answer\n"
+        "print('prometheus_client' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "False"
